@@ -1,0 +1,3 @@
+from simdoc.cli import main
+
+main()

@@ -1,0 +1,320 @@
+"""The ``simdoc`` command: click commands that parse options and call the library.
+
+Exit status: 0 success (with or without pairs), 1 internal error (a bug),
+2 usage error, 3 corpus error, 4 index error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from simdoc import __version__
+from simdoc.errors import EXIT_USAGE, SimdocError
+from simdoc.lsh import DEFAULT_THRESHOLD
+from simdoc.output import FORMATS, write_records
+from simdoc.pipeline import (
+    PairsResult,
+    StageResult,
+    build_index,
+    build_shingles,
+    build_signatures,
+    default_index_path,
+    find_pairs,
+)
+from simdoc.shingling import UNITS
+
+log = logging.getLogger("simdoc")
+MAX_WARNINGS = 20
+
+
+class _Group(click.Group):
+    """Turns SimdocError into `Error: ...` on stderr and its exit code; no traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except SimdocError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(130)
+
+
+class _StderrHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        prefix = "warning: " if record.levelno >= logging.WARNING else ""
+        click.echo(f"{prefix}{record.getMessage()}", err=True)
+
+
+def _setup_logging(quiet: bool, verbose: bool) -> None:
+    log.handlers[:] = [_StderrHandler()]
+    log.propagate = False
+    log.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO)
+
+
+def _show_progress(quiet: bool) -> bool:
+    return not quiet and sys.stderr.isatty()
+
+
+def _report(stages: list[StageResult], verbose: bool) -> None:
+    warnings = [w for s in stages for w in s.warnings]
+    shown = warnings if verbose else warnings[:MAX_WARNINGS]
+    for w in shown:
+        log.warning(w)
+    if len(warnings) > len(shown):
+        log.warning(f"... and {len(warnings) - len(shown)} more warnings (--verbose shows all)")
+    for s in stages:
+        if s.built:
+            log.debug(f"{s.stage}: {s.detail} ({s.seconds:.2f} s)")
+        else:
+            log.debug(f"{s.stage}: up to date")
+
+
+# ---------------------------------------------------------------- shared options
+
+
+def _opt(*decls, **kw) -> Callable:
+    return click.option(*decls, **kw)
+
+
+index_option = _opt(
+    "--index",
+    "index",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Index directory. Default: $SIMDOC_INDEX, else ~/.cache/simdoc/<corpus name>-<hash of its path>.",
+)
+jobs_option = _opt("--jobs", "-j", type=int, default=None, help="Worker processes. Default: all cores.")
+quiet_option = _opt("--quiet", "-q", is_flag=True, help="Print nothing on stderr but errors.")
+verbose_option = _opt("--verbose", "-v", is_flag=True, help="Per-stage timings and every warning on stderr.")
+rebuild_option = _opt(
+    "--rebuild", is_flag=True, help="Rebuild stages whose stored parameters differ from the ones asked for."
+)
+shingle_options = [
+    _opt("--unit", type=click.Choice(UNITS), default=None, help="Shingle unit. Default: char."),
+    _opt("--k", "k", type=click.IntRange(1, 256), default=None, help="Shingle length in units. Default: char 5, word 3, stopword 3."),
+    _opt("--lowercase/--no-lowercase", default=None, help="Lowercase before shingling. Default: lowercase."),
+]
+signature_options = [
+    _opt("--num-perm", type=click.IntRange(1, 65536), default=None, help="MinHash signature length. Default: 128."),
+    _opt("--seed", type=click.IntRange(0, 2**64 - 1), default=None, help="Seed of the hash family. Default: 1."),
+]
+threshold_option = _opt(
+    "--threshold",
+    "-t",
+    type=float,
+    default=None,
+    help=f"Jaccard threshold in (0, 1]. Default: the index's, else {DEFAULT_THRESHOLD}.",
+)
+banding_options = [
+    _opt("--bands", "-b", type=click.IntRange(1), default=None, help="LSH bands (with --rows; overrides --threshold's choice)."),
+    _opt("--rows", "-r", type=click.IntRange(1), default=None, help="Rows per band (with --bands)."),
+]
+
+
+def _apply(options: list[Callable]) -> Callable:
+    def deco(f: Callable) -> Callable:
+        for o in reversed(options):
+            f = o(f)
+        return f
+
+    return deco
+
+
+def _need_index(index: Path | None) -> Path:
+    if index is not None:
+        return index
+    import os
+
+    env = os.environ.get("SIMDOC_INDEX")
+    if env:
+        return Path(env)
+    raise click.UsageError("--index is required here (or set SIMDOC_INDEX)")
+
+
+# ---------------------------------------------------------------- commands
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="simdoc")
+def cli() -> None:
+    """Find near-duplicate documents: shingles, MinHash, LSH, exact Jaccard.
+
+    \b
+    The one command most people need:
+      simdoc pairs my_corpus/            # build the index, print pairs
+    or stage by stage, with the index where you want it:
+      simdoc shingle my_corpus/ --index idx
+      simdoc signature --index idx
+      simdoc index --index idx --threshold 0.8
+      simdoc pairs --index idx
+    """
+
+
+@cli.command()
+@click.argument("corpus", type=click.Path(path_type=Path))
+@index_option
+@_apply(shingle_options)
+@jobs_option
+@rebuild_option
+@quiet_option
+@verbose_option
+def shingle(corpus, index, unit, k, lowercase, jobs, rebuild, quiet, verbose) -> None:
+    """Turn every document under CORPUS into its set of hashed shingles.
+
+    \b
+    Example:
+      simdoc shingle sample_corpus --index /tmp/idx --unit word --k 3
+    """
+    _setup_logging(quiet, verbose)
+    index = index or default_index_path(corpus)
+    res = build_shingles(corpus, index, unit=unit, k=k, lowercase=lowercase, jobs=jobs, rebuild=rebuild, progress=_show_progress(quiet))
+    _report([res], verbose)
+    log.info(f"shingle: {res.detail if res.built else 'up to date'} -> {index}")
+
+
+@cli.command()
+@index_option
+@_apply(signature_options)
+@jobs_option
+@rebuild_option
+@quiet_option
+@verbose_option
+def signature(index, num_perm, seed, jobs, rebuild, quiet, verbose) -> None:
+    """Compute the MinHash signature matrix of the shingled documents.
+
+    \b
+    Example:
+      simdoc signature --index /tmp/idx --num-perm 256 --seed 7
+    """
+    _setup_logging(quiet, verbose)
+    index = _need_index(index)
+    res = build_signatures(index, num_perm=num_perm, seed=seed, jobs=jobs, rebuild=rebuild, progress=_show_progress(quiet))
+    _report([res], verbose)
+    log.info(f"signature: {res.detail if res.built else 'up to date'}")
+
+
+@cli.command("index")
+@index_option
+@threshold_option
+@_apply(banding_options)
+@quiet_option
+@verbose_option
+def index_cmd(index, threshold, bands, rows, quiet, verbose) -> None:
+    """Band the signatures into LSH buckets for a Jaccard threshold.
+
+    Reports on stderr the chosen bands b and rows r, the S-curve midpoint
+    (1/b)^(1/r) and the probability that pairs at J = T-0.1, T and T+0.1
+    become candidates.
+
+    \b
+    Example:
+      simdoc index --index /tmp/idx --threshold 0.8
+      simdoc index --index /tmp/idx --bands 20 --rows 5
+    """
+    _setup_logging(quiet, verbose)
+    index = _need_index(index)
+    res, report = build_index(index, threshold=threshold, bands=bands, rows=rows)
+    _report([res], verbose)
+    log.info(f"index: {report.describe()}" + ("" if res.built else " (up to date)"))
+
+
+@cli.command()
+@click.argument("corpus", required=False, type=click.Path(path_type=Path))
+@index_option
+@threshold_option
+@_opt("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None, help="Output format. Default: table on a terminal, tsv otherwise.")
+@_opt("--no-verify", is_flag=True, help="Skip exact Jaccard; filter and sort by the MinHash estimate.")
+@_opt("--all-candidates", is_flag=True, help="Print every candidate pair with both numbers, whatever its similarity.")
+@_opt("--measure", type=click.Choice(["set", "bag"]), default="set", help="Verified similarity: set or bag Jaccard.")
+@_apply(shingle_options)
+@_apply(signature_options)
+@_apply(banding_options)
+@jobs_option
+@rebuild_option
+@quiet_option
+@verbose_option
+def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, unit, k, lowercase, num_perm, seed, bands, rows, jobs, rebuild, quiet, verbose) -> None:
+    """Print near-duplicate pairs: doc_a, doc_b, estimated and exact Jaccard.
+
+    With CORPUS, missing or out-of-date stages are built first (with the
+    stage options given here); without it, the --index is used as it is.
+    Records go to stdout, one per line; the summary and warnings to stderr.
+
+    \b
+    Examples:
+      simdoc pairs sample_corpus
+      simdoc pairs sample_corpus --threshold 0.8 --format jsonl > pairs.jsonl
+      simdoc pairs --index /tmp/idx --all-candidates | sort -t$'\\t' -k4,4n
+    """
+    _setup_logging(quiet, verbose)
+    if corpus is None and index is None and not _env_index():
+        raise click.UsageError("give a CORPUS, an --index, or both")
+    if corpus is None and index is None:
+        index = _need_index(None)
+    if rebuild and corpus is None:
+        raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
+    res = find_pairs(
+        corpus,
+        index,
+        threshold=threshold,
+        measure=measure,
+        verify=not no_verify,
+        all_candidates=all_candidates,
+        unit=unit,
+        k=k,
+        lowercase=lowercase,
+        num_perm=num_perm,
+        seed=seed,
+        bands=bands,
+        rows=rows,
+        jobs=jobs,
+        rebuild=rebuild,
+        progress=_show_progress(quiet),
+    )
+    _report(res.stages, verbose)
+    if verbose and res.banding:
+        log.debug(f"banding: {res.banding.describe()}")
+    fmt = fmt or ("table" if sys.stdout.isatty() else "tsv")
+    write_records(((p.doc_a, p.doc_b, p.estimated, p.jaccard) for p in res), fmt, sys.stdout)
+    sys.stdout.flush()
+    _summary(res)
+
+
+def _env_index() -> bool:
+    import os
+
+    return bool(os.environ.get("SIMDOC_INDEX"))
+
+
+def _summary(res: PairsResult) -> None:
+    what = "pairs" if res.jaccard is not None else "pairs (estimated)"
+    skipped = f" ({res.n_skipped} files skipped)" if res.n_skipped else ""
+    cut = "all candidates" if res.all_candidates else f"{res.measure} jaccard >= {res.threshold:g}"
+    msg = f"simdoc: {res.n_docs} documents{skipped}, {res.n_candidates} candidates, {len(res)} {what} ({cut}) in {res.seconds:.2f} s"
+    log.info(msg)
+    if res.stats.large_buckets:
+        log.warning(
+            f"{res.stats.large_buckets} LSH buckets hold 10,000 or more documents (largest: {res.stats.largest_bucket}); "
+            "these are usually exact copies or boilerplate"
+        )
+
+
+def main() -> None:
+    try:
+        cli.main(prog_name="simdoc")
+    except SystemExit:
+        raise
+    except BrokenPipeError:  # `simdoc pairs ... | head`
+        sys.stderr.close()
+        sys.exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

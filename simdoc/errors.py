@@ -1,0 +1,75 @@
+"""The one exception family of simdoc and the exit codes the CLI maps it to.
+
+Every error a user can cause (a bad path, a bad option value, an index built
+with other parameters, a damaged file) is raised as a subclass of
+:class:`SimdocError`; the CLI prints ``Error: <message>`` on stderr and exits
+with the class's ``exit_code``. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1  # a bug: unexpected exception, traceback printed
+EXIT_USAGE = 2  # bad command line or option value (click uses 2 as well)
+EXIT_INPUT = 3  # the corpus is missing, empty, or has no readable document
+EXIT_INDEX = 4  # the index is missing a stage, damaged, or built with other parameters
+
+
+class SimdocError(Exception):
+    """Base class of every error simdoc reports to a user."""
+
+    exit_code = EXIT_INTERNAL
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class UsageError(SimdocError):
+    """An option value breaks a rule (threshold outside (0, 1], bands*rows > num_perm, ...)."""
+
+    exit_code = EXIT_USAGE
+
+
+class CorpusError(SimdocError):
+    """The corpus cannot be read as a whole (missing, empty, nothing readable)."""
+
+    exit_code = EXIT_INPUT
+
+
+class IndexError_(SimdocError):
+    """The index directory is missing a stage, damaged, or holds other parameters."""
+
+    exit_code = EXIT_INDEX
+
+
+class ParameterMismatch(IndexError_):
+    """The index was built with a parameter value other than the one asked for."""
+
+    def __init__(self, stage: str, name: str, stored: object, asked: object, index: str) -> None:
+        option = "--" + name.replace("_", "-")
+        super().__init__(
+            f"the index at {index} was built with {name}={stored!r} ({stage} stage), "
+            f"but {option} {asked!r} was asked for",
+            hint=f"drop {option} to use the stored value, pass --rebuild to rebuild the index "
+            "with the new value, or choose another --index",
+        )
+        self.stage = stage
+        self.name = name
+        self.stored = stored
+        self.asked = asked
+
+
+class CorruptIndex(IndexError_):
+    """A file of the index cannot be read or does not match what the manifest says."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(
+            f"damaged index file {path}: {problem}",
+            hint="rebuild it with --rebuild (or delete the index directory)",
+        )
+        self.path = path

@@ -1,0 +1,258 @@
+"""Locality-sensitive hashing by banding (MMDS §3.4).
+
+A signature of ``num_perm`` rows is cut into ``bands`` bands of ``rows``
+rows (``bands * rows <= num_perm``; rows past the last band are not used for
+banding, only for the estimate). Two documents become a *candidate pair* if
+they agree on every row of at least one band. For a pair of Jaccard
+similarity s this happens with probability ``1 - (1 - s**rows)**bands``, the
+S-curve, whose steepest point lies near ``(1/bands)**(1/rows)``.
+
+Choosing b and r
+----------------
+Equal-weight optimisers (minimise false positives + false negatives) put the
+S-curve's midpoint on the threshold and so miss about half of the pairs that
+sit exactly at it. simdoc instead asks for a *recall* at the threshold
+(default 0.95: a pair with J = t becomes a candidate with probability at
+least 0.95) and, among all (b, r) that reach it, takes the one with the
+least false-positive area ``∫_0^t P(s) ds``. Every candidate is verified
+exactly afterwards, so extra candidates cost time, never precision.
+
+Candidate generation
+--------------------
+Each band's r values are hashed to one 64-bit key per document; documents
+are sorted by key per band (``buckets``), and runs of equal keys are buckets.
+Pairs are produced band by band in bounded chunks; a pair is emitted only in
+the first band where its two documents share a key, so no global
+deduplication table is needed and a huge bucket streams through in pieces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from simdoc.errors import UsageError
+
+DEFAULT_THRESHOLD = 0.6
+DEFAULT_RECALL = 0.95
+PAIR_CHUNK = 1 << 21  # candidate pairs handed out at once
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def check_threshold(threshold: float) -> float:
+    if not isinstance(threshold, (int, float, np.floating)) or not 0.0 < float(threshold) <= 1.0:
+        raise UsageError(f"threshold must be in (0, 1], got {threshold!r}")
+    return float(threshold)
+
+
+def check_bands_rows(bands: int, rows: int, num_perm: int) -> None:
+    if bands < 1 or rows < 1:
+        raise UsageError(f"bands and rows must be at least 1, got bands={bands}, rows={rows}")
+    if bands * rows > num_perm:
+        raise UsageError(
+            f"bands*rows = {bands}*{rows} = {bands * rows} is larger than num_perm = {num_perm}",
+            hint="lower --bands or --rows, or raise --num-perm (the signature must have b*r rows)",
+        )
+
+
+def candidate_probability(s, bands: int, rows: int):
+    """Probability that a pair of Jaccard similarity s becomes a candidate: 1-(1-s^r)^b.
+
+    >>> round(candidate_probability(0.8, 20, 5), 4)
+    0.9996
+    """
+    s = np.asarray(s, dtype=np.float64)
+    p = 1.0 - (1.0 - s**rows) ** bands
+    return float(p) if p.ndim == 0 else p
+
+
+def s_curve_threshold(bands: int, rows: int) -> float:
+    """The similarity (1/b)^(1/r) near which the S-curve is steepest.
+
+    >>> s_curve_threshold(16, 4)
+    0.5
+    """
+    return (1.0 / bands) ** (1.0 / rows)
+
+
+def _false_positive_area(bands: int, rows: int, threshold: float) -> float:
+    s = np.linspace(0.0, threshold, 257)
+    p = candidate_probability(s, bands, rows)
+    return float(np.sum((p[1:] + p[:-1]) * np.diff(s)) / 2.0)
+
+
+def choose_bands_rows(threshold: float, num_perm: int, recall: float = DEFAULT_RECALL) -> tuple[int, int]:
+    """Pick (bands, rows) with candidate probability >= ``recall`` at ``threshold``.
+
+    Among all pairs with ``bands * rows <= num_perm`` that reach the recall,
+    the one with the least false-positive area below the threshold wins. If
+    none reaches it (a tiny threshold with few permutations), the pair with
+    the highest recall is returned; callers report that probability.
+    """
+    threshold = check_threshold(threshold)
+    if not 0.0 < recall < 1.0:
+        raise UsageError(f"recall must be in (0, 1), got {recall!r}")
+    best: tuple[float, int, int] | None = None
+    fallback: tuple[float, int, int] = (-1.0, 1, 1)
+    for rows in range(1, num_perm + 1):
+        max_bands = num_perm // rows
+        p_row = threshold**rows
+        if p_row >= 1.0:
+            need = 1
+        elif p_row <= 0.0:
+            need = max_bands + 1
+        else:
+            need = int(np.ceil(np.log1p(-recall) / np.log1p(-p_row) - 1e-12))
+            need = max(need, 1)
+        if need > max_bands:
+            p = candidate_probability(threshold, max_bands, rows)
+            if p > fallback[0]:
+                fallback = (p, max_bands, rows)
+            continue
+        area = _false_positive_area(need, rows, threshold)
+        if best is None or area < best[0] - 1e-15:
+            best = (area, need, rows)
+    if best is None:
+        return fallback[1], fallback[2]
+    return best[1], best[2]
+
+
+@dataclass(frozen=True)
+class BandingReport:
+    bands: int
+    rows: int
+    threshold: float
+    midpoint: float
+    probabilities: dict[float, float]
+
+    @classmethod
+    def of(cls, bands: int, rows: int, threshold: float) -> BandingReport:
+        points = [round(x, 10) for x in (threshold - 0.1, threshold, threshold + 0.1) if 0.0 < x <= 1.0]
+        return cls(
+            bands,
+            rows,
+            threshold,
+            s_curve_threshold(bands, rows),
+            {s: candidate_probability(s, bands, rows) for s in points},
+        )
+
+    def describe(self) -> str:
+        probs = ", ".join(f"P(J={s:g})={p:.3f}" for s, p in self.probabilities.items())
+        return f"bands={self.bands} rows={self.rows} midpoint (1/b)^(1/r)={self.midpoint:.3f}; {probs}"
+
+
+def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """64-bit key of each document's values in each band.
+
+    Parameters
+    ----------
+    signatures : ndarray of shape (n_docs, num_perm), dtype uint32
+
+    Returns
+    -------
+    ndarray of shape (bands, n_docs), dtype uint64
+        Equal band values give equal keys; different values collide with
+        probability about 2**-64 (a collision only adds a candidate, which
+        verification then scores).
+    """
+    n = signatures.shape[0]
+    check_bands_rows(bands, rows, signatures.shape[1])
+    out = np.empty((bands, n), dtype=np.uint64)
+    for t in range(bands):
+        h = np.full(n, ((t + 1) * int(_GOLDEN)) & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64)
+        for c in range(t * rows, (t + 1) * rows):
+            h ^= signatures[:, c].astype(np.uint64)
+            h *= _GOLDEN
+            h ^= h >> np.uint64(29)
+        h ^= h >> np.uint64(30)
+        h *= _MIX1
+        h ^= h >> np.uint64(27)
+        h *= _MIX2
+        h ^= h >> np.uint64(31)
+        out[t] = h
+    return out
+
+
+def bucket_order(keys: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """Per band, the eligible documents sorted by key (stable, so ties keep document order).
+
+    Returns
+    -------
+    ndarray of shape (bands, n_eligible), dtype int64
+    """
+    docs = np.flatnonzero(eligible)
+    out = np.empty((keys.shape[0], len(docs)), dtype=np.int64)
+    for t in range(keys.shape[0]):
+        out[t] = docs[np.argsort(keys[t, docs], kind="stable")]
+    return out
+
+
+@dataclass
+class BucketStats:
+    n_candidates: int = 0
+    largest_bucket: int = 0
+    largest_bucket_band: int = -1
+    large_buckets: int = 0  # buckets with at least LARGE_BUCKET documents
+
+
+LARGE_BUCKET = 10_000
+
+
+def iter_candidates(
+    keys: np.ndarray, buckets: np.ndarray, stats: BucketStats | None = None, chunk: int = PAIR_CHUNK
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield candidate pairs as (left, right) int64 arrays with left < right.
+
+    Every pair of documents that share a key in at least one band is yielded
+    exactly once (in the first such band), in chunks of about ``chunk`` pairs.
+    """
+    stats = stats if stats is not None else BucketStats()
+    n_bands = keys.shape[0]
+    for t in range(n_bands):
+        order = np.asarray(buckets[t])
+        if len(order) < 2:
+            continue
+        sk = keys[t][order]
+        starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
+        ends = np.append(starts[1:], len(order))
+        sizes = ends - starts
+        biggest = int(sizes.max())
+        if biggest > stats.largest_bucket:
+            stats.largest_bucket, stats.largest_bucket_band = biggest, t
+        stats.large_buckets += int(np.count_nonzero(sizes >= LARGE_BUCKET))
+        if biggest < 2:
+            continue
+        # For each sorted position: how many later members its bucket has.
+        group_end = np.repeat(ends, sizes)
+        after = group_end - np.arange(len(order)) - 1
+        cum = np.cumsum(after)
+        total = int(cum[-1])
+        done = 0
+        p0 = 0
+        while done < total:
+            p1 = int(np.searchsorted(cum, done + chunk, side="right"))
+            p1 = max(p1, p0 + 1)
+            counts = after[p0:p1]
+            n_pairs = int(counts.sum())
+            if n_pairs:
+                firsts = np.repeat(np.arange(p0, p1, dtype=np.int64), counts)
+                ramp = np.arange(n_pairs, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+                a = order[firsts]
+                b = order[firsts + 1 + ramp]
+                left, right = np.minimum(a, b), np.maximum(a, b)
+                keep = np.ones(n_pairs, dtype=bool)
+                for u in range(t):
+                    idx = np.flatnonzero(keep)
+                    if len(idx) == 0:
+                        break
+                    keep[idx] = keys[u][left[idx]] != keys[u][right[idx]]
+                left, right = left[keep], right[keep]
+                stats.n_candidates += len(left)
+                if len(left):
+                    yield left, right
+            done += n_pairs
+            p0 = p1

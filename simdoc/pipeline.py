@@ -1,0 +1,626 @@
+"""Stage orchestration: shingle → signature → index → pairs, kept in an index directory.
+
+Each ``build_*`` function brings one stage up to date and returns what it
+did; :func:`find_pairs` runs whatever is missing or out of date, then scores
+the candidates. Parameters passed as ``None`` mean "whatever the index holds,
+else the default"; a value that differs from what the index holds is a
+:class:`~simdoc.errors.ParameterMismatch` unless ``rebuild=True``. The band
+parameters are the exception: banding is cheap and derived from the
+signatures, so asking for another threshold simply re-bands.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from simdoc import __version__
+from simdoc.corpus import FileEntry, discover, read_document
+from simdoc.errors import CorpusError, IndexError_, ParameterMismatch, UsageError
+from simdoc.lsh import (
+    DEFAULT_RECALL,
+    DEFAULT_THRESHOLD,
+    BandingReport,
+    BucketStats,
+    band_keys,
+    bucket_order,
+    check_bands_rows,
+    check_threshold,
+    choose_bands_rows,
+    iter_candidates,
+)
+from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SEED, MinHasher
+from simdoc.shingling import ShingleSets, ShingleSpec, normalise, shingle_texts
+from simdoc.similarity import MEASURES, pair_estimates, pair_jaccard
+from simdoc.store import IndexStore
+
+log = logging.getLogger("simdoc")
+
+BATCH_BYTES = 4 << 20  # text per shingling task
+BATCH_DOCS = 2000
+SIGNATURE_TASK_SHINGLES = 1 << 20
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def default_jobs() -> int:
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # not on Linux
+        return max(os.cpu_count() or 1, 1)
+
+
+def default_index_path(corpus: str | os.PathLike) -> Path:
+    """Where an index lives when ``--index`` is not given.
+
+    ``$SIMDOC_INDEX`` if set; otherwise ``$XDG_CACHE_HOME/simdoc/<name>-<hash>``
+    (``~/.cache/simdoc/...``), where the hash is of the corpus's absolute path,
+    so each corpus gets its own index and the corpus itself is never written to.
+    """
+    env = os.environ.get("SIMDOC_INDEX")
+    if env:
+        return Path(env)
+    absolute = Path(corpus).resolve()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    digest = hashlib.sha256(str(absolute).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return cache / "simdoc" / f"{absolute.name or 'root'}-{digest}"
+
+
+def _build_id(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _pool_map(func: Callable, tasks: list, jobs: int) -> Iterator:
+    """Results of func over tasks, in task order, on ``jobs`` processes (1: in this process)."""
+    if jobs <= 1 or len(tasks) <= 1:
+        yield from map(func, tasks)
+        return
+    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    with ctx.Pool(min(jobs, len(tasks))) as pool:
+        yield from pool.imap(func, tasks, chunksize=1)
+
+
+def _progress(total: int, desc: str, enabled: bool, unit: str = "doc") -> tqdm:
+    return tqdm(total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr, leave=False, dynamic_ncols=True)
+
+
+def _check_jobs(jobs: int | None) -> int:
+    if jobs is None:
+        return default_jobs()
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    return jobs
+
+
+def _mismatch(stage: str, stored: dict, asked: dict, index: Path, rebuild: bool) -> bool:
+    """True if an asked parameter differs from the stored one (raises unless rebuild)."""
+    for name, value in asked.items():
+        if value is None or name not in stored or stored[name] == value:
+            continue
+        if rebuild:
+            return True
+        raise ParameterMismatch(stage, name, stored[name], value, str(index))
+    return False
+
+
+# ---------------------------------------------------------------- loaded index
+
+
+@dataclass
+class LoadedIndex:
+    """Memory-mapped view of an index directory's arrays."""
+
+    store: IndexStore
+    manifest: dict
+
+    def stage(self, name: str) -> dict:
+        stage = self.manifest["stages"].get(name)
+        if stage is None:
+            hint = {
+                "shingle": "run `simdoc shingle CORPUS --index ...` (or `simdoc pairs CORPUS`) first",
+                "signature": "run `simdoc signature --index ...` first",
+                "index": "run `simdoc index --index ...` first",
+            }[name]
+            raise IndexError_(f"the index at {self.store.path} has no {name} stage yet", hint=hint)
+        return stage
+
+    def _array(self, stage: str, role: str) -> np.ndarray:
+        st = self.stage(stage)
+        name = st["roles"][role]
+        return self.store.load_array(name, st["files"][name])
+
+    def doc_ids(self) -> list[str]:
+        return [d["id"] for d in self.doc_records()]
+
+    def doc_records(self) -> list[dict]:
+        st = self.stage("shingle")
+        name = st["roles"]["docs"]
+        return self.store.read_jsonl(name, st["files"][name])
+
+    def shingle_sets(self) -> ShingleSets:
+        return ShingleSets(self._array("shingle", "indptr"), self._array("shingle", "data"), self._array("shingle", "counts"))
+
+    def signatures(self) -> np.ndarray:
+        return self._array("signature", "signatures")
+
+    def hasher(self) -> MinHasher:
+        st = self.stage("signature")
+        family = self._array("signature", "family")
+        return MinHasher(st["params"]["num_perm"], st["params"]["seed"], a=family[0], b=family[1])
+
+    def bands(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._array("index", "bands"), self._array("index", "buckets")
+
+
+def open_index(index: str | os.PathLike) -> LoadedIndex:
+    store = IndexStore(index)
+    if not store.exists():
+        raise IndexError_(f"no simdoc index at {index}", hint="build one with `simdoc shingle CORPUS --index ...`")
+    return LoadedIndex(store, store.read_manifest())
+
+
+# ---------------------------------------------------------------- shingle stage
+
+
+@dataclass
+class StageResult:
+    stage: str
+    built: bool  # False: it was already up to date
+    seconds: float = 0.0
+    detail: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+def _shingle_batch(task: tuple[list[tuple[str, str]], ShingleSpec]) -> tuple[ShingleSets, list[tuple]]:
+    """Read and shingle one batch of files (runs in a worker process)."""
+    entries, spec = task
+    texts, infos = [], []
+    for doc_id, path in entries:
+        res = read_document(path)
+        infos.append((res.digest, res.status, res.warning))
+        if res.text is not None:
+            texts.append(normalise(res.text, spec.lowercase))
+    return shingle_texts(texts, spec, normalised=True), infos
+
+
+def _batches(entries: list[FileEntry]) -> list[list[FileEntry]]:
+    out, cur, size = [], [], 0
+    for e in entries:
+        cur.append(e)
+        size += e.size
+        if size >= BATCH_BYTES or len(cur) >= BATCH_DOCS:
+            out.append(cur)
+            cur, size = [], 0
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _scan_signature(entries: list[FileEntry], skipped) -> list:
+    return [[e.id, e.size, e.mtime_ns] for e in entries] + [[s.id, s.reason] for s in skipped]
+
+
+def build_shingles(
+    corpus: str | os.PathLike,
+    index: str | os.PathLike | None = None,
+    *,
+    unit: str | None = None,
+    k: int | None = None,
+    lowercase: bool | None = None,
+    jobs: int | None = None,
+    rebuild: bool = False,
+    progress: bool = False,
+) -> StageResult:
+    """Bring the shingle stage of ``index`` up to date with ``corpus``."""
+    t0 = time.perf_counter()
+    jobs = _check_jobs(jobs)
+    index = Path(index) if index is not None else default_index_path(corpus)
+    store = IndexStore(index)
+    manifest = store.read_manifest()
+    stored = manifest["stages"].get("shingle")
+    corpus_abs = str(Path(corpus).resolve())
+    asked = {"unit": unit, "k": k, "lowercase": lowercase}
+    if stored and not rebuild and stored.get("corpus") != corpus_abs:
+        raise ParameterMismatch("shingle", "corpus", stored.get("corpus"), corpus_abs, str(index))
+    changed = stored is not None and _mismatch("shingle", stored["params"], asked, index, rebuild)
+    base = stored["params"] if (stored and not changed and not rebuild) else {}
+    u = unit if unit is not None else base.get("unit", "char")
+    spec = ShingleSpec(
+        u,
+        k if k is not None else (base.get("k") if base.get("unit") == u else None),
+        lowercase if lowercase is not None else base.get("lowercase", True),
+    )
+    entries, skipped = discover(corpus, exclude=[index])
+    if not entries:
+        raise CorpusError(
+            f"corpus {corpus} has no documents" + (f" ({len(skipped)} paths passed over)" if skipped else ""),
+            hint="point simdoc at a folder that holds text files (hidden files are ignored)",
+        )
+    scan = _scan_signature(entries, skipped)
+    scan_id = _build_id(scan)
+    if stored and not rebuild and not changed and stored.get("scan_id") == scan_id and stored["params"] == spec.as_params():
+        return StageResult("shingle", False, time.perf_counter() - t0, "up to date")
+
+    warnings = [f"{s.id}: {s.reason}" for s in skipped]
+    batches = _batches(entries)
+    tasks = [([(e.id, e.path) for e in b], spec) for b in batches]
+    store.ensure_dir()
+    w_indptr = store.array_writer("shingles.indptr.tmp.npy", np.int64)
+    w_data = store.array_writer("shingles.data.tmp.npy", np.uint32)
+    w_counts = store.array_writer("shingles.counts.tmp.npy", np.uint32)
+    writers = (w_indptr, w_data, w_counts)
+    records: list[dict] = []
+    not_docs: list[dict] = [{"id": s.id, "reason": s.reason} for s in skipped]
+    try:
+        w_indptr.append(np.zeros(1, np.int64))
+        offset = 0
+        bar = _progress(len(entries), "shingle", progress)
+        for batch, (sets, infos) in zip(batches, _pool_map(_shingle_batch, tasks, jobs)):
+            sizes = sets.sizes()
+            row = 0
+            for e, (digest, status, warning) in zip(batch, infos):
+                if warning:
+                    warnings.append(f"{e.id}: {warning}")
+                if status in ("binary", "unreadable"):
+                    not_docs.append({"id": e.id, "reason": warning})
+                    continue
+                records.append(
+                    {"id": e.id, "size": e.size, "mtime_ns": e.mtime_ns, "digest": digest, "status": status,
+                     "n_shingles": int(sizes[row])}
+                )
+                row += 1
+            w_indptr.append(sets.indptr[1:] + offset)
+            w_data.append(sets.data)
+            w_counts.append(sets.counts)
+            offset += len(sets.data)
+            bar.update(len(batch))
+        bar.close()
+        if not records:
+            raise CorpusError(
+                f"corpus {corpus} has no readable documents ({len(not_docs)} files skipped)",
+                hint="see the warnings above for why each file was skipped",
+            )
+        build = _build_id(scan_id, spec.as_params(), __version__)
+        names = {
+            "indptr": f"shingles.indptr.{build}.npy",
+            "data": f"shingles.data.{build}.npy",
+            "counts": f"shingles.counts.{build}.npy",
+            "docs": f"docs.{build}.jsonl",
+        }
+        files = {}
+        for role, w in zip(("indptr", "data", "counts"), writers):
+            w.name = names[role]
+            files[names[role]] = w.finish()
+    except BaseException:
+        for w in writers:
+            w.abort()
+        raise
+    files[names["docs"]] = store.write_jsonl(names["docs"], records)
+    empty = sum(1 for r in records if r["n_shingles"] == 0)
+    manifest["stages"]["shingle"] = {
+        "params": spec.as_params(),
+        "corpus": corpus_abs,
+        "scan_id": scan_id,
+        "build_id": build,
+        "n_docs": len(records),
+        "n_empty": empty,
+        "skipped": not_docs,
+        "roles": names,
+        "files": files,
+    }
+    manifest["simdoc_version"] = __version__
+    store.write_manifest(manifest)
+    detail = f"{len(records)} documents, {offset} shingles"
+    if empty:
+        detail += f", {empty} with no shingles (never candidates)"
+    if not_docs:
+        detail += f", {len(not_docs)} files skipped"
+    return StageResult("shingle", True, time.perf_counter() - t0, detail, warnings)
+
+
+# ---------------------------------------------------------------- signature stage
+
+
+def _signature_task(task: tuple) -> tuple[int, int]:
+    """Compute signatures of rows [start, stop) into the shared output file (worker process)."""
+    index, start, stop, out_tmp, num_perm, seed = task
+    sets = open_index(index).shingle_sets().slice(start, stop)
+    hasher = MinHasher(num_perm, seed)
+    out = np.load(out_tmp, mmap_mode="r+")
+    out[start:stop] = hasher.signatures(sets)
+    out.flush()
+    return start, stop
+
+
+def build_signatures(
+    index: str | os.PathLike,
+    *,
+    num_perm: int | None = None,
+    seed: int | None = None,
+    jobs: int | None = None,
+    rebuild: bool = False,
+    progress: bool = False,
+) -> StageResult:
+    """Bring the signature stage up to date with the shingle stage."""
+    t0 = time.perf_counter()
+    jobs = _check_jobs(jobs)
+    loaded = open_index(index)
+    shingle = loaded.stage("shingle")
+    stored = loaded.manifest["stages"].get("signature")
+    asked = {"num_perm": num_perm, "seed": seed}
+    changed = stored is not None and _mismatch("signature", stored["params"], asked, Path(index), rebuild)
+    base = stored["params"] if (stored and not changed and not rebuild) else {}
+    params = {
+        "num_perm": num_perm if num_perm is not None else base.get("num_perm", DEFAULT_NUM_PERM),
+        "seed": seed if seed is not None else base.get("seed", DEFAULT_SEED),
+    }
+    hasher = MinHasher(params["num_perm"], params["seed"])
+    if stored and not rebuild and stored["params"] == params and stored.get("built_from") == shingle["build_id"]:
+        return StageResult("signature", False, time.perf_counter() - t0, "up to date")
+    store = loaded.store
+    n = shingle["n_docs"]
+    build = _build_id(shingle["build_id"], params, __version__)
+    names = {"signatures": f"signatures.{build}.npy", "family": f"minhash.family.{build}.npy"}
+    files = {names["family"]: store.save_array(names["family"], np.stack([hasher.a, hasher.b]))}
+    out, tmp = store.create_array(names["signatures"], np.uint32, (n, params["num_perm"]))
+    try:
+        indptr = loaded.shingle_sets().indptr
+        # Cut the documents into ranges of about SIGNATURE_TASK_SHINGLES shingles each.
+        cuts = np.searchsorted(indptr, np.arange(0, int(indptr[-1]), SIGNATURE_TASK_SHINGLES), side="right") - 1
+        bounds = sorted(set(int(c) for c in cuts) | {0, n})
+        tasks = [(str(loaded.store.path), a, b, str(tmp), params["num_perm"], params["seed"]) for a, b in zip(bounds, bounds[1:]) if b > a]
+        bar = _progress(n, "signature", progress)
+        for a, b in _pool_map(_signature_task, tasks, jobs):
+            bar.update(b - a)
+        bar.close()
+        files[names["signatures"]] = store.publish(tmp, names["signatures"], out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    loaded.manifest["stages"]["signature"] = {
+        "params": params,
+        "built_from": shingle["build_id"],
+        "build_id": build,
+        "roles": names,
+        "files": files,
+    }
+    store.write_manifest(loaded.manifest)
+    return StageResult("signature", True, time.perf_counter() - t0, f"{n} x {params['num_perm']} signature matrix")
+
+
+# ---------------------------------------------------------------- index stage
+
+
+def resolve_banding(
+    stored: dict | None,
+    num_perm: int,
+    threshold: float | None,
+    bands: int | None,
+    rows: int | None,
+    recall: float = DEFAULT_RECALL,
+) -> dict:
+    """The banding parameters to use, from what was asked and what the index holds."""
+    if (bands is None) != (rows is None):
+        raise UsageError("--bands and --rows go together: give both, or neither and let --threshold choose")
+    if threshold is not None:
+        check_threshold(threshold)
+    if bands is not None:
+        check_bands_rows(bands, rows, num_perm)
+        t = threshold if threshold is not None else (1.0 / bands) ** (1.0 / rows)
+        return {"bands": bands, "rows": rows, "threshold": round(t, 6), "explicit": True}
+    if stored is not None and (threshold is None or stored.get("explicit")):
+        if stored["bands"] * stored["rows"] <= num_perm:
+            return dict(stored)
+    t = threshold if threshold is not None else (stored or {}).get("threshold", DEFAULT_THRESHOLD)
+    b, r = choose_bands_rows(t, num_perm, recall)
+    return {"bands": b, "rows": r, "threshold": t, "explicit": False}
+
+
+def build_index(
+    index: str | os.PathLike,
+    *,
+    threshold: float | None = None,
+    bands: int | None = None,
+    rows: int | None = None,
+) -> tuple[StageResult, BandingReport]:
+    """Bring the band keys and buckets up to date with the signatures."""
+    t0 = time.perf_counter()
+    loaded = open_index(index)
+    sig_stage = loaded.stage("signature")
+    stored = loaded.manifest["stages"].get("index")
+    params = resolve_banding(stored["params"] if stored else None, sig_stage["params"]["num_perm"], threshold, bands, rows)
+    report = BandingReport.of(params["bands"], params["rows"], params["threshold"])
+    if stored and stored["params"] == params and stored.get("built_from") == sig_stage["build_id"]:
+        return StageResult("index", False, time.perf_counter() - t0, "up to date"), report
+    sigs = loaded.signatures()
+    eligible = np.diff(loaded.shingle_sets().indptr) > 0
+    keys = band_keys(sigs, params["bands"], params["rows"])
+    order = bucket_order(keys, eligible)
+    build = _build_id(sig_stage["build_id"], params, __version__)
+    names = {"bands": f"bands.{build}.npy", "buckets": f"buckets.{build}.npy"}
+    files = {names["bands"]: loaded.store.save_array(names["bands"], keys)}
+    files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
+    loaded.manifest["stages"]["index"] = {
+        "params": params,
+        "built_from": sig_stage["build_id"],
+        "build_id": build,
+        "roles": names,
+        "files": files,
+    }
+    loaded.store.write_manifest(loaded.manifest)
+    return StageResult("index", True, time.perf_counter() - t0, report.describe()), report
+
+
+# ---------------------------------------------------------------- pairs
+
+
+@dataclass
+class Pair:
+    doc_a: str
+    doc_b: str
+    estimated: float
+    jaccard: float | None  # None when not verified
+
+
+@dataclass
+class PairsResult:
+    """Scored pairs, sorted by similarity descending then names, plus run facts."""
+
+    doc_ids: list[str]
+    left: np.ndarray
+    right: np.ndarray
+    estimated: np.ndarray
+    jaccard: np.ndarray | None
+    threshold: float
+    measure: str
+    n_candidates: int
+    stats: BucketStats
+    stages: list[StageResult] = field(default_factory=list)
+    banding: BandingReport | None = None
+    all_candidates: bool = False
+    n_docs: int = 0
+    n_skipped: int = 0
+    seconds: float = 0.0
+
+    def __len__(self) -> int:
+        return len(self.left)
+
+    def __iter__(self) -> Iterator[Pair]:
+        ids = self.doc_ids
+        for i in range(len(self.left)):
+            jac = None if self.jaccard is None else float(self.jaccard[i])
+            yield Pair(ids[self.left[i]], ids[self.right[i]], float(self.estimated[i]), jac)
+
+
+def _banding_threshold(threshold: float, measure: str) -> float:
+    # A bag Jaccard of t corresponds to a set Jaccard of t/(1-t) when no shingle repeats.
+    return min(threshold / (1.0 - threshold), 1.0) if measure == "bag" else threshold
+
+
+def score_candidates(
+    loaded: LoadedIndex,
+    threshold: float,
+    measure: str = "set",
+    verify: bool = True,
+    all_candidates: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, int, BucketStats]:
+    """Candidates from the buckets, scored; kept if above the threshold (or all)."""
+    keys, buckets = loaded.bands()
+    sigs = loaded.signatures()
+    sets = loaded.shingle_sets() if verify else None
+    stats = BucketStats()
+    parts: list[tuple] = []
+    for left, right in iter_candidates(keys, buckets, stats):
+        est = pair_estimates(sigs, left, right)
+        jac = pair_jaccard(sets, left, right, measure) if verify else None
+        if not all_candidates:
+            keep = (jac if verify else est) >= threshold
+            left, right, est = left[keep], right[keep], est[keep]
+            jac = jac[keep] if verify else None
+        if len(left):
+            parts.append((left, right, est, jac))
+    if parts:
+        left = np.concatenate([p[0] for p in parts])
+        right = np.concatenate([p[1] for p in parts])
+        est = np.concatenate([p[2] for p in parts])
+        jac = np.concatenate([p[3] for p in parts]) if verify else None
+    else:
+        left = right = np.zeros(0, np.int64)
+        est = np.zeros(0)
+        jac = np.zeros(0) if verify else None
+    # Order as printed: similarity (4 decimals) descending, then names (= document numbers).
+    primary = np.round(jac if verify else est, 4)
+    order = np.lexsort((right, left, -primary))
+    return left[order], right[order], est[order], (jac[order] if verify else None), stats.n_candidates, stats
+
+
+def find_pairs(
+    corpus: str | os.PathLike | None = None,
+    index: str | os.PathLike | None = None,
+    *,
+    threshold: float | None = None,
+    measure: str = "set",
+    verify: bool = True,
+    all_candidates: bool = False,
+    unit: str | None = None,
+    k: int | None = None,
+    lowercase: bool | None = None,
+    num_perm: int | None = None,
+    seed: int | None = None,
+    bands: int | None = None,
+    rows: int | None = None,
+    jobs: int | None = None,
+    rebuild: bool = False,
+    progress: bool = False,
+) -> PairsResult:
+    """Near-duplicate pairs of a corpus, building or refreshing its index first.
+
+    With ``corpus``, every stage that is missing or out of date is (re)built;
+    without it, the index is used as it is (missing signature or index stages
+    are still built, as they need only the index).
+    """
+    t0 = time.perf_counter()
+    if measure not in MEASURES:
+        raise UsageError(f"--measure must be one of {', '.join(MEASURES)}, got {measure!r}")
+    if threshold is not None:
+        check_threshold(threshold)
+        if measure == "bag" and threshold > 0.5:
+            raise UsageError(
+                f"bag Jaccard is at most 0.5 (identical bags), so --threshold {threshold} can never be met",
+                hint="use a threshold in (0, 0.5] with --measure bag",
+            )
+    if corpus is None and index is None:
+        raise UsageError("give a CORPUS, an --index, or both")
+    index = Path(index) if index is not None else default_index_path(corpus)
+    stages: list[StageResult] = []
+    if corpus is not None:
+        stages.append(build_shingles(corpus, index, unit=unit, k=k, lowercase=lowercase, jobs=jobs, rebuild=rebuild, progress=progress))
+    else:
+        loaded = open_index(index)
+        _mismatch("shingle", loaded.stage("shingle")["params"], {"unit": unit, "k": k, "lowercase": lowercase}, index, False)
+    stages.append(build_signatures(index, num_perm=num_perm, seed=seed, jobs=jobs, rebuild=rebuild, progress=progress))
+    loaded = open_index(index)
+    stored_t = (loaded.manifest["stages"].get("index") or {}).get("params", {}).get("threshold")
+    t = threshold if threshold is not None else (stored_t if stored_t is not None and measure == "set" else None)
+    if t is None:
+        t = DEFAULT_THRESHOLD if measure == "set" else 0.4
+    band_t = _banding_threshold(t, measure) if (threshold is not None or measure == "bag") else None
+    result, report = build_index(index, threshold=band_t, bands=bands, rows=rows)
+    stages.append(result)
+    loaded = open_index(index)
+    left, right, est, jac, n_cand, stats = score_candidates(loaded, t, measure, verify, all_candidates)
+    shingle = loaded.stage("shingle")
+    return PairsResult(
+        loaded.doc_ids(),
+        left,
+        right,
+        est,
+        jac,
+        t,
+        measure,
+        n_cand,
+        stats,
+        stages,
+        report,
+        all_candidates=all_candidates,
+        n_docs=shingle["n_docs"],
+        n_skipped=len(shingle.get("skipped", [])),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def iter_warnings(results: Iterable[StageResult]) -> Iterator[str]:
+    for r in results:
+        yield from r.warnings

@@ -1,0 +1,339 @@
+"""Text → sets of hashed shingles.
+
+A document becomes the set of its k-shingles, each shingle hashed to an
+unsigned 32-bit integer with MurmurHash3 (x86, 32-bit), so that a set of
+strings turns into a sorted ``uint32`` array and whole batches of documents
+are hashed with numpy instead of one Python call per shingle.
+
+The hash is part of the index format and is pinned by tests against the
+``mmh3`` package:
+
+* Normalisation: optional lowercasing (``str.lower``), then every run of
+  whitespace (as ``str.split()`` sees it, which includes tabs, newlines and
+  no-break spaces) becomes one blank, and leading/trailing whitespace goes.
+* ``unit="char"``: tokens are Unicode code points. A k-shingle's hash is
+  ``mmh3.hash(shingle.encode("utf-32-le"), SHINGLE_SEED, signed=False)``,
+  i.e. MurmurHash3 over k little-endian 32-bit code points. Hashing code
+  points rather than UTF-8 bytes makes "café" four characters, as a reader
+  sees it.
+* ``unit="word"``: tokens are the blank-separated words, each hashed as
+  ``mmh3.hash(word, SHINGLE_SEED, signed=False)`` (UTF-8); a k-shingle's hash
+  is MurmurHash3 over the k word hashes as little-endian 32-bit integers.
+* ``unit="stopword"`` (MMDS §3.2.4): like ``word``, but only the shingles
+  that *start* with a stop word (compared lowercased, with surrounding
+  punctuation removed) are kept: a stop word followed by the next k-1 words.
+
+Short documents: a document with at least one token but fewer than k has
+exactly one shingle, made of all its tokens, so short texts still compare.
+An empty document (nothing left after normalisation) has no shingles; nor
+has a ``stopword`` document without a stop word that starts a full shingle.
+Documents with no shingles are never candidates, not even of each other.
+
+The Murmur rounds are written out with numpy ``uint32`` arithmetic, which
+wraps modulo 2**32 exactly as the reference C code does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import mmh3
+import numpy as np
+
+from simdoc.errors import UsageError
+
+SHINGLE_SEED = 0
+UNITS = ("char", "word", "stopword")
+DEFAULT_K = {"char": 5, "word": 3, "stopword": 3}
+MAX_K = 256
+
+_C1 = np.uint32(0xCC9E2D51)
+_C2 = np.uint32(0x1B873593)
+_M5 = np.uint32(5)
+_N1 = np.uint32(0xE6546B64)
+_F1 = np.uint32(0x85EBCA6B)
+_F2 = np.uint32(0xC2B2AE35)
+_PUNCT = "\"'`.,;:!?()[]{}<>«»“”‘’„…–—-*_/\\|#&%$@^~+="
+
+
+@dataclass(frozen=True)
+class ShingleSpec:
+    """What a shingle is: the unit, its length k, and the normalisation.
+
+    Parameters
+    ----------
+    unit : {"char", "word", "stopword"}
+    k : int or None
+        Shingle length in units; None picks the unit's default
+        (char 5, word 3, stopword 3).
+    lowercase : bool
+        Lowercase the text before shingling.
+    """
+
+    unit: str = "char"
+    k: int | None = None
+    lowercase: bool = True
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise UsageError(f"unknown shingle unit {self.unit!r}; choose one of {', '.join(UNITS)}")
+        if self.k is None:
+            object.__setattr__(self, "k", DEFAULT_K[self.unit])
+        if not isinstance(self.k, (int, np.integer)) or isinstance(self.k, bool):
+            raise UsageError(f"k must be a whole number, got {self.k!r}")
+        if not 1 <= self.k <= MAX_K:
+            raise UsageError(f"k must be between 1 and {MAX_K}, got {self.k}")
+        object.__setattr__(self, "k", int(self.k))
+
+    def as_params(self) -> dict:
+        return {"unit": self.unit, "k": self.k, "lowercase": self.lowercase, "hash_seed": SHINGLE_SEED}
+
+
+class ShingleSets:
+    """Shingle sets of many documents in CSR form.
+
+    Attributes
+    ----------
+    indptr : ndarray of shape (n_docs + 1,), dtype int64
+        Row i is ``data[indptr[i]:indptr[i + 1]]``.
+    data : ndarray of shape (nnz,), dtype uint32
+        Shingle hashes, sorted ascending and unique within each row.
+    counts : ndarray of shape (nnz,), dtype uint32
+        How often each shingle occurs in its document (for bag similarity).
+    """
+
+    __slots__ = ("indptr", "data", "counts")
+
+    def __init__(self, indptr: np.ndarray, data: np.ndarray, counts: np.ndarray | None = None) -> None:
+        self.indptr = np.asarray(indptr, dtype=np.int64)
+        self.data = np.asarray(data, dtype=np.uint32)
+        self.counts = (
+            np.ones(len(self.data), dtype=np.uint32) if counts is None else np.asarray(counts, dtype=np.uint32)
+        )
+        if self.indptr.ndim != 1 or len(self.indptr) < 1 or self.indptr[0] != 0:
+            raise ValueError("indptr must be 1-D and start at 0")
+        if self.indptr[-1] != len(self.data) or len(self.counts) != len(self.data):
+            raise ValueError("indptr, data and counts disagree on the number of shingles")
+
+    @classmethod
+    def from_sets(cls, sets: Iterable[Iterable[int]]) -> ShingleSets:
+        """Build from explicit integer sets (e.g. textbook examples); duplicates are counted."""
+        rows = [np.asarray(sorted(s), dtype=np.uint64) for s in sets]
+        indptr = [0]
+        data, counts = [], []
+        for row in rows:
+            if len(row) and (row.max() >= 2**32):
+                raise ValueError("shingle ids must fit in 32 bits")
+            uniq, cnt = np.unique(row.astype(np.uint32), return_counts=True)
+            data.append(uniq)
+            counts.append(cnt.astype(np.uint32))
+            indptr.append(indptr[-1] + len(uniq))
+        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.uint32))
+        return cls(np.array(indptr, np.int64), cat(data), cat(counts))
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[ShingleSets]) -> ShingleSets:
+        if not parts:
+            return cls(np.zeros(1, np.int64), np.zeros(0, np.uint32))
+        offsets = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
+        indptr = np.concatenate([[0]] + [p.indptr[1:] + off for p, off in zip(parts, offsets)])
+        return cls(indptr, np.concatenate([p.data for p in parts]), np.concatenate([p.counts for p in parts]))
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.indptr) - 1
+
+    def __len__(self) -> int:
+        return self.n_docs
+
+    def sizes(self) -> np.ndarray:
+        """Number of distinct shingles per document, int64."""
+        return np.diff(self.indptr)
+
+    def row(self, i: int) -> np.ndarray:
+        return self.data[self.indptr[i] : self.indptr[i + 1]]
+
+    def row_counts(self, i: int) -> np.ndarray:
+        return self.counts[self.indptr[i] : self.indptr[i + 1]]
+
+    def slice(self, start: int, stop: int) -> ShingleSets:
+        lo, hi = self.indptr[start], self.indptr[stop]
+        return ShingleSets(self.indptr[start : stop + 1] - lo, self.data[lo:hi], self.counts[lo:hi])
+
+
+def normalise(text: str, lowercase: bool = True) -> str:
+    """Lowercase (optionally) and collapse every whitespace run to one blank, trimmed."""
+    if lowercase:
+        text = text.lower()
+    return " ".join(text.split())
+
+
+@lru_cache(maxsize=1)
+def stop_words() -> frozenset[str]:
+    """The shipped English stop-word list (``simdoc/data/stopwords.txt``)."""
+    raw = resources.files("simdoc").joinpath("data/stopwords.txt").read_text(encoding="utf-8")
+    return frozenset(w.strip() for w in raw.splitlines() if w.strip() and not w.startswith("#"))
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def _premix(tokens: np.ndarray) -> np.ndarray:
+    """The per-block part of MurmurHash3 (k1 = rotl(t*c1, 15)*c2), done once per token."""
+    k1 = tokens * _C1
+    k1 = _rotl(k1, 15)
+    k1 *= _C2
+    return k1
+
+
+def fmix32(h: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 32-bit finaliser, in place on a uint32 array; returns it."""
+    h ^= h >> np.uint32(16)
+    h *= _F1
+    h ^= h >> np.uint32(13)
+    h *= _F2
+    h ^= h >> np.uint32(16)
+    return h
+
+
+def murmur_windows(tokens: np.ndarray, k: int, starts: np.ndarray | None = None, seed: int = SHINGLE_SEED) -> np.ndarray:
+    """MurmurHash3_x86_32 of every window of k uint32 tokens.
+
+    Parameters
+    ----------
+    tokens : ndarray of shape (n,), dtype uint32
+    k : int
+        Window length; the hashed key is 4*k bytes.
+    starts : ndarray of int, optional
+        Window start positions; default every position 0..n-k.
+
+    Returns
+    -------
+    ndarray of shape (n_windows,), dtype uint32
+        Equal to ``mmh3.hash(tokens[s:s+k].astype('<u4').tobytes(), seed, signed=False)``.
+    """
+    tokens = np.ascontiguousarray(tokens, dtype=np.uint32)
+    blocks = _premix(tokens)
+    if starts is None:
+        n_win = max(len(tokens) - k + 1, 0)
+        h = np.full(n_win, seed, dtype=np.uint32)
+        for j in range(k):
+            h ^= blocks[j : j + n_win]
+            h[:] = _rotl(h, 13)
+            h *= _M5
+            h += _N1
+    else:
+        starts = np.asarray(starts, dtype=np.int64)
+        h = np.full(len(starts), seed, dtype=np.uint32)
+        for j in range(k):
+            h ^= blocks[starts + j]
+            h[:] = _rotl(h, 13)
+            h *= _M5
+            h += _N1
+    h ^= np.uint32((4 * k) & 0xFFFFFFFF)
+    return fmix32(h)
+
+
+def _word_hashes(words: list[str]) -> np.ndarray:
+    return np.fromiter((mmh3.hash(w, SHINGLE_SEED, signed=False) for w in words), dtype=np.uint32, count=len(words))
+
+
+def _is_stop(word: str, stops: frozenset[str]) -> bool:
+    return word.lower().strip(_PUNCT) in stops
+
+
+def shingle_texts(texts: Sequence[str], spec: ShingleSpec | None = None, normalised: bool = False) -> ShingleSets:
+    """Shingle a batch of texts into a :class:`ShingleSets`.
+
+    Parameters
+    ----------
+    texts : sequence of str
+        Raw document texts (a bare ``str`` is refused: it is not a batch).
+    spec : ShingleSpec, optional
+        Unit, k and normalisation; default character 5-shingles, lowercased.
+    normalised : bool
+        The texts are already normalised by :func:`normalise` with this spec.
+
+    Examples
+    --------
+    >>> sets = shingle_texts(["abcdabd"], ShingleSpec("char", 2, lowercase=False))
+    >>> len(sets.row(0))  # {ab, bc, cd, da, bd}
+    5
+    """
+    if isinstance(texts, str):
+        raise TypeError("shingle_texts takes a sequence of texts, not one str; wrap it in a list")
+    spec = spec or ShingleSpec()
+    k = spec.k
+    if not normalised:
+        texts = [normalise(t, spec.lowercase) for t in texts]
+    n = len(texts)
+    if spec.unit == "char":
+        lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
+        tokens = np.frombuffer("".join(texts).encode("utf-32-le"), dtype="<u4")
+        anchors = None
+    else:
+        word_lists = [t.split(" ") if t else [] for t in texts]
+        lengths = np.fromiter((len(w) for w in word_lists), dtype=np.int64, count=n)
+        flat = [w for ws in word_lists for w in ws]
+        tokens = _word_hashes(flat)
+        anchors = None
+        if spec.unit == "stopword":
+            stops = stop_words()
+            anchors = np.fromiter((_is_stop(w, stops) for w in flat), dtype=bool, count=len(flat))
+    return _sets_from_tokens(tokens, lengths, k, anchors)
+
+
+def _sets_from_tokens(tokens: np.ndarray, lengths: np.ndarray, k: int, anchors: np.ndarray | None) -> ShingleSets:
+    """Window hashes of each document's token run → sorted unique sets with counts."""
+    n = len(lengths)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    n_win = np.maximum(lengths - k + 1, 0)
+    # Start positions of every full window that stays inside its document.
+    doc_of_win = np.repeat(np.arange(n, dtype=np.int64), n_win)
+    win_base = np.repeat(offsets[:-1] - np.concatenate([[0], np.cumsum(n_win)[:-1]]), n_win)
+    starts = np.arange(len(doc_of_win), dtype=np.int64) + win_base
+    if anchors is not None:
+        keep = anchors[starts]
+        starts, doc_of_win = starts[keep], doc_of_win[keep]
+        hashes = murmur_windows(tokens, k, starts)
+    else:
+        all_h = murmur_windows(tokens, k)
+        hashes = all_h[starts]
+    # Documents with 1..k-1 tokens: one shingle of all their tokens.
+    short = np.flatnonzero((lengths > 0) & (lengths < k))
+    if len(short):
+        short_h = np.fromiter(
+            (
+                mmh3.hash(tokens[offsets[d] : offsets[d + 1]].astype("<u4").tobytes(), SHINGLE_SEED, signed=False)
+                for d in short
+            ),
+            dtype=np.uint32,
+            count=len(short),
+        )
+        hashes = np.concatenate([hashes, short_h])
+        doc_of_win = np.concatenate([doc_of_win, short])
+    return _group_unique(doc_of_win, hashes, n)
+
+
+def _group_unique(doc: np.ndarray, hashes: np.ndarray, n_docs: int) -> ShingleSets:
+    """Sort (doc, hash) keys once; equal neighbours are repeats of one shingle."""
+    keys = (doc.astype(np.uint64) << np.uint64(32)) | hashes.astype(np.uint64)
+    keys.sort()
+    if len(keys) == 0:
+        return ShingleSets(np.zeros(n_docs + 1, np.int64), np.zeros(0, np.uint32))
+    first = np.empty(len(keys), dtype=bool)
+    first[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    counts = np.diff(np.append(starts, len(keys))).astype(np.uint32)
+    uniq = keys[starts]
+    data = (uniq & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    doc_of = (uniq >> np.uint64(32)).astype(np.int64)
+    indptr = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(np.bincount(doc_of, minlength=n_docs), out=indptr[1:])
+    return ShingleSets(indptr, data, counts)

@@ -1,0 +1,250 @@
+"""The index directory: manifest, atomic writes, validated memory-mapped loads.
+
+Layout (one directory per corpus)::
+
+    manifest.json                     format version, every stage's parameters,
+                                      files, and what each stage was built from
+    docs.<build>.jsonl                one line per document: id, size, mtime, digest
+    shingles.indptr.<build>.npy       int64  (n_docs + 1,)   CSR offsets
+    shingles.data.<build>.npy         uint32 (nnz,)          sorted unique shingle hashes
+    shingles.counts.<build>.npy       uint32 (nnz,)          multiplicity of each shingle
+    minhash.family.<build>.npy        uint32 (2, num_perm)   the a and b of each permutation
+    signatures.<build>.npy            uint32 (n_docs, num_perm)
+    bands.<build>.npy                 uint64 (bands, n_docs) band key of each document
+    buckets.<build>.npy               int64  (bands, n_nonempty) documents sorted by key
+
+``<build>`` is the stage's build id. Files are written under a temporary
+name, fsynced and renamed; the manifest is replaced last and only then are
+files of older builds deleted. A run killed at any point therefore leaves
+the previous manifest pointing at complete files of the previous build.
+
+Every load checks the format version, and each array's dtype, shape and byte
+size against the manifest, so a truncated or damaged file is an error naming
+the file, never a numpy traceback or a silently wrong answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from simdoc.errors import CorruptIndex, IndexError_
+
+FORMAT = "simdoc-index"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+OWN_PREFIXES = ("docs.", "shingles.", "minhash.", "signatures.", "bands.", "buckets.", "manifest.")
+_NPY_HEADER = 128  # fixed header length of the arrays we stream, so it can be rewritten in place
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    """A version-1.0 .npy header padded to exactly _NPY_HEADER bytes."""
+    d = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": tuple(shape)}
+    body = repr(d).encode("latin1")
+    pad = _NPY_HEADER - 10 - len(body) - 1
+    if pad < 0:
+        raise ValueError("shape too long for a fixed .npy header")
+    return b"\x93NUMPY\x01\x00" + (_NPY_HEADER - 10).to_bytes(2, "little") + body + b" " * pad + b"\n"
+
+
+class NpyWriter:
+    """Append rows to a .npy file of unknown final length, then publish it atomically."""
+
+    def __init__(self, directory: Path, name: str, dtype, tail_shape: tuple[int, ...] = ()) -> None:
+        self.directory = Path(directory)
+        self.name = name
+        self.dtype = np.dtype(dtype)
+        self.tail_shape = tuple(tail_shape)
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
+        self.tmp = Path(tmp)
+        self.fh = os.fdopen(fd, "wb")
+        self.fh.write(_npy_header(self.dtype, (0, *self.tail_shape)))
+        self.rows = 0
+
+    def append(self, arr: np.ndarray) -> None:
+        arr = np.ascontiguousarray(arr, dtype=self.dtype)
+        if arr.shape[1:] != self.tail_shape:
+            raise ValueError(f"{self.name}: rows of shape {arr.shape[1:]}, expected {self.tail_shape}")
+        self.fh.write(arr.data)
+        self.rows += arr.shape[0]
+
+    def finish(self) -> dict:
+        self.fh.flush()
+        self.fh.seek(0)
+        self.fh.write(_npy_header(self.dtype, (self.rows, *self.tail_shape)))
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+        self.fh.close()
+        os.replace(self.tmp, self.directory / self.name)
+        return _array_info(self.directory / self.name, self.dtype, (self.rows, *self.tail_shape))
+
+    def abort(self) -> None:
+        with contextlib.suppress(OSError):
+            self.fh.close()
+        with contextlib.suppress(OSError):
+            self.tmp.unlink()
+
+
+def _array_info(path: Path, dtype, shape) -> dict:
+    return {"dtype": np.dtype(dtype).str, "shape": list(shape), "bytes": path.stat().st_size}
+
+
+class IndexStore:
+    """One index directory. Creates nothing until the first write."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    # -- manifest ---------------------------------------------------------
+    def exists(self) -> bool:
+        return (self.path / MANIFEST).is_file()
+
+    def read_manifest(self) -> dict:
+        """The manifest, or an empty one if the directory holds no index yet."""
+        mpath = self.path / MANIFEST
+        if not mpath.exists():
+            if self.path.exists() and not self.path.is_dir():
+                raise IndexError_(f"index path {self.path} exists and is not a directory", hint="choose another --index")
+            return {"format": FORMAT, "format_version": FORMAT_VERSION, "stages": {}}
+        try:
+            manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CorruptIndex(str(mpath), f"manifest cannot be read ({exc})") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+            raise IndexError_(
+                f"{self.path} is not a simdoc index (its manifest.json is not simdoc's)",
+                hint="choose another --index, or delete that directory",
+            )
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise IndexError_(
+                f"index {self.path} has format version {manifest.get('format_version')}, "
+                f"this simdoc reads version {FORMAT_VERSION}",
+                hint="rebuild it with --rebuild",
+            )
+        if not isinstance(manifest.get("stages"), dict):
+            raise CorruptIndex(str(mpath), "no 'stages' table")
+        return manifest
+
+    def write_manifest(self, manifest: dict) -> None:
+        """Publish a new manifest atomically, then delete files no stage refers to."""
+        self.write_bytes(MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+        keep = {MANIFEST}
+        for stage in manifest.get("stages", {}).values():
+            keep.update(stage.get("files", {}))
+        for p in self.path.iterdir():
+            if p.name in keep or not p.is_file():
+                continue
+            # Only our own files: leftovers of older builds and temporary files of dead runs.
+            if p.name.lstrip(".").startswith(OWN_PREFIXES) and p.name.endswith((".npy", ".jsonl", ".tmp")):
+                with contextlib.suppress(OSError):
+                    p.unlink()
+
+    # -- writing ----------------------------------------------------------
+    def ensure_dir(self) -> None:
+        if self.path.is_dir() and not self.exists() and any(
+            not p.name.lstrip(".").startswith(OWN_PREFIXES) for p in self.path.iterdir()
+        ):
+            raise IndexError_(
+                f"{self.path} already holds other files and is not a simdoc index",
+                hint="choose an empty or new directory for --index",
+            )
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise IndexError_(f"cannot create index directory {self.path}: {exc.strerror or exc}") from None
+
+    def write_bytes(self, name: str, payload: bytes) -> dict:
+        self.ensure_dir()
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.path)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(payload)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path / name)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        _fsync_dir(self.path)
+        return {"bytes": len(payload)}
+
+    def save_array(self, name: str, arr: np.ndarray) -> dict:
+        writer = self.array_writer(name, arr.dtype, arr.shape[1:])
+        try:
+            writer.append(arr)
+            return writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+
+    def array_writer(self, name: str, dtype, tail_shape: tuple[int, ...] = ()) -> NpyWriter:
+        self.ensure_dir()
+        return NpyWriter(self.path, name, dtype, tail_shape)
+
+    def create_array(self, name: str, dtype, shape: tuple[int, ...]) -> tuple[np.memmap, Path]:
+        """A writable memory-mapped array under a temporary name; publish with :meth:`publish`."""
+        self.ensure_dir()
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.path)
+        os.close(fd)
+        arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
+        return arr, Path(tmp)
+
+    def publish(self, tmp: Path, name: str, arr: np.memmap) -> dict:
+        arr.flush()
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path / name)
+        return _array_info(self.path / name, arr.dtype, arr.shape)
+
+    def write_jsonl(self, name: str, records: Iterable[dict]) -> dict:
+        payload = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
+        return self.write_bytes(name, payload.encode("utf-8"))
+
+    # -- reading ----------------------------------------------------------
+    def load_array(self, name: str, info: dict, mmap: bool = True) -> np.ndarray:
+        """Load an array and check it against its manifest entry."""
+        path = self.path / name
+        if not path.is_file():
+            raise CorruptIndex(str(path), "file is missing")
+        size = path.stat().st_size
+        if "bytes" in info and size != info["bytes"]:
+            raise CorruptIndex(str(path), f"size is {size} bytes, the manifest says {info['bytes']} (truncated?)")
+        try:
+            arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise CorruptIndex(str(path), f"not a readable .npy array ({exc})") from None
+        if arr.dtype.str != info.get("dtype") or list(arr.shape) != list(info.get("shape", [])):
+            raise CorruptIndex(
+                str(path),
+                f"holds {arr.dtype.str} {list(arr.shape)}, the manifest says {info.get('dtype')} {info.get('shape')}",
+            )
+        return arr
+
+    def read_jsonl(self, name: str, info: dict) -> list[dict]:
+        path = self.path / name
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise CorruptIndex(str(path), f"cannot be read ({exc.strerror or exc})") from None
+        if "bytes" in info and len(raw) != info["bytes"]:
+            raise CorruptIndex(str(path), f"size is {len(raw)} bytes, the manifest says {info['bytes']} (truncated?)")
+        try:
+            return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line]
+        except ValueError as exc:
+            raise CorruptIndex(str(path), f"a line is not valid JSON ({exc})") from None
