@@ -1,0 +1,164 @@
+"""The pipeline from Python: exact answers, determinism, and independence of order, jobs and batches."""
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import simdoc
+import simdoc.pipeline as pipeline
+from simdoc.errors import ParameterMismatch
+from simdoc.shingling import ShingleSpec, shingle_texts
+from simdoc.similarity import jaccard
+
+WORDS = (
+    "river stone lantern orchard copper meadow signal harbor velvet thunder cobalt willow "
+    "ember quarry falcon garnet ledger mosaic nectar oyster pepper quiver saffron tundra "
+    "umber violet walnut yonder zephyr anchor bramble cinder dapple fennel glimmer hollow"
+).split()
+
+
+def make_corpus(root: Path, seed: int = 0, n_base: int = 12, order=None) -> dict[str, str]:
+    """Random texts plus edited copies at several similarities; returns id -> text."""
+    rng = np.random.default_rng(seed)
+    docs = {}
+    for i in range(n_base):
+        words = rng.choice(WORDS, size=120).tolist()
+        docs[f"base/doc{i:02d}.txt"] = " ".join(words)
+        for edits in (2, 10, 30):
+            if rng.random() < 0.5:
+                w = list(words)
+                for pos in rng.choice(len(w), size=edits, replace=False):
+                    w[pos] = rng.choice(WORDS)
+                docs[f"edit{edits}/doc{i:02d}.txt"] = " ".join(w)
+    docs["copies/exact.txt"] = docs["base/doc00.txt"]
+    docs["empty.txt"] = ""
+    names = list(docs) if order is None else [list(docs)[i] for i in order]
+    for name in names:
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(docs[name], encoding="utf-8")
+    return docs
+
+
+def exact_pairs(docs: dict[str, str], threshold: float, spec=ShingleSpec()) -> dict[tuple[str, str], float]:
+    ids = sorted(docs)
+    sets = shingle_texts([docs[i] for i in ids], spec)
+    out = {}
+    for a, b in itertools.combinations(range(len(ids)), 2):
+        if len(sets.row(a)) == 0 or len(sets.row(b)) == 0:
+            continue
+        j = jaccard(sets.row(a), sets.row(b))
+        if j >= threshold:
+            out[(ids[a], ids[b])] = j
+    return out
+
+
+def as_dict(result) -> dict[tuple[str, str], float]:
+    return {(p.doc_a, p.doc_b): p.jaccard for p in result}
+
+
+def test_pairs_are_exact_and_complete(tmp_path):
+    docs = make_corpus(tmp_path / "c")
+    truth = exact_pairs(docs, 0.6)
+    res = simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", threshold=0.6, jobs=1)
+    got = as_dict(res)
+    # Precision is 1 by construction (verified), and the numbers are the exact ones.
+    for pair, j in got.items():
+        assert j == pytest.approx(truth[pair])
+    # Recall: every pair clearly above the threshold is found (P(miss) at J >= 0.75 is < 1e-6).
+    assert {p for p, j in truth.items() if j >= 0.75} <= set(got)
+    assert ("base/doc00.txt", "copies/exact.txt") in got
+    # Records are sorted by jaccard descending, then names, and doc_a < doc_b.
+    rows = [(-round(p.jaccard, 4), p.doc_a, p.doc_b) for p in res]
+    assert rows == sorted(rows)
+    assert all(p.doc_a < p.doc_b for p in res)
+    assert all(not ("empty.txt" in (p.doc_a, p.doc_b)) for p in res)
+
+
+def test_all_candidates_and_no_verify(tmp_path):
+    make_corpus(tmp_path / "c")
+    all_c = simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", threshold=0.6, all_candidates=True, jobs=1)
+    assert len(all_c) == all_c.n_candidates
+    assert all(p.jaccard is not None for p in all_c)
+    est = simdoc.find_pairs(None, tmp_path / "idx", threshold=0.6, verify=False)
+    assert all(p.jaccard is None and p.estimated >= 0.6 for p in est)
+
+
+def index_bytes(index: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(index.glob("*.npy"))}
+
+
+def test_same_seed_gives_byte_identical_arrays(tmp_path):
+    make_corpus(tmp_path / "c")
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "i1", jobs=1)
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "i2", jobs=1)
+    a, b = index_bytes(tmp_path / "i1"), index_bytes(tmp_path / "i2")
+    assert a == b and len(a) == 7
+
+
+def test_jobs_and_batch_sizes_do_not_change_anything(tmp_path, monkeypatch):
+    make_corpus(tmp_path / "c", n_base=20)
+    ref = simdoc.find_pairs(tmp_path / "c", tmp_path / "i1", jobs=1)
+    monkeypatch.setattr(pipeline, "BATCH_DOCS", 3)
+    monkeypatch.setattr(pipeline, "SIGNATURE_TASK_SHINGLES", 97)
+    other = simdoc.find_pairs(tmp_path / "c", tmp_path / "i2", jobs=2)
+    assert index_bytes(tmp_path / "i1") == index_bytes(tmp_path / "i2")
+    assert list(ref) == list(other)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.randoms(use_true_random=False))
+def test_file_creation_order_does_not_matter(tmp_path_factory, rnd):
+    base = tmp_path_factory.mktemp("order")
+    docs = make_corpus(base / "a", seed=3)
+    order = list(range(len(docs)))
+    rnd.shuffle(order)
+    make_corpus(base / "b", seed=3, order=order)
+    ra = simdoc.find_pairs(base / "a", base / "ia", jobs=1)
+    rb = simdoc.find_pairs(base / "b", base / "ib", jobs=1)
+    assert list(ra) == list(rb)
+
+
+def test_one_command_equals_stage_by_stage(tmp_path):
+    make_corpus(tmp_path / "c")
+    one = simdoc.find_pairs(tmp_path / "c", tmp_path / "i1", threshold=0.7)
+    pipeline.build_shingles(tmp_path / "c", tmp_path / "i2")
+    pipeline.build_signatures(tmp_path / "i2")
+    pipeline.build_index(tmp_path / "i2", threshold=0.7)
+    staged = simdoc.find_pairs(None, tmp_path / "i2", threshold=0.7)
+    assert list(one) == list(staged)
+
+
+def test_parameter_mismatch_and_rebuild(tmp_path):
+    make_corpus(tmp_path / "c")
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "idx")
+    with pytest.raises(ParameterMismatch, match="k=5"):
+        simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", k=4)
+    with pytest.raises(ParameterMismatch, match="num_perm"):
+        simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", num_perm=64)
+    res = simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", k=4, num_perm=64, rebuild=True)
+    assert res.banding.bands * res.banding.rows <= 64
+    # Unchanged parameters are reused without asking again.
+    assert simdoc.find_pairs(tmp_path / "c", tmp_path / "idx").stages[0].built is False
+
+
+def test_changed_corpus_is_reshingled(tmp_path):
+    docs = make_corpus(tmp_path / "c")
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "idx")
+    (tmp_path / "c" / "copies" / "exact2.txt").write_text(docs["base/doc01.txt"], encoding="utf-8")
+    res = simdoc.find_pairs(tmp_path / "c", tmp_path / "idx")
+    assert res.stages[0].built
+    assert ("base/doc01.txt", "copies/exact2.txt") in as_dict(res)
+
+
+def test_new_threshold_rebands_cheaply(tmp_path):
+    make_corpus(tmp_path / "c")
+    r1 = simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", threshold=0.6)
+    r2 = simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", threshold=0.9)
+    assert [s.built for s in r2.stages] == [False, False, True]
+    assert (r1.banding.bands, r1.banding.rows) != (r2.banding.bands, r2.banding.rows)
+    assert all(p.jaccard >= 0.9 for p in r2)
