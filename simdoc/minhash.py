@@ -113,6 +113,13 @@ class MinHasher:
         ndarray of shape (n_docs, num_perm), dtype uint32
             Row i is the signature of set i; an empty set's row is all 0xFFFFFFFF.
         """
+        from simdoc import kernels
+
+        if kernels.ENABLED:
+            if out is None:
+                out = np.empty((sets.n_docs, self.num_perm), dtype=np.uint32)
+            kernels.minhash_csr(sets.indptr, sets.data, self.a, self.b, out)
+            return out
         return _min_rows(sets, self.hash_values, self.num_perm, np.uint32, out)
 
 

@@ -87,6 +87,9 @@ def _pool_map(func: Callable, tasks: list, jobs: int) -> Iterator:
     if jobs <= 1 or len(tasks) <= 1:
         yield from map(func, tasks)
         return
+    from simdoc.kernels import warm_up
+
+    warm_up()  # compiled once here; forked workers inherit the machine code
     ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     with ctx.Pool(min(jobs, len(tasks))) as pool:
         yield from pool.imap(func, tasks, chunksize=1)

@@ -289,6 +289,33 @@ def shingle_texts(texts: Sequence[str], spec: ShingleSpec | None = None, normali
 
 def _sets_from_tokens(tokens: np.ndarray, lengths: np.ndarray, k: int, anchors: np.ndarray | None) -> ShingleSets:
     """Window hashes of each document's token run → sorted unique sets with counts."""
+    from simdoc import kernels
+
+    if kernels.ENABLED:
+        return _sets_from_tokens_compiled(tokens, lengths, k, anchors)
+    return _sets_from_tokens_numpy(tokens, lengths, k, anchors)
+
+
+def _sets_from_tokens_compiled(tokens: np.ndarray, lengths: np.ndarray, k: int, anchors: np.ndarray | None) -> ShingleSets:
+    from simdoc.kernels import shingle_csr
+
+    n = len(lengths)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    cap = max(len(tokens), 1)
+    data = np.empty(cap, dtype=np.uint32)
+    counts = np.empty(cap, dtype=np.uint32)
+    sizes = np.empty(n, dtype=np.int64)
+    use = anchors is not None
+    anchor_arr = anchors.astype(np.uint8) if use else np.zeros(1, dtype=np.uint8)
+    nnz = shingle_csr(np.ascontiguousarray(tokens, dtype=np.uint32), offsets, k, SHINGLE_SEED, anchor_arr, use, data, counts, sizes)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=indptr[1:])
+    return ShingleSets(indptr, data[:nnz].copy(), counts[:nnz].copy())
+
+
+def _sets_from_tokens_numpy(tokens: np.ndarray, lengths: np.ndarray, k: int, anchors: np.ndarray | None) -> ShingleSets:
+    """The reference: vectorised numpy over the whole batch."""
     n = len(lengths)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])

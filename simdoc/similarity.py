@@ -101,6 +101,14 @@ def pair_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure
         raise ValueError(f"measure must be one of {MEASURES}, got {measure!r}")
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
+    from simdoc import kernels
+
+    if kernels.ENABLED:
+        inter = np.empty(len(left), dtype=np.float64)
+        union = np.empty(len(left), dtype=np.float64)
+        kernels.pair_overlap(sets.indptr, sets.data, sets.counts, left, right, measure == "bag", inter, union)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
     out = np.zeros(len(left), dtype=np.float64)
     sizes = np.diff(sets.indptr)
     cost = np.cumsum(sizes[left] + sizes[right])
@@ -133,8 +141,9 @@ def _batch_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measu
         ca = sets.counts[pos_a]
         cb = sets.counts[pos_b]
         common = np.minimum(ca[hit], cb[at[hit]]).astype(np.float64)
-        inter = np.bincount(own_a[hit], weights=common, minlength=m)
-        union = np.bincount(own_a, weights=ca.astype(np.float64), minlength=m)
+        # bincount of an empty array is int64 even with weights: cast.
+        inter = np.bincount(own_a[hit], weights=common, minlength=m).astype(np.float64)
+        union = np.bincount(own_a, weights=ca.astype(np.float64), minlength=m).astype(np.float64)
         union += np.bincount(own_b, weights=cb.astype(np.float64), minlength=m)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)

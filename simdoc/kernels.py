@@ -1,0 +1,192 @@
+"""Compiled inner loops (numba) for the two hot spots: shingle hashing and MinHash.
+
+The numpy code in :mod:`simdoc.shingling` and :mod:`simdoc.minhash` is the
+reference definition; these kernels compute exactly the same arrays, only
+fused into one pass per document, without the large temporaries numpy
+needs. Measured on the benchmark machine (one core): MinHash 128 permutations
+~21 M shingles/s against ~4.7 M/s for the numpy version; hashing + per-document
+sort/unique of character 5-shingles several times faster than numpy (see
+benchmarks/RESULTS.md). Tests check both paths give identical output.
+
+Numba promotes uint32 arithmetic to 64 bits, so every product is cast back
+with ``uint32(...)``: that is the modulo-2**32 wrap the reference relies on.
+
+Set ``SIMDOC_NO_NUMBA=1`` to use the numpy reference (e.g. where numba has
+no wheel yet); :data:`ENABLED` tells which is in use.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+ENABLED = False
+if os.environ.get("SIMDOC_NO_NUMBA", "") in ("", "0"):
+    try:
+        from numba import njit, uint32
+
+        ENABLED = True
+    except ImportError:  # pragma: no cover - numba is a dependency; this is the escape hatch
+        ENABLED = False
+
+if ENABLED:
+
+    @njit(cache=True, nogil=True, inline="always")
+    def _rotl(x, r):
+        return uint32((x << uint32(r)) | (x >> uint32(32 - r)))
+
+    @njit(cache=True, nogil=True, inline="always")
+    def _fmix(h):
+        h ^= h >> uint32(16)
+        h = uint32(h * uint32(0x85EBCA6B))
+        h ^= h >> uint32(13)
+        h = uint32(h * uint32(0xC2B2AE35))
+        h ^= h >> uint32(16)
+        return h
+
+    @njit(cache=True, nogil=True)
+    def _radix_sort(a, tmp):
+        """LSD radix sort of uint32 in 4 byte passes; the result ends in ``a``."""
+        n = a.shape[0]
+        cnt = np.zeros(256, np.int64)
+        src = a
+        dst = tmp
+        for shift in range(0, 32, 8):
+            cnt[:] = 0
+            for i in range(n):
+                cnt[(src[i] >> shift) & 255] += 1
+            total = 0
+            for c in range(256):
+                t = cnt[c]
+                cnt[c] = total
+                total += t
+            for i in range(n):
+                v = src[i]
+                b = (v >> shift) & 255
+                dst[cnt[b]] = v
+                cnt[b] += 1
+            src, dst = dst, src
+
+    @njit(cache=True, nogil=True)
+    def shingle_csr(tokens, offsets, k, seed, anchors, use_anchors, out_data, out_counts, out_sizes):
+        """Hash each document's k-token windows (MurmurHash3_x86_32), sort, count repeats.
+
+        Writes the unique sorted hashes of document d after those of d-1 into
+        ``out_data`` (with multiplicities in ``out_counts``) and their number
+        into ``out_sizes[d]``; returns the total written.
+        """
+        n = offsets.shape[0] - 1
+        n_tok = tokens.shape[0]
+        blocks = np.empty(n_tok, np.uint32)
+        for i in range(n_tok):
+            k1 = uint32(tokens[i] * uint32(0xCC9E2D51))
+            k1 = _rotl(k1, 15)
+            blocks[i] = uint32(k1 * uint32(0x1B873593))
+        longest = 1
+        for d in range(n):
+            if offsets[d + 1] - offsets[d] > longest:
+                longest = offsets[d + 1] - offsets[d]
+        buf = np.empty(longest, np.uint32)
+        tmp = np.empty(longest, np.uint32)
+        pos = 0
+        for d in range(n):
+            s = offsets[d]
+            length = offsets[d + 1] - s
+            if length == 0:
+                out_sizes[d] = 0
+                continue
+            kk = k if length >= k else length
+            nw = 0
+            for w in range(length - kk + 1):
+                if use_anchors and length >= k and not anchors[s + w]:
+                    continue
+                h = uint32(seed)
+                for j in range(kk):
+                    h ^= blocks[s + w + j]
+                    h = _rotl(h, 13)
+                    h = uint32(h * uint32(5) + uint32(0xE6546B64))
+                h ^= uint32(4 * kk)
+                buf[nw] = _fmix(h)
+                nw += 1
+            if nw == 0:
+                out_sizes[d] = 0
+                continue
+            view = buf[:nw]
+            _radix_sort(view, tmp[:nw])
+            m = 0
+            for w in range(nw):
+                if w == 0 or view[w] != view[w - 1]:
+                    out_data[pos + m] = view[w]
+                    out_counts[pos + m] = 1
+                    m += 1
+                else:
+                    out_counts[pos + m - 1] += 1
+            out_sizes[d] = m
+            pos += m
+        return pos
+
+    @njit(cache=True, nogil=True)
+    def minhash_csr(indptr, data, a, b, out):
+        """out[d, p] = min over shingles x of row d of fmix32(a[p]*x + b[p]); empty rows all 0xFFFFFFFF."""
+        n = indptr.shape[0] - 1
+        num_perm = a.shape[0]
+        acc = np.empty(num_perm, np.uint32)
+        for d in range(n):
+            for p in range(num_perm):
+                acc[p] = uint32(0xFFFFFFFF)
+            for j in range(indptr[d], indptr[d + 1]):
+                x = data[j]
+                for p in range(num_perm):
+                    h = _fmix(uint32(a[p] * x + b[p]))
+                    if h < acc[p]:
+                        acc[p] = h
+            for p in range(num_perm):
+                out[d, p] = acc[p]
+
+    @njit(cache=True, nogil=True)
+    def pair_overlap(indptr, data, counts, left, right, bag, inter, union):
+        """Merge two sorted rows per pair: set or bag intersection and union sizes."""
+        for p in range(left.shape[0]):
+            i0 = indptr[left[p]]
+            i1 = indptr[left[p] + 1]
+            j0 = indptr[right[p]]
+            j1 = indptr[right[p] + 1]
+            common = 0.0
+            if bag:
+                total = 0.0
+                for i in range(i0, i1):
+                    total += counts[i]
+                for j in range(j0, j1):
+                    total += counts[j]
+            else:
+                total = float((i1 - i0) + (j1 - j0))
+            i = i0
+            j = j0
+            while i < i1 and j < j1:
+                x = data[i]
+                y = data[j]
+                if x < y:
+                    i += 1
+                elif y < x:
+                    j += 1
+                else:
+                    if bag:
+                        common += min(counts[i], counts[j])
+                    else:
+                        common += 1.0
+                    i += 1
+                    j += 1
+            inter[p] = common
+            union[p] = total if bag else total - common
+
+
+def warm_up() -> None:
+    """Compile (or load from cache) every kernel in this process, so forked workers inherit them."""
+    if not ENABLED:
+        return
+    one = np.zeros(1, np.uint32)
+    shingle_csr(one, np.array([0, 1], np.int64), 1, 0, np.zeros(1, np.uint8), False, one.copy(), one.copy(), np.zeros(1, np.int64))
+    minhash_csr(np.array([0, 1], np.int64), one, one | 1, one, np.zeros((1, 1), np.uint32))
+    idx = np.zeros(1, np.int64)
+    pair_overlap(np.array([0, 1], np.int64), one, one, idx, idx, False, np.zeros(1), np.zeros(1))

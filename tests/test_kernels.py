@@ -1,0 +1,71 @@
+"""The compiled kernels give exactly the numpy reference's arrays."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simdoc import kernels
+from simdoc.minhash import MinHasher
+from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
+
+pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="numba disabled by SIMDOC_NO_NUMBA")
+
+
+def both(monkeypatch, func):
+    compiled = func()
+    monkeypatch.setattr(kernels, "ENABLED", False)
+    reference = func()
+    monkeypatch.setattr(kernels, "ENABLED", True)
+    return compiled, reference
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.text(alphabet=st.characters(codec="utf-8"), max_size=80), max_size=10),
+    st.sampled_from(["char", "word", "stopword"]),
+    st.integers(1, 9),
+)
+def test_shingles_equal_reference(texts, unit, k):
+    spec = ShingleSpec(unit, k)
+    compiled = shingle_texts(texts, spec)
+    kernels.ENABLED = False
+    try:
+        reference = shingle_texts(texts, spec)
+    finally:
+        kernels.ENABLED = True
+    assert compiled.indptr.tolist() == reference.indptr.tolist()
+    assert compiled.data.tolist() == reference.data.tolist()
+    assert compiled.counts.tolist() == reference.counts.tolist()
+
+
+def test_stopword_text_equal_reference(monkeypatch):
+    text = ["It was the best of times, it was the worst of times; and then " * 20, "the a an", "no stops here"]
+    c, r = both(monkeypatch, lambda: shingle_texts(text, ShingleSpec("stopword", 3)))
+    assert np.array_equal(c.data, r.data) and np.array_equal(c.indptr, r.indptr) and np.array_equal(c.counts, r.counts)
+
+
+def test_signatures_equal_reference(monkeypatch):
+    rng = np.random.default_rng(2)
+    rows = [set(rng.integers(0, 2**32, size=rng.integers(0, 5000), dtype=np.uint64).tolist()) for _ in range(25)]
+    sets = ShingleSets.from_sets(rows)
+    c, r = both(monkeypatch, lambda: MinHasher(128, 5).signatures(sets))
+    assert np.array_equal(c, r)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 40), max_size=25), min_size=2, max_size=8), st.data(), st.sampled_from(["set", "bag"]))
+def test_pair_jaccard_equal_reference(rows, data, measure):
+    from simdoc.similarity import pair_jaccard
+
+    sets = ShingleSets.from_sets(rows)
+    n = len(rows)
+    left = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=15)))
+    right = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=len(left), max_size=len(left))))
+    compiled = pair_jaccard(sets, left, right, measure)
+    kernels.ENABLED = False
+    try:
+        reference = pair_jaccard(sets, left, right, measure)
+    finally:
+        kernels.ENABLED = True
+    assert np.array_equal(compiled, reference)
