@@ -39,6 +39,8 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except SimdocError as exc:
+            for w in getattr(exc, "warnings", [])[:MAX_WARNINGS]:
+                click.echo(f"warning: {w}", err=True)
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
@@ -147,6 +149,7 @@ def cli() -> None:
     """Find near-duplicate documents: shingles, MinHash, LSH, exact Jaccard.
 
     \b
+    Examples:
     The one command most people need:
       simdoc pairs my_corpus/            # build the index, print pairs
     or stage by stage, with the index where you want it:
@@ -295,7 +298,7 @@ def _env_index() -> bool:
 
 def _summary(res: PairsResult) -> None:
     what = "pairs" if res.jaccard is not None else "pairs (estimated)"
-    skipped = f" ({res.n_skipped} files skipped)" if res.n_skipped else ""
+    skipped = f" ({res.n_skipped} file{'s' if res.n_skipped != 1 else ''} skipped)" if res.n_skipped else ""
     cut = "all candidates" if res.all_candidates else f"{res.measure} jaccard >= {res.threshold:g}"
     msg = f"simdoc: {res.n_docs} documents{skipped}, {res.n_candidates} candidates, {len(res)} {what} ({cut}) in {res.seconds:.2f} s"
     log.info(msg)

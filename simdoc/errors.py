@@ -16,9 +16,14 @@ EXIT_INDEX = 4  # the index is missing a stage, damaged, or built with other par
 
 
 class SimdocError(Exception):
-    """Base class of every error simdoc reports to a user."""
+    """Base class of every error simdoc reports to a user.
+
+    ``warnings`` may hold what was noticed before the error (e.g. the files
+    skipped before "no readable documents"), for the CLI to show first.
+    """
 
     exit_code = EXIT_INTERNAL
+    warnings: list[str] = []
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
@@ -52,9 +57,13 @@ class ParameterMismatch(IndexError_):
 
     def __init__(self, stage: str, name: str, stored: object, asked: object, index: str) -> None:
         option = "--" + name.replace("_", "-")
+        if isinstance(asked, bool):
+            asked_text = option if asked else "--no-" + name.replace("_", "-")
+        else:
+            asked_text = f"{option} {asked!r}"
         super().__init__(
             f"the index at {index} was built with {name}={stored!r} ({stage} stage), "
-            f"but {option} {asked!r} was asked for",
+            f"but {asked_text} was asked for",
             hint=f"drop {option} to use the stored value, pass --rebuild to rebuild the index "
             "with the new value, or choose another --index",
         )

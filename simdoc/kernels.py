@@ -74,7 +74,9 @@ if ENABLED:
 
         Writes the unique sorted hashes of document d after those of d-1 into
         ``out_data`` (with multiplicities in ``out_counts``) and their number
-        into ``out_sizes[d]``; returns the total written.
+        into ``out_sizes[d]``; returns the total written. The Murmur rounds run
+        across all windows of a document at once (the loop over windows is the
+        inner one) so that the compiler can vectorise it.
         """
         n = offsets.shape[0] - 1
         n_tok = tokens.shape[0]
@@ -89,29 +91,43 @@ if ENABLED:
                 longest = offsets[d + 1] - offsets[d]
         buf = np.empty(longest, np.uint32)
         tmp = np.empty(longest, np.uint32)
+        starts = np.empty(longest, np.int64)
         pos = 0
         for d in range(n):
             s = offsets[d]
             length = offsets[d + 1] - s
+            out_sizes[d] = 0
             if length == 0:
-                out_sizes[d] = 0
                 continue
             kk = k if length >= k else length
-            nw = 0
-            for w in range(length - kk + 1):
-                if use_anchors and length >= k and not anchors[s + w]:
+            nw = length - kk + 1
+            gather = use_anchors and length >= k
+            if gather:
+                m = 0
+                for w in range(nw):
+                    if anchors[s + w]:
+                        starts[m] = s + w
+                        m += 1
+                nw = m
+                if nw == 0:
                     continue
-                h = uint32(seed)
-                for j in range(kk):
-                    h ^= blocks[s + w + j]
-                    h = _rotl(h, 13)
-                    h = uint32(h * uint32(5) + uint32(0xE6546B64))
-                h ^= uint32(4 * kk)
-                buf[nw] = _fmix(h)
-                nw += 1
-            if nw == 0:
-                out_sizes[d] = 0
-                continue
+            for w in range(nw):
+                buf[w] = uint32(seed)
+            for j in range(kk):
+                if gather:
+                    for w in range(nw):
+                        h = buf[w] ^ blocks[starts[w] + j]
+                        h = _rotl(h, 13)
+                        buf[w] = uint32(h * uint32(5) + uint32(0xE6546B64))
+                else:
+                    base = s + j
+                    for w in range(nw):
+                        h = buf[w] ^ blocks[base + w]
+                        h = _rotl(h, 13)
+                        buf[w] = uint32(h * uint32(5) + uint32(0xE6546B64))
+            tail = uint32(4 * kk)
+            for w in range(nw):
+                buf[w] = _fmix(buf[w] ^ tail)
             view = buf[:nw]
             _radix_sort(view, tmp[:nw])
             m = 0
@@ -128,21 +144,36 @@ if ENABLED:
 
     @njit(cache=True, nogil=True)
     def minhash_csr(indptr, data, a, b, out):
-        """out[d, p] = min over shingles x of row d of fmix32(a[p]*x + b[p]); empty rows all 0xFFFFFFFF."""
+        """out[d, p] = min over shingles x of row d of fmix32(a[p]*x + b[p]); empty rows all 0xFFFFFFFF.
+
+        Four shingles per pass over the permutations: the four hash chains
+        are independent, which roughly doubles throughput over one at a time.
+        """
         n = indptr.shape[0] - 1
         num_perm = a.shape[0]
         acc = np.empty(num_perm, np.uint32)
         for d in range(n):
-            for p in range(num_perm):
-                acc[p] = uint32(0xFFFFFFFF)
-            for j in range(indptr[d], indptr[d + 1]):
+            acc[:] = uint32(0xFFFFFFFF)
+            j = indptr[d]
+            end = indptr[d + 1]
+            while j + 4 <= end:
+                x0 = data[j]
+                x1 = data[j + 1]
+                x2 = data[j + 2]
+                x3 = data[j + 3]
+                for p in range(num_perm):
+                    h0 = _fmix(uint32(a[p] * x0 + b[p]))
+                    h1 = _fmix(uint32(a[p] * x1 + b[p]))
+                    h2 = _fmix(uint32(a[p] * x2 + b[p]))
+                    h3 = _fmix(uint32(a[p] * x3 + b[p]))
+                    acc[p] = min(min(acc[p], min(h0, h1)), min(h2, h3))
+                j += 4
+            while j < end:
                 x = data[j]
                 for p in range(num_perm):
-                    h = _fmix(uint32(a[p] * x + b[p]))
-                    if h < acc[p]:
-                        acc[p] = h
-            for p in range(num_perm):
-                out[d, p] = acc[p]
+                    acc[p] = min(acc[p], _fmix(uint32(a[p] * x + b[p])))
+                j += 1
+            out[d, :] = acc
 
     @njit(cache=True, nogil=True)
     def pair_overlap(indptr, data, counts, left, right, bag, inter, union):

@@ -50,6 +50,7 @@ log = logging.getLogger("simdoc")
 BATCH_BYTES = 4 << 20  # text per shingling task
 BATCH_DOCS = 2000
 SIGNATURE_TASK_SHINGLES = 1 << 20
+DEFAULT_BAG_THRESHOLD = 0.4
 
 
 # ---------------------------------------------------------------- helpers
@@ -231,7 +232,9 @@ def build_shingles(
     jobs = _check_jobs(jobs)
     index = Path(index) if index is not None else default_index_path(corpus)
     store = IndexStore(index)
-    manifest = store.read_manifest()
+    manifest = store.read_manifest(discard_damaged=rebuild)
+    if rebuild:
+        manifest["stages"] = {}
     stored = manifest["stages"].get("shingle")
     corpus_abs = str(Path(corpus).resolve())
     asked = {"unit": unit, "k": k, "lowercase": lowercase}
@@ -291,10 +294,12 @@ def build_shingles(
             bar.update(len(batch))
         bar.close()
         if not records:
-            raise CorpusError(
+            err = CorpusError(
                 f"corpus {corpus} has no readable documents ({len(not_docs)} files skipped)",
                 hint="see the warnings above for why each file was skipped",
             )
+            err.warnings = warnings
+            raise err
         build = _build_id(scan_id, spec.as_params(), __version__)
         names = {
             "indptr": f"shingles.indptr.{build}.npy",
@@ -425,7 +430,7 @@ def resolve_banding(
         return {"bands": bands, "rows": rows, "threshold": round(t, 6), "explicit": True}
     if stored is not None and (threshold is None or stored.get("explicit")):
         if stored["bands"] * stored["rows"] <= num_perm:
-            return dict(stored)
+            return {k: stored[k] for k in ("bands", "rows", "threshold", "explicit")}
     t = threshold if threshold is not None else (stored or {}).get("threshold", DEFAULT_THRESHOLD)
     b, r = choose_bands_rows(t, num_perm, recall)
     return {"bands": b, "rows": r, "threshold": t, "explicit": False}
@@ -437,13 +442,22 @@ def build_index(
     threshold: float | None = None,
     bands: int | None = None,
     rows: int | None = None,
+    bag_threshold: float | None = None,
 ) -> tuple[StageResult, BandingReport]:
-    """Bring the band keys and buckets up to date with the signatures."""
+    """Bring the band keys and buckets up to date with the signatures.
+
+    ``bag_threshold`` records that the banding threshold was derived from a
+    bag-Jaccard threshold, so that later set-Jaccard runs do not take it as
+    the index's own threshold.
+    """
     t0 = time.perf_counter()
     loaded = open_index(index)
     sig_stage = loaded.stage("signature")
     stored = loaded.manifest["stages"].get("index")
     params = resolve_banding(stored["params"] if stored else None, sig_stage["params"]["num_perm"], threshold, bands, rows)
+    params["measure"] = "bag" if bag_threshold is not None else "set"
+    if bag_threshold is not None:
+        params["bag_threshold"] = bag_threshold
     report = BandingReport.of(params["bands"], params["rows"], params["threshold"])
     if stored and stored["params"] == params and stored.get("built_from") == sig_stage["build_id"]:
         return StageResult("index", False, time.perf_counter() - t0, "up to date"), report
@@ -595,12 +609,18 @@ def find_pairs(
         _mismatch("shingle", loaded.stage("shingle")["params"], {"unit": unit, "k": k, "lowercase": lowercase}, index, False)
     stages.append(build_signatures(index, num_perm=num_perm, seed=seed, jobs=jobs, rebuild=rebuild, progress=progress))
     loaded = open_index(index)
-    stored_t = (loaded.manifest["stages"].get("index") or {}).get("params", {}).get("threshold")
-    t = threshold if threshold is not None else (stored_t if stored_t is not None and measure == "set" else None)
+    stored = (loaded.manifest["stages"].get("index") or {}).get("params", {})
+    t = threshold
+    if t is None and stored.get("measure", "set") == measure:
+        t = stored.get("bag_threshold") if measure == "bag" else stored.get("threshold")
     if t is None:
-        t = DEFAULT_THRESHOLD if measure == "set" else 0.4
-    band_t = _banding_threshold(t, measure) if (threshold is not None or measure == "bag") else None
-    result, report = build_index(index, threshold=band_t, bands=bands, rows=rows)
+        t = DEFAULT_THRESHOLD if measure == "set" else DEFAULT_BAG_THRESHOLD
+    # Re-band when the threshold or the measure differs from what the buckets were built for.
+    same = threshold is None and stored.get("measure", "set") == measure
+    band_t = None if same else _banding_threshold(t, measure)
+    result, report = build_index(
+        index, threshold=band_t, bands=bands, rows=rows, bag_threshold=t if measure == "bag" else None
+    )
     stages.append(result)
     loaded = open_index(index)
     left, right, est, jac, n_cand, stats = score_candidates(loaded, t, measure, verify, all_candidates)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -39,7 +40,17 @@ from simdoc.errors import CorruptIndex, IndexError_
 FORMAT = "simdoc-index"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
-OWN_PREFIXES = ("docs.", "shingles.", "minhash.", "signatures.", "bands.", "buckets.", "manifest.")
+# Names simdoc writes: <stem>.<16 hex build id>.<ext>, the manifest, and temporary
+# files of those (".<name>.<random>.tmp"). Nothing else in a directory is ours.
+_STEMS = r"(docs|shingles\.(indptr|data|counts)|minhash\.family|signatures|bands|buckets)"
+_OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json)$")
+_OWN_TMP = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
+
+
+def is_own_file(name: str) -> bool:
+    """True for the names of files simdoc writes in an index directory (and their temporaries)."""
+    return bool(_OWN.match(name) or _OWN_TMP.match(name))
+
 _NPY_HEADER = 128  # fixed header length of the arrays we stream, so it can be rewritten in place
 
 
@@ -114,13 +125,24 @@ class IndexStore:
     def exists(self) -> bool:
         return (self.path / MANIFEST).is_file()
 
-    def read_manifest(self) -> dict:
-        """The manifest, or an empty one if the directory holds no index yet."""
+    def read_manifest(self, discard_damaged: bool = False) -> dict:
+        """The manifest, or an empty one if the directory holds no index yet.
+
+        With ``discard_damaged`` an unreadable manifest of a simdoc index (one
+        whose other files are all simdoc's) counts as no index: for --rebuild.
+        """
         mpath = self.path / MANIFEST
+        if discard_damaged and mpath.exists():
+            try:
+                return self.read_manifest()
+            except IndexError_:
+                if all(is_own_file(p.name) for p in self.path.iterdir()):
+                    return self._empty_manifest()
+                raise
         if not mpath.exists():
             if self.path.exists() and not self.path.is_dir():
                 raise IndexError_(f"index path {self.path} exists and is not a directory", hint="choose another --index")
-            return {"format": FORMAT, "format_version": FORMAT_VERSION, "stages": {}}
+            return self._empty_manifest()
         try:
             manifest = json.loads(mpath.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
@@ -140,6 +162,10 @@ class IndexStore:
             raise CorruptIndex(str(mpath), "no 'stages' table")
         return manifest
 
+    @staticmethod
+    def _empty_manifest() -> dict:
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, "stages": {}}
+
     def write_manifest(self, manifest: dict) -> None:
         """Publish a new manifest atomically, then delete files no stage refers to."""
         self.write_bytes(MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"))
@@ -150,15 +176,13 @@ class IndexStore:
             if p.name in keep or not p.is_file():
                 continue
             # Only our own files: leftovers of older builds and temporary files of dead runs.
-            if p.name.lstrip(".").startswith(OWN_PREFIXES) and p.name.endswith((".npy", ".jsonl", ".tmp")):
+            if is_own_file(p.name):
                 with contextlib.suppress(OSError):
                     p.unlink()
 
     # -- writing ----------------------------------------------------------
     def ensure_dir(self) -> None:
-        if self.path.is_dir() and not self.exists() and any(
-            not p.name.lstrip(".").startswith(OWN_PREFIXES) for p in self.path.iterdir()
-        ):
+        if self.path.is_dir() and not self.exists() and any(not is_own_file(p.name) for p in self.path.iterdir()):
             raise IndexError_(
                 f"{self.path} already holds other files and is not a simdoc index",
                 hint="choose an empty or new directory for --index",

@@ -1,0 +1,81 @@
+"""Shared fixtures for the CLI tests: a CliRunner wrapper and small corpora."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from simdoc.cli import cli
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_CORPUS = REPO / "sample_corpus"
+SUMMARY_RE = re.compile(
+    r"^simdoc: (?P<docs>\d+) documents(?: \((?P<skipped>\d+) files? skipped\))?, "
+    r"(?P<cand>\d+) candidates, (?P<pairs>\d+) pairs"
+)
+
+# Three documents: a.txt and b.txt are exact copies, c.txt is unrelated.
+TEXT_A = "The quick brown fox jumps over the lazy dog while the farmer sleeps.\n"
+TEXT_C = "Completely unrelated prose about tide tables, harbour cranes and rope.\n"
+
+
+@pytest.fixture(autouse=True)
+def _no_user_cache(tmp_path_factory, monkeypatch):
+    """Never let a test touch ~/.cache or an index named by the environment."""
+    monkeypatch.delenv("SIMDOC_INDEX", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+
+
+@pytest.fixture
+def run():
+    """run(*args) -> click Result; stdout and stderr are captured separately."""
+
+    def _run(*args: object, **kw):
+        return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True, **kw)
+
+    return _run
+
+
+def summary(result) -> re.Match:
+    """The one summary line of a successful `pairs` run, parsed."""
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("simdoc:")]
+    assert len(lines) == 1, result.stderr
+    m = SUMMARY_RE.match(lines[0])
+    assert m, lines[0]
+    return m
+
+
+def records(result) -> list[list[str]]:
+    """tsv stdout split into fields."""
+    return [line.split("\t") for line in result.stdout.splitlines()]
+
+
+def assert_clean_error(result, code: int, *needles: str) -> None:
+    """A user error: exit code, nothing on stdout, `Error:` message, no traceback."""
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr, result.exception)
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr and "Traceback" not in result.output
+    assert "Error" in result.stderr
+    for n in needles:
+        assert n in result.stderr, (n, result.stderr)
+
+
+def write(path: Path, content: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def small_corpus(tmp_path) -> Path:
+    root = tmp_path / "corpus"
+    write(root / "a.txt", TEXT_A)
+    write(root / "b.txt", TEXT_A)
+    write(root / "c.txt", TEXT_C)
+    return root
