@@ -176,6 +176,36 @@ if ENABLED:
             out[d, :] = acc
 
     @njit(cache=True, nogil=True)
+    def collapse_whitespace(cps, offsets, is_space, out, out_offsets):
+        """Per document: drop leading/trailing whitespace, turn each inner run into one blank.
+
+        ``is_space[c]`` says whether code point c is whitespace (as str.split
+        sees it); code points past the table are not. Returns the total length.
+        """
+        n = offsets.shape[0] - 1
+        limit = is_space.shape[0]
+        pos = 0
+        for d in range(n):
+            out_offsets[d] = pos
+            started = False
+            pending = False
+            for i in range(offsets[d], offsets[d + 1]):
+                c = cps[i]
+                if c < limit and is_space[c]:
+                    if started:
+                        pending = True
+                else:
+                    if pending:
+                        out[pos] = 32
+                        pos += 1
+                        pending = False
+                    out[pos] = c
+                    pos += 1
+                    started = True
+        out_offsets[n] = pos
+        return pos
+
+    @njit(cache=True, nogil=True)
     def pair_overlap(indptr, data, counts, left, right, bag, inter, union):
         """Merge two sorted rows per pair: set or bag intersection and union sizes."""
         for p in range(left.shape[0]):
@@ -219,5 +249,6 @@ def warm_up() -> None:
     one = np.zeros(1, np.uint32)
     shingle_csr(one, np.array([0, 1], np.int64), 1, 0, np.zeros(1, np.uint8), False, one.copy(), one.copy(), np.zeros(1, np.int64))
     minhash_csr(np.array([0, 1], np.int64), one, one | 1, one, np.zeros((1, 1), np.uint32))
+    collapse_whitespace(one, np.array([0, 1], np.int64), np.zeros(1, np.uint8), one.copy(), np.zeros(2, np.int64))
     idx = np.zeros(1, np.int64)
     pair_overlap(np.array([0, 1], np.int64), one, one, idx, idx, False, np.zeros(1), np.zeros(1))

@@ -41,7 +41,7 @@ from simdoc.lsh import (
     iter_candidates,
 )
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SEED, MinHasher
-from simdoc.shingling import ShingleSets, ShingleSpec, normalise, shingle_texts
+from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
 from simdoc.similarity import MEASURES, pair_estimates, pair_jaccard
 from simdoc.store import IndexStore
 
@@ -195,8 +195,8 @@ def _shingle_batch(task: tuple[list[tuple[str, str]], ShingleSpec]) -> tuple[Shi
         res = read_document(path)
         infos.append((res.digest, res.status, res.warning))
         if res.text is not None:
-            texts.append(normalise(res.text, spec.lowercase))
-    return shingle_texts(texts, spec, normalised=True), infos
+            texts.append(res.text)
+    return shingle_texts(texts, spec), infos
 
 
 def _batches(entries: list[FileEntry]) -> list[list[FileEntry]]:

@@ -172,6 +172,12 @@ def normalise(text: str, lowercase: bool = True) -> str:
 
 
 @lru_cache(maxsize=1)
+def _space_table() -> np.ndarray:
+    """is_space[c] for every code point str.split() treats as whitespace (all are below U+3001)."""
+    return np.array([chr(c).isspace() for c in range(0x3001)], dtype=np.uint8)
+
+
+@lru_cache(maxsize=1)
 def stop_words() -> frozenset[str]:
     """The shipped English stop-word list (``simdoc/data/stopwords.txt``)."""
     raw = resources.files("simdoc").joinpath("data/stopwords.txt").read_text(encoding="utf-8")
@@ -268,12 +274,26 @@ def shingle_texts(texts: Sequence[str], spec: ShingleSpec | None = None, normali
         raise TypeError("shingle_texts takes a sequence of texts, not one str; wrap it in a list")
     spec = spec or ShingleSpec()
     k = spec.k
+    from simdoc import kernels
+
+    if spec.unit == "char" and not normalised and kernels.ENABLED:
+        # Same result as normalise() + the path below, without building split lists.
+        if spec.lowercase:
+            texts = [t.lower() for t in texts]
+        lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        raw = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype="<u4")
+        tokens = np.empty(len(raw), dtype=np.uint32)
+        new_offsets = np.empty_like(offsets)
+        total = kernels.collapse_whitespace(raw, offsets, _space_table(), tokens, new_offsets)
+        return _sets_from_tokens(tokens[:total], np.diff(new_offsets), k, None)
     if not normalised:
         texts = [normalise(t, spec.lowercase) for t in texts]
     n = len(texts)
     if spec.unit == "char":
         lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
-        tokens = np.frombuffer("".join(texts).encode("utf-32-le"), dtype="<u4")
+        tokens = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype="<u4")
         anchors = None
     else:
         word_lists = [t.split(" ") if t else [] for t in texts]

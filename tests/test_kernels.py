@@ -69,3 +69,34 @@ def test_pair_jaccard_equal_reference(rows, data, measure):
     finally:
         kernels.ENABLED = True
     assert np.array_equal(compiled, reference)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60), max_size=6),
+    st.integers(1, 6),
+    st.booleans(),
+)
+def test_char_fast_normalisation_equals_reference(texts, k, lower):
+    # Includes every Unicode whitespace (tabs, NBSP, U+3000, ...) and case changes of length.
+    spec = ShingleSpec("char", k, lowercase=lower)
+    compiled = shingle_texts(texts, spec)
+    kernels.ENABLED = False
+    try:
+        reference = shingle_texts(texts, spec)
+    finally:
+        kernels.ENABLED = True
+    assert compiled.indptr.tolist() == reference.indptr.tolist()
+    assert compiled.data.tolist() == reference.data.tolist()
+
+
+def test_char_fast_normalisation_examples():
+    texts = ["  A\u00a0\u3000B\t\nC  ", "\u0130stanbul  X", "", " \x1c\x1d ", "x"]
+    compiled = shingle_texts(texts, ShingleSpec("char", 2))
+    kernels.ENABLED = False
+    try:
+        reference = shingle_texts(texts, ShingleSpec("char", 2))
+    finally:
+        kernels.ENABLED = True
+    assert compiled.data.tolist() == reference.data.tolist()
+    assert compiled.indptr.tolist() == reference.indptr.tolist()
