@@ -285,9 +285,21 @@ def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, uni
     if verbose and res.banding:
         log.debug(f"banding: {res.banding.describe()}")
     fmt = fmt or ("table" if sys.stdout.isatty() else "tsv")
-    write_records(((p.doc_a, p.doc_b, p.estimated, p.jaccard) for p in res), fmt, sys.stdout)
-    sys.stdout.flush()
+    try:
+        write_records(((p.doc_a, p.doc_b, p.estimated, p.jaccard) for p in res), fmt, sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _reader_went_away()
     _summary(res)
+
+
+def _reader_went_away() -> None:
+    """The reader closed the pipe (`| head`): stop quietly with status 0, as ripgrep does."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
 
 
 def _env_index() -> bool:
@@ -310,13 +322,7 @@ def _summary(res: PairsResult) -> None:
 
 
 def main() -> None:
-    try:
-        cli.main(prog_name="simdoc")
-    except SystemExit:
-        raise
-    except BrokenPipeError:  # `simdoc pairs ... | head`
-        sys.stderr.close()
-        sys.exit(0)
+    cli.main(prog_name="simdoc")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -239,7 +239,10 @@ def build_shingles(
     corpus_abs = str(Path(corpus).resolve())
     asked = {"unit": unit, "k": k, "lowercase": lowercase}
     if stored and not rebuild and stored.get("corpus") != corpus_abs:
-        raise ParameterMismatch("shingle", "corpus", stored.get("corpus"), corpus_abs, str(index))
+        raise IndexError_(
+            f"the index at {index} was built for the corpus {stored.get('corpus')}, not {corpus_abs}",
+            hint="pass --rebuild to rebuild it for this corpus, or choose another --index",
+        )
     changed = stored is not None and _mismatch("shingle", stored["params"], asked, index, rebuild)
     base = stored["params"] if (stored and not changed and not rebuild) else {}
     u = unit if unit is not None else base.get("unit", "char")
