@@ -1,7 +1,7 @@
 """The ``simdoc`` command: click commands that parse options and call the library.
 
 Exit status: 0 success (with or without pairs), 1 internal error (a bug),
-2 usage error, 3 corpus error, 4 index error, 130 interrupted.
+2 usage error, 3 corpus error, 4 index error, 5 index busy, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from simdoc.pipeline import (
     build_index,
     build_shingles,
     build_signatures,
+    check_index,
     default_index_path,
     find_pairs,
 )
@@ -95,6 +96,13 @@ index_option = _opt(
 jobs_option = _opt("--jobs", "-j", type=int, default=None, help="Worker processes. Default: all cores.")
 quiet_option = _opt("--quiet", "-q", is_flag=True, help="Print nothing on stderr but errors.")
 verbose_option = _opt("--verbose", "-v", is_flag=True, help="Per-stage timings and every warning on stderr.")
+wait_option = _opt(
+    "--wait",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait for another run writing the same index (then exit 5).",
+)
 rebuild_option = _opt(
     "--rebuild", is_flag=True, help="Rebuild stages whose stored parameters differ from the ones asked for."
 )
@@ -166,9 +174,10 @@ def cli() -> None:
 @_apply(shingle_options)
 @jobs_option
 @rebuild_option
+@wait_option
 @quiet_option
 @verbose_option
-def shingle(corpus, index, unit, k, lowercase, jobs, rebuild, quiet, verbose) -> None:
+def shingle(corpus, index, unit, k, lowercase, jobs, rebuild, wait, quiet, verbose) -> None:
     """Turn every document under CORPUS into its set of hashed shingles.
 
     \b
@@ -177,7 +186,9 @@ def shingle(corpus, index, unit, k, lowercase, jobs, rebuild, quiet, verbose) ->
     """
     _setup_logging(quiet, verbose)
     index = index or default_index_path(corpus)
-    res = build_shingles(corpus, index, unit=unit, k=k, lowercase=lowercase, jobs=jobs, rebuild=rebuild, progress=_show_progress(quiet))
+    res = build_shingles(
+        corpus, index, unit=unit, k=k, lowercase=lowercase, jobs=jobs, rebuild=rebuild, progress=_show_progress(quiet), wait=wait
+    )
     _report([res], verbose)
     log.info(f"shingle: {res.detail if res.built else 'up to date'} -> {index}")
 
@@ -187,9 +198,10 @@ def shingle(corpus, index, unit, k, lowercase, jobs, rebuild, quiet, verbose) ->
 @_apply(signature_options)
 @jobs_option
 @rebuild_option
+@wait_option
 @quiet_option
 @verbose_option
-def signature(index, num_perm, seed, jobs, rebuild, quiet, verbose) -> None:
+def signature(index, num_perm, seed, jobs, rebuild, wait, quiet, verbose) -> None:
     """Compute the MinHash signature matrix of the shingled documents.
 
     \b
@@ -198,7 +210,9 @@ def signature(index, num_perm, seed, jobs, rebuild, quiet, verbose) -> None:
     """
     _setup_logging(quiet, verbose)
     index = _need_index(index)
-    res = build_signatures(index, num_perm=num_perm, seed=seed, jobs=jobs, rebuild=rebuild, progress=_show_progress(quiet))
+    res = build_signatures(
+        index, num_perm=num_perm, seed=seed, jobs=jobs, rebuild=rebuild, progress=_show_progress(quiet), wait=wait
+    )
     _report([res], verbose)
     log.info(f"signature: {res.detail if res.built else 'up to date'}")
 
@@ -207,9 +221,10 @@ def signature(index, num_perm, seed, jobs, rebuild, quiet, verbose) -> None:
 @index_option
 @threshold_option
 @_apply(banding_options)
+@wait_option
 @quiet_option
 @verbose_option
-def index_cmd(index, threshold, bands, rows, quiet, verbose) -> None:
+def index_cmd(index, threshold, bands, rows, wait, quiet, verbose) -> None:
     """Band the signatures into LSH buckets for a Jaccard threshold.
 
     Reports on stderr the chosen bands b and rows r, the S-curve midpoint
@@ -223,7 +238,7 @@ def index_cmd(index, threshold, bands, rows, quiet, verbose) -> None:
     """
     _setup_logging(quiet, verbose)
     index = _need_index(index)
-    res, report = build_index(index, threshold=threshold, bands=bands, rows=rows)
+    res, report = build_index(index, threshold=threshold, bands=bands, rows=rows, wait=wait)
     _report([res], verbose)
     log.info(f"index: {report.describe()}" + ("" if res.built else " (up to date)"))
 
@@ -241,9 +256,10 @@ def index_cmd(index, threshold, bands, rows, quiet, verbose) -> None:
 @_apply(banding_options)
 @jobs_option
 @rebuild_option
+@wait_option
 @quiet_option
 @verbose_option
-def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, unit, k, lowercase, num_perm, seed, bands, rows, jobs, rebuild, quiet, verbose) -> None:
+def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, unit, k, lowercase, num_perm, seed, bands, rows, jobs, rebuild, wait, quiet, verbose) -> None:
     """Print near-duplicate pairs: doc_a, doc_b, estimated and exact Jaccard.
 
     With CORPUS, missing or out-of-date stages are built first (with the
@@ -280,6 +296,7 @@ def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, uni
         jobs=jobs,
         rebuild=rebuild,
         progress=_show_progress(quiet),
+        wait=wait,
     )
     _report(res.stages, verbose)
     if verbose and res.banding:
@@ -300,6 +317,33 @@ def _reader_went_away() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     sys.exit(0)
+
+
+@cli.command()
+@index_option
+@quiet_option
+@verbose_option
+def check(index, quiet, verbose) -> None:
+    """Verify an index: every file against the manifest (size, dtype, shape,
+    CRC-32) and the arrays against each other. Exit 0 if sound, 4 if not;
+    each problem is one line on stdout.
+
+    \b
+    Example:
+      simdoc check --index /tmp/idx && echo sound
+    """
+    _setup_logging(quiet, verbose)
+    index = _need_index(index)
+    facts, problems = check_index(index)
+    for f in facts:
+        log.debug(f)
+    for p in problems:
+        click.echo(p)
+    if problems:
+        click.echo(f"Error: the index at {index} is damaged ({len(problems)} problems)", err=True)
+        click.echo("  hint: rebuild it with `simdoc pairs CORPUS --index ... --rebuild`", err=True)
+        sys.exit(4)
+    log.info(f"check: the index at {index} is sound ({len(facts)} checks)")
 
 
 def _env_index() -> bool:

@@ -13,6 +13,7 @@ EXIT_INTERNAL = 1  # a bug: unexpected exception, traceback printed
 EXIT_USAGE = 2  # bad command line or option value (click uses 2 as well)
 EXIT_INPUT = 3  # the corpus is missing, empty, or has no readable document
 EXIT_INDEX = 4  # the index is missing a stage, damaged, or built with other parameters
+EXIT_BUSY = 5  # another simdoc run is writing the index and --wait ran out
 
 
 class SimdocError(Exception):
@@ -82,3 +83,16 @@ class CorruptIndex(IndexError_):
             hint="rebuild it with --rebuild (or delete the index directory)",
         )
         self.path = path
+
+
+class IndexBusy(SimdocError):
+    """Another run holds the index's writer lock."""
+
+    exit_code = EXIT_BUSY
+
+    def __init__(self, index: str, holder: str, waited: float) -> None:
+        super().__init__(
+            f"the index at {index} is being written by another simdoc run ({holder})"
+            + (f"; waited {waited:g} s" if waited else ""),
+            hint="try again later, or pass --wait SECONDS to wait for it",
+        )

@@ -220,6 +220,22 @@ def build_shingles(
     corpus: str | os.PathLike,
     index: str | os.PathLike | None = None,
     *,
+    wait: float = 0.0,
+    **options,
+) -> StageResult:
+    """Bring the shingle stage of ``index`` up to date with ``corpus`` (holding the writer lock).
+
+    ``options``: unit, k, lowercase, jobs, rebuild, progress (see :func:`find_pairs`).
+    """
+    index = Path(index) if index is not None else default_index_path(corpus)
+    with IndexStore(index).writing(wait):
+        return _build_shingles(corpus, index, **options)
+
+
+def _build_shingles(
+    corpus: str | os.PathLike,
+    index: str | os.PathLike | None = None,
+    *,
     unit: str | None = None,
     k: int | None = None,
     lowercase: bool | None = None,
@@ -227,7 +243,6 @@ def build_shingles(
     rebuild: bool = False,
     progress: bool = False,
 ) -> StageResult:
-    """Bring the shingle stage of ``index`` up to date with ``corpus``."""
     t0 = time.perf_counter()
     jobs = _check_jobs(jobs)
     index = Path(index) if index is not None else default_index_path(corpus)
@@ -355,7 +370,17 @@ def _signature_task(task: tuple) -> tuple[int, int]:
     return start, stop
 
 
-def build_signatures(
+def build_signatures(index: str | os.PathLike, *, wait: float = 0.0, **options) -> StageResult:
+    """Bring the signature stage up to date with the shingle stage (holding the writer lock).
+
+    ``options``: num_perm, seed, jobs, rebuild, progress.
+    """
+    store = open_index(index).store
+    with store.writing(wait):
+        return _build_signatures(index, **options)
+
+
+def _build_signatures(
     index: str | os.PathLike,
     *,
     num_perm: int | None = None,
@@ -364,7 +389,6 @@ def build_signatures(
     rebuild: bool = False,
     progress: bool = False,
 ) -> StageResult:
-    """Bring the signature stage up to date with the shingle stage."""
     t0 = time.perf_counter()
     jobs = _check_jobs(jobs)
     loaded = open_index(index)
@@ -439,7 +463,17 @@ def resolve_banding(
     return {"bands": b, "rows": r, "threshold": t, "explicit": False}
 
 
-def build_index(
+def build_index(index: str | os.PathLike, *, wait: float = 0.0, **options) -> tuple[StageResult, BandingReport]:
+    """Bring the band keys and buckets up to date with the signatures (holding the writer lock).
+
+    ``options``: threshold, bands, rows, bag_threshold (see :func:`_build_index`).
+    """
+    store = open_index(index).store
+    with store.writing(wait):
+        return _build_index(index, **options)
+
+
+def _build_index(
     index: str | os.PathLike,
     *,
     threshold: float | None = None,
@@ -584,6 +618,7 @@ def find_pairs(
     jobs: int | None = None,
     rebuild: bool = False,
     progress: bool = False,
+    wait: float = 0.0,
 ) -> PairsResult:
     """Near-duplicate pairs of a corpus, building or refreshing its index first.
 
@@ -604,6 +639,39 @@ def find_pairs(
     if corpus is None and index is None:
         raise UsageError("give a CORPUS, an --index, or both")
     index = Path(index) if index is not None else default_index_path(corpus)
+    if corpus is None:
+        open_index(index)  # fail before creating anything
+    with IndexStore(index).writing(wait):
+        stages, t, report = _refresh_for_pairs(
+            corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, bands, rows, jobs, rebuild, progress
+        )
+    store = IndexStore(index)
+    with store.reading():
+        loaded = open_index(index)
+        left, right, est, jac, n_cand, stats = score_candidates(loaded, t, measure, verify, all_candidates)
+        shingle = loaded.stage("shingle")
+        doc_ids = loaded.doc_ids()
+    return PairsResult(
+        doc_ids,
+        left,
+        right,
+        est,
+        jac,
+        t,
+        measure,
+        n_cand,
+        stats,
+        stages,
+        report,
+        all_candidates=all_candidates,
+        n_docs=shingle["n_docs"],
+        n_skipped=len(shingle.get("skipped", [])),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def _refresh_for_pairs(corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, bands, rows, jobs, rebuild, progress):
+    """Run the stages find_pairs needs; returns (stage results, threshold, banding report)."""
     stages: list[StageResult] = []
     if corpus is not None:
         stages.append(build_shingles(corpus, index, unit=unit, k=k, lowercase=lowercase, jobs=jobs, rebuild=rebuild, progress=progress))
@@ -625,28 +693,87 @@ def find_pairs(
         index, threshold=band_t, bands=bands, rows=rows, bag_threshold=t if measure == "bag" else None
     )
     stages.append(result)
-    loaded = open_index(index)
-    left, right, est, jac, n_cand, stats = score_candidates(loaded, t, measure, verify, all_candidates)
-    shingle = loaded.stage("shingle")
-    return PairsResult(
-        loaded.doc_ids(),
-        left,
-        right,
-        est,
-        jac,
-        t,
-        measure,
-        n_cand,
-        stats,
-        stages,
-        report,
-        all_candidates=all_candidates,
-        n_docs=shingle["n_docs"],
-        n_skipped=len(shingle.get("skipped", [])),
-        seconds=time.perf_counter() - t0,
-    )
+    return stages, t, report
 
 
 def iter_warnings(results: Iterable[StageResult]) -> Iterator[str]:
     for r in results:
         yield from r.warnings
+
+
+# ---------------------------------------------------------------- check
+
+
+def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
+    """Verify an index completely: every file against the manifest, then the arrays' meaning.
+
+    Returns (facts, problems): what was checked, and each thing found wrong,
+    precise enough to act on. An empty ``problems`` means the index is sound.
+    """
+    store = IndexStore(index)
+    if not store.exists():
+        raise IndexError_(f"no simdoc index at {index}", hint="build one with `simdoc shingle CORPUS --index ...`")
+    facts: list[str] = []
+    problems: list[str] = []
+    with store.reading():
+        manifest = store.read_manifest()
+        loaded = LoadedIndex(store, manifest)
+        stages = manifest["stages"]
+        for stage_name, stage in stages.items():
+            for name, info in stage.get("files", {}).items():
+                try:
+                    if name.endswith(".npy"):
+                        store.load_array(name, info)
+                    else:
+                        store.read_jsonl(name, info)
+                    facts.append(f"{name}: {info.get('bytes')} bytes, crc32 ok")
+                except IndexError_ as exc:
+                    problems.append(exc.message)
+        if problems:
+            return facts, problems
+        shingle = stages.get("shingle")
+        if shingle is None:
+            problems.append("no shingle stage")
+            return facts, problems
+        n = shingle["n_docs"]
+        docs = loaded.doc_records()
+        if len(docs) != n:
+            problems.append(f"docs table has {len(docs)} documents, the manifest says {n}")
+        ids = [d.get("id") for d in docs]
+        if ids != sorted(ids) or len(set(ids)) != len(ids):
+            problems.append("document ids are not unique and sorted")
+        sets = loaded.shingle_sets()
+        indptr = np.asarray(sets.indptr)
+        if len(indptr) != n + 1 or indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != len(sets.data):
+            problems.append("shingle offsets (indptr) are not a valid CSR index for the data")
+        elif any(int(d.get("n_shingles", -1)) != int(c) for d, c in zip(docs, np.diff(indptr))):
+            problems.append("docs table shingle counts disagree with the shingle offsets")
+        facts.append(f"shingle: {n} documents, {len(sets.data)} shingles")
+        sig_stage = stages.get("signature")
+        if sig_stage:
+            sigs = loaded.signatures()
+            if sigs.shape[0] != n:
+                problems.append(f"signatures have {sigs.shape[0]} rows for {n} documents")
+            if sig_stage.get("built_from") != shingle["build_id"]:
+                facts.append("signature: out of date (built from older shingles; the next pairs run rebuilds it)")
+            family = loaded._array("signature", "family")
+            expected = MinHasher(sig_stage["params"]["num_perm"], sig_stage["params"]["seed"])
+            if not (np.array_equal(family[0], expected.a) and np.array_equal(family[1], expected.b)):
+                problems.append("the stored hash family does not match its seed")
+        ix = stages.get("index")
+        if ix and sig_stage:
+            keys, buckets = loaded.bands()
+            eligible = int(np.count_nonzero(np.diff(indptr) > 0))
+            if keys.shape != (ix["params"]["bands"], n) or buckets.shape != (ix["params"]["bands"], eligible):
+                problems.append(f"band arrays have shapes {keys.shape} and {buckets.shape}, expected "
+                                f"({ix['params']['bands']}, {n}) and ({ix['params']['bands']}, {eligible})")
+            elif buckets.size and (buckets.min() < 0 or buckets.max() >= n):
+                problems.append("buckets refer to documents that do not exist")
+            elif ix.get("built_from") == sig_stage.get("build_id") and sig_stage.get("built_from") == shingle["build_id"]:
+                sigs = loaded.signatures()
+                sample = np.unique(np.linspace(0, n - 1, num=min(n, 64)).astype(np.int64))
+                want = band_keys(np.asarray(sigs[sample]), ix["params"]["bands"], ix["params"]["rows"])
+                if not np.array_equal(want, np.asarray(keys[:, sample])):
+                    problems.append("band keys do not match the signatures")
+            facts.append(f"index: {ix['params']['bands']} bands x {ix['params']['rows']} rows")
+    return facts, problems

@@ -18,32 +18,68 @@ name, fsynced and renamed; the manifest is replaced last and only then are
 files of older builds deleted. A run killed at any point therefore leaves
 the previous manifest pointing at complete files of the previous build.
 
-Every load checks the format version, and each array's dtype, shape and byte
-size against the manifest, so a truncated or damaged file is an error naming
-the file, never a numpy traceback or a silently wrong answer.
+Every load checks the format version, and each file's size, dtype, shape and
+CRC-32 (of the bytes after the .npy header; recorded at write time) against
+the manifest, so a truncated or damaged file is an error naming the file,
+never a numpy traceback or a silently wrong answer.
+
+Concurrency: writers hold an exclusive ``flock`` on ``lock``; a second writer
+waits up to ``--wait`` seconds, then fails with exit code 5. The kernel drops
+the lock of a process that dies, so a dead run never blocks the next one.
+Readers hold a shared ``flock`` on ``readers`` while they use the files; a
+writer deletes files of older builds only when no reader holds it, otherwise
+leaves them for the next writer. Since files are never modified after they
+are published and the manifest is replaced atomically, a reader sees either
+the old index or the new one, never a mix.
+
+``SIMDOC_FAULT=<point>`` makes the process exit abruptly at a named point
+(see :func:`fault_point`); the tests use it to kill writes at every step.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
 import tempfile
+import time
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
-from simdoc.errors import CorruptIndex, IndexError_
+from simdoc.errors import CorruptIndex, IndexBusy, IndexError_
 
 FORMAT = "simdoc-index"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+LOCK = "lock"
+READERS = "readers"
+_CRC_CHUNK = 1 << 24
+
+
+def fault_point(name: str) -> None:
+    """Die here, without cleanup, if SIMDOC_FAULT names this point (crash tests only)."""
+    if os.environ.get("SIMDOC_FAULT") == name:
+        os._exit(75)
+
+
+def crc32_file(path: Path, offset: int = 0) -> int:
+    crc = 0
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        while chunk := fh.read(_CRC_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
 # Names simdoc writes: <stem>.<16 hex build id>.<ext>, the manifest, and temporary
 # files of those (".<name>.<random>.tmp"). Nothing else in a directory is ours.
 _STEMS = r"(docs|shingles\.(indptr|data|counts)|minhash\.family|signatures|bands|buckets)"
-_OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json)$")
+_OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json|lock|readers)$")
 _OWN_TMP = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
 
 
@@ -86,12 +122,14 @@ class NpyWriter:
         self.fh = os.fdopen(fd, "wb")
         self.fh.write(_npy_header(self.dtype, (0, *self.tail_shape)))
         self.rows = 0
+        self.crc = 0
 
     def append(self, arr: np.ndarray) -> None:
         arr = np.ascontiguousarray(arr, dtype=self.dtype)
         if arr.shape[1:] != self.tail_shape:
             raise ValueError(f"{self.name}: rows of shape {arr.shape[1:]}, expected {self.tail_shape}")
         self.fh.write(arr.data)
+        self.crc = zlib.crc32(arr.data, self.crc)
         self.rows += arr.shape[0]
 
     def finish(self) -> dict:
@@ -101,8 +139,9 @@ class NpyWriter:
         self.fh.flush()
         os.fsync(self.fh.fileno())
         self.fh.close()
+        fault_point(f"publish:{self.name.split('.')[0]}")
         os.replace(self.tmp, self.directory / self.name)
-        return _array_info(self.directory / self.name, self.dtype, (self.rows, *self.tail_shape))
+        return _array_info(self.directory / self.name, self.dtype, (self.rows, *self.tail_shape), self.crc)
 
     def abort(self) -> None:
         with contextlib.suppress(OSError):
@@ -111,8 +150,8 @@ class NpyWriter:
             self.tmp.unlink()
 
 
-def _array_info(path: Path, dtype, shape) -> dict:
-    return {"dtype": np.dtype(dtype).str, "shape": list(shape), "bytes": path.stat().st_size}
+def _array_info(path: Path, dtype, shape, crc: int) -> dict:
+    return {"dtype": np.dtype(dtype).str, "shape": list(shape), "bytes": path.stat().st_size, "crc32": crc}
 
 
 class IndexStore:
@@ -168,17 +207,84 @@ class IndexStore:
 
     def write_manifest(self, manifest: dict) -> None:
         """Publish a new manifest atomically, then delete files no stage refers to."""
+        fault_point("manifest:before")
         self.write_bytes(MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-        keep = {MANIFEST}
+        fault_point("manifest:after")
+        self.collect_garbage(manifest)
+
+    def collect_garbage(self, manifest: dict) -> int:
+        """Delete our files that no stage refers to, unless a reader is using the index."""
+        keep = {MANIFEST, LOCK, READERS}
         for stage in manifest.get("stages", {}).values():
             keep.update(stage.get("files", {}))
-        for p in self.path.iterdir():
-            if p.name in keep or not p.is_file():
-                continue
-            # Only our own files: leftovers of older builds and temporary files of dead runs.
-            if is_own_file(p.name):
-                with contextlib.suppress(OSError):
-                    p.unlink()
+        fd = os.open(self.path / READERS, os.O_RDWR | os.O_CREAT, 0o644)
+        removed = 0
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return 0  # someone is reading: the next writer will clean up
+            for p in self.path.iterdir():
+                # Only our own files: leftovers of older builds and temporary files of dead runs.
+                if p.name not in keep and is_own_file(p.name) and p.is_file():
+                    with contextlib.suppress(OSError):
+                        p.unlink()
+                        removed += 1
+        finally:
+            os.close(fd)
+        return removed
+
+    # -- locks ------------------------------------------------------------
+    @contextlib.contextmanager
+    def writing(self, wait: float = 0.0):
+        """Hold the writer lock; wait up to ``wait`` seconds for another writer to finish."""
+        self.ensure_dir()
+        key = str(self.path.resolve())
+        if _HELD.get(key):
+            _HELD[key] += 1
+            try:
+                yield
+            finally:
+                _HELD[key] -= 1
+            return
+        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = time.monotonic() + max(wait, 0.0)
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    if time.monotonic() >= deadline:
+                        holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+                        raise IndexBusy(str(self.path), holder, wait) from None
+                    time.sleep(0.05)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+            _HELD[key] = 1
+            try:
+                yield
+            finally:
+                _HELD.pop(key, None)
+        finally:
+            os.close(fd)  # closing drops the lock
+
+    @contextlib.contextmanager
+    def reading(self):
+        """Hold a shared lock that keeps writers from deleting files this process may use."""
+        if not self.path.is_dir():
+            yield
+            return
+        try:
+            fd = os.open(self.path / READERS, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:  # a read-only index directory: nobody can delete files either
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)
 
     # -- writing ----------------------------------------------------------
     def ensure_dir(self) -> None:
@@ -200,13 +306,15 @@ class IndexStore:
                 fh.write(payload)
                 fh.flush()
                 os.fsync(fh.fileno())
+            if name != MANIFEST:
+                fault_point(f"publish:{name.split('.')[0]}")
             os.replace(tmp, self.path / name)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
         _fsync_dir(self.path)
-        return {"bytes": len(payload)}
+        return {"bytes": len(payload), "crc32": zlib.crc32(payload)}
 
     def save_array(self, name: str, arr: np.ndarray) -> dict:
         writer = self.array_writer(name, arr.dtype, arr.shape[1:])
@@ -233,16 +341,32 @@ class IndexStore:
         arr.flush()
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
+        crc = crc32_file(Path(tmp), arr.offset)
+        fault_point(f"publish:{name.split('.')[0]}")
         os.replace(tmp, self.path / name)
-        return _array_info(self.path / name, arr.dtype, arr.shape)
+        return _array_info(self.path / name, arr.dtype, arr.shape, crc)
 
     def write_jsonl(self, name: str, records: Iterable[dict]) -> dict:
         payload = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
         return self.write_bytes(name, payload.encode("utf-8"))
 
     # -- reading ----------------------------------------------------------
-    def load_array(self, name: str, info: dict, mmap: bool = True) -> np.ndarray:
-        """Load an array and check it against its manifest entry."""
+    def verify_crc(self, name: str, info: dict, offset: int = 0) -> None:
+        """Check a file's CRC-32 against the manifest (once per file and process)."""
+        path = self.path / name
+        key = (str(path.resolve()), info.get("crc32"), info.get("bytes"))
+        if key in _VERIFIED or "crc32" not in info:
+            return
+        try:
+            crc = crc32_file(path, offset)
+        except OSError as exc:
+            raise CorruptIndex(str(path), f"cannot be read ({exc.strerror or exc})") from None
+        if crc != info["crc32"]:
+            raise CorruptIndex(str(path), f"checksum mismatch (crc32 {crc:08x}, the manifest says {info['crc32']:08x})")
+        _VERIFIED.add(key)
+
+    def load_array(self, name: str, info: dict, mmap: bool = True, verify: bool = True) -> np.ndarray:
+        """Load an array and check it against its manifest entry (size, dtype, shape, checksum)."""
         path = self.path / name
         if not path.is_file():
             raise CorruptIndex(str(path), "file is missing")
@@ -258,6 +382,8 @@ class IndexStore:
                 str(path),
                 f"holds {arr.dtype.str} {list(arr.shape)}, the manifest says {info.get('dtype')} {info.get('shape')}",
             )
+        if verify:
+            self.verify_crc(name, info, arr.offset if isinstance(arr, np.memmap) else _npy_offset(path))
         return arr
 
     def read_jsonl(self, name: str, info: dict) -> list[dict]:
@@ -268,7 +394,25 @@ class IndexStore:
             raise CorruptIndex(str(path), f"cannot be read ({exc.strerror or exc})") from None
         if "bytes" in info and len(raw) != info["bytes"]:
             raise CorruptIndex(str(path), f"size is {len(raw)} bytes, the manifest says {info['bytes']} (truncated?)")
+        if "crc32" in info and zlib.crc32(raw) != info["crc32"]:
+            raise CorruptIndex(str(path), "checksum mismatch")
         try:
             return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line]
         except ValueError as exc:
             raise CorruptIndex(str(path), f"a line is not valid JSON ({exc})") from None
+
+
+_VERIFIED: set = set()
+
+
+def _npy_offset(path: Path) -> int:
+    with open(path, "rb") as fh:
+        major, _ = np.lib.format.read_magic(fh)
+        if major == 1:
+            np.lib.format.read_array_header_1_0(fh)
+        else:
+            np.lib.format.read_array_header_2_0(fh)
+        return fh.tell()
+
+
+_HELD: dict[str, int] = {}  # writer locks this process holds, so nested stages do not deadlock
