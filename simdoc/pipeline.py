@@ -723,7 +723,7 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
             for name, info in stage.get("files", {}).items():
                 try:
                     if name.endswith(".npy"):
-                        store.load_array(name, info)
+                        store.load_array(name, info, force=True)
                     else:
                         store.read_jsonl(name, info)
                     facts.append(f"{name}: {info.get('bytes')} bytes, crc32 ok")
@@ -750,26 +750,31 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
             problems.append("docs table shingle counts disagree with the shingle offsets")
         facts.append(f"shingle: {n} documents, {len(sets.data)} shingles")
         sig_stage = stages.get("signature")
-        if sig_stage:
+        sig_current = bool(sig_stage) and sig_stage.get("built_from") == shingle["build_id"]
+        if sig_stage and not sig_current:
+            facts.append("signature: out of date (built from older shingles; the next pairs run rebuilds it)")
+        if sig_current:
             sigs = loaded.signatures()
             if sigs.shape[0] != n:
                 problems.append(f"signatures have {sigs.shape[0]} rows for {n} documents")
-            if sig_stage.get("built_from") != shingle["build_id"]:
-                facts.append("signature: out of date (built from older shingles; the next pairs run rebuilds it)")
             family = loaded._array("signature", "family")
             expected = MinHasher(sig_stage["params"]["num_perm"], sig_stage["params"]["seed"])
             if not (np.array_equal(family[0], expected.a) and np.array_equal(family[1], expected.b)):
                 problems.append("the stored hash family does not match its seed")
         ix = stages.get("index")
-        if ix and sig_stage:
+        if ix and not (sig_current and ix.get("built_from") == sig_stage.get("build_id")):
+            facts.append("index: out of date (built from older signatures; the next pairs run rebuilds it)")
+        elif ix:
             keys, buckets = loaded.bands()
             eligible = int(np.count_nonzero(np.diff(indptr) > 0))
             if keys.shape != (ix["params"]["bands"], n) or buckets.shape != (ix["params"]["bands"], eligible):
-                problems.append(f"band arrays have shapes {keys.shape} and {buckets.shape}, expected "
-                                f"({ix['params']['bands']}, {n}) and ({ix['params']['bands']}, {eligible})")
+                problems.append(
+                    f"band arrays have shapes {keys.shape} and {buckets.shape}, expected "
+                    f"({ix['params']['bands']}, {n}) and ({ix['params']['bands']}, {eligible})"
+                )
             elif buckets.size and (buckets.min() < 0 or buckets.max() >= n):
                 problems.append("buckets refer to documents that do not exist")
-            elif ix.get("built_from") == sig_stage.get("build_id") and sig_stage.get("built_from") == shingle["build_id"]:
+            else:
                 sigs = loaded.signatures()
                 sample = np.unique(np.linspace(0, n - 1, num=min(n, 64)).astype(np.int64))
                 want = band_keys(np.asarray(sigs[sample]), ix["params"]["bands"], ix["params"]["rows"])

@@ -351,11 +351,15 @@ class IndexStore:
         return self.write_bytes(name, payload.encode("utf-8"))
 
     # -- reading ----------------------------------------------------------
-    def verify_crc(self, name: str, info: dict, offset: int = 0) -> None:
-        """Check a file's CRC-32 against the manifest (once per file and process)."""
+    def verify_crc(self, name: str, info: dict, offset: int = 0, force: bool = False) -> None:
+        """Check a file's CRC-32 against the manifest (once per file version and process)."""
         path = self.path / name
-        key = (str(path.resolve()), info.get("crc32"), info.get("bytes"))
-        if key in _VERIFIED or "crc32" not in info:
+        try:
+            st = path.stat()
+        except OSError as exc:
+            raise CorruptIndex(str(path), f"cannot be read ({exc.strerror or exc})") from None
+        key = (str(path.resolve()), st.st_ino, st.st_mtime_ns, st.st_size, info.get("crc32"))
+        if "crc32" not in info or (key in _VERIFIED and not force):
             return
         try:
             crc = crc32_file(path, offset)
@@ -365,7 +369,7 @@ class IndexStore:
             raise CorruptIndex(str(path), f"checksum mismatch (crc32 {crc:08x}, the manifest says {info['crc32']:08x})")
         _VERIFIED.add(key)
 
-    def load_array(self, name: str, info: dict, mmap: bool = True, verify: bool = True) -> np.ndarray:
+    def load_array(self, name: str, info: dict, mmap: bool = True, verify: bool = True, force: bool = False) -> np.ndarray:
         """Load an array and check it against its manifest entry (size, dtype, shape, checksum)."""
         path = self.path / name
         if not path.is_file():
@@ -383,7 +387,7 @@ class IndexStore:
                 f"holds {arr.dtype.str} {list(arr.shape)}, the manifest says {info.get('dtype')} {info.get('shape')}",
             )
         if verify:
-            self.verify_crc(name, info, arr.offset if isinstance(arr, np.memmap) else _npy_offset(path))
+            self.verify_crc(name, info, arr.offset if isinstance(arr, np.memmap) else _npy_offset(path), force)
         return arr
 
     def read_jsonl(self, name: str, info: dict) -> list[dict]:

@@ -1,0 +1,483 @@
+"""The evidence for one pair: how similar, and which passages they share.
+
+For two documents A and B of an index this gives
+
+* from the shingle sets in the index: the set Jaccard ``|A∩B| / |A∪B|``,
+  the bag Jaccard (MMDS §3.1.1, at most 1/2), and the containment each way,
+  ``|A∩B| / |A|`` ("how much of A is in B") and ``|A∩B| / |B|``: a short
+  document quoted whole inside a long one has a low Jaccard but a
+  containment near 1;
+* from the documents themselves, re-read from the corpus: the shared
+  passages, i.e. maximal runs of at least ``min_words`` words that occur in
+  both. Words are compared after the index's normalisation (lowercasing
+  unless the index was built with ``--no-lowercase``) with punctuation
+  stripped from their ends, so "fox." matches "fox".
+
+Passages are found by greedy string tiling (the method of plagiarism
+detectors such as JPlag): all maximal common runs are taken longest first,
+and a run that overlaps one already taken is cut to its unclaimed parts. So
+paragraphs that were moved are still found, which an in-order diff
+(``difflib``) would miss, and no word belongs to two passages.
+
+Everything but :func:`pair_evidence` (which reads the two files) is pure.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from simdoc.errors import UsageError
+from simdoc.shingling import ShingleSets
+
+if TYPE_CHECKING:
+    from simdoc.pipeline import LoadedIndex
+
+DEFAULT_MIN_WORDS = 5
+DEFAULT_CONTEXT = 12
+# Per word-gram, at most this many positions in B are tried: a line repeated
+# hundreds of times would otherwise cost a quadratic number of comparisons.
+MAX_POSITIONS = 64
+_WORD = re.compile(r"\S+")
+_PUNCT = "\"'`.,;:!?()[]{}<>«»“”‘’„…–—-*_/\\|#&%$@^~+="
+
+
+# ---------------------------------------------------------------- shingle numbers
+
+
+@dataclass(frozen=True)
+class ShingleOverlap:
+    """Similarity of two shingle sets.
+
+    Attributes
+    ----------
+    n_a, n_b : int
+        Distinct shingles of A and of B.
+    n_common : int
+        Shingles in both, ``|A∩B|``.
+    set_jaccard : float
+        ``|A∩B| / |A∪B|``; 0 when both are empty.
+    bag_jaccard : float
+        Sum of the smaller multiplicity of each common shingle over the sum of
+        both bag sizes; identical bags give 1/2.
+    containment_a : float
+        ``|A∩B| / |A|``: the share of A's shingles that are also in B.
+    containment_b : float
+        ``|A∩B| / |B|``.
+    """
+
+    n_a: int
+    n_b: int
+    n_common: int
+    set_jaccard: float
+    bag_jaccard: float
+    containment_a: float
+    containment_b: float
+
+    @property
+    def n_union(self) -> int:
+        return self.n_a + self.n_b - self.n_common
+
+
+def shingle_overlap(sets: ShingleSets, a: int, b: int) -> ShingleOverlap:
+    """Set and bag Jaccard and containment of rows ``a`` and ``b`` of ``sets``.
+
+    Examples
+    --------
+    >>> sets = ShingleSets.from_sets([[1, 1, 2, 3], [2, 3, 4, 5, 6, 7]])
+    >>> o = shingle_overlap(sets, 0, 1)
+    >>> (o.n_common, round(o.set_jaccard, 4), round(o.bag_jaccard, 4), o.containment_a, round(o.containment_b, 4))
+    (2, 0.2857, 0.2, 0.6666666666666666, 0.3333)
+    """
+    ra, rb = sets.row(a), sets.row(b)
+    ca, cb = sets.row_counts(a), sets.row_counts(b)
+    _, ia, ib = np.intersect1d(ra, rb, assume_unique=True, return_indices=True)
+    n_a, n_b, n_c = len(ra), len(rb), len(ia)
+    union = n_a + n_b - n_c
+    bag_total = int(ca.sum(dtype=np.int64)) + int(cb.sum(dtype=np.int64))
+    bag_common = int(np.minimum(ca[ia], cb[ib]).sum(dtype=np.int64))
+    return ShingleOverlap(
+        n_a,
+        n_b,
+        n_c,
+        n_c / union if union else 0.0,
+        bag_common / bag_total if bag_total else 0.0,
+        n_c / n_a if n_a else 0.0,
+        n_c / n_b if n_b else 0.0,
+    )
+
+
+# ---------------------------------------------------------------- passages
+
+
+def split_words(text: str, lowercase: bool = True) -> tuple[list[str], list[tuple[int, int]]]:
+    """The words of ``text`` as comparison keys, and each word's (start, end) in ``text``.
+
+    >>> split_words("The fox. THE fox!")
+    (['the', 'fox', 'the', 'fox'], [(0, 3), (4, 8), (9, 12), (13, 17)])
+    """
+    keys, spans = [], []
+    for m in _WORD.finditer(text):
+        word = m.group()
+        key = word.lower() if lowercase else word
+        keys.append(key.strip(_PUNCT) or key)  # a word of punctuation only stays itself
+        spans.append(m.span())
+    return keys, spans
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A run of words found in both documents.
+
+    Attributes
+    ----------
+    number : int
+        1, 2, ... in order of position in A.
+    a_start, a_end : int
+        Word positions in A, half-open, counted from 0.
+    b_start, b_end : int
+        Word positions in B.
+    text : str
+        The words as written in A, joined by single blanks.
+    """
+
+    number: int
+    a_start: int
+    a_end: int
+    b_start: int
+    b_end: int
+    text: str = ""
+
+    @property
+    def words(self) -> int:
+        return self.a_end - self.a_start
+
+
+def common_runs(keys_a: list[str], keys_b: list[str], min_words: int = DEFAULT_MIN_WORDS) -> list[tuple[int, int, int]]:
+    """Non-overlapping common runs of at least ``min_words`` words, by greedy string tiling.
+
+    Returns
+    -------
+    list of (a_start, b_start, length)
+        Sorted by ``a_start``. No word of A, and no word of B, is in two runs.
+
+    Examples
+    --------
+    >>> a = "one two three four five six seven".split()
+    >>> b = "five six seven and one two three four".split()
+    >>> common_runs(a, b, 3)
+    [(0, 4, 4), (4, 0, 3)]
+    """
+    if min_words < 1:
+        raise UsageError(f"--min-words must be at least 1, got {min_words}")
+    m = min_words
+    na, nb = len(keys_a), len(keys_b)
+    if na < m or nb < m:
+        return []
+    starts: dict[tuple[str, ...], list[int]] = {}
+    for j in range(nb - m + 1):
+        pos = starts.setdefault(tuple(keys_b[j : j + m]), [])
+        if len(pos) < MAX_POSITIONS:
+            pos.append(j)
+    heap: list[tuple[int, int, int]] = []  # (-length, a_start, b_start)
+    for i in range(na - m + 1):
+        for j in starts.get(tuple(keys_a[i : i + m]), ()):
+            if i and j and keys_a[i - 1] == keys_b[j - 1]:
+                continue  # not left-maximal: found from an earlier start
+            n = m
+            while i + n < na and j + n < nb and keys_a[i + n] == keys_b[j + n]:
+                n += 1
+            heap.append((-n, i, j))
+    heapq.heapify(heap)
+    used_a = np.zeros(na, dtype=bool)
+    used_b = np.zeros(nb, dtype=bool)
+    runs = []
+    while heap:
+        neg, i, j = heapq.heappop(heap)
+        n = -neg
+        free = ~(used_a[i : i + n] | used_b[j : j + n])
+        if free.all():
+            used_a[i : i + n] = True
+            used_b[j : j + n] = True
+            runs.append((i, j, n))
+            continue
+        # Overlaps a longer run already taken: put back its unclaimed pieces.
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], free.view(np.int8), [0]))))
+        for s, e in zip(edges[::2], edges[1::2]):
+            if e - s >= m:
+                heapq.heappush(heap, (-(int(e) - int(s)), i + int(s), j + int(s)))
+    runs.sort()
+    return runs
+
+
+# ---------------------------------------------------------------- segments for display
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of one document as shown: shared (in passage ``passage``) or its own.
+
+    ``head`` is shown; with ``elided > 0``, that many words are left out
+    after it and ``tail`` follows.
+    """
+
+    kind: str  # "shared" or "own"
+    passage: int | None
+    head: str
+    elided: int = 0
+    tail: str = ""
+
+
+def _join(text: str, spans: list[tuple[int, int]], start: int, stop: int) -> str:
+    return " ".join(text[s:e] for s, e in spans[start:stop])
+
+
+def document_segments(
+    text: str,
+    spans: list[tuple[int, int]],
+    ranges: list[tuple[int, int, int]],
+    context: int | None = DEFAULT_CONTEXT,
+) -> list[Segment]:
+    """Cut a document into own and shared segments, shortening long stretches.
+
+    Parameters
+    ----------
+    text : str
+    spans : list of (start, end)
+        Character span of each word (from :func:`split_words`).
+    ranges : list of (start, end, passage number)
+        Shared word ranges of this document, any order, not overlapping.
+    context : int or None
+        A stretch longer than ``2 * context`` words keeps only its first and
+        last ``context`` words (the document's first and last stretches of own
+        text keep only the side next to a passage). None: show everything.
+    """
+    out: list[Segment] = []
+    pos = 0
+    n = len(spans)
+    ordered = sorted(ranges)
+
+    def add(kind: str, number: int | None, s: int, e: int) -> None:
+        if e <= s:
+            return
+        length = e - s
+        keep_head = keep_tail = length
+        if context is not None:
+            if kind == "own" and s == 0 and e == n and not ordered:
+                keep_head, keep_tail = min(length, 2 * context), 0
+            elif kind == "own" and s == 0:
+                keep_head, keep_tail = 0, min(length, context)
+            elif kind == "own" and e == n:
+                keep_head, keep_tail = min(length, context), 0
+            elif length > 2 * context:
+                keep_head = keep_tail = context
+        if keep_head + keep_tail >= length:
+            out.append(Segment(kind, number, _join(text, spans, s, e)))
+        else:
+            out.append(
+                Segment(
+                    kind,
+                    number,
+                    _join(text, spans, s, s + keep_head),
+                    length - keep_head - keep_tail,
+                    _join(text, spans, e - keep_tail, e),
+                )
+            )
+
+    for s, e, number in ordered:
+        add("own", None, pos, s)
+        add("shared", number, s, e)
+        pos = e
+    add("own", None, pos, n)
+    return out
+
+
+def render_plain(segments: list[Segment]) -> str:
+    """Segments as one line of plain text: ``[[1: shared words]]``, ``(... 40 words ...)``."""
+    parts = []
+    for seg in segments:
+        body = seg.head
+        if seg.elided:
+            body = " ".join(x for x in (seg.head, f"(... {seg.elided} words ...)", seg.tail) if x)
+        parts.append(f"[[{seg.passage}: {body}]]" if seg.kind == "shared" else body)
+    return " ".join(parts)
+
+
+# ---------------------------------------------------------------- one pair of an index
+
+
+@dataclass
+class PairEvidence:
+    """Everything ``simdoc show`` prints about one pair.
+
+    Attributes
+    ----------
+    doc_a, doc_b : str
+        Document ids.
+    overlap : ShingleOverlap
+    estimated : float or None
+        MinHash estimate, when the index has current signatures.
+    num_perm : int or None
+    passages : list of Passage
+    words_a, words_b : int
+        Words in each document as re-read (0 if it could not be read).
+    min_words : int
+    warnings : list of str
+        Why passages are missing or may not match the numbers.
+    """
+
+    doc_a: str
+    doc_b: str
+    overlap: ShingleOverlap
+    estimated: float | None
+    num_perm: int | None
+    passages: list[Passage]
+    words_a: int
+    words_b: int
+    min_words: int
+    warnings: list[str] = field(default_factory=list)
+    text_a: str | None = field(default=None, repr=False)
+    text_b: str | None = field(default=None, repr=False)
+    spans_a: list[tuple[int, int]] = field(default_factory=list, repr=False)
+    spans_b: list[tuple[int, int]] = field(default_factory=list, repr=False)
+
+    @property
+    def shared_words(self) -> int:
+        return sum(p.words for p in self.passages)
+
+    def segments(self, side: str, context: int | None = DEFAULT_CONTEXT) -> list[Segment]:
+        """Display segments of document ``"a"`` or ``"b"`` (empty if it could not be read)."""
+        text, spans = (self.text_a, self.spans_a) if side == "a" else (self.text_b, self.spans_b)
+        if text is None:
+            return []
+        if side == "a":
+            ranges = [(p.a_start, p.a_end, p.number) for p in self.passages]
+        else:
+            ranges = [(p.b_start, p.b_end, p.number) for p in self.passages]
+        return document_segments(text, spans, ranges, context)
+
+    def as_dict(self) -> dict:
+        o = self.overlap
+        return {
+            "doc_a": self.doc_a,
+            "doc_b": self.doc_b,
+            "set_jaccard": round(o.set_jaccard, 4),
+            "bag_jaccard": round(o.bag_jaccard, 4),
+            "estimated": None if self.estimated is None else round(self.estimated, 4),
+            "containment_a": round(o.containment_a, 4),
+            "containment_b": round(o.containment_b, 4),
+            "shingles_a": o.n_a,
+            "shingles_b": o.n_b,
+            "shingles_common": o.n_common,
+            "words_a": self.words_a,
+            "words_b": self.words_b,
+            "min_words": self.min_words,
+            "passages": [
+                {
+                    "number": p.number,
+                    "a_start": p.a_start,
+                    "a_end": p.a_end,
+                    "b_start": p.b_start,
+                    "b_end": p.b_end,
+                    "words": p.words,
+                    "text": p.text,
+                }
+                for p in self.passages
+            ],
+        }
+
+
+def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None) -> int:
+    """The document number of ``arg``: a document id, or a path to a file of the corpus.
+
+    Raises
+    ------
+    UsageError
+        ``arg`` names no document of the index.
+    """
+    lookup = {d: i for i, d in enumerate(doc_ids)}
+    if arg in lookup:
+        return lookup[arg]
+    if corpus_root is not None and os.path.exists(arg):
+        try:
+            rel = Path(os.path.realpath(arg)).relative_to(os.path.realpath(corpus_root))
+        except ValueError:
+            rel = None
+        if rel is not None and rel.as_posix() in lookup:
+            return lookup[rel.as_posix()]
+    raise UsageError(
+        f"{arg} is not a document of the index",
+        hint="give its id as `simdoc pairs` prints it (its path relative to the corpus), or a path to the file",
+    )
+
+
+def _read(root: str | None, doc_id: str, digest: str | None) -> tuple[str | None, str | None]:
+    from simdoc.corpus import read_document
+
+    if root is None:
+        return None, f"{doc_id}: the index does not record its corpus folder; no passages"
+    res = read_document(os.path.join(root, *doc_id.split("/")))
+    if res.text is None:
+        return None, f"{doc_id}: {res.warning}; no passages"
+    if digest and res.digest != digest:
+        return res.text, f"{doc_id} changed since it was indexed: passages are from today's text, the numbers from the index"
+    return res.text, None
+
+
+def pair_evidence(
+    loaded: LoadedIndex,
+    doc_a: str,
+    doc_b: str,
+    min_words: int = DEFAULT_MIN_WORDS,
+) -> PairEvidence:
+    """Similarity numbers and shared passages of two documents of an index.
+
+    Parameters
+    ----------
+    loaded : LoadedIndex
+        Needs the shingle stage; the signature stage is used if current.
+    doc_a, doc_b : str
+        Document ids, or paths to files of the corpus.
+    min_words : int
+        Shortest passage reported, in words.
+    """
+    if min_words < 1:
+        raise UsageError(f"--min-words must be at least 1, got {min_words}")
+    shingle = loaded.stage("shingle")
+    root = shingle.get("corpus")
+    records = loaded.doc_records()
+    ids = [r["id"] for r in records]
+    a, b = resolve_doc(doc_a, ids, root), resolve_doc(doc_b, ids, root)
+    if a == b:
+        raise UsageError(f"{doc_a} and {doc_b} are the same document", hint="give two different documents")
+    overlap = shingle_overlap(loaded.shingle_sets(), a, b)
+    estimated = num_perm = None
+    sig = loaded.manifest["stages"].get("signature")
+    if sig is not None and sig.get("built_from") == shingle.get("build_id"):
+        from simdoc.similarity import estimate_jaccard
+
+        sigs = loaded.signatures()
+        estimated, num_perm = estimate_jaccard(sigs[a], sigs[b]), sigs.shape[1]
+    warnings = []
+    text_a, warn = _read(root, ids[a], records[a].get("digest"))
+    warnings += [warn] if warn else []
+    text_b, warn = _read(root, ids[b], records[b].get("digest"))
+    warnings += [warn] if warn else []
+    lowercase = shingle["params"].get("lowercase", True)
+    keys_a, spans_a = split_words(text_a, lowercase) if text_a is not None else ([], [])
+    keys_b, spans_b = split_words(text_b, lowercase) if text_b is not None else ([], [])
+    runs = common_runs(keys_a, keys_b, min_words)
+    passages = [
+        Passage(n, i, i + length, j, j + length, _join(text_a, spans_a, i, i + length))
+        for n, (i, j, length) in enumerate(runs, start=1)
+    ]
+    return PairEvidence(
+        ids[a], ids[b], overlap, estimated, num_perm, passages, len(keys_a), len(keys_b), min_words, warnings,
+        text_a, text_b, spans_a, spans_b,
+    )

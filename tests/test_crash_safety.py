@@ -1,0 +1,206 @@
+"""A run killed at any point leaves a readable index; concurrent writers are serialised."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from simdoc.cli import cli
+from simdoc.store import IndexStore
+
+FAULT_POINTS = [
+    "publish:shingles",
+    "publish:docs",
+    "publish:minhash",
+    "publish:signatures",
+    "publish:bands",
+    "publish:buckets",
+    "manifest:before",
+    "manifest:after",
+]
+
+
+def simdoc(*args, env_extra=None, timeout=120) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **(env_extra or {}))
+    env.pop("SIMDOC_INDEX", None)
+    return subprocess.run(
+        [sys.executable, "-m", "simdoc", *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout
+    )
+
+
+def make_corpus(root: Path, n: int, seed: int) -> None:
+    rng = random.Random(seed)
+    words = "amber basil cedar delta ember fjord grove heron iris jade kelp lotus".split()
+    for i in range(n):
+        p = root / f"d{i % 7}" / f"doc{i:04d}.txt"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        body = " ".join(rng.choice(words) for _ in range(150))
+        p.write_text(body, encoding="utf-8")
+        if i % 5 == 0:
+            (root / f"d{i % 7}" / f"copy{i:04d}.txt").write_text(body + " tail", encoding="utf-8")
+
+
+def fresh_output(corpus: Path, tmp: Path) -> str:
+    r = simdoc("pairs", corpus, "--index", tmp / "fresh", "-q", "-j", "1")
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.mark.parametrize("point", FAULT_POINTS)
+def test_killed_at_each_write_point_leaves_a_usable_index(tmp_path, point):
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 40, seed=1)
+    idx = tmp_path / "idx"
+    assert simdoc("pairs", corpus, "--index", idx, "-q", "-j", "1").returncode == 0
+    old = simdoc("pairs", "--index", idx, "-q").stdout
+    # The corpus grows; the update dies at `point`.
+    make_corpus(corpus / "new", 10, seed=2)
+    died = simdoc("pairs", corpus, "--index", idx, "-q", "-j", "1", "--threshold", "0.5", env_extra={"SIMDOC_FAULT": point})
+    assert died.returncode == 75, (point, died.stderr)
+    # Whatever was left is sound and readable...
+    chk = simdoc("check", "--index", idx)
+    assert chk.returncode == 0, (point, chk.stdout, chk.stderr)
+    readable = simdoc("pairs", "--index", idx, "-q")
+    assert readable.returncode == 0, readable.stderr
+    # ...and the next full run gives exactly what a fresh build gives.
+    again = simdoc("pairs", corpus, "--index", idx, "-q", "-j", "1")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == fresh_output(corpus, tmp_path)
+    assert old  # the old index had pairs to lose
+
+
+def test_sigkill_at_random_moments(tmp_path):
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 600, seed=3)
+    idx = tmp_path / "idx"
+    expected = fresh_output(corpus, tmp_path)
+    rng = random.Random(7)
+    env = dict(os.environ)
+    env.pop("SIMDOC_INDEX", None)
+    for attempt in range(6):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "simdoc", "pairs", str(corpus), "--index", str(idx), "-q", "-j", "2", "--rebuild"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        time.sleep(rng.uniform(0.05, 1.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if (idx / "manifest.json").exists():
+            chk = simdoc("check", "--index", idx)
+            assert chk.returncode == 0, (attempt, chk.stdout, chk.stderr)
+    final = simdoc("pairs", corpus, "--index", idx, "-q")
+    assert final.returncode == 0, final.stderr
+    assert final.stdout == expected
+
+
+def test_second_writer_fails_fast_with_exit_5(tmp_path):
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 10, seed=4)
+    idx = tmp_path / "idx"
+    with IndexStore(idx).writing():
+        r = simdoc("pairs", corpus, "--index", idx)
+    assert r.returncode == 5
+    assert r.stdout == ""
+    assert "being written by another simdoc run" in r.stderr and f"pid {os.getpid()}" in r.stderr
+    assert "--wait" in r.stderr
+
+
+def test_second_writer_waits_with_wait(tmp_path):
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 10, seed=4)
+    idx = tmp_path / "idx"
+    released = threading.Event()
+
+    def hold():
+        with IndexStore(idx).writing():
+            time.sleep(0.8)
+        released.set()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    time.sleep(0.1)
+    r = simdoc("pairs", corpus, "--index", idx, "--wait", "30", "-q")
+    t.join()
+    assert released.is_set()
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == fresh_output(corpus, tmp_path)
+
+
+def test_two_concurrent_writers_both_finish_correctly(tmp_path):
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 300, seed=5)
+    idx = tmp_path / "idx"
+    env = dict(os.environ)
+    env.pop("SIMDOC_INDEX", None)
+    cmd = [sys.executable, "-m", "simdoc", "pairs", str(corpus), "--index", str(idx), "-q", "--wait", "60"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+    expected = fresh_output(corpus, tmp_path)
+    assert outs[0][0] == outs[1][0] == expected
+    assert simdoc("check", "--index", idx).returncode == 0
+
+
+def test_lock_left_by_a_dead_process_is_taken_over(tmp_path):
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 10, seed=6)
+    idx = tmp_path / "idx"
+    # A writer that dies while holding the lock: the kernel drops its flock.
+    code = (
+        "import os, sys; from simdoc.store import IndexStore\n"
+        f"cm = IndexStore({str(idx)!r}).writing(); cm.__enter__(); os._exit(9)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 9
+    assert "pid" in (idx / "lock").read_text()
+    r = simdoc("pairs", corpus, "--index", idx, "-q")
+    assert r.returncode == 0, r.stderr
+
+
+def test_reader_keeps_its_files_while_a_writer_replaces_them(tmp_path):
+    from simdoc.pipeline import open_index
+
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 20, seed=8)
+    idx = tmp_path / "idx"
+    assert simdoc("pairs", corpus, "--index", idx, "-q").returncode == 0
+    store = IndexStore(idx)
+    with store.reading():
+        loaded = open_index(idx)
+        old_files = set(loaded.stage("signature")["files"])
+        # A writer rebuilds with other parameters while we read.
+        r = simdoc("pairs", corpus, "--index", idx, "-q", "--num-perm", "64", "--rebuild")
+        assert r.returncode == 0, r.stderr
+        assert all((idx / f).exists() for f in old_files)
+        assert loaded.signatures().shape[1] == 128
+    # The next writer cleans up what no stage refers to any more.
+    assert simdoc("pairs", corpus, "--index", idx, "-q", "--threshold", "0.9").returncode == 0
+    assert not any((idx / f).exists() for f in old_files)
+
+
+def test_check_reports_a_flipped_byte(tmp_path):
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 20, seed=9)
+    idx = tmp_path / "idx"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "-q"]).exit_code == 0
+    ok = runner.invoke(cli, ["check", "--index", str(idx)])
+    assert ok.exit_code == 0 and ok.stdout == ""
+    target = next(idx.glob("signatures.*.npy"))
+    raw = bytearray(target.read_bytes())
+    raw[-1] ^= 0xFF
+    target.write_bytes(bytes(raw))
+    bad = runner.invoke(cli, ["check", "--index", str(idx)])
+    assert bad.exit_code == 4
+    assert target.name in bad.stdout and "checksum mismatch" in bad.stdout
+    # pairs refuses to use it too.
+    r = runner.invoke(cli, ["pairs", "--index", str(idx)])
+    assert r.exit_code == 4 and "checksum mismatch" in r.stderr
