@@ -251,6 +251,7 @@ def index_cmd(index, threshold, bands, rows, wait, quiet, verbose) -> None:
 @_opt("--no-verify", is_flag=True, help="Skip exact Jaccard; filter and sort by the MinHash estimate.")
 @_opt("--all-candidates", is_flag=True, help="Print every candidate pair with both numbers, whatever its similarity.")
 @_opt("--measure", type=click.Choice(["set", "bag"]), default="set", help="Verified similarity: set or bag Jaccard.")
+@_opt("--new", "new_only", is_flag=True, help="Only pairs with a document the latest update added or changed; adds a 5th field: a, b or both.")
 @_apply(shingle_options)
 @_apply(signature_options)
 @_apply(banding_options)
@@ -259,7 +260,7 @@ def index_cmd(index, threshold, bands, rows, wait, quiet, verbose) -> None:
 @wait_option
 @quiet_option
 @verbose_option
-def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, unit, k, lowercase, num_perm, seed, bands, rows, jobs, rebuild, wait, quiet, verbose) -> None:
+def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, new_only, unit, k, lowercase, num_perm, seed, bands, rows, jobs, rebuild, wait, quiet, verbose) -> None:
     """Print near-duplicate pairs: doc_a, doc_b, estimated and exact Jaccard.
 
     With CORPUS, missing or out-of-date stages are built first (with the
@@ -271,6 +272,7 @@ def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, uni
       simdoc pairs sample_corpus
       simdoc pairs sample_corpus --threshold 0.8 --format jsonl > pairs.jsonl
       simdoc pairs --index /tmp/idx --all-candidates | sort -t$'\\t' -k4,4n
+      simdoc pairs crawl/ --index crawl.idx --new     # nightly: what appeared today
     """
     _setup_logging(quiet, verbose)
     if corpus is None and index is None and not _env_index():
@@ -297,13 +299,15 @@ def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, uni
         rebuild=rebuild,
         progress=_show_progress(quiet),
         wait=wait,
+        new_only=new_only,
     )
     _report(res.stages, verbose)
     if verbose and res.banding:
         log.debug(f"banding: {res.banding.describe()}")
     fmt = fmt or ("table" if sys.stdout.isatty() else "tsv")
     try:
-        write_records(((p.doc_a, p.doc_b, p.estimated, p.jaccard) for p in res), fmt, sys.stdout)
+        rows = ((p.doc_a, p.doc_b, p.estimated, p.jaccard, p.new) for p in res)
+        write_records(rows, fmt, sys.stdout, with_new=new_only)
         sys.stdout.flush()
     except BrokenPipeError:
         _reader_went_away()
@@ -371,3 +375,4 @@ def main() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+from simdoc import cli_reports  # noqa: E402,F401  (registers clusters, dedup, tune, stats, show)

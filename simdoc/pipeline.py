@@ -51,6 +51,7 @@ BATCH_BYTES = 4 << 20  # text per shingling task
 BATCH_DOCS = 2000
 SIGNATURE_TASK_SHINGLES = 1 << 20
 DEFAULT_BAG_THRESHOLD = 0.4
+RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT has 2 s)
 
 
 # ---------------------------------------------------------------- helpers
@@ -232,6 +233,53 @@ def build_shingles(
         return _build_shingles(corpus, index, **options)
 
 
+class _RowWriter:
+    """Streams CSR rows into the three shingle arrays, merging runs of rows from one source."""
+
+    def __init__(self, store: IndexStore) -> None:
+        self.writers = (
+            store.array_writer("shingles.indptr.tmp.npy", np.int64),
+            store.array_writer("shingles.data.tmp.npy", np.uint32),
+            store.array_writer("shingles.counts.tmp.npy", np.uint32),
+        )
+        self.writers[0].append(np.zeros(1, np.int64))
+        self.offset = 0
+        self.n_rows = 0
+        self._src: ShingleSets | None = None
+        self._lo = self._hi = 0
+
+    def add(self, src: ShingleSets, row: int) -> None:
+        if src is self._src and row == self._hi:
+            self._hi += 1
+            return
+        self.flush()
+        self._src, self._lo, self._hi = src, row, row + 1
+
+    def flush(self) -> None:
+        if self._src is None or self._hi == self._lo:
+            return
+        src, lo, hi = self._src, self._lo, self._hi
+        a, b = int(src.indptr[lo]), int(src.indptr[hi])
+        self.writers[0].append(np.asarray(src.indptr[lo + 1 : hi + 1]) - a + self.offset)
+        self.writers[1].append(np.asarray(src.data[a:b]))
+        self.writers[2].append(np.asarray(src.counts[a:b]))
+        self.offset += b - a
+        self.n_rows += hi - lo
+        self._src = None
+
+    def finish(self, names: dict) -> dict:
+        self.flush()
+        files = {}
+        for role, w in zip(("indptr", "data", "counts"), self.writers):
+            w.name = names[role]
+            files[names[role]] = w.finish()
+        return files
+
+    def abort(self) -> None:
+        for w in self.writers:
+            w.abort()
+
+
 def _build_shingles(
     corpus: str | os.PathLike,
     index: str | os.PathLike | None = None,
@@ -243,6 +291,12 @@ def _build_shingles(
     rebuild: bool = False,
     progress: bool = False,
 ) -> StageResult:
+    """Shingle new and changed files; copy the rows of unchanged ones from the current build.
+
+    A file is unchanged if its size and mtime are those recorded; a file whose
+    size or mtime differ is read, and counts as changed only if its content
+    digest differs. The arrays come out exactly as a full rebuild's would.
+    """
     t0 = time.perf_counter()
     jobs = _check_jobs(jobs)
     index = Path(index) if index is not None else default_index_path(corpus)
@@ -258,8 +312,8 @@ def _build_shingles(
             f"the index at {index} was built for the corpus {stored.get('corpus')}, not {corpus_abs}",
             hint="pass --rebuild to rebuild it for this corpus, or choose another --index",
         )
-    changed = stored is not None and _mismatch("shingle", stored["params"], asked, index, rebuild)
-    base = stored["params"] if (stored and not changed and not rebuild) else {}
+    changed_params = stored is not None and _mismatch("shingle", stored["params"], asked, index, rebuild)
+    base = stored["params"] if (stored and not changed_params and not rebuild) else {}
     u = unit if unit is not None else base.get("unit", "char")
     spec = ShingleSpec(
         u,
@@ -272,44 +326,92 @@ def _build_shingles(
             f"corpus {corpus} has no documents" + (f" ({len(skipped)} paths passed over)" if skipped else ""),
             hint="point simdoc at a folder that holds text files (hidden files are ignored)",
         )
-    scan = _scan_signature(entries, skipped)
-    scan_id = _build_id(scan)
-    if stored and not rebuild and not changed and stored.get("scan_id") == scan_id and stored["params"] == spec.as_params():
+    scan_id = _build_id(_scan_signature(entries, skipped))
+    reuse = bool(stored) and not rebuild and not changed_params and stored["params"] == spec.as_params()
+    if reuse and stored.get("scan_id") == scan_id:
         return StageResult("shingle", False, time.perf_counter() - t0, "up to date")
 
-    warnings = [f"{s.id}: {s.reason}" for s in skipped]
-    batches = _batches(entries)
+    old_records: list[dict] = []
+    old_sets: ShingleSets | None = None
+    if reuse:
+        old = LoadedIndex(store, manifest)
+        old_records = old.doc_records()
+        old_sets = old.shingle_sets()
+    old_pos = {r["id"]: i for i, r in enumerate(old_records)}
+    # Rows whose file looks untouched (same size and mtime) are copied without reading the file.
+    # A file modified in the same clock tick as the last scan could keep both, so files whose
+    # mtime is that recent are read again ("racily clean", as git calls it).
+    scanned_at = time.time_ns()
+    racy_after = int(stored.get("scanned_at_ns", 0)) - RACY_NS if reuse else 0
+    stat_same = np.full(len(entries), -1, dtype=np.int64)
+    to_read: list[int] = []
+    for i, e in enumerate(entries):
+        j = old_pos.get(e.id)
+        if (
+            j is not None
+            and old_records[j]["size"] == e.size
+            and old_records[j]["mtime_ns"] == e.mtime_ns
+            and e.mtime_ns < racy_after
+        ):
+            stat_same[i] = j
+        else:
+            to_read.append(i)
+    read_entries = [entries[i] for i in to_read]
+    batches = _batches(read_entries)
     tasks = [([(e.id, e.path) for e in b], spec) for b in batches]
-    store.ensure_dir()
-    w_indptr = store.array_writer("shingles.indptr.tmp.npy", np.int64)
-    w_data = store.array_writer("shingles.data.tmp.npy", np.uint32)
-    w_counts = store.array_writer("shingles.counts.tmp.npy", np.uint32)
-    writers = (w_indptr, w_data, w_counts)
-    records: list[dict] = []
-    not_docs: list[dict] = [{"id": s.id, "reason": s.reason} for s in skipped]
-    try:
-        w_indptr.append(np.zeros(1, np.int64))
-        offset = 0
-        bar = _progress(len(entries), "shingle", progress)
-        for batch, (sets, infos) in zip(batches, _pool_map(_shingle_batch, tasks, jobs)):
-            sizes = sets.sizes()
+
+    def read_results() -> Iterator[tuple[tuple, ShingleSets, int]]:
+        for (sets, infos) in _pool_map(_shingle_batch, tasks, jobs):
             row = 0
-            for e, (digest, status, warning) in zip(batch, infos):
+            for info in infos:
+                has_row = info[1] not in ("binary", "unreadable")
+                yield info, sets, (row if has_row else -1)
+                row += has_row
+
+    warnings = [f"{s.id}: {s.reason}" for s in skipped]
+    not_docs: list[dict] = [{"id": s.id, "reason": s.reason} for s in skipped]
+    records: list[dict] = []
+    origin: list[int] = []
+    generation = int(manifest.get("generation", 0)) + 1
+    build = _build_id(scan_id, spec.as_params(), __version__, generation)
+    names = {
+        "indptr": f"shingles.indptr.{build}.npy",
+        "data": f"shingles.data.{build}.npy",
+        "counts": f"shingles.counts.{build}.npy",
+        "docs": f"docs.{build}.jsonl",
+        "origin": f"shingles.origin.{build}.npy",
+    }
+    store.ensure_dir()
+    rows = _RowWriter(store)
+    n_changed = 0
+    try:
+        results = read_results()
+        bar = _progress(len(entries), "shingle", progress)
+        for i, e in enumerate(entries):
+            j = int(stat_same[i])
+            if j >= 0:
+                rows.add(old_sets, j)
+                rec = dict(old_records[j])
+                rec["changed"] = False
+                records.append(rec)
+                origin.append(j)
+            else:
+                (digest, status, warning), sets, row = next(results)
                 if warning:
                     warnings.append(f"{e.id}: {warning}")
-                if status in ("binary", "unreadable"):
+                if row < 0:
                     not_docs.append({"id": e.id, "reason": warning})
                     continue
+                rows.add(sets, row)
+                j = old_pos.get(e.id, -1)
+                same = j >= 0 and old_records[j]["digest"] == digest
+                n_changed += not same
+                origin.append(j if same else -1)
                 records.append(
                     {"id": e.id, "size": e.size, "mtime_ns": e.mtime_ns, "digest": digest, "status": status,
-                     "n_shingles": int(sizes[row])}
+                     "n_shingles": int(sets.indptr[row + 1] - sets.indptr[row]), "changed": not same}
                 )
-                row += 1
-            w_indptr.append(sets.indptr[1:] + offset)
-            w_data.append(sets.data)
-            w_counts.append(sets.counts)
-            offset += len(sets.data)
-            bar.update(len(batch))
+            bar.update(1)
         bar.close()
         if not records:
             err = CorpusError(
@@ -318,37 +420,34 @@ def _build_shingles(
             )
             err.warnings = warnings
             raise err
-        build = _build_id(scan_id, spec.as_params(), __version__)
-        names = {
-            "indptr": f"shingles.indptr.{build}.npy",
-            "data": f"shingles.data.{build}.npy",
-            "counts": f"shingles.counts.{build}.npy",
-            "docs": f"docs.{build}.jsonl",
-        }
-        files = {}
-        for role, w in zip(("indptr", "data", "counts"), writers):
-            w.name = names[role]
-            files[names[role]] = w.finish()
+        files = rows.finish(names)
     except BaseException:
-        for w in writers:
-            w.abort()
+        rows.abort()
         raise
+    files[names["origin"]] = store.save_array(names["origin"], np.asarray(origin, dtype=np.int64))
     files[names["docs"]] = store.write_jsonl(names["docs"], records)
     empty = sum(1 for r in records if r["n_shingles"] == 0)
     manifest["stages"]["shingle"] = {
         "params": spec.as_params(),
         "corpus": corpus_abs,
         "scan_id": scan_id,
+        "scanned_at_ns": scanned_at,
         "build_id": build,
+        "previous_build": stored["build_id"] if reuse else None,
         "n_docs": len(records),
         "n_empty": empty,
+        "n_changed": n_changed,
+        "n_removed": len(set(old_pos) - {r["id"] for r in records}),
         "skipped": not_docs,
         "roles": names,
         "files": files,
     }
+    manifest["generation"] = generation
     manifest["simdoc_version"] = __version__
     store.write_manifest(manifest)
-    detail = f"{len(records)} documents, {offset} shingles"
+    detail = f"{len(records)} documents, {rows.offset} shingles"
+    if reuse:
+        detail += f"; read {len(to_read)} files, {n_changed} new or changed, {manifest['stages']['shingle']['n_removed']} removed"
     if empty:
         detail += f", {empty} with no shingles (never candidates)"
     if not_docs:
@@ -359,15 +458,38 @@ def _build_shingles(
 # ---------------------------------------------------------------- signature stage
 
 
-def _signature_task(task: tuple) -> tuple[int, int]:
-    """Compute signatures of rows [start, stop) into the shared output file (worker process)."""
-    index, start, stop, out_tmp, num_perm, seed = task
-    sets = open_index(index).shingle_sets().slice(start, stop)
+def _signature_task(task: tuple) -> int:
+    """Compute the signatures of some row ranges into the shared output file (worker process)."""
+    index, ranges, out_tmp, num_perm, seed = task
+    all_sets = open_index(index).shingle_sets()
     hasher = MinHasher(num_perm, seed)
     out = np.load(out_tmp, mmap_mode="r+")
-    out[start:stop] = hasher.signatures(sets)
+    for start, stop in ranges:
+        hasher.signatures(all_sets.slice(start, stop), out=out[start:stop])
     out.flush()
-    return start, stop
+    return sum(b - a for a, b in ranges)
+
+
+def _plan_signature_tasks(indptr: np.ndarray, need: np.ndarray) -> list[list[tuple[int, int]]]:
+    """Group the runs of rows that need computing into tasks of about SIGNATURE_TASK_SHINGLES shingles."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], need.astype(np.int8), [0]))))
+    tasks: list[list[tuple[int, int]]] = []
+    current: list[tuple[int, int]] = []
+    volume = 0
+    for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist()):
+        while a < b:
+            # Cut long runs where the volume reaches the task size.
+            limit = int(np.searchsorted(indptr, indptr[a] + SIGNATURE_TASK_SHINGLES - volume, side="right")) - 1
+            stop = min(b, max(limit, a + 1))
+            current.append((a, stop))
+            volume += int(indptr[stop] - indptr[a])
+            a = stop
+            if volume >= SIGNATURE_TASK_SHINGLES:
+                tasks.append(current)
+                current, volume = [], 0
+    if current:
+        tasks.append(current)
+    return tasks
 
 
 def build_signatures(index: str | os.PathLike, *, wait: float = 0.0, **options) -> StageResult:
@@ -409,16 +531,33 @@ def _build_signatures(
     build = _build_id(shingle["build_id"], params, __version__)
     names = {"signatures": f"signatures.{build}.npy", "family": f"minhash.family.{build}.npy"}
     files = {names["family"]: store.save_array(names["family"], np.stack([hasher.a, hasher.b]))}
+    # Incremental: rows of documents unchanged since the build these signatures came from are copied.
+    origin = None
+    if (
+        stored
+        and not rebuild
+        and stored["params"] == params
+        and shingle.get("previous_build") is not None
+        and stored.get("built_from") == shingle["previous_build"]
+    ):
+        origin = np.asarray(loaded._array("shingle", "origin"))
     out, tmp = store.create_array(names["signatures"], np.uint32, (n, params["num_perm"]))
     try:
-        indptr = loaded.shingle_sets().indptr
-        # Cut the documents into ranges of about SIGNATURE_TASK_SHINGLES shingles each.
-        cuts = np.searchsorted(indptr, np.arange(0, int(indptr[-1]), SIGNATURE_TASK_SHINGLES), side="right") - 1
-        bounds = sorted(set(int(c) for c in cuts) | {0, n})
-        tasks = [(str(loaded.store.path), a, b, str(tmp), params["num_perm"], params["seed"]) for a, b in zip(bounds, bounds[1:]) if b > a]
-        bar = _progress(n, "signature", progress)
-        for a, b in _pool_map(_signature_task, tasks, jobs):
-            bar.update(b - a)
+        indptr = np.asarray(loaded.shingle_sets().indptr)
+        need = np.ones(n, dtype=bool) if origin is None else origin < 0
+        if origin is not None:
+            old = loaded.signatures()
+            keep = np.flatnonzero(~need)
+            for s0 in range(0, len(keep), 1 << 16):
+                rows = keep[s0 : s0 + (1 << 16)]
+                out[rows] = old[origin[rows]]
+        tasks = [
+            (str(store.path), ranges, str(tmp), params["num_perm"], params["seed"])
+            for ranges in _plan_signature_tasks(indptr, need)
+        ]
+        bar = _progress(int(need.sum()), "signature", progress)
+        for done in _pool_map(_signature_task, tasks, jobs):
+            bar.update(done)
         bar.close()
         files[names["signatures"]] = store.publish(tmp, names["signatures"], out)
     except BaseException:
@@ -432,7 +571,10 @@ def _build_signatures(
         "files": files,
     }
     store.write_manifest(loaded.manifest)
-    return StageResult("signature", True, time.perf_counter() - t0, f"{n} x {params['num_perm']} signature matrix")
+    detail = f"{n} x {params['num_perm']} signature matrix"
+    if origin is not None:
+        detail += f" ({int(need.sum())} rows computed, {n - int(need.sum())} copied)"
+    return StageResult("signature", True, time.perf_counter() - t0, detail)
 
 
 # ---------------------------------------------------------------- index stage
@@ -526,6 +668,7 @@ class Pair:
     doc_b: str
     estimated: float
     jaccard: float | None  # None when not verified
+    new: str | None = None  # with new_only: which side the latest update added or changed: a, b or both
 
 
 @dataclass
@@ -547,15 +690,20 @@ class PairsResult:
     n_docs: int = 0
     n_skipped: int = 0
     seconds: float = 0.0
+    changed: np.ndarray | None = None  # with new_only: per document, added or changed by the latest update
 
     def __len__(self) -> int:
         return len(self.left)
 
     def __iter__(self) -> Iterator[Pair]:
         ids = self.doc_ids
+        sides = {(True, False): "a", (False, True): "b", (True, True): "both"}
         for i in range(len(self.left)):
             jac = None if self.jaccard is None else float(self.jaccard[i])
-            yield Pair(ids[self.left[i]], ids[self.right[i]], float(self.estimated[i]), jac)
+            new = None
+            if self.changed is not None:
+                new = sides[(bool(self.changed[self.left[i]]), bool(self.changed[self.right[i]]))]
+            yield Pair(ids[self.left[i]], ids[self.right[i]], float(self.estimated[i]), jac, new)
 
 
 def _banding_threshold(threshold: float, measure: str) -> float:
@@ -569,14 +717,23 @@ def score_candidates(
     measure: str = "set",
     verify: bool = True,
     all_candidates: bool = False,
+    only_docs: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, int, BucketStats]:
-    """Candidates from the buckets, scored; kept if above the threshold (or all)."""
+    """Candidates from the buckets, scored; kept if above the threshold (or all).
+
+    ``only_docs`` (bool per document) keeps only pairs with at least one such document.
+    """
     keys, buckets = loaded.bands()
     sigs = loaded.signatures()
     sets = loaded.shingle_sets() if verify else None
     stats = BucketStats()
     parts: list[tuple] = []
     for left, right in iter_candidates(keys, buckets, stats):
+        if only_docs is not None:
+            mine = only_docs[left] | only_docs[right]
+            left, right = left[mine], right[mine]
+            if not len(left):
+                continue
         est = pair_estimates(sigs, left, right)
         jac = pair_jaccard(sets, left, right, measure) if verify else None
         if not all_candidates:
@@ -619,12 +776,14 @@ def find_pairs(
     rebuild: bool = False,
     progress: bool = False,
     wait: float = 0.0,
+    new_only: bool = False,
 ) -> PairsResult:
     """Near-duplicate pairs of a corpus, building or refreshing its index first.
 
     With ``corpus``, every stage that is missing or out of date is (re)built;
     without it, the index is used as it is (missing signature or index stages
-    are still built, as they need only the index).
+    are still built, as they need only the index). ``new_only`` keeps the
+    pairs with a document that the latest shingle update added or changed.
     """
     t0 = time.perf_counter()
     if measure not in MEASURES:
@@ -648,9 +807,11 @@ def find_pairs(
     store = IndexStore(index)
     with store.reading():
         loaded = open_index(index)
-        left, right, est, jac, n_cand, stats = score_candidates(loaded, t, measure, verify, all_candidates)
+        records = loaded.doc_records()
+        changed = np.array([r.get("changed", True) for r in records], dtype=bool) if new_only else None
+        left, right, est, jac, n_cand, stats = score_candidates(loaded, t, measure, verify, all_candidates, changed)
         shingle = loaded.stage("shingle")
-        doc_ids = loaded.doc_ids()
+        doc_ids = [r["id"] for r in records]
     return PairsResult(
         doc_ids,
         left,
@@ -667,6 +828,7 @@ def find_pairs(
         n_docs=shingle["n_docs"],
         n_skipped=len(shingle.get("skipped", [])),
         seconds=time.perf_counter() - t0,
+        changed=changed,
     )
 
 

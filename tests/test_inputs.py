@@ -321,6 +321,7 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
         "shingles.indptr",
         "shingles.data",
         "shingles.counts",
+        "shingles.origin",
         "minhash.family",
         "signatures",
         "bands",
