@@ -7,6 +7,7 @@ Exit status: 0 success (with or without pairs), 1 internal error (a bug),
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -321,6 +322,69 @@ def _reader_went_away() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     sys.exit(0)
+
+
+@cli.command()
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path, allow_dash=True))
+@index_option
+@threshold_option
+@_opt("--files-from", type=click.File("rb"), default=None, help="Read the paths to query from this file ('-': stdin), one per line.")
+@_opt("--null", "-0", "null", is_flag=True, help="With --files-from: paths are separated by NUL bytes, not newlines.")
+@_opt("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None, help="Output format. Default: table on a terminal, tsv otherwise.")
+@_opt("--no-verify", is_flag=True, help="Skip exact Jaccard; filter and sort by the MinHash estimate.")
+@_opt("--all-candidates", is_flag=True, help="Print every candidate, whatever its similarity.")
+@quiet_option
+@verbose_option
+def query(files, index, threshold, files_from, null, fmt, no_verify, all_candidates, quiet, verbose) -> None:
+    """Print the indexed near-duplicates of each FILE, without changing the index.
+
+    Records: query, doc, estimated, jaccard (the query as given, the indexed
+    document's id). FILE '-' reads one document's text from stdin. The
+    threshold defaults to the one the index was banded for.
+
+    \b
+    Examples:
+      simdoc query new-page.html --index crawl.idx
+      curl -s https://example.org/ | simdoc query - --index crawl.idx
+      find incoming -name '*.txt' -print0 | simdoc query --files-from - -0 --index crawl.idx
+    """
+    from simdoc.corpus import read_document
+    from simdoc.query import query_documents
+
+    _setup_logging(quiet, verbose)
+    index = _need_index(index)
+    names = [str(f) for f in files]
+    if files_from is not None:
+        raw = files_from.read()
+        sep = b"\0" if null else b"\n"
+        names += [os.fsdecode(p) for p in raw.split(sep) if p.strip(b"\r\n" if not null else b"")]
+    if not names:
+        raise click.UsageError("give at least one FILE ('-' for stdin) or --files-from")
+    documents, warnings = [], []
+    for name in names:
+        if name == "-":
+            documents.append(("-", sys.stdin.buffer.read().decode("utf-8", "replace")))
+            continue
+        res = read_document(name)
+        if res.text is None:
+            warnings.append(f"{name}: {res.warning}")
+            continue
+        if res.warning:
+            warnings.append(f"{name}: {res.warning}")
+        documents.append((name, res.text))
+    matches, more = query_documents(index, documents, threshold, verify=not no_verify, all_candidates=all_candidates)
+    for w in warnings + more:
+        log.warning(w)
+    fmt = fmt or ("table" if sys.stdout.isatty() else "tsv")
+    try:
+        rows = ((m.query, m.doc, m.estimated, m.jaccard) for m in matches)
+        write_records(rows, fmt, sys.stdout, names=("query", "doc"))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _reader_went_away()
+    log.info(f"simdoc: {len(documents)} queries, {len(matches)} matches")
+    if documents == [] and names:
+        sys.exit(3)
 
 
 @cli.command()

@@ -38,14 +38,17 @@ def _num(x: float | None) -> str:
     return "" if x is None else f"{x:.4f}"
 
 
-def write_records(records: Iterable[Record], fmt: str, out: TextIO, with_new: bool = False) -> int:
+def write_records(
+    records: Iterable[Record], fmt: str, out: TextIO, with_new: bool = False, names: tuple[str, str] = ("doc_a", "doc_b")
+) -> int:
     """Write records in ``fmt``; returns how many were written.
 
     ``with_new`` adds a fifth field, ``new``: which side (a, b, both) the
-    latest update added or changed (``simdoc pairs --new``).
+    latest update added or changed (``simdoc pairs --new``). ``names`` are the
+    first two field names (``query``, ``doc`` for ``simdoc query``).
     """
     n = 0
-    fields = list(FIELDS) + (["new"] if with_new else [])
+    fields = [*names, *FIELDS[2:]] + (["new"] if with_new else [])
     if fmt == "tsv":
         for a, b, est, jac, *new in records:
             tail = f"\t{new[0]}" if with_new else ""
@@ -59,7 +62,7 @@ def write_records(records: Iterable[Record], fmt: str, out: TextIO, with_new: bo
             n += 1
     elif fmt == "jsonl":
         for a, b, est, jac, *new in records:
-            rec = {"doc_a": a, "doc_b": b, "estimated": round(est, 4), "jaccard": None if jac is None else round(jac, 4)}
+            rec = {names[0]: a, names[1]: b, "estimated": round(est, 4), "jaccard": None if jac is None else round(jac, 4)}
             if with_new:
                 rec["new"] = new[0]
             out.write(json.dumps(rec, ensure_ascii=False) + "\n")

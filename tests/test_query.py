@@ -1,0 +1,87 @@
+"""simdoc query: lookups that agree with pairs and never change the index."""
+
+import hashlib
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from simdoc.cli import cli
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "sample_corpus"
+
+
+def snapshot(index: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(index.iterdir()) if p.is_file()}
+
+
+def build(tmp_path, *extra) -> Path:
+    idx = tmp_path / "idx"
+    r = CliRunner().invoke(cli, ["pairs", str(SAMPLE), "--index", str(idx), "-q", *extra])
+    assert r.exit_code == 0, r.stderr
+    return idx
+
+
+def test_query_agrees_with_pairs_for_every_document(tmp_path):
+    idx = build(tmp_path, "--threshold", "0.5")
+    runner = CliRunner()
+    pairs = runner.invoke(cli, ["pairs", "--index", str(idx), "--threshold", "0.5"]).stdout.splitlines()
+    expected: dict[str, set] = {}
+    for line in pairs:
+        a, b, est, jac = line.split("\t")
+        expected.setdefault(a, set()).add((b, est, jac))
+        expected.setdefault(b, set()).add((a, est, jac))
+    files = sorted(p for p in SAMPLE.rglob("*") if p.is_file())
+    before = snapshot(idx)
+    r = runner.invoke(cli, ["query", *map(str, files), "--index", str(idx), "--threshold", "0.5"])
+    assert r.exit_code == 0, r.stderr
+    got: dict[str, set] = {}
+    for line in r.stdout.splitlines():
+        q, doc, est, jac = line.split("\t")
+        qid = Path(q).relative_to(SAMPLE).as_posix()
+        if doc == qid:
+            assert (est, jac) == ("1.0000", "1.0000")  # every document finds itself
+            continue
+        got.setdefault(qid, set()).add((doc, est, jac))
+    assert got == expected
+    assert snapshot(idx) == before  # the index is untouched
+    assert f"simdoc: {len(files)} queries" in r.stderr
+
+
+def test_query_text_from_stdin_and_formats(tmp_path):
+    idx = build(tmp_path)
+    text = (SAMPLE / "web" / "harbor-festival.txt").read_text(encoding="utf-8")
+    r = CliRunner().invoke(cli, ["query", "-", "--index", str(idx), "--format", "jsonl"], input=text)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        '{"query": "-", "doc": "web/harbor-festival.txt", "estimated": 1.0, "jaccard": 1.0}',
+        '{"query": "-", "doc": "web/mirror-harbor-festival.txt", "estimated": 0.7109, "jaccard": 0.7334}',
+    ]
+    csv = CliRunner().invoke(cli, ["query", "-", "--index", str(idx), "--format", "csv"], input=text)
+    assert csv.stdout.splitlines()[0] == "query,doc,estimated,jaccard"
+
+
+def test_query_files_from_nul_separated(tmp_path):
+    idx = build(tmp_path)
+    paths = [SAMPLE / "misc" / "red-lentil-soup.txt", SAMPLE / "misc" / "todo.txt"]
+    data = b"\0".join(str(p).encode() for p in paths) + b"\0"
+    r = CliRunner().invoke(cli, ["query", "--files-from", "-", "-0", "--index", str(idx)], input=data)
+    assert r.exit_code == 0, r.stderr
+    docs = [line.split("\t")[1] for line in r.stdout.splitlines()]
+    assert docs == ["misc/backup/red-lentil-soup-copy.txt", "misc/red-lentil-soup.txt", "misc/todo.txt"]
+
+
+def test_query_of_nothing_useful(tmp_path):
+    idx = build(tmp_path)
+    runner = CliRunner()
+    empty = runner.invoke(cli, ["query", "-", "--index", str(idx)], input="   \n")
+    assert empty.exit_code == 0 and empty.stdout == ""
+    assert "no shingles" in empty.stderr
+    unrelated = runner.invoke(cli, ["query", "-", "--index", str(idx)], input="Zebra quagga okapi " * 20)
+    assert unrelated.exit_code == 0 and unrelated.stdout == ""
+    none = runner.invoke(cli, ["query", "--index", str(idx)])
+    assert none.exit_code == 2
+    missing = runner.invoke(cli, ["query", "-", "--index", str(tmp_path / "nope")], input="x")
+    assert missing.exit_code == 4 and "no simdoc index" in missing.stderr
+    gone = runner.invoke(cli, ["query", str(tmp_path / "absent.txt"), "--index", str(idx)])
+    assert gone.exit_code == 3 and "absent.txt" in gone.stderr
