@@ -111,6 +111,12 @@ shingle_options = [
     _opt("--unit", type=click.Choice(UNITS), default=None, help="Shingle unit. Default: char."),
     _opt("--k", "k", type=click.IntRange(1, 256), default=None, help="Shingle length in units. Default: char 5, word 3, stopword 3."),
     _opt("--lowercase/--no-lowercase", default=None, help="Lowercase before shingling. Default: lowercase."),
+    _opt("--max-bytes", type=click.IntRange(1), default=None, help="Read at most this many bytes of a file (with a warning). Default: all."),
+    _opt(
+        "--follow-symlinks/--no-follow-symlinks",
+        default=None,
+        help="Follow symbolic links (loops are cut and reported). Default: links are reported, not followed.",
+    ),
 ]
 signature_options = [
     _opt("--num-perm", type=click.IntRange(1, 65536), default=None, help="MinHash signature length. Default: 128."),
@@ -178,7 +184,7 @@ def cli() -> None:
 @wait_option
 @quiet_option
 @verbose_option
-def shingle(corpus, index, unit, k, lowercase, jobs, rebuild, wait, quiet, verbose) -> None:
+def shingle(corpus, index, unit, k, lowercase, max_bytes, follow_symlinks, jobs, rebuild, wait, quiet, verbose) -> None:
     """Turn every document under CORPUS into its set of hashed shingles.
 
     \b
@@ -188,7 +194,17 @@ def shingle(corpus, index, unit, k, lowercase, jobs, rebuild, wait, quiet, verbo
     _setup_logging(quiet, verbose)
     index = index or default_index_path(corpus)
     res = build_shingles(
-        corpus, index, unit=unit, k=k, lowercase=lowercase, jobs=jobs, rebuild=rebuild, progress=_show_progress(quiet), wait=wait
+        corpus,
+        index,
+        unit=unit,
+        k=k,
+        lowercase=lowercase,
+        max_bytes=max_bytes,
+        follow_symlinks=follow_symlinks,
+        jobs=jobs,
+        rebuild=rebuild,
+        progress=_show_progress(quiet),
+        wait=wait,
     )
     _report([res], verbose)
     log.info(f"shingle: {res.detail if res.built else 'up to date'} -> {index}")
@@ -252,6 +268,7 @@ def index_cmd(index, threshold, bands, rows, wait, quiet, verbose) -> None:
 @_opt("--no-verify", is_flag=True, help="Skip exact Jaccard; filter and sort by the MinHash estimate.")
 @_opt("--all-candidates", is_flag=True, help="Print every candidate pair with both numbers, whatever its similarity.")
 @_opt("--measure", type=click.Choice(["set", "bag"]), default="set", help="Verified similarity: set or bag Jaccard.")
+@_opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0).")
 @_opt("--new", "new_only", is_flag=True, help="Only pairs with a document the latest update added or changed; adds a 5th field: a, b or both.")
 @_apply(shingle_options)
 @_apply(signature_options)
@@ -261,7 +278,7 @@ def index_cmd(index, threshold, bands, rows, wait, quiet, verbose) -> None:
 @wait_option
 @quiet_option
 @verbose_option
-def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, new_only, unit, k, lowercase, num_perm, seed, bands, rows, jobs, rebuild, wait, quiet, verbose) -> None:
+def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, null, new_only, unit, k, lowercase, max_bytes, follow_symlinks, num_perm, seed, bands, rows, jobs, rebuild, wait, quiet, verbose) -> None:
     """Print near-duplicate pairs: doc_a, doc_b, estimated and exact Jaccard.
 
     With CORPUS, missing or out-of-date stages are built first (with the
@@ -301,11 +318,15 @@ def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, new
         progress=_show_progress(quiet),
         wait=wait,
         new_only=new_only,
+        max_bytes=max_bytes,
+        follow_symlinks=follow_symlinks,
     )
     _report(res.stages, verbose)
     if verbose and res.banding:
         log.debug(f"banding: {res.banding.describe()}")
-    fmt = fmt or ("table" if sys.stdout.isatty() else "tsv")
+    if null and fmt is not None:
+        raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
+    fmt = "null" if null else (fmt or ("table" if sys.stdout.isatty() else "tsv"))
     try:
         rows = ((p.doc_a, p.doc_b, p.estimated, p.jaccard, p.new) for p in res)
         write_records(rows, fmt, sys.stdout, with_new=new_only)

@@ -3,15 +3,20 @@
 A corpus is a directory. Its documents are the regular files below it,
 recursively, except hidden files and directories (names starting with ".")
 and the index directory itself when it lies inside the corpus. Symbolic
-links are not followed (a link can point outside the corpus or form a loop);
-each one is reported. A document's id is its path relative to the corpus
+links are not followed unless asked (a link can point outside the corpus or
+form a loop); each one is reported. With --follow-symlinks every real
+directory is walked once, so loops are cut and reported. FIFOs, sockets and
+devices are never opened. A document's id is its path relative to the corpus
 root with "/" separators; documents are numbered in sorted id order, so the
 numbering never depends on the order the file system lists them in.
 
 Reading: a file whose first 8 KiB hold a NUL byte is binary and skipped; a
 file that cannot be read is skipped; both with a warning. Text is decoded as
 UTF-8 (a leading byte-order mark is dropped); invalid bytes become U+FFFD
-with a warning, and the document is kept.
+with a warning, and the document is kept. Files are opened non-blocking
+and checked again after opening; --max-bytes caps how much of one file is
+read (with a warning naming it); a file that changes while being read is
+indexed as read, with a warning.
 """
 
 from __future__ import annotations
@@ -53,8 +58,14 @@ class ReadResult:
     status: str = "ok"  # ok | replaced | binary | unreadable
 
 
-def discover(root: str | os.PathLike, exclude: list[str | os.PathLike] = ()) -> tuple[list[FileEntry], list[Skipped]]:
+def discover(
+    root: str | os.PathLike, exclude: list[str | os.PathLike] = (), follow_symlinks: bool = False
+) -> tuple[list[FileEntry], list[Skipped]]:
     """List the documents under ``root`` sorted by id, and what was passed over.
+
+    With ``follow_symlinks``, links to files and directories are followed,
+    wherever they point; each real directory is walked once, so a link loop
+    is reported and cut rather than followed forever.
 
     Raises
     ------
@@ -72,6 +83,8 @@ def discover(root: str | os.PathLike, exclude: list[str | os.PathLike] = ()) -> 
     entries: list[FileEntry] = []
     skipped: list[Skipped] = []
     # Plain strings and os.scandir: pathlib costs more than the stat calls on 10^5 files.
+    root_st = os.stat(root_abs)
+    walked = {(root_st.st_dev, root_st.st_ino)}
     stack = [(root_abs, "")]
     while stack:
         directory, rel = stack.pop()
@@ -92,13 +105,27 @@ def discover(root: str | os.PathLike, exclude: list[str | os.PathLike] = ()) -> 
                 skipped.append(Skipped(child_rel, f"cannot stat: {exc.strerror or exc}"))
                 continue
             mode = st.st_mode
+            if stat.S_ISLNK(mode):
+                if not follow_symlinks:
+                    skipped.append(Skipped(child_rel, "symbolic link, not followed (--follow-symlinks follows links)"))
+                    continue
+                try:
+                    st = os.stat(entry.path)
+                except OSError as exc:
+                    skipped.append(Skipped(child_rel, f"broken symbolic link: {exc.strerror or exc}"))
+                    continue
+                mode = st.st_mode
             if stat.S_ISREG(mode):
                 entries.append(FileEntry(child_rel, entry.path, st.st_size, st.st_mtime_ns))
             elif stat.S_ISDIR(mode):
-                if not (excluded and os.path.realpath(entry.path) in excluded):
-                    stack.append((entry.path, child_rel))
-            elif stat.S_ISLNK(mode):
-                skipped.append(Skipped(child_rel, "symbolic link, not followed"))
+                if excluded and os.path.realpath(entry.path) in excluded:
+                    continue
+                key = (st.st_dev, st.st_ino)
+                if key in walked:
+                    skipped.append(Skipped(child_rel, "directory already walked (symbolic link loop or second link to it)"))
+                    continue
+                walked.add(key)
+                stack.append((entry.path, child_rel))
             else:
                 skipped.append(Skipped(child_rel, "not a regular file (device, FIFO or socket)"))
     entries.sort(key=lambda e: e.id)
@@ -106,24 +133,65 @@ def discover(root: str | os.PathLike, exclude: list[str | os.PathLike] = ()) -> 
     return entries, skipped
 
 
-def read_document(path: str) -> ReadResult:
-    """Read and decode one file; never raises for a file's own problems."""
+def read_document(path: str, max_bytes: int | None = None, follow_symlinks: bool = False) -> ReadResult:
+    """Read and decode one file; never raises for a file's own problems, never blocks.
+
+    The file is opened non-blocking and checked to be a regular file after
+    opening (it may have been replaced by a FIFO or device since the scan),
+    without following a symbolic link unless ``follow_symlinks``. At most
+    ``max_bytes`` are read, with a warning if the file is longer. A file that
+    changes while it is read is indexed as read, with a warning.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return ReadResult(None, warning="vanished before it could be read, skipped", status="unreadable")
+    except OSError as exc:
+        if exc.errno == getattr(os, "ELOOP", -1) and not follow_symlinks:
+            return ReadResult(None, warning="became a symbolic link, not followed", status="unreadable")
+        return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
+    warnings: list[str] = []
+    try:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode):
+            return ReadResult(None, warning="not a regular file any more (FIFO, device or socket?), skipped", status="unreadable")
+        os.set_blocking(fd, True)
+        limit = before.st_size + 1 if max_bytes is None else max_bytes + 1
+        chunks, got = [], 0
+        while got < limit:
+            chunk = os.read(fd, min(1 << 24, limit - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        raw = b"".join(chunks)
+        if max_bytes is not None and len(raw) > max_bytes:
+            raw = raw[:max_bytes]
+            warnings.append(f"longer than --max-bytes {max_bytes}; only the first {max_bytes} bytes are indexed")
+        elif max_bytes is None and len(raw) > before.st_size:
+            # It grew while we read: take the rest too, and say so below.
+            while chunk := os.read(fd, 1 << 24):
+                raw += chunk
+        after = os.fstat(fd)
+        if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+            warnings.append("changed while being read; indexed as read (run again to pick up the final version)")
     except OSError as exc:
         return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
+    finally:
+        os.close(fd)
     digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
     if b"\x00" in raw[:BINARY_SNIFF]:
         return ReadResult(None, digest, warning="binary file (NUL byte), skipped", status="binary")
     try:
         text = raw.decode("utf-8-sig")
-        return ReadResult(text, digest)
+        status = "ok"
     except UnicodeDecodeError as exc:
         text = raw.decode("utf-8-sig", errors="replace")
-        return ReadResult(
-            text,
-            digest,
-            warning=f"invalid UTF-8 at byte {exc.start}, undecodable bytes replaced by U+FFFD",
-            status="replaced",
-        )
+        warnings.append(f"invalid UTF-8 at byte {exc.start}, undecodable bytes replaced by U+FFFD")
+        status = "replaced"
+    if warnings and status == "ok":
+        status = "partial" if any("max-bytes" in w for w in warnings) else "ok"
+    return ReadResult(text, digest, warning="; ".join(warnings) or None, status=status)

@@ -13,25 +13,43 @@ With ``--new`` a fifth field ``new`` (a, b or both) says which document the
 latest update added or changed.
 
 tsv escapes backslash, tab, newline and carriage return in names as ``\\\\``,
-``\\t``, ``\\n`` and ``\\r``, so one record is always one line.
+``\\t``, ``\\n`` and ``\\r``, so one record is always one line; bytes of a
+file name that are not UTF-8 are written ``\\xNN`` (tsv, csv, table) or as
+``\\udcNN`` escapes in jsonl (``os.fsencode`` recovers the bytes). With
+``-0/--null`` every field is NUL-terminated and names are raw bytes.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
+import re
 from collections.abc import Iterable
 from typing import TextIO
 
 FIELDS = ("doc_a", "doc_b", "estimated", "jaccard")
 FORMATS = ("tsv", "csv", "jsonl", "table")
 _TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+# File names that are not valid UTF-8 reach us as lone surrogates (surrogateescape).
+_RAW_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def _raw_bytes_escaped(name: str) -> str:
+    return _RAW_BYTE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", name)
+
+
+def _json_name(name: str) -> str:
+    # Undecodable bytes stay recoverable: "\udcff" decodes back to the surrogate that
+    # os.fsencode turns into the original byte.
+    return json.dumps(name, ensure_ascii=bool(_RAW_BYTE.search(name)))
+
 
 Record = tuple  # (doc_a, doc_b, estimated, jaccard) or, with --new, (..., new)
 
 
 def tsv_field(name: str) -> str:
-    return name.translate(_TSV_ESCAPES)
+    return _raw_bytes_escaped(name.translate(_TSV_ESCAPES))
 
 
 def _num(x: float | None) -> str:
@@ -58,14 +76,33 @@ def write_records(
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(fields)
         for a, b, est, jac, *new in records:
-            writer.writerow((a, b, _num(est), _num(jac), *(new[:1] if with_new else ())))
+            row = (_raw_bytes_escaped(a), _raw_bytes_escaped(b), _num(est), _num(jac))
+            writer.writerow(row + (tuple(new[:1]) if with_new else ()))
             n += 1
     elif fmt == "jsonl":
         for a, b, est, jac, *new in records:
-            rec = {names[0]: a, names[1]: b, "estimated": round(est, 4), "jaccard": None if jac is None else round(jac, 4)}
+            jac_text = "null" if jac is None else json.dumps(round(jac, 4))
+            line = (
+                f'{{"{names[0]}": {_json_name(a)}, "{names[1]}": {_json_name(b)}, '
+                f'"estimated": {json.dumps(round(est, 4))}, "jaccard": {jac_text}'
+            )
             if with_new:
-                rec["new"] = new[0]
-            out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                line += f', "new": {json.dumps(new[0])}'
+            out.write(line + "}\n")
+            n += 1
+    elif fmt == "null":
+        # Every field NUL-terminated, names as the raw bytes of the file system: for xargs -0.
+        binary = out.buffer if hasattr(out, "buffer") else None
+        for a, b, est, jac, *new in records:
+            fields_out = [os.fsencode(a), os.fsencode(b), _num(est).encode(), _num(jac).encode()]
+            if with_new:
+                fields_out.append(new[0].encode())
+            payload = b"".join(f + b"\0" for f in fields_out)
+            if binary is not None:
+                out.flush()
+                binary.write(payload)
+            else:
+                out.write(payload.decode("utf-8", "surrogateescape"))
             n += 1
     elif fmt == "table":
         from rich.console import Console
@@ -73,7 +110,7 @@ def write_records(
 
         table = Table(*fields, box=None, header_style="bold")
         for a, b, est, jac, *new in records:
-            table.add_row(a, b, _num(est), _num(jac) or "-", *(new[:1] if with_new else ()))
+            table.add_row(_raw_bytes_escaped(a), _raw_bytes_escaped(b), _num(est), _num(jac) or "-", *(new[:1] if with_new else ()))
             n += 1
         Console(file=out).print(table)
     else:

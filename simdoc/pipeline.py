@@ -188,12 +188,12 @@ class StageResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def _shingle_batch(task: tuple[list[tuple[str, str]], ShingleSpec]) -> tuple[ShingleSets, list[tuple]]:
+def _shingle_batch(task: tuple) -> tuple[ShingleSets, list[tuple]]:
     """Read and shingle one batch of files (runs in a worker process)."""
-    entries, spec = task
+    entries, spec, max_bytes, follow = task
     texts, infos = [], []
     for doc_id, path in entries:
-        res = read_document(path)
+        res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
         infos.append((res.digest, res.status, res.warning))
         if res.text is not None:
             texts.append(res.text)
@@ -290,6 +290,8 @@ def _build_shingles(
     jobs: int | None = None,
     rebuild: bool = False,
     progress: bool = False,
+    max_bytes: int | None = None,
+    follow_symlinks: bool | None = None,
 ) -> StageResult:
     """Shingle new and changed files; copy the rows of unchanged ones from the current build.
 
@@ -306,7 +308,9 @@ def _build_shingles(
         manifest["stages"] = {}
     stored = manifest["stages"].get("shingle")
     corpus_abs = str(Path(corpus).resolve())
-    asked = {"unit": unit, "k": k, "lowercase": lowercase}
+    asked = {"unit": unit, "k": k, "lowercase": lowercase, "max_bytes": max_bytes, "follow_symlinks": follow_symlinks}
+    if max_bytes is not None and max_bytes < 1:
+        raise UsageError(f"--max-bytes must be at least 1, got {max_bytes}")
     if stored and not rebuild and stored.get("corpus") != corpus_abs:
         raise IndexError_(
             f"the index at {index} was built for the corpus {stored.get('corpus')}, not {corpus_abs}",
@@ -320,14 +324,19 @@ def _build_shingles(
         k if k is not None else (base.get("k") if base.get("unit") == u else None),
         lowercase if lowercase is not None else base.get("lowercase", True),
     )
-    entries, skipped = discover(corpus, exclude=[index])
+    reading = {
+        "max_bytes": max_bytes if max_bytes is not None else base.get("max_bytes"),
+        "follow_symlinks": follow_symlinks if follow_symlinks is not None else base.get("follow_symlinks", False),
+    }
+    params = {**spec.as_params(), **reading}
+    entries, skipped = discover(corpus, exclude=[index], follow_symlinks=reading["follow_symlinks"])
     if not entries:
         raise CorpusError(
             f"corpus {corpus} has no documents" + (f" ({len(skipped)} paths passed over)" if skipped else ""),
             hint="point simdoc at a folder that holds text files (hidden files are ignored)",
         )
     scan_id = _build_id(_scan_signature(entries, skipped))
-    reuse = bool(stored) and not rebuild and not changed_params and stored["params"] == spec.as_params()
+    reuse = bool(stored) and not rebuild and not changed_params and stored["params"] == params
     if reuse and stored.get("scan_id") == scan_id:
         return StageResult("shingle", False, time.perf_counter() - t0, "up to date")
 
@@ -358,7 +367,7 @@ def _build_shingles(
             to_read.append(i)
     read_entries = [entries[i] for i in to_read]
     batches = _batches(read_entries)
-    tasks = [([(e.id, e.path) for e in b], spec) for b in batches]
+    tasks = [([(e.id, e.path) for e in b], spec, reading["max_bytes"], reading["follow_symlinks"]) for b in batches]
 
     def read_results() -> Iterator[tuple[tuple, ShingleSets, int]]:
         for (sets, infos) in _pool_map(_shingle_batch, tasks, jobs):
@@ -373,7 +382,7 @@ def _build_shingles(
     records: list[dict] = []
     origin: list[int] = []
     generation = int(manifest.get("generation", 0)) + 1
-    build = _build_id(scan_id, spec.as_params(), __version__, generation)
+    build = _build_id(scan_id, params, __version__, generation)
     names = {
         "indptr": f"shingles.indptr.{build}.npy",
         "data": f"shingles.data.{build}.npy",
@@ -428,7 +437,7 @@ def _build_shingles(
     files[names["docs"]] = store.write_jsonl(names["docs"], records)
     empty = sum(1 for r in records if r["n_shingles"] == 0)
     manifest["stages"]["shingle"] = {
-        "params": spec.as_params(),
+        "params": params,
         "corpus": corpus_abs,
         "scan_id": scan_id,
         "scanned_at_ns": scanned_at,
@@ -777,6 +786,8 @@ def find_pairs(
     progress: bool = False,
     wait: float = 0.0,
     new_only: bool = False,
+    max_bytes: int | None = None,
+    follow_symlinks: bool | None = None,
 ) -> PairsResult:
     """Near-duplicate pairs of a corpus, building or refreshing its index first.
 
@@ -801,8 +812,9 @@ def find_pairs(
     if corpus is None:
         open_index(index)  # fail before creating anything
     with IndexStore(index).writing(wait):
+        reading = {"max_bytes": max_bytes, "follow_symlinks": follow_symlinks}
         stages, t, report = _refresh_for_pairs(
-            corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, bands, rows, jobs, rebuild, progress
+            corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, bands, rows, jobs, rebuild, progress, reading
         )
     store = IndexStore(index)
     with store.reading():
@@ -832,14 +844,21 @@ def find_pairs(
     )
 
 
-def _refresh_for_pairs(corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, bands, rows, jobs, rebuild, progress):
+def _refresh_for_pairs(
+    corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, bands, rows, jobs, rebuild, progress, reading
+):
     """Run the stages find_pairs needs; returns (stage results, threshold, banding report)."""
     stages: list[StageResult] = []
     if corpus is not None:
-        stages.append(build_shingles(corpus, index, unit=unit, k=k, lowercase=lowercase, jobs=jobs, rebuild=rebuild, progress=progress))
+        stages.append(
+            build_shingles(
+                corpus, index, unit=unit, k=k, lowercase=lowercase, jobs=jobs, rebuild=rebuild, progress=progress, **reading
+            )
+        )
     else:
         loaded = open_index(index)
-        _mismatch("shingle", loaded.stage("shingle")["params"], {"unit": unit, "k": k, "lowercase": lowercase}, index, False)
+        asked = {"unit": unit, "k": k, "lowercase": lowercase, **reading}
+        _mismatch("shingle", loaded.stage("shingle")["params"], asked, index, False)
     stages.append(build_signatures(index, num_perm=num_perm, seed=seed, jobs=jobs, rebuild=rebuild, progress=progress))
     loaded = open_index(index)
     stored = (loaded.manifest["stages"].get("index") or {}).get("params", {})

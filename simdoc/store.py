@@ -348,7 +348,8 @@ class IndexStore:
 
     def write_jsonl(self, name: str, records: Iterable[dict]) -> dict:
         payload = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
-        return self.write_bytes(name, payload.encode("utf-8"))
+        # File names that are not UTF-8 arrive as surrogates: store their original bytes.
+        return self.write_bytes(name, payload.encode("utf-8", "surrogateescape"))
 
     # -- reading ----------------------------------------------------------
     def verify_crc(self, name: str, info: dict, offset: int = 0, force: bool = False) -> None:
@@ -401,7 +402,7 @@ class IndexStore:
         if "crc32" in info and zlib.crc32(raw) != info["crc32"]:
             raise CorruptIndex(str(path), "checksum mismatch")
         try:
-            return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line]
+            return [json.loads(line) for line in raw.decode("utf-8", "surrogateescape").split("\n") if line]
         except ValueError as exc:
             raise CorruptIndex(str(path), f"a line is not valid JSON ({exc})") from None
 

@@ -100,9 +100,9 @@ def test_update_equals_full_rebuild_and_reads_only_what_changed(tmp_path, monkey
     reads: list[str] = []
     real = simdoc.corpus.read_document
 
-    def counting(path):
+    def counting(path, **kw):
         reads.append(Path(path).name)
-        return real(path)
+        return real(path, **kw)
 
     monkeypatch.setattr(pipeline, "read_document", counting)
     updated = simdoc.find_pairs(corpus, idx, jobs=1)

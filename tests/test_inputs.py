@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 from pathlib import Path
@@ -69,14 +68,15 @@ def test_unreadable_file_warns_and_continues(run, tmp_path, monkeypatch):
     write(corpus / "a.txt", TEXT_A)
     write(corpus / "b.txt", TEXT_A)
     locked = write(corpus / "locked.txt", TEXT_A)
-    real_open = builtins.open
+    real_open = os.open
 
     def fake_open(file, *args, **kwargs):
+        # As root, chmod 000 does not stop reading: simulate the refusal at open time.
         if os.fspath(file) == str(locked):
             raise PermissionError(13, "Permission denied", str(file))
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(simdoc.corpus, "open", fake_open, raising=False)
+    monkeypatch.setattr(simdoc.corpus.os, "open", fake_open)
     r = run("pairs", corpus, "--index", tmp_path / "idx", "--jobs", "1")
     assert r.exit_code == 0, (r.stderr, r.exception)
     assert r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"

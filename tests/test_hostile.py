@@ -1,0 +1,168 @@
+"""Hostile and odd inputs: FIFOs, sockets, links, loops, vanishing and growing files, odd names."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import simdoc.corpus
+from simdoc.cli import cli
+from simdoc.corpus import discover, read_document
+
+TEXT = "The same text about gardens and bees and honey in the long summer evenings. "
+
+
+def write(path: Path, text: str = TEXT) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def run(*args, **kw):
+    return CliRunner().invoke(cli, [str(a) for a in args], **kw)
+
+
+def test_fifo_socket_are_skipped_and_never_block(tmp_path):
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt")
+    write(corpus / "b.txt")
+    os.mkfifo(corpus / "pipe")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(corpus / "sock"))
+    try:
+        # In a subprocess with a timeout: a blocking open of the FIFO would hang here.
+        r = subprocess.run(
+            [sys.executable, "-m", "simdoc", "pairs", str(corpus), "--index", str(tmp_path / "idx")],
+            capture_output=True, text=True, timeout=60,
+        )
+    finally:
+        sock.close()
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
+    assert "pipe: not a regular file" in r.stderr and "sock: not a regular file" in r.stderr
+    assert "(2 files skipped)" in r.stderr
+
+
+def test_file_replaced_by_a_fifo_after_the_scan_is_not_opened_blocking(tmp_path):
+    os.mkfifo(tmp_path / "late-fifo")
+    res = read_document(str(tmp_path / "late-fifo"))
+    assert res.text is None and "not a regular file" in res.warning
+
+
+def test_symlinks_are_reported_or_followed_and_loops_cut(tmp_path):
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt")
+    outside = write(tmp_path / "outside" / "far.txt")
+    (corpus / "link-to-far.txt").symlink_to(outside)
+    (corpus / "sub").mkdir()
+    write(corpus / "sub" / "b.txt")
+    (corpus / "sub" / "loop").symlink_to(corpus)  # a loop back to the root
+    (corpus / "broken").symlink_to(tmp_path / "nowhere")
+    entries, skipped = discover(corpus)
+    assert [e.id for e in entries] == ["a.txt", "sub/b.txt"]
+    assert {s.id for s in skipped} == {"broken", "link-to-far.txt", "sub/loop"}
+    entries, skipped = discover(corpus, follow_symlinks=True)
+    assert [e.id for e in entries] == ["a.txt", "link-to-far.txt", "sub/b.txt"]
+    reasons = {s.id: s.reason for s in skipped}
+    assert "loop" in reasons["sub/loop"] and "broken" in reasons["broken"]
+    r = run("pairs", corpus, "--index", tmp_path / "idx", "--follow-symlinks")
+    assert r.exit_code == 0, r.stderr
+    assert "a.txt\tlink-to-far.txt\t1.0000\t1.0000" in r.stdout
+    # The choice is a parameter of the index.
+    again = run("pairs", corpus, "--index", tmp_path / "idx", "--no-follow-symlinks")
+    assert again.exit_code == 4 and "follow_symlinks" in again.stderr
+
+
+def test_vanished_file_is_skipped_with_a_warning(tmp_path, monkeypatch):
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt")
+    write(corpus / "b.txt")
+    gone = write(corpus / "gone.txt")
+    real = simdoc.corpus.discover
+
+    def discover_then_delete(*args, **kw):
+        out = real(*args, **kw)
+        gone.unlink()  # vanishes between the scan and the read
+        return out
+
+    monkeypatch.setattr(simdoc.pipeline, "discover", discover_then_delete)
+    r = run("pairs", corpus, "--index", tmp_path / "idx", "-j", "1")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
+    assert "gone.txt: vanished before it could be read" in r.stderr
+
+
+def test_file_changing_while_read_is_indexed_as_read_with_a_warning(tmp_path, monkeypatch):
+    path = write(tmp_path / "growing.txt")
+    real_fstat = os.fstat
+    calls = []
+
+    def fstat(fd):
+        st = real_fstat(fd)
+        calls.append(st)
+        if len(calls) == 2:  # the check after reading sees a newer file
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write("more text")
+            return real_fstat(fd)
+        return st
+
+    monkeypatch.setattr(simdoc.corpus.os, "fstat", fstat)
+    res = read_document(str(path))
+    assert res.text == TEXT
+    assert "changed while being read" in res.warning
+
+
+def test_max_bytes_caps_a_huge_file_with_a_warning(tmp_path):
+    corpus = tmp_path / "c"
+    body = "".join(f"line {i} of a very long log that nobody reads twice\n" for i in range(200_000))
+    write(corpus / "huge.log", body)
+    write(corpus / "head.log", body[:4096])
+    r = run("pairs", corpus, "--index", tmp_path / "idx", "--max-bytes", "4096", "--threshold", "0.9")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "head.log\thuge.log\t1.0000\t1.0000\n"
+    assert "huge.log: longer than --max-bytes 4096" in r.stderr
+    res = read_document(str(corpus / "huge.log"), max_bytes=10)
+    assert res.text == body[:10] and res.status == "partial"
+
+
+def test_odd_file_names_stay_one_record_per_line(tmp_path):
+    corpus = tmp_path / "c"
+    names = ["with space.txt", "-leading-dash.txt", "tab\tname.txt", "new\nline.txt"]
+    for n in names:
+        write(corpus / n)
+    raw = os.fsencode(str(corpus)) + b"/bad\xffname.txt"
+    with open(raw, "w", encoding="utf-8") as fh:
+        fh.write(TEXT)
+    idx = tmp_path / "idx"
+    tsv = run("pairs", corpus, "--index", idx)
+    assert tsv.exit_code == 0, tsv.stderr
+    lines = tsv.stdout.splitlines()
+    assert len(lines) == 10  # 5 identical documents: 10 pairs, one line each
+    assert all(len(line.split("\t")) == 4 for line in lines)
+    assert "tab\\tname.txt" in tsv.stdout and "new\\nline.txt" in tsv.stdout and "bad\\xffname.txt" in tsv.stdout
+    js = run("pairs", "--index", idx, "--format", "jsonl")
+    recs = [json.loads(line) for line in js.stdout.splitlines()]
+    got = {os.fsencode(r["doc_a"]) for r in recs} | {os.fsencode(r["doc_b"]) for r in recs}
+    assert got == {n.encode() for n in names} | {b"bad\xffname.txt"}
+    null = subprocess.run(
+        [sys.executable, "-m", "simdoc", "pairs", "--index", str(idx), "-0"], capture_output=True, timeout=60
+    )
+    fields = null.stdout.split(b"\0")
+    assert fields[-1] == b"" and (len(fields) - 1) == 40
+    assert b"bad\xffname.txt" in fields and b"new\nline.txt" in fields
+
+
+@pytest.mark.parametrize("fmt", ["csv", "table"])
+def test_undecodable_names_in_other_formats(tmp_path, fmt):
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt")
+    with open(os.fsencode(str(corpus)) + b"/\xfe.txt", "w", encoding="utf-8") as fh:
+        fh.write(TEXT)
+    r = run("pairs", corpus, "--index", tmp_path / "idx", "--format", fmt)
+    assert r.exit_code == 0, r.stderr
+    assert "\\xfe.txt" in r.stdout
