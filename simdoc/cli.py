@@ -458,6 +458,8 @@ def main() -> None:
     cli.main(prog_name="simdoc")
 
 
+from simdoc import cli_reports  # noqa: E402,F401  (registers clusters, dedup, tune, stats, show)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
-from simdoc import cli_reports  # noqa: E402,F401  (registers clusters, dedup, tune, stats, show)

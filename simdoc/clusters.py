@@ -111,7 +111,7 @@ def build_clusters(doc_ids: Sequence[str], left: np.ndarray, right: np.ndarray) 
         Document id of each document number.
     left, right : ndarray of shape (n_edges,), int
         Document numbers of the two ends of each edge. Every edge counts:
-        filter the pairs first (see :func:`cluster_pairs`).
+        filter the pairs first (see :func:`cluster_pairs`). Self-loops are ignored.
 
     Returns
     -------
@@ -127,8 +127,9 @@ def build_clusters(doc_ids: Sequence[str], left: np.ndarray, right: np.ndarray) 
     right = np.asarray(right, dtype=np.int64)
     labels = connected_components(len(doc_ids), left, right)
     linked = np.zeros(len(doc_ids), dtype=bool)
-    linked[left] = True
-    linked[right] = True
+    proper = left != right  # a self-loop links a document to nothing
+    linked[left[proper]] = True
+    linked[right[proper]] = True
     docs = np.flatnonzero(linked)
     docs = docs[np.argsort(labels[docs], kind="stable")]  # one contiguous run per component
     groups = np.split(docs, np.flatnonzero(np.diff(labels[docs])) + 1) if len(docs) else []
@@ -160,7 +161,13 @@ def cluster_pairs(result: PairsResult) -> list[Cluster]:
             hint="drop --no-verify (verify=False)",
         )
     keep = np.asarray(result.jaccard) >= result.threshold
-    return build_clusters(result.doc_ids, np.asarray(result.left)[keep], np.asarray(result.right)[keep])
+    left, right = [np.asarray(result.left)[keep]], [np.asarray(result.right)[keep]]
+    # Exact copies are folded into groups (simdoc.exact); their pairs reach any threshold,
+    # and a star from the first member links each group without listing its n^2 pairs.
+    for g in result.groups:
+        left.append(np.full(len(g) - 1, g[0], dtype=np.int64))
+        right.append(np.asarray(g[1:], dtype=np.int64))
+    return build_clusters(result.doc_ids, np.concatenate(left), np.concatenate(right))
 
 
 @dataclass(frozen=True)

@@ -417,12 +417,14 @@ def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None) -> int:
     )
 
 
-def _read(root: str | None, doc_id: str, digest: str | None) -> tuple[str | None, str | None]:
+def _read(root: str | None, doc_id: str, digest: str | None, params: dict) -> tuple[str | None, str | None]:
     from simdoc.corpus import read_document
 
     if root is None:
         return None, f"{doc_id}: the index does not record its corpus folder; no passages"
-    res = read_document(os.path.join(root, *doc_id.split("/")))
+    # Read the way the index read it (a --max-bytes prefix, links followed or not).
+    how = {k: params[k] for k in ("max_bytes", "follow_symlinks") if k in params}
+    res = read_document(os.path.join(root, *doc_id.split("/")), **how)
     if res.text is None:
         return None, f"{doc_id}: {res.warning}; no passages"
     if digest and res.digest != digest:
@@ -465,9 +467,9 @@ def pair_evidence(
         sigs = loaded.signatures()
         estimated, num_perm = estimate_jaccard(sigs[a], sigs[b]), sigs.shape[1]
     warnings = []
-    text_a, warn = _read(root, ids[a], records[a].get("digest"))
+    text_a, warn = _read(root, ids[a], records[a].get("digest"), shingle["params"])
     warnings += [warn] if warn else []
-    text_b, warn = _read(root, ids[b], records[b].get("digest"))
+    text_b, warn = _read(root, ids[b], records[b].get("digest"), shingle["params"])
     warnings += [warn] if warn else []
     lowercase = shingle["params"].get("lowercase", True)
     keys_a, spans_a = split_words(text_a, lowercase) if text_a is not None else ([], [])

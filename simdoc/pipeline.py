@@ -12,6 +12,7 @@ signatures, so asking for another threshold simply re-bands.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import logging
 import multiprocessing
@@ -28,6 +29,7 @@ from tqdm import tqdm
 from simdoc import __version__
 from simdoc.corpus import FileEntry, discover, read_document
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch, UsageError
+from simdoc.exact import groups_of, representatives
 from simdoc.lsh import (
     DEFAULT_RECALL,
     DEFAULT_THRESHOLD,
@@ -167,6 +169,10 @@ class LoadedIndex:
 
     def bands(self) -> tuple[np.ndarray, np.ndarray]:
         return self._array("index", "bands"), self._array("index", "buckets")
+
+    def representatives(self) -> np.ndarray:
+        """rep[i]: the first document with exactly document i's shingles (see simdoc.exact)."""
+        return np.asarray(self._array("index", "groups"))
 
 
 def open_index(index: str | os.PathLike) -> LoadedIndex:
@@ -650,13 +656,17 @@ def _build_index(
     if stored and stored["params"] == params and stored.get("built_from") == sig_stage["build_id"]:
         return StageResult("index", False, time.perf_counter() - t0, "up to date"), report
     sigs = loaded.signatures()
-    eligible = np.diff(loaded.shingle_sets().indptr) > 0
+    sets = loaded.shingle_sets()
+    # Exact copies are folded onto their first member: only representatives are banded.
+    rep = representatives(sets, sigs)
+    eligible = (np.diff(sets.indptr) > 0) & (rep == np.arange(len(rep)))
     keys = band_keys(sigs, params["bands"], params["rows"])
     order = bucket_order(keys, eligible)
     build = _build_id(sig_stage["build_id"], params, __version__)
-    names = {"bands": f"bands.{build}.npy", "buckets": f"buckets.{build}.npy"}
+    names = {"bands": f"bands.{build}.npy", "buckets": f"buckets.{build}.npy", "groups": f"groups.{build}.npy"}
     files = {names["bands"]: loaded.store.save_array(names["bands"], keys)}
     files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
+    files[names["groups"]] = loaded.store.save_array(names["groups"], rep)
     loaded.manifest["stages"]["index"] = {
         "params": params,
         "built_from": sig_stage["build_id"],
@@ -700,19 +710,56 @@ class PairsResult:
     n_skipped: int = 0
     seconds: float = 0.0
     changed: np.ndarray | None = None  # with new_only: per document, added or changed by the latest update
+    groups: list[np.ndarray] = field(default_factory=list)  # exact copies: every pair inside is printed
+    group_value: tuple[float, float | None] = (1.0, 1.0)  # (estimated, jaccard) of a pair inside a group
+
+    def n_group_pairs(self) -> int:
+        if self.changed is None:
+            return sum(len(g) * (len(g) - 1) // 2 for g in self.groups)
+        return sum(1 for _ in self._group_pairs())
 
     def __len__(self) -> int:
-        return len(self.left)
+        return len(self.left) + self.n_group_pairs()
+
+    def _group_pairs(self) -> Iterator[tuple[int, int]]:
+        """Pairs inside the groups of exact copies, in (doc_a, doc_b) order, generated lazily."""
+        if not self.groups:
+            return
+        group_of = {}
+        for g in self.groups:
+            for pos, d in enumerate(g.tolist()):
+                group_of[d] = (g, pos)
+        for a in sorted(group_of):
+            g, pos = group_of[a]
+            for b in g[pos + 1 :].tolist():
+                if self.changed is None or self.changed[a] or self.changed[b]:
+                    yield a, b
+
+    def index_pairs(self) -> Iterator[tuple[int, int, float, float | None]]:
+        """(left, right, estimated, jaccard) as document numbers, in print order."""
+        est_g, jac_g = self.group_value
+        primary = self.jaccard if self.jaccard is not None else self.estimated
+        top = np.round(jac_g if self.jaccard is not None else est_g, 4)
+        # Scored pairs that print the same value as a pair of copies are merged with them by names.
+        n_top = int(np.count_nonzero(np.round(primary, 4) >= top)) if len(primary) else 0
+
+        def scored(lo: int, hi: int) -> Iterator[tuple]:
+            for i in range(lo, hi):
+                jac = None if self.jaccard is None else float(self.jaccard[i])
+                yield int(self.left[i]), int(self.right[i]), float(self.estimated[i]), jac
+
+        copies = ((a, b, est_g, jac_g) for a, b in self._group_pairs())
+        yield from heapq.merge(copies, scored(0, n_top), key=lambda r: (r[0], r[1]))
+        yield from scored(n_top, len(self.left))
 
     def __iter__(self) -> Iterator[Pair]:
         ids = self.doc_ids
         sides = {(True, False): "a", (False, True): "b", (True, True): "both"}
-        for i in range(len(self.left)):
-            jac = None if self.jaccard is None else float(self.jaccard[i])
+        for a, b, est, jac in self.index_pairs():
             new = None
             if self.changed is not None:
-                new = sides[(bool(self.changed[self.left[i]]), bool(self.changed[self.right[i]]))]
-            yield Pair(ids[self.left[i]], ids[self.right[i]], float(self.estimated[i]), jac, new)
+                new = sides[(bool(self.changed[a]), bool(self.changed[b]))]
+            yield Pair(ids[a], ids[b], est, jac, new)
 
 
 def _banding_threshold(threshold: float, measure: str) -> float:
@@ -735,14 +782,20 @@ def score_candidates(
     keys, buckets = loaded.bands()
     sigs = loaded.signatures()
     sets = loaded.shingle_sets() if verify else None
+    rep = loaded.representatives()
+    members = _members(rep)
     stats = BucketStats()
     parts: list[tuple] = []
+    n_candidates = 0
     for left, right in iter_candidates(keys, buckets, stats):
+        if members is not None:
+            left, right = _expand(left, right, members)
         if only_docs is not None:
             mine = only_docs[left] | only_docs[right]
             left, right = left[mine], right[mine]
             if not len(left):
                 continue
+        n_candidates += len(left)
         est = pair_estimates(sigs, left, right)
         jac = pair_jaccard(sets, left, right, measure) if verify else None
         if not all_candidates:
@@ -763,7 +816,33 @@ def score_candidates(
     # Order as printed: similarity (4 decimals) descending, then names (= document numbers).
     primary = np.round(jac if verify else est, 4)
     order = np.lexsort((right, left, -primary))
-    return left[order], right[order], est[order], (jac[order] if verify else None), stats.n_candidates, stats
+    return left[order], right[order], est[order], (jac[order] if verify else None), n_candidates, stats
+
+
+def _members(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """CSR of each representative's group (itself first), or None when there are no copies."""
+    n = len(rep)
+    if np.all(rep == np.arange(n)):
+        return None
+    order = np.argsort(rep, kind="stable")  # members of a group by document number
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rep, minlength=n), out=indptr[1:])
+    return indptr, order
+
+
+def _expand(left: np.ndarray, right: np.ndarray, members: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair of representatives stands for every pair of their groups' members."""
+    indptr, order = members
+    na = indptr[left + 1] - indptr[left]
+    nb = indptr[right + 1] - indptr[right]
+    if np.all((na == 1) & (nb == 1)):
+        return left, right
+    n_out = na * nb
+    pair = np.repeat(np.arange(len(left)), n_out)
+    within = np.arange(int(n_out.sum())) - np.repeat(np.cumsum(n_out) - n_out, n_out)
+    a = order[indptr[left[pair]] + within // nb[pair]]
+    b = order[indptr[right[pair]] + within % nb[pair]]
+    return np.minimum(a, b), np.maximum(a, b)
 
 
 def find_pairs(
@@ -824,7 +903,8 @@ def find_pairs(
         left, right, est, jac, n_cand, stats = score_candidates(loaded, t, measure, verify, all_candidates, changed)
         shingle = loaded.stage("shingle")
         doc_ids = [r["id"] for r in records]
-    return PairsResult(
+        groups = groups_of(loaded.representatives())
+    result = PairsResult(
         doc_ids,
         left,
         right,
@@ -841,7 +921,12 @@ def find_pairs(
         n_skipped=len(shingle.get("skipped", [])),
         seconds=time.perf_counter() - t0,
         changed=changed,
+        groups=groups,
+        group_value=(1.0, (0.5 if measure == "bag" else 1.0) if verify else None),
     )
+    # Pairs of exact copies were candidates too (they share every bucket).
+    result.n_candidates += result.n_group_pairs()
+    return result
 
 
 def _refresh_for_pairs(

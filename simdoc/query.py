@@ -66,6 +66,8 @@ def query_documents(
         sigs = loaded.signatures()
         sets = loaded.shingle_sets()
         doc_ids = loaded.doc_ids()
+        rep = loaded.representatives()
+        folded = bool(np.any(rep != np.arange(len(rep))))
         matches: list[Match] = []
         warnings: list[str] = []
         for q, (qid, _) in enumerate(documents):
@@ -75,6 +77,8 @@ def query_documents(
             found = _candidates(qkeys[:, q], sorted_keys, buckets)
             if not len(found):
                 continue
+            if folded:  # buckets hold one representative per group of exact copies
+                found = np.flatnonzero(np.isin(rep, found))
             matches.extend(_score(qid, q, qsets, qsigs, found, sets, sigs, doc_ids, t, verify, all_candidates))
     return matches, warnings
 

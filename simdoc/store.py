@@ -78,7 +78,7 @@ def crc32_file(path: Path, offset: int = 0) -> int:
 
 # Names simdoc writes: <stem>.<16 hex build id>.<ext>, the manifest, and temporary
 # files of those (".<name>.<random>.tmp"). Nothing else in a directory is ours.
-_STEMS = r"(docs|shingles\.(indptr|data|counts|origin)|minhash\.family|signatures|bands|buckets)"
+_STEMS = r"(docs|shingles\.(indptr|data|counts|origin)|minhash\.family|signatures|bands|buckets|groups)"
 _OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json|lock|readers)$")
 _OWN_TMP = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
 

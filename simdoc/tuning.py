@@ -289,7 +289,9 @@ class IndexStats:
         return asdict(self)
 
 
-def bucket_sizes(keys: np.ndarray, buckets: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+def bucket_sizes(
+    keys: np.ndarray, buckets: np.ndarray, weight: np.ndarray | None = None
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per band, the size and first position (in ``buckets[band]``) of every bucket.
 
     Parameters
@@ -297,6 +299,9 @@ def bucket_sizes(keys: np.ndarray, buckets: np.ndarray) -> list[tuple[np.ndarray
     keys : ndarray of shape (bands, n_docs), dtype uint64
     buckets : ndarray of shape (bands, n_nonempty), dtype int64
         Per band, documents sorted by key (runs of equal keys are buckets).
+    weight : ndarray of shape (n_docs,), optional
+        Documents each bucket member stands for: exact copies are folded onto
+        one representative (simdoc.exact), and a bucket's size counts them all.
     """
     out = []
     for t in range(keys.shape[0]):
@@ -306,7 +311,10 @@ def bucket_sizes(keys: np.ndarray, buckets: np.ndarray) -> list[tuple[np.ndarray
             continue
         sk = keys[t][order]
         starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
-        sizes = np.diff(np.append(starts, len(order)))
+        if weight is None:
+            sizes = np.diff(np.append(starts, len(order)))
+        else:
+            sizes = np.add.reduceat(weight[order], starts).astype(np.int64)
         out.append((sizes, starts))
     return out
 
@@ -332,10 +340,10 @@ def size_histogram(sizes: np.ndarray) -> tuple[tuple[int, int, int], ...]:
 
 
 def summarise_buckets(
-    keys: np.ndarray, buckets: np.ndarray, doc_ids: list[str], top: int = 5
+    keys: np.ndarray, buckets: np.ndarray, doc_ids: list[str], top: int = 5, weight: np.ndarray | None = None
 ) -> tuple[int, int, tuple[tuple[int, int, int], ...], tuple[LargeBucket, ...]]:
     """Bucket count, shared-bucket count, size histogram and the ``top`` largest shared buckets."""
-    per_band = bucket_sizes(keys, buckets)
+    per_band = bucket_sizes(keys, buckets, weight)
     all_sizes = np.concatenate([s for s, _ in per_band]) if per_band else np.zeros(0, np.int64)
     big: list[tuple[int, int, int]] = []  # (-size, band, first document number)
     for t, (sizes, starts) in enumerate(per_band):
@@ -373,7 +381,9 @@ def index_stats(loaded: LoadedIndex, top: int = 5) -> IndexStats:
         params = idx["params"]
         if current:
             keys, buckets = loaded.bands()
-            n_buckets, n_shared, hist, largest = summarise_buckets(keys, buckets, loaded.doc_ids(), top)
+            rep = loaded.representatives()
+            weight = np.bincount(rep, minlength=len(rep))
+            n_buckets, n_shared, hist, largest = summarise_buckets(keys, buckets, loaded.doc_ids(), top, weight)
         else:  # the arrays may not even match today's documents: describe nothing but the fact
             n_buckets, n_shared, hist, largest = 0, 0, (), ()
         summary = BucketSummary(

@@ -326,6 +326,7 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
         "signatures",
         "bands",
         "buckets",
+        "groups",
     }
     assert set(n1) == set(n2)
     for role in n1:

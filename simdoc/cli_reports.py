@@ -1,0 +1,456 @@
+"""The report commands: clusters, dedup, tune, stats, show.
+
+Registered on the ``simdoc`` group of :mod:`simdoc.cli` (which imports this
+module at its end). As there, each command parses options, calls the library
+and writes records: data on stdout, summaries and warnings on stderr, errors
+as :class:`~simdoc.errors.SimdocError` turned into ``Error: ...`` by the group.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import click
+
+from simdoc.cli import (
+    _apply,
+    _env_index,
+    _need_index,
+    _opt,
+    _reader_went_away,
+    _report,
+    _setup_logging,
+    _show_progress,
+    banding_options,
+    cli,
+    index_option,
+    jobs_option,
+    quiet_option,
+    rebuild_option,
+    shingle_options,
+    signature_options,
+    threshold_option,
+    verbose_option,
+    wait_option,
+)
+from simdoc.clusters import KEEP_POLICIES, cluster_pairs, plan_dedup
+from simdoc.errors import IndexError_, ParameterMismatch
+from simdoc.evidence import DEFAULT_CONTEXT, DEFAULT_MIN_WORDS, PairEvidence, Segment, pair_evidence, render_plain
+from simdoc.lsh import DEFAULT_RECALL, DEFAULT_THRESHOLD
+from simdoc.output import tsv_field
+from simdoc.pipeline import PairsResult, build_shingles, build_signatures, default_index_path, find_pairs, open_index
+from simdoc.store import IndexStore
+from simdoc.tuning import format_stats, format_tune, index_stats, render_s_curve, tune
+
+log = logging.getLogger("simdoc")
+PLAIN_WIDTH = 80  # `show` wraps document text to this width when stdout is not a terminal
+
+# The options of `pairs` that decide which pairs there are (not how they are printed).
+pair_options = [
+    index_option,
+    threshold_option,
+    _opt("--measure", type=click.Choice(["set", "bag"]), default="set", help="Verified similarity: set or bag Jaccard."),
+    *shingle_options,
+    *signature_options,
+    *banding_options,
+    jobs_option,
+    rebuild_option,
+    wait_option,
+    quiet_option,
+    verbose_option,
+]
+
+
+def _check_corpus_index(corpus: Path | None, index: Path | None, rebuild: bool) -> Path:
+    """The index directory to use, with the same rules as `pairs`."""
+    if corpus is None and index is None and not _env_index():
+        raise click.UsageError("give a CORPUS, an --index, or both")
+    if rebuild and corpus is None:
+        raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
+    if index is not None:
+        return index
+    return default_index_path(corpus) if corpus is not None else _need_index(None)
+
+
+def _verified_pairs(corpus, index, quiet, verbose, **options) -> tuple[PairsResult, Path]:
+    index = _check_corpus_index(corpus, index, options["rebuild"])
+    res = find_pairs(corpus, index, verify=True, all_candidates=False, progress=_show_progress(quiet), **options)
+    _report(res.stages, verbose)
+    if verbose and res.banding:
+        log.debug(f"banding: {res.banding.describe()}")
+    return res, index
+
+
+def _emit(lines) -> None:
+    """Write records to stdout; a reader that goes away (`| head`) ends the command quietly."""
+    try:
+        for line in lines:
+            sys.stdout.write(line)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _reader_went_away()
+
+
+def _cut(res: PairsResult) -> str:
+    return f"{res.measure} jaccard >= {res.threshold:g}"
+
+
+# ---------------------------------------------------------------- clusters
+
+
+@cli.command()
+@click.argument("corpus", required=False, type=click.Path(path_type=Path))
+@_opt("--format", "-f", "fmt", type=click.Choice(["tsv", "jsonl"]), default="tsv", help="Output format. Default: tsv.")
+@_apply(pair_options)
+def clusters(corpus, fmt, index, quiet, verbose, **options) -> None:
+    """Print groups of near-duplicates: connected components of the verified pairs.
+
+    Only pairs whose exact Jaccard reaches the threshold link documents, never
+    raw LSH candidates. One cluster per line: cluster_id, size, members
+    (sorted); clusters are numbered from 1 in order of their first member.
+    Takes the CORPUS, --index and stage options of `pairs` and builds what is
+    missing the same way.
+
+    \b
+    Examples:
+      simdoc clusters sample_corpus --threshold 0.7
+      simdoc clusters --index /tmp/idx --format jsonl > clusters.jsonl
+      simdoc clusters sample_corpus | awk -F'\\t' '$2 > 2'     # clusters of 3 or more
+    """
+    _setup_logging(quiet, verbose)
+    res, _ = _verified_pairs(corpus, index, quiet, verbose, **options)
+    found = cluster_pairs(res)
+    if fmt == "tsv":
+        lines = ("\t".join([str(c.cluster_id), str(c.size), *map(tsv_field, c.members)]) + "\n" for c in found)
+    else:
+        lines = (
+            json.dumps({"cluster_id": c.cluster_id, "size": c.size, "members": list(c.members)}, ensure_ascii=False) + "\n"
+            for c in found
+        )
+    _emit(lines)
+    held = sum(c.size for c in found)
+    log.info(
+        f"simdoc: {res.n_docs} documents, {len(res)} pairs ({_cut(res)}), {len(found)} "
+        f"cluster{'s' if len(found) != 1 else ''} holding {held} documents in {res.seconds:.2f} s"
+    )
+
+
+# ---------------------------------------------------------------- dedup
+
+
+@cli.command()
+@click.argument("corpus", required=False, type=click.Path(path_type=Path))
+@_opt(
+    "--keep",
+    type=click.Choice(KEEP_POLICIES),
+    default="first",
+    help="Which member of a cluster to keep: first (smallest id), longest/shortest (bytes), "
+    "newest/oldest (modification time); ties go to the smallest id. Default: first.",
+)
+@_opt("--null", "-0", "null", is_flag=True, help="End each path with NUL instead of newline (for `xargs -0`).")
+@_opt("--absolute", is_flag=True, help="Print absolute paths instead of paths relative to the corpus.")
+@_opt(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(["paths", "tsv", "jsonl"]),
+    default="paths",
+    help="paths: one droppable path per line; tsv: drop<TAB>keep; jsonl: one cluster per line. Default: paths.",
+)
+@_apply(pair_options)
+def dedup(corpus, keep, null, absolute, fmt, index, quiet, verbose, **options) -> None:
+    """Print the documents that can go: all but one of every cluster.
+
+    Clusters are those of `simdoc clusters`; of each, the --keep document
+    stays and the others are printed, one path per line. simdoc deletes
+    nothing itself. Every document in a cluster is linked to the kept one by
+    a chain of verified pairs, not necessarily by one pair: use a high
+    --threshold for deletion.
+
+    \b
+    Examples:
+      simdoc dedup sample_corpus --threshold 0.9
+      simdoc dedup my_corpus --threshold 0.95 --keep newest --absolute -0 | xargs -0 rm --
+      simdoc dedup --index /tmp/idx --format tsv            # drop<TAB>keep
+    """
+    _setup_logging(quiet, verbose)
+    if null and fmt != "paths":
+        raise click.UsageError("-0/--null goes with the default path list (--format paths)")
+    res, index = _verified_pairs(corpus, index, quiet, verbose, **options)
+    with IndexStore(index).reading():
+        loaded = open_index(index)
+        records = loaded.doc_records()
+        root = loaded.stage("shingle").get("corpus", "")
+    if [r["id"] for r in records] != res.doc_ids:
+        # Another run updated the index between the pairs and this read: sizes and
+        # times would belong to other documents than the clusters.
+        raise IndexError_(f"the index at {index} changed while dedup ran", hint="run dedup again")
+    decisions = plan_dedup(cluster_pairs(res), records, keep)
+
+    def name(doc_id: str) -> str:
+        return os.path.join(root, *doc_id.split("/")) if absolute else doc_id
+
+    n_drop = sum(len(d.drop) for d in decisions)
+    sizes = {r["id"]: r["size"] for r in records}
+    drop_bytes = sum(sizes[x] for d in decisions for x in d.drop)
+    if fmt == "paths":
+        end = "\0" if null else "\n"
+        unsafe = [x for d in decisions for x in d.drop if not null and ("\n" in x or "\r" in x)]
+        for x in unsafe:
+            # Split at the newline, such a name could make `xargs` remove another file.
+            log.warning(f"{x!r} has a line break in its name: left out; use -0 to list it")
+        lines = (name(x) + end for d in decisions for x in d.drop if x not in unsafe)
+    elif fmt == "tsv":
+        lines = (f"{tsv_field(name(x))}\t{tsv_field(name(d.keep))}\n" for d in decisions for x in d.drop)
+    else:
+        lines = (
+            json.dumps({"cluster_id": d.cluster_id, "keep": name(d.keep), "drop": [name(x) for x in d.drop]}, ensure_ascii=False)
+            + "\n"
+            for d in decisions
+        )
+    _emit(lines)
+    log.info(
+        f"simdoc: {len(decisions)} cluster{'s' if len(decisions) != 1 else ''}: keep {len(decisions)}, "
+        f"drop {n_drop} documents ({drop_bytes} bytes) ({_cut(res)}, --keep {keep}) in {res.seconds:.2f} s"
+    )
+
+
+# ---------------------------------------------------------------- tune
+
+
+_PLOT_ROW = re.compile(r"^[ \d.]{4} [|+]")  # a row of the plot: 4-character label, blank, axis
+
+
+def _styled(lines: list[str]) -> None:
+    """Print the tune report on a terminal: curve in cyan, threshold marks in yellow (rich honours NO_COLOR)."""
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(highlight=False, soft_wrap=True)
+    for line in lines:
+        text = Text(line)
+        text.highlight_regex(r"\*+", "cyan")
+        text.highlight_regex(r"<- T\S*|\^ T=\S+|T=\S+ \^", "yellow")
+        if _PLOT_ROW.match(line):  # the threshold column, right of the axis
+            for i, ch in enumerate(line[6:], start=6):
+                if ch in "|+":
+                    text.stylize("yellow", i, i + 1)
+        console.print(text)
+
+
+@cli.command("tune")
+@_opt("--threshold", "-t", type=float, default=None, help=f"Jaccard threshold T in (0, 1]. Default: {DEFAULT_THRESHOLD}.")
+@signature_options[0]  # --num-perm
+@_apply(banding_options)
+@_opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text (with the S-curve) or one JSON object. Default: text.")
+@quiet_option
+@verbose_option
+def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
+    """Show the bands and rows for a threshold, and the pairs they will miss or add.
+
+    Prints the b and r that `simdoc index` would choose (or evaluates the
+    --bands/--rows given), the probability that a pair of similarity s
+    becomes a candidate, 1-(1-s^r)^b, at several s, the false-negative rate
+    1-P(T) at the threshold, the false-positive rate P(T-0.2), and the
+    S-curve with the threshold marked. Needs no index.
+
+    \b
+    Examples:
+      simdoc tune --threshold 0.8
+      simdoc tune --threshold 0.5 --num-perm 256
+      simdoc tune --threshold 0.8 --bands 20 --rows 5 --format json
+    """
+    _setup_logging(quiet, verbose)
+    report = tune(DEFAULT_THRESHOLD if threshold is None else threshold, num_perm or 128, bands, rows)
+    if not report.explicit:
+        log.debug(
+            f"tune: of all b*r <= {report.num_perm} with P(T) >= {DEFAULT_RECALL}, the least false-positive area below T"
+        )
+    if not report.recall_reached:
+        log.warning(
+            f"P(J={report.threshold:g}) = {1 - report.false_negative_rate:.4f} is below {DEFAULT_RECALL}: "
+            + ("raise --num-perm" if not report.explicit else "more bands or fewer rows raise it")
+        )
+    if fmt == "json":
+        _emit([json.dumps(report.as_dict()) + "\n"])
+        return
+    lines = format_tune(report) + [""] + ["P(candidate) by similarity J"] + render_s_curve(report.bands, report.rows, report.threshold)
+    if sys.stdout.isatty():
+        _styled(lines)
+    else:
+        _emit(line + "\n" for line in lines)
+
+
+# ---------------------------------------------------------------- stats
+
+
+@cli.command()
+@index_option
+@_opt("--top", type=click.IntRange(0), default=5, help="How many of the largest buckets to list. Default: 5.")
+@_opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text or one JSON object. Default: text.")
+@quiet_option
+@verbose_option
+def stats(index, top, fmt, quiet, verbose) -> None:
+    """Describe an index: documents, shingles per document, LSH bucket sizes.
+
+    The bucket-size histogram counts the buckets of every band by size;
+    the largest buckets, with one member each, are usually exact copies or
+    shared boilerplate, and cost candidate pairs quadratic in their size.
+
+    \b
+    Examples:
+      simdoc stats --index /tmp/idx
+      simdoc stats --index /tmp/idx --top 20 --format json
+    """
+    _setup_logging(quiet, verbose)
+    t0 = time.perf_counter()
+    index = _need_index(index)
+    with IndexStore(index).reading():
+        result = index_stats(open_index(index), top)
+    log.debug(f"stats: {index} read in {time.perf_counter() - t0:.2f} s")
+    if result.buckets is not None and not result.buckets.current:
+        log.warning("the LSH buckets are out of date: run `simdoc index --index ...` (or `simdoc pairs`)")
+    if fmt == "json":
+        _emit([json.dumps(result.as_dict(), ensure_ascii=False) + "\n"])
+    else:
+        _emit(line + "\n" for line in format_stats(result))
+
+
+# ---------------------------------------------------------------- show
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.1f}%" if whole else "-"
+
+
+def _show_header(ev: PairEvidence) -> list[str]:
+    o = ev.overlap
+    est = f"{ev.estimated:.4f}  (MinHash, {ev.num_perm} permutations)" if ev.estimated is not None else "n/a (no signatures)"
+    lines = [
+        f"A  {ev.doc_a}  ({ev.words_a} words, {o.n_a} shingles)",
+        f"B  {ev.doc_b}  ({ev.words_b} words, {o.n_b} shingles)",
+        f"set jaccard      {o.set_jaccard:.4f}  ({o.n_common} of {o.n_union} distinct shingles shared)",
+        f"bag jaccard      {o.bag_jaccard:.4f}  (identical bags score 0.5)",
+        f"estimated        {est}",
+        f"A in B           {o.containment_a:.4f}  (|A∩B|/|A|: share of A's shingles found in B)",
+        f"B in A           {o.containment_b:.4f}  (|A∩B|/|B|)",
+    ]
+    if not ev.passages:
+        lines.append(f"shared passages  none of {ev.min_words} or more words")
+        return lines
+    shared = ev.shared_words
+    lines.append(
+        f"shared passages  {len(ev.passages)} of {ev.min_words} or more words: {shared} words, "
+        f"{_pct(shared, ev.words_a)} of A and {_pct(shared, ev.words_b)} of B"
+    )
+    lines.append("")
+    lines.append(f"{'passage':>7}  {'A words':>13}  {'B words':>13}  {'words':>6}")
+    for p in ev.passages:
+        a, b = f"{p.a_start + 1}-{p.a_end}", f"{p.b_start + 1}-{p.b_end}"
+        lines.append(f"{p.number:>7}  {a:>13}  {b:>13}  {p.words:>6}")
+    return lines
+
+
+def _rich_document(segments: list[Segment]):
+    from rich.text import Text
+
+    out = Text()
+    for i, seg in enumerate(segments):
+        if i:
+            out.append(" ")
+        style = "bold green" if seg.kind == "shared" else ""
+        if seg.kind == "shared":
+            out.append(f"[{seg.passage}]", style="bold magenta")
+            out.append(" ")
+        out.append(seg.head, style=style)
+        if seg.elided:
+            out.append((" " if seg.head else "") + f"(... {seg.elided} words ...)", style="dim")
+            if seg.tail:
+                out.append(" ")
+                out.append(seg.tail, style=style)
+    return out
+
+
+@cli.command()
+@click.argument("args", nargs=-1, required=True, metavar="[CORPUS] DOC_A DOC_B")
+@index_option
+@_opt("--min-words", type=click.IntRange(1), default=DEFAULT_MIN_WORDS, help=f"Shortest shared passage, in words. Default: {DEFAULT_MIN_WORDS}.")
+@_opt("--context", type=click.IntRange(1), default=DEFAULT_CONTEXT, help=f"Words kept at each end of a long stretch. Default: {DEFAULT_CONTEXT}.")
+@_opt("--full", is_flag=True, help="Print both documents whole, without shortening long stretches.")
+@_opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text or one JSON object. Default: text.")
+@_apply(shingle_options)
+@_apply(signature_options)
+@jobs_option
+@rebuild_option
+@wait_option
+@quiet_option
+@verbose_option
+def show(args, index, min_words, context, full, fmt, num_perm, seed, jobs, rebuild, wait, quiet, verbose, **shingle) -> None:
+    """Show the evidence for one pair: similarities and the passages they share.
+
+    DOC_A and DOC_B are document ids as `simdoc pairs` prints them (or paths
+    to the files). Prints set and bag Jaccard, the MinHash estimate, the
+    containment each way, the shared passages (maximal common runs of words,
+    found even when moved), and both documents with the shared passages
+    marked: highlighted on a terminal, as [[n: ...]] otherwise. With CORPUS,
+    the shingle and signature stages are brought up to date first.
+
+    \b
+    Examples:
+      simdoc show sample_corpus policies/remote-work-policy-2023.txt policies/remote-work-policy-2024.txt
+      simdoc show --index /tmp/idx web/harbor-festival.txt web/mirror-harbor-festival.txt --full
+    """
+    _setup_logging(quiet, verbose)
+    if len(args) not in (2, 3):
+        raise click.UsageError(f"give DOC_A DOC_B, or CORPUS DOC_A DOC_B ({len(args)} arguments given)")
+    corpus, doc_a, doc_b = (None, *args) if len(args) == 2 else args
+    corpus = Path(corpus) if corpus is not None else None
+    index = _check_corpus_index(corpus, index, rebuild)
+    progress = _show_progress(quiet)
+    stages = []
+    if corpus is not None:
+        stages.append(build_shingles(corpus, index, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait, **shingle))
+    else:
+        # The shingle options (--unit, --k, ...) must agree with the index, as for `pairs`.
+        stored = open_index(index).stage("shingle")["params"]
+        for name, value in shingle.items():
+            if value is not None and name in stored and stored[name] != value:
+                raise ParameterMismatch("shingle", name, stored[name], value, str(index))
+    stages.append(build_signatures(index, num_perm=num_perm, seed=seed, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait))
+    _report(stages, verbose)
+    with IndexStore(index).reading():
+        ev = pair_evidence(open_index(index), doc_a, doc_b, min_words)
+    for w in ev.warnings:
+        log.warning(w)
+    if fmt == "json":
+        _emit([json.dumps(ev.as_dict(), ensure_ascii=False) + "\n"])
+        return
+    ctx = None if full else context
+    header = _show_header(ev)
+    if sys.stdout.isatty():
+        from rich.console import Console
+
+        console = Console(highlight=False)
+        for line in header:
+            console.print(line, markup=False)
+        for side, doc in (("a", ev.doc_a), ("b", ev.doc_b)):
+            console.print()
+            console.print(f"{side.upper()}: {doc}", style="bold", markup=False)
+            console.print(_rich_document(ev.segments(side, ctx)))
+        return
+    lines = list(header)
+    for side, doc in (("a", ev.doc_a), ("b", ev.doc_b)):
+        lines += ["", f"{side.upper()}: {doc}"]
+        if (ev.text_a if side == "a" else ev.text_b) is None:
+            lines.append("  (could not be read)")
+            continue
+        body = render_plain(ev.segments(side, ctx))
+        lines += textwrap.wrap(body, PLAIN_WIDTH, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
+    _emit(line + "\n" for line in lines)

@@ -1,0 +1,82 @@
+"""Groups of exact duplicates: documents whose shingle bags are identical.
+
+Thousands of copies of one page (mirrors, templates, empty-ish files) put
+every copy in the same bucket of every band, and n copies mean n(n-1)/2
+candidate pairs. simdoc folds each group onto its first member (the
+*representative*) before banding: only representatives enter the buckets,
+and the pairs inside a group (set Jaccard 1, bag Jaccard 1/2, estimate 1)
+are produced on the fly when printed, without being held in memory.
+
+Two documents are in one group when their shingle sets *and* the counts of
+each shingle are equal, so that both the set and the bag measure are known
+without computing them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simdoc.lsh import band_keys
+from simdoc.shingling import ShingleSets
+
+
+def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
+    """rep[i]: the smallest document whose shingle bag equals document i's.
+
+    Parameters
+    ----------
+    sets : ShingleSets
+        Rows in document order.
+    signatures : ndarray of shape (n_docs, num_perm), dtype uint32
+        Equal bags have equal signatures, so only documents whose signatures
+        hash alike are compared.
+
+    Returns
+    -------
+    ndarray of shape (n_docs,), dtype int64
+        ``rep[i] == i`` for a document with no earlier copy, and for every
+        document with no shingles (those are never grouped).
+    """
+    n = sets.n_docs
+    rep = np.arange(n, dtype=np.int64)
+    indptr = np.asarray(sets.indptr)
+    sizes = np.diff(indptr)
+    docs = np.flatnonzero(sizes > 0)
+    if len(docs) < 2:
+        return rep
+    key = band_keys(np.asarray(signatures[docs]), 1, signatures.shape[1])[0]
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
+    ends = np.append(starts[1:], len(sk))
+    for s, e in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
+        members = np.sort(docs[order[s:e]])
+        remaining = members.tolist()
+        while remaining:
+            first = remaining[0]
+            a, b = indptr[first], indptr[first + 1]
+            row, cnt = np.asarray(sets.data[a:b]), np.asarray(sets.counts[a:b])
+            rest = []
+            for m in remaining[1:]:
+                c, d = indptr[m], indptr[m + 1]
+                if d - c == b - a and np.array_equal(sets.data[c:d], row) and np.array_equal(sets.counts[c:d], cnt):
+                    rep[m] = first
+                else:
+                    rest.append(m)
+            remaining = rest
+    return rep
+
+
+def groups_of(rep: np.ndarray) -> list[np.ndarray]:
+    """The groups with at least two members, each sorted, ordered by first member."""
+    copies = np.flatnonzero(rep != np.arange(len(rep)))
+    if not len(copies):
+        return []
+    heads = np.unique(rep[copies])
+    order = np.argsort(rep, kind="stable")
+    sorted_rep = rep[order]
+    out = []
+    for h in heads:
+        lo, hi = np.searchsorted(sorted_rep, h, "left"), np.searchsorted(sorted_rep, h, "right")
+        out.append(np.sort(order[lo:hi]))
+    return out

@@ -1,0 +1,73 @@
+"""Exact copies are folded onto one representative: no n^2 buckets, every pair still printed."""
+
+import itertools
+
+import numpy as np
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simdoc
+from simdoc.cli import cli
+from simdoc.exact import groups_of, representatives
+from simdoc.minhash import MinHasher
+from simdoc.pipeline import open_index
+from simdoc.shingling import ShingleSets
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 6), max_size=5), min_size=1, max_size=12))
+def test_representatives_group_exactly_equal_bags(rows):
+    sets = ShingleSets.from_sets(rows)
+    rep = representatives(sets, MinHasher(16, 1).signatures(sets))
+    for i, j in itertools.combinations(range(len(rows)), 2):
+        same = bool(rows[i]) and sorted(rows[i]) == sorted(rows[j])
+        assert (rep[i] == rep[j]) == same or (not rows[i] and rep[i] == i)
+    for i in range(len(rows)):
+        assert rep[i] <= i and rep[rep[i]] == rep[i]
+    for g in groups_of(rep):
+        assert len(g) >= 2 and list(g) == sorted(g)
+
+
+def test_many_identical_files_fold_into_one_bucket_entry(tmp_path):
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    n = 300
+    for i in range(n):
+        (corpus / f"copy{i:03d}.txt").write_text("the very same tiny page", encoding="utf-8")
+    (corpus / "other.txt").write_text("something else entirely, about boats", encoding="utf-8")
+    (corpus / "near.txt").write_text("the very same tiny page!", encoding="utf-8")
+    idx = tmp_path / "idx"
+    res = simdoc.find_pairs(corpus, idx, threshold=0.6, jobs=1)
+    # The buckets hold one representative for the 300 copies, not 300 documents.
+    keys, buckets = open_index(idx).bands()
+    assert buckets.shape[1] == 3
+    # Pairs inside the group are not materialised, but all are printed, in order.
+    assert len(res.left) == n  # each copy with near.txt
+    expected_pairs = n * (n - 1) // 2 + n
+    assert len(res) == expected_pairs
+    out = list(res)
+    assert len(out) == expected_pairs
+    keys_printed = [(-round(p.jaccard, 4), p.doc_a, p.doc_b) for p in out]
+    assert keys_printed == sorted(keys_printed)
+    assert out[0].doc_a == "copy000.txt" and out[0].doc_b == "copy001.txt" and out[0].jaccard == 1.0
+    r = CliRunner().invoke(cli, ["pairs", "--index", str(idx), "--threshold", "0.6"])
+    assert r.exit_code == 0
+    assert len(r.stdout.splitlines()) == expected_pairs
+    assert f"{expected_pairs} candidates" in r.stderr
+
+
+def test_copies_with_other_counts_are_not_folded_and_bag_values_are_right(tmp_path):
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("abcdef abcdef", encoding="utf-8")
+    (corpus / "b.txt").write_text("abcdef abcdef", encoding="utf-8")
+    (corpus / "c.txt").write_text("abcdef abcdef abcdef", encoding="utf-8")
+    res = simdoc.find_pairs(corpus, tmp_path / "idx", measure="bag", threshold=0.3, jobs=1)
+    got = {(p.doc_a, p.doc_b): round(p.jaccard, 4) for p in res}
+    assert got[("a.txt", "b.txt")] == 0.5  # identical bags
+    sets = simdoc.shingle_texts(["abcdef abcdef", "abcdef abcdef abcdef"])
+    from simdoc.similarity import pair_jaccard
+
+    want = round(float(pair_jaccard(sets, np.array([0]), np.array([1]), "bag")[0]), 4)
+    assert got[("a.txt", "c.txt")] == got[("b.txt", "c.txt")] == want < 0.5
