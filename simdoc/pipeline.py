@@ -11,6 +11,7 @@ signatures, so asking for another threshold simply re-bands.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import heapq
 import json
@@ -19,6 +20,7 @@ import multiprocessing
 import os
 import sys
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,16 +196,58 @@ class StageResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def _shingle_batch(task: tuple) -> tuple[ShingleSets, list[tuple]]:
-    """Read and shingle one batch of files (runs in a worker process)."""
-    entries, spec, max_bytes, follow = task
+@dataclass
+class _Shard:
+    """One batch's shingle rows, written by a worker to two temporary files.
+
+    Handing gigabytes back through the process pool's pipes cost more than
+    the shingling itself; files in the index directory are concatenated by
+    the kernel (copy_file_range) and their CRC-32s combined without a re-read.
+    """
+
+    indptr: np.ndarray
+    data_path: str
+    counts_path: str
+    data_crc: int
+    counts_crc: int
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.indptr) - 1
+
+    def as_sets(self) -> ShingleSets:
+        nnz = int(self.indptr[-1])
+        if nnz == 0:
+            return ShingleSets(self.indptr, np.zeros(0, np.uint32), np.zeros(0, np.uint32))
+        data = np.memmap(self.data_path, dtype=np.uint32, mode="r", shape=(nnz,))
+        counts = np.memmap(self.counts_path, dtype=np.uint32, mode="r", shape=(nnz,))
+        return ShingleSets(self.indptr, data, counts)
+
+    def remove(self) -> None:
+        for path in (self.data_path, self.counts_path):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+def _shingle_batch(task: tuple) -> tuple[_Shard, list[tuple]]:
+    """Read and shingle one batch of files into a shard (runs in a worker process)."""
+    entries, spec, max_bytes, follow, shard_prefix = task
     texts, infos = [], []
     for doc_id, path in entries:
         res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
         infos.append((res.digest, res.status, res.warning))
         if res.text is not None:
             texts.append(res.text)
-    return shingle_texts(texts, spec), infos
+    sets = shingle_texts(texts, spec)
+    paths = []
+    crcs = []
+    for kind, arr in (("data", sets.data), ("counts", sets.counts)):
+        path = shard_prefix.format(kind=kind)
+        with open(path, "wb") as fh:
+            fh.write(arr.data)
+        paths.append(path)
+        crcs.append(zlib.crc32(arr.data))
+    return _Shard(sets.indptr, paths[0], paths[1], crcs[0], crcs[1]), infos
 
 
 def _batches(entries: list[FileEntry]) -> list[list[FileEntry]]:
@@ -254,12 +298,15 @@ class _RowWriter:
         self._src: ShingleSets | None = None
         self._lo = self._hi = 0
 
-    def add(self, src: ShingleSets, row: int) -> None:
+    def add(self, src: ShingleSets | _Shard, row: int) -> None:
         if src is self._src and row == self._hi:
             self._hi += 1
             return
         self.flush()
         self._src, self._lo, self._hi = src, row, row + 1
+
+    def pending(self, src: object) -> bool:
+        return self._src is src
 
     def flush(self) -> None:
         if self._src is None or self._hi == self._lo:
@@ -267,8 +314,13 @@ class _RowWriter:
         src, lo, hi = self._src, self._lo, self._hi
         a, b = int(src.indptr[lo]), int(src.indptr[hi])
         self.writers[0].append(np.asarray(src.indptr[lo + 1 : hi + 1]) - a + self.offset)
-        self.writers[1].append(np.asarray(src.data[a:b]))
-        self.writers[2].append(np.asarray(src.counts[a:b]))
+        if isinstance(src, _Shard) and lo == 0 and hi == src.n_docs:
+            self.writers[1].append_file(Path(src.data_path), 4 * b, src.data_crc)
+            self.writers[2].append_file(Path(src.counts_path), 4 * b, src.counts_crc)
+        else:
+            sets = src.as_sets() if isinstance(src, _Shard) else src
+            self.writers[1].append(np.asarray(sets.data[a:b]))
+            self.writers[2].append(np.asarray(sets.counts[a:b]))
         self.offset += b - a
         self.n_rows += hi - lo
         self._src = None
@@ -373,14 +425,27 @@ def _build_shingles(
             to_read.append(i)
     read_entries = [entries[i] for i in to_read]
     batches = _batches(read_entries)
-    tasks = [([(e.id, e.path) for e in b], spec, reading["max_bytes"], reading["follow_symlinks"]) for b in batches]
+    store.ensure_dir()
+    run_tag = f"{os.getpid()}-{time.time_ns()}"
+    tasks = [
+        (
+            [(e.id, e.path) for e in b],
+            spec,
+            reading["max_bytes"],
+            reading["follow_symlinks"],
+            str(store.path / f".shingles.{{kind}}.tmp.npy.shard-{run_tag}-{i}.tmp"),
+        )
+        for i, b in enumerate(batches)
+    ]
+    shards: list[_Shard] = []
 
-    def read_results() -> Iterator[tuple[tuple, ShingleSets, int]]:
-        for (sets, infos) in _pool_map(_shingle_batch, tasks, jobs):
+    def read_results() -> Iterator[tuple[tuple, _Shard, int]]:
+        for shard, infos in _pool_map(_shingle_batch, tasks, jobs):
+            shards.append(shard)
             row = 0
             for info in infos:
                 has_row = info[1] not in ("binary", "unreadable")
-                yield info, sets, (row if has_row else -1)
+                yield info, shard, (row if has_row else -1)
                 row += has_row
 
     warnings = [f"{s.id}: {s.reason}" for s in skipped]
@@ -396,13 +461,15 @@ def _build_shingles(
         "docs": f"docs.{build}.jsonl",
         "origin": f"shingles.origin.{build}.npy",
     }
-    store.ensure_dir()
     rows = _RowWriter(store)
     n_changed = 0
     try:
         results = read_results()
         bar = _progress(len(entries), "shingle", progress)
         for i, e in enumerate(entries):
+            # A shard whose rows are all written (its span is no longer pending): free its space.
+            while len(shards) > 1 and not rows.pending(shards[0]):
+                shards.pop(0).remove()
             j = int(stat_same[i])
             if j >= 0:
                 rows.add(old_sets, j)
@@ -438,7 +505,12 @@ def _build_shingles(
         files = rows.finish(names)
     except BaseException:
         rows.abort()
+        for leftover in store.path.glob(f".shingles.*.tmp.npy.shard-{run_tag}-*.tmp"):
+            leftover.unlink(missing_ok=True)
         raise
+    finally:
+        for shard in shards:
+            shard.remove()
     files[names["origin"]] = store.save_array(names["origin"], np.asarray(origin, dtype=np.int64))
     files[names["docs"]] = store.write_jsonl(names["docs"], records)
     empty = sum(1 for r in records if r["n_shingles"] == 0)

@@ -204,3 +204,14 @@ def test_check_reports_a_flipped_byte(tmp_path):
     # pairs refuses to use it too.
     r = runner.invoke(cli, ["pairs", "--index", str(idx)])
     assert r.exit_code == 4 and "checksum mismatch" in r.stderr
+
+
+def test_crc32_combine_matches_zlib():
+    import zlib
+
+    from simdoc.store import crc32_combine
+
+    rng = random.Random(3)
+    for la, lb in [(0, 5), (7, 0), (1, 1), (1000, 12345), (3, 1 << 20), (rng.randrange(10**5), rng.randrange(10**6))]:
+        a, b = rng.randbytes(la), rng.randbytes(lb)
+        assert crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
