@@ -24,9 +24,12 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest
 
+# A small side-by-side run (20,000 generated documents); see benchmarks/README.md for 100k/1M.
+BENCH_DOCS ?= 20000
 bench: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
-	$(BIN)/python benchmarks/run_bench.py --help
+	$(BIN)/python benchmarks/gen_corpus.py build/bench-$(BENCH_DOCS) --docs $(BENCH_DOCS) --seed 20 --force
+	$(BIN)/python benchmarks/run_bench.py build/bench-$(BENCH_DOCS) --simdoc-cmd $(BIN)/simdoc --out build/bench-$(BENCH_DOCS).json
 
 clean:
 	rm -rf $(VENV) build *.egg-info
