@@ -121,6 +121,12 @@ shingle_options = [
 signature_options = [
     _opt("--num-perm", type=click.IntRange(1, 65536), default=None, help="MinHash signature length. Default: 128."),
     _opt("--seed", type=click.IntRange(0, 2**64 - 1), default=None, help="Seed of the hash family. Default: 1."),
+    _opt(
+        "--scheme",
+        type=click.Choice(["classic", "oph"]),
+        default=None,
+        help="MinHash scheme: classic (num_perm permutations) or oph (one permutation + densification, faster). Default: classic.",
+    ),
 ]
 threshold_option = _opt(
     "--threshold",
@@ -218,7 +224,7 @@ def shingle(corpus, index, unit, k, lowercase, max_bytes, follow_symlinks, jobs,
 @wait_option
 @quiet_option
 @verbose_option
-def signature(index, num_perm, seed, jobs, rebuild, wait, quiet, verbose) -> None:
+def signature(index, num_perm, seed, scheme, jobs, rebuild, wait, quiet, verbose) -> None:
     """Compute the MinHash signature matrix of the shingled documents.
 
     \b
@@ -228,7 +234,7 @@ def signature(index, num_perm, seed, jobs, rebuild, wait, quiet, verbose) -> Non
     _setup_logging(quiet, verbose)
     index = _need_index(index)
     res = build_signatures(
-        index, num_perm=num_perm, seed=seed, jobs=jobs, rebuild=rebuild, progress=_show_progress(quiet), wait=wait
+        index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, rebuild=rebuild, progress=_show_progress(quiet), wait=wait
     )
     _report([res], verbose)
     log.info(f"signature: {res.detail if res.built else 'up to date'}")
@@ -278,7 +284,7 @@ def index_cmd(index, threshold, bands, rows, wait, quiet, verbose) -> None:
 @wait_option
 @quiet_option
 @verbose_option
-def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, null, new_only, unit, k, lowercase, max_bytes, follow_symlinks, num_perm, seed, bands, rows, jobs, rebuild, wait, quiet, verbose) -> None:
+def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, null, new_only, unit, k, lowercase, max_bytes, follow_symlinks, num_perm, seed, scheme, bands, rows, jobs, rebuild, wait, quiet, verbose) -> None:
     """Print near-duplicate pairs: doc_a, doc_b, estimated and exact Jaccard.
 
     With CORPUS, missing or out-of-date stages are built first (with the
@@ -311,6 +317,7 @@ def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, nul
         lowercase=lowercase,
         num_perm=num_perm,
         seed=seed,
+        scheme=scheme,
         bands=bands,
         rows=rows,
         jobs=jobs,

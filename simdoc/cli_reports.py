@@ -392,7 +392,7 @@ def _rich_document(segments: list[Segment]):
 @wait_option
 @quiet_option
 @verbose_option
-def show(args, index, min_words, context, full, fmt, num_perm, seed, jobs, rebuild, wait, quiet, verbose, **shingle) -> None:
+def show(args, index, min_words, context, full, fmt, num_perm, seed, scheme, jobs, rebuild, wait, quiet, verbose, **shingle) -> None:
     """Show the evidence for one pair: similarities and the passages they share.
 
     DOC_A and DOC_B are document ids as `simdoc pairs` prints them (or paths
@@ -423,7 +423,11 @@ def show(args, index, min_words, context, full, fmt, num_perm, seed, jobs, rebui
         for name, value in shingle.items():
             if value is not None and name in stored and stored[name] != value:
                 raise ParameterMismatch("shingle", name, stored[name], value, str(index))
-    stages.append(build_signatures(index, num_perm=num_perm, seed=seed, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait))
+    stages.append(
+        build_signatures(
+            index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait
+        )
+    )
     _report(stages, verbose)
     with IndexStore(index).reading():
         ev = pair_evidence(open_index(index), doc_a, doc_b, min_words)

@@ -24,7 +24,7 @@ import numpy as np
 ENABLED = False
 if os.environ.get("SIMDOC_NO_NUMBA", "") in ("", "0"):
     try:
-        from numba import njit, uint32
+        from numba import njit, uint32, uint64
 
         ENABLED = True
     except ImportError:  # pragma: no cover - numba is a dependency; this is the escape hatch
@@ -175,6 +175,47 @@ if ENABLED:
                 j += 1
             out[d, :] = acc
 
+    @njit(cache=True, nogil=True, inline="always")
+    def _mix64(z):
+        z = (z ^ (z >> uint64(30))) * uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> uint64(27))) * uint64(0x94D049BB133111EB)
+        return z ^ (z >> uint64(31))
+
+    @njit(cache=True, nogil=True)
+    def oph_csr(indptr, data, key, probe_key, out):
+        """One-permutation hashing with optimal densification (see simdoc.minhash)."""
+        n = indptr.shape[0] - 1
+        num_perm = out.shape[1]
+        sig = np.empty(num_perm, np.uint32)
+        filled = np.empty(num_perm, np.bool_)
+        for d in range(n):
+            sig[:] = uint32(0xFFFFFFFF)
+            filled[:] = False
+            start = indptr[d]
+            end = indptr[d + 1]
+            for j in range(start, end):
+                h = _mix64(uint64(data[j]) + key)
+                b = ((h >> uint64(32)) * uint64(num_perm)) >> uint64(32)
+                v = uint32(h & uint64(0xFFFFFFFF))
+                if v < sig[b]:
+                    sig[b] = v
+                filled[b] = True
+            if end == start:
+                out[d, :] = sig
+                continue
+            for i in range(num_perm):
+                if filled[i]:
+                    out[d, i] = sig[i]
+                    continue
+                attempt = uint64(0)
+                while True:
+                    z = _mix64(probe_key + (uint64(i) << uint64(32)) + attempt)
+                    src = ((z >> uint64(32)) * uint64(num_perm)) >> uint64(32)
+                    if filled[src]:
+                        out[d, i] = sig[src]
+                        break
+                    attempt += uint64(1)
+
     @njit(cache=True, nogil=True)
     def collapse_whitespace(cps, offsets, is_space, out, out_offsets):
         """Per document: drop leading/trailing whitespace, turn each inner run into one blank.
@@ -249,6 +290,7 @@ def warm_up() -> None:
     one = np.zeros(1, np.uint32)
     shingle_csr(one, np.array([0, 1], np.int64), 1, 0, np.zeros(1, np.uint8), False, one.copy(), one.copy(), np.zeros(1, np.int64))
     minhash_csr(np.array([0, 1], np.int64), one, one | 1, one, np.zeros((1, 1), np.uint32))
+    oph_csr(np.array([0, 1], np.int64), one, np.uint64(1), np.uint64(2), np.zeros((1, 2), np.uint32))
     collapse_whitespace(one, np.array([0, 1], np.int64), np.zeros(1, np.uint8), one.copy(), np.zeros(2, np.int64))
     idx = np.zeros(1, np.int64)
     pair_overlap(np.array([0, 1], np.int64), one, one, idx, idx, False, np.zeros(1), np.zeros(1))

@@ -44,7 +44,7 @@ from simdoc.lsh import (
     choose_bands_rows,
     iter_candidates,
 )
-from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SEED, MinHasher
+from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
 from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
 from simdoc.similarity import MEASURES, pair_estimates, pair_jaccard
 from simdoc.store import IndexStore
@@ -167,7 +167,8 @@ class LoadedIndex:
     def hasher(self) -> MinHasher:
         st = self.stage("signature")
         family = self._array("signature", "family")
-        return MinHasher(st["params"]["num_perm"], st["params"]["seed"], a=family[0], b=family[1])
+        p = st["params"]
+        return MinHasher(p["num_perm"], p["seed"], a=family[0], b=family[1], scheme=p.get("scheme", DEFAULT_SCHEME))
 
     def bands(self) -> tuple[np.ndarray, np.ndarray]:
         return self._array("index", "bands"), self._array("index", "buckets")
@@ -547,9 +548,9 @@ def _build_shingles(
 
 def _signature_task(task: tuple) -> int:
     """Compute the signatures of some row ranges into the shared output file (worker process)."""
-    index, ranges, out_tmp, num_perm, seed = task
+    index, ranges, out_tmp, num_perm, seed, scheme = task
     all_sets = open_index(index).shingle_sets()
-    hasher = MinHasher(num_perm, seed)
+    hasher = MinHasher(num_perm, seed, scheme=scheme)
     out = np.load(out_tmp, mmap_mode="r+")
     for start, stop in ranges:
         hasher.signatures(all_sets.slice(start, stop), out=out[start:stop])
@@ -594,6 +595,7 @@ def _build_signatures(
     *,
     num_perm: int | None = None,
     seed: int | None = None,
+    scheme: str | None = None,
     jobs: int | None = None,
     rebuild: bool = False,
     progress: bool = False,
@@ -603,21 +605,22 @@ def _build_signatures(
     loaded = open_index(index)
     shingle = loaded.stage("shingle")
     stored = loaded.manifest["stages"].get("signature")
-    asked = {"num_perm": num_perm, "seed": seed}
+    asked = {"num_perm": num_perm, "seed": seed, "scheme": scheme}
     changed = stored is not None and _mismatch("signature", stored["params"], asked, Path(index), rebuild)
     base = stored["params"] if (stored and not changed and not rebuild) else {}
     params = {
         "num_perm": num_perm if num_perm is not None else base.get("num_perm", DEFAULT_NUM_PERM),
         "seed": seed if seed is not None else base.get("seed", DEFAULT_SEED),
+        "scheme": scheme if scheme is not None else base.get("scheme", DEFAULT_SCHEME),
     }
-    hasher = MinHasher(params["num_perm"], params["seed"])
+    hasher = MinHasher(params["num_perm"], params["seed"], scheme=params["scheme"])
     if stored and not rebuild and stored["params"] == params and stored.get("built_from") == shingle["build_id"]:
         return StageResult("signature", False, time.perf_counter() - t0, "up to date")
     store = loaded.store
     n = shingle["n_docs"]
     build = _build_id(shingle["build_id"], params, __version__)
     names = {"signatures": f"signatures.{build}.npy", "family": f"minhash.family.{build}.npy"}
-    files = {names["family"]: store.save_array(names["family"], np.stack([hasher.a, hasher.b]))}
+    files = {names["family"]: store.save_array(names["family"], hasher.family())}
     # Incremental: rows of documents unchanged since the build these signatures came from are copied.
     origin = None
     if (
@@ -639,7 +642,7 @@ def _build_signatures(
                 rows = keep[s0 : s0 + (1 << 16)]
                 out[rows] = old[origin[rows]]
         tasks = [
-            (str(store.path), ranges, str(tmp), params["num_perm"], params["seed"])
+            (str(store.path), ranges, str(tmp), params["num_perm"], params["seed"], params["scheme"])
             for ranges in _plan_signature_tasks(indptr, need)
         ]
         bar = _progress(int(need.sum()), "signature", progress)
@@ -930,6 +933,7 @@ def find_pairs(
     lowercase: bool | None = None,
     num_perm: int | None = None,
     seed: int | None = None,
+    scheme: str | None = None,
     bands: int | None = None,
     rows: int | None = None,
     jobs: int | None = None,
@@ -965,7 +969,8 @@ def find_pairs(
     with IndexStore(index).writing(wait):
         reading = {"max_bytes": max_bytes, "follow_symlinks": follow_symlinks}
         stages, t, report = _refresh_for_pairs(
-            corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, bands, rows, jobs, rebuild, progress, reading
+            corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, scheme, bands, rows, jobs, rebuild,
+            progress, reading,
         )
     store = IndexStore(index)
     with store.reading():
@@ -1002,7 +1007,8 @@ def find_pairs(
 
 
 def _refresh_for_pairs(
-    corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, bands, rows, jobs, rebuild, progress, reading
+    corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, scheme, bands, rows, jobs, rebuild, progress,
+    reading,
 ):
     """Run the stages find_pairs needs; returns (stage results, threshold, banding report)."""
     stages: list[StageResult] = []
@@ -1016,7 +1022,9 @@ def _refresh_for_pairs(
         loaded = open_index(index)
         asked = {"unit": unit, "k": k, "lowercase": lowercase, **reading}
         _mismatch("shingle", loaded.stage("shingle")["params"], asked, index, False)
-    stages.append(build_signatures(index, num_perm=num_perm, seed=seed, jobs=jobs, rebuild=rebuild, progress=progress))
+    stages.append(
+        build_signatures(index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, rebuild=rebuild, progress=progress)
+    )
     loaded = open_index(index)
     stored = (loaded.manifest["stages"].get("index") or {}).get("params", {})
     t = threshold
@@ -1096,8 +1104,9 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
             if sigs.shape[0] != n:
                 problems.append(f"signatures have {sigs.shape[0]} rows for {n} documents")
             family = loaded._array("signature", "family")
-            expected = MinHasher(sig_stage["params"]["num_perm"], sig_stage["params"]["seed"])
-            if not (np.array_equal(family[0], expected.a) and np.array_equal(family[1], expected.b)):
+            sp = sig_stage["params"]
+            expected = MinHasher(sp["num_perm"], sp["seed"], scheme=sp.get("scheme", DEFAULT_SCHEME))
+            if not np.array_equal(family, expected.family()):
                 problems.append("the stored hash family does not match its seed")
         ix = stages.get("index")
         if ix and not (sig_current and ix.get("built_from") == sig_stage.get("build_id")):
