@@ -232,14 +232,32 @@ class _Shard:
 
 def _shingle_batch(task: tuple) -> tuple[_Shard, list[tuple]]:
     """Read and shingle one batch of files into a shard (runs in a worker process)."""
+    from simdoc import streaming
+
     entries, spec, max_bytes, follow, shard_prefix = task
     texts, infos = [], []
-    for doc_id, path in entries:
-        res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
+    streamed: dict[int, ShingleSets] = {}  # position among readable documents -> its row
+    for doc_id, path, size in entries:
+        if size > streaming.STREAM_BYTES:
+            # A huge file is shingled in chunks, in bounded memory.
+            res, row = streaming.stream_document(path, spec, max_bytes, follow)
+            if res.text is not None:
+                streamed[len(texts) + len(streamed)] = row
+        else:
+            res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
+            if res.text is not None:
+                texts.append(res.text)
         infos.append((res.digest, res.status, res.warning))
-        if res.text is not None:
-            texts.append(res.text)
     sets = shingle_texts(texts, spec)
+    if streamed:
+        pieces, i = [], 0
+        for pos in range(len(texts) + len(streamed)):
+            if pos in streamed:
+                pieces.append(streamed[pos])
+            else:
+                pieces.append(sets.slice(i, i + 1))
+                i += 1
+        sets = ShingleSets.concatenate(pieces)
     paths = []
     crcs = []
     for kind, arr in (("data", sets.data), ("counts", sets.counts)):
@@ -430,7 +448,7 @@ def _build_shingles(
     run_tag = f"{os.getpid()}-{time.time_ns()}"
     tasks = [
         (
-            [(e.id, e.path) for e in b],
+            [(e.id, e.path, e.size) for e in b],
             spec,
             reading["max_bytes"],
             reading["follow_symlinks"],

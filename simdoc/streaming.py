@@ -1,0 +1,185 @@
+"""Shingle one huge file in bounded memory.
+
+A file larger than :data:`STREAM_BYTES` is read in chunks: bytes are
+decoded incrementally, normalised piece by piece (whitespace runs that cross
+a chunk boundary still become one blank), and shingle hashes are computed
+over each piece plus the last k-1 tokens of the previous one, so every
+window is hashed exactly once. The (hash, count) pairs are merged as they
+come. The result is the same set and counts as shingling the whole text at
+once (tested on random texts and chunk sizes); one caveat: ``str.lower`` is
+applied per chunk, so the context-dependent lowercasing of a Greek capital
+sigma at a chunk boundary may differ.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import os
+import stat
+
+import numpy as np
+
+from simdoc.corpus import BINARY_SNIFF, ReadResult
+from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
+
+STREAM_BYTES = 64 << 20  # files larger than this are streamed
+CHUNK_BYTES = 8 << 20
+MERGE_ITEMS = 1 << 24  # (hash, count) pairs held before they are merged
+
+
+class _Counts:
+    """Sorted unique hashes with their summed counts, merged from pieces."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[np.ndarray, np.ndarray]] = []
+        self.size = 0
+
+    def add(self, data: np.ndarray, counts: np.ndarray) -> None:
+        if len(data):
+            self.parts.append((data, counts))
+            self.size += len(data)
+            if self.size > MERGE_ITEMS:
+                self.parts = [self.merged()]
+                self.size = len(self.parts[0][0])
+
+    def merged(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.parts:
+            return np.zeros(0, np.uint32), np.zeros(0, np.uint32)
+        data = np.concatenate([p[0] for p in self.parts])
+        counts = np.concatenate([p[1] for p in self.parts]).astype(np.uint64)
+        order = np.argsort(data, kind="stable")
+        data, counts = data[order], counts[order]
+        first = np.concatenate(([True], data[1:] != data[:-1]))
+        starts = np.flatnonzero(first)
+        return data[starts], np.add.reduceat(counts, starts).astype(np.uint32)
+
+
+class _Normaliser:
+    """Yields pieces whose concatenation is normalise(whole text), chunk by chunk."""
+
+    def __init__(self, lowercase: bool) -> None:
+        self.lowercase = lowercase
+        self.started = False
+        self.pending_space = False
+
+    def feed(self, raw: str) -> str:
+        if self.lowercase:
+            raw = raw.lower()
+        body = " ".join(raw.split())
+        if not body:
+            if raw and self.started:
+                self.pending_space = True
+            return ""
+        out = " " + body if self.started and (self.pending_space or raw[0].isspace()) else body
+        self.started = True
+        self.pending_space = raw[-1].isspace()
+        return out
+
+
+class _Windows:
+    """Shingles a normalised stream: keeps the last k-1 tokens between pieces."""
+
+    def __init__(self, spec: ShingleSpec) -> None:
+        self.spec = spec
+        self.carry = ""  # normalised text not yet fully shingled
+        self.counts = _Counts()
+        self.tokens_seen = 0
+        self.windows_done = False
+
+    def feed(self, text: str, final: bool) -> None:
+        """Hash every window that starts in ``carry + text`` and fits in it; keep the last k-1 tokens.
+
+        The kept tokens start the next piece, so the windows that begin in them
+        are hashed there, exactly once.
+        """
+        buf = self.carry + text
+        k = self.spec.k
+        if self.spec.unit == "char":
+            tokens = len(buf)
+            self.carry = "" if final else buf[len(buf) - (k - 1) :] if k > 1 else ""
+            piece = buf
+        else:
+            words = buf.split(" ") if buf else []
+            # Unless this is the end, the last word may go on in the next chunk: hold it back.
+            complete = words if final else words[:-1]
+            tokens = len(complete)
+            piece = " ".join(complete)
+            if not final:
+                self.carry = " ".join(complete[max(tokens - (k - 1), 0) :] + words[-1:]) if tokens >= k else buf
+        if tokens >= k:
+            sets = shingle_texts([piece], self.spec, normalised=True)
+            self.counts.add(np.asarray(sets.data), np.asarray(sets.counts))
+            self.windows_done = True
+        elif not final:
+            self.carry = buf  # not a single whole window yet: wait for more text
+        elif not self.windows_done and tokens > 0:
+            # The whole document is shorter than k: one shingle of it all (the short-document rule).
+            sets = shingle_texts([piece], self.spec, normalised=True)
+            self.counts.add(np.asarray(sets.data), np.asarray(sets.counts))
+
+
+def stream_document(path: str, spec: ShingleSpec, max_bytes: int | None, follow_symlinks: bool) -> tuple[ReadResult, ShingleSets]:
+    """Read, decode, normalise and shingle one file in chunks; returns its info and one-row sets."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    empty = ShingleSets(np.zeros(2, np.int64), np.zeros(0, np.uint32))
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"), empty
+    replaced = []
+
+    def note(err: UnicodeDecodeError):
+        if not replaced:
+            replaced.append(err.start)
+        return ("\ufffd", err.end)
+
+    handler = f"simdoc-count-{id(note)}"
+    codecs.register_error(handler, note)
+    digest = hashlib.blake2b(digest_size=16)
+    decoder = codecs.getincrementaldecoder("utf-8-sig")(errors=handler)
+    norm = _Normaliser(spec.lowercase)
+    windows = _Windows(spec)
+    warnings: list[str] = []
+    read = 0
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ReadResult(None, warning="not a regular file any more (FIFO, device or socket?), skipped", status="unreadable"), empty
+        os.set_blocking(fd, True)
+        first = True
+        while True:
+            want = CHUNK_BYTES if max_bytes is None else min(CHUNK_BYTES, max_bytes - read)
+            chunk = os.read(fd, want) if want > 0 else b""
+            if first and b"\x00" in chunk[:BINARY_SNIFF]:
+                digest.update(chunk)
+                return ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary"), empty
+            first = False
+            final = not chunk
+            if max_bytes is not None and read + len(chunk) >= max_bytes and os.read(fd, 1):
+                warnings.append(f"longer than --max-bytes {max_bytes}; only the first {max_bytes} bytes are indexed")
+                final = True
+            digest.update(chunk)
+            read += len(chunk)
+            text = decoder.decode(chunk, final=final)
+            windows.feed(norm.feed(text), final)
+            if final:
+                break
+        after = os.fstat(fd)
+        if (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
+            warnings.append("changed while being read; indexed as read (run again to pick up the final version)")
+    except OSError as exc:
+        return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"), empty
+    finally:
+        os.close(fd)
+    status = "ok"
+    if replaced:
+        warnings.append(f"invalid UTF-8 at byte {replaced[0]}, undecodable bytes replaced by U+FFFD")
+        status = "replaced"
+    elif any("max-bytes" in w for w in warnings):
+        status = "partial"
+    data, counts = windows.counts.merged()
+    sets = ShingleSets(np.array([0, len(data)], np.int64), data, counts)
+    return ReadResult("", digest.hexdigest(), warning="; ".join(warnings) or None, status=status), sets

@@ -1,0 +1,68 @@
+"""Streaming a huge file gives exactly the shingles of reading it whole."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simdoc.streaming as streaming
+from simdoc.corpus import read_document
+from simdoc.shingling import ShingleSpec, shingle_texts
+from simdoc.streaming import stream_document
+
+WORDS = st.sampled_from(["the", "a", "of", "Bee", "honey", "ÉTÉ", "café", "x", "  ", "\n\t", "\u00a0", "ΣΑΣ"])
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(WORDS, max_size=80).map(lambda ws: " ".join(ws)),
+    st.sampled_from(["char", "word", "stopword"]),
+    st.integers(1, 6),
+    st.integers(1, 40),
+    st.booleans(),
+)
+def test_stream_equals_whole(tmp_path_factory, text, unit, k, chunk, lowercase):
+    if "Σ" in text and lowercase:
+        text = text.replace("Σ", "s")  # final-sigma lowering is context-dependent (documented caveat)
+    path = tmp_path_factory.mktemp("s") / "doc.txt"
+    path.write_text(text, encoding="utf-8")
+    spec = ShingleSpec(unit, k, lowercase)
+    old = streaming.CHUNK_BYTES
+    streaming.CHUNK_BYTES = chunk
+    try:
+        info, streamed = stream_document(str(path), spec, None, False)
+    finally:
+        streaming.CHUNK_BYTES = old
+    whole = shingle_texts([read_document(str(path)).text], spec)
+    assert streamed.data.tolist() == whole.data.tolist()
+    assert streamed.counts.tolist() == whole.counts.tolist()
+    assert info.digest == read_document(str(path)).digest
+
+
+def test_stream_caps_and_reports(tmp_path):
+    path = tmp_path / "big.txt"
+    path.write_bytes(b"abc def ghi " * 1000 + b"\xff tail")
+    info, sets = stream_document(str(path), ShingleSpec(), None, False)
+    assert info.status == "replaced" and "invalid UTF-8 at byte 12000" in info.warning
+    info, sets = stream_document(str(path), ShingleSpec(), 100, False)
+    assert info.status == "partial" and "--max-bytes 100" in info.warning
+    want = shingle_texts([(b"abc def ghi " * 1000)[:100].decode()], ShingleSpec())
+    assert np.array_equal(sets.data, want.data)
+
+
+def test_pipeline_streams_big_files_with_the_same_result(tmp_path, monkeypatch):
+    import simdoc
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    body = "".join(f"line {i % 97} of a long report about bees and honey\n" for i in range(3000))
+    (corpus / "big.txt").write_text(body, encoding="utf-8")
+    (corpus / "big-copy.txt").write_text(body.replace("line 3 ", "line three "), encoding="utf-8")
+    (corpus / "small.txt").write_text("a small unrelated note", encoding="utf-8")
+    whole = simdoc.find_pairs(corpus, tmp_path / "i1", threshold=0.5, jobs=1)
+    monkeypatch.setattr(streaming, "STREAM_BYTES", 1000)
+    monkeypatch.setattr(streaming, "CHUNK_BYTES", 777)
+    streamed = simdoc.find_pairs(corpus, tmp_path / "i2", threshold=0.5, jobs=1)
+    assert list(whole) == list(streamed) and len(whole) == 1
+    a = sorted((tmp_path / "i1").glob("shingles.data.*.npy"))[0].read_bytes()
+    b = sorted((tmp_path / "i2").glob("shingles.data.*.npy"))[0].read_bytes()
+    assert a == b
