@@ -20,12 +20,15 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from simdoc.memory import release
 from simdoc.shingling import ShingleSets
 
 MEASURES = ("set", "bag")
 # Shingles gathered per batch of pairs (each side); bounds the temporary arrays.
 PAIR_BATCH_ITEMS = 1 << 23
 SIGNATURE_BATCH_PAIRS = 1 << 16
+# Pairs verified between two releases of memory-mapped pages (see simdoc.memory).
+RELEASE_EVERY_PAIRS = 1 << 13
 
 
 def jaccard(a: Iterable, b: Iterable) -> float:
@@ -66,10 +69,12 @@ def estimate_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> float:
 def pair_estimates(signatures: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Estimated Jaccard of many pairs: float64 array aligned with ``left``/``right``."""
     out = np.empty(len(left), dtype=np.float64)
-    for s in range(0, len(left), SIGNATURE_BATCH_PAIRS):
-        sl = slice(s, s + SIGNATURE_BATCH_PAIRS)
+    step = min(SIGNATURE_BATCH_PAIRS, RELEASE_EVERY_PAIRS)
+    for s in range(0, len(left), step):
+        sl = slice(s, s + step)
         eq = signatures[left[sl]] == signatures[right[sl]]
         out[sl] = eq.sum(axis=1) / signatures.shape[1]
+        release(signatures)
     return out
 
 
@@ -106,7 +111,12 @@ def pair_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure
     if kernels.ENABLED:
         inter = np.empty(len(left), dtype=np.float64)
         union = np.empty(len(left), dtype=np.float64)
-        kernels.pair_overlap(sets.indptr, sets.data, sets.counts, left, right, measure == "bag", inter, union)
+        for s in range(0, len(left), RELEASE_EVERY_PAIRS):
+            sl = slice(s, s + RELEASE_EVERY_PAIRS)
+            kernels.pair_overlap(
+                sets.indptr, sets.data, sets.counts, left[sl], right[sl], measure == "bag", inter[sl], union[sl]
+            )
+            release(sets.data, sets.counts)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
     out = np.zeros(len(left), dtype=np.float64)

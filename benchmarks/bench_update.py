@@ -1,0 +1,107 @@
+"""Cost of a nightly 1% update against a full rebuild, measured in one run.
+
+    python benchmarks/bench_update.py CORPUS WORKDIR [--fraction 0.01] [--seed 1] [--simdoc-cmd simdoc]
+
+CORPUS is copied to WORKDIR/corpus (it is not modified). The script builds an
+index, then changes `fraction` of the documents (half edited, 30% added as
+edited copies of others, 20% deleted), and times
+
+* the incremental update: `simdoc pairs corpus --index idx --new`;
+* a full rebuild of the changed corpus into a fresh index.
+
+It checks that both give the same pairs and byte-identical arrays, and
+prints the times and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def run(cmd: list[str]) -> tuple[float, str, str]:
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr}")
+    return dt, p.stdout, p.stderr
+
+
+def arrays(index: Path) -> dict[str, bytes]:
+    manifest = json.loads((index / "manifest.json").read_text())
+    out = {}
+    for stage_name, stage in manifest["stages"].items():
+        for role, name in stage["roles"].items():
+            if role not in ("origin", "docs"):
+                out[f"{stage_name}.{role}"] = (index / name).read_bytes()
+    return out
+
+
+def mutate(corpus: Path, fraction: float, seed: int) -> dict[str, int]:
+    rng = random.Random(seed)
+    files = sorted(p for p in corpus.rglob("*") if p.is_file() and not p.name.startswith("."))
+    n = max(1, int(len(files) * fraction))
+    picked = rng.sample(files, n)
+    n_edit, n_add = n // 2, (3 * n) // 10
+    edits, adds, deletes = picked[:n_edit], picked[n_edit : n_edit + n_add], picked[n_edit + n_add :]
+    for p in edits:
+        with open(p, "a", encoding="utf-8") as fh:
+            fh.write(" An added closing sentence changes this document a little.\n")
+    for i, p in enumerate(adds):
+        text = p.read_text(encoding="utf-8")
+        (p.parent / f"added-{i:06d}.txt").write_text(text.replace(" the ", " a ", 3), encoding="utf-8")
+    for p in deletes:
+        p.unlink()
+    return {"edited": len(edits), "added": len(adds), "deleted": len(deletes), "documents_before": len(files)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("corpus", type=Path)
+    ap.add_argument("workdir", type=Path)
+    ap.add_argument("--fraction", type=float, default=0.01)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threshold", type=float, default=0.8)
+    ap.add_argument("--simdoc-cmd", default="simdoc")
+    args = ap.parse_args()
+    simdoc = args.simdoc_cmd.split()
+    work = args.workdir
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    corpus = work / "corpus"
+    shutil.copytree(args.corpus, corpus, ignore=shutil.ignore_patterns(".*"))
+    # Backdate the copies, as a crawl written before last night's run would be.
+    subprocess.run(["find", str(corpus), "-type", "f", "-exec", "touch", "-d", "2 days ago", "{}", "+"], check=True)
+    common = ["--threshold", str(args.threshold), "-q"]
+    t_first, _, _ = run([*simdoc, "pairs", str(corpus), "--index", str(work / "idx"), *common])
+    changes = mutate(corpus, args.fraction, args.seed)
+    t_update, new_pairs, _ = run([*simdoc, "pairs", str(corpus), "--index", str(work / "idx"), "--new", *common])
+    t_full, full_pairs, _ = run([*simdoc, "pairs", str(corpus), "--index", str(work / "full"), *common])
+    _, updated_pairs, _ = run([*simdoc, "pairs", "--index", str(work / "idx"), *common])
+    same_pairs = updated_pairs == full_pairs
+    same_arrays = arrays(work / "idx") == arrays(work / "full")
+    result = {
+        "changes": changes,
+        "first_build_s": round(t_first, 2),
+        "update_s": round(t_update, 2),
+        "full_rebuild_s": round(t_full, 2),
+        "update_over_rebuild": round(t_update / t_full, 3),
+        "new_pairs_reported": len(new_pairs.splitlines()),
+        "same_pairs_as_rebuild": same_pairs,
+        "byte_identical_arrays": same_arrays,
+    }
+    print(json.dumps(result, indent=2))
+    if not (same_pairs and same_arrays):
+        sys.exit("the update differs from a full rebuild")
+
+
+if __name__ == "__main__":
+    main()
