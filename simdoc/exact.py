@@ -17,7 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from simdoc.lsh import band_keys
+from simdoc.memory import release
 from simdoc.shingling import ShingleSets
+
+RELEASE_EVERY = 4096  # rows compared between releases of mapped pages
 
 
 def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
@@ -49,8 +52,13 @@ def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
     sk = key[order]
     starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
     ends = np.append(starts[1:], len(sk))
+    compared = 0
     for s, e in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
         members = np.sort(docs[order[s:e]])
+        compared += len(members)
+        if compared > RELEASE_EVERY:  # keep the memory-mapped rows we touched from piling up
+            release(sets.data, sets.counts)
+            compared = 0
         remaining = members.tolist()
         while remaining:
             first = remaining[0]

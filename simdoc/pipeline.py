@@ -47,7 +47,7 @@ from simdoc.lsh import (
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
 from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
 from simdoc.similarity import MEASURES, pair_estimates, pair_jaccard
-from simdoc.store import IndexStore
+from simdoc.store import IndexStore, JsonlWriter
 
 log = logging.getLogger("simdoc")
 
@@ -483,7 +483,9 @@ def _build_shingles(
 
     warnings = [f"{s.id}: {s.reason}" for s in skipped]
     not_docs: list[dict] = [{"id": s.id, "reason": s.reason} for s in skipped]
-    records: list[dict] = []
+    docs_out = JsonlWriter(store.path, "docs.tmp.jsonl")
+    n_empty = 0
+    n_kept_old = 0  # documents of the previous build still present (to count removals)
     origin: list[int] = []
     generation = int(manifest.get("generation", 0)) + 1
     build = _build_id(scan_id, params, __version__, generation)
@@ -508,7 +510,9 @@ def _build_shingles(
                 rows.add(old_sets, j)
                 rec = dict(old_records[j])
                 rec["changed"] = False
-                records.append(rec)
+                docs_out.add(rec)
+                n_empty += rec["n_shingles"] == 0
+                n_kept_old += 1
                 origin.append(j)
             else:
                 (digest, status, warning), sets, row = next(results)
@@ -521,14 +525,17 @@ def _build_shingles(
                 j = old_pos.get(e.id, -1)
                 same = j >= 0 and old_records[j]["digest"] == digest
                 n_changed += not same
+                n_kept_old += j >= 0
                 origin.append(j if same else -1)
-                records.append(
+                n_shingles = int(sets.indptr[row + 1] - sets.indptr[row])
+                n_empty += n_shingles == 0
+                docs_out.add(
                     {"id": e.id, "size": e.size, "mtime_ns": e.mtime_ns, "digest": digest, "status": status,
-                     "n_shingles": int(sets.indptr[row + 1] - sets.indptr[row]), "changed": not same}
+                     "n_shingles": n_shingles, "changed": not same}
                 )
             bar.update(1)
         bar.close()
-        if not records:
+        if not docs_out.count:
             err = CorpusError(
                 f"corpus {corpus} has no readable documents ({len(not_docs)} files skipped)",
                 hint="see the warnings above for why each file was skipped",
@@ -536,8 +543,11 @@ def _build_shingles(
             err.warnings = warnings
             raise err
         files = rows.finish(names)
+        docs_out.name = names["docs"]
+        files[names["docs"]] = docs_out.finish()
     except BaseException:
         rows.abort()
+        docs_out.abort()
         for leftover in store.path.glob(f".shingles.*.tmp.npy.shard-{run_tag}-*.tmp"):
             leftover.unlink(missing_ok=True)
         raise
@@ -545,8 +555,8 @@ def _build_shingles(
         for shard in shards:
             shard.remove()
     files[names["origin"]] = store.save_array(names["origin"], np.asarray(origin, dtype=np.int64))
-    files[names["docs"]] = store.write_jsonl(names["docs"], records)
-    empty = sum(1 for r in records if r["n_shingles"] == 0)
+    n_docs = docs_out.count
+    empty = n_empty
     manifest["stages"]["shingle"] = {
         "params": params,
         "corpus": corpus_abs,
@@ -554,10 +564,10 @@ def _build_shingles(
         "scanned_at_ns": scanned_at,
         "build_id": build,
         "previous_build": stored["build_id"] if reuse else None,
-        "n_docs": len(records),
+        "n_docs": n_docs,
         "n_empty": empty,
         "n_changed": n_changed,
-        "n_removed": len(set(old_pos) - {r["id"] for r in records}),
+        "n_removed": len(old_pos) - n_kept_old,
         "skipped": not_docs,
         "roles": names,
         "files": files,
@@ -565,7 +575,7 @@ def _build_shingles(
     manifest["generation"] = generation
     manifest["simdoc_version"] = __version__
     store.write_manifest(manifest)
-    detail = f"{len(records)} documents, {rows.offset} shingles"
+    detail = f"{n_docs} documents, {rows.offset} shingles"
     if reuse:
         detail += f"; read {len(to_read)} files, {n_changed} new or changed, {manifest['stages']['shingle']['n_removed']} removed"
     if empty:

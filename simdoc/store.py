@@ -149,7 +149,7 @@ def crc32_file(path: Path, offset: int = 0) -> int:
 # files of those (".<name>.<random>.tmp"). Nothing else in a directory is ours.
 _STEMS = r"(docs|shingles\.(indptr|data|counts|origin)|minhash\.family|signatures|bands|buckets|groups)"
 _OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json|lock|readers)$")
-_OWN_TMP = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
+_OWN_TMP = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|tmp\.jsonl|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
 
 
 def is_own_file(name: str) -> bool:
@@ -222,6 +222,43 @@ class NpyWriter:
         fault_point(f"publish:{self.name.split('.')[0]}")
         os.replace(self.tmp, self.directory / self.name)
         return _array_info(self.directory / self.name, self.dtype, (self.rows, *self.tail_shape), self.crc)
+
+    def abort(self) -> None:
+        with contextlib.suppress(OSError):
+            self.fh.close()
+        with contextlib.suppress(OSError):
+            self.tmp.unlink()
+
+
+class JsonlWriter:
+    """Write JSON lines one record at a time (no list of dicts in memory), then publish atomically."""
+
+    def __init__(self, directory: Path, name: str) -> None:
+        self.directory = Path(directory)
+        self.name = name
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
+        self.tmp = Path(tmp)
+        self.fh = os.fdopen(fd, "wb", buffering=1 << 20)
+        self.crc = 0
+        self.size = 0
+        self.count = 0
+
+    def add(self, record: dict) -> None:
+        # File names that are not UTF-8 arrive as surrogates: store their original bytes.
+        line = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8", "surrogateescape")
+        self.fh.write(line)
+        self.crc = zlib.crc32(line, self.crc)
+        self.size += len(line)
+        self.count += 1
+
+    def finish(self) -> dict:
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+        self.fh.close()
+        fault_point(f"publish:{self.name.split('.')[0]}")
+        os.replace(self.tmp, self.directory / self.name)
+        _fsync_dir(self.directory)
+        return {"bytes": self.size, "crc32": self.crc}
 
     def abort(self) -> None:
         with contextlib.suppress(OSError):
