@@ -334,6 +334,7 @@ def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, nul
     if null and fmt is not None:
         raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
     fmt = "null" if null else (fmt or ("table" if sys.stdout.isatty() else "tsv"))
+    _warn_big_groups(res)
     try:
         rows = ((p.doc_a, p.doc_b, p.estimated, p.jaccard, p.new) for p in res)
         write_records(rows, fmt, sys.stdout, with_new=new_only)
@@ -446,6 +447,19 @@ def _env_index() -> bool:
     import os
 
     return bool(os.environ.get("SIMDOC_INDEX"))
+
+
+def _warn_big_groups(res: PairsResult) -> None:
+    """Said before the records, so that a person watching a flood of pairs knows why."""
+    big = [g for g in res.groups if len(g) > 1000]
+    if big:
+        largest = max(big, key=len)
+        log.warning(
+            f"{len(big)} group{'s' if len(big) != 1 else ''} of more than 1,000 exact copies "
+            f"(largest: {len(largest):,} documents, first {res.doc_ids[largest[0]]}): their "
+            f"{res.n_group_pairs():,} pairs, all with jaccard 1, are streamed; "
+            "`simdoc clusters` lists each group on one line"
+        )
 
 
 def _summary(res: PairsResult) -> None:

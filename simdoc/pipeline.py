@@ -831,9 +831,13 @@ class PairsResult:
     group_value: tuple[float, float | None] = (1.0, 1.0)  # (estimated, jaccard) of a pair inside a group
 
     def n_group_pairs(self) -> int:
-        if self.changed is None:
-            return sum(len(g) * (len(g) - 1) // 2 for g in self.groups)
-        return sum(1 for _ in self._group_pairs())
+        total = 0
+        for g in self.groups:
+            m = len(g)
+            # With --new: pairs with at least one changed member = all pairs - pairs of unchanged ones.
+            u = m if self.changed is None else m - int(np.count_nonzero(self.changed[g]))
+            total += m * (m - 1) // 2 - (u * (u - 1) // 2 if self.changed is not None else 0)
+        return total
 
     def __len__(self) -> int:
         return len(self.left) + self.n_group_pairs()
