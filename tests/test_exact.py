@@ -71,3 +71,21 @@ def test_copies_with_other_counts_are_not_folded_and_bag_values_are_right(tmp_pa
 
     want = round(float(pair_jaccard(sets, np.array([0]), np.array([1]), "bag")[0]), 4)
     assert got[("a.txt", "c.txt")] == got[("b.txt", "c.txt")] == want < 0.5
+
+
+def test_new_counts_group_pairs_with_a_changed_member(tmp_path):
+    import os
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for i in range(5):
+        (corpus / f"copy{i}.txt").write_text("the very same tiny page", encoding="utf-8")
+        old = 10**9 + i  # long ago, so the next scan trusts size and mtime
+        os.utime(corpus / f"copy{i}.txt", (old, old))
+    idx = tmp_path / "idx"
+    simdoc.find_pairs(corpus, idx, jobs=1)
+    (corpus / "copy5.txt").write_text("the very same tiny page", encoding="utf-8")
+    res = simdoc.find_pairs(corpus, idx, jobs=1, new_only=True)
+    # 6 copies, 1 new: the pairs with the new one, and none of the 10 old pairs.
+    assert len(res) == res.n_group_pairs() == 5
+    assert [(p.doc_a, p.doc_b, p.new) for p in res] == [(f"copy{i}.txt", "copy5.txt", "b") for i in range(5)]
