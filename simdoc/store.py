@@ -539,19 +539,8 @@ class IndexStore:
             raise CorruptIndex(str(path), f"a line is not valid JSON ({exc})") from None
 
     def read_jsonl(self, name: str, info: dict) -> list[dict]:
-        path = self.path / name
-        try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            raise CorruptIndex(str(path), f"cannot be read ({exc.strerror or exc})") from None
-        if "bytes" in info and len(raw) != info["bytes"]:
-            raise CorruptIndex(str(path), f"size is {len(raw)} bytes, the manifest says {info['bytes']} (truncated?)")
-        if "crc32" in info and zlib.crc32(raw) != info["crc32"]:
-            raise CorruptIndex(str(path), "checksum mismatch")
-        try:
-            return [json.loads(line) for line in raw.decode("utf-8", "surrogateescape").split("\n") if line]
-        except ValueError as exc:
-            raise CorruptIndex(str(path), f"a line is not valid JSON ({exc})") from None
+        """All records of a JSON-lines file, checked against the manifest (size, checksum)."""
+        return list(self.iter_jsonl(name, info))
 
 
 _VERIFIED: set = set()
