@@ -775,7 +775,11 @@ def _build_index(
     sigs = loaded.signatures()
     sets = loaded.shingle_sets()
     # Exact copies are folded onto their first member: only representatives are banded.
-    rep = representatives(sets, sigs)
+    # The groups depend on the documents only, so re-banding for a new threshold reuses them.
+    if stored and stored.get("built_from") == sig_stage["build_id"] and "groups" in stored.get("roles", {}):
+        rep = np.asarray(loaded.representatives())
+    else:
+        rep = representatives(sets, sigs)
     eligible = (np.diff(sets.indptr) > 0) & (rep == np.arange(len(rep)))
     keys = band_keys(sigs, params["bands"], params["rows"])
     order = bucket_order(keys, eligible)
