@@ -190,7 +190,7 @@ def cli() -> None:
 @wait_option
 @quiet_option
 @verbose_option
-def shingle(corpus, index, unit, k, lowercase, max_bytes, follow_symlinks, jobs, rebuild, wait, quiet, verbose) -> None:
+def shingle(corpus, index, quiet, verbose, **options) -> None:
     """Turn every document under CORPUS into its set of hashed shingles.
 
     \b
@@ -199,19 +199,7 @@ def shingle(corpus, index, unit, k, lowercase, max_bytes, follow_symlinks, jobs,
     """
     _setup_logging(quiet, verbose)
     index = index or default_index_path(corpus)
-    res = build_shingles(
-        corpus,
-        index,
-        unit=unit,
-        k=k,
-        lowercase=lowercase,
-        max_bytes=max_bytes,
-        follow_symlinks=follow_symlinks,
-        jobs=jobs,
-        rebuild=rebuild,
-        progress=_show_progress(quiet),
-        wait=wait,
-    )
+    res = build_shingles(corpus, index, progress=_show_progress(quiet), **options)
     _report([res], verbose)
     log.info(f"shingle: {res.detail if res.built else 'up to date'} -> {index}")
 
@@ -284,7 +272,7 @@ def index_cmd(index, threshold, bands, rows, wait, quiet, verbose) -> None:
 @wait_option
 @quiet_option
 @verbose_option
-def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, null, new_only, unit, k, lowercase, max_bytes, follow_symlinks, num_perm, seed, scheme, bands, rows, jobs, rebuild, wait, quiet, verbose) -> None:
+def pairs(corpus, index, fmt, no_verify, null, new_only, quiet, verbose, **options) -> None:
     """Print near-duplicate pairs: doc_a, doc_b, estimated and exact Jaccard.
 
     With CORPUS, missing or out-of-date stages are built first (with the
@@ -303,30 +291,15 @@ def pairs(corpus, index, threshold, fmt, no_verify, all_candidates, measure, nul
         raise click.UsageError("give a CORPUS, an --index, or both")
     if corpus is None and index is None:
         index = _need_index(None)
-    if rebuild and corpus is None:
+    if options["rebuild"] and corpus is None:
         raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
     res = find_pairs(
         corpus,
         index,
-        threshold=threshold,
-        measure=measure,
         verify=not no_verify,
-        all_candidates=all_candidates,
-        unit=unit,
-        k=k,
-        lowercase=lowercase,
-        num_perm=num_perm,
-        seed=seed,
-        scheme=scheme,
-        bands=bands,
-        rows=rows,
-        jobs=jobs,
-        rebuild=rebuild,
-        progress=_show_progress(quiet),
-        wait=wait,
         new_only=new_only,
-        max_bytes=max_bytes,
-        follow_symlinks=follow_symlinks,
+        progress=_show_progress(quiet),
+        **options,
     )
     _report(res.stages, verbose)
     if verbose and res.banding:
