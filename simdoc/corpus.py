@@ -30,6 +30,41 @@ from pathlib import Path
 from simdoc.errors import CorpusError
 
 BINARY_SNIFF = 8192
+COMPRESSED = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".zst": "zstd"}
+DECOMPRESS_ERRORS: tuple = (OSError, EOFError, ValueError)
+
+
+def compression_of(path: str) -> str | None:
+    """The compression a file name says it has (.gz, .bz2, .xz, .zst), or None."""
+    for suffix, kind in COMPRESSED.items():
+        if path.endswith(suffix):
+            return kind
+    return None
+
+
+def decompressing_reader(fileobj, kind: str):
+    """A file-like object with read(n) giving the decompressed bytes.
+
+    gzip, bzip2 and xz come with Python; zstd needs the ``zstandard`` package
+    (``pip install 'simdoc[zstd]'``), and a clear error says so.
+    """
+    if kind == "gzip":
+        import gzip
+
+        return gzip.GzipFile(fileobj=fileobj, mode="rb")
+    if kind == "bzip2":
+        import bz2
+
+        return bz2.BZ2File(fileobj, mode="rb")
+    if kind == "xz":
+        import lzma
+
+        return lzma.LZMAFile(fileobj, mode="rb")
+    try:
+        import zstandard
+    except ImportError:
+        raise OSError("zstd-compressed, and the zstandard package is not installed (pip install 'simdoc[zstd]')") from None
+    return zstandard.ZstdDecompressor().stream_reader(fileobj)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,25 +194,31 @@ def read_document(path: str, max_bytes: int | None = None, follow_symlinks: bool
         if not stat.S_ISREG(before.st_mode):
             return ReadResult(None, warning="not a regular file any more (FIFO, device or socket?), skipped", status="unreadable")
         os.set_blocking(fd, True)
-        limit = before.st_size + 1 if max_bytes is None else max_bytes + 1
-        chunks, got = [], 0
-        while got < limit:
-            chunk = os.read(fd, min(1 << 24, limit - got))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-        raw = b"".join(chunks)
+        kind = compression_of(path)
+        if kind is not None:
+            raw = _read_decompressed(fd, kind, max_bytes)
+        else:
+            limit = before.st_size + 1 if max_bytes is None else max_bytes + 1
+            chunks, got = [], 0
+            while got < limit:
+                chunk = os.read(fd, min(1 << 24, limit - got))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
+            raw = b"".join(chunks)
+            if max_bytes is None and len(raw) > before.st_size:
+                # It grew while we read: take the rest too, and say so below.
+                while chunk := os.read(fd, 1 << 24):
+                    raw += chunk
         if max_bytes is not None and len(raw) > max_bytes:
             raw = raw[:max_bytes]
             warnings.append(f"longer than --max-bytes {max_bytes}; only the first {max_bytes} bytes are indexed")
-        elif max_bytes is None and len(raw) > before.st_size:
-            # It grew while we read: take the rest too, and say so below.
-            while chunk := os.read(fd, 1 << 24):
-                raw += chunk
         after = os.fstat(fd)
         if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
             warnings.append("changed while being read; indexed as read (run again to pick up the final version)")
+    except _Undecompressable as exc:
+        return ReadResult(None, warning=f"cannot decompress: {exc}", status="unreadable")
     except OSError as exc:
         return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
     finally:
@@ -195,3 +236,29 @@ def read_document(path: str, max_bytes: int | None = None, follow_symlinks: bool
     if warnings and status == "ok":
         status = "partial" if any("max-bytes" in w for w in warnings) else "ok"
     return ReadResult(text, digest, warning="; ".join(warnings) or None, status=status)
+
+
+class _Undecompressable(Exception):
+    pass
+
+
+def _read_decompressed(fd: int, kind: str, max_bytes: int | None) -> bytes:
+    """All the decompressed bytes (up to max_bytes + 1, to tell that there are more)."""
+    raw_file = os.fdopen(os.dup(fd), "rb")
+    try:
+        reader = decompressing_reader(raw_file, kind)
+        out, got = [], 0
+        while True:
+            want = 1 << 24 if max_bytes is None else min(1 << 24, max_bytes + 1 - got)
+            if want <= 0:
+                break
+            chunk = reader.read(want)
+            if not chunk:
+                break
+            out.append(chunk)
+            got += len(chunk)
+        return b"".join(out)
+    except Exception as exc:  # every decompressor raises its own kinds of errors on bad data
+        raise _Undecompressable(str(exc) or type(exc).__name__) from None
+    finally:
+        raw_file.close()

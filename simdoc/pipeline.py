@@ -29,7 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from simdoc import __version__
-from simdoc.corpus import FileEntry, discover, read_document
+from simdoc.corpus import FileEntry, compression_of, discover, read_document
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch, UsageError
 from simdoc.exact import groups_of, representatives
 from simdoc.lsh import (
@@ -252,8 +252,9 @@ def _shingle_batch(task: tuple) -> tuple[_Shard, list[tuple]]:
     texts, infos = [], []
     streamed: dict[int, ShingleSets] = {}  # position among readable documents -> its row
     for doc_id, path, size in entries:
-        if size > streaming.STREAM_BYTES:
-            # A huge file is shingled in chunks, in bounded memory.
+        if size > streaming.STREAM_BYTES or compression_of(path):
+            # A huge file is shingled in chunks, in bounded memory; so is every compressed
+            # file, whose size says nothing of what it holds.
             res, row = streaming.stream_document(path, spec, max_bytes, follow)
             if res.text is not None:
                 streamed[len(texts) + len(streamed)] = row

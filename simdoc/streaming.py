@@ -20,12 +20,16 @@ import stat
 
 import numpy as np
 
-from simdoc.corpus import BINARY_SNIFF, ReadResult
+from simdoc.corpus import BINARY_SNIFF, ReadResult, compression_of, decompressing_reader
 from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
 
 STREAM_BYTES = 64 << 20  # files larger than this are streamed
 CHUNK_BYTES = 8 << 20
 MERGE_ITEMS = 1 << 24  # (hash, count) pairs held before they are merged
+
+
+class _BadArchive(Exception):
+    pass
 
 
 class _Counts:
@@ -144,21 +148,37 @@ def stream_document(path: str, spec: ShingleSpec, max_bytes: int | None, follow_
     windows = _Windows(spec)
     warnings: list[str] = []
     read = 0
+    source = None  # the decompressing reader, for compressed files
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return ReadResult(None, warning="not a regular file any more (FIFO, device or socket?), skipped", status="unreadable"), empty
         os.set_blocking(fd, True)
+        kind = compression_of(path)
+        if kind is not None:
+            try:
+                source = decompressing_reader(os.fdopen(os.dup(fd), "rb"), kind)
+            except OSError as exc:
+                return ReadResult(None, warning=f"cannot decompress: {exc}", status="unreadable"), empty
+
+        def read_some(n: int) -> bytes:
+            if source is None:
+                return os.read(fd, n)
+            try:
+                return source.read(n)
+            except Exception as exc:  # each decompressor has its own errors for bad data
+                raise _BadArchive(str(exc) or type(exc).__name__) from None
+
         first = True
         while True:
             want = CHUNK_BYTES if max_bytes is None else min(CHUNK_BYTES, max_bytes - read)
-            chunk = os.read(fd, want) if want > 0 else b""
+            chunk = read_some(want) if want > 0 else b""
             if first and b"\x00" in chunk[:BINARY_SNIFF]:
                 digest.update(chunk)
                 return ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary"), empty
             first = False
             final = not chunk
-            if max_bytes is not None and read + len(chunk) >= max_bytes and os.read(fd, 1):
+            if max_bytes is not None and read + len(chunk) >= max_bytes and read_some(1):
                 warnings.append(f"longer than --max-bytes {max_bytes}; only the first {max_bytes} bytes are indexed")
                 final = True
             digest.update(chunk)
@@ -170,10 +190,14 @@ def stream_document(path: str, spec: ShingleSpec, max_bytes: int | None, follow_
         after = os.fstat(fd)
         if (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
             warnings.append("changed while being read; indexed as read (run again to pick up the final version)")
+    except _BadArchive as exc:
+        return ReadResult(None, warning=f"cannot decompress: {exc}", status="unreadable"), empty
     except OSError as exc:
         return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"), empty
     finally:
         os.close(fd)
+        if source is not None:
+            source.close()
     status = "ok"
     if replaced:
         warnings.append(f"invalid UTF-8 at byte {replaced[0]}, undecodable bytes replaced by U+FFFD")
