@@ -113,6 +113,20 @@ shingle_options = [
     _opt("--lowercase/--no-lowercase", default=None, help="Lowercase before shingling. Default: lowercase."),
     _opt("--max-bytes", type=click.IntRange(1), default=None, help="Read at most this many bytes of a file (with a warning). Default: all."),
     _opt(
+        "--include",
+        multiple=True,
+        metavar="GLOB",
+        callback=lambda ctx, param, value: list(value) or None,
+        help="Only documents whose path matches (fnmatch; * crosses /). Repeatable.",
+    ),
+    _opt(
+        "--exclude",
+        multiple=True,
+        metavar="GLOB",
+        callback=lambda ctx, param, value: list(value) or None,
+        help="Leave out documents whose path matches; wins over --include. Repeatable.",
+    ),
+    _opt(
         "--follow-symlinks/--no-follow-symlinks",
         default=None,
         help="Follow symbolic links (loops are cut and reported). Default: links are reported, not followed.",

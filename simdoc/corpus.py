@@ -21,6 +21,7 @@ indexed as read, with a warning.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import stat
@@ -94,9 +95,19 @@ class ReadResult:
 
 
 def discover(
-    root: str | os.PathLike, exclude: list[str | os.PathLike] = (), follow_symlinks: bool = False
+    root: str | os.PathLike,
+    exclude: list[str | os.PathLike] = (),
+    follow_symlinks: bool = False,
+    include_globs: tuple[str, ...] = (),
+    exclude_globs: tuple[str, ...] = (),
 ) -> tuple[list[FileEntry], list[Skipped]]:
     """List the documents under ``root`` sorted by id, and what was passed over.
+
+    ``exclude`` names directories (the index) never to enter. ``include_globs``
+    keeps only documents whose id matches one of them, ``exclude_globs`` drops
+    those that match any (it wins); globs follow ``fnmatch`` and are matched
+    against the whole id, where ``*`` also crosses ``/`` (``*.txt`` matches
+    ``a/b.txt``).
 
     With ``follow_symlinks``, links to files and directories are followed,
     wherever they point; each real directory is walked once, so a link loop
@@ -163,6 +174,10 @@ def discover(
                 stack.append((entry.path, child_rel))
             else:
                 skipped.append(Skipped(child_rel, "not a regular file (device, FIFO or socket)"))
+    if include_globs:
+        entries = [e for e in entries if any(fnmatch.fnmatchcase(e.id, g) for g in include_globs)]
+    if exclude_globs:
+        entries = [e for e in entries if not any(fnmatch.fnmatchcase(e.id, g) for g in exclude_globs)]
     entries.sort(key=lambda e: e.id)
     skipped.sort(key=lambda s: s.id)
     return entries, skipped

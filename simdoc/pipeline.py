@@ -384,6 +384,8 @@ def _build_shingles(
     progress: bool = False,
     max_bytes: int | None = None,
     follow_symlinks: bool | None = None,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
 ) -> StageResult:
     """Shingle new and changed files; copy the rows of unchanged ones from the current build.
 
@@ -400,7 +402,17 @@ def _build_shingles(
         manifest["stages"] = {}
     stored = manifest["stages"].get("shingle")
     corpus_abs = str(Path(corpus).resolve())
-    asked = {"unit": unit, "k": k, "lowercase": lowercase, "max_bytes": max_bytes, "follow_symlinks": follow_symlinks}
+    include = sorted(set(include)) if include else None
+    exclude = sorted(set(exclude)) if exclude else None
+    asked = {
+        "unit": unit,
+        "k": k,
+        "lowercase": lowercase,
+        "max_bytes": max_bytes,
+        "follow_symlinks": follow_symlinks,
+        "include": include,
+        "exclude": exclude,
+    }
     if max_bytes is not None and max_bytes < 1:
         raise UsageError(f"--max-bytes must be at least 1, got {max_bytes}")
     if stored and not rebuild and stored.get("corpus") != corpus_abs:
@@ -419,9 +431,17 @@ def _build_shingles(
     reading = {
         "max_bytes": max_bytes if max_bytes is not None else base.get("max_bytes"),
         "follow_symlinks": follow_symlinks if follow_symlinks is not None else base.get("follow_symlinks", False),
+        "include": include if include is not None else base.get("include", []),
+        "exclude": exclude if exclude is not None else base.get("exclude", []),
     }
     params = {**spec.as_params(), **reading}
-    entries, skipped = discover(corpus, exclude=[index], follow_symlinks=reading["follow_symlinks"])
+    entries, skipped = discover(
+        corpus,
+        exclude=[index],
+        follow_symlinks=reading["follow_symlinks"],
+        include_globs=tuple(reading["include"]),
+        exclude_globs=tuple(reading["exclude"]),
+    )
     if not entries:
         raise CorpusError(
             f"corpus {corpus} has no documents" + (f" ({len(skipped)} paths passed over)" if skipped else ""),
@@ -994,6 +1014,8 @@ def find_pairs(
     new_only: bool = False,
     max_bytes: int | None = None,
     follow_symlinks: bool | None = None,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
 ) -> PairsResult:
     """Near-duplicate pairs of a corpus, building or refreshing its index first.
 
@@ -1018,7 +1040,12 @@ def find_pairs(
     if corpus is None:
         open_index(index)  # fail before creating anything
     with IndexStore(index).writing(wait):
-        reading = {"max_bytes": max_bytes, "follow_symlinks": follow_symlinks}
+        reading = {
+            "max_bytes": max_bytes,
+            "follow_symlinks": follow_symlinks,
+            "include": sorted(set(include)) if include else None,
+            "exclude": sorted(set(exclude)) if exclude else None,
+        }
         stages, t, report = _refresh_for_pairs(
             corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, scheme, bands, rows, jobs, rebuild,
             progress, reading,

@@ -1,4 +1,4 @@
-"""Compressed files (.gz, .bz2, .xz, .zst) are read transparently."""
+"""Input selection and kinds: compressed files (.gz, .bz2, .xz, .zst), --include and --exclude globs."""
 
 import bz2
 import gzip
@@ -56,3 +56,24 @@ def test_max_bytes_counts_decompressed_bytes(tmp_path):
     path.write_bytes(gzip.compress(b"abcdefghij" * 10_000))
     res = read_document(str(path), max_bytes=25)
     assert res.text == "abcdefghijabcdefghijabcde" and res.status == "partial"
+
+
+def test_include_and_exclude_globs(tmp_path):
+    corpus = tmp_path / "c"
+    (corpus / "keep").mkdir(parents=True)
+    (corpus / "drop").mkdir()
+    for d in ("keep", "drop"):
+        (corpus / d / "a.txt").write_text(TEXT, encoding="utf-8")
+        (corpus / d / "a.md").write_text(TEXT, encoding="utf-8")
+    runner = CliRunner()
+    idx = tmp_path / "idx"
+    r = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--include", "*.txt", "--exclude", "drop/*"])
+    assert r.exit_code == 0, r.stderr
+    assert "simdoc: 1 documents" in r.stderr and r.stdout == ""
+    r = runner.invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "i2"), "--include", "*.txt", "--include", "*.md", "--exclude", "keep/*"])
+    assert r.stdout == "drop/a.md\tdrop/a.txt\t1.0000\t1.0000\n"
+    # The globs are index parameters.
+    again = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--include", "*.md"])
+    assert again.exit_code == 4 and "include" in again.stderr
+    same = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx)])
+    assert same.exit_code == 0 and "simdoc: 1 documents" in same.stderr
