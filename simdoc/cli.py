@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from simdoc import __version__
-from simdoc.errors import EXIT_USAGE, SimdocError
+from simdoc.errors import SimdocError
 from simdoc.lsh import DEFAULT_THRESHOLD
 from simdoc.output import FORMATS, write_records
 from simdoc.pipeline import (
