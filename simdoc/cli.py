@@ -196,7 +196,9 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("corpus", type=click.Path(path_type=Path))
+@click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
+@_opt("--files-from", type=click.File("rb"), default=None, help="Read the files of the corpus from this list ('-': stdin), one per line.")
+@_opt("--null", "-0", "null", is_flag=True, help="With --files-from: the list is NUL-separated.")
 @index_option
 @_apply(shingle_options)
 @jobs_option
@@ -204,7 +206,7 @@ def cli() -> None:
 @wait_option
 @quiet_option
 @verbose_option
-def shingle(corpus, index, quiet, verbose, **options) -> None:
+def shingle(corpus, files_from, null, index, quiet, verbose, **options) -> None:
     """Turn every document under CORPUS into its set of hashed shingles.
 
     \b
@@ -212,6 +214,9 @@ def shingle(corpus, index, quiet, verbose, **options) -> None:
       simdoc shingle sample_corpus --index /tmp/idx --unit word --k 3
     """
     _setup_logging(quiet, verbose)
+    corpus = _corpus_arg(corpus, files_from, null)
+    if corpus is None:
+        raise click.UsageError("give a CORPUS (folders or files) or --files-from")
     index = index or default_index_path(corpus)
     res = build_shingles(corpus, index, progress=_show_progress(quiet), **options)
     _report([res], verbose)
@@ -269,14 +274,15 @@ def index_cmd(index, threshold, bands, rows, wait, quiet, verbose) -> None:
 
 
 @cli.command()
-@click.argument("corpus", required=False, type=click.Path(path_type=Path))
+@click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
+@_opt("--files-from", type=click.File("rb"), default=None, help="Read the files of the corpus from this list ('-': stdin), one per line (NUL-separated with -0).")
 @index_option
 @threshold_option
 @_opt("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None, help="Output format. Default: table on a terminal, tsv otherwise.")
 @_opt("--no-verify", is_flag=True, help="Skip exact Jaccard; filter and sort by the MinHash estimate.")
 @_opt("--all-candidates", is_flag=True, help="Print every candidate pair with both numbers, whatever its similarity.")
 @_opt("--measure", type=click.Choice(["set", "bag"]), default="set", help="Verified similarity: set or bag Jaccard.")
-@_opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0).")
+@_opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0); with --files-from, the list is NUL-separated too.")
 @_opt("--new", "new_only", is_flag=True, help="Only pairs with a document the latest update added or changed; adds a 5th field: a, b or both.")
 @_apply(shingle_options)
 @_apply(signature_options)
@@ -286,7 +292,7 @@ def index_cmd(index, threshold, bands, rows, wait, quiet, verbose) -> None:
 @wait_option
 @quiet_option
 @verbose_option
-def pairs(corpus, index, fmt, no_verify, null, new_only, quiet, verbose, **options) -> None:
+def pairs(corpus, files_from, index, fmt, no_verify, null, new_only, quiet, verbose, **options) -> None:
     """Print near-duplicate pairs: doc_a, doc_b, estimated and exact Jaccard.
 
     With CORPUS, missing or out-of-date stages are built first (with the
@@ -299,8 +305,11 @@ def pairs(corpus, index, fmt, no_verify, null, new_only, quiet, verbose, **optio
       simdoc pairs sample_corpus --threshold 0.8 --format jsonl > pairs.jsonl
       simdoc pairs --index /tmp/idx --all-candidates | sort -t$'\\t' -k4,4n
       simdoc pairs crawl/ --index crawl.idx --new     # nightly: what appeared today
+      simdoc pairs site-a/ site-b/ notes.txt          # ids: site-a/..., site-b/..., notes.txt
+      find . -name '*.md' -print0 | simdoc pairs --files-from - -0 --index md.idx
     """
     _setup_logging(quiet, verbose)
+    corpus = _corpus_arg(corpus, files_from, null)
     if corpus is None and index is None and not _env_index():
         raise click.UsageError("give a CORPUS, an --index, or both")
     if corpus is None and index is None:
@@ -428,6 +437,20 @@ def check(index, quiet, verbose) -> None:
         click.echo("  hint: rebuild it with `simdoc pairs CORPUS --index ... --rebuild`", err=True)
         sys.exit(4)
     log.info(f"check: the index at {index} is sound ({len(facts)} checks)")
+
+
+def _corpus_arg(corpus: tuple, files_from, null: bool):
+    """One folder or file as given, several of them as a list, or None; --files-from adds to them."""
+    items = list(corpus)
+    if files_from is not None:
+        raw = files_from.read()
+        sep = b"\0" if null else b"\n"
+        items += [Path(os.fsdecode(p.rstrip(b"\r") if not null else p)) for p in raw.split(sep) if p.strip()]
+        if not items:
+            raise click.UsageError("--files-from gave no files")
+    if not items:
+        return None
+    return items[0] if len(items) == 1 else items
 
 
 def _env_index() -> bool:

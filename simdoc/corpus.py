@@ -277,3 +277,78 @@ def _read_decompressed(fd: int, kind: str, max_bytes: int | None) -> bytes:
         raise _Undecompressable(str(exc) or type(exc).__name__) from None
     finally:
         raw_file.close()
+
+
+def resolve_sources(corpus) -> tuple[str, list[tuple[str, str]]]:
+    """The base folder document ids are relative to, and each source with its id prefix.
+
+    One folder: ids are paths relative to it (``simdoc pairs crawl/``). Several
+    folders, or files: ids are relative to the deepest folder holding all of
+    them (``simdoc pairs a/ b/`` gives ``a/x.txt`` and ``b/y.txt``), so ids never
+    collide and stay readable.
+
+    Raises
+    ------
+    CorpusError
+        A source does not exist.
+    """
+    items = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
+    if not items:
+        raise CorpusError("no corpus given", hint="name a folder, files, or --files-from")
+    absolute = []
+    for item in items:
+        path = os.path.abspath(os.fspath(item))
+        if not os.path.exists(path):
+            raise CorpusError(f"corpus {item} does not exist", hint="check the path")
+        absolute.append(path)
+    if len(absolute) == 1 and os.path.isdir(absolute[0]):
+        base = os.path.realpath(absolute[0])
+        return base, [(base, "")]
+    base = os.path.commonpath([os.path.dirname(p.rstrip(os.sep)) for p in absolute])
+    out = []
+    for path in absolute:
+        rel = os.path.relpath(path, base).replace(os.sep, "/")
+        out.append((path, rel))
+    return base, out
+
+
+def discover_sources(
+    corpus,
+    exclude: list[str | os.PathLike] = (),
+    follow_symlinks: bool = False,
+    include_globs: tuple[str, ...] = (),
+    exclude_globs: tuple[str, ...] = (),
+) -> tuple[str, list[FileEntry], list[Skipped]]:
+    """:func:`discover` over one folder, several folders, or files; returns the id base too."""
+    base, sources = resolve_sources(corpus)
+    if len(sources) == 1 and sources[0][1] == "":
+        entries, skipped = discover(sources[0][0], exclude, follow_symlinks, include_globs, exclude_globs)
+        return base, entries, skipped
+    entries: dict[str, FileEntry] = {}
+    skipped: list[Skipped] = []
+    for path, prefix in sources:
+        if os.path.isdir(path):
+            found, passed = discover(path, exclude, follow_symlinks)
+            for e in found:
+                entries.setdefault(f"{prefix}/{e.id}", FileEntry(f"{prefix}/{e.id}", e.path, e.size, e.mtime_ns))
+            skipped.extend(Skipped(f"{prefix}/{s.id}", s.reason) for s in passed)
+            continue
+        try:
+            st = os.stat(path) if follow_symlinks else os.lstat(path)
+        except OSError as exc:
+            skipped.append(Skipped(prefix, f"cannot stat: {exc.strerror or exc}"))
+            continue
+        if stat.S_ISREG(st.st_mode):
+            entries.setdefault(prefix, FileEntry(prefix, path, st.st_size, st.st_mtime_ns))
+        elif stat.S_ISLNK(st.st_mode):
+            skipped.append(Skipped(prefix, "symbolic link, not followed (--follow-symlinks follows links)"))
+        else:
+            skipped.append(Skipped(prefix, "not a regular file (device, FIFO or socket)"))
+    chosen = list(entries.values())
+    if include_globs:
+        chosen = [e for e in chosen if any(fnmatch.fnmatchcase(e.id, g) for g in include_globs)]
+    if exclude_globs:
+        chosen = [e for e in chosen if not any(fnmatch.fnmatchcase(e.id, g) for g in exclude_globs)]
+    chosen.sort(key=lambda e: e.id)
+    skipped.sort(key=lambda s: s.id)
+    return base, chosen, skipped

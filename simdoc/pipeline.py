@@ -29,7 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from simdoc import __version__
-from simdoc.corpus import FileEntry, compression_of, discover, read_document
+from simdoc.corpus import FileEntry, compression_of, discover_sources, read_document, resolve_sources
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch, UsageError
 from simdoc.exact import groups_of, representatives
 from simdoc.lsh import (
@@ -78,10 +78,16 @@ def default_index_path(corpus: str | os.PathLike) -> Path:
     env = os.environ.get("SIMDOC_INDEX")
     if env:
         return Path(env)
-    absolute = Path(corpus).resolve()
+    items = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
+    absolute = sorted(str(Path(c).resolve()) for c in items)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    digest = hashlib.sha256(str(absolute).encode("utf-8", "surrogateescape")).hexdigest()[:12]
-    return cache / "simdoc" / f"{absolute.name or 'root'}-{digest}"
+    digest = hashlib.sha256("\0".join(absolute).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    name = Path(absolute[0]).name if len(absolute) == 1 else Path(os.path.commonpath(absolute)).name
+    return cache / "simdoc" / f"{name or 'root'}-{digest}"
+
+
+def _name(corpus) -> str:
+    return os.fspath(corpus) if isinstance(corpus, (str, os.PathLike)) else " ".join(map(os.fspath, corpus))
 
 
 def _build_id(*parts: object) -> str:
@@ -302,7 +308,7 @@ def _scan_signature(entries: list[FileEntry], skipped) -> list:
 
 
 def build_shingles(
-    corpus: str | os.PathLike,
+    corpus: str | os.PathLike | list,
     index: str | os.PathLike | None = None,
     *,
     wait: float = 0.0,
@@ -401,7 +407,7 @@ def _build_shingles(
     if rebuild:
         manifest["stages"] = {}
     stored = manifest["stages"].get("shingle")
-    corpus_abs = str(Path(corpus).resolve())
+    corpus_abs = resolve_sources(corpus)[0]
     include = sorted(set(include)) if include else None
     exclude = sorted(set(exclude)) if exclude else None
     asked = {
@@ -435,7 +441,7 @@ def _build_shingles(
         "exclude": exclude if exclude is not None else base.get("exclude", []),
     }
     params = {**spec.as_params(), **reading}
-    entries, skipped = discover(
+    _, entries, skipped = discover_sources(
         corpus,
         exclude=[index],
         follow_symlinks=reading["follow_symlinks"],
@@ -444,7 +450,7 @@ def _build_shingles(
     )
     if not entries:
         raise CorpusError(
-            f"corpus {corpus} has no documents" + (f" ({len(skipped)} paths passed over)" if skipped else ""),
+            f"corpus {_name(corpus)} has no documents" + (f" ({len(skipped)} paths passed over)" if skipped else ""),
             hint="point simdoc at a folder that holds text files (hidden files are ignored)",
         )
     scan_id = _build_id(_scan_signature(entries, skipped))
@@ -558,7 +564,7 @@ def _build_shingles(
         bar.close()
         if not docs_out.count:
             err = CorpusError(
-                f"corpus {corpus} has no readable documents ({len(not_docs)} files skipped)",
+                f"corpus {_name(corpus)} has no readable documents ({len(not_docs)} files skipped)",
                 hint="see the warnings above for why each file was skipped",
             )
             err.warnings = warnings
@@ -992,7 +998,7 @@ def _expand(left: np.ndarray, right: np.ndarray, members: tuple[np.ndarray, np.n
 
 
 def find_pairs(
-    corpus: str | os.PathLike | None = None,
+    corpus: str | os.PathLike | list | None = None,
     index: str | os.PathLike | None = None,
     *,
     threshold: float | None = None,

@@ -83,14 +83,14 @@ def test_vanished_file_is_skipped_with_a_warning(tmp_path, monkeypatch):
     write(corpus / "a.txt")
     write(corpus / "b.txt")
     gone = write(corpus / "gone.txt")
-    real = simdoc.corpus.discover
+    real = simdoc.corpus.discover_sources
 
     def discover_then_delete(*args, **kw):
         out = real(*args, **kw)
         gone.unlink()  # vanishes between the scan and the read
         return out
 
-    monkeypatch.setattr(simdoc.pipeline, "discover", discover_then_delete)
+    monkeypatch.setattr(simdoc.pipeline, "discover_sources", discover_then_delete)
     r = run("pairs", corpus, "--index", tmp_path / "idx", "-j", "1")
     assert r.exit_code == 0, r.stderr
     assert r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"

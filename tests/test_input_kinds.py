@@ -1,6 +1,7 @@
 """Input selection and kinds: compressed files (.gz, .bz2, .xz, .zst), --include and --exclude globs."""
 
 import bz2
+import os
 import gzip
 import lzma
 
@@ -77,3 +78,40 @@ def test_include_and_exclude_globs(tmp_path):
     assert again.exit_code == 4 and "include" in again.stderr
     same = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx)])
     assert same.exit_code == 0 and "simdoc: 1 documents" in same.stderr
+
+
+def test_several_folders_and_files_make_one_corpus(tmp_path):
+    for d in ("site-a", "site-b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "page.txt").write_text(TEXT, encoding="utf-8")
+    (tmp_path / "notes.txt").write_text(TEXT, encoding="utf-8")
+    (tmp_path / "other.txt").write_text("an unrelated shopping list: eggs, flour, lemons", encoding="utf-8")
+    runner = CliRunner()
+    idx = tmp_path / "idx"
+    args = [str(tmp_path / "site-a"), str(tmp_path / "site-b"), str(tmp_path / "notes.txt")]
+    r = runner.invoke(cli, ["pairs", *args, "--index", str(idx)])
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "notes.txt\tsite-a/page.txt\t1.0000\t1.0000",
+        "notes.txt\tsite-b/page.txt\t1.0000\t1.0000",
+        "site-a/page.txt\tsite-b/page.txt\t1.0000\t1.0000",
+    ]
+    # The same files through --files-from (NUL-separated) give the same ids and pairs.
+    listing = b"\0".join(os.fsencode(a) for a in args)
+    r2 = runner.invoke(cli, ["pairs", "--files-from", "-", "-0", "--index", str(tmp_path / "i2")], input=listing)
+    assert r2.exit_code == 0, r2.stderr
+    assert r2.stdout_bytes.split(b"\0")[:4] == [b"notes.txt", b"site-a/page.txt", b"1.0000", b"1.0000"]
+    # Newline-separated list with shingle, then pairs from the index.
+    r3 = runner.invoke(cli, ["shingle", "--files-from", "-", "--index", str(tmp_path / "i3")], input="\n".join(args) + "\n")
+    assert r3.exit_code == 0, r3.stderr
+    r4 = runner.invoke(cli, ["pairs", "--index", str(tmp_path / "i3")])
+    assert r4.stdout == r.stdout
+    none = runner.invoke(cli, ["shingle", "--index", str(tmp_path / "i4")])
+    assert none.exit_code == 2
+
+
+def test_single_file_corpus(tmp_path):
+    f = tmp_path / "one.txt"
+    f.write_text(TEXT, encoding="utf-8")
+    r = CliRunner().invoke(cli, ["pairs", str(f), "--index", str(tmp_path / "idx")])
+    assert r.exit_code == 0 and r.stdout == "" and "simdoc: 1 documents" in r.stderr
