@@ -126,6 +126,8 @@ shingle_options = [
         callback=lambda ctx, param, value: list(value) or None,
         help="Leave out documents whose path matches; wins over --include. Repeatable.",
     ),
+    _opt("--text-field", default=None, help="JSON Lines files: the field holding a document's text. Default: text."),
+    _opt("--id-field", default=None, help="JSON Lines files: the field holding a document's id. Default: the line number."),
     _opt(
         "--follow-symlinks/--no-follow-symlinks",
         default=None,

@@ -47,6 +47,7 @@ from simdoc.lsh import (
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
 from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
 from simdoc.similarity import MEASURES, pair_estimates, pair_jaccard
+from simdoc.records import is_jsonl, split_jsonl
 from simdoc.store import IndexStore, JsonlWriter
 
 log = logging.getLogger("simdoc")
@@ -254,10 +255,19 @@ def _shingle_batch(task: tuple) -> tuple[_Shard, list[tuple]]:
     """Read and shingle one batch of files into a shard (runs in a worker process)."""
     from simdoc import streaming
 
-    entries, spec, max_bytes, follow, shard_prefix = task
+    entries, spec, max_bytes, follow, shard_prefix, fields = task
     texts, infos = [], []
     streamed: dict[int, ShingleSets] = {}  # position among readable documents -> its row
     for doc_id, path, size in entries:
+        if is_jsonl(path):
+            # One document per line: (file digest, status, warning, [(doc id, text digest), ...]).
+            res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
+            docs, notes = ([], []) if res.text is None else split_jsonl(res.text, doc_id, *fields)
+            texts.extend(t for _, t in docs)
+            members = [(d, hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()) for d, t in docs]
+            warning = "; ".join(([res.warning] if res.warning else []) + notes) or None
+            infos.append((res.digest, res.status, warning, members))
+            continue
         if size > streaming.STREAM_BYTES or compression_of(path):
             # A huge file is shingled in chunks, in bounded memory; so is every compressed
             # file, whose size says nothing of what it holds.
@@ -268,7 +278,7 @@ def _shingle_batch(task: tuple) -> tuple[_Shard, list[tuple]]:
             res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
             if res.text is not None:
                 texts.append(res.text)
-        infos.append((res.digest, res.status, res.warning))
+        infos.append((res.digest, res.status, res.warning, None))
     sets = shingle_texts(texts, spec)
     if streamed:
         pieces, i = [], 0
@@ -392,6 +402,8 @@ def _build_shingles(
     follow_symlinks: bool | None = None,
     include: list[str] | None = None,
     exclude: list[str] | None = None,
+    text_field: str | None = None,
+    id_field: str | None = None,
 ) -> StageResult:
     """Shingle new and changed files; copy the rows of unchanged ones from the current build.
 
@@ -418,6 +430,8 @@ def _build_shingles(
         "follow_symlinks": follow_symlinks,
         "include": include,
         "exclude": exclude,
+        "text_field": text_field,
+        "id_field": id_field,
     }
     if max_bytes is not None and max_bytes < 1:
         raise UsageError(f"--max-bytes must be at least 1, got {max_bytes}")
@@ -439,6 +453,8 @@ def _build_shingles(
         "follow_symlinks": follow_symlinks if follow_symlinks is not None else base.get("follow_symlinks", False),
         "include": include if include is not None else base.get("include", []),
         "exclude": exclude if exclude is not None else base.get("exclude", []),
+        "text_field": text_field if text_field is not None else base.get("text_field", "text"),
+        "id_field": id_field if id_field is not None else base.get("id_field"),
     }
     params = {**spec.as_params(), **reading}
     _, entries, skipped = discover_sources(
@@ -465,6 +481,11 @@ def _build_shingles(
         old_records = old.doc_records()
         old_sets = old.shingle_sets()
     old_pos = {r["id"]: i for i, r in enumerate(old_records)}
+    # Documents of a JSON Lines file carry its id as "source"; they are reused or re-read together.
+    old_members: dict[str, list[int]] = {}
+    for i, r in enumerate(old_records):
+        if "source" in r:
+            old_members.setdefault(r["source"], []).append(i)
     # Rows whose file looks untouched (same size and mtime) are copied without reading the file.
     # A file modified in the same clock tick as the last scan could keep both, so files whose
     # mtime is that recent are read again ("racily clean", as git calls it).
@@ -473,7 +494,7 @@ def _build_shingles(
     stat_same = np.full(len(entries), -1, dtype=np.int64)
     to_read: list[int] = []
     for i, e in enumerate(entries):
-        j = old_pos.get(e.id)
+        j = old_pos.get(e.id) if e.id not in old_members else old_members[e.id][0]
         if (
             j is not None
             and old_records[j]["size"] == e.size
@@ -494,16 +515,22 @@ def _build_shingles(
             reading["max_bytes"],
             reading["follow_symlinks"],
             str(store.path / f".shingles.{{kind}}.tmp.npy.shard-{run_tag}-{i}.tmp"),
+            (reading["text_field"], reading["id_field"]),
         )
         for i, b in enumerate(batches)
     ]
     shards: list[_Shard] = []
 
     def read_results() -> Iterator[tuple[tuple, _Shard, int]]:
+        """Per file read: (info, shard, first row); a JSON Lines file has one row per member."""
         for shard, infos in _pool_map(_shingle_batch, tasks, jobs):
             shards.append(shard)
             row = 0
             for info in infos:
+                if info[3] is not None:
+                    yield info, shard, row
+                    row += len(info[3])
+                    continue
                 has_row = info[1] not in ("binary", "unreadable")
                 yield info, shard, (row if has_row else -1)
                 row += has_row
@@ -534,17 +561,36 @@ def _build_shingles(
                 shards.pop(0).remove()
             j = int(stat_same[i])
             if j >= 0:
-                rows.add(old_sets, j)
-                rec = dict(old_records[j])
-                rec["changed"] = False
-                docs_out.add(rec)
-                n_empty += rec["n_shingles"] == 0
-                n_kept_old += 1
-                origin.append(j)
+                for j in old_members.get(e.id, [j]):
+                    rows.add(old_sets, j)
+                    rec = dict(old_records[j])
+                    rec["changed"] = False
+                    docs_out.add(rec)
+                    n_empty += rec["n_shingles"] == 0
+                    n_kept_old += 1
+                    origin.append(j)
             else:
-                (digest, status, warning), sets, row = next(results)
+                (digest, status, warning, members), sets, row = next(results)
                 if warning:
                     warnings.append(f"{e.id}: {warning}")
+                if members is not None:
+                    if not members:
+                        not_docs.append({"id": e.id, "reason": warning or "no documents in this JSON Lines file"})
+                    for k, (member_id, member_digest) in enumerate(members):
+                        rows.add(sets, row + k)
+                        j = old_pos.get(member_id, -1)
+                        same = j >= 0 and old_records[j]["digest"] == member_digest
+                        n_changed += not same
+                        n_kept_old += j >= 0
+                        origin.append(j if same else -1)
+                        n_shingles = int(sets.indptr[row + k + 1] - sets.indptr[row + k])
+                        n_empty += n_shingles == 0
+                        docs_out.add(
+                            {"id": member_id, "source": e.id, "size": e.size, "mtime_ns": e.mtime_ns,
+                             "digest": member_digest, "status": status, "n_shingles": n_shingles, "changed": not same}
+                        )
+                    bar.update(1)
+                    continue
                 if row < 0:
                     not_docs.append({"id": e.id, "reason": warning})
                     continue
@@ -1022,6 +1068,8 @@ def find_pairs(
     follow_symlinks: bool | None = None,
     include: list[str] | None = None,
     exclude: list[str] | None = None,
+    text_field: str | None = None,
+    id_field: str | None = None,
 ) -> PairsResult:
     """Near-duplicate pairs of a corpus, building or refreshing its index first.
 
@@ -1051,6 +1099,8 @@ def find_pairs(
             "follow_symlinks": follow_symlinks,
             "include": sorted(set(include)) if include else None,
             "exclude": sorted(set(exclude)) if exclude else None,
+            "text_field": text_field,
+            "id_field": id_field,
         }
         stages, t, report = _refresh_for_pairs(
             corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, scheme, bands, rows, jobs, rebuild,
@@ -1199,7 +1249,12 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
             facts.append("index: out of date (built from older signatures; the next pairs run rebuilds it)")
         elif ix:
             keys, buckets = loaded.bands()
-            eligible = int(np.count_nonzero(np.diff(indptr) > 0))
+            # Buckets hold the documents with shingles, one per group of exact copies.
+            rep = loaded.representatives()
+            if rep.shape != (n,) or np.any(rep > np.arange(n)) or np.any(rep[rep] != rep):
+                problems.append("the exact-copy groups (groups.*.npy) are not a valid grouping of the documents")
+                rep = np.arange(n)
+            eligible = int(np.count_nonzero((np.diff(indptr) > 0) & (rep == np.arange(n))))
             if keys.shape != (ix["params"]["bands"], n) or buckets.shape != (ix["params"]["bands"], eligible):
                 problems.append(
                     f"band arrays have shapes {keys.shape} and {buckets.shape}, expected "

@@ -89,3 +89,16 @@ def test_new_counts_group_pairs_with_a_changed_member(tmp_path):
     # 6 copies, 1 new: the pairs with the new one, and none of the 10 old pairs.
     assert len(res) == res.n_group_pairs() == 5
     assert [(p.doc_a, p.doc_b, p.new) for p in res] == [(f"copy{i}.txt", "copy5.txt", "b") for i in range(5)]
+
+
+def test_check_accepts_an_index_with_folded_copies(tmp_path):
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for i in range(4):
+        (corpus / f"copy{i}.txt").write_text("the very same tiny page", encoding="utf-8")
+    (corpus / "other.txt").write_text("a different page entirely", encoding="utf-8")
+    idx = tmp_path / "idx"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx)]).exit_code == 0
+    chk = runner.invoke(cli, ["check", "--index", str(idx)])
+    assert chk.exit_code == 0, chk.stdout

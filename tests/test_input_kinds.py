@@ -115,3 +115,57 @@ def test_single_file_corpus(tmp_path):
     f.write_text(TEXT, encoding="utf-8")
     r = CliRunner().invoke(cli, ["pairs", str(f), "--index", str(tmp_path / "idx")])
     assert r.exit_code == 0 and r.stdout == "" and "simdoc: 1 documents" in r.stderr
+
+
+def test_jsonl_documents(tmp_path):
+    import json as _json
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    lines = [
+        {"id": "a1", "text": TEXT},
+        {"id": "a2", "text": "a different text about mountain goats and their steep paths, nothing else"},
+        {"id": "a3", "text": TEXT.replace("barges", "boats")},
+        {"id": "a1", "text": "a repeated id"},
+        {"noise": True},
+    ]
+    body = "\n".join(_json.dumps(x) for x in lines) + "\nnot json\n\n"
+    (corpus / "data.jsonl").write_text(body, encoding="utf-8")
+    (corpus / "more.jsonl.gz").write_bytes(gzip.compress((_json.dumps({"id": "b", "text": TEXT}) + "\n").encode()))
+    runner = CliRunner()
+    idx = tmp_path / "idx"
+    r = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--id-field", "id", "-j", "1"])
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines()[:1] == ["data.jsonl#a1\tmore.jsonl.gz#b\t1.0000\t1.0000"]
+    assert "data.jsonl#a1\tdata.jsonl#a3" in r.stdout
+    assert "line 4: id 'a1' repeats" in r.stderr and "line 5: no string field 'text'" in r.stderr
+    assert "line 6: not valid JSON" in r.stderr
+    assert "simdoc: 5 documents" in r.stderr  # a1, a2, a3, a1@4 and b; the bad lines are skipped
+    # Unchanged JSON Lines files are not re-read; a changed one is re-read as a whole.
+    import os
+    for p in corpus.iterdir():
+        st = p.stat()
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns - 3600 * 10**9))
+    same = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--id-field", "id", "-j", "1"])
+    assert same.stdout == r.stdout
+    with open(corpus / "data.jsonl", "a", encoding="utf-8") as fh:
+        fh.write(_json.dumps({"id": "a9", "text": TEXT}) + "\n")
+    new = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--new", "-j", "1"])
+    assert new.exit_code == 0, new.stderr
+    assert all("data.jsonl#a9" in line for line in new.stdout.splitlines())
+    assert len(new.stdout.splitlines()) == 3
+    full = runner.invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "full"), "--id-field", "id", "-j", "1"])
+    after = runner.invoke(cli, ["pairs", "--index", str(idx)])
+    assert after.stdout == full.stdout
+    chk = runner.invoke(cli, ["check", "--index", str(idx)])
+    assert chk.exit_code == 0, chk.stdout
+
+
+def test_jsonl_ids_default_to_line_numbers(tmp_path):
+    import json as _json
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "d.ndjson").write_text("\n".join(_json.dumps({"body": TEXT}) for _ in range(2)), encoding="utf-8")
+    r = CliRunner().invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "idx"), "--text-field", "body"])
+    assert r.stdout == "d.ndjson#1\td.ndjson#2\t1.0000\t1.0000\n"

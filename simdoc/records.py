@@ -1,0 +1,57 @@
+"""Documents inside JSON Lines files: one document per line.
+
+A file whose name ends in ``.jsonl`` or ``.ndjson`` (possibly compressed:
+``.jsonl.gz``, ...) holds one document per line, a JSON object whose
+``text_field`` (default ``text``) is the document's text. Its id is
+``PATH#ID``, where ID is the value of ``id_field`` when one is named, else
+the line number (from 1). Lines that are blank are ignored; a line that is
+not a JSON object, or has no string text field, is skipped with a warning
+naming the line; an id that repeats gets ``@LINE`` appended, with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+
+from simdoc.corpus import COMPRESSED
+
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+
+
+def is_jsonl(path: str) -> bool:
+    for suffix in COMPRESSED:
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            break
+    return path.endswith(JSONL_SUFFIXES)
+
+
+def split_jsonl(
+    text: str, source: str, text_field: str = "text", id_field: str | None = None
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """(document id, text) of every usable line, sorted by id, and warnings."""
+    docs: dict[str, str] = {}
+    warnings: list[str] = []
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            warnings.append(f"line {lineno}: not valid JSON, skipped")
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
+            warnings.append(f"line {lineno}: no string field {text_field!r}, skipped")
+            continue
+        key = str(lineno)
+        if id_field is not None:
+            if id_field in obj and obj[id_field] is not None:
+                key = str(obj[id_field])
+            else:
+                warnings.append(f"line {lineno}: no field {id_field!r}, its id is the line number")
+        doc_id = f"{source}#{key}"
+        if doc_id in docs:
+            warnings.append(f"line {lineno}: id {key!r} repeats, this one is {key}@{lineno}")
+            doc_id = f"{doc_id}@{lineno}"
+        docs[doc_id] = obj[text_field]
+    return sorted(docs.items()), warnings
