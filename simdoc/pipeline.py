@@ -29,7 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from simdoc import __version__
-from simdoc.corpus import FileEntry, compression_of, discover_sources, read_document, resolve_sources
+from simdoc.corpus import FileEntry, ReadResult, compression_of, discover_sources, read_document, resolve_sources
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch, UsageError
 from simdoc.exact import groups_of, representatives
 from simdoc.lsh import (
@@ -47,7 +47,7 @@ from simdoc.lsh import (
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
 from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
 from simdoc.similarity import MEASURES, pair_estimates, pair_jaccard
-from simdoc.records import is_jsonl, split_jsonl
+from simdoc.records import WEB_EXTRA, html_to_text, is_html, is_jsonl, is_warc, split_jsonl, split_warc
 from simdoc.store import IndexStore, JsonlWriter
 
 log = logging.getLogger("simdoc")
@@ -259,14 +259,26 @@ def _shingle_batch(task: tuple) -> tuple[_Shard, list[tuple]]:
     texts, infos = [], []
     streamed: dict[int, ShingleSets] = {}  # position among readable documents -> its row
     for doc_id, path, size in entries:
-        if is_jsonl(path):
-            # One document per line: (file digest, status, warning, [(doc id, text digest), ...]).
-            res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
-            docs, notes = ([], []) if res.text is None else split_jsonl(res.text, doc_id, *fields)
+        if is_jsonl(path) or is_warc(path):
+            # Many documents in one file: (file digest, status, warning, [(doc id, text digest), ...]).
+            if is_warc(path):
+                res, docs, notes = _read_warc(path, doc_id)
+            else:
+                res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
+                docs, notes = ([], []) if res.text is None else split_jsonl(res.text, doc_id, *fields)
             texts.extend(t for _, t in docs)
             members = [(d, hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()) for d, t in docs]
             warning = "; ".join(([res.warning] if res.warning else []) + notes) or None
             infos.append((res.digest, res.status, warning, members))
+            continue
+        if is_html(path):
+            res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
+            if res.text is not None:
+                try:
+                    texts.append(html_to_text(res.text))
+                except ImportError:
+                    res = ReadResult(None, res.digest, warning=f"HTML needs an extractor: {WEB_EXTRA}", status="unreadable")
+            infos.append((res.digest, res.status, res.warning, None))
             continue
         if size > streaming.STREAM_BYTES or compression_of(path):
             # A huge file is shingled in chunks, in bounded memory; so is every compressed
@@ -298,6 +310,21 @@ def _shingle_batch(task: tuple) -> tuple[_Shard, list[tuple]]:
         paths.append(path)
         crcs.append(zlib.crc32(arr.data))
     return _Shard(sets.indptr, paths[0], paths[1], crcs[0], crcs[1]), infos
+
+
+def _read_warc(path: str, source: str):
+    """A WARC file's documents, or why there are none, as (ReadResult, docs, warnings)."""
+    digest = hashlib.blake2b(digest_size=16)
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 24):
+                digest.update(chunk)
+        docs, notes = split_warc(path, source)
+    except ImportError:
+        return ReadResult(None, digest.hexdigest(), warning=f"WARC needs {WEB_EXTRA}", status="unreadable"), [], []
+    except Exception as exc:  # fastwarc raises its own errors on damaged archives
+        return ReadResult(None, digest.hexdigest(), warning=f"cannot read WARC: {exc}", status="unreadable"), [], []
+    return ReadResult("", digest.hexdigest()), docs, notes
 
 
 def _batches(entries: list[FileEntry]) -> list[list[FileEntry]]:

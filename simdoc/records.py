@@ -55,3 +55,62 @@ def split_jsonl(
             doc_id = f"{doc_id}@{lineno}"
         docs[doc_id] = obj[text_field]
     return sorted(docs.items()), warnings
+
+
+# ---------------------------------------------------------------- web pages
+
+WARC_SUFFIXES = (".warc", ".warc.gz")
+HTML_SUFFIXES = (".html", ".htm", ".xhtml")
+WEB_EXTRA = "pip install 'simdoc[web]' (resiliparse and fastwarc)"
+
+
+def is_warc(path: str) -> bool:
+    return path.endswith(WARC_SUFFIXES)
+
+
+def is_html(path: str) -> bool:
+    for suffix in COMPRESSED:
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            break
+    return path.lower().endswith(HTML_SUFFIXES)
+
+
+def html_to_text(html: str) -> str:
+    """Visible text of an HTML page, by resiliparse's extractor (scripts, styles and tags dropped).
+
+    Raises
+    ------
+    ImportError
+        resiliparse is not installed (the ``web`` extra).
+    """
+    from resiliparse.extract.html2text import extract_plain_text
+
+    return extract_plain_text(html, main_content=False)
+
+
+def split_warc(path: str, source: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """(document id, text) of every HTTP response with an HTML or text body in a WARC file.
+
+    The id is ``PATH#TARGET-URI``; a URI that repeats in the file gets
+    ``#RECORD-ID`` appended. HTML bodies go through :func:`html_to_text`.
+    """
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    docs: dict[str, str] = {}
+    warnings: list[str] = []
+    with open(path, "rb") as fh:
+        for rec in ArchiveIterator(fh, record_types=WarcRecordType.response, parse_http=True):
+            ctype = (rec.http_content_type or "").lower()
+            if not (ctype.startswith("text/html") or ctype.startswith("application/xhtml") or ctype.startswith("text/plain")):
+                continue
+            body = rec.reader.read()
+            text = body.decode(rec.http_charset or "utf-8", errors="replace")
+            if "html" in ctype:
+                text = html_to_text(text)
+            uri = rec.headers.get("WARC-Target-URI") or rec.record_id
+            doc_id = f"{source}#{uri}"
+            if doc_id in docs:
+                doc_id = f"{doc_id}#{rec.record_id}"
+            docs[doc_id] = text
+    return sorted(docs.items()), warnings

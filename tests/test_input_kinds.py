@@ -169,3 +169,38 @@ def test_jsonl_ids_default_to_line_numbers(tmp_path):
     (corpus / "d.ndjson").write_text("\n".join(_json.dumps({"body": TEXT}) for _ in range(2)), encoding="utf-8")
     r = CliRunner().invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "idx"), "--text-field", "body"])
     assert r.stdout == "d.ndjson#1\td.ndjson#2\t1.0000\t1.0000\n"
+
+
+def warc_record(uri: str, content_type: str, body: bytes, rid: str) -> bytes:
+    http = b"HTTP/1.1 200 OK\r\nContent-Type: " + content_type.encode() + b"\r\n\r\n" + body
+    head = (
+        "WARC/1.0\r\nWARC-Type: response\r\n"
+        f"WARC-Target-URI: {uri}\r\nWARC-Record-ID: <urn:uuid:{rid}>\r\n"
+        "WARC-Date: 2026-01-01T00:00:00Z\r\nContent-Type: application/http; msgtype=response\r\n"
+        f"Content-Length: {len(http)}\r\n\r\n"
+    ).encode()
+    return head + http + b"\r\n\r\n"
+
+
+def test_warc_and_html_pages(tmp_path):
+    pytest.importorskip("resiliparse")
+    page = "<html><head><script>var x = 1;</script><style>p{}</style></head><body><p>" + TEXT + "</p></body></html>"
+    other = "<html><body><p>A page about something else: opening hours of the town museum.</p></body></html>"
+    records = [
+        warc_record("http://example.org/a", "text/html; charset=utf-8", page.encode(), "00000000-0000-0000-0000-000000000001"),
+        warc_record("http://example.org/b", "text/html", other.encode(), "00000000-0000-0000-0000-000000000002"),
+        warc_record("http://example.org/a", "text/html", page.encode(), "00000000-0000-0000-0000-000000000003"),
+        warc_record("http://example.org/img", "image/png", b"\x89PNG...", "00000000-0000-0000-0000-000000000004"),
+    ]
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "crawl.warc.gz").write_bytes(b"".join(gzip.compress(r) for r in records))
+    (corpus / "mirror.html").write_text(page.replace("<p>", "<p><b>").replace("</p>", "</b></p>"), encoding="utf-8")
+    (corpus / "plain.txt").write_text(TEXT, encoding="utf-8")
+    r = CliRunner().invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "idx"), "-j", "1"])
+    assert r.exit_code == 0, r.stderr
+    ids = {"crawl.warc.gz#http://example.org/a", "crawl.warc.gz#http://example.org/a#<urn:uuid:00000000-0000-0000-0000-000000000003>", "mirror.html", "plain.txt"}
+    got = [line.split("\t") for line in r.stdout.splitlines()]
+    assert {g[0] for g in got} | {g[1] for g in got} == ids
+    assert all(g[3] == "1.0000" for g in got) and len(got) == 6
+    assert "simdoc: 5 documents" in r.stderr  # a, a again, b, mirror.html, plain.txt; the image is not a document
