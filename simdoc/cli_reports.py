@@ -21,6 +21,7 @@ import click
 
 from simdoc.cli import (
     _apply,
+    _corpus_arg,
     _env_index,
     _need_index,
     _opt,
@@ -79,7 +80,8 @@ def _check_corpus_index(corpus: Path | None, index: Path | None, rebuild: bool) 
     return default_index_path(corpus) if corpus is not None else _need_index(None)
 
 
-def _verified_pairs(corpus, index, quiet, verbose, **options) -> tuple[PairsResult, Path]:
+def _verified_pairs(corpus, index, quiet, verbose, files_from=None, **options) -> tuple[PairsResult, Path]:
+    corpus = _corpus_arg(tuple(corpus) if isinstance(corpus, (tuple, list)) else (() if corpus is None else (corpus,)), files_from, False)
     index = _check_corpus_index(corpus, index, options["rebuild"])
     res = find_pairs(corpus, index, verify=True, all_candidates=False, progress=_show_progress(quiet), **options)
     _report(res.stages, verbose)
@@ -106,10 +108,11 @@ def _cut(res: PairsResult) -> str:
 
 
 @cli.command()
-@click.argument("corpus", required=False, type=click.Path(path_type=Path))
+@click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
+@_opt("--files-from", type=click.File("rb"), default=None, help="Read the files of the corpus from this list ('-': stdin), one per line.")
 @_opt("--format", "-f", "fmt", type=click.Choice(["tsv", "jsonl"]), default="tsv", help="Output format. Default: tsv.")
 @_apply(pair_options)
-def clusters(corpus, fmt, index, quiet, verbose, **options) -> None:
+def clusters(corpus, files_from, fmt, index, quiet, verbose, **options) -> None:
     """Print groups of near-duplicates: connected components of the verified pairs.
 
     Only pairs whose exact Jaccard reaches the threshold link documents, never
@@ -125,7 +128,7 @@ def clusters(corpus, fmt, index, quiet, verbose, **options) -> None:
       simdoc clusters sample_corpus | awk -F'\\t' '$2 > 2'     # clusters of 3 or more
     """
     _setup_logging(quiet, verbose)
-    res, _ = _verified_pairs(corpus, index, quiet, verbose, **options)
+    res, _ = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, **options)
     found = cluster_pairs(res)
     if fmt == "tsv":
         lines = ("\t".join([str(c.cluster_id), str(c.size), *map(tsv_field, c.members)]) + "\n" for c in found)
@@ -146,7 +149,8 @@ def clusters(corpus, fmt, index, quiet, verbose, **options) -> None:
 
 
 @cli.command()
-@click.argument("corpus", required=False, type=click.Path(path_type=Path))
+@click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
+@_opt("--files-from", type=click.File("rb"), default=None, help="Read the files of the corpus from this list ('-': stdin), one per line.")
 @_opt(
     "--keep",
     type=click.Choice(KEEP_POLICIES),
@@ -165,7 +169,7 @@ def clusters(corpus, fmt, index, quiet, verbose, **options) -> None:
     help="paths: one droppable path per line; tsv: drop<TAB>keep; jsonl: one cluster per line. Default: paths.",
 )
 @_apply(pair_options)
-def dedup(corpus, keep, null, absolute, fmt, index, quiet, verbose, **options) -> None:
+def dedup(corpus, files_from, keep, null, absolute, fmt, index, quiet, verbose, **options) -> None:
     """Print the documents that can go: all but one of every cluster.
 
     Clusters are those of `simdoc clusters`; of each, the --keep document
@@ -183,7 +187,7 @@ def dedup(corpus, keep, null, absolute, fmt, index, quiet, verbose, **options) -
     _setup_logging(quiet, verbose)
     if null and fmt != "paths":
         raise click.UsageError("-0/--null goes with the default path list (--format paths)")
-    res, index = _verified_pairs(corpus, index, quiet, verbose, **options)
+    res, index = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, **options)
     with IndexStore(index).reading():
         loaded = open_index(index)
         records = loaded.doc_records()
@@ -408,10 +412,10 @@ def show(args, index, min_words, context, full, fmt, num_perm, seed, scheme, job
       simdoc show --index /tmp/idx web/harbor-festival.txt web/mirror-harbor-festival.txt --full
     """
     _setup_logging(quiet, verbose)
-    if len(args) not in (2, 3):
-        raise click.UsageError(f"give DOC_A DOC_B, or CORPUS DOC_A DOC_B ({len(args)} arguments given)")
-    corpus, doc_a, doc_b = (None, *args) if len(args) == 2 else args
-    corpus = Path(corpus) if corpus is not None else None
+    if len(args) < 2:
+        raise click.UsageError(f"give DOC_A DOC_B, or CORPUS... DOC_A DOC_B ({len(args)} arguments given)")
+    *corpora, doc_a, doc_b = args
+    corpus = _corpus_arg(tuple(Path(c) for c in corpora), None, False)
     index = _check_corpus_index(corpus, index, rebuild)
     progress = _show_progress(quiet)
     stages = []

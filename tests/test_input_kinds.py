@@ -204,3 +204,23 @@ def test_warc_and_html_pages(tmp_path):
     assert {g[0] for g in got} | {g[1] for g in got} == ids
     assert all(g[3] == "1.0000" for g in got) and len(got) == 6
     assert "simdoc: 5 documents" in r.stderr  # a, a again, b, mirror.html, plain.txt; the image is not a document
+
+
+def test_report_commands_take_several_corpora_and_files_from(tmp_path):
+    for d in ("site-a", "site-b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "page.txt").write_text(TEXT, encoding="utf-8")
+    runner = CliRunner()
+    a, b = str(tmp_path / "site-a"), str(tmp_path / "site-b")
+    r = runner.invoke(cli, ["clusters", a, b, "--index", str(tmp_path / "i1")])
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "1\t2\tsite-a/page.txt\tsite-b/page.txt\n"
+    d = runner.invoke(cli, ["dedup", "--files-from", "-", "--index", str(tmp_path / "i2")], input=f"{a}\n{b}\n")
+    assert d.exit_code == 0, d.stderr
+    assert d.stdout == "site-b/page.txt\n"
+    s = runner.invoke(cli, ["show", a, b, "site-a/page.txt", "site-b/page.txt", "--index", str(tmp_path / "i3"), "--format", "json"])
+    assert s.exit_code == 0, s.stderr
+    import json as _json
+
+    shown = _json.loads(s.stdout)
+    assert (shown["doc_a"], shown["doc_b"], shown["set_jaccard"]) == ("site-a/page.txt", "site-b/page.txt", 1.0)
