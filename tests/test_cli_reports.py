@@ -485,7 +485,7 @@ def test_show_warns_when_a_document_changed(run, built):
     "args, code, needle",
     [
         (("a.txt",), 2, "DOC_A DOC_B"),
-        (("x", "y", "z", "w"), 2, "DOC_A DOC_B"),
+        (("x", "y", "z", "w"), 3, "corpus x does not exist"),  # several CORPUS arguments are allowed
         (("a.txt", "a.txt"), 2, "same document"),
         (("a.txt", "missing.txt"), 2, "missing.txt is not a document"),
         (("a.txt", "c.txt", "--min-words", "0"), 2, "--min-words"),
