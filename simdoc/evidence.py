@@ -24,6 +24,7 @@ Everything but :func:`pair_evidence` (which reads the two files) is pure.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import os
 import re
@@ -417,19 +418,48 @@ def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None) -> int:
     )
 
 
-def _read(root: str | None, doc_id: str, digest: str | None, params: dict) -> tuple[str | None, str | None]:
+def _read(
+    root: str | None, doc_id: str, digest: str | None, params: dict, source: str | None = None
+) -> tuple[str | None, str | None]:
     from simdoc.corpus import read_document
+    from simdoc.records import html_to_text, is_html, is_warc, split_jsonl, split_warc
 
     if root is None:
         return None, f"{doc_id}: the index does not record its corpus folder; no passages"
     # Read the way the index read it (a --max-bytes prefix, links followed or not).
     how = {k: params[k] for k in ("max_bytes", "follow_symlinks") if k in params}
+    if source is not None:
+        # A document inside a JSON Lines or WARC file: read the file, find the member.
+        path = os.path.join(root, *source.split("/"))
+        try:
+            if is_warc(source):
+                members = dict(split_warc(path, source)[0])
+            else:
+                res = read_document(path, **how)
+                if res.text is None:
+                    return None, f"{doc_id}: {res.warning}; no passages"
+                members = dict(split_jsonl(res.text, source, params.get("text_field", "text"), params.get("id_field"))[0])
+        except Exception as exc:  # a missing extra or a damaged archive: numbers only
+            return None, f"{doc_id}: cannot read {source} ({exc}); no passages"
+        text = members.get(doc_id)
+        if text is None:
+            return None, f"{doc_id} is no longer in {source}; no passages"
+        now = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        if digest and now != digest:
+            return text, f"{doc_id} changed since it was indexed: passages are from today's text, the numbers from the index"
+        return text, None
     res = read_document(os.path.join(root, *doc_id.split("/")), **how)
     if res.text is None:
         return None, f"{doc_id}: {res.warning}; no passages"
+    text = res.text
+    if is_html(doc_id):
+        try:
+            text = html_to_text(text)
+        except ImportError:
+            pass  # the index could not have read it either; show the markup
     if digest and res.digest != digest:
-        return res.text, f"{doc_id} changed since it was indexed: passages are from today's text, the numbers from the index"
-    return res.text, None
+        return text, f"{doc_id} changed since it was indexed: passages are from today's text, the numbers from the index"
+    return text, None
 
 
 def pair_evidence(
@@ -467,9 +497,9 @@ def pair_evidence(
         sigs = loaded.signatures()
         estimated, num_perm = estimate_jaccard(sigs[a], sigs[b]), sigs.shape[1]
     warnings = []
-    text_a, warn = _read(root, ids[a], records[a].get("digest"), shingle["params"])
+    text_a, warn = _read(root, ids[a], records[a].get("digest"), shingle["params"], records[a].get("source"))
     warnings += [warn] if warn else []
-    text_b, warn = _read(root, ids[b], records[b].get("digest"), shingle["params"])
+    text_b, warn = _read(root, ids[b], records[b].get("digest"), shingle["params"], records[b].get("source"))
     warnings += [warn] if warn else []
     lowercase = shingle["params"].get("lowercase", True)
     keys_a, spans_a = split_words(text_a, lowercase) if text_a is not None else ([], [])

@@ -224,3 +224,18 @@ def test_report_commands_take_several_corpora_and_files_from(tmp_path):
 
     shown = _json.loads(s.stdout)
     assert (shown["doc_a"], shown["doc_b"], shown["set_jaccard"]) == ("site-a/page.txt", "site-b/page.txt", 1.0)
+
+
+def test_show_finds_passages_inside_jsonl(tmp_path):
+    import json as _json
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    rows = [{"id": "x", "text": TEXT}, {"id": "y", "text": TEXT.replace("tides", "currents")}]
+    (corpus / "d.jsonl").write_text("\n".join(_json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    r = CliRunner().invoke(
+        cli, ["show", str(corpus), "d.jsonl#x", "d.jsonl#y", "--id-field", "id", "--index", str(tmp_path / "i"), "--format", "json"]
+    )
+    assert r.exit_code == 0, r.stderr
+    shown = _json.loads(r.stdout)
+    assert shown["passages"] and "no passages" not in r.stderr
