@@ -104,6 +104,14 @@ wait_option = _opt(
     show_default=True,
     help="Seconds to wait for another run writing the same index (then exit 5).",
 )
+scheduler_option = _opt(
+    "--scheduler",
+    envvar="SIMDOC_SCHEDULER",
+    default=None,
+    metavar="ADDRESS",
+    help="Run the work on a Dask cluster: host:port of its scheduler, or local[N] for an in-process "
+    "cluster of N workers. Default: $SIMDOC_SCHEDULER, else this machine. Needs simdoc[dask].",
+)
 rebuild_option = _opt(
     "--rebuild", is_flag=True, help="Rebuild stages whose stored parameters differ from the ones asked for."
 )
@@ -204,6 +212,7 @@ def cli() -> None:
 @index_option
 @_apply(shingle_options)
 @jobs_option
+@scheduler_option
 @rebuild_option
 @wait_option
 @quiet_option
@@ -229,11 +238,12 @@ def shingle(corpus, files_from, null, index, quiet, verbose, **options) -> None:
 @index_option
 @_apply(signature_options)
 @jobs_option
+@scheduler_option
 @rebuild_option
 @wait_option
 @quiet_option
 @verbose_option
-def signature(index, num_perm, seed, scheme, jobs, rebuild, wait, quiet, verbose) -> None:
+def signature(index, num_perm, seed, scheme, jobs, scheduler, rebuild, wait, quiet, verbose) -> None:
     """Compute the MinHash signature matrix of the shingled documents.
 
     \b
@@ -243,7 +253,15 @@ def signature(index, num_perm, seed, scheme, jobs, rebuild, wait, quiet, verbose
     _setup_logging(quiet, verbose)
     index = _need_index(index)
     res = build_signatures(
-        index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, rebuild=rebuild, progress=_show_progress(quiet), wait=wait
+        index,
+        num_perm=num_perm,
+        seed=seed,
+        scheme=scheme,
+        jobs=jobs,
+        rebuild=rebuild,
+        progress=_show_progress(quiet),
+        wait=wait,
+        scheduler=scheduler,
     )
     _report([res], verbose)
     log.info(f"signature: {res.detail if res.built else 'up to date'}")
@@ -290,6 +308,7 @@ def index_cmd(index, threshold, bands, rows, wait, quiet, verbose) -> None:
 @_apply(signature_options)
 @_apply(banding_options)
 @jobs_option
+@scheduler_option
 @rebuild_option
 @wait_option
 @quiet_option

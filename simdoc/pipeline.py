@@ -95,8 +95,34 @@ def _build_id(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+_DASK_CLIENT = None  # set while a stage runs on a Dask cluster (see using_scheduler)
+
+
+@contextlib.contextmanager
+def using_scheduler(scheduler: str | None):
+    """Run the stages inside on a Dask cluster (host:port or local[N]); None: this machine."""
+    global _DASK_CLIENT
+    scheduler = scheduler or os.environ.get("SIMDOC_SCHEDULER") or None
+    if scheduler is None or _DASK_CLIENT is not None:
+        yield
+        return
+    from simdoc.engines.dask import connect
+
+    with connect(scheduler) as client:
+        _DASK_CLIENT = client
+        try:
+            yield
+        finally:
+            _DASK_CLIENT = None
+
+
 def _pool_map(func: Callable, tasks: list, jobs: int) -> Iterator:
     """Results of func over tasks, in task order, on ``jobs`` processes (1: in this process)."""
+    if _DASK_CLIENT is not None and tasks:
+        from simdoc.engines.dask import map_ordered
+
+        yield from map_ordered(_DASK_CLIENT, func, tasks)
+        return
     if jobs <= 1 or len(tasks) <= 1:
         yield from map(func, tasks)
         return
@@ -356,7 +382,8 @@ def build_shingles(
     ``options``: unit, k, lowercase, jobs, rebuild, progress (see :func:`find_pairs`).
     """
     index = Path(index) if index is not None else default_index_path(corpus)
-    with IndexStore(index).writing(wait):
+    scheduler = options.pop("scheduler", None)
+    with IndexStore(index).writing(wait), using_scheduler(scheduler):
         return _build_shingles(corpus, index, **options)
 
 
@@ -728,7 +755,8 @@ def build_signatures(index: str | os.PathLike, *, wait: float = 0.0, **options) 
     ``options``: num_perm, seed, jobs, rebuild, progress.
     """
     store = open_index(index).store
-    with store.writing(wait):
+    scheduler = options.pop("scheduler", None)
+    with store.writing(wait), using_scheduler(scheduler):
         return _build_signatures(index, **options)
 
 
@@ -843,6 +871,7 @@ def build_index(index: str | os.PathLike, *, wait: float = 0.0, **options) -> tu
     ``options``: threshold, bands, rows, bag_threshold (see :func:`_build_index`).
     """
     store = open_index(index).store
+    options.pop("scheduler", None)  # banding is one vectorised pass: it runs here
     with store.writing(wait):
         return _build_index(index, **options)
 
@@ -1097,6 +1126,7 @@ def find_pairs(
     exclude: list[str] | None = None,
     text_field: str | None = None,
     id_field: str | None = None,
+    scheduler: str | None = None,
 ) -> PairsResult:
     """Near-duplicate pairs of a corpus, building or refreshing its index first.
 
@@ -1120,6 +1150,19 @@ def find_pairs(
     index = Path(index) if index is not None else default_index_path(corpus)
     if corpus is None:
         open_index(index)  # fail before creating anything
+    with using_scheduler(scheduler):
+        return _find_pairs(
+            corpus, index, t0, threshold, measure, verify, all_candidates, unit, k, lowercase, num_perm, seed, scheme,
+            bands, rows, jobs, rebuild, progress, wait, new_only, max_bytes, follow_symlinks, include, exclude,
+            text_field, id_field,
+        )
+
+
+def _find_pairs(
+    corpus, index, t0, threshold, measure, verify, all_candidates, unit, k, lowercase, num_perm, seed, scheme,
+    bands, rows, jobs, rebuild, progress, wait, new_only, max_bytes, follow_symlinks, include, exclude,
+    text_field, id_field,
+) -> PairsResult:
     with IndexStore(index).writing(wait):
         reading = {
             "max_bytes": max_bytes,
@@ -1141,7 +1184,14 @@ def find_pairs(
             changed = np.array(flags, dtype=bool)
         else:
             doc_ids, changed = loaded.doc_ids(), None
-        left, right, est, jac, n_cand, stats = score_candidates(loaded, t, measure, verify, all_candidates, changed)
+        if _DASK_CLIENT is not None:
+            from simdoc.engines import dask as dask_engine
+
+            left, right, est, jac, n_cand, stats = dask_engine.score_candidates(
+                _DASK_CLIENT, str(index), t, measure, verify, all_candidates, changed
+            )
+        else:
+            left, right, est, jac, n_cand, stats = score_candidates(loaded, t, measure, verify, all_candidates, changed)
         shingle = loaded.stage("shingle")
         groups = groups_of(loaded.representatives())
     result = PairsResult(

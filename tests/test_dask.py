@@ -1,0 +1,62 @@
+"""The Dask engine gives the local engine's answers (LocalCluster with 2 worker processes)."""
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from simdoc.cli import cli
+
+pytest.importorskip("distributed")
+pytest.importorskip("dask.dataframe")
+
+from test_pipeline import make_corpus  # noqa: E402
+
+
+def arrays(index: Path) -> dict[str, bytes]:
+    from simdoc.pipeline import open_index
+
+    loaded = open_index(index)
+    out = {}
+    for stage in ("shingle", "signature", "index"):
+        for role, name in loaded.stage(stage)["roles"].items():
+            if role not in ("origin", "docs"):
+                out[f"{stage}.{role}"] = (index / name).read_bytes()
+    return out
+
+
+def test_local_cluster_gives_the_same_pairs_and_arrays(tmp_path):
+    make_corpus(tmp_path / "c", seed=4, n_base=25)
+    runner = CliRunner()
+    common = ["--threshold", "0.6", "--all-candidates"]
+    local = runner.invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "local"), "-j", "2", *common])
+    assert local.exit_code == 0, local.stderr
+    dask = runner.invoke(
+        cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "dask"), "--scheduler", "local[2]", *common]
+    )
+    assert dask.exit_code == 0, dask.stderr
+    assert dask.stdout == local.stdout and local.stdout
+    assert arrays(tmp_path / "dask") == arrays(tmp_path / "local")
+    # Candidates are counted alike too.
+    assert local.stderr.split(" candidates")[0].split()[-1] == dask.stderr.split(" candidates")[0].split()[-1]
+
+
+def test_stage_commands_take_the_scheduler_too(tmp_path, monkeypatch):
+    make_corpus(tmp_path / "c", seed=5, n_base=8)
+    runner = CliRunner()
+    idx = tmp_path / "idx"
+    monkeypatch.setenv("SIMDOC_SCHEDULER", "local[2]")
+    assert runner.invoke(cli, ["shingle", str(tmp_path / "c"), "--index", str(idx)]).exit_code == 0
+    assert runner.invoke(cli, ["signature", "--index", str(idx)]).exit_code == 0
+    monkeypatch.delenv("SIMDOC_SCHEDULER")
+    local = runner.invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "local")])
+    staged = runner.invoke(cli, ["pairs", "--index", str(idx)])
+    assert staged.stdout == local.stdout
+
+
+def test_unreachable_scheduler_is_a_clear_error(tmp_path):
+    make_corpus(tmp_path / "c", seed=6, n_base=3)
+    r = CliRunner().invoke(
+        cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "i"), "--scheduler", "127.0.0.1:9"]
+    )
+    assert r.exit_code == 2 and "cannot reach the Dask scheduler" in r.stderr
