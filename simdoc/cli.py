@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from simdoc import __version__
+from simdoc.check import check_index
 from simdoc.errors import SimdocError
 from simdoc.lsh import DEFAULT_THRESHOLD
 from simdoc.output import FORMATS, write_records
@@ -24,7 +25,6 @@ from simdoc.pipeline import (
     build_index,
     build_shingles,
     build_signatures,
-    check_index,
     default_index_path,
     find_pairs,
 )
@@ -511,7 +511,6 @@ def main() -> None:
 
 
 from simdoc import cli_reports  # noqa: E402,F401  (registers clusters, dedup, tune, stats, show)
-
 
 if __name__ == "__main__":  # pragma: no cover
     main()

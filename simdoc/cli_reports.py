@@ -44,10 +44,24 @@ from simdoc.cli import (
 )
 from simdoc.clusters import KEEP_POLICIES, cluster_pairs, plan_dedup
 from simdoc.errors import IndexError_, ParameterMismatch
-from simdoc.evidence import DEFAULT_CONTEXT, DEFAULT_MIN_WORDS, PairEvidence, Segment, pair_evidence, render_plain
+from simdoc.evidence import (
+    DEFAULT_CONTEXT,
+    DEFAULT_MIN_WORDS,
+    PairEvidence,
+    Segment,
+    pair_evidence,
+    render_plain,
+)
 from simdoc.lsh import DEFAULT_RECALL, DEFAULT_THRESHOLD
 from simdoc.output import tsv_field
-from simdoc.pipeline import PairsResult, build_shingles, build_signatures, default_index_path, find_pairs, open_index
+from simdoc.pipeline import (
+    PairsResult,
+    build_shingles,
+    build_signatures,
+    default_index_path,
+    find_pairs,
+    open_index,
+)
 from simdoc.store import IndexStore
 from simdoc.tuning import format_stats, format_tune, index_stats, render_s_curve, tune
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import heapq
 import json
 import logging
 import multiprocessing
@@ -29,25 +28,39 @@ import numpy as np
 from tqdm import tqdm
 
 from simdoc import __version__
-from simdoc.corpus import FileEntry, ReadResult, compression_of, discover_sources, read_document, resolve_sources
+from simdoc.corpus import (
+    FileEntry,
+    ReadResult,
+    compression_of,
+    discover_sources,
+    read_document,
+    resolve_sources,
+)
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch, UsageError
 from simdoc.exact import groups_of, representatives
 from simdoc.lsh import (
     DEFAULT_RECALL,
     DEFAULT_THRESHOLD,
     BandingReport,
-    BucketStats,
     band_keys,
     bucket_order,
     check_bands_rows,
     check_threshold,
     choose_bands_rows,
-    iter_candidates,
 )
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
+from simdoc.records import (
+    WEB_EXTRA,
+    html_to_text,
+    is_html,
+    is_jsonl,
+    is_warc,
+    split_jsonl,
+    split_warc,
+)
+from simdoc.results import Pair, PairsResult, _expand, _members, score_candidates  # noqa: F401
 from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
-from simdoc.similarity import MEASURES, pair_estimates, pair_jaccard
-from simdoc.records import WEB_EXTRA, html_to_text, is_html, is_jsonl, is_warc, split_jsonl, split_warc
+from simdoc.similarity import MEASURES
 from simdoc.store import IndexStore, JsonlWriter
 
 log = logging.getLogger("simdoc")
@@ -931,172 +944,9 @@ def _build_index(
 # ---------------------------------------------------------------- pairs
 
 
-@dataclass
-class Pair:
-    doc_a: str
-    doc_b: str
-    estimated: float
-    jaccard: float | None  # None when not verified
-    new: str | None = None  # with new_only: which side the latest update added or changed: a, b or both
-
-
-@dataclass
-class PairsResult:
-    """Scored pairs, sorted by similarity descending then names, plus run facts."""
-
-    doc_ids: list[str]
-    left: np.ndarray
-    right: np.ndarray
-    estimated: np.ndarray
-    jaccard: np.ndarray | None
-    threshold: float
-    measure: str
-    n_candidates: int
-    stats: BucketStats
-    stages: list[StageResult] = field(default_factory=list)
-    banding: BandingReport | None = None
-    all_candidates: bool = False
-    n_docs: int = 0
-    n_skipped: int = 0
-    seconds: float = 0.0
-    changed: np.ndarray | None = None  # with new_only: per document, added or changed by the latest update
-    groups: list[np.ndarray] = field(default_factory=list)  # exact copies: every pair inside is printed
-    group_value: tuple[float, float | None] = (1.0, 1.0)  # (estimated, jaccard) of a pair inside a group
-
-    def n_group_pairs(self) -> int:
-        total = 0
-        for g in self.groups:
-            m = len(g)
-            # With --new: pairs with at least one changed member = all pairs - pairs of unchanged ones.
-            u = m if self.changed is None else m - int(np.count_nonzero(self.changed[g]))
-            total += m * (m - 1) // 2 - (u * (u - 1) // 2 if self.changed is not None else 0)
-        return total
-
-    def __len__(self) -> int:
-        return len(self.left) + self.n_group_pairs()
-
-    def _group_pairs(self) -> Iterator[tuple[int, int]]:
-        """Pairs inside the groups of exact copies, in (doc_a, doc_b) order, generated lazily."""
-        if not self.groups:
-            return
-        group_of = {}
-        for g in self.groups:
-            for pos, d in enumerate(g.tolist()):
-                group_of[d] = (g, pos)
-        for a in sorted(group_of):
-            g, pos = group_of[a]
-            for b in g[pos + 1 :].tolist():
-                if self.changed is None or self.changed[a] or self.changed[b]:
-                    yield a, b
-
-    def index_pairs(self) -> Iterator[tuple[int, int, float, float | None]]:
-        """(left, right, estimated, jaccard) as document numbers, in print order."""
-        est_g, jac_g = self.group_value
-        primary = self.jaccard if self.jaccard is not None else self.estimated
-        top = np.round(jac_g if self.jaccard is not None else est_g, 4)
-        # Scored pairs that print the same value as a pair of copies are merged with them by names.
-        n_top = int(np.count_nonzero(np.round(primary, 4) >= top)) if len(primary) else 0
-
-        def scored(lo: int, hi: int) -> Iterator[tuple]:
-            for i in range(lo, hi):
-                jac = None if self.jaccard is None else float(self.jaccard[i])
-                yield int(self.left[i]), int(self.right[i]), float(self.estimated[i]), jac
-
-        copies = ((a, b, est_g, jac_g) for a, b in self._group_pairs())
-        yield from heapq.merge(copies, scored(0, n_top), key=lambda r: (r[0], r[1]))
-        yield from scored(n_top, len(self.left))
-
-    def __iter__(self) -> Iterator[Pair]:
-        ids = self.doc_ids
-        sides = {(True, False): "a", (False, True): "b", (True, True): "both"}
-        for a, b, est, jac in self.index_pairs():
-            new = None
-            if self.changed is not None:
-                new = sides[(bool(self.changed[a]), bool(self.changed[b]))]
-            yield Pair(ids[a], ids[b], est, jac, new)
-
-
 def _banding_threshold(threshold: float, measure: str) -> float:
     # A bag Jaccard of t corresponds to a set Jaccard of t/(1-t) when no shingle repeats.
     return min(threshold / (1.0 - threshold), 1.0) if measure == "bag" else threshold
-
-
-def score_candidates(
-    loaded: LoadedIndex,
-    threshold: float,
-    measure: str = "set",
-    verify: bool = True,
-    all_candidates: bool = False,
-    only_docs: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, int, BucketStats]:
-    """Candidates from the buckets, scored; kept if above the threshold (or all).
-
-    ``only_docs`` (bool per document) keeps only pairs with at least one such document.
-    """
-    keys, buckets = loaded.bands()
-    sigs = loaded.signatures()
-    sets = loaded.shingle_sets() if verify else None
-    rep = loaded.representatives()
-    members = _members(rep)
-    stats = BucketStats()
-    parts: list[tuple] = []
-    n_candidates = 0
-    for left, right in iter_candidates(keys, buckets, stats):
-        if members is not None:
-            left, right = _expand(left, right, members)
-        if only_docs is not None:
-            mine = only_docs[left] | only_docs[right]
-            left, right = left[mine], right[mine]
-            if not len(left):
-                continue
-        n_candidates += len(left)
-        est = pair_estimates(sigs, left, right)
-        jac = pair_jaccard(sets, left, right, measure) if verify else None
-        if not all_candidates:
-            keep = (jac if verify else est) >= threshold
-            left, right, est = left[keep], right[keep], est[keep]
-            jac = jac[keep] if verify else None
-        if len(left):
-            parts.append((left, right, est, jac))
-    if parts:
-        left = np.concatenate([p[0] for p in parts])
-        right = np.concatenate([p[1] for p in parts])
-        est = np.concatenate([p[2] for p in parts])
-        jac = np.concatenate([p[3] for p in parts]) if verify else None
-    else:
-        left = right = np.zeros(0, np.int64)
-        est = np.zeros(0)
-        jac = np.zeros(0) if verify else None
-    # Order as printed: similarity (4 decimals) descending, then names (= document numbers).
-    primary = np.round(jac if verify else est, 4)
-    order = np.lexsort((right, left, -primary))
-    return left[order], right[order], est[order], (jac[order] if verify else None), n_candidates, stats
-
-
-def _members(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """CSR of each representative's group (itself first), or None when there are no copies."""
-    n = len(rep)
-    if np.all(rep == np.arange(n)):
-        return None
-    order = np.argsort(rep, kind="stable")  # members of a group by document number
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rep, minlength=n), out=indptr[1:])
-    return indptr, order
-
-
-def _expand(left: np.ndarray, right: np.ndarray, members: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Each pair of representatives stands for every pair of their groups' members."""
-    indptr, order = members
-    na = indptr[left + 1] - indptr[left]
-    nb = indptr[right + 1] - indptr[right]
-    if np.all((na == 1) & (nb == 1)):
-        return left, right
-    n_out = na * nb
-    pair = np.repeat(np.arange(len(left)), n_out)
-    within = np.arange(int(n_out.sum())) - np.repeat(np.cumsum(n_out) - n_out, n_out)
-    a = order[indptr[left[pair]] + within // nb[pair]]
-    b = order[indptr[right[pair]] + within % nb[pair]]
-    return np.minimum(a, b), np.maximum(a, b)
 
 
 def find_pairs(
@@ -1258,92 +1108,3 @@ def _refresh_for_pairs(
 def iter_warnings(results: Iterable[StageResult]) -> Iterator[str]:
     for r in results:
         yield from r.warnings
-
-
-# ---------------------------------------------------------------- check
-
-
-def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
-    """Verify an index completely: every file against the manifest, then the arrays' meaning.
-
-    Returns (facts, problems): what was checked, and each thing found wrong,
-    precise enough to act on. An empty ``problems`` means the index is sound.
-    """
-    store = IndexStore(index)
-    if not store.exists():
-        raise IndexError_(f"no simdoc index at {index}", hint="build one with `simdoc shingle CORPUS --index ...`")
-    facts: list[str] = []
-    problems: list[str] = []
-    with store.reading():
-        manifest = store.read_manifest()
-        loaded = LoadedIndex(store, manifest)
-        stages = manifest["stages"]
-        for stage_name, stage in stages.items():
-            for name, info in stage.get("files", {}).items():
-                try:
-                    if name.endswith(".npy"):
-                        store.load_array(name, info, force=True)
-                    else:
-                        store.read_jsonl(name, info)
-                    facts.append(f"{name}: {info.get('bytes')} bytes, crc32 ok")
-                except IndexError_ as exc:
-                    problems.append(exc.message)
-        if problems:
-            return facts, problems
-        shingle = stages.get("shingle")
-        if shingle is None:
-            problems.append("no shingle stage")
-            return facts, problems
-        n = shingle["n_docs"]
-        docs = loaded.doc_records()
-        if len(docs) != n:
-            problems.append(f"docs table has {len(docs)} documents, the manifest says {n}")
-        ids = [d.get("id") for d in docs]
-        if ids != sorted(ids) or len(set(ids)) != len(ids):
-            problems.append("document ids are not unique and sorted")
-        sets = loaded.shingle_sets()
-        indptr = np.asarray(sets.indptr)
-        if len(indptr) != n + 1 or indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != len(sets.data):
-            problems.append("shingle offsets (indptr) are not a valid CSR index for the data")
-        elif any(int(d.get("n_shingles", -1)) != int(c) for d, c in zip(docs, np.diff(indptr))):
-            problems.append("docs table shingle counts disagree with the shingle offsets")
-        facts.append(f"shingle: {n} documents, {len(sets.data)} shingles")
-        sig_stage = stages.get("signature")
-        sig_current = bool(sig_stage) and sig_stage.get("built_from") == shingle["build_id"]
-        if sig_stage and not sig_current:
-            facts.append("signature: out of date (built from older shingles; the next pairs run rebuilds it)")
-        if sig_current:
-            sigs = loaded.signatures()
-            if sigs.shape[0] != n:
-                problems.append(f"signatures have {sigs.shape[0]} rows for {n} documents")
-            family = loaded._array("signature", "family")
-            sp = sig_stage["params"]
-            expected = MinHasher(sp["num_perm"], sp["seed"], scheme=sp.get("scheme", DEFAULT_SCHEME))
-            if not np.array_equal(family, expected.family()):
-                problems.append("the stored hash family does not match its seed")
-        ix = stages.get("index")
-        if ix and not (sig_current and ix.get("built_from") == sig_stage.get("build_id")):
-            facts.append("index: out of date (built from older signatures; the next pairs run rebuilds it)")
-        elif ix:
-            keys, buckets = loaded.bands()
-            # Buckets hold the documents with shingles, one per group of exact copies.
-            rep = loaded.representatives()
-            if rep.shape != (n,) or np.any(rep > np.arange(n)) or np.any(rep[rep] != rep):
-                problems.append("the exact-copy groups (groups.*.npy) are not a valid grouping of the documents")
-                rep = np.arange(n)
-            eligible = int(np.count_nonzero((np.diff(indptr) > 0) & (rep == np.arange(n))))
-            if keys.shape != (ix["params"]["bands"], n) or buckets.shape != (ix["params"]["bands"], eligible):
-                problems.append(
-                    f"band arrays have shapes {keys.shape} and {buckets.shape}, expected "
-                    f"({ix['params']['bands']}, {n}) and ({ix['params']['bands']}, {eligible})"
-                )
-            elif buckets.size and (buckets.min() < 0 or buckets.max() >= n):
-                problems.append("buckets refer to documents that do not exist")
-            else:
-                sigs = loaded.signatures()
-                sample = np.unique(np.linspace(0, n - 1, num=min(n, 64)).astype(np.int64))
-                want = band_keys(np.asarray(sigs[sample]), ix["params"]["bands"], ix["params"]["rows"])
-                if not np.array_equal(want, np.asarray(keys[:, sample])):
-                    problems.append("band keys do not match the signatures")
-            facts.append(f"index: {ix['params']['bands']} bands x {ix['params']['rows']} rows")
-    return facts, problems

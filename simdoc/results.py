@@ -1,0 +1,184 @@
+"""Scored pairs: candidates from the buckets, their estimates and exact Jaccards, in print order.
+
+:func:`score_candidates` turns an index's buckets into the pairs to print;
+:class:`PairsResult` holds them with the groups of exact copies, whose pairs
+it generates lazily, merged into print order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from simdoc.lsh import BandingReport, BucketStats, iter_candidates
+from simdoc.similarity import pair_estimates, pair_jaccard
+
+if TYPE_CHECKING:
+    from simdoc.pipeline import LoadedIndex, StageResult
+
+
+@dataclass
+class Pair:
+    doc_a: str
+    doc_b: str
+    estimated: float
+    jaccard: float | None  # None when not verified
+    new: str | None = None  # with new_only: which side the latest update added or changed: a, b or both
+
+
+@dataclass
+class PairsResult:
+    """Scored pairs, sorted by similarity descending then names, plus run facts."""
+
+    doc_ids: list[str]
+    left: np.ndarray
+    right: np.ndarray
+    estimated: np.ndarray
+    jaccard: np.ndarray | None
+    threshold: float
+    measure: str
+    n_candidates: int
+    stats: BucketStats
+    stages: list[StageResult] = field(default_factory=list)
+    banding: BandingReport | None = None
+    all_candidates: bool = False
+    n_docs: int = 0
+    n_skipped: int = 0
+    seconds: float = 0.0
+    changed: np.ndarray | None = None  # with new_only: per document, added or changed by the latest update
+    groups: list[np.ndarray] = field(default_factory=list)  # exact copies: every pair inside is printed
+    group_value: tuple[float, float | None] = (1.0, 1.0)  # (estimated, jaccard) of a pair inside a group
+
+    def n_group_pairs(self) -> int:
+        total = 0
+        for g in self.groups:
+            m = len(g)
+            # With --new: pairs with at least one changed member = all pairs - pairs of unchanged ones.
+            u = m if self.changed is None else m - int(np.count_nonzero(self.changed[g]))
+            total += m * (m - 1) // 2 - (u * (u - 1) // 2 if self.changed is not None else 0)
+        return total
+
+    def __len__(self) -> int:
+        return len(self.left) + self.n_group_pairs()
+
+    def _group_pairs(self) -> Iterator[tuple[int, int]]:
+        """Pairs inside the groups of exact copies, in (doc_a, doc_b) order, generated lazily."""
+        if not self.groups:
+            return
+        group_of = {}
+        for g in self.groups:
+            for pos, d in enumerate(g.tolist()):
+                group_of[d] = (g, pos)
+        for a in sorted(group_of):
+            g, pos = group_of[a]
+            for b in g[pos + 1 :].tolist():
+                if self.changed is None or self.changed[a] or self.changed[b]:
+                    yield a, b
+
+    def index_pairs(self) -> Iterator[tuple[int, int, float, float | None]]:
+        """(left, right, estimated, jaccard) as document numbers, in print order."""
+        est_g, jac_g = self.group_value
+        primary = self.jaccard if self.jaccard is not None else self.estimated
+        top = np.round(jac_g if self.jaccard is not None else est_g, 4)
+        # Scored pairs that print the same value as a pair of copies are merged with them by names.
+        n_top = int(np.count_nonzero(np.round(primary, 4) >= top)) if len(primary) else 0
+
+        def scored(lo: int, hi: int) -> Iterator[tuple]:
+            for i in range(lo, hi):
+                jac = None if self.jaccard is None else float(self.jaccard[i])
+                yield int(self.left[i]), int(self.right[i]), float(self.estimated[i]), jac
+
+        copies = ((a, b, est_g, jac_g) for a, b in self._group_pairs())
+        yield from heapq.merge(copies, scored(0, n_top), key=lambda r: (r[0], r[1]))
+        yield from scored(n_top, len(self.left))
+
+    def __iter__(self) -> Iterator[Pair]:
+        ids = self.doc_ids
+        sides = {(True, False): "a", (False, True): "b", (True, True): "both"}
+        for a, b, est, jac in self.index_pairs():
+            new = None
+            if self.changed is not None:
+                new = sides[(bool(self.changed[a]), bool(self.changed[b]))]
+            yield Pair(ids[a], ids[b], est, jac, new)
+
+
+def score_candidates(
+    loaded: LoadedIndex,
+    threshold: float,
+    measure: str = "set",
+    verify: bool = True,
+    all_candidates: bool = False,
+    only_docs: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, int, BucketStats]:
+    """Candidates from the buckets, scored; kept if above the threshold (or all).
+
+    ``only_docs`` (bool per document) keeps only pairs with at least one such document.
+    """
+    keys, buckets = loaded.bands()
+    sigs = loaded.signatures()
+    sets = loaded.shingle_sets() if verify else None
+    rep = loaded.representatives()
+    members = _members(rep)
+    stats = BucketStats()
+    parts: list[tuple] = []
+    n_candidates = 0
+    for left, right in iter_candidates(keys, buckets, stats):
+        if members is not None:
+            left, right = _expand(left, right, members)
+        if only_docs is not None:
+            mine = only_docs[left] | only_docs[right]
+            left, right = left[mine], right[mine]
+            if not len(left):
+                continue
+        n_candidates += len(left)
+        est = pair_estimates(sigs, left, right)
+        jac = pair_jaccard(sets, left, right, measure) if verify else None
+        if not all_candidates:
+            keep = (jac if verify else est) >= threshold
+            left, right, est = left[keep], right[keep], est[keep]
+            jac = jac[keep] if verify else None
+        if len(left):
+            parts.append((left, right, est, jac))
+    if parts:
+        left = np.concatenate([p[0] for p in parts])
+        right = np.concatenate([p[1] for p in parts])
+        est = np.concatenate([p[2] for p in parts])
+        jac = np.concatenate([p[3] for p in parts]) if verify else None
+    else:
+        left = right = np.zeros(0, np.int64)
+        est = np.zeros(0)
+        jac = np.zeros(0) if verify else None
+    # Order as printed: similarity (4 decimals) descending, then names (= document numbers).
+    primary = np.round(jac if verify else est, 4)
+    order = np.lexsort((right, left, -primary))
+    return left[order], right[order], est[order], (jac[order] if verify else None), n_candidates, stats
+
+
+def _members(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """CSR of each representative's group (itself first), or None when there are no copies."""
+    n = len(rep)
+    if np.all(rep == np.arange(n)):
+        return None
+    order = np.argsort(rep, kind="stable")  # members of a group by document number
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rep, minlength=n), out=indptr[1:])
+    return indptr, order
+
+
+def _expand(left: np.ndarray, right: np.ndarray, members: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair of representatives stands for every pair of their groups' members."""
+    indptr, order = members
+    na = indptr[left + 1] - indptr[left]
+    nb = indptr[right + 1] - indptr[right]
+    if np.all((na == 1) & (nb == 1)):
+        return left, right
+    n_out = na * nb
+    pair = np.repeat(np.arange(len(left)), n_out)
+    within = np.arange(int(n_out.sum())) - np.repeat(np.cumsum(n_out) - n_out, n_out)
+    a = order[indptr[left[pair]] + within // nb[pair]]
+    b = order[indptr[right[pair]] + within % nb[pair]]
+    return np.minimum(a, b), np.maximum(a, b)
