@@ -271,10 +271,11 @@ def signature(index, num_perm, seed, scheme, jobs, scheduler, rebuild, wait, qui
 @index_option
 @threshold_option
 @_apply(banding_options)
+@scheduler_option
 @wait_option
 @quiet_option
 @verbose_option
-def index_cmd(index, threshold, bands, rows, wait, quiet, verbose) -> None:
+def index_cmd(index, threshold, bands, rows, scheduler, wait, quiet, verbose) -> None:
     """Band the signatures into LSH buckets for a Jaccard threshold.
 
     Reports on stderr the chosen bands b and rows r, the S-curve midpoint
@@ -288,7 +289,7 @@ def index_cmd(index, threshold, bands, rows, wait, quiet, verbose) -> None:
     """
     _setup_logging(quiet, verbose)
     index = _need_index(index)
-    res, report = build_index(index, threshold=threshold, bands=bands, rows=rows, wait=wait)
+    res, report = build_index(index, threshold=threshold, bands=bands, rows=rows, wait=wait, scheduler=scheduler)
     _report([res], verbose)
     log.info(f"index: {report.describe()}" + ("" if res.built else " (up to date)"))
 

@@ -59,20 +59,33 @@ def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
         if compared > RELEASE_EVERY:  # keep the memory-mapped rows we touched from piling up
             release(sets.data, sets.counts)
             compared = 0
-        remaining = members.tolist()
-        while remaining:
-            first = remaining[0]
-            a, b = indptr[first], indptr[first + 1]
-            row, cnt = np.asarray(sets.data[a:b]), np.asarray(sets.counts[a:b])
-            rest = []
-            for m in remaining[1:]:
-                c, d = indptr[m], indptr[m + 1]
-                if d - c == b - a and np.array_equal(sets.data[c:d], row) and np.array_equal(sets.counts[c:d], cnt):
-                    rep[m] = first
-                else:
-                    rest.append(m)
-            remaining = rest
+        for doc, first in copies_among(sets, members):
+            rep[doc] = first
     return rep
+
+
+def copies_among(sets: ShingleSets, members: np.ndarray) -> list[tuple[int, int]]:
+    """(document, its first equal member) for every member that copies an earlier one.
+
+    ``members`` are candidates for being copies (equal signature hashes),
+    sorted; their shingle rows and counts are compared exactly.
+    """
+    indptr = sets.indptr
+    out = []
+    remaining = [int(m) for m in members]
+    while remaining:
+        first = remaining[0]
+        a, b = indptr[first], indptr[first + 1]
+        row, cnt = np.asarray(sets.data[a:b]), np.asarray(sets.counts[a:b])
+        rest = []
+        for m in remaining[1:]:
+            c, d = indptr[m], indptr[m + 1]
+            if d - c == b - a and np.array_equal(sets.data[c:d], row) and np.array_equal(sets.counts[c:d], cnt):
+                out.append((m, first))
+            else:
+                rest.append(m)
+        remaining = rest
+    return out
 
 
 def groups_of(rep: np.ndarray) -> list[np.ndarray]:

@@ -884,8 +884,8 @@ def build_index(index: str | os.PathLike, *, wait: float = 0.0, **options) -> tu
     ``options``: threshold, bands, rows, bag_threshold (see :func:`_build_index`).
     """
     store = open_index(index).store
-    options.pop("scheduler", None)  # banding is one vectorised pass: it runs here
-    with store.writing(wait):
+    scheduler = options.pop("scheduler", None)
+    with store.writing(wait), using_scheduler(scheduler):
         return _build_index(index, **options)
 
 
@@ -914,22 +914,28 @@ def _build_index(
     report = BandingReport.of(params["bands"], params["rows"], params["threshold"])
     if stored and stored["params"] == params and stored.get("built_from") == sig_stage["build_id"]:
         return StageResult("index", False, time.perf_counter() - t0, "up to date"), report
-    sigs = loaded.signatures()
-    sets = loaded.shingle_sets()
     # Exact copies are folded onto their first member: only representatives are banded.
     # The groups depend on the documents only, so re-banding for a new threshold reuses them.
-    if stored and stored.get("built_from") == sig_stage["build_id"] and "groups" in stored.get("roles", {}):
-        rep = np.asarray(loaded.representatives())
-    else:
-        rep = representatives(sets, sigs)
-    eligible = (np.diff(sets.indptr) > 0) & (rep == np.arange(len(rep)))
-    keys = band_keys(sigs, params["bands"], params["rows"])
-    order = bucket_order(keys, eligible)
+    reuse_groups = stored and stored.get("built_from") == sig_stage["build_id"] and "groups" in stored.get("roles", {})
     build = _build_id(sig_stage["build_id"], params, __version__)
     names = {"bands": f"bands.{build}.npy", "buckets": f"buckets.{build}.npy", "groups": f"groups.{build}.npy"}
-    files = {names["bands"]: loaded.store.save_array(names["bands"], keys)}
-    files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
-    files[names["groups"]] = loaded.store.save_array(names["groups"], rep)
+    if _DASK_CLIENT is not None:
+        from simdoc.engines.dask import build_index_arrays
+
+        stored_rep = np.asarray(loaded.representatives()) if reuse_groups else None
+        files = build_index_arrays(
+            _DASK_CLIENT, str(index), loaded.store, names, params["bands"], params["rows"], stored_rep
+        )
+    else:
+        sigs = loaded.signatures()
+        sets = loaded.shingle_sets()
+        rep = np.asarray(loaded.representatives()) if reuse_groups else representatives(sets, sigs)
+        eligible = (np.diff(sets.indptr) > 0) & (rep == np.arange(len(rep)))
+        keys = band_keys(sigs, params["bands"], params["rows"])
+        order = bucket_order(keys, eligible)
+        files = {names["bands"]: loaded.store.save_array(names["bands"], keys)}
+        files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
+        files[names["groups"]] = loaded.store.save_array(names["groups"], rep)
     loaded.manifest["stages"]["index"] = {
         "params": params,
         "built_from": sig_stage["build_id"],

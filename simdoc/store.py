@@ -447,11 +447,18 @@ class IndexStore:
         return NpyWriter(self.path, name, dtype, tail_shape)
 
     def create_array(self, name: str, dtype, shape: tuple[int, ...]) -> tuple[np.memmap, Path]:
-        """A writable memory-mapped array under a temporary name; publish with :meth:`publish`."""
+        """A writable memory-mapped array under a temporary name; publish with :meth:`publish`.
+
+        The header is the same fixed one :class:`NpyWriter` writes, so an array
+        filled in place by workers is byte-identical to one streamed here.
+        """
         self.ensure_dir()
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.path)
-        os.close(fd)
-        arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
+        header = _npy_header(np.dtype(dtype), tuple(shape))
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(header)
+            fh.truncate(len(header) + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
+        arr = np.load(tmp, mmap_mode="r+")
         return arr, Path(tmp)
 
     def publish(self, tmp: Path, name: str, arr: np.memmap) -> dict:

@@ -48,10 +48,14 @@ def test_stage_commands_take_the_scheduler_too(tmp_path, monkeypatch):
     monkeypatch.setenv("SIMDOC_SCHEDULER", "local[2]")
     assert runner.invoke(cli, ["shingle", str(tmp_path / "c"), "--index", str(idx)]).exit_code == 0
     assert runner.invoke(cli, ["signature", "--index", str(idx)]).exit_code == 0
+    assert runner.invoke(cli, ["index", "--index", str(idx), "--threshold", "0.6"]).exit_code == 0
+    # Re-banding on the cluster reuses the exact-copy groups it found.
+    assert runner.invoke(cli, ["index", "--index", str(idx), "--threshold", "0.7"]).exit_code == 0
     monkeypatch.delenv("SIMDOC_SCHEDULER")
-    local = runner.invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "local")])
+    local = runner.invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "local"), "-t", "0.7"])
     staged = runner.invoke(cli, ["pairs", "--index", str(idx)])
     assert staged.stdout == local.stdout
+    assert arrays(idx) == arrays(tmp_path / "local")
 
 
 def test_unreachable_scheduler_is_a_clear_error(tmp_path):
