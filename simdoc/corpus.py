@@ -174,13 +174,18 @@ def discover(
                 stack.append((entry.path, child_rel))
             else:
                 skipped.append(Skipped(child_rel, "not a regular file (device, FIFO or socket)"))
+    entries = _select(entries, include_globs, exclude_globs)
+    skipped.sort(key=lambda s: s.id)
+    return entries, skipped
+
+
+def _select(entries: list[FileEntry], include_globs, exclude_globs) -> list[FileEntry]:
+    """The entries --include/--exclude keep, sorted by id."""
     if include_globs:
         entries = [e for e in entries if any(fnmatch.fnmatchcase(e.id, g) for g in include_globs)]
     if exclude_globs:
         entries = [e for e in entries if not any(fnmatch.fnmatchcase(e.id, g) for g in exclude_globs)]
-    entries.sort(key=lambda e: e.id)
-    skipped.sort(key=lambda s: s.id)
-    return entries, skipped
+    return sorted(entries, key=lambda e: e.id)
 
 
 def read_document(path: str, max_bytes: int | None = None, follow_symlinks: bool = False) -> ReadResult:
@@ -344,11 +349,5 @@ def discover_sources(
             skipped.append(Skipped(prefix, "symbolic link, not followed (--follow-symlinks follows links)"))
         else:
             skipped.append(Skipped(prefix, "not a regular file (device, FIFO or socket)"))
-    chosen = list(entries.values())
-    if include_globs:
-        chosen = [e for e in chosen if any(fnmatch.fnmatchcase(e.id, g) for g in include_globs)]
-    if exclude_globs:
-        chosen = [e for e in chosen if not any(fnmatch.fnmatchcase(e.id, g) for g in exclude_globs)]
-    chosen.sort(key=lambda e: e.id)
     skipped.sort(key=lambda s: s.id)
-    return base, chosen, skipped
+    return base, _select(list(entries.values()), include_globs, exclude_globs), skipped
