@@ -64,3 +64,5 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path):
         cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "i"), "--scheduler", "127.0.0.1:9"]
     )
     assert r.exit_code == 2 and "cannot reach the Dask scheduler" in r.stderr
+    bad = CliRunner().invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "i"), "--scheduler", "bogus"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.stderr and "host:port" in bad.stderr

@@ -19,6 +19,7 @@ is byte-identical whatever the number of workers or partitions.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -40,17 +41,24 @@ def connect(address: str):
         raise UsageError(
             "--scheduler needs Dask", hint="pip install 'simdoc[dask]' (dask, distributed, pandas)"
         ) from None
+    # Dask logs its own bookkeeping (shuffle start/stop) as warnings; stderr is for ours.
+    logging.getLogger("distributed").setLevel(logging.ERROR)
     m = _LOCAL.match(address)
     if m:
         n = int(m.group(1) or os.cpu_count() or 1)
-        with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with LocalCluster(
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+        ) as cluster:
             with Client(cluster) as client:
                 yield client
         return
     try:
         client = Client(address, timeout="5s")
-    except OSError as exc:
-        raise UsageError(f"cannot reach the Dask scheduler at {address}: {exc}", hint="start one with `dask scheduler`") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(
+            f"cannot reach the Dask scheduler at {address}: {exc}",
+            hint="give host:port of a running `dask scheduler` (e.g. tcp://10.0.0.5:8786), or local[N]",
+        ) from None
     with client:
         yield client
 
