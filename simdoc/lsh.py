@@ -202,6 +202,19 @@ class BucketStats:
 LARGE_BUCKET = 10_000
 
 
+def pairs_in_runs(after: np.ndarray, p0: int, p1: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (i, j), i < j, of every pair inside runs of a sorted array, for i in [p0, p1).
+
+    ``after[i]`` is how many later members position i's run has; pairs come
+    out by first position, then second.
+    """
+    counts = after[p0:p1]
+    n_pairs = int(counts.sum())
+    firsts = np.repeat(np.arange(p0, p1, dtype=np.int64), counts)
+    ramp = np.arange(n_pairs, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    return firsts, firsts + 1 + ramp
+
+
 def iter_candidates(
     keys: np.ndarray, buckets: np.ndarray, stats: BucketStats | None = None, chunk: int = PAIR_CHUNK
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -236,13 +249,11 @@ def iter_candidates(
         while done < total:
             p1 = int(np.searchsorted(cum, done + chunk, side="right"))
             p1 = max(p1, p0 + 1)
-            counts = after[p0:p1]
-            n_pairs = int(counts.sum())
+            firsts, seconds = pairs_in_runs(after, p0, p1)
+            n_pairs = len(firsts)
             if n_pairs:
-                firsts = np.repeat(np.arange(p0, p1, dtype=np.int64), counts)
-                ramp = np.arange(n_pairs, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
                 a = order[firsts]
-                b = order[firsts + 1 + ramp]
+                b = order[seconds]
                 left, right = np.minimum(a, b), np.maximum(a, b)
                 keep = np.ones(n_pairs, dtype=bool)
                 for u in range(t):

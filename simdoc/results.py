@@ -106,6 +106,57 @@ class PairsResult:
             yield Pair(ids[a], ids[b], est, jac, new)
 
 
+@dataclass
+class Scoring:
+    """What to compute for candidate pairs and which to keep."""
+
+    threshold: float
+    measure: str = "set"
+    verify: bool = True
+    all_candidates: bool = False
+    only_docs: np.ndarray | None = None  # keep pairs with at least one of these documents (--new)
+
+
+def score_pairs(
+    loaded: LoadedIndex, left: np.ndarray, right: np.ndarray, how: Scoring, members=None
+) -> tuple[tuple, int]:
+    """Expand folded copies, filter, estimate, verify and threshold one batch of candidate pairs.
+
+    Returns ((left, right, est, jac), number of candidates) ; ``jac`` is None
+    without verification. Used by the local engine and by each Dask partition.
+    """
+    if members is not None:
+        left, right = _expand(left, right, members)
+    if how.only_docs is not None:
+        mine = how.only_docs[left] | how.only_docs[right]
+        left, right = left[mine], right[mine]
+    n_candidates = len(left)
+    est = pair_estimates(loaded.signatures(), left, right)
+    jac = pair_jaccard(loaded.shingle_sets(), left, right, how.measure) if how.verify else None
+    if not how.all_candidates:
+        keep = (jac if how.verify else est) >= how.threshold
+        left, right, est = left[keep], right[keep], est[keep]
+        jac = jac[keep] if how.verify else None
+    return (left, right, est, jac), n_candidates
+
+
+def in_print_order(parts: list[tuple], verify: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Concatenate scored batches and sort them as printed: similarity (4 decimals) descending, then names."""
+    parts = [p for p in parts if len(p[0])]
+    if parts:
+        left = np.concatenate([p[0] for p in parts])
+        right = np.concatenate([p[1] for p in parts])
+        est = np.concatenate([p[2] for p in parts])
+        jac = np.concatenate([p[3] for p in parts]) if verify else None
+    else:
+        left = right = np.zeros(0, np.int64)
+        est = np.zeros(0)
+        jac = np.zeros(0) if verify else None
+    # Document numbers follow sorted ids, so ordering by number orders by name.
+    order = np.lexsort((right, left, -np.round(jac if verify else est, 4)))
+    return left[order], right[order], est[order], (jac[order] if verify else None)
+
+
 def score_candidates(
     loaded: LoadedIndex,
     threshold: float,
@@ -119,43 +170,20 @@ def score_candidates(
     ``only_docs`` (bool per document) keeps only pairs with at least one such document.
     """
     keys, buckets = loaded.bands()
-    sigs = loaded.signatures()
-    sets = loaded.shingle_sets() if verify else None
-    rep = loaded.representatives()
-    members = _members(rep)
+    # Load (and so check) what scoring reads even when every pair is a pair of folded copies.
+    loaded.signatures()
+    if verify:
+        loaded.shingle_sets()
+    members = _members(loaded.representatives())
+    how = Scoring(threshold, measure, verify, all_candidates, only_docs)
     stats = BucketStats()
     parts: list[tuple] = []
     n_candidates = 0
     for left, right in iter_candidates(keys, buckets, stats):
-        if members is not None:
-            left, right = _expand(left, right, members)
-        if only_docs is not None:
-            mine = only_docs[left] | only_docs[right]
-            left, right = left[mine], right[mine]
-            if not len(left):
-                continue
-        n_candidates += len(left)
-        est = pair_estimates(sigs, left, right)
-        jac = pair_jaccard(sets, left, right, measure) if verify else None
-        if not all_candidates:
-            keep = (jac if verify else est) >= threshold
-            left, right, est = left[keep], right[keep], est[keep]
-            jac = jac[keep] if verify else None
-        if len(left):
-            parts.append((left, right, est, jac))
-    if parts:
-        left = np.concatenate([p[0] for p in parts])
-        right = np.concatenate([p[1] for p in parts])
-        est = np.concatenate([p[2] for p in parts])
-        jac = np.concatenate([p[3] for p in parts]) if verify else None
-    else:
-        left = right = np.zeros(0, np.int64)
-        est = np.zeros(0)
-        jac = np.zeros(0) if verify else None
-    # Order as printed: similarity (4 decimals) descending, then names (= document numbers).
-    primary = np.round(jac if verify else est, 4)
-    order = np.lexsort((right, left, -primary))
-    return left[order], right[order], est[order], (jac[order] if verify else None), n_candidates, stats
+        scored, n = score_pairs(loaded, left, right, how, members)
+        parts.append(scored)
+        n_candidates += n
+    return (*in_print_order(parts, verify), n_candidates, stats)
 
 
 def _members(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

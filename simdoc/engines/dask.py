@@ -85,8 +85,9 @@ def _band_frame(index: str, band: int):
 
 def _score_partition(frame, index: str, threshold: float, measure: str, verify: bool, all_candidates: bool, only_docs):
     """Pairs of the buckets in one partition, first-band rule, expanded, scored, filtered."""
-    from simdoc.pipeline import _expand, _members, open_index
-    from simdoc.similarity import pair_estimates, pair_jaccard
+    from simdoc.lsh import pairs_in_runs
+    from simdoc.pipeline import open_index
+    from simdoc.results import Scoring, _members, score_pairs
 
     loaded = open_index(index)
     keys, _ = loaded.bands()
@@ -102,32 +103,20 @@ def _score_partition(frame, index: str, threshold: float, measure: str, verify: 
     starts = np.flatnonzero(new_group)
     ends = np.append(starts[1:], len(doc))
     after = np.repeat(ends, ends - starts) - np.arange(len(doc)) - 1
-    n_pairs = int(after.sum())
-    if n_pairs == 0:
+    firsts, seconds = pairs_in_runs(after, 0, len(doc))
+    if not len(firsts):
         return empty
-    firsts = np.repeat(np.arange(len(doc)), after)
-    ramp = np.arange(n_pairs) - np.repeat(np.cumsum(after) - after, after)
-    a, b = doc[firsts], doc[firsts + 1 + ramp]
+    a, b = doc[firsts], doc[seconds]
     left, right, found_in = np.minimum(a, b), np.maximum(a, b), band[firsts]
-    keep = np.ones(n_pairs, bool)
+    keep = np.ones(len(firsts), bool)
     for u in range(int(found_in.max())):
         idx = np.flatnonzero(keep & (found_in > u))
         keep[idx] = np.asarray(keys[u])[left[idx]] != np.asarray(keys[u])[right[idx]]
-    left, right = left[keep], right[keep]
-    members = _members(loaded.representatives())
-    if members is not None:
-        left, right = _expand(left, right, members)
-    if only_docs is not None:
-        mine = only_docs[left] | only_docs[right]
-        left, right = left[mine], right[mine]
-    n_cand = len(left)
-    est = pair_estimates(loaded.signatures(), left, right)
-    jac = pair_jaccard(loaded.shingle_sets(), left, right, measure) if verify else None
-    if not all_candidates:
-        sel = (jac if verify else est) >= threshold
-        left, right, est = left[sel], right[sel], est[sel]
-        jac = jac[sel] if verify else None
-    return left, right, est, jac, n_cand
+    scored, n_cand = score_pairs(
+        loaded, left[keep], right[keep], Scoring(threshold, measure, verify, all_candidates, only_docs),
+        _members(loaded.representatives()),
+    )
+    return (*scored, n_cand)
 
 
 def score_candidates(client, index: str, threshold: float, measure: str, verify: bool, all_candidates: bool, only_docs, npartitions: int | None = None):
@@ -138,8 +127,12 @@ def score_candidates(client, index: str, threshold: float, measure: str, verify:
 
     from simdoc.lsh import BucketStats
     from simdoc.pipeline import open_index
+    from simdoc.results import in_print_order
 
     loaded = open_index(index)
+    loaded.signatures()  # damaged files are an error here, as with the local engine
+    if verify:
+        loaded.shingle_sets()
     n_bands = loaded.stage("index")["params"]["bands"]
     meta = pd.DataFrame({"band": np.zeros(0, np.int32), "key": np.zeros(0, np.uint64), "doc": np.zeros(0, np.int64)})
     frame = dd.from_delayed([dask.delayed(_band_frame)(str(index), t) for t in range(n_bands)], meta=meta)
@@ -150,15 +143,9 @@ def score_candidates(client, index: str, threshold: float, measure: str, verify:
         for p in frame.to_delayed()
     ]
     results = client.compute(parts, sync=True)
-    left = np.concatenate([r[0] for r in results]) if results else np.zeros(0, np.int64)
-    right = np.concatenate([r[1] for r in results]) if results else np.zeros(0, np.int64)
-    est = np.concatenate([r[2] for r in results]) if results else np.zeros(0)
-    jac = np.concatenate([r[3] for r in results]) if verify and results else (np.zeros(0) if verify else None)
     n_cand = sum(r[4] for r in results)
-    primary = np.round(jac if verify else est, 4)
-    order = np.lexsort((right, left, -primary))
-    stats = BucketStats(n_candidates=n_cand)
-    return left[order], right[order], est[order], (jac[order] if verify else None), n_cand, stats
+    left, right, est, jac = in_print_order([r[:4] for r in results], verify)
+    return left, right, est, jac, n_cand, BucketStats(n_candidates=n_cand)
 
 
 # ---------------------------------------------------------------- the index stage as tasks
