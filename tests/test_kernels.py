@@ -12,11 +12,14 @@ from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
 pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="numba disabled by SIMDOC_NO_NUMBA")
 
 
-def both(monkeypatch, func):
+def both(func):
+    """func() with the compiled kernels, then with the numpy reference."""
     compiled = func()
-    monkeypatch.setattr(kernels, "ENABLED", False)
-    reference = func()
-    monkeypatch.setattr(kernels, "ENABLED", True)
+    kernels.ENABLED = False
+    try:
+        reference = func()
+    finally:
+        kernels.ENABLED = True
     return compiled, reference
 
 
@@ -28,28 +31,23 @@ def both(monkeypatch, func):
 )
 def test_shingles_equal_reference(texts, unit, k):
     spec = ShingleSpec(unit, k)
-    compiled = shingle_texts(texts, spec)
-    kernels.ENABLED = False
-    try:
-        reference = shingle_texts(texts, spec)
-    finally:
-        kernels.ENABLED = True
+    compiled, reference = both(lambda: shingle_texts(texts, spec))
     assert compiled.indptr.tolist() == reference.indptr.tolist()
     assert compiled.data.tolist() == reference.data.tolist()
     assert compiled.counts.tolist() == reference.counts.tolist()
 
 
-def test_stopword_text_equal_reference(monkeypatch):
+def test_stopword_text_equal_reference():
     text = ["It was the best of times, it was the worst of times; and then " * 20, "the a an", "no stops here"]
-    c, r = both(monkeypatch, lambda: shingle_texts(text, ShingleSpec("stopword", 3)))
+    c, r = both(lambda: shingle_texts(text, ShingleSpec("stopword", 3)))
     assert np.array_equal(c.data, r.data) and np.array_equal(c.indptr, r.indptr) and np.array_equal(c.counts, r.counts)
 
 
-def test_signatures_equal_reference(monkeypatch):
+def test_signatures_equal_reference():
     rng = np.random.default_rng(2)
     rows = [set(rng.integers(0, 2**32, size=rng.integers(0, 5000), dtype=np.uint64).tolist()) for _ in range(25)]
     sets = ShingleSets.from_sets(rows)
-    c, r = both(monkeypatch, lambda: MinHasher(128, 5).signatures(sets))
+    c, r = both(lambda: MinHasher(128, 5).signatures(sets))
     assert np.array_equal(c, r)
 
 
@@ -62,12 +60,7 @@ def test_pair_jaccard_equal_reference(rows, data, measure):
     n = len(rows)
     left = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=15)))
     right = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=len(left), max_size=len(left))))
-    compiled = pair_jaccard(sets, left, right, measure)
-    kernels.ENABLED = False
-    try:
-        reference = pair_jaccard(sets, left, right, measure)
-    finally:
-        kernels.ENABLED = True
+    compiled, reference = both(lambda: pair_jaccard(sets, left, right, measure))
     assert np.array_equal(compiled, reference)
 
 
@@ -80,23 +73,13 @@ def test_pair_jaccard_equal_reference(rows, data, measure):
 def test_char_fast_normalisation_equals_reference(texts, k, lower):
     # Includes every Unicode whitespace (tabs, NBSP, U+3000, ...) and case changes of length.
     spec = ShingleSpec("char", k, lowercase=lower)
-    compiled = shingle_texts(texts, spec)
-    kernels.ENABLED = False
-    try:
-        reference = shingle_texts(texts, spec)
-    finally:
-        kernels.ENABLED = True
+    compiled, reference = both(lambda: shingle_texts(texts, spec))
     assert compiled.indptr.tolist() == reference.indptr.tolist()
     assert compiled.data.tolist() == reference.data.tolist()
 
 
 def test_char_fast_normalisation_examples():
     texts = ["  A\u00a0\u3000B\t\nC  ", "\u0130stanbul  X", "", " \x1c\x1d ", "x"]
-    compiled = shingle_texts(texts, ShingleSpec("char", 2))
-    kernels.ENABLED = False
-    try:
-        reference = shingle_texts(texts, ShingleSpec("char", 2))
-    finally:
-        kernels.ENABLED = True
+    compiled, reference = both(lambda: shingle_texts(texts, ShingleSpec("char", 2)))
     assert compiled.data.tolist() == reference.data.tolist()
     assert compiled.indptr.tolist() == reference.indptr.tolist()
