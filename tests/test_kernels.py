@@ -15,11 +15,11 @@ pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="numba disabled by S
 def both(func):
     """func() with the compiled kernels, then with the numpy reference."""
     compiled = func()
-    kernels.ENABLED = False
+    enabled, kernels.ENABLED = kernels.ENABLED, False
     try:
         reference = func()
     finally:
-        kernels.ENABLED = True
+        kernels.ENABLED = enabled
     return compiled, reference
 
 
