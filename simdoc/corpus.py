@@ -188,14 +188,13 @@ def _select(entries: list[FileEntry], include_globs, exclude_globs) -> list[File
     return sorted(entries, key=lambda e: e.id)
 
 
-def read_document(path: str, max_bytes: int | None = None, follow_symlinks: bool = False) -> ReadResult:
-    """Read and decode one file; never raises for a file's own problems, never blocks.
+def open_regular(path: str, follow_symlinks: bool = False) -> tuple[int, os.stat_result] | ReadResult:
+    """Open a file to read without ever blocking, and check it is still a regular file.
 
-    The file is opened non-blocking and checked to be a regular file after
-    opening (it may have been replaced by a FIFO or device since the scan),
-    without following a symbolic link unless ``follow_symlinks``. At most
-    ``max_bytes`` are read, with a warning if the file is longer. A file that
-    changes while it is read is indexed as read, with a warning.
+    A FIFO or device that replaced the file since the scan would block a
+    plain open; O_NONBLOCK plus an fstat afterwards skips it. Symbolic links
+    are refused unless ``follow_symlinks``. Returns (descriptor in blocking
+    mode, its stat), or the ReadResult saying why the file is skipped.
     """
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     if not follow_symlinks:
@@ -208,12 +207,33 @@ def read_document(path: str, max_bytes: int | None = None, follow_symlinks: bool
         if exc.errno == getattr(os, "ELOOP", -1) and not follow_symlinks:
             return ReadResult(None, warning="became a symbolic link, not followed", status="unreadable")
         return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
-    warnings: list[str] = []
     try:
-        before = os.fstat(fd)
-        if not stat.S_ISREG(before.st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
             return ReadResult(None, warning="not a regular file any more (FIFO, device or socket?), skipped", status="unreadable")
         os.set_blocking(fd, True)
+    except OSError as exc:
+        os.close(fd)
+        return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
+    return fd, st
+
+
+def read_document(path: str, max_bytes: int | None = None, follow_symlinks: bool = False) -> ReadResult:
+    """Read and decode one file; never raises for a file's own problems, never blocks.
+
+    The file is opened non-blocking and checked to be a regular file after
+    opening (it may have been replaced by a FIFO or device since the scan),
+    without following a symbolic link unless ``follow_symlinks``. At most
+    ``max_bytes`` are read, with a warning if the file is longer. A file that
+    changes while it is read is indexed as read, with a warning.
+    """
+    opened = open_regular(path, follow_symlinks)
+    if isinstance(opened, ReadResult):
+        return opened
+    fd, before = opened
+    warnings: list[str] = []
+    try:
         kind = compression_of(path)
         if kind is not None:
             raw = _read_decompressed(fd, kind, max_bytes)

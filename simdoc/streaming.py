@@ -16,11 +16,16 @@ from __future__ import annotations
 import codecs
 import hashlib
 import os
-import stat
 
 import numpy as np
 
-from simdoc.corpus import BINARY_SNIFF, ReadResult, compression_of, decompressing_reader
+from simdoc.corpus import (
+    BINARY_SNIFF,
+    ReadResult,
+    compression_of,
+    decompressing_reader,
+    open_regular,
+)
 from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
 
 STREAM_BYTES = 64 << 20  # files larger than this are streamed
@@ -125,14 +130,11 @@ class _Windows:
 
 def stream_document(path: str, spec: ShingleSpec, max_bytes: int | None, follow_symlinks: bool) -> tuple[ReadResult, ShingleSets]:
     """Read, decode, normalise and shingle one file in chunks; returns its info and one-row sets."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    if not follow_symlinks:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
     empty = ShingleSets(np.zeros(2, np.int64), np.zeros(0, np.uint32))
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"), empty
+    opened = open_regular(path, follow_symlinks)
+    if isinstance(opened, ReadResult):
+        return opened, empty
+    fd, st = opened
     replaced = []
 
     def note(err: UnicodeDecodeError):
@@ -150,10 +152,6 @@ def stream_document(path: str, spec: ShingleSpec, max_bytes: int | None, follow_
     read = 0
     source = None  # the decompressing reader, for compressed files
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return ReadResult(None, warning="not a regular file any more (FIFO, device or socket?), skipped", status="unreadable"), empty
-        os.set_blocking(fd, True)
         kind = compression_of(path)
         if kind is not None:
             try:
