@@ -17,10 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from simdoc.lsh import band_keys
-from simdoc.memory import release
 from simdoc.shingling import ShingleSets
 
-RELEASE_EVERY = 4096  # rows compared between releases of mapped pages
+COMPARE_ITEMS = 1 << 22  # shingles of candidate copies read into memory at a time
 
 
 def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
@@ -52,14 +51,8 @@ def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
     sk = key[order]
     starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
     ends = np.append(starts[1:], len(sk))
-    compared = 0
     for s, e in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
-        members = np.sort(docs[order[s:e]])
-        compared += len(members)
-        if compared > RELEASE_EVERY:  # keep the memory-mapped rows we touched from piling up
-            release(sets.data, sets.counts)
-            compared = 0
-        for doc, first in copies_among(sets, members):
+        for doc, first in copies_among(sets, np.sort(docs[order[s:e]])):
             rep[doc] = first
     return rep
 
@@ -68,20 +61,46 @@ def copies_among(sets: ShingleSets, members: np.ndarray) -> list[tuple[int, int]
     """(document, its first equal member) for every member that copies an earlier one.
 
     ``members`` are candidates for being copies (equal signature hashes),
-    sorted; their shingle rows and counts are compared exactly.
+    sorted; their shingle rows and counts are compared exactly. Rows are
+    read into memory a chunk at a time with :meth:`ShingleSets.take`, never
+    through the file's map, so a group of 10^5 copies costs little memory.
     """
-    indptr = sets.indptr
+    sizes = np.diff(np.asarray(sets.indptr))
+    members = np.asarray(members, dtype=np.int64)
+    if int(sizes[members].sum()) <= COMPARE_ITEMS:  # the usual case: a few copies, read at once
+        return _copies_in(sets.take(members), members)
     out = []
     remaining = [int(m) for m in members]
     while remaining:
         first = remaining[0]
-        a, b = indptr[first], indptr[first + 1]
-        row, cnt = np.asarray(sets.data[a:b]), np.asarray(sets.counts[a:b])
+        head = sets.take(np.array([first]))
+        row, cnt = head.row(0), head.row_counts(0)
+        rest = [m for m in remaining[1:] if sizes[m] != len(row)]
+        same_size = [m for m in remaining[1:] if sizes[m] == len(row)]
+        step = max(1, COMPARE_ITEMS // max(len(row), 1))
+        for c in range(0, len(same_size), step):
+            chunk = same_size[c : c + step]
+            local = sets.take(np.array(chunk, dtype=np.int64))
+            for k, m in enumerate(chunk):
+                if np.array_equal(local.row(k), row) and np.array_equal(local.row_counts(k), cnt):
+                    out.append((m, first))
+                else:
+                    rest.append(m)
+        remaining = sorted(rest)
+    return out
+
+
+def _copies_in(local: ShingleSets, members: np.ndarray) -> list[tuple[int, int]]:
+    """copies_among for rows already in memory: row i of ``local`` is document members[i]."""
+    out = []
+    remaining = list(range(len(members)))
+    while remaining:
+        first = remaining[0]
+        row, cnt = local.row(first), local.row_counts(first)
         rest = []
         for m in remaining[1:]:
-            c, d = indptr[m], indptr[m + 1]
-            if d - c == b - a and np.array_equal(sets.data[c:d], row) and np.array_equal(sets.counts[c:d], cnt):
-                out.append((m, first))
+            if np.array_equal(local.row(m), row) and np.array_equal(local.row_counts(m), cnt):
+                out.append((int(members[m]), int(members[first])))
             else:
                 rest.append(m)
         remaining = rest

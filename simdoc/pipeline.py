@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from simdoc import __version__
+from simdoc import __version__, batches
 from simdoc.corpus import (
     FileEntry,
     ReadResult,
@@ -58,6 +58,7 @@ from simdoc.records import (
     split_jsonl,
     split_warc,
 )
+from simdoc.batches import Placed, PlaceSink, RowWriter, Shard, ShardSink, rows_of, shingle_batch
 from simdoc.results import Pair, PairsResult, _expand, _members, score_candidates  # noqa: F401
 from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
 from simdoc.similarity import MEASURES
@@ -129,21 +130,31 @@ def using_scheduler(scheduler: str | None):
             _DASK_CLIENT = None
 
 
-def _pool_map(func: Callable, tasks: list, jobs: int) -> Iterator:
-    """Results of func over tasks, in task order, on ``jobs`` processes (1: in this process)."""
+def _pool_context():
+    return multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+
+
+def _pool_map(func: Callable, tasks: list, jobs: int, sequencer: batches.Sequencer | None = None) -> Iterator:
+    """Results of func over tasks, in task order, on ``jobs`` processes (1: in this process).
+
+    ``sequencer`` is installed in every process that runs a task (see :mod:`simdoc.batches`).
+    """
     if _DASK_CLIENT is not None and tasks:
         from simdoc.engines.dask import map_ordered
 
         yield from map_ordered(_DASK_CLIENT, func, tasks)
         return
     if jobs <= 1 or len(tasks) <= 1:
-        yield from map(func, tasks)
+        batches.use_sequencer(sequencer)
+        try:
+            yield from map(func, tasks)
+        finally:
+            batches.use_sequencer(None)
         return
     from simdoc.kernels import warm_up
 
     warm_up()  # compiled once here; forked workers inherit the machine code
-    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-    with ctx.Pool(min(jobs, len(tasks))) as pool:
+    with _pool_context().Pool(min(jobs, len(tasks)), initializer=batches.use_sequencer, initargs=(sequencer,)) as pool:
         yield from pool.imap(func, tasks, chunksize=1)
 
 
@@ -257,115 +268,6 @@ class StageResult:
     warnings: list[str] = field(default_factory=list)
 
 
-@dataclass
-class _Shard:
-    """One batch's shingle rows, written by a worker to two temporary files.
-
-    Handing gigabytes back through the process pool's pipes cost more than
-    the shingling itself; files in the index directory are concatenated by
-    the kernel (copy_file_range) and their CRC-32s combined without a re-read.
-    """
-
-    indptr: np.ndarray
-    data_path: str
-    counts_path: str
-    data_crc: int
-    counts_crc: int
-
-    @property
-    def n_docs(self) -> int:
-        return len(self.indptr) - 1
-
-    def as_sets(self) -> ShingleSets:
-        nnz = int(self.indptr[-1])
-        if nnz == 0:
-            return ShingleSets(self.indptr, np.zeros(0, np.uint32), np.zeros(0, np.uint32))
-        data = np.memmap(self.data_path, dtype=np.uint32, mode="r", shape=(nnz,))
-        counts = np.memmap(self.counts_path, dtype=np.uint32, mode="r", shape=(nnz,))
-        return ShingleSets(self.indptr, data, counts)
-
-    def remove(self) -> None:
-        for path in (self.data_path, self.counts_path):
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-
-
-def _shingle_batch(task: tuple) -> tuple[_Shard, list[tuple]]:
-    """Read and shingle one batch of files into a shard (runs in a worker process)."""
-    from simdoc import streaming
-
-    entries, spec, max_bytes, follow, shard_prefix, fields = task
-    texts, infos = [], []
-    streamed: dict[int, ShingleSets] = {}  # position among readable documents -> its row
-    for doc_id, path, size in entries:
-        if is_jsonl(path) or is_warc(path):
-            # Many documents in one file: (file digest, status, warning, [(doc id, text digest), ...]).
-            if is_warc(path):
-                res, docs, notes = _read_warc(path, doc_id)
-            else:
-                res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
-                docs, notes = ([], []) if res.text is None else split_jsonl(res.text, doc_id, *fields)
-            texts.extend(t for _, t in docs)
-            members = [(d, hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()) for d, t in docs]
-            warning = "; ".join(([res.warning] if res.warning else []) + notes) or None
-            infos.append((res.digest, res.status, warning, members))
-            continue
-        if is_html(path):
-            res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
-            if res.text is not None:
-                try:
-                    texts.append(html_to_text(res.text))
-                except ImportError:
-                    res = ReadResult(None, res.digest, warning=f"HTML needs an extractor: {WEB_EXTRA}", status="unreadable")
-            infos.append((res.digest, res.status, res.warning, None))
-            continue
-        if size > streaming.STREAM_BYTES or compression_of(path):
-            # A huge file is shingled in chunks, in bounded memory; so is every compressed
-            # file, whose size says nothing of what it holds.
-            res, row = streaming.stream_document(path, spec, max_bytes, follow)
-            if res.text is not None:
-                streamed[len(texts) + len(streamed)] = row
-        else:
-            res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
-            if res.text is not None:
-                texts.append(res.text)
-        infos.append((res.digest, res.status, res.warning, None))
-    sets = shingle_texts(texts, spec)
-    if streamed:
-        pieces, i = [], 0
-        for pos in range(len(texts) + len(streamed)):
-            if pos in streamed:
-                pieces.append(streamed[pos])
-            else:
-                pieces.append(sets.slice(i, i + 1))
-                i += 1
-        sets = ShingleSets.concatenate(pieces)
-    paths = []
-    crcs = []
-    for kind, arr in (("data", sets.data), ("counts", sets.counts)):
-        path = shard_prefix.format(kind=kind)
-        with open(path, "wb") as fh:
-            fh.write(arr.data)
-        paths.append(path)
-        crcs.append(zlib.crc32(arr.data))
-    return _Shard(sets.indptr, paths[0], paths[1], crcs[0], crcs[1]), infos
-
-
-def _read_warc(path: str, source: str):
-    """A WARC file's documents, or why there are none, as (ReadResult, docs, warnings)."""
-    digest = hashlib.blake2b(digest_size=16)
-    try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 24):
-                digest.update(chunk)
-        docs, notes = split_warc(path, source)
-    except ImportError:
-        return ReadResult(None, digest.hexdigest(), warning=f"WARC needs {WEB_EXTRA}", status="unreadable"), [], []
-    except Exception as exc:  # fastwarc raises its own errors on damaged archives
-        return ReadResult(None, digest.hexdigest(), warning=f"cannot read WARC: {exc}", status="unreadable"), [], []
-    return ReadResult("", digest.hexdigest()), docs, notes
-
-
 def _batches(entries: list[FileEntry]) -> list[list[FileEntry]]:
     out, cur, size = [], [], 0
     for e in entries:
@@ -377,6 +279,27 @@ def _batches(entries: list[FileEntry]) -> list[list[FileEntry]]:
     if cur:
         out.append(cur)
     return out
+
+
+def _copied_before(entries: list[FileEntry], stat_same: np.ndarray, old_members: dict, old_sets) -> dict[int, tuple[int, int]]:
+    """For each file to read (by its position among them), the (rows, shingles) of unchanged
+    documents copied from the previous build just before it. Mirrors the row order of
+    :func:`_build_shingles`, which checks that the workers' places agree."""
+    gaps: dict[int, tuple[int, int]] = {}
+    n_rows = n_shingles = 0
+    read = 0
+    for i, e in enumerate(entries):
+        j = int(stat_same[i])
+        if j >= 0:
+            for jj in old_members.get(e.id, [j]):
+                n_rows += 1
+                n_shingles += int(old_sets.indptr[jj + 1] - old_sets.indptr[jj])
+        else:
+            if n_rows:
+                gaps[read] = (n_rows, n_shingles)
+                n_rows = n_shingles = 0
+            read += 1
+    return gaps
 
 
 def _scan_signature(entries: list[FileEntry], skipped) -> list:
@@ -398,61 +321,6 @@ def build_shingles(
     scheduler = options.pop("scheduler", None)
     with IndexStore(index).writing(wait), using_scheduler(scheduler):
         return _build_shingles(corpus, index, **options)
-
-
-class _RowWriter:
-    """Streams CSR rows into the three shingle arrays, merging runs of rows from one source."""
-
-    def __init__(self, store: IndexStore) -> None:
-        self.writers = (
-            store.array_writer("shingles.indptr.tmp.npy", np.int64),
-            store.array_writer("shingles.data.tmp.npy", np.uint32),
-            store.array_writer("shingles.counts.tmp.npy", np.uint32),
-        )
-        self.writers[0].append(np.zeros(1, np.int64))
-        self.offset = 0
-        self.n_rows = 0
-        self._src: ShingleSets | None = None
-        self._lo = self._hi = 0
-
-    def add(self, src: ShingleSets | _Shard, row: int) -> None:
-        if src is self._src and row == self._hi:
-            self._hi += 1
-            return
-        self.flush()
-        self._src, self._lo, self._hi = src, row, row + 1
-
-    def pending(self, src: object) -> bool:
-        return self._src is src
-
-    def flush(self) -> None:
-        if self._src is None or self._hi == self._lo:
-            return
-        src, lo, hi = self._src, self._lo, self._hi
-        a, b = int(src.indptr[lo]), int(src.indptr[hi])
-        self.writers[0].append(np.asarray(src.indptr[lo + 1 : hi + 1]) - a + self.offset)
-        if isinstance(src, _Shard) and lo == 0 and hi == src.n_docs:
-            self.writers[1].append_file(Path(src.data_path), 4 * b, src.data_crc)
-            self.writers[2].append_file(Path(src.counts_path), 4 * b, src.counts_crc)
-        else:
-            sets = src.as_sets() if isinstance(src, _Shard) else src
-            self.writers[1].append(np.asarray(sets.data[a:b]))
-            self.writers[2].append(np.asarray(sets.counts[a:b]))
-        self.offset += b - a
-        self.n_rows += hi - lo
-        self._src = None
-
-    def finish(self, names: dict) -> dict:
-        self.flush()
-        files = {}
-        for role, w in zip(("indptr", "data", "counts"), self.writers):
-            w.name = names[role]
-            files[names[role]] = w.finish()
-        return files
-
-    def abort(self) -> None:
-        for w in self.writers:
-            w.abort()
 
 
 def _build_shingles(
@@ -572,35 +440,44 @@ def _build_shingles(
         else:
             to_read.append(i)
     read_entries = [entries[i] for i in to_read]
-    batches = _batches(read_entries)
+    batch_list = _batches(read_entries)
     store.ensure_dir()
-    run_tag = f"{os.getpid()}-{time.time_ns()}"
+    rows = RowWriter(store)
+    local = _DASK_CLIENT is None  # workers on this machine write their rows in place
+    sinks: list = []
+    if local:
+        gaps = _copied_before(entries, stat_same, old_members, old_sets)
+        first = 0
+        for i, b in enumerate(batch_list):
+            sinks.append(PlaceSink(i, *rows.paths, {p - first: gaps[p] for p in range(first, first + len(b)) if p in gaps}))
+            first += len(b)
+    else:
+        run_tag = f"{os.getpid()}-{time.time_ns()}"
+        sinks = [ShardSink(str(store.path / f".shingles.{{kind}}.tmp.npy.shard-{run_tag}-{i}.tmp")) for i in range(len(batch_list))]
     tasks = [
         (
             [(e.id, e.path, e.size) for e in b],
             spec,
             reading["max_bytes"],
             reading["follow_symlinks"],
-            str(store.path / f".shingles.{{kind}}.tmp.npy.shard-{run_tag}-{i}.tmp"),
+            sink,
             (reading["text_field"], reading["id_field"]),
         )
-        for i, b in enumerate(batches)
+        for b, sink in zip(batch_list, sinks)
     ]
-    shards: list[_Shard] = []
+    shards: list[Shard] = []
 
-    def read_results() -> Iterator[tuple[tuple, _Shard, int]]:
-        """Per file read: (info, shard, first row); a JSON Lines file has one row per member."""
-        for shard, infos in _pool_map(_shingle_batch, tasks, jobs):
-            shards.append(shard)
+    def read_results() -> Iterator[tuple[tuple, Placed | Shard, int]]:
+        """Per file read: (info, its batch, first row or -1); a JSON Lines file has one row per member."""
+        sequencer = batches.Sequencer(_pool_context()) if local else None
+        for batch, infos in _pool_map(shingle_batch, tasks, jobs, sequencer):
+            if isinstance(batch, Shard):
+                shards.append(batch)
             row = 0
             for info in infos:
-                if info[3] is not None:
-                    yield info, shard, row
-                    row += len(info[3])
-                    continue
-                has_row = info[1] not in ("binary", "unreadable")
-                yield info, shard, (row if has_row else -1)
-                row += has_row
+                n = rows_of(info)
+                yield info, batch, (row if n or info[3] is not None else -1)
+                row += n
 
     warnings = [f"{s.id}: {s.reason}" for s in skipped]
     not_docs: list[dict] = [{"id": s.id, "reason": s.reason} for s in skipped]
@@ -617,7 +494,6 @@ def _build_shingles(
         "docs": f"docs.{build}.jsonl",
         "origin": f"shingles.origin.{build}.npy",
     }
-    rows = _RowWriter(store)
     n_changed = 0
     try:
         results = read_results()
@@ -688,8 +564,9 @@ def _build_shingles(
     except BaseException:
         rows.abort()
         docs_out.abort()
-        for leftover in store.path.glob(f".shingles.*.tmp.npy.shard-{run_tag}-*.tmp"):
-            leftover.unlink(missing_ok=True)
+        if not local:
+            for leftover in store.path.glob(f".shingles.*.tmp.npy.shard-{run_tag}-*.tmp"):
+                leftover.unlink(missing_ok=True)
         raise
     finally:
         for shard in shards:

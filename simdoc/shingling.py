@@ -159,6 +159,20 @@ class ShingleSets:
     def row_counts(self, i: int) -> np.ndarray:
         return self.counts[self.indptr[i] : self.indptr[i + 1]]
 
+    def take(self, rows: np.ndarray) -> ShingleSets:
+        """The given rows, in that order, as a new in-memory ShingleSets.
+
+        Rows of a memory-mapped index are read from the file without being
+        mapped (see :func:`simdoc.memory.read_ranges`).
+        """
+        from simdoc.memory import read_ranges
+
+        rows = np.asarray(rows, dtype=np.int64)
+        starts, stops = self.indptr[rows], self.indptr[rows + 1]
+        indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(stops - starts, out=indptr[1:])
+        return ShingleSets(indptr, read_ranges(self.data, starts, stops), read_ranges(self.counts, starts, stops))
+
     def slice(self, start: int, stop: int) -> ShingleSets:
         lo, hi = self.indptr[start], self.indptr[stop]
         return ShingleSets(self.indptr[start : stop + 1] - lo, self.data[lo:hi], self.counts[lo:hi])

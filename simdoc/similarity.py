@@ -27,7 +27,7 @@ MEASURES = ("set", "bag")
 # Shingles gathered per batch of pairs (each side); bounds the temporary arrays.
 PAIR_BATCH_ITEMS = 1 << 23
 SIGNATURE_BATCH_PAIRS = 1 << 16
-# Pairs verified between two releases of memory-mapped pages (see simdoc.memory).
+# Pairs estimated between two releases of memory-mapped signature pages (see simdoc.memory).
 RELEASE_EVERY_PAIRS = 1 << 13
 
 
@@ -108,26 +108,26 @@ def pair_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure
     right = np.asarray(right, dtype=np.int64)
     from simdoc import kernels
 
-    if kernels.ENABLED:
-        inter = np.empty(len(left), dtype=np.float64)
-        union = np.empty(len(left), dtype=np.float64)
-        for s in range(0, len(left), RELEASE_EVERY_PAIRS):
-            sl = slice(s, s + RELEASE_EVERY_PAIRS)
-            kernels.pair_overlap(
-                sets.indptr, sets.data, sets.counts, left[sl], right[sl], measure == "bag", inter[sl], union[sl]
-            )
-            release(sets.data, sets.counts)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
     out = np.zeros(len(left), dtype=np.float64)
     sizes = np.diff(sets.indptr)
     cost = np.cumsum(sizes[left] + sizes[right])
     start = 0
     while start < len(left):
-        # Cut a batch at roughly PAIR_BATCH_ITEMS shingles; always at least one pair.
+        # Cut a batch at roughly PAIR_BATCH_ITEMS shingles; always at least one pair. Only the
+        # batch's rows are read into memory (ShingleSets.take), so memory stays bounded.
         stop = int(np.searchsorted(cost, (cost[start - 1] if start else 0) + PAIR_BATCH_ITEMS, side="right"))
         stop = max(stop, start + 1)
-        out[start:stop] = _batch_jaccard(sets, left[start:stop], right[start:stop], measure)
+        n = stop - start
+        rows, local = np.unique(np.concatenate([left[start:stop], right[start:stop]]), return_inverse=True)
+        batch = sets.take(rows)
+        if kernels.ENABLED:
+            inter = np.empty(n, dtype=np.float64)
+            union = np.empty(n, dtype=np.float64)
+            kernels.pair_overlap(batch.indptr, batch.data, batch.counts, local[:n], local[n:], measure == "bag", inter, union)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[start:stop] = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+        else:
+            out[start:stop] = _batch_jaccard(batch, local[:n], local[n:], measure)
         start = stop
     return out
 

@@ -115,13 +115,13 @@ def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
     return crc1 ^ crc2
 
 
-def copy_range(src: Path, dst_fd: int, nbytes: int) -> None:
-    """Append ``nbytes`` from the start of ``src`` to ``dst_fd`` inside the kernel when it can."""
+def copy_range(src: Path, dst_fd: int, nbytes: int, dst_offset: int) -> None:
+    """Copy ``nbytes`` from the start of ``src`` to ``dst_fd`` at ``dst_offset``, inside the kernel when it can."""
     with open(src, "rb") as fh:
         left, offset = nbytes, 0
         try:
             while left:
-                n = os.copy_file_range(fh.fileno(), dst_fd, left, offset)
+                n = os.copy_file_range(fh.fileno(), dst_fd, left, offset, dst_offset + offset)
                 if n == 0:
                     raise OSError("short copy")
                 left -= n
@@ -132,8 +132,9 @@ def copy_range(src: Path, dst_fd: int, nbytes: int) -> None:
                 chunk = fh.read(min(left, _CRC_CHUNK))
                 if not chunk:
                     raise OSError(f"{src} is shorter than expected")
-                os.write(dst_fd, chunk)
+                os.pwrite(dst_fd, chunk, dst_offset + offset)
                 left -= len(chunk)
+                offset += len(chunk)
 
 
 def crc32_file(path: Path, offset: int = 0) -> int:
@@ -178,54 +179,77 @@ def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
     return b"\x93NUMPY\x01\x00" + (_NPY_HEADER - 10).to_bytes(2, "little") + body + b" " * pad + b"\n"
 
 
+def npy_offset(element: int, itemsize: int) -> int:
+    """Byte offset of ``element`` in a .npy file with the fixed header :class:`NpyWriter` writes."""
+    return _NPY_HEADER + element * itemsize
+
+
 class NpyWriter:
-    """Append rows to a .npy file of unknown final length, then publish it atomically."""
+    """Write rows to a .npy file of unknown final length, then publish it atomically.
+
+    Rows are written in order, but not necessarily by this object: worker
+    processes may write a piece of rows straight into :attr:`tmp` at a place
+    handed to them (see ``pipeline._Sequencer``), and :meth:`written_elsewhere`
+    then accounts for that piece. The CRC-32 is built in file order from the
+    pieces' own CRCs, so the file is never read back.
+    """
 
     def __init__(self, directory: Path, name: str, dtype, tail_shape: tuple[int, ...] = ()) -> None:
         self.directory = Path(directory)
         self.name = name
         self.dtype = np.dtype(dtype)
         self.tail_shape = tuple(tail_shape)
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
+        self.row_bytes = self.dtype.itemsize * int(np.prod(self.tail_shape, dtype=np.int64))
+        self.fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
         self.tmp = Path(tmp)
-        self.fh = os.fdopen(fd, "wb")
-        self.fh.write(_npy_header(self.dtype, (0, *self.tail_shape)))
+        os.write(self.fd, _npy_header(self.dtype, (0, *self.tail_shape)))
         self.rows = 0
         self.crc = 0
+
+    def position(self, row: int) -> int:
+        """Byte offset in the file of ``row``."""
+        return npy_offset(row, self.row_bytes)
 
     def append(self, arr: np.ndarray) -> None:
         arr = np.ascontiguousarray(arr, dtype=self.dtype)
         if arr.shape[1:] != self.tail_shape:
             raise ValueError(f"{self.name}: rows of shape {arr.shape[1:]}, expected {self.tail_shape}")
-        self.fh.write(arr.data)
+        view = memoryview(arr.reshape(-1).view(np.uint8))
+        pos = self.position(self.rows)
+        while view:
+            n = os.pwrite(self.fd, view, pos)
+            view, pos = view[n:], pos + n
         self.crc = zlib.crc32(arr.data, self.crc)
         self.rows += arr.shape[0]
 
+    def written_elsewhere(self, rows: int, crc: int) -> None:
+        """Account for ``rows`` rows another process wrote in place, whose CRC-32 is ``crc``."""
+        self.crc = crc32_combine(self.crc, crc, rows * self.row_bytes)
+        self.rows += rows
+
     def append_file(self, src: Path, nbytes: int, crc: int) -> None:
         """Append a raw piece written elsewhere (a worker's shard), knowing its CRC-32."""
-        itemsize = self.dtype.itemsize * int(np.prod(self.tail_shape, dtype=np.int64))
-        if nbytes % itemsize:
+        if nbytes % self.row_bytes:
             raise ValueError(f"{src}: {nbytes} bytes is not a whole number of rows")
-        self.fh.flush()
-        copy_range(src, self.fh.fileno(), nbytes)
-        self.fh.seek(0, os.SEEK_END)
-        self.crc = crc32_combine(self.crc, crc, nbytes)
-        self.rows += nbytes // itemsize
+        copy_range(src, self.fd, nbytes, self.position(self.rows))
+        self.written_elsewhere(nbytes // self.row_bytes, crc)
 
     def finish(self) -> dict:
-        self.fh.flush()
-        self.fh.seek(0)
-        self.fh.write(_npy_header(self.dtype, (self.rows, *self.tail_shape)))
-        self.fh.flush()
-        os.fsync(self.fh.fileno())
-        self.fh.close()
+        os.pwrite(self.fd, _npy_header(self.dtype, (self.rows, *self.tail_shape)), 0)
+        # Pieces written in place past the last row would be garbage: the file ends at the last row.
+        os.ftruncate(self.fd, self.position(self.rows))
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = -1
         fault_point(f"publish:{self.name.split('.')[0]}")
         os.replace(self.tmp, self.directory / self.name)
         return _array_info(self.directory / self.name, self.dtype, (self.rows, *self.tail_shape), self.crc)
 
     def abort(self) -> None:
-        with contextlib.suppress(OSError):
-            self.fh.close()
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
         with contextlib.suppress(OSError):
             self.tmp.unlink()
 

@@ -102,3 +102,25 @@ def test_check_accepts_an_index_with_folded_copies(tmp_path):
     assert runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx)]).exit_code == 0
     chk = runner.invoke(cli, ["check", "--index", str(idx)])
     assert chk.exit_code == 0, chk.stdout
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 4), max_size=4), min_size=1, max_size=10), st.integers(1, 12))
+def test_copies_among_agrees_with_brute_force_whatever_the_chunk_size(rows, chunk):
+    import simdoc.exact as exact
+
+    sets = ShingleSets.from_sets(rows)
+    members = np.arange(len(rows))
+    bags = [tuple(sorted(r)) for r in rows]
+    expected = []
+    for j in range(len(rows)):
+        first = next(i for i in range(len(rows)) if bags[i] == bags[j])
+        if first != j:
+            expected.append((j, first))
+    assert sorted(exact.copies_among(sets, members)) == expected
+    saved = exact.COMPARE_ITEMS
+    exact.COMPARE_ITEMS = chunk  # the chunked path, taken for big groups
+    try:
+        assert sorted(exact.copies_among(sets, members)) == expected
+    finally:
+        exact.COMPARE_ITEMS = saved

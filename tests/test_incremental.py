@@ -8,6 +8,7 @@ import numpy as np
 from click.testing import CliRunner
 
 import simdoc
+import simdoc.batches
 import simdoc.corpus
 import simdoc.pipeline as pipeline
 from simdoc.cli import cli
@@ -104,7 +105,7 @@ def test_update_equals_full_rebuild_and_reads_only_what_changed(tmp_path, monkey
         reads.append(Path(path).name)
         return real(path, **kw)
 
-    monkeypatch.setattr(pipeline, "read_document", counting)
+    monkeypatch.setattr(simdoc.batches, "read_document", counting)
     updated = simdoc.find_pairs(corpus, idx, jobs=1)
     # Only the added, changed and touched files were read.
     assert sorted(reads) == sorted(["added.txt", "doc002.txt", "doc001.txt", "near004.txt"])
@@ -112,7 +113,7 @@ def test_update_equals_full_rebuild_and_reads_only_what_changed(tmp_path, monkey
     assert shingle["n_changed"] == 3 and shingle["n_removed"] == 1
     assert "3 rows computed" in updated.stages[1].detail
 
-    monkeypatch.setattr(pipeline, "read_document", real)
+    monkeypatch.setattr(simdoc.batches, "read_document", real)
     full = simdoc.find_pairs(corpus, tmp_path / "full", jobs=1)
     assert list(updated) == list(full)
     assert arrays_by_role(idx) == arrays_by_role(tmp_path / "full")

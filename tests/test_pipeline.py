@@ -162,3 +162,17 @@ def test_new_threshold_rebands_cheaply(tmp_path):
     assert [s.built for s in r2.stages] == [False, False, True]
     assert (r1.banding.bands, r1.banding.rows) != (r2.banding.bands, r2.banding.rows)
     assert all(p.jaccard >= 0.9 for p in r2)
+
+
+def test_take_reads_rows_of_a_mapped_index_like_slicing(tmp_path):
+    make_corpus(tmp_path / "c")
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "i", jobs=1)
+    sets = pipeline.open_index(tmp_path / "i").shingle_sets()
+    assert isinstance(sets.data.base, np.memmap) or isinstance(sets.data, np.memmap)
+    rows = np.array([3, 0, 3, len(sets) - 1])
+    got = sets.take(rows)
+    for k, r in enumerate(rows):
+        assert np.array_equal(got.row(k), sets.row(r))
+        assert np.array_equal(got.row_counts(k), sets.row_counts(r))
+    in_memory = type(sets)(np.asarray(sets.indptr), np.array(sets.data), np.array(sets.counts)).take(rows)
+    assert np.array_equal(in_memory.data, got.data) and np.array_equal(in_memory.indptr, got.indptr)

@@ -1,0 +1,366 @@
+"""The shingle stage's batches: read and shingle files in worker processes, write their rows.
+
+The stage's output is three CSR arrays (offsets, shingle hashes, counts) in
+document order. Workers shingle batches of files in parallel and write their
+rows *in place* in the stage's temporary files, so that every byte is
+written once:
+
+* a :class:`Sequencer` shared by the workers hands each batch, in batch
+  order, the place where its rows go: the end of the previous batch plus
+  the rows of unchanged documents the parent copies in between;
+* the worker writes its rows there with ``pwrite`` and returns only the
+  batch's row offsets and the CRC-32 of each piece it wrote;
+* the parent (:class:`RowWriter`) fills in the copied rows and builds the
+  file's CRC-32 from the pieces' in file order.
+
+On this kind of machine, putting new pages in the page cache costs about
+as much as shingling the text did (about 0.5 GB/s), so the earlier design
+(each worker writes a shard, the parent concatenates shards) spent more
+time writing than computing. Workers that do not share this machine's
+processes (Dask) still write shards, which the parent copies in
+(:class:`Shard`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from simdoc.corpus import ReadResult, compression_of, read_document
+from simdoc.records import WEB_EXTRA, html_to_text, is_html, is_jsonl, is_warc, split_jsonl, split_warc
+from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
+from simdoc.store import IndexStore, npy_offset
+
+_UNREAD = ("binary", "unreadable")  # statuses of files that give no row
+
+
+@dataclass
+class Shard:
+    """One batch's shingle rows, written by a worker to two temporary files (Dask engine)."""
+
+    indptr: np.ndarray
+    data_path: str
+    counts_path: str
+    data_crc: int
+    counts_crc: int
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.indptr) - 1
+
+    def as_sets(self) -> ShingleSets:
+        nnz = int(self.indptr[-1])
+        if nnz == 0:
+            return ShingleSets(self.indptr, np.zeros(0, np.uint32), np.zeros(0, np.uint32))
+        data = np.memmap(self.data_path, dtype=np.uint32, mode="r", shape=(nnz,))
+        counts = np.memmap(self.counts_path, dtype=np.uint32, mode="r", shape=(nnz,))
+        return ShingleSets(self.indptr, data, counts)
+
+    def remove(self) -> None:
+        for path in (self.data_path, self.counts_path):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+@dataclass
+class Run:
+    """Rows [first, stop) of a batch, written in place from shingle number ``position`` on."""
+
+    first: int
+    stop: int
+    position: int
+    n: int
+    data_crc: int
+    counts_crc: int
+
+
+@dataclass
+class Placed:
+    """One batch's rows, already written in place by a worker: their offsets and pieces."""
+
+    indptr: np.ndarray
+    runs: list[Run] = field(default_factory=list)
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.indptr) - 1
+
+
+@dataclass
+class PlaceSink:
+    """Where a worker writes a batch in place (see :class:`Sequencer`).
+
+    ``gaps`` maps a file's position in the batch to the (rows, shingles) of
+    unchanged documents the parent copies in just before it.
+    """
+
+    turn: int
+    data_path: str
+    counts_path: str
+    gaps: dict[int, tuple[int, int]]
+
+
+@dataclass
+class ShardSink:
+    """Write a batch to shard files named by ``prefix.format(kind=data|counts)``."""
+
+    prefix: str
+
+
+class Sequencer:
+    """Hands out places in the output files to batches, in batch order, across processes.
+
+    Batch ``turn`` waits until batch ``turn - 1`` has taken its place, then
+    takes the next ``n`` shingles. Batches are started in order, so the one
+    waited for is always running; the wait is a fraction of one batch.
+    """
+
+    def __init__(self, ctx) -> None:
+        self.cond = ctx.Condition()
+        self.turn = ctx.Value("q", 0, lock=False)
+        self.cursor = ctx.Value("q", 0, lock=False)
+
+    def reserve(self, turn: int, n: int) -> int:
+        with self.cond:
+            while self.turn.value != turn:
+                self.cond.wait()
+            start = self.cursor.value
+            self.cursor.value = start + n
+            self.turn.value = turn + 1
+            self.cond.notify_all()
+        return start
+
+
+_SEQUENCER: Sequencer | None = None
+
+
+def use_sequencer(seq: Sequencer | None) -> None:
+    """Install the sequencer in this process (the pool's initializer, or in-process runs)."""
+    global _SEQUENCER
+    _SEQUENCER = seq
+
+
+def read_batch(entries, spec: ShingleSpec, max_bytes, follow: bool, fields) -> tuple[ShingleSets, list[tuple]]:
+    """Read and shingle one batch of files: the rows of the readable ones, and per file
+    (digest, status, warning, members), members being [(doc id, text digest), ...] for
+    files holding many documents (JSON Lines, WARC) and None otherwise."""
+    from simdoc import streaming
+
+    texts, infos = [], []
+    streamed: dict[int, ShingleSets] = {}  # position among readable documents -> its row
+    for doc_id, path, size in entries:
+        if is_jsonl(path) or is_warc(path):
+            if is_warc(path):
+                res, docs, notes = _read_warc(path, doc_id)
+            else:
+                res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
+                docs, notes = ([], []) if res.text is None else split_jsonl(res.text, doc_id, *fields)
+            texts.extend(t for _, t in docs)
+            members = [
+                (d, hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()) for d, t in docs
+            ]
+            warning = "; ".join(([res.warning] if res.warning else []) + notes) or None
+            infos.append((res.digest, res.status, warning, members))
+            continue
+        if is_html(path):
+            res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
+            if res.text is not None:
+                try:
+                    texts.append(html_to_text(res.text))
+                except ImportError:
+                    res = ReadResult(None, res.digest, warning=f"HTML needs an extractor: {WEB_EXTRA}", status="unreadable")
+            infos.append((res.digest, res.status, res.warning, None))
+            continue
+        if size > streaming.STREAM_BYTES or compression_of(path):
+            # A huge file is shingled in chunks, in bounded memory; so is every compressed
+            # file, whose size says nothing of what it holds.
+            res, row = streaming.stream_document(path, spec, max_bytes, follow)
+            if res.text is not None:
+                streamed[len(texts) + len(streamed)] = row
+        else:
+            res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
+            if res.text is not None:
+                texts.append(res.text)
+        infos.append((res.digest, res.status, res.warning, None))
+    sets = shingle_texts(texts, spec)
+    if streamed:
+        pieces, i = [], 0
+        for pos in range(len(texts) + len(streamed)):
+            if pos in streamed:
+                pieces.append(streamed[pos])
+            else:
+                pieces.append(sets.slice(i, i + 1))
+                i += 1
+        sets = ShingleSets.concatenate(pieces)
+    return sets, infos
+
+
+def rows_of(info: tuple) -> int:
+    """How many rows a file's info stands for."""
+    members = info[3]
+    if members is not None:
+        return len(members)
+    return 0 if info[1] in _UNREAD else 1
+
+
+def shingle_batch(task: tuple) -> tuple[Placed | Shard, list[tuple]]:
+    """Read, shingle and write one batch of files (runs in a worker process)."""
+    entries, spec, max_bytes, follow, sink, fields = task
+    if isinstance(sink, PlaceSink):
+        try:
+            sets, infos = read_batch(entries, spec, max_bytes, follow, fields)
+        except BaseException:
+            # Take the turn anyway, or the batches after this one would wait for ever.
+            _SEQUENCER.reserve(sink.turn, 0)
+            raise
+        return _write_in_place(sets, infos, sink), infos
+    sets, infos = read_batch(entries, spec, max_bytes, follow, fields)
+    paths, crcs = [], []
+    for kind, arr in (("data", sets.data), ("counts", sets.counts)):
+        path = sink.prefix.format(kind=kind)
+        with open(path, "wb") as fh:
+            fh.write(arr.data)
+        paths.append(path)
+        crcs.append(zlib.crc32(arr.data))
+    return Shard(sets.indptr, paths[0], paths[1], crcs[0], crcs[1]), infos
+
+
+def _write_in_place(sets: ShingleSets, infos: list[tuple], sink: PlaceSink) -> Placed:
+    # Cut the batch's rows into runs wherever the parent copies unchanged rows in between;
+    # ``skip`` counts the copied shingles that go before each run.
+    runs: list[tuple[int, int, int]] = []  # (first row, stop row, skip)
+    row = first = skip = 0
+    for i, info in enumerate(infos):
+        gap = sink.gaps.get(i)
+        if gap is not None:
+            if row > first:
+                runs.append((first, row, skip))
+            skip += gap[1]
+            first = row
+        row += rows_of(info)
+    if row > first:
+        runs.append((first, row, skip))
+    start = _SEQUENCER.reserve(sink.turn, skip + int(sets.indptr[-1]))
+    placed = []
+    fds = [os.open(sink.data_path, os.O_WRONLY), os.open(sink.counts_path, os.O_WRONLY)]
+    try:
+        for a, b, before in runs:
+            lo, hi = int(sets.indptr[a]), int(sets.indptr[b])
+            pos = start + before + lo
+            crcs = [_pwrite_at(fd, arr[lo:hi], pos) for fd, arr in zip(fds, (sets.data, sets.counts))]
+            placed.append(Run(a, b, pos, hi - lo, crcs[0], crcs[1]))
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return Placed(sets.indptr, placed)
+
+
+def _pwrite_at(fd: int, arr: np.ndarray, element: int) -> int:
+    """Write ``arr`` as elements ``element...`` of the .npy file ``fd``; its CRC-32."""
+    piece = np.ascontiguousarray(arr)
+    view = memoryview(piece.view(np.uint8))
+    off = npy_offset(element, piece.itemsize)
+    while view:
+        n = os.pwrite(fd, view, off)
+        view, off = view[n:], off + n
+    return zlib.crc32(piece.data)
+
+
+def _read_warc(path: str, source: str):
+    """A WARC file's documents, or why there are none, as (ReadResult, docs, warnings)."""
+    digest = hashlib.blake2b(digest_size=16)
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 24):
+                digest.update(chunk)
+        docs, notes = split_warc(path, source)
+    except ImportError:
+        return ReadResult(None, digest.hexdigest(), warning=f"WARC needs {WEB_EXTRA}", status="unreadable"), [], []
+    except Exception as exc:  # fastwarc raises its own errors on damaged archives
+        return ReadResult(None, digest.hexdigest(), warning=f"cannot read WARC: {exc}", status="unreadable"), [], []
+    return ReadResult("", digest.hexdigest()), docs, notes
+
+
+class RowWriter:
+    """Writes the three CSR files in document order, merging runs of rows from one source.
+
+    A source is a :class:`ShingleSets` (rows copied from the previous build),
+    a :class:`Placed` batch (rows a worker already wrote in place: only
+    accounted for here) or a :class:`Shard` (copied in by the kernel).
+    """
+
+    def __init__(self, store: IndexStore) -> None:
+        self.writers = (
+            store.array_writer("shingles.indptr.tmp.npy", np.int64),
+            store.array_writer("shingles.data.tmp.npy", np.uint32),
+            store.array_writer("shingles.counts.tmp.npy", np.uint32),
+        )
+        self.writers[0].append(np.zeros(1, np.int64))
+        self.offset = 0
+        self.n_rows = 0
+        self._src: ShingleSets | Placed | Shard | None = None
+        self._lo = self._hi = 0
+
+    @property
+    def paths(self) -> tuple[str, str]:
+        """The temporary data and counts files, for workers to write in place."""
+        return str(self.writers[1].tmp), str(self.writers[2].tmp)
+
+    def add(self, src: ShingleSets | Placed | Shard, row: int) -> None:
+        if src is self._src and row == self._hi:
+            self._hi += 1
+            return
+        self.flush()
+        self._src, self._lo, self._hi = src, row, row + 1
+
+    def pending(self, src: object) -> bool:
+        return self._src is src
+
+    def flush(self) -> None:
+        if self._src is None or self._hi == self._lo:
+            return
+        src, lo, hi = self._src, self._lo, self._hi
+        a, b = int(src.indptr[lo]), int(src.indptr[hi])
+        self.writers[0].append(np.asarray(src.indptr[lo + 1 : hi + 1]) - a + self.offset)
+        if isinstance(src, Placed):
+            runs = [r for r in src.runs if lo <= r.first < hi]
+            tiled = (
+                runs
+                and runs[0].first == lo
+                and runs[-1].stop == hi
+                and all(x.stop == y.first for x, y in zip(runs, runs[1:]))
+                and all(r.position == self.offset + int(src.indptr[r.first]) - a for r in runs)
+            )
+            if not tiled:
+                raise RuntimeError(f"rows {lo}..{hi} of a batch were not written where expected")
+            for r in runs:
+                self.writers[1].written_elsewhere(r.n, r.data_crc)
+                self.writers[2].written_elsewhere(r.n, r.counts_crc)
+        elif isinstance(src, Shard) and lo == 0 and hi == src.n_docs:
+            self.writers[1].append_file(Path(src.data_path), 4 * b, src.data_crc)
+            self.writers[2].append_file(Path(src.counts_path), 4 * b, src.counts_crc)
+        else:
+            sets = src.as_sets() if isinstance(src, Shard) else src
+            self.writers[1].append(np.asarray(sets.data[a:b]))
+            self.writers[2].append(np.asarray(sets.counts[a:b]))
+        self.offset += b - a
+        self.n_rows += hi - lo
+        self._src = None
+
+    def finish(self, names: dict) -> dict:
+        self.flush()
+        files = {}
+        for role, w in zip(("indptr", "data", "counts"), self.writers):
+            w.name = names[role]
+            files[names[role]] = w.finish()
+        return files
+
+    def abort(self) -> None:
+        for w in self.writers:
+            w.abort()
