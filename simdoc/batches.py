@@ -149,7 +149,10 @@ def use_sequencer(seq: Sequencer | None) -> None:
 def read_batch(entries, spec: ShingleSpec, max_bytes, follow: bool, fields) -> tuple[ShingleSets, list[tuple]]:
     """Read and shingle one batch of files: the rows of the readable ones, and per file
     (digest, status, warning, members), members being [(doc id, text digest), ...] for
-    files holding many documents (JSON Lines, WARC) and None otherwise."""
+    files holding many documents (JSON Lines, WARC) and None otherwise.
+
+    The rows may live in this process's scratch space (see ``shingle_texts(views=True)``):
+    they are valid until the next batch."""
     from simdoc import streaming
 
     texts, infos = [], []
@@ -188,7 +191,8 @@ def read_batch(entries, spec: ShingleSpec, max_bytes, follow: bool, fields) -> t
             if res.text is not None:
                 texts.append(res.text)
         infos.append((res.digest, res.status, res.warning, None))
-    sets = shingle_texts(texts, spec)
+    # Views into this process's scratch space: the caller writes them out before the next batch.
+    sets = shingle_texts(texts, spec, views=True)
     if streamed:
         pieces, i = [], 0
         for pos in range(len(texts) + len(streamed)):

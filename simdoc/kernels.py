@@ -69,29 +69,24 @@ if ENABLED:
             src, dst = dst, src
 
     @njit(cache=True, nogil=True)
-    def shingle_csr(tokens, offsets, k, seed, anchors, use_anchors, out_data, out_counts, out_sizes):
+    def shingle_csr(tokens, offsets, k, seed, anchors, use_anchors, out_data, out_counts, out_sizes, blocks, buf, tmp, starts):
         """Hash each document's k-token windows (MurmurHash3_x86_32), sort, count repeats.
 
         Writes the unique sorted hashes of document d after those of d-1 into
         ``out_data`` (with multiplicities in ``out_counts``) and their number
         into ``out_sizes[d]``; returns the total written. The Murmur rounds run
         across all windows of a document at once (the loop over windows is the
-        inner one) so that the compiler can vectorise it.
+        inner one) so that the compiler can vectorise it. ``blocks`` (as long
+        as ``tokens``), ``buf``, ``tmp`` and ``starts`` (as long as the longest
+        document) are scratch space, passed in so that a worker can reuse it:
+        fresh pages cost more than the hashing on some machines.
         """
         n = offsets.shape[0] - 1
         n_tok = tokens.shape[0]
-        blocks = np.empty(n_tok, np.uint32)
         for i in range(n_tok):
             k1 = uint32(tokens[i] * uint32(0xCC9E2D51))
             k1 = _rotl(k1, 15)
             blocks[i] = uint32(k1 * uint32(0x1B873593))
-        longest = 1
-        for d in range(n):
-            if offsets[d + 1] - offsets[d] > longest:
-                longest = offsets[d + 1] - offsets[d]
-        buf = np.empty(longest, np.uint32)
-        tmp = np.empty(longest, np.uint32)
-        starts = np.empty(longest, np.int64)
         pos = 0
         for d in range(n):
             s = offsets[d]
@@ -288,7 +283,10 @@ def warm_up() -> None:
     if not ENABLED:
         return
     one = np.zeros(1, np.uint32)
-    shingle_csr(one, np.array([0, 1], np.int64), 1, 0, np.zeros(1, np.uint8), False, one.copy(), one.copy(), np.zeros(1, np.int64))
+    shingle_csr(
+        one, np.array([0, 1], np.int64), 1, 0, np.zeros(1, np.uint8), False, one.copy(), one.copy(),
+        np.zeros(1, np.int64), one.copy(), one.copy(), one.copy(), np.zeros(1, np.int64),
+    )
     minhash_csr(np.array([0, 1], np.int64), one, one | 1, one, np.zeros((1, 1), np.uint32))
     oph_csr(np.array([0, 1], np.int64), one, np.uint64(1), np.uint64(2), np.zeros((1, 2), np.uint32))
     collapse_whitespace(one, np.array([0, 1], np.int64), np.zeros(1, np.uint8), one.copy(), np.zeros(2, np.int64))
