@@ -149,7 +149,8 @@ signature_options = [
         "--scheme",
         type=click.Choice(["classic", "oph"]),
         default=None,
-        help="MinHash scheme: classic (num_perm permutations) or oph (one permutation + densification, faster). Default: classic.",
+        help="MinHash scheme: oph (one permutation hashed into num_perm bins, with densification) or classic "
+        "(num_perm permutations, ~7x slower signatures). Default: the index's, else oph.",
     ),
 ]
 threshold_option = _opt(

@@ -352,7 +352,8 @@ def _pct(part: int, whole: int) -> str:
 
 def _show_header(ev: PairEvidence) -> list[str]:
     o = ev.overlap
-    est = f"{ev.estimated:.4f}  (MinHash, {ev.num_perm} permutations)" if ev.estimated is not None else "n/a (no signatures)"
+    how = f"{ev.num_perm} permutations" if ev.scheme == "classic" else f"one permutation, {ev.num_perm} bins"
+    est = f"{ev.estimated:.4f}  (MinHash, {how})" if ev.estimated is not None else "n/a (no signatures)"
     lines = [
         f"A  {ev.doc_a}  ({ev.words_a} words, {o.n_a} shingles)",
         f"B  {ev.doc_b}  ({ev.words_b} words, {o.n_b} shingles)",

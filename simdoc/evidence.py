@@ -325,12 +325,15 @@ class PairEvidence:
     estimated : float or None
         MinHash estimate, when the index has current signatures.
     num_perm : int or None
+        Signature length.
     passages : list of Passage
     words_a, words_b : int
         Words in each document as re-read (0 if it could not be read).
     min_words : int
     warnings : list of str
         Why passages are missing or may not match the numbers.
+    scheme : str or None
+        MinHash scheme of the signatures ("classic" or "oph").
     """
 
     doc_a: str
@@ -347,6 +350,7 @@ class PairEvidence:
     text_b: str | None = field(default=None, repr=False)
     spans_a: list[tuple[int, int]] = field(default_factory=list, repr=False)
     spans_b: list[tuple[int, int]] = field(default_factory=list, repr=False)
+    scheme: str | None = None
 
     @property
     def shared_words(self) -> int:
@@ -489,13 +493,14 @@ def pair_evidence(
     if a == b:
         raise UsageError(f"{doc_a} and {doc_b} are the same document", hint="give two different documents")
     overlap = shingle_overlap(loaded.shingle_sets(), a, b)
-    estimated = num_perm = None
+    estimated = num_perm = scheme = None
     sig = loaded.manifest["stages"].get("signature")
     if sig is not None and sig.get("built_from") == shingle.get("build_id"):
         from simdoc.similarity import estimate_jaccard
 
         sigs = loaded.signatures()
         estimated, num_perm = estimate_jaccard(sigs[a], sigs[b]), sigs.shape[1]
+        scheme = sig["params"].get("scheme", "classic")
     warnings = []
     text_a, warn = _read(root, ids[a], records[a].get("digest"), shingle["params"], records[a].get("source"))
     warnings += [warn] if warn else []
@@ -511,5 +516,5 @@ def pair_evidence(
     ]
     return PairEvidence(
         ids[a], ids[b], overlap, estimated, num_perm, passages, len(keys_a), len(keys_b), min_words, warnings,
-        text_a, text_b, spans_a, spans_b,
+        text_a, text_b, spans_a, spans_b, scheme,
     )

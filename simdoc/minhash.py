@@ -36,7 +36,9 @@ seeded probe sequence ("optimal densification", Shrivastava 2017). The
 fraction of equal positions is still an unbiased estimate of Jaccard
 similarity; its spread is that of the classic scheme for sets much larger
 than num_perm, and somewhat wider for small sets, where densification
-copies values. It costs one hash per shingle instead of num_perm. The hash
+copies values. It costs one hash per shingle instead of num_perm, which is
+why it is the default (:data:`DEFAULT_SCHEME`); an index keeps the scheme it
+was built with. The hash
 ``splitmix64(x + key)`` is a bijection of the 64-bit integers, so distinct
 shingles never collide before binning. benchmarks/RESULTS.md has both
 schemes' speed and estimation error.
@@ -54,7 +56,7 @@ from simdoc.shingling import ShingleSets, fmix32
 DEFAULT_NUM_PERM = 128
 DEFAULT_SEED = 1
 SCHEMES = ("classic", "oph")
-DEFAULT_SCHEME = "classic"
+DEFAULT_SCHEME = "oph"
 EMPTY = np.uint32(0xFFFFFFFF)  # signature of an empty set: larger than any hash
 _MASK64 = (1 << 64) - 1
 # Hash values computed at once: num_perm x BLOCK uint32 (16 MiB at 128 permutations).

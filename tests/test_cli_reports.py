@@ -43,7 +43,7 @@ def groups(tmp_path):
 @pytest.fixture
 def built(run, groups, tmp_path):
     idx = tmp_path / "idx"
-    r = run("pairs", groups, "--index", idx, "-q")
+    r = run("pairs", groups, "--index", idx, "--scheme", "classic", "-q")  # the values below are classic MinHash's
     assert r.exit_code == 0, r.stderr
     return groups, idx
 
@@ -80,7 +80,7 @@ def test_clusters_threshold(run, built):
 def test_false_candidates_do_not_glue_clusters(run, groups, tmp_path):
     # 128 bands of one row: every pair sharing a shingle hash is a candidate.
     idx = tmp_path / "idx"
-    opts = ("--index", idx, "--threshold", "0.6", "--bands", "128", "--rows", "1")
+    opts = ("--index", idx, "--threshold", "0.6", "--bands", "128", "--rows", "1", "--scheme", "classic")
     cand = run("pairs", groups, *opts, "--all-candidates")
     assert cand.exit_code == 0, cand.stderr
     assert "a.txt\td.txt\t0.0391\t0.0292\n" in cand.stdout  # a candidate, far below the threshold
@@ -425,7 +425,7 @@ def test_show_text(run, built):
 
 
 def test_show_with_corpus_builds_the_index(run, groups, tmp_path):
-    r = run("show", groups, "a.txt", "c.txt", "--index", tmp_path / "idx")
+    r = run("show", groups, "a.txt", "c.txt", "--index", tmp_path / "idx", "--scheme", "classic")
     assert r.exit_code == 0, r.stderr
     assert r.stdout == SHOW_AC
 

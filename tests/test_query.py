@@ -49,7 +49,7 @@ def test_query_agrees_with_pairs_for_every_document(tmp_path):
 
 
 def test_query_text_from_stdin_and_formats(tmp_path):
-    idx = build(tmp_path)
+    idx = build(tmp_path, "--scheme", "classic")  # the estimates below are classic MinHash's
     text = (SAMPLE / "web" / "harbor-festival.txt").read_text(encoding="utf-8")
     r = CliRunner().invoke(cli, ["query", "-", "--index", str(idx), "--format", "jsonl"], input=text)
     assert r.exit_code == 0, r.stderr
