@@ -34,7 +34,7 @@ import numpy as np
 
 from simdoc.corpus import ReadResult, compression_of, read_document
 from simdoc.records import WEB_EXTRA, html_to_text, is_html, is_jsonl, is_warc, split_jsonl, split_warc
-from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
+from simdoc.shingling import ShingleSets, ShingleSpec, compact_counts, shingle_texts
 from simdoc.store import IndexStore, npy_offset
 
 _UNREAD = ("binary", "unreadable")  # statuses of files that give no row
@@ -78,6 +78,7 @@ class Run:
     n: int
     data_crc: int
     counts_crc: int
+    overflow: np.ndarray  # (position, count) of counts of 255 or more (see compact_counts)
 
 
 @dataclass
@@ -257,8 +258,9 @@ def _write_in_place(sets: ShingleSets, infos: list[tuple], sink: PlaceSink) -> P
         for a, b, before in runs:
             lo, hi = int(sets.indptr[a]), int(sets.indptr[b])
             pos = start + before + lo
-            crcs = [_pwrite_at(fd, arr[lo:hi], pos) for fd, arr in zip(fds, (sets.data, sets.counts))]
-            placed.append(Run(a, b, pos, hi - lo, crcs[0], crcs[1]))
+            small, overflow = compact_counts(sets.counts_range(lo, hi), pos)
+            crcs = [_pwrite_at(fd, arr, pos) for fd, arr in zip(fds, (sets.data[lo:hi], small))]
+            placed.append(Run(a, b, pos, hi - lo, crcs[0], crcs[1], overflow))
     finally:
         for fd in fds:
             os.close(fd)
@@ -292,7 +294,10 @@ def _read_warc(path: str, source: str):
 
 
 class RowWriter:
-    """Writes the three CSR files in document order, merging runs of rows from one source.
+    """Writes the CSR files in document order, merging runs of rows from one source.
+
+    Counts are stored compactly (uint8 plus an overflow table, see
+    :func:`simdoc.shingling.compact_counts`).
 
     A source is a :class:`ShingleSets` (rows copied from the previous build),
     a :class:`Placed` batch (rows a worker already wrote in place: only
@@ -300,11 +305,13 @@ class RowWriter:
     """
 
     def __init__(self, store: IndexStore) -> None:
+        self.store = store
         self.writers = (
             store.array_writer("shingles.indptr.tmp.npy", np.int64),
             store.array_writer("shingles.data.tmp.npy", np.uint32),
-            store.array_writer("shingles.counts.tmp.npy", np.uint32),
+            store.array_writer("shingles.counts.tmp.npy", np.uint8),
         )
+        self.overflow: list[np.ndarray] = []
         self.writers[0].append(np.zeros(1, np.int64))
         self.offset = 0
         self.n_rows = 0
@@ -346,13 +353,16 @@ class RowWriter:
             for r in runs:
                 self.writers[1].written_elsewhere(r.n, r.data_crc)
                 self.writers[2].written_elsewhere(r.n, r.counts_crc)
-        elif isinstance(src, Shard) and lo == 0 and hi == src.n_docs:
-            self.writers[1].append_file(Path(src.data_path), 4 * b, src.data_crc)
-            self.writers[2].append_file(Path(src.counts_path), 4 * b, src.counts_crc)
+                self.overflow.append(r.overflow)
         else:
             sets = src.as_sets() if isinstance(src, Shard) else src
-            self.writers[1].append(np.asarray(sets.data[a:b]))
-            self.writers[2].append(np.asarray(sets.counts[a:b]))
+            if isinstance(src, Shard) and lo == 0 and hi == src.n_docs:
+                self.writers[1].append_file(Path(src.data_path), 4 * b, src.data_crc)
+            else:
+                self.writers[1].append(np.asarray(sets.data[a:b]))
+            small, overflow = compact_counts(sets.counts_range(a, b), self.offset)
+            self.writers[2].append(small)
+            self.overflow.append(overflow)
         self.offset += b - a
         self.n_rows += hi - lo
         self._src = None
@@ -363,6 +373,8 @@ class RowWriter:
         for role, w in zip(("indptr", "data", "counts"), self.writers):
             w.name = names[role]
             files[names[role]] = w.finish()
+        overflow = np.concatenate(self.overflow) if self.overflow else np.zeros((0, 2), np.int64)
+        files[names["overflow"]] = self.store.save_array(names["overflow"], overflow)
         return files
 
     def abort(self) -> None:

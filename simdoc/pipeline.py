@@ -230,7 +230,11 @@ class LoadedIndex:
         return self.store.read_jsonl(name, st["files"][name])
 
     def shingle_sets(self) -> ShingleSets:
-        return ShingleSets(self._array("shingle", "indptr"), self._array("shingle", "data"), self._array("shingle", "counts"))
+        # Indexes written before counts were compacted have uint32 counts and no overflow table.
+        overflow = self._array("shingle", "overflow") if "overflow" in self.stage("shingle")["roles"] else None
+        return ShingleSets(
+            self._array("shingle", "indptr"), self._array("shingle", "data"), self._array("shingle", "counts"), overflow
+        )
 
     def signatures(self) -> np.ndarray:
         return self._array("signature", "signatures")
@@ -491,6 +495,7 @@ def _build_shingles(
         "indptr": f"shingles.indptr.{build}.npy",
         "data": f"shingles.data.{build}.npy",
         "counts": f"shingles.counts.{build}.npy",
+        "overflow": f"shingles.overflow.{build}.npy",
         "docs": f"docs.{build}.jsonl",
         "origin": f"shingles.origin.{build}.npy",
     }

@@ -101,22 +101,46 @@ class ShingleSets:
         Row i is ``data[indptr[i]:indptr[i + 1]]``.
     data : ndarray of shape (nnz,), dtype uint32
         Shingle hashes, sorted ascending and unique within each row.
-    counts : ndarray of shape (nnz,), dtype uint32
+    counts : ndarray of shape (nnz,), dtype uint32 or uint8
         How often each shingle occurs in its document (for bag similarity).
+        Sets loaded from an index store them compactly, as uint8 saturated at
+        255 plus ``overflow``; read them with :meth:`row_counts`,
+        :meth:`counts_range` or :meth:`take`, which give the true counts.
+    overflow : ndarray of shape (m, 2), dtype int64, or None
+        (position, count) of the shingles counted 255 times or more, sorted
+        by position, when ``counts`` is uint8.
     """
 
-    __slots__ = ("indptr", "data", "counts")
+    __slots__ = ("indptr", "data", "counts", "overflow")
 
-    def __init__(self, indptr: np.ndarray, data: np.ndarray, counts: np.ndarray | None = None) -> None:
+    def __init__(
+        self, indptr: np.ndarray, data: np.ndarray, counts: np.ndarray | None = None, overflow: np.ndarray | None = None
+    ) -> None:
         self.indptr = np.asarray(indptr, dtype=np.int64)
         self.data = np.asarray(data, dtype=np.uint32)
-        self.counts = (
-            np.ones(len(self.data), dtype=np.uint32) if counts is None else np.asarray(counts, dtype=np.uint32)
-        )
+        if counts is None:
+            self.counts = np.ones(len(self.data), dtype=np.uint32)
+        elif np.asarray(counts).dtype == np.uint8:
+            self.counts = np.asarray(counts)
+        else:
+            self.counts = np.asarray(counts, dtype=np.uint32)
+        self.overflow = None
+        if self.counts.dtype == np.uint8:
+            self.overflow = np.zeros((0, 2), np.int64) if overflow is None else np.asarray(overflow, dtype=np.int64)
         if self.indptr.ndim != 1 or len(self.indptr) < 1 or self.indptr[0] != 0:
             raise ValueError("indptr must be 1-D and start at 0")
         if self.indptr[-1] != len(self.data) or len(self.counts) != len(self.data):
             raise ValueError("indptr, data and counts disagree on the number of shingles")
+
+    def counts_range(self, lo: int, hi: int) -> np.ndarray:
+        """The true counts of shingles ``lo..hi-1`` (uint32)."""
+        if self.overflow is None:
+            return np.asarray(self.counts[lo:hi])
+        out = np.asarray(self.counts[lo:hi]).astype(np.uint32)
+        pos = self.overflow[:, 0]
+        a, b = np.searchsorted(pos, lo), np.searchsorted(pos, hi)
+        out[pos[a:b] - lo] = self.overflow[a:b, 1]
+        return out
 
     @classmethod
     def from_sets(cls, sets: Iterable[Iterable[int]]) -> ShingleSets:
@@ -140,7 +164,8 @@ class ShingleSets:
             return cls(np.zeros(1, np.int64), np.zeros(0, np.uint32))
         offsets = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
         indptr = np.concatenate([[0]] + [p.indptr[1:] + off for p, off in zip(parts, offsets)])
-        return cls(indptr, np.concatenate([p.data for p in parts]), np.concatenate([p.counts for p in parts]))
+        counts = np.concatenate([p.counts_range(0, len(p.data)) for p in parts])
+        return cls(indptr, np.concatenate([p.data for p in parts]), counts)
 
     @property
     def n_docs(self) -> int:
@@ -157,7 +182,7 @@ class ShingleSets:
         return self.data[self.indptr[i] : self.indptr[i + 1]]
 
     def row_counts(self, i: int) -> np.ndarray:
-        return self.counts[self.indptr[i] : self.indptr[i + 1]]
+        return self.counts_range(int(self.indptr[i]), int(self.indptr[i + 1]))
 
     def take(self, rows: np.ndarray) -> ShingleSets:
         """The given rows, in that order, as a new in-memory ShingleSets.
@@ -171,11 +196,26 @@ class ShingleSets:
         starts, stops = self.indptr[rows], self.indptr[rows + 1]
         indptr = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(stops - starts, out=indptr[1:])
-        return ShingleSets(indptr, read_ranges(self.data, starts, stops), read_ranges(self.counts, starts, stops))
+        counts = read_ranges(self.counts, starts, stops)
+        if self.overflow is not None:
+            counts = counts.astype(np.uint32)
+            pos = self.overflow[:, 0]
+            a, b = np.searchsorted(pos, starts), np.searchsorted(pos, stops)
+            if (b > a).any():
+                # Overflow entry e of taken row r lands at indptr[r] + (pos[e] - starts[r]).
+                per_row = b - a
+                which = np.repeat(np.arange(len(rows)), per_row)
+                entry = np.arange(int(per_row.sum())) - np.repeat(np.cumsum(per_row) - per_row - a, per_row)
+                counts[indptr[which] + pos[entry] - starts[which]] = self.overflow[entry, 1]
+        return ShingleSets(indptr, read_ranges(self.data, starts, stops), counts)
 
     def slice(self, start: int, stop: int) -> ShingleSets:
         lo, hi = self.indptr[start], self.indptr[stop]
-        return ShingleSets(self.indptr[start : stop + 1] - lo, self.data[lo:hi], self.counts[lo:hi])
+        overflow = None
+        if self.overflow is not None:
+            a, b = np.searchsorted(self.overflow[:, 0], [lo, hi])
+            overflow = self.overflow[a:b] - np.array([lo, 0])
+        return ShingleSets(self.indptr[start : stop + 1] - lo, self.data[lo:hi], self.counts[lo:hi], overflow)
 
 
 def normalise(text: str, lowercase: bool = True) -> str:
@@ -335,6 +375,24 @@ def _sets_from_tokens(
     if kernels.ENABLED:
         return _sets_from_tokens_compiled(tokens, lengths, k, anchors, views)
     return _sets_from_tokens_numpy(tokens, lengths, k, anchors)
+
+
+COUNT_SATURATED = 255  # a stored uint8 count of 255 means "see the overflow table"
+
+
+def compact_counts(counts: np.ndarray, first: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Counts as stored: uint8 saturated at 255, and the (first + position, count) of those at 255 or more.
+
+    Most 5-shingles occur once in a document, so storing counts in one byte
+    instead of four cuts the index by 3/8 (9 GB at 10^6 documents).
+    """
+    counts = np.asarray(counts)
+    big = np.flatnonzero(counts >= COUNT_SATURATED)
+    small = np.minimum(counts, COUNT_SATURATED).astype(np.uint8)
+    overflow = np.empty((len(big), 2), dtype=np.int64)
+    overflow[:, 0] = big + first
+    overflow[:, 1] = counts[big]
+    return small, overflow
 
 
 class Workspace:

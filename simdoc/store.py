@@ -7,7 +7,8 @@ Layout (one directory per corpus)::
     docs.<build>.jsonl                one line per document: id, size, mtime, digest
     shingles.indptr.<build>.npy       int64  (n_docs + 1,)   CSR offsets
     shingles.data.<build>.npy         uint32 (nnz,)          sorted unique shingle hashes
-    shingles.counts.<build>.npy       uint32 (nnz,)          multiplicity of each shingle
+    shingles.counts.<build>.npy       uint8  (nnz,)          multiplicity of each shingle, 255 = see overflow
+    shingles.overflow.<build>.npy     int64  (m, 2)          (position, count) of counts >= 255
     minhash.family.<build>.npy        uint32 (2, num_perm)   the a and b of each permutation
     signatures.<build>.npy            uint32 (n_docs, num_perm)
     bands.<build>.npy                 uint64 (bands, n_docs) band key of each document
@@ -54,7 +55,10 @@ import numpy as np
 from simdoc.errors import CorruptIndex, IndexBusy, IndexError_
 
 FORMAT = "simdoc-index"
-FORMAT_VERSION = 1
+# Version 2 stores shingle counts as uint8 plus an overflow table; version 1 indexes
+# (uint32 counts) are still read, and become version 2 when next written.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 VERIFY_ON_LOAD_BYTES = 1 << 30  # larger files: CRC checked by `simdoc check` only
 LOCK = "lock"
@@ -148,7 +152,7 @@ def crc32_file(path: Path, offset: int = 0) -> int:
 
 # Names simdoc writes: <stem>.<16 hex build id>.<ext>, the manifest, and temporary
 # files of those (".<name>.<random>.tmp"). Nothing else in a directory is ours.
-_STEMS = r"(docs|shingles\.(indptr|data|counts|origin)|minhash\.family|signatures|bands|buckets|groups)"
+_STEMS = r"(docs|shingles\.(indptr|data|counts|overflow|origin)|minhash\.family|signatures|bands|buckets|groups)"
 _OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json|lock|readers)$")
 _OWN_TMP = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|tmp\.jsonl|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
 
@@ -332,10 +336,10 @@ class IndexStore:
                 f"{self.path} is not a simdoc index (its manifest.json is not simdoc's)",
                 hint="choose another --index, or delete that directory",
             )
-        if manifest.get("format_version") != FORMAT_VERSION:
+        if manifest.get("format_version") not in READABLE_VERSIONS:
             raise IndexError_(
                 f"index {self.path} has format version {manifest.get('format_version')}, "
-                f"this simdoc reads version {FORMAT_VERSION}",
+                f"this simdoc reads versions {', '.join(map(str, READABLE_VERSIONS))}",
                 hint="rebuild it with --rebuild",
             )
         if not isinstance(manifest.get("stages"), dict):
@@ -349,6 +353,7 @@ class IndexStore:
     def write_manifest(self, manifest: dict) -> None:
         """Publish a new manifest atomically, then delete files no stage refers to."""
         fault_point("manifest:before")
+        manifest["format_version"] = FORMAT_VERSION
         self.write_bytes(MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"))
         fault_point("manifest:after")
         self.collect_garbage(manifest)

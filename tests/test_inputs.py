@@ -321,6 +321,7 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
         "shingles.indptr",
         "shingles.data",
         "shingles.counts",
+        "shingles.overflow",
         "shingles.origin",
         "minhash.family",
         "signatures",

@@ -1,0 +1,91 @@
+"""Shingle counts are stored as uint8 plus an overflow table; every reader sees the true counts."""
+
+import json
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simdoc
+from simdoc.pipeline import open_index
+from simdoc.shingling import ShingleSets, compact_counts, shingle_texts
+from simdoc.similarity import pair_jaccard
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(1, 600), max_size=6), min_size=1, max_size=8),
+    st.data(),
+)
+def test_compact_counts_read_back_exactly(rows, data):
+    counts = np.array([c for r in rows for c in r], dtype=np.uint32)
+    indptr = np.cumsum([0] + [len(r) for r in rows])
+    hashes = np.arange(len(counts), dtype=np.uint32)
+    full = ShingleSets(indptr, hashes, counts)
+    small, overflow = compact_counts(counts)
+    assert small.dtype == np.uint8 and np.all(small == np.minimum(counts, 255))
+    compact = ShingleSets(indptr, hashes, small, overflow)
+    for i in range(len(rows)):
+        assert np.array_equal(compact.row_counts(i), full.row_counts(i))
+    take = data.draw(st.lists(st.integers(0, len(rows) - 1), max_size=10))
+    got, want = compact.take(np.array(take, dtype=np.int64)), full.take(np.array(take, dtype=np.int64))
+    assert np.array_equal(got.counts, want.counts) and np.array_equal(got.indptr, want.indptr)
+    a = data.draw(st.integers(0, len(rows)))
+    b = data.draw(st.integers(a, len(rows)))
+    part = compact.slice(a, b)
+    assert all(np.array_equal(part.row_counts(i), full.row_counts(a + i)) for i in range(b - a))
+    both = ShingleSets.concatenate([compact.slice(0, a), compact.slice(a, len(rows))])
+    assert np.array_equal(both.counts, counts)
+
+
+def _docs(tmp_path):
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    # "ab" repeated: the shingles "ababa" and "babab" occur ~500 times each, past uint8.
+    (corpus / "rep1.txt").write_text("ab" * 1000 + " tail one", encoding="utf-8")
+    (corpus / "rep2.txt").write_text("ab" * 700 + " tail two", encoding="utf-8")
+    (corpus / "other.txt").write_text("a different document about harbours and lanterns", encoding="utf-8")
+    return corpus
+
+
+def test_counts_past_255_survive_the_index(tmp_path):
+    corpus = _docs(tmp_path)
+    idx = tmp_path / "idx"
+    res = simdoc.find_pairs(corpus, idx, threshold=0.1, measure="bag", jobs=1)
+    sets = open_index(idx).shingle_sets()
+    assert sets.counts.dtype == np.uint8 and len(sets.overflow) == 4
+    texts = [(corpus / n).read_text(encoding="utf-8") for n in ("other.txt", "rep1.txt", "rep2.txt")]
+    ref = shingle_texts(texts)
+    for i in range(3):
+        assert np.array_equal(sets.row(i), ref.row(i))
+        assert np.array_equal(sets.row_counts(i), ref.row_counts(i))
+    assert ref.row_counts(1).max() == 998  # "ababa" at every even offset of 2000 characters
+    want = pair_jaccard(ref, np.array([1]), np.array([2]), "bag")[0]
+    (pair,) = [p for p in res if {p.doc_a, p.doc_b} == {"rep1.txt", "rep2.txt"}]
+    assert abs(pair.jaccard - want) < 1e-12 and want < 0.5
+
+
+def test_an_index_with_uint32_counts_is_still_read_and_updated(tmp_path):
+    corpus = _docs(tmp_path)
+    idx = tmp_path / "idx"
+    before = list(simdoc.find_pairs(corpus, idx, threshold=0.1, measure="bag", jobs=1))
+    # Rewrite the index as the format-1 layout: uint32 counts, no overflow table.
+    manifest = json.loads((idx / "manifest.json").read_text())
+    shingle = manifest["stages"]["shingle"]
+    sets = open_index(idx).shingle_sets()
+    full = np.concatenate([sets.row_counts(i) for i in range(len(sets))]).astype(np.uint32)
+    name = shingle["roles"]["counts"]
+    np.save(idx / name, full)
+    shingle["files"][name] = {"dtype": "<u4", "shape": [len(full)], "bytes": (idx / name).stat().st_size}
+    del shingle["files"][shingle["roles"].pop("overflow")]
+    manifest["format_version"] = 1
+    (idx / "manifest.json").write_text(json.dumps(manifest))
+    assert open_index(idx).shingle_sets().counts.dtype == np.uint32
+    assert list(simdoc.find_pairs(corpus, idx, threshold=0.1, measure="bag", jobs=1)) == before
+    # An update copies the old rows into the new layout.
+    (corpus / "new.txt").write_text("a new document about lanterns", encoding="utf-8")
+    after = simdoc.find_pairs(corpus, idx, threshold=0.1, measure="bag", jobs=1)
+    full_build = simdoc.find_pairs(corpus, tmp_path / "fresh", threshold=0.1, measure="bag", jobs=1)
+    assert list(after) == list(full_build)
+    assert open_index(idx).shingle_sets().counts.dtype == np.uint8
+    assert json.loads((idx / "manifest.json").read_text())["format_version"] == 2
