@@ -184,11 +184,14 @@ class ShingleSets:
     def row_counts(self, i: int) -> np.ndarray:
         return self.counts_range(int(self.indptr[i]), int(self.indptr[i + 1]))
 
-    def take(self, rows: np.ndarray) -> ShingleSets:
+    def take(self, rows: np.ndarray, *, counts: bool = True, scratch: Workspace | None = None) -> ShingleSets:
         """The given rows, in that order, as a new in-memory ShingleSets.
 
         Rows of a memory-mapped index are read from the file without being
-        mapped (see :func:`simdoc.memory.read_ranges`).
+        mapped (see :func:`simdoc.memory.read_ranges`). ``counts=False``
+        skips reading the counts (all are given as 1: for set measures).
+        With ``scratch``, the arrays are views into its buffers, valid until
+        its next use: a caller taking batch after batch then reuses memory.
         """
         from simdoc.memory import read_ranges
 
@@ -196,18 +199,34 @@ class ShingleSets:
         starts, stops = self.indptr[rows], self.indptr[rows + 1]
         indptr = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(stops - starts, out=indptr[1:])
-        counts = read_ranges(self.counts, starts, stops)
-        if self.overflow is not None:
-            counts = counts.astype(np.uint32)
-            pos = self.overflow[:, 0]
-            a, b = np.searchsorted(pos, starts), np.searchsorted(pos, stops)
-            if (b > a).any():
-                # Overflow entry e of taken row r lands at indptr[r] + (pos[e] - starts[r]).
-                per_row = b - a
-                which = np.repeat(np.arange(len(rows)), per_row)
-                entry = np.arange(int(per_row.sum())) - np.repeat(np.cumsum(per_row) - per_row - a, per_row)
-                counts[indptr[which] + pos[entry] - starts[which]] = self.overflow[entry, 1]
-        return ShingleSets(indptr, read_ranges(self.data, starts, stops), counts)
+        nnz = int(indptr[-1])
+
+        def buffer(name: str, dtype) -> np.ndarray | None:
+            return None if scratch is None else scratch.get(name, nnz, dtype)
+
+        data = read_ranges(self.data, starts, stops, buffer("take.data", np.uint32))
+        if not counts:
+            ones = buffer("take.counts", np.uint32)
+            ones = np.ones(nnz, np.uint32) if ones is None else ones
+            ones.fill(1)
+            return ShingleSets(indptr, data, ones)
+        if self.overflow is None:
+            return ShingleSets(indptr, data, read_ranges(self.counts, starts, stops, buffer("take.raw", self.counts.dtype)))
+        small = read_ranges(self.counts, starts, stops, buffer("take.raw", np.uint8))
+        full = buffer("take.counts", np.uint32)
+        if full is None:
+            full = small.astype(np.uint32)
+        else:
+            full[:] = small
+        pos = self.overflow[:, 0]
+        a, b = np.searchsorted(pos, starts), np.searchsorted(pos, stops)
+        if (b > a).any():
+            # Overflow entry e of taken row r lands at indptr[r] + (pos[e] - starts[r]).
+            per_row = b - a
+            which = np.repeat(np.arange(len(rows)), per_row)
+            entry = np.arange(int(per_row.sum())) - np.repeat(np.cumsum(per_row) - per_row - a, per_row)
+            full[indptr[which] + pos[entry] - starts[which]] = self.overflow[entry, 1]
+        return ShingleSets(indptr, data, full)
 
     def slice(self, start: int, stop: int) -> ShingleSets:
         lo, hi = self.indptr[start], self.indptr[stop]

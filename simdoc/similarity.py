@@ -21,9 +21,11 @@ from collections.abc import Iterable
 import numpy as np
 
 from simdoc.memory import release
-from simdoc.shingling import ShingleSets
+from simdoc.shingling import ShingleSets, Workspace
 
 MEASURES = ("set", "bag")
+# Buffers for the rows of one batch of pairs, kept from call to call (see ShingleSets.take).
+_SCRATCH = Workspace()
 # Shingles gathered per batch of pairs (each side); bounds the temporary arrays.
 PAIR_BATCH_ITEMS = 1 << 23
 SIGNATURE_BATCH_PAIRS = 1 << 16
@@ -111,15 +113,17 @@ def pair_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure
     out = np.zeros(len(left), dtype=np.float64)
     sizes = np.diff(sets.indptr)
     cost = np.cumsum(sizes[left] + sizes[right])
+    scratch = _SCRATCH
     start = 0
     while start < len(left):
         # Cut a batch at roughly PAIR_BATCH_ITEMS shingles; always at least one pair. Only the
-        # batch's rows are read into memory (ShingleSets.take), so memory stays bounded.
+        # batch's rows are read into memory (ShingleSets.take, into buffers reused from batch
+        # to batch), so memory stays bounded.
         stop = int(np.searchsorted(cost, (cost[start - 1] if start else 0) + PAIR_BATCH_ITEMS, side="right"))
         stop = max(stop, start + 1)
         n = stop - start
         rows, local = np.unique(np.concatenate([left[start:stop], right[start:stop]]), return_inverse=True)
-        batch = sets.take(rows)
+        batch = sets.take(rows, counts=measure == "bag", scratch=scratch)
         if kernels.ENABLED:
             inter = np.empty(n, dtype=np.float64)
             union = np.empty(n, dtype=np.float64)

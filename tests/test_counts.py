@@ -3,7 +3,7 @@
 import json
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import simdoc
@@ -89,3 +89,19 @@ def test_an_index_with_uint32_counts_is_still_read_and_updated(tmp_path):
     assert list(after) == list(full_build)
     assert open_index(idx).shingle_sets().counts.dtype == np.uint8
     assert json.loads((idx / "manifest.json").read_text())["format_version"] == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 8)), max_size=12))
+@example([(0, 5), (5, 3), (8, 0), (8, 2), (3, 4)])  # ranges that continue one another are read at once
+def test_read_ranges_from_a_file_equals_slicing(tmp_path_factory, spans):
+    from simdoc.memory import read_ranges
+
+    path = tmp_path_factory.mktemp("rr") / "a.npy"
+    np.save(path, np.arange(64, dtype=np.uint32) * 7)
+    mapped = np.load(path, mmap_mode="r")
+    starts = np.array([a for a, _ in spans], dtype=np.int64)
+    stops = np.minimum(starts + np.array([n for _, n in spans], dtype=np.int64), 64)
+    want = np.concatenate([np.asarray(mapped[a:b]) for a, b in zip(starts, stops)] + [np.zeros(0, np.uint32)])
+    assert np.array_equal(read_ranges(mapped, starts, stops), want)
+    assert np.array_equal(read_ranges(np.array(mapped), starts, stops), want)
