@@ -49,6 +49,7 @@ class Shard:
     counts_path: str
     data_crc: int
     counts_crc: int
+    signatures: np.ndarray | None = None
 
     @property
     def n_docs(self) -> int:
@@ -87,6 +88,7 @@ class Placed:
 
     indptr: np.ndarray
     runs: list[Run] = field(default_factory=list)
+    signatures: np.ndarray | None = None  # the batch's MinHash rows, if asked for
 
     @property
     def n_docs(self) -> int:
@@ -214,18 +216,43 @@ def rows_of(info: tuple) -> int:
     return 0 if info[1] in _UNREAD else 1
 
 
+_HASHERS: dict[tuple, object] = {}
+
+
+def _signatures(sets: ShingleSets, signer: tuple | None) -> np.ndarray | None:
+    """MinHash rows of a batch while its shingles are at hand (signer: num_perm, seed, scheme)."""
+    if signer is None:
+        return None
+    from simdoc.minhash import MinHasher
+
+    hasher = _HASHERS.get(signer)
+    if hasher is None:
+        num_perm, seed, scheme = signer
+        hasher = _HASHERS[signer] = MinHasher(num_perm, seed, scheme=scheme)
+    return hasher.signatures(sets)
+
+
 def shingle_batch(task: tuple) -> tuple[Placed | Shard, list[tuple]]:
-    """Read, shingle and write one batch of files (runs in a worker process)."""
-    entries, spec, max_bytes, follow, sink, fields = task
+    """Read, shingle and write one batch of files (runs in a worker process).
+
+    With a signer (num_perm, seed, scheme) in the task, the batch's MinHash
+    signatures are computed too and travel back with the result: the rows
+    are in cache now, where the signature stage would read them back.
+    """
+    entries, spec, max_bytes, follow, sink, fields, signer = task
     if isinstance(sink, PlaceSink):
         try:
             sets, infos = read_batch(entries, spec, max_bytes, follow, fields)
+            sigs = _signatures(sets, signer)
         except BaseException:
             # Take the turn anyway, or the batches after this one would wait for ever.
             _SEQUENCER.reserve(sink.turn, 0)
             raise
-        return _write_in_place(sets, infos, sink), infos
+        placed = _write_in_place(sets, infos, sink)
+        placed.signatures = sigs
+        return placed, infos
     sets, infos = read_batch(entries, spec, max_bytes, follow, fields)
+    sigs = _signatures(sets, signer)
     paths, crcs = [], []
     for kind, arr in (("data", sets.data), ("counts", sets.counts)):
         path = sink.prefix.format(kind=kind)
@@ -233,7 +260,7 @@ def shingle_batch(task: tuple) -> tuple[Placed | Shard, list[tuple]]:
             fh.write(arr.data)
         paths.append(path)
         crcs.append(zlib.crc32(arr.data))
-    return Shard(sets.indptr, paths[0], paths[1], crcs[0], crcs[1]), infos
+    return Shard(sets.indptr, paths[0], paths[1], crcs[0], crcs[1], sigs), infos
 
 
 def _write_in_place(sets: ShingleSets, infos: list[tuple], sink: PlaceSink) -> Placed:
@@ -304,8 +331,12 @@ class RowWriter:
     accounted for here) or a :class:`Shard` (copied in by the kernel).
     """
 
-    def __init__(self, store: IndexStore) -> None:
+    def __init__(self, store: IndexStore, num_perm: int | None = None) -> None:
         self.store = store
+        # Signature rows computed by the workers, in row order, zeros for copied rows
+        # (``computed`` says which); the signature stage completes and publishes the file.
+        self.signatures = store.array_writer("signatures.tmp.npy", np.uint32, (num_perm,)) if num_perm else None
+        self.computed: list[np.ndarray] = []
         self.writers = (
             store.array_writer("shingles.indptr.tmp.npy", np.int64),
             store.array_writer("shingles.data.tmp.npy", np.uint32),
@@ -363,6 +394,13 @@ class RowWriter:
             small, overflow = compact_counts(sets.counts_range(a, b), self.offset)
             self.writers[2].append(small)
             self.overflow.append(overflow)
+        if self.signatures is not None:
+            sigs = getattr(src, "signatures", None)
+            if sigs is None:
+                self.signatures.append(np.zeros((hi - lo, self.signatures.tail_shape[0]), np.uint32))
+            else:
+                self.signatures.append(sigs[lo:hi])
+            self.computed.append(np.full(hi - lo, sigs is not None))
         self.offset += b - a
         self.n_rows += hi - lo
         self._src = None
@@ -377,6 +415,13 @@ class RowWriter:
         files[names["overflow"]] = self.store.save_array(names["overflow"], overflow)
         return files
 
+    def pending_signatures(self) -> tuple[Path, np.ndarray] | None:
+        """The signature rows the workers computed: (temporary .npy file, which rows are real)."""
+        if self.signatures is None:
+            return None
+        computed = np.concatenate(self.computed) if self.computed else np.zeros(0, bool)
+        return self.signatures.close_unpublished(), computed
+
     def abort(self) -> None:
-        for w in self.writers:
+        for w in self.writers + ((self.signatures,) if self.signatures is not None else ()):
             w.abort()

@@ -62,7 +62,7 @@ from simdoc.batches import Placed, PlaceSink, RowWriter, Shard, ShardSink, rows_
 from simdoc.results import Pair, PairsResult, _expand, _members, score_candidates  # noqa: F401
 from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
 from simdoc.similarity import MEASURES
-from simdoc.store import IndexStore, JsonlWriter
+from simdoc.store import IndexStore, JsonlWriter, spare
 
 log = logging.getLogger("simdoc")
 
@@ -270,6 +270,26 @@ class StageResult:
     seconds: float = 0.0
     detail: str = ""
     warnings: list[str] = field(default_factory=list)
+    pending: PendingSignatures | None = None  # signatures computed while shingling, for the next stage
+
+
+@dataclass
+class PendingSignatures:
+    """Signature rows the shingle workers computed, in a temporary file the signature stage completes.
+
+    ``computed[i]`` says whether row i was computed (rows copied from the
+    previous build are zeros here; the signature stage copies or computes
+    them). Valid for the shingle build ``built_from`` and these ``params``.
+    """
+
+    path: Path
+    computed: np.ndarray
+    params: dict
+    built_from: str
+
+    def discard(self) -> None:
+        spare(self.path, keep=False)
+        self.path.unlink(missing_ok=True)
 
 
 def _batches(entries: list[FileEntry]) -> list[list[FileEntry]]:
@@ -343,8 +363,12 @@ def _build_shingles(
     exclude: list[str] | None = None,
     text_field: str | None = None,
     id_field: str | None = None,
+    signer: tuple[int, int, str] | None = None,
 ) -> StageResult:
     """Shingle new and changed files; copy the rows of unchanged ones from the current build.
+
+    ``signer`` (num_perm, seed, scheme): also compute the MinHash rows of the
+    files read, for the signature stage (see :class:`PendingSignatures`).
 
     A file is unchanged if its size and mtime are those recorded; a file whose
     size or mtime differ is read, and counts as changed only if its content
@@ -446,7 +470,7 @@ def _build_shingles(
     read_entries = [entries[i] for i in to_read]
     batch_list = _batches(read_entries)
     store.ensure_dir()
-    rows = RowWriter(store)
+    rows = RowWriter(store, signer[0] if signer else None)
     local = _DASK_CLIENT is None  # workers on this machine write their rows in place
     sinks: list = []
     if local:
@@ -466,6 +490,7 @@ def _build_shingles(
             reading["follow_symlinks"],
             sink,
             (reading["text_field"], reading["id_field"]),
+            signer,
         )
         for b, sink in zip(batch_list, sinks)
     ]
@@ -564,6 +589,9 @@ def _build_shingles(
             err.warnings = warnings
             raise err
         files = rows.finish(names)
+        pending = rows.pending_signatures()
+        if pending is not None:
+            spare(pending[0])  # the manifest write below must not collect it
         docs_out.name = names["docs"]
         files[names["docs"]] = docs_out.finish()
     except BaseException:
@@ -576,27 +604,33 @@ def _build_shingles(
     finally:
         for shard in shards:
             shard.remove()
-    files[names["origin"]] = store.save_array(names["origin"], np.asarray(origin, dtype=np.int64))
-    n_docs = docs_out.count
-    empty = n_empty
-    manifest["stages"]["shingle"] = {
-        "params": params,
-        "corpus": corpus_abs,
-        "scan_id": scan_id,
-        "scanned_at_ns": scanned_at,
-        "build_id": build,
-        "previous_build": stored["build_id"] if reuse else None,
-        "n_docs": n_docs,
-        "n_empty": empty,
-        "n_changed": n_changed,
-        "n_removed": len(old_pos) - n_kept_old,
-        "skipped": not_docs,
-        "roles": names,
-        "files": files,
-    }
-    manifest["generation"] = generation
-    manifest["simdoc_version"] = __version__
-    store.write_manifest(manifest)
+    try:
+        files[names["origin"]] = store.save_array(names["origin"], np.asarray(origin, dtype=np.int64))
+        n_docs = docs_out.count
+        empty = n_empty
+        manifest["stages"]["shingle"] = {
+            "params": params,
+            "corpus": corpus_abs,
+            "scan_id": scan_id,
+            "scanned_at_ns": scanned_at,
+            "build_id": build,
+            "previous_build": stored["build_id"] if reuse else None,
+            "n_docs": n_docs,
+            "n_empty": empty,
+            "n_changed": n_changed,
+            "n_removed": len(old_pos) - n_kept_old,
+            "skipped": not_docs,
+            "roles": names,
+            "files": files,
+        }
+        manifest["generation"] = generation
+        manifest["simdoc_version"] = __version__
+        store.write_manifest(manifest)
+    except BaseException:
+        if pending is not None:
+            spare(pending[0], keep=False)
+            pending[0].unlink(missing_ok=True)
+        raise
     detail = f"{n_docs} documents, {rows.offset} shingles"
     if reuse:
         detail += f"; read {len(to_read)} files, {n_changed} new or changed, {manifest['stages']['shingle']['n_removed']} removed"
@@ -604,7 +638,12 @@ def _build_shingles(
         detail += f", {empty} with no shingles (never candidates)"
     if not_docs:
         detail += f", {len(not_docs)} files skipped"
-    return StageResult("shingle", True, time.perf_counter() - t0, detail, warnings)
+    result = StageResult("shingle", True, time.perf_counter() - t0, detail, warnings)
+    if pending is not None:
+        path, computed = pending
+        num_perm, seed, scheme = signer
+        result.pending = PendingSignatures(path, computed, {"num_perm": num_perm, "seed": seed, "scheme": scheme}, build)
+    return result
 
 
 # ---------------------------------------------------------------- signature stage
@@ -655,6 +694,18 @@ def build_signatures(index: str | os.PathLike, *, wait: float = 0.0, **options) 
         return _build_signatures(index, **options)
 
 
+def _signature_params(stored: dict | None, num_perm, seed, scheme, index, rebuild: bool) -> dict:
+    """The signature parameters a run will use: those asked, else the index's, else the defaults."""
+    asked = {"num_perm": num_perm, "seed": seed, "scheme": scheme}
+    changed = stored is not None and _mismatch("signature", stored["params"], asked, Path(index), rebuild)
+    base = stored["params"] if (stored and not changed and not rebuild) else {}
+    return {
+        "num_perm": num_perm if num_perm is not None else base.get("num_perm", DEFAULT_NUM_PERM),
+        "seed": seed if seed is not None else base.get("seed", DEFAULT_SEED),
+        "scheme": scheme if scheme is not None else base.get("scheme", DEFAULT_SCHEME),
+    }
+
+
 def _build_signatures(
     index: str | os.PathLike,
     *,
@@ -664,28 +715,29 @@ def _build_signatures(
     jobs: int | None = None,
     rebuild: bool = False,
     progress: bool = False,
+    pending: PendingSignatures | None = None,
 ) -> StageResult:
     t0 = time.perf_counter()
     jobs = _check_jobs(jobs)
     loaded = open_index(index)
     shingle = loaded.stage("shingle")
     stored = loaded.manifest["stages"].get("signature")
-    asked = {"num_perm": num_perm, "seed": seed, "scheme": scheme}
-    changed = stored is not None and _mismatch("signature", stored["params"], asked, Path(index), rebuild)
-    base = stored["params"] if (stored and not changed and not rebuild) else {}
-    params = {
-        "num_perm": num_perm if num_perm is not None else base.get("num_perm", DEFAULT_NUM_PERM),
-        "seed": seed if seed is not None else base.get("seed", DEFAULT_SEED),
-        "scheme": scheme if scheme is not None else base.get("scheme", DEFAULT_SCHEME),
-    }
+    params = _signature_params(stored, num_perm, seed, scheme, index, rebuild)
     hasher = MinHasher(params["num_perm"], params["seed"], scheme=params["scheme"])
+    n = shingle["n_docs"]
+    use_pending = (
+        pending is not None
+        and pending.params == params
+        and pending.built_from == shingle["build_id"]
+        and len(pending.computed) == n
+    )
+    if pending is not None and not use_pending:
+        pending.discard()
     if stored and not rebuild and stored["params"] == params and stored.get("built_from") == shingle["build_id"]:
         return StageResult("signature", False, time.perf_counter() - t0, "up to date")
     store = loaded.store
-    n = shingle["n_docs"]
     build = _build_id(shingle["build_id"], params, __version__)
     names = {"signatures": f"signatures.{build}.npy", "family": f"minhash.family.{build}.npy"}
-    files = {names["family"]: store.save_array(names["family"], hasher.family())}
     # Incremental: rows of documents unchanged since the build these signatures came from are copied.
     origin = None
     if (
@@ -696,13 +748,22 @@ def _build_signatures(
         and stored.get("built_from") == shingle["previous_build"]
     ):
         origin = np.asarray(loaded._array("shingle", "origin"))
-    out, tmp = store.create_array(names["signatures"], np.uint32, (n, params["num_perm"]))
+    if use_pending:
+        # The shingle workers computed the rows of the files they read; complete their file.
+        tmp = pending.path
+        out = np.load(tmp, mmap_mode="r+")
+        have = pending.computed
+    else:
+        out, tmp = store.create_array(names["signatures"], np.uint32, (n, params["num_perm"]))
+        have = np.zeros(n, dtype=bool)
     try:
+        files = {names["family"]: store.save_array(names["family"], hasher.family())}
         indptr = np.asarray(loaded.shingle_sets().indptr)
-        need = np.ones(n, dtype=bool) if origin is None else origin < 0
+        new = np.ones(n, dtype=bool) if origin is None else origin < 0
+        need = new & ~have
         if origin is not None:
             old = loaded.signatures()
-            keep = np.flatnonzero(~need)
+            keep = np.flatnonzero(~new & ~have)
             for s0 in range(0, len(keep), 1 << 16):
                 rows = keep[s0 : s0 + (1 << 16)]
                 out[rows] = old[origin[rows]]
@@ -718,6 +779,8 @@ def _build_signatures(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    finally:
+        spare(tmp, keep=False)
     loaded.manifest["stages"]["signature"] = {
         "params": params,
         "built_from": shingle["build_id"],
@@ -728,7 +791,9 @@ def _build_signatures(
     store.write_manifest(loaded.manifest)
     detail = f"{n} x {params['num_perm']} signature matrix"
     if origin is not None:
-        detail += f" ({int(need.sum())} rows computed, {n - int(need.sum())} copied)"
+        detail += f" ({int(new.sum())} rows computed, {n - int(new.sum())} copied)"
+    if use_pending:
+        detail += ", computed while shingling"
     return StageResult("signature", True, time.perf_counter() - t0, detail)
 
 
@@ -963,19 +1028,35 @@ def _refresh_for_pairs(
 ):
     """Run the stages find_pairs needs; returns (stage results, threshold, banding report)."""
     stages: list[StageResult] = []
+    pending = None
     if corpus is not None:
+        # The signature parameters are settled first, so that the shingle workers can
+        # compute the signatures of what they read (a parameter mismatch fails here, early).
+        manifest = IndexStore(index).read_manifest(discard_damaged=rebuild)
+        stored_sig = None if rebuild else manifest["stages"].get("signature")
+        sig = _signature_params(stored_sig, num_perm, seed, scheme, index, rebuild)
         stages.append(
             build_shingles(
-                corpus, index, unit=unit, k=k, lowercase=lowercase, jobs=jobs, rebuild=rebuild, progress=progress, **reading
+                corpus, index, unit=unit, k=k, lowercase=lowercase, jobs=jobs, rebuild=rebuild, progress=progress,
+                signer=(sig["num_perm"], sig["seed"], sig["scheme"]), **reading
             )
         )
+        pending = stages[-1].pending
     else:
         loaded = open_index(index)
         asked = {"unit": unit, "k": k, "lowercase": lowercase, **reading}
         _mismatch("shingle", loaded.stage("shingle")["params"], asked, index, False)
-    stages.append(
-        build_signatures(index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, rebuild=rebuild, progress=progress)
-    )
+    try:
+        stages.append(
+            build_signatures(
+                index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, rebuild=rebuild, progress=progress,
+                pending=pending,
+            )
+        )
+    except BaseException:
+        if pending is not None and pending.path.exists():
+            pending.discard()
+        raise
     loaded = open_index(index)
     stored = (loaded.manifest["stages"].get("index") or {}).get("params", {})
     t = threshold

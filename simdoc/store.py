@@ -157,6 +157,16 @@ _OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json|lock
 _OWN_TMP = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|tmp\.jsonl|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
 
 
+# Temporary files this process is still filling across a manifest write (a stage may hand
+# one to the next): garbage collection spares them. A dead process's are not here.
+_SPARED: set[str] = set()
+
+
+def spare(path: Path, keep: bool = True) -> None:
+    """Protect (or stop protecting) one of this process's temporary files from garbage collection."""
+    (_SPARED.add if keep else _SPARED.discard)(str(Path(path).resolve()))
+
+
 def is_own_file(name: str) -> bool:
     """True for the names of files simdoc writes in an index directory (and their temporaries)."""
     return bool(_OWN.match(name) or _OWN_TMP.match(name))
@@ -237,6 +247,14 @@ class NpyWriter:
             raise ValueError(f"{src}: {nbytes} bytes is not a whole number of rows")
         copy_range(src, self.fd, nbytes, self.position(self.rows))
         self.written_elsewhere(nbytes // self.row_bytes, crc)
+
+    def close_unpublished(self) -> Path:
+        """Complete the file but keep its temporary name (a later stage publishes it)."""
+        os.pwrite(self.fd, _npy_header(self.dtype, (self.rows, *self.tail_shape)), 0)
+        os.ftruncate(self.fd, self.position(self.rows))
+        os.close(self.fd)
+        self.fd = -1
+        return self.tmp
 
     def finish(self) -> dict:
         os.pwrite(self.fd, _npy_header(self.dtype, (self.rows, *self.tail_shape)), 0)
@@ -372,7 +390,8 @@ class IndexStore:
                 return 0  # someone is reading: the next writer will clean up
             for p in self.path.iterdir():
                 # Only our own files: leftovers of older builds and temporary files of dead runs.
-                if p.name not in keep and is_own_file(p.name) and p.is_file():
+                spared = str(p.resolve()) in _SPARED
+                if p.name not in keep and not spared and is_own_file(p.name) and p.is_file():
                     with contextlib.suppress(OSError):
                         p.unlink()
                         removed += 1

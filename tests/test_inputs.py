@@ -313,9 +313,20 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
     assert r1.exit_code == 0, (r1.stderr, r1.exception)
     assert r2.exit_code == 0, (r2.stderr, r2.exception)
     assert r1.stdout and r1.stdout == r2.stdout
-    # Both stages ran several tasks on two workers.
+    # Shingling ran several tasks on two workers (computing the signatures too).
     parallel = {name for name, n_tasks, jobs in calls if jobs == 2 and n_tasks > 1}
-    assert parallel == {"shingle_batch", "_signature_task"}, calls
+    assert parallel == {"shingle_batch"}, calls
+    # Stage by stage, the signature stage computes them itself, also on two workers.
+    for i, jobs in ((3, "1"), (4, "2")):
+        for args in (("shingle", corpus), ("signature",), ("index",)):
+            r = run(*args, "--index", tmp_path / f"i{i}", "--jobs", jobs, "-q") if args[0] != "index" else run(
+                *args, "--index", tmp_path / f"i{i}", "-q"
+            )
+            assert r.exit_code == 0, r.stderr
+    assert ("_signature_task", 2) in {(name, jobs) for name, n_tasks, jobs in calls if n_tasks > 1}, calls
+    assert _npy_bytes(tmp_path / "i3") == _npy_bytes(tmp_path / "i4")
+    # Signatures computed while shingling are the signature stage's, byte for byte.
+    assert _npy_bytes(tmp_path / "i1") == _npy_bytes(tmp_path / "i3")
     n1, n2 = _npy_bytes(tmp_path / "i1"), _npy_bytes(tmp_path / "i2")
     assert set(n1) == {
         "shingles.indptr",
