@@ -190,7 +190,7 @@ def read_batch(entries, spec: ShingleSpec, max_bytes, follow: bool, fields) -> t
             if res.text is not None:
                 streamed[len(texts) + len(streamed)] = row
         else:
-            res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
+            res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow, keep_ascii=True)
             if res.text is not None:
                 texts.append(res.text)
         infos.append((res.digest, res.status, res.warning, None))

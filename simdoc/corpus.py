@@ -88,7 +88,7 @@ class Skipped:
 
 @dataclass
 class ReadResult:
-    text: str | None
+    text: str | bytes | None  # bytes only when asked for (read_document(keep_ascii=True)): ASCII text
     digest: str = ""
     warning: str | None = None
     status: str = "ok"  # ok | replaced | binary | unreadable
@@ -219,14 +219,18 @@ def open_regular(path: str, follow_symlinks: bool = False) -> tuple[int, os.stat
     return fd, st
 
 
-def read_document(path: str, max_bytes: int | None = None, follow_symlinks: bool = False) -> ReadResult:
+def read_document(
+    path: str, max_bytes: int | None = None, follow_symlinks: bool = False, keep_ascii: bool = False
+) -> ReadResult:
     """Read and decode one file; never raises for a file's own problems, never blocks.
 
     The file is opened non-blocking and checked to be a regular file after
     opening (it may have been replaced by a FIFO or device since the scan),
     without following a symbolic link unless ``follow_symlinks``. At most
     ``max_bytes`` are read, with a warning if the file is longer. A file that
-    changes while it is read is indexed as read, with a warning.
+    changes while it is read is indexed as read, with a warning. With
+    ``keep_ascii``, a file that is all ASCII comes back as its bytes, not
+    decoded (the shingle workers turn them into code points without a str).
     """
     opened = open_regular(path, follow_symlinks)
     if isinstance(opened, ReadResult):
@@ -266,6 +270,8 @@ def read_document(path: str, max_bytes: int | None = None, follow_symlinks: bool
     digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
     if b"\x00" in raw[:BINARY_SNIFF]:
         return ReadResult(None, digest, warning="binary file (NUL byte), skipped", status="binary")
+    if keep_ascii and raw.isascii():
+        return ReadResult(raw, digest, warning="; ".join(warnings) or None, status=_status(warnings))
     try:
         text = raw.decode("utf-8-sig")
         status = "ok"
@@ -273,9 +279,13 @@ def read_document(path: str, max_bytes: int | None = None, follow_symlinks: bool
         text = raw.decode("utf-8-sig", errors="replace")
         warnings.append(f"invalid UTF-8 at byte {exc.start}, undecodable bytes replaced by U+FFFD")
         status = "replaced"
-    if warnings and status == "ok":
-        status = "partial" if any("max-bytes" in w for w in warnings) else "ok"
+    if status == "ok":
+        status = _status(warnings)
     return ReadResult(text, digest, warning="; ".join(warnings) or None, status=status)
+
+
+def _status(warnings: list[str]) -> str:
+    return "partial" if any("max-bytes" in w for w in warnings) else "ok"
 
 
 class _Undecompressable(Exception):

@@ -332,7 +332,7 @@ def shingle_texts(
 
     Parameters
     ----------
-    texts : sequence of str
+    texts : sequence of str (or bytes, for texts that are all ASCII)
         Raw document texts (a bare ``str`` is refused: it is not a batch).
     spec : ShingleSpec, optional
         Unit, k and normalisation; default character 5-shingles, lowercased.
@@ -348,24 +348,33 @@ def shingle_texts(
     >>> len(sets.row(0))  # {ab, bc, cd, da, bd}
     5
     """
-    if isinstance(texts, str):
+    if isinstance(texts, (str, bytes)):
         raise TypeError("shingle_texts takes a sequence of texts, not one str; wrap it in a list")
     spec = spec or ShingleSpec()
     k = spec.k
     from simdoc import kernels
 
     if spec.unit == "char" and not normalised and kernels.ENABLED:
-        # Same result as normalise() + the path below, without building split lists.
-        if spec.lowercase:
-            texts = [t.lower() for t in texts]
-        lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+        # Same result as normalise() + the path below, without building split lists. ASCII
+        # documents given as bytes become code points without a detour through str.
+        pieces = []
+        for t in texts:
+            if isinstance(t, bytes):
+                pieces.append(np.frombuffer(t.lower() if spec.lowercase else t, dtype=np.uint8))
+            else:
+                t = t.lower() if spec.lowercase else t
+                pieces.append(np.frombuffer(t.encode("utf-32-le", "surrogatepass"), dtype="<u4"))
+        lengths = np.fromiter((len(p) for p in pieces), dtype=np.int64, count=len(pieces))
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        raw = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype="<u4")
+        raw = _WORKSPACE.get("raw", int(offsets[-1]), np.uint32)
+        for p, a, b in zip(pieces, offsets[:-1].tolist(), offsets[1:].tolist()):
+            raw[a:b] = p
         tokens = _WORKSPACE.get("tokens", len(raw), np.uint32)
         new_offsets = np.empty_like(offsets)
         total = kernels.collapse_whitespace(raw, offsets, _space_table(), tokens, new_offsets)
         return _sets_from_tokens(tokens[:total], np.diff(new_offsets), k, None, views)
+    texts = [t.decode("ascii") if isinstance(t, bytes) else t for t in texts]
     if not normalised:
         texts = [normalise(t, spec.lowercase) for t in texts]
     n = len(texts)

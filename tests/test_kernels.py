@@ -37,6 +37,24 @@ def test_shingles_equal_reference(texts, unit, k):
     assert compiled.counts.tolist() == reference.counts.tolist()
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.text(alphabet=st.characters(codec="utf-8"), max_size=80), max_size=10),
+    st.sampled_from(["char", "word"]),
+    st.integers(1, 7),
+    st.booleans(),
+)
+def test_ascii_texts_given_as_bytes_shingle_as_their_str(texts, unit, k, lowercase):
+    # The shingle workers hand over ASCII documents as bytes, mixed with str ones.
+    spec = ShingleSpec(unit, k, lowercase)
+    mixed = [t.encode("ascii") if t.isascii() else t for t in texts]
+    want = shingle_texts(texts, spec)
+    for got in both(lambda: shingle_texts(mixed, spec)):
+        assert got.indptr.tolist() == want.indptr.tolist()
+        assert got.data.tolist() == want.data.tolist()
+        assert got.counts.tolist() == want.counts.tolist()
+
+
 def test_stopword_text_equal_reference():
     text = ["It was the best of times, it was the worst of times; and then " * 20, "the a an", "no stops here"]
     c, r = both(lambda: shingle_texts(text, ShingleSpec("stopword", 3)))
