@@ -994,7 +994,9 @@ def _find_pairs(
                 _DASK_CLIENT, str(index), t, measure, verify, all_candidates, changed
             )
         else:
-            left, right, est, jac, n_cand, stats = score_candidates(loaded, t, measure, verify, all_candidates, changed)
+            left, right, est, jac, n_cand, stats = score_candidates(
+                loaded, t, measure, verify, all_candidates, changed, _check_jobs(jobs)
+            )
         shingle = loaded.stage("shingle")
         groups = groups_of(loaded.representatives())
     result = PairsResult(

@@ -106,6 +106,9 @@ class PairsResult:
             yield Pair(ids[a], ids[b], est, jac, new)
 
 
+SCORE_PAIRS = 1 << 16  # candidate pairs scored at once (bounds memory; feeds the threads)
+
+
 @dataclass
 class Scoring:
     """What to compute for candidate pairs and which to keep."""
@@ -115,6 +118,7 @@ class Scoring:
     verify: bool = True
     all_candidates: bool = False
     only_docs: np.ndarray | None = None  # keep pairs with at least one of these documents (--new)
+    threads: int = 1  # verify batches of pairs on this many threads
 
 
 def score_pairs(
@@ -132,7 +136,7 @@ def score_pairs(
         left, right = left[mine], right[mine]
     n_candidates = len(left)
     est = pair_estimates(loaded.signatures(), left, right)
-    jac = pair_jaccard(loaded.shingle_sets(), left, right, how.measure) if how.verify else None
+    jac = pair_jaccard(loaded.shingle_sets(), left, right, how.measure, how.threads) if how.verify else None
     if not how.all_candidates:
         keep = (jac if how.verify else est) >= how.threshold
         left, right, est = left[keep], right[keep], est[keep]
@@ -164,10 +168,12 @@ def score_candidates(
     verify: bool = True,
     all_candidates: bool = False,
     only_docs: np.ndarray | None = None,
+    threads: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, int, BucketStats]:
     """Candidates from the buckets, scored; kept if above the threshold (or all).
 
-    ``only_docs`` (bool per document) keeps only pairs with at least one such document.
+    ``only_docs`` (bool per document) keeps only pairs with at least one such document;
+    ``threads`` verify batches of pairs at once.
     """
     keys, buckets = loaded.bands()
     # Load (and so check) what scoring reads even when every pair is a pair of folded copies.
@@ -175,14 +181,32 @@ def score_candidates(
     if verify:
         loaded.shingle_sets()
     members = _members(loaded.representatives())
-    how = Scoring(threshold, measure, verify, all_candidates, only_docs)
+    how = Scoring(threshold, measure, verify, all_candidates, only_docs, threads)
     stats = BucketStats()
     parts: list[tuple] = []
     n_candidates = 0
-    for left, right in iter_candidates(keys, buckets, stats):
+    pending: list[tuple[np.ndarray, np.ndarray]] = []
+    held = 0
+
+    def score() -> None:
+        nonlocal n_candidates, held
+        left = np.concatenate([p[0] for p in pending])
+        right = np.concatenate([p[1] for p in pending])
         scored, n = score_pairs(loaded, left, right, how, members)
         parts.append(scored)
         n_candidates += n
+        pending.clear()
+        held = 0
+
+    # Bands yield a few thousand pairs each; scoring them together gives the verifying
+    # threads enough batches to share.
+    for left, right in iter_candidates(keys, buckets, stats):
+        pending.append((left, right))
+        held += len(left)
+        if held >= SCORE_PAIRS:
+            score()
+    if pending:
+        score()
     return (*in_print_order(parts, verify), n_candidates, stats)
 
 

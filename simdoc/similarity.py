@@ -15,6 +15,7 @@ sorted array in which ``searchsorted`` finds all common shingles.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Iterable
 
@@ -24,8 +25,8 @@ from simdoc.memory import release
 from simdoc.shingling import ShingleSets, Workspace
 
 MEASURES = ("set", "bag")
-# Buffers for the rows of one batch of pairs, kept from call to call (see ShingleSets.take).
-_SCRATCH = Workspace()
+# Buffers for the rows of one batch of pairs, kept from call to call per thread (see ShingleSets.take).
+_LOCAL = threading.local()
 # Shingles gathered per batch of pairs (each side); bounds the temporary arrays.
 PAIR_BATCH_ITEMS = 1 << 23
 SIGNATURE_BATCH_PAIRS = 1 << 16
@@ -89,7 +90,9 @@ def _gather(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return pos, owner, lens
 
 
-def pair_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure: str = "set") -> np.ndarray:
+def pair_jaccard(
+    sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure: str = "set", threads: int = 1
+) -> np.ndarray:
     """Exact Jaccard of many pairs of rows of ``sets``.
 
     Parameters
@@ -98,6 +101,9 @@ def pair_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure
     left, right : ndarray of shape (n_pairs,), int
         Row numbers of the two sides.
     measure : {"set", "bag"}
+    threads : int
+        Batches of pairs verified at once (reading rows and the compiled
+        merge both release the GIL). The result does not depend on it.
 
     Returns
     -------
@@ -108,32 +114,55 @@ def pair_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure
         raise ValueError(f"measure must be one of {MEASURES}, got {measure!r}")
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
-    from simdoc import kernels
-
     out = np.zeros(len(left), dtype=np.float64)
     sizes = np.diff(sets.indptr)
     cost = np.cumsum(sizes[left] + sizes[right])
-    scratch = _SCRATCH
+    # Cut batches at roughly PAIR_BATCH_ITEMS shingles; always at least one pair. Only a
+    # batch's rows are read into memory (ShingleSets.take, into per-thread buffers reused
+    # from batch to batch), so memory stays bounded.
+    spans = []
     start = 0
     while start < len(left):
-        # Cut a batch at roughly PAIR_BATCH_ITEMS shingles; always at least one pair. Only the
-        # batch's rows are read into memory (ShingleSets.take, into buffers reused from batch
-        # to batch), so memory stays bounded.
         stop = int(np.searchsorted(cost, (cost[start - 1] if start else 0) + PAIR_BATCH_ITEMS, side="right"))
         stop = max(stop, start + 1)
-        n = stop - start
-        rows, local = np.unique(np.concatenate([left[start:stop], right[start:stop]]), return_inverse=True)
-        batch = sets.take(rows, counts=measure == "bag", scratch=scratch)
-        if kernels.ENABLED:
-            inter = np.empty(n, dtype=np.float64)
-            union = np.empty(n, dtype=np.float64)
-            kernels.pair_overlap(batch.indptr, batch.data, batch.counts, local[:n], local[n:], measure == "bag", inter, union)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                out[start:stop] = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
-        else:
-            out[start:stop] = _batch_jaccard(batch, local[:n], local[n:], measure)
+        spans.append((start, stop))
         start = stop
+
+    def verify(span: tuple[int, int]) -> None:
+        start, stop = span
+        out[start:stop] = _verify_batch(sets, left[start:stop], right[start:stop], measure)
+
+    if threads > 1 and len(spans) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(threads, len(spans))) as pool:
+            list(pool.map(verify, spans))
+    else:
+        for span in spans:
+            verify(span)
     return out
+
+
+def _scratch() -> Workspace:
+    ws = getattr(_LOCAL, "scratch", None)
+    if ws is None:
+        ws = _LOCAL.scratch = Workspace()
+    return ws
+
+
+def _verify_batch(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure: str) -> np.ndarray:
+    from simdoc import kernels
+
+    n = len(left)
+    rows, local = np.unique(np.concatenate([left, right]), return_inverse=True)
+    batch = sets.take(rows, counts=measure == "bag", scratch=_scratch())
+    if not kernels.ENABLED:
+        return _batch_jaccard(batch, local[:n], local[n:], measure)
+    inter = np.empty(n, dtype=np.float64)
+    union = np.empty(n, dtype=np.float64)
+    kernels.pair_overlap(batch.indptr, batch.data, batch.counts, local[:n], local[n:], measure == "bag", inter, union)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
 
 
 def _batch_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure: str) -> np.ndarray:

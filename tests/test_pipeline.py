@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 import simdoc
 import simdoc.pipeline as pipeline
+import simdoc.results
+import simdoc.similarity
 from simdoc.errors import ParameterMismatch
 from simdoc.shingling import ShingleSpec, shingle_texts
 from simdoc.similarity import jaccard
@@ -105,6 +107,8 @@ def test_jobs_and_batch_sizes_do_not_change_anything(tmp_path, monkeypatch):
     ref = simdoc.find_pairs(tmp_path / "c", tmp_path / "i1", jobs=1)
     monkeypatch.setattr(pipeline, "BATCH_DOCS", 3)
     monkeypatch.setattr(pipeline, "SIGNATURE_TASK_SHINGLES", 97)
+    monkeypatch.setattr(simdoc.results, "SCORE_PAIRS", 5)
+    monkeypatch.setattr(simdoc.similarity, "PAIR_BATCH_ITEMS", 40)  # many batches for the verifying threads
     other = simdoc.find_pairs(tmp_path / "c", tmp_path / "i2", jobs=2)
     assert index_bytes(tmp_path / "i1") == index_bytes(tmp_path / "i2")
     assert list(ref) == list(other)

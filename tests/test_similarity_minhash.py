@@ -158,3 +158,7 @@ def test_pair_functions_do_not_depend_on_batch_size(monkeypatch):
     monkeypatch.setattr(similarity, "SIGNATURE_BATCH_PAIRS", 7)
     assert np.array_equal(j1, pair_jaccard(sets, left, right, "bag"))
     assert np.array_equal(e1, pair_estimates(sigs, left, right))
+    # Nor on the number of threads verifying batches at once.
+    for measure in ("set", "bag"):
+        one = pair_jaccard(sets, left, right, measure)
+        assert np.array_equal(one, pair_jaccard(sets, left, right, measure, threads=3))
