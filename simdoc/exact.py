@@ -51,9 +51,34 @@ def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
     sk = key[order]
     starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
     ends = np.append(starts[1:], len(sk))
+    # Groups of candidates are compared in memory, many small groups per read of their rows.
+    batch: list[np.ndarray] = []
+    held = 0
+
+    def compare_batch() -> None:
+        nonlocal held
+        local = sets.take(np.concatenate(batch))
+        at = 0
+        for members in batch:
+            for doc, first in _copies_in(local.slice(at, at + len(members)), members):
+                rep[doc] = first
+            at += len(members)
+        batch.clear()
+        held = 0
+
     for s, e in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
-        for doc, first in copies_among(sets, np.sort(docs[order[s:e]])):
-            rep[doc] = first
+        members = np.sort(docs[order[s:e]])
+        items = int(sizes[members].sum())
+        if items > COMPARE_ITEMS:
+            for doc, first in copies_among(sets, members):
+                rep[doc] = first
+            continue
+        batch.append(members)
+        held += items
+        if held >= COMPARE_ITEMS:
+            compare_batch()
+    if batch:
+        compare_batch()
     return rep
 
 
