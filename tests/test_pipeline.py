@@ -180,3 +180,19 @@ def test_take_reads_rows_of_a_mapped_index_like_slicing(tmp_path):
         assert np.array_equal(got.row_counts(k), sets.row_counts(r))
     in_memory = type(sets)(np.asarray(sets.indptr), np.array(sets.data), np.array(sets.counts)).take(rows)
     assert np.array_equal(in_memory.data, got.data) and np.array_equal(in_memory.indptr, got.indptr)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["id", "size", "note"]), st.one_of(st.text(), st.integers())), max_size=12), st.integers(1, 64))
+def test_jsonl_reading_in_chunks_gives_every_record(tmp_path_factory, records, chunk):
+    import simdoc.store as store
+
+    d = tmp_path_factory.mktemp("jsonl")
+    s = store.IndexStore(d)
+    info = s.write_jsonl("docs.0123456789abcdef.jsonl", records)
+    saved = store._JSONL_CHUNK
+    store._JSONL_CHUNK = chunk  # records parsed in many small arrays
+    try:
+        assert list(s.iter_jsonl("docs.0123456789abcdef.jsonl", info)) == records
+    finally:
+        store._JSONL_CHUNK = saved
