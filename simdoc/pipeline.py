@@ -19,7 +19,6 @@ import multiprocessing
 import os
 import sys
 import time
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,10 +29,7 @@ from tqdm import tqdm
 from simdoc import __version__, batches
 from simdoc.corpus import (
     FileEntry,
-    ReadResult,
-    compression_of,
     discover_sources,
-    read_document,
     resolve_sources,
 )
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch, UsageError
@@ -49,18 +45,9 @@ from simdoc.lsh import (
     choose_bands_rows,
 )
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
-from simdoc.records import (
-    WEB_EXTRA,
-    html_to_text,
-    is_html,
-    is_jsonl,
-    is_warc,
-    split_jsonl,
-    split_warc,
-)
 from simdoc.batches import Placed, PlaceSink, RowWriter, Shard, ShardSink, rows_of, shingle_batch
 from simdoc.results import Pair, PairsResult, _expand, _members, score_candidates  # noqa: F401
-from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
+from simdoc.shingling import ShingleSets, ShingleSpec
 from simdoc.similarity import MEASURES
 from simdoc.store import IndexStore, JsonlWriter, spare
 

@@ -10,7 +10,6 @@ from click.testing import CliRunner
 import simdoc
 import simdoc.batches
 import simdoc.corpus
-import simdoc.pipeline as pipeline
 from simdoc.cli import cli
 from simdoc.pipeline import open_index
 
