@@ -128,11 +128,15 @@ class Sequencer:
         self.cond = ctx.Condition()
         self.turn = ctx.Value("q", 0, lock=False)
         self.cursor = ctx.Value("q", 0, lock=False)
+        self.parent = os.getpid()
 
     def reserve(self, turn: int, n: int) -> int:
         with self.cond:
             while self.turn.value != turn:
-                self.cond.wait()
+                # A worker whose parent was killed must not wait for ever for a turn
+                # that will never come: it gives up, as its pool would have.
+                if not self.cond.wait(timeout=1.0) and os.getpid() != self.parent and os.getppid() != self.parent:
+                    raise RuntimeError("the simdoc process that started this worker is gone")
             start = self.cursor.value
             self.cursor.value = start + n
             self.turn.value = turn + 1

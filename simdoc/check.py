@@ -57,6 +57,15 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
             problems.append("shingle offsets (indptr) are not a valid CSR index for the data")
         elif any(int(d.get("n_shingles", -1)) != int(c) for d, c in zip(docs, np.diff(indptr))):
             problems.append("docs table shingle counts disagree with the shingle offsets")
+        if sets.overflow is not None:
+            pos, big = sets.overflow[:, 0], sets.overflow[:, 1]
+            if len(pos) and (
+                np.any(np.diff(pos) <= 0) or pos[0] < 0 or pos[-1] >= len(sets.data) or np.any(big < 255)
+                or np.any(np.asarray(sets.counts[pos]) != 255)
+            ):
+                problems.append("the shingle count overflow table does not match the saturated counts")
+            elif int(np.count_nonzero(np.asarray(sets.counts) == 255)) != len(pos):
+                problems.append("some shingle counts of 255 have no entry in the overflow table")
         facts.append(f"shingle: {n} documents, {len(sets.data)} shingles")
         sig_stage = stages.get("signature")
         sig_current = bool(sig_stage) and sig_stage.get("built_from") == shingle["build_id"]

@@ -105,3 +105,27 @@ def test_read_ranges_from_a_file_equals_slicing(tmp_path_factory, spans):
     want = np.concatenate([np.asarray(mapped[a:b]) for a, b in zip(starts, stops)] + [np.zeros(0, np.uint32)])
     assert np.array_equal(read_ranges(mapped, starts, stops), want)
     assert np.array_equal(read_ranges(np.array(mapped), starts, stops), want)
+
+
+def test_check_verifies_the_overflow_table(tmp_path):
+    from simdoc.check import check_index
+    from simdoc.store import _npy_offset, crc32_file
+
+    corpus = _docs(tmp_path)
+    idx = tmp_path / "idx"
+    simdoc.find_pairs(corpus, idx, threshold=0.1, jobs=1)
+    facts, problems = check_index(idx)
+    assert problems == []
+    # Point an overflow entry at a shingle whose stored count is not 255; keep the file's
+    # size and checksum consistent so that only the meaning is wrong.
+    manifest = json.loads((idx / "manifest.json").read_text())
+    shingle = manifest["stages"]["shingle"]
+    name = shingle["roles"]["overflow"]
+    table = np.load(idx / name)
+    table[0, 0] = 0
+    np.save(idx / name, table)
+    path = idx / name
+    shingle["files"][name].update(bytes=path.stat().st_size, crc32=crc32_file(path, _npy_offset(path)))
+    (idx / "manifest.json").write_text(json.dumps(manifest))
+    facts, problems = check_index(idx)
+    assert any("overflow table" in p for p in problems), problems

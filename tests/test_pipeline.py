@@ -196,3 +196,16 @@ def test_jsonl_reading_in_chunks_gives_every_record(tmp_path_factory, records, c
         assert list(s.iter_jsonl("docs.0123456789abcdef.jsonl", info)) == records
     finally:
         store._JSONL_CHUNK = saved
+
+
+def test_sequencer_hands_out_places_in_turn_and_gives_up_without_its_parent():
+    import multiprocessing
+
+    from simdoc.batches import Sequencer
+
+    seq = Sequencer(multiprocessing.get_context())
+    assert seq.reserve(0, 10) == 0 and seq.reserve(1, 0) == 10 and seq.reserve(2, 5) == 10
+    assert seq.reserve(3, 1) == 15
+    seq.parent = -1  # as seen from a worker whose parent is gone
+    with pytest.raises(RuntimeError, match="gone"):
+        seq.reserve(7, 1)  # turn 4 never comes
