@@ -121,6 +121,20 @@ def _pool_context():
     return multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
 
 
+def _in_process(func: Callable, task, sequencer: batches.Sequencer | None):
+    """func(task) here, with the sequencer installed for exactly this call.
+
+    (Installing it around a generator would let an abandoned generator's
+    clean-up, run whenever it is collected, uninstall another run's.)
+    """
+    previous = batches._SEQUENCER
+    batches.use_sequencer(sequencer)
+    try:
+        return func(task)
+    finally:
+        batches.use_sequencer(previous)
+
+
 def _pool_map(func: Callable, tasks: list, jobs: int, sequencer: batches.Sequencer | None = None) -> Iterator:
     """Results of func over tasks, in task order, on ``jobs`` processes (1: in this process).
 
@@ -132,11 +146,8 @@ def _pool_map(func: Callable, tasks: list, jobs: int, sequencer: batches.Sequenc
         yield from map_ordered(_DASK_CLIENT, func, tasks)
         return
     if jobs <= 1 or len(tasks) <= 1:
-        batches.use_sequencer(sequencer)
-        try:
-            yield from map(func, tasks)
-        finally:
-            batches.use_sequencer(None)
+        for task in tasks:
+            yield _in_process(func, task, sequencer)
         return
     from simdoc.kernels import warm_up
 

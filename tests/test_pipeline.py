@@ -209,3 +209,25 @@ def test_sequencer_hands_out_places_in_turn_and_gives_up_without_its_parent():
     seq.parent = -1  # as seen from a worker whose parent is gone
     with pytest.raises(RuntimeError, match="gone"):
         seq.reserve(7, 1)  # turn 4 never comes
+
+
+def test_an_abandoned_in_process_run_does_not_uninstall_another_runs_sequencer():
+    import gc
+
+    import simdoc.batches as batches
+
+    seen = []
+
+    def task(x):
+        gc.collect()  # collect the abandoned run's generator now, mid-call
+        seen.append(batches._SEQUENCER)
+        return x
+
+    abandoned = pipeline._pool_map(task, [1, 2], 1, "first run")
+    assert next(abandoned) == 1
+    holder = [abandoned]
+    holder.append(holder)  # a reference cycle: only the garbage collector frees it
+    del abandoned, holder
+    assert list(pipeline._pool_map(task, [3], 1, "second run")) == [3]
+    assert seen == ["first run", "second run"]
+    assert batches._SEQUENCER is None
