@@ -1,8 +1,9 @@
 """The shingle stage's batches: read and shingle files in worker processes, write their rows.
 
-The stage's output is three CSR arrays (offsets, shingle hashes, counts) in
-document order. Workers shingle batches of files in parallel and write their
-rows *in place* in the stage's temporary files, so that every byte is
+The stage's output is CSR arrays in document order (offsets, shingle
+hashes, counts in one byte with an overflow table). Workers shingle batches
+of files in parallel (computing their MinHash rows too when asked) and write
+their rows *in place* in the stage's temporary files, so that every byte is
 written once:
 
 * a :class:`Sequencer` shared by the workers hands each batch, in batch
