@@ -314,7 +314,18 @@ class JsonlWriter:
 
 
 def _array_info(path: Path, dtype, shape, crc: int) -> dict:
-    return {"dtype": np.dtype(dtype).str, "shape": list(shape), "bytes": path.stat().st_size, "crc32": crc}
+    """The manifest entry of an array this process has just published.
+
+    Its checksum was computed from the bytes written, so later loads in this
+    process need not read the file again to check it (``simdoc check`` does).
+    """
+    st = path.stat()
+    _VERIFIED.add(_verify_key(path, st, crc))
+    return {"dtype": np.dtype(dtype).str, "shape": list(shape), "bytes": st.st_size, "crc32": crc}
+
+
+def _verify_key(path: Path, st: os.stat_result, crc) -> tuple:
+    return (str(path.resolve()), st.st_ino, st.st_mtime_ns, st.st_size, crc)
 
 
 class IndexStore:
@@ -539,7 +550,7 @@ class IndexStore:
             st = path.stat()
         except OSError as exc:
             raise CorruptIndex(str(path), f"cannot be read ({exc.strerror or exc})") from None
-        key = (str(path.resolve()), st.st_ino, st.st_mtime_ns, st.st_size, info.get("crc32"))
+        key = _verify_key(path, st, info.get("crc32"))
         if "crc32" not in info or (key in _VERIFIED and not force):
             return
         try:
