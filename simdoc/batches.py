@@ -35,10 +35,12 @@ import numpy as np
 
 from simdoc.corpus import ReadResult, compression_of, open_regular, read_document
 from simdoc.records import WEB_EXTRA, html_to_text, is_html, is_jsonl, is_warc, split_jsonl, split_warc
-from simdoc.shingling import ShingleSets, ShingleSpec, compact_counts, shingle_texts
+from simdoc.memory import read_ranges
+from simdoc.shingling import ShingleSets, ShingleSpec, Workspace, compact_counts, shingle_texts
 from simdoc.store import IndexStore, npy_offset
 
 _UNREAD = ("binary", "unreadable")  # statuses of files that give no row
+COPY_CHUNK = 1 << 22  # shingles of copied rows read at a time
 
 
 @dataclass
@@ -428,6 +430,7 @@ class RowWriter:
             store.array_writer("shingles.counts.tmp.npy", np.uint8),
         )
         self.overflow: list[np.ndarray] = []
+        self._scratch = Workspace()
         self.writers[0].append(np.zeros(1, np.int64))
         self.offset = 0
         self.n_rows = 0
@@ -472,13 +475,20 @@ class RowWriter:
                 self.overflow.append(r.overflow)
         else:
             sets = src.as_sets() if isinstance(src, Shard) else src
-            if isinstance(src, Shard) and lo == 0 and hi == src.n_docs:
+            whole_shard = isinstance(src, Shard) and lo == 0 and hi == src.n_docs
+            if whole_shard:
                 self.writers[1].append_file(Path(src.data_path), 4 * b, src.data_crc)
-            else:
-                self.writers[1].append(np.asarray(sets.data[a:b]))
-            small, overflow = compact_counts(sets.counts_range(a, b), self.offset)
-            self.writers[2].append(small)
-            self.overflow.append(overflow)
+            # Copied rows (an update copies nearly the whole previous build) are read with
+            # pread a chunk at a time into reused buffers, never through the old file's
+            # map: touching it would make the whole file resident in this process.
+            for c0 in range(a, b, COPY_CHUNK):
+                c1 = min(b, c0 + COPY_CHUNK)
+                if not whole_shard:
+                    span = (np.array([c0]), np.array([c1]))
+                    self.writers[1].append(read_ranges(sets.data, *span, self._scratch.get("data", c1 - c0, np.uint32)))
+                small, overflow = compact_counts(sets.counts_range(c0, c1), self.offset + c0 - a)
+                self.writers[2].append(small)
+                self.overflow.append(overflow)
         if self.signatures is not None:
             sigs = getattr(src, "signatures", None)
             if sigs is None:

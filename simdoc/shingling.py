@@ -133,10 +133,13 @@ class ShingleSets:
             raise ValueError("indptr, data and counts disagree on the number of shingles")
 
     def counts_range(self, lo: int, hi: int) -> np.ndarray:
-        """The true counts of shingles ``lo..hi-1`` (uint32)."""
+        """The true counts of shingles ``lo..hi-1`` (uint32), read without mapping file pages."""
+        from simdoc.memory import read_ranges
+
+        raw = read_ranges(self.counts, np.array([lo]), np.array([hi]))
         if self.overflow is None:
-            return np.asarray(self.counts[lo:hi])
-        out = np.asarray(self.counts[lo:hi]).astype(np.uint32)
+            return raw
+        out = raw.astype(np.uint32)
         pos = self.overflow[:, 0]
         a, b = np.searchsorted(pos, lo), np.searchsorted(pos, hi)
         out[pos[a:b] - lo] = self.overflow[a:b, 1]
