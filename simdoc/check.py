@@ -13,6 +13,17 @@ from simdoc.pipeline import LoadedIndex
 from simdoc.store import IndexStore
 
 
+def _count_saturated(counts: np.ndarray, chunk: int = 1 << 24) -> int:
+    """How many stored counts are 255, read a chunk at a time (the array can be gigabytes)."""
+    from simdoc.memory import read_ranges
+
+    total = 0
+    for lo in range(0, len(counts), chunk):
+        hi = min(len(counts), lo + chunk)
+        total += int(np.count_nonzero(read_ranges(counts, np.array([lo]), np.array([hi])) == 255))
+    return total
+
+
 def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
     """Verify an index completely: every file against the manifest, then the arrays' meaning.
 
@@ -64,7 +75,7 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
                 or np.any(np.asarray(sets.counts[pos]) != 255)
             ):
                 problems.append("the shingle count overflow table does not match the saturated counts")
-            elif int(np.count_nonzero(np.asarray(sets.counts) == 255)) != len(pos):
+            elif _count_saturated(sets.counts) != len(pos):
                 problems.append("some shingle counts of 255 have no entry in the overflow table")
         facts.append(f"shingle: {n} documents, {len(sets.data)} shingles")
         sig_stage = stages.get("signature")
