@@ -10,17 +10,18 @@ from simdoc.errors import IndexError_
 from simdoc.lsh import band_keys
 from simdoc.minhash import DEFAULT_SCHEME, MinHasher
 from simdoc.pipeline import LoadedIndex
+from simdoc.shingling import COUNT_SATURATED
 from simdoc.store import IndexStore
 
 
 def _count_saturated(counts: np.ndarray, chunk: int = 1 << 24) -> int:
-    """How many stored counts are 255, read a chunk at a time (the array can be gigabytes)."""
+    """How many stored counts are saturated (255), read a chunk at a time (the array can be gigabytes)."""
     from simdoc.memory import read_ranges
 
     total = 0
     for lo in range(0, len(counts), chunk):
         hi = min(len(counts), lo + chunk)
-        total += int(np.count_nonzero(read_ranges(counts, np.array([lo]), np.array([hi])) == 255))
+        total += int(np.count_nonzero(read_ranges(counts, np.array([lo]), np.array([hi])) == COUNT_SATURATED))
     return total
 
 
@@ -71,8 +72,8 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
         if sets.overflow is not None:
             pos, big = sets.overflow[:, 0], sets.overflow[:, 1]
             if len(pos) and (
-                np.any(np.diff(pos) <= 0) or pos[0] < 0 or pos[-1] >= len(sets.data) or np.any(big < 255)
-                or np.any(np.asarray(sets.counts[pos]) != 255)
+                np.any(np.diff(pos) <= 0) or pos[0] < 0 or pos[-1] >= len(sets.data)
+                or np.any(big < COUNT_SATURATED) or np.any(np.asarray(sets.counts[pos]) != COUNT_SATURATED)
             ):
                 problems.append("the shingle count overflow table does not match the saturated counts")
             elif _count_saturated(sets.counts) != len(pos):

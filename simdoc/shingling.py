@@ -140,10 +140,21 @@ class ShingleSets:
         if self.overflow is None:
             return raw
         out = raw.astype(np.uint32)
-        pos = self.overflow[:, 0]
-        a, b = np.searchsorted(pos, lo), np.searchsorted(pos, hi)
-        out[pos[a:b] - lo] = self.overflow[a:b, 1]
+        self._patch_overflow(out, np.array([lo]), np.array([hi]), np.array([0]))
         return out
+
+    def _patch_overflow(self, out: np.ndarray, starts: np.ndarray, stops: np.ndarray, at: np.ndarray) -> None:
+        """Put the true counts of the overflow table into ``out``, which holds the stored
+        counts of ranges [starts[r], stops[r]) one after another from ``at[r]`` on."""
+        pos = self.overflow[:, 0]
+        a, b = np.searchsorted(pos, starts), np.searchsorted(pos, stops)
+        per_range = b - a
+        if not per_range.any():
+            return
+        # Overflow entry e of range r lands at at[r] + (pos[e] - starts[r]).
+        which = np.repeat(np.arange(len(starts)), per_range)
+        entry = np.arange(int(per_range.sum())) - np.repeat(np.cumsum(per_range) - per_range - a, per_range)
+        out[at[which] + pos[entry] - starts[which]] = self.overflow[entry, 1]
 
     @classmethod
     def from_sets(cls, sets: Iterable[Iterable[int]]) -> ShingleSets:
@@ -221,14 +232,7 @@ class ShingleSets:
             full = small.astype(np.uint32)
         else:
             full[:] = small
-        pos = self.overflow[:, 0]
-        a, b = np.searchsorted(pos, starts), np.searchsorted(pos, stops)
-        if (b > a).any():
-            # Overflow entry e of taken row r lands at indptr[r] + (pos[e] - starts[r]).
-            per_row = b - a
-            which = np.repeat(np.arange(len(rows)), per_row)
-            entry = np.arange(int(per_row.sum())) - np.repeat(np.cumsum(per_row) - per_row - a, per_row)
-            full[indptr[which] + pos[entry] - starts[which]] = self.overflow[entry, 1]
+        self._patch_overflow(full, starts, stops, indptr[:-1])
         return ShingleSets(indptr, data, full)
 
     def slice(self, start: int, stop: int) -> ShingleSets:
