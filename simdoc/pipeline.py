@@ -587,9 +587,12 @@ def _build_shingles(
             err.warnings = warnings
             raise err
         files = rows.finish(names)
-        pending = rows.pending_signatures()
-        if pending is not None:
-            spare(pending[0])  # the manifest write below must not collect it
+        pending = None
+        written = rows.pending_signatures()
+        if written is not None:
+            num_perm, seed, scheme = signer
+            pending = PendingSignatures(*written, {"num_perm": num_perm, "seed": seed, "scheme": scheme}, build)
+            spare(pending.path)  # the manifest write below must not collect it
         docs_out.name = names["docs"]
         files[names["docs"]] = docs_out.finish()
     except BaseException:
@@ -626,8 +629,7 @@ def _build_shingles(
         store.write_manifest(manifest)
     except BaseException:
         if pending is not None:
-            spare(pending[0], keep=False)
-            pending[0].unlink(missing_ok=True)
+            pending.discard()
         raise
     detail = f"{n_docs} documents, {rows.offset} shingles"
     if reuse:
@@ -636,12 +638,7 @@ def _build_shingles(
         detail += f", {empty} with no shingles (never candidates)"
     if not_docs:
         detail += f", {len(not_docs)} files skipped"
-    result = StageResult("shingle", True, time.perf_counter() - t0, detail, warnings)
-    if pending is not None:
-        path, computed = pending
-        num_perm, seed, scheme = signer
-        result.pending = PendingSignatures(path, computed, {"num_perm": num_perm, "seed": seed, "scheme": scheme}, build)
-    return result
+    return StageResult("shingle", True, time.perf_counter() - t0, detail, warnings, pending)
 
 
 # ---------------------------------------------------------------- signature stage

@@ -203,7 +203,7 @@ class NpyWriter:
 
     Rows are written in order, but not necessarily by this object: worker
     processes may write a piece of rows straight into :attr:`tmp` at a place
-    handed to them (see ``pipeline._Sequencer``), and :meth:`written_elsewhere`
+    handed to them (see ``batches.Sequencer``), and :meth:`written_elsewhere`
     then accounts for that piece. The CRC-32 is built in file order from the
     pieces' own CRCs, so the file is never read back.
     """
