@@ -324,6 +324,9 @@ def shingle_batch(task: tuple) -> tuple[Placed | Shard, list[tuple]]:
     return Shard(sets.indptr, paths[0], paths[1], crcs[0], crcs[1], sigs), infos
 
 
+_SCRATCH = Workspace()  # this worker's reused buffer for the stored counts
+
+
 def _write_in_place(sets: ShingleSets, infos: list[tuple], sink: PlaceSink) -> Placed:
     # Cut the batch's rows into runs wherever the parent copies unchanged rows in between;
     # ``skip`` counts the copied shingles that go before each run.
@@ -346,7 +349,7 @@ def _write_in_place(sets: ShingleSets, infos: list[tuple], sink: PlaceSink) -> P
         for a, b, before in runs:
             lo, hi = int(sets.indptr[a]), int(sets.indptr[b])
             pos = start + before + lo
-            small, overflow = compact_counts(sets.counts_range(lo, hi), pos)
+            small, overflow = compact_counts(sets.counts_range(lo, hi), pos, _SCRATCH)
             crcs = [_pwrite_at(fd, arr, pos) for fd, arr in zip(fds, (sets.data[lo:hi], small))]
             placed.append(Run(a, b, pos, hi - lo, crcs[0], crcs[1], overflow))
     finally:
@@ -486,7 +489,7 @@ class RowWriter:
                 if not whole_shard:
                     span = (np.array([c0]), np.array([c1]))
                     self.writers[1].append(read_ranges(sets.data, *span, self._scratch.get("data", c1 - c0, np.uint32)))
-                small, overflow = compact_counts(sets.counts_range(c0, c1), self.offset + c0 - a)
+                small, overflow = compact_counts(sets.counts_range(c0, c1), self.offset + c0 - a, self._scratch)
                 self.writers[2].append(small)
                 self.overflow.append(overflow)
         if self.signatures is not None:

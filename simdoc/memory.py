@@ -16,6 +16,10 @@ import os
 
 import numpy as np
 
+# Ranges averaging fewer elements than this are gathered with a position array, not sliced:
+# below it, one Python-level slice per range costs more than the gather.
+_SLICES_PER_GATHER = 64
+
 
 def _mapping(arr: np.ndarray):
     while arr is not None:
@@ -50,6 +54,11 @@ def _backing_file(arr: np.ndarray) -> tuple[str, int] | None:
     return base.filename, int(base.offset) + start
 
 
+def is_mapped(arr: np.ndarray) -> bool:
+    """Whether ``arr`` is a contiguous view of a file mapped with np.memmap."""
+    return _backing_file(arr) is not None
+
+
 def read_ranges(arr: np.ndarray, starts: np.ndarray, stops: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``np.concatenate([arr[a:b] for a, b in zip(starts, stops)])``, read without mapping pages.
 
@@ -70,8 +79,16 @@ def read_ranges(arr: np.ndarray, starts: np.ndarray, stops: np.ndarray, out: np.
         raise ValueError("out has the wrong dtype or length")
     backing = _backing_file(arr)
     if backing is None:
-        pos = np.arange(len(out), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens - starts, lens)
-        out[:] = arr[pos]
+        if len(starts) * _SLICES_PER_GATHER <= len(out):
+            # Few long ranges (a worker's whole batch is one): slice copies. A position
+            # array for a gather would be 8 bytes written and read per element.
+            at = 0
+            for a, b in zip(starts.tolist(), stops.tolist()):
+                out[at : at + b - a] = arr[a:b]
+                at += b - a
+        else:
+            pos = np.arange(len(out), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens - starts, lens)
+            out[:] = arr[pos]
         return out
     path, base = backing
     item = arr.dtype.itemsize

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import simdoc
 from simdoc.pipeline import open_index
-from simdoc.shingling import ShingleSets, compact_counts, shingle_texts
+from simdoc.shingling import ShingleSets, Workspace, compact_counts, shingle_texts
 from simdoc.similarity import pair_jaccard
 
 
@@ -24,6 +24,10 @@ def test_compact_counts_read_back_exactly(rows, data):
     full = ShingleSets(indptr, hashes, counts)
     small, overflow = compact_counts(counts)
     assert small.dtype == np.uint8 and np.all(small == np.minimum(counts, 255))
+    scratch = Workspace()
+    for first in (0, 7):  # a reused buffer gives the same answer, call after call
+        again, again_overflow = compact_counts(counts, first, scratch)
+        assert np.array_equal(again, small) and np.array_equal(again_overflow, overflow + [first, 0])
     compact = ShingleSets(indptr, hashes, small, overflow)
     for i in range(len(rows)):
         assert np.array_equal(compact.row_counts(i), full.row_counts(i))
@@ -92,16 +96,17 @@ def test_an_index_with_uint32_counts_is_still_read_and_updated(tmp_path):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 8)), max_size=12))
+@given(st.lists(st.tuples(st.integers(0, 600), st.sampled_from([0, 1, 2, 5, 8, 70, 300])), max_size=12))
 @example([(0, 5), (5, 3), (8, 0), (8, 2), (3, 4)])  # ranges that continue one another are read at once
+@example([(10, 300)])  # one long range of an array in memory is sliced, short ones gathered
 def test_read_ranges_from_a_file_equals_slicing(tmp_path_factory, spans):
     from simdoc.memory import read_ranges
 
     path = tmp_path_factory.mktemp("rr") / "a.npy"
-    np.save(path, np.arange(64, dtype=np.uint32) * 7)
+    np.save(path, np.arange(640, dtype=np.uint32) * 7)
     mapped = np.load(path, mmap_mode="r")
     starts = np.array([a for a, _ in spans], dtype=np.int64)
-    stops = np.minimum(starts + np.array([n for _, n in spans], dtype=np.int64), 64)
+    stops = np.minimum(starts + np.array([n for _, n in spans], dtype=np.int64), 640)
     want = np.concatenate([np.asarray(mapped[a:b]) for a, b in zip(starts, stops)] + [np.zeros(0, np.uint32)])
     assert np.array_equal(read_ranges(mapped, starts, stops), want)
     assert np.array_equal(read_ranges(np.array(mapped), starts, stops), want)
