@@ -25,6 +25,7 @@ import fnmatch
 import hashlib
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,91 +102,131 @@ def discover(
     include_globs: tuple[str, ...] = (),
     exclude_globs: tuple[str, ...] = (),
 ) -> tuple[list[FileEntry], list[Skipped]]:
-    """List the documents under ``root`` sorted by id, and what was passed over.
+    """List the documents under ``root`` sorted by id, and what was passed over (sorted by id).
 
-    ``exclude`` names directories (the index) never to enter. ``include_globs``
-    keeps only documents whose id matches one of them, ``exclude_globs`` drops
-    those that match any (it wins); globs follow ``fnmatch`` and are matched
-    against the whole id, where ``*`` also crosses ``/`` (``*.txt`` matches
-    ``a/b.txt``).
+    See :func:`walk`, which finds the same documents one at a time.
+    """
+    skipped: list[Skipped] = []
+    entries = list(walk(root, exclude, follow_symlinks, include_globs, exclude_globs, skipped))
+    skipped.sort(key=lambda s: s.id)
+    return entries, skipped
+
+
+def walk(
+    root: str | os.PathLike,
+    exclude: list[str | os.PathLike] = (),
+    follow_symlinks: bool = False,
+    include_globs: tuple[str, ...] = (),
+    exclude_globs: tuple[str, ...] = (),
+    skipped: list[Skipped] | None = None,
+) -> Iterator[FileEntry]:
+    """The documents under ``root`` in id order, as they are found.
+
+    The shingle stage starts reading the first files while the rest of the
+    tree is still being listed. Paths passed over are appended to ``skipped``
+    (in walk order). ``exclude`` names directories (the index) never to
+    enter. ``include_globs`` keeps only documents whose id matches one of
+    them, ``exclude_globs`` drops those that match any (it wins); globs follow
+    ``fnmatch`` and are matched against the whole id, where ``*`` also
+    crosses ``/`` (``*.txt`` matches ``a/b.txt``).
 
     With ``follow_symlinks``, links to files and directories are followed,
-    wherever they point; each real directory is walked once, so a link loop
-    is reported and cut rather than followed forever.
+    wherever they point; each real directory is walked once (the first
+    reached in id order), so a link loop is reported and cut rather than
+    followed forever.
 
     Raises
     ------
     CorpusError
-        ``root`` does not exist or is not a directory.
+        ``root`` does not exist or is not a directory (at once, not when
+        the first document is asked for).
     """
     root_path = Path(root)
     if not root_path.exists():
         raise CorpusError(f"corpus {root} does not exist", hint="check the path")
     if not root_path.is_dir():
         raise CorpusError(f"corpus {root} is not a directory", hint="pass the folder that holds the documents")
-    root_abs = str(root_path.resolve())
+    return _walk(str(root_path.resolve()), exclude, follow_symlinks, include_globs, exclude_globs,
+                 skipped if skipped is not None else [])
+
+
+def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_globs, skipped: list) -> Iterator[FileEntry]:
     # Only directories can be excluded (the index); compare resolved paths, once per directory.
     excluded = {os.path.realpath(e) for e in exclude}
-    entries: list[FileEntry] = []
-    skipped: list[Skipped] = []
-    # Plain strings and os.scandir: pathlib costs more than the stat calls on 10^5 files.
     root_st = os.stat(root_abs)
     walked = {(root_st.st_dev, root_st.st_ino)}
-    stack = [(root_abs, "")]
-    while stack:
-        directory, rel = stack.pop()
-        try:
-            with os.scandir(directory) as it:
-                children = list(it)
-        except OSError as exc:
-            skipped.append(Skipped(rel or ".", f"directory cannot be listed: {exc.strerror or exc}"))
+    # A depth-first walk whose every directory lists its files and subdirectories sorted by
+    # name, a subdirectory as if its name ended in "/", gives the ids in sorted order: all
+    # ids under "d/" sort together, where "d/" sorts among its siblings.
+    pending = [iter(_listing(root_abs, "", excluded, follow_symlinks, skipped))]
+    while pending:
+        item = next(pending[-1], None)
+        if item is None:
+            pending.pop()
             continue
-        for entry in children:
-            name = entry.name
-            if name.startswith("."):
+        child_rel, path, st = item
+        if stat.S_ISREG(st.st_mode):
+            if _selected(child_rel, include_globs, exclude_globs):
+                yield FileEntry(child_rel, path, st.st_size, st.st_mtime_ns)
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key in walked:
+            skipped.append(Skipped(child_rel, "directory already walked (symbolic link loop or second link to it)"))
+            continue
+        walked.add(key)
+        pending.append(iter(_listing(path, child_rel, excluded, follow_symlinks, skipped)))
+
+
+def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, skipped: list) -> list[tuple]:
+    """A directory's files and subdirectories to walk, as (id, path, stat), in walk order."""
+    # Plain strings and os.scandir: pathlib costs more than the stat calls on 10^5 files.
+    try:
+        with os.scandir(directory) as it:
+            children = list(it)
+    except OSError as exc:
+        skipped.append(Skipped(rel or ".", f"directory cannot be listed: {exc.strerror or exc}"))
+        return []
+    keyed = []
+    for entry in children:
+        name = entry.name
+        if name.startswith("."):
+            continue
+        child_rel = f"{rel}/{name}" if rel else name
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError as exc:
+            skipped.append(Skipped(child_rel, f"cannot stat: {exc.strerror or exc}"))
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            if not follow_symlinks:
+                skipped.append(Skipped(child_rel, "symbolic link, not followed (--follow-symlinks follows links)"))
                 continue
-            child_rel = f"{rel}/{name}" if rel else name
             try:
-                st = entry.stat(follow_symlinks=False)
+                st = os.stat(entry.path)
             except OSError as exc:
-                skipped.append(Skipped(child_rel, f"cannot stat: {exc.strerror or exc}"))
+                skipped.append(Skipped(child_rel, f"broken symbolic link: {exc.strerror or exc}"))
                 continue
-            mode = st.st_mode
-            if stat.S_ISLNK(mode):
-                if not follow_symlinks:
-                    skipped.append(Skipped(child_rel, "symbolic link, not followed (--follow-symlinks follows links)"))
-                    continue
-                try:
-                    st = os.stat(entry.path)
-                except OSError as exc:
-                    skipped.append(Skipped(child_rel, f"broken symbolic link: {exc.strerror or exc}"))
-                    continue
-                mode = st.st_mode
-            if stat.S_ISREG(mode):
-                entries.append(FileEntry(child_rel, entry.path, st.st_size, st.st_mtime_ns))
-            elif stat.S_ISDIR(mode):
-                if excluded and os.path.realpath(entry.path) in excluded:
-                    continue
-                key = (st.st_dev, st.st_ino)
-                if key in walked:
-                    skipped.append(Skipped(child_rel, "directory already walked (symbolic link loop or second link to it)"))
-                    continue
-                walked.add(key)
-                stack.append((entry.path, child_rel))
-            else:
-                skipped.append(Skipped(child_rel, "not a regular file (device, FIFO or socket)"))
-    entries = _select(entries, include_globs, exclude_globs)
-    skipped.sort(key=lambda s: s.id)
-    return entries, skipped
+        if stat.S_ISREG(st.st_mode):
+            keyed.append((name, child_rel, entry.path, st))
+        elif stat.S_ISDIR(st.st_mode):
+            if excluded and os.path.realpath(entry.path) in excluded:
+                continue
+            keyed.append((name + "/", child_rel, entry.path, st))
+        else:
+            skipped.append(Skipped(child_rel, "not a regular file (device, FIFO or socket)"))
+    keyed.sort(key=lambda k: k[0])
+    return [k[1:] for k in keyed]
+
+
+def _selected(doc_id: str, include_globs, exclude_globs) -> bool:
+    if include_globs and not any(fnmatch.fnmatchcase(doc_id, g) for g in include_globs):
+        return False
+    return not (exclude_globs and any(fnmatch.fnmatchcase(doc_id, g) for g in exclude_globs))
 
 
 def _select(entries: list[FileEntry], include_globs, exclude_globs) -> list[FileEntry]:
     """The entries --include/--exclude keep, sorted by id."""
-    if include_globs:
-        entries = [e for e in entries if any(fnmatch.fnmatchcase(e.id, g) for g in include_globs)]
-    if exclude_globs:
-        entries = [e for e in entries if not any(fnmatch.fnmatchcase(e.id, g) for g in exclude_globs)]
-    return sorted(entries, key=lambda e: e.id)
+    return sorted((e for e in entries if _selected(e.id, include_globs, exclude_globs)), key=lambda e: e.id)
 
 
 def open_regular(path: str, follow_symlinks: bool = False) -> tuple[int, os.stat_result] | ReadResult:
@@ -360,10 +401,21 @@ def discover_sources(
     follow_symlinks: bool = False,
     include_globs: tuple[str, ...] = (),
     exclude_globs: tuple[str, ...] = (),
-) -> tuple[str, list[FileEntry], list[Skipped]]:
-    """:func:`discover` over one folder, several folders, or files; returns the id base too."""
+    lazy: bool = False,
+) -> tuple[str, list[FileEntry] | Iterator[FileEntry], list[Skipped]]:
+    """:func:`discover` over one folder, several folders, or files; returns the id base too.
+
+    With ``lazy``, the documents come as an iterator in id order: one
+    folder's are found while it is consumed (:func:`walk`), and the list of
+    what was passed over is complete, and sorted by id, only once the
+    iterator is exhausted.
+    """
     base, sources = resolve_sources(corpus)
     if len(sources) == 1 and sources[0][1] == "":
+        if lazy:
+            skipped: list[Skipped] = []
+            found = walk(sources[0][0], exclude, follow_symlinks, include_globs, exclude_globs, skipped)
+            return base, _then_sorted(found, skipped), skipped
         entries, skipped = discover(sources[0][0], exclude, follow_symlinks, include_globs, exclude_globs)
         return base, entries, skipped
     entries: dict[str, FileEntry] = {}
@@ -387,4 +439,10 @@ def discover_sources(
         else:
             skipped.append(Skipped(prefix, "not a regular file (device, FIFO or socket)"))
     skipped.sort(key=lambda s: s.id)
-    return base, _select(list(entries.values()), include_globs, exclude_globs), skipped
+    selected = _select(list(entries.values()), include_globs, exclude_globs)
+    return base, (iter(selected) if lazy else selected), skipped
+
+
+def _then_sorted(found: Iterator[FileEntry], skipped: list[Skipped]) -> Iterator[FileEntry]:
+    yield from found
+    skipped.sort(key=lambda s: s.id)

@@ -11,8 +11,10 @@ signatures, so asking for another threshold simply re-bands.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
+import itertools
 import json
 import logging
 import multiprocessing
@@ -135,25 +137,31 @@ def _in_process(func: Callable, task, sequencer: batches.Sequencer | None):
         batches.use_sequencer(previous)
 
 
-def _pool_map(func: Callable, tasks: list, jobs: int, sequencer: batches.Sequencer | None = None) -> Iterator:
+def _pool_map(func: Callable, tasks: Iterable, jobs: int, sequencer: batches.Sequencer | None = None) -> Iterator:
     """Results of func over tasks, in task order, on ``jobs`` processes (1: in this process).
 
+    ``tasks`` may be a generator: the pool's feeder thread draws from it as
+    workers take tasks, so tasks can be made while the first ones run.
     ``sequencer`` is installed in every process that runs a task (see :mod:`simdoc.batches`).
     """
-    if _DASK_CLIENT is not None and tasks:
-        from simdoc.engines.dask import map_ordered
+    if _DASK_CLIENT is not None:
+        tasks = list(tasks)
+        if tasks:
+            from simdoc.engines.dask import map_ordered
 
-        yield from map_ordered(_DASK_CLIENT, func, tasks)
+            yield from map_ordered(_DASK_CLIENT, func, tasks)
         return
-    if jobs <= 1 or len(tasks) <= 1:
-        for task in tasks:
+    tasks = iter(tasks)
+    head = list(itertools.islice(tasks, max(jobs, 1)))  # fewer than jobs: that is all of them
+    if jobs <= 1 or len(head) <= 1:
+        for task in itertools.chain(head, tasks):
             yield _in_process(func, task, sequencer)
         return
     from simdoc.kernels import warm_up
 
     warm_up()  # compiled once here; forked workers inherit the machine code
-    with _pool_context().Pool(min(jobs, len(tasks)), initializer=batches.use_sequencer, initargs=(sequencer,)) as pool:
-        yield from pool.imap(func, tasks, chunksize=1)
+    with _pool_context().Pool(len(head), initializer=batches.use_sequencer, initargs=(sequencer,)) as pool:
+        yield from pool.imap(func, itertools.chain(head, tasks), chunksize=1)
 
 
 def _progress(total: int, desc: str, enabled: bool, unit: str = "doc") -> tqdm:
@@ -290,17 +298,17 @@ class PendingSignatures:
         self.path.unlink(missing_ok=True)
 
 
-def _batches(entries: list[FileEntry]) -> list[list[FileEntry]]:
-    out, cur, size = [], [], 0
+def _batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
+    """Consecutive entries, cut where a batch reaches BATCH_BYTES of files or BATCH_DOCS files."""
+    cur, size = [], 0
     for e in entries:
         cur.append(e)
         size += e.size
         if size >= BATCH_BYTES or len(cur) >= BATCH_DOCS:
-            out.append(cur)
+            yield cur
             cur, size = [], 0
     if cur:
-        out.append(cur)
-    return out
+        yield cur
 
 
 def _copied_before(entries: list[FileEntry], stat_same: np.ndarray, old_members: dict, old_sets) -> dict[int, tuple[int, int]]:
@@ -322,6 +330,13 @@ def _copied_before(entries: list[FileEntry], stat_same: np.ndarray, old_members:
                 n_rows = n_shingles = 0
             read += 1
     return gaps
+
+
+def _recording(found: Iterator[FileEntry], into: list[FileEntry]) -> Iterator[FileEntry]:
+    """``found``, appending each entry to ``into`` as it passes."""
+    for e in found:
+        into.append(e)
+        yield e
 
 
 def _scan_signature(entries: list[FileEntry], skipped) -> list:
@@ -418,20 +433,34 @@ def _build_shingles(
         "id_field": id_field if id_field is not None else base.get("id_field"),
     }
     params = {**spec.as_params(), **reading}
-    _, entries, skipped = discover_sources(
+    reuse = bool(stored) and not rebuild and not changed_params and stored["params"] == params
+    local = _DASK_CLIENT is None  # workers on this machine write their rows in place
+    # A new build reads every file, so it can start on the first ones while the corpus is
+    # still being listed (the list is needed first only to compare it with the last build).
+    streaming = local and not reuse
+    _, found, skipped = discover_sources(
         corpus,
         exclude=[index],
         follow_symlinks=reading["follow_symlinks"],
         include_globs=tuple(reading["include"]),
         exclude_globs=tuple(reading["exclude"]),
+        lazy=streaming,
     )
-    if not entries:
+    if streaming:
+        entries: list[FileEntry] = []
+        found = _recording(found, entries)
+        first = next(found, None)
+        if first is not None:
+            found = itertools.chain([first], found)
+    else:
+        entries = found
+        first = entries[0] if entries else None
+    if first is None:
         raise CorpusError(
             f"corpus {_name(corpus)} has no documents" + (f" ({len(skipped)} paths passed over)" if skipped else ""),
             hint="point simdoc at a folder that holds text files (hidden files are ignored)",
         )
-    scan_id = _build_id(_scan_signature(entries, skipped))
-    reuse = bool(stored) and not rebuild and not changed_params and stored["params"] == params
+    scan_id = None if streaming else _build_id(_scan_signature(entries, skipped))
     if reuse and stored.get("scan_id") == scan_id:
         return StageResult("shingle", False, time.perf_counter() - t0, "up to date")
 
@@ -452,9 +481,9 @@ def _build_shingles(
     # mtime is that recent are read again ("racily clean", as git calls it).
     scanned_at = time.time_ns()
     racy_after = int(stored.get("scanned_at_ns", 0)) - RACY_NS if reuse else 0
-    stat_same = np.full(len(entries), -1, dtype=np.int64)
+    stat_same = None if streaming else np.full(len(entries), -1, dtype=np.int64)
     to_read: list[int] = []
-    for i, e in enumerate(entries):
+    for i, e in enumerate(entries if not streaming else ()):
         j = old_pos.get(e.id) if e.id not in old_members else old_members[e.id][0]
         if (
             j is not None
@@ -465,72 +494,60 @@ def _build_shingles(
             stat_same[i] = j
         else:
             to_read.append(i)
-    read_entries = [entries[i] for i in to_read]
-    batch_list = _batches(read_entries)
     store.ensure_dir()
     rows = RowWriter(store, signer[0] if signer else None)
-    local = _DASK_CLIENT is None  # workers on this machine write their rows in place
-    sinks: list = []
-    if local:
-        gaps = _copied_before(entries, stat_same, old_members, old_sets)
-        first = 0
-        for i, b in enumerate(batch_list):
-            sinks.append(PlaceSink(i, *rows.paths, {p - first: gaps[p] for p in range(first, first + len(b)) if p in gaps}))
+    run_tag = f"{os.getpid()}-{time.time_ns()}"
+    gaps = {} if streaming or not local else _copied_before(entries, stat_same, old_members, old_sets)
+    queued: collections.deque[list[FileEntry]] = collections.deque()  # batches made, results not yet taken
+
+    def make_tasks() -> Iterator[tuple]:
+        read_entries = found if streaming else (entries[i] for i in to_read)
+        first = 0  # position of the batch's first file among the files read
+        for i, b in enumerate(_batches(read_entries)):
+            if local:
+                sink = PlaceSink(i, *rows.paths, {p - first: gaps[p] for p in range(first, first + len(b)) if p in gaps})
+            else:
+                sink = ShardSink(str(store.path / f".shingles.{{kind}}.tmp.npy.shard-{run_tag}-{i}.tmp"))
             first += len(b)
-    else:
-        run_tag = f"{os.getpid()}-{time.time_ns()}"
-        sinks = [ShardSink(str(store.path / f".shingles.{{kind}}.tmp.npy.shard-{run_tag}-{i}.tmp")) for i in range(len(batch_list))]
-    tasks = [
-        (
-            [(e.id, e.path, e.size) for e in b],
-            spec,
-            reading["max_bytes"],
-            reading["follow_symlinks"],
-            sink,
-            (reading["text_field"], reading["id_field"]),
-            signer,
-        )
-        for b, sink in zip(batch_list, sinks)
-    ]
+            queued.append(b)
+            files = [(e.id, e.path, e.size) for e in b]
+            yield files, spec, reading["max_bytes"], reading["follow_symlinks"], sink, (reading["text_field"], reading["id_field"]), signer
+
     shards: list[Shard] = []
 
-    def read_results() -> Iterator[tuple[tuple, Placed | Shard, int]]:
-        """Per file read: (info, its batch, first row or -1); a JSON Lines file has one row per member."""
+    def read_results() -> Iterator[tuple[FileEntry, tuple, Placed | Shard, int]]:
+        """Per file read: (entry, info, its batch, first row or -1); a JSON Lines file has one row per member."""
         sequencer = batches.Sequencer(_pool_context()) if local else None
-        for batch, infos in _pool_map(shingle_batch, tasks, jobs, sequencer):
+        for batch, infos in _pool_map(shingle_batch, make_tasks(), jobs, sequencer):
             if isinstance(batch, Shard):
                 shards.append(batch)
             row = 0
-            for info in infos:
+            # The task of a result was made before the result came: its batch is queued.
+            for e, info in zip(queued.popleft(), infos, strict=True):
                 n = rows_of(info)
-                yield info, batch, (row if n or info[3] is not None else -1)
+                yield e, info, batch, (row if n or info[3] is not None else -1)
                 row += n
 
-    warnings = [f"{s.id}: {s.reason}" for s in skipped]
-    not_docs: list[dict] = [{"id": s.id, "reason": s.reason} for s in skipped]
+    # What the walk passed over comes first; a streaming walk knows it only at the end.
+    warnings = [] if streaming else [f"{s.id}: {s.reason}" for s in skipped]
+    not_docs: list[dict] = [] if streaming else [{"id": s.id, "reason": s.reason} for s in skipped]
     docs_out = JsonlWriter(store.path, "docs.tmp.jsonl")
     n_empty = 0
     n_kept_old = 0  # documents of the previous build still present (to count removals)
     origin: list[int] = []
     generation = int(manifest.get("generation", 0)) + 1
-    build = _build_id(scan_id, params, __version__, generation)
-    names = {
-        "indptr": f"shingles.indptr.{build}.npy",
-        "data": f"shingles.data.{build}.npy",
-        "counts": f"shingles.counts.{build}.npy",
-        "overflow": f"shingles.overflow.{build}.npy",
-        "docs": f"docs.{build}.jsonl",
-        "origin": f"shingles.origin.{build}.npy",
-    }
     n_changed = 0
     try:
         results = read_results()
-        bar = _progress(len(entries), "shingle", progress)
-        for i, e in enumerate(entries):
+        bar = _progress(None if streaming else len(entries), "shingle", progress)
+        # Files in id order: a new build takes them as their results come; an update goes
+        # through the whole list, copying unchanged files' rows and taking the others' results.
+        files_in_order = ((None, got) for got in results) if streaming else ((e, None) for e in entries)
+        for i, (e, got) in enumerate(files_in_order):
             # A shard whose rows are all written (its span is no longer pending): free its space.
             while len(shards) > 1 and not rows.pending(shards[0]):
                 shards.pop(0).remove()
-            j = int(stat_same[i])
+            j = -1 if streaming else int(stat_same[i])
             if j >= 0:
                 for j in old_members.get(e.id, [j]):
                     rows.add(old_sets, j)
@@ -541,7 +558,7 @@ def _build_shingles(
                     n_kept_old += 1
                     origin.append(j)
             else:
-                (digest, status, warning, members), sets, row = next(results)
+                e, (digest, status, warning, members), sets, row = got if got is not None else next(results)
                 if warning:
                     warnings.append(f"{e.id}: {warning}")
                 if members is not None:
@@ -579,6 +596,10 @@ def _build_shingles(
                 )
             bar.update(1)
         bar.close()
+        if streaming:
+            warnings[:0] = [f"{s.id}: {s.reason}" for s in skipped]
+            not_docs[:0] = [{"id": s.id, "reason": s.reason} for s in skipped]
+            scan_id = _build_id(_scan_signature(entries, skipped))
         if not docs_out.count:
             err = CorpusError(
                 f"corpus {_name(corpus)} has no readable documents ({len(not_docs)} files skipped)",
@@ -586,6 +607,15 @@ def _build_shingles(
             )
             err.warnings = warnings
             raise err
+        build = _build_id(scan_id, params, __version__, generation)
+        names = {
+            "indptr": f"shingles.indptr.{build}.npy",
+            "data": f"shingles.data.{build}.npy",
+            "counts": f"shingles.counts.{build}.npy",
+            "overflow": f"shingles.overflow.{build}.npy",
+            "docs": f"docs.{build}.jsonl",
+            "origin": f"shingles.origin.{build}.npy",
+        }
         files = rows.finish(names)
         pending = None
         written = rows.pending_signatures()

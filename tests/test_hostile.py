@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import simdoc.corpus
+import simdoc.pipeline
 from simdoc.cli import cli
 from simdoc.corpus import discover, read_document
 
@@ -86,9 +89,13 @@ def test_vanished_file_is_skipped_with_a_warning(tmp_path, monkeypatch):
     real = simdoc.corpus.discover_sources
 
     def discover_then_delete(*args, **kw):
-        out = real(*args, **kw)
-        gone.unlink()  # vanishes between the scan and the read
-        return out
+        base, found, skipped = real(*args, **kw)
+
+        def then_delete():
+            yield from found  # a new build reads files while the walk goes on
+            gone.unlink()  # vanishes between the scan and the read
+
+        return base, then_delete(), skipped
 
     monkeypatch.setattr(simdoc.pipeline, "discover_sources", discover_then_delete)
     r = run("pairs", corpus, "--index", tmp_path / "idx", "-j", "1")
@@ -166,3 +173,48 @@ def test_undecodable_names_in_other_formats(tmp_path, fmt):
     r = run("pairs", corpus, "--index", tmp_path / "idx", "--format", fmt)
     assert r.exit_code == 0, r.stderr
     assert "\\xfe.txt" in r.stdout
+
+
+# Names whose order is easy to get wrong: "a-b" sorts before "a/…", "a0" after it, "é" last.
+_NAMES = ["a", "a-b", "a.txt", "a0", "ab", "b", "é", "Z"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=4), min_size=1, max_size=12))
+def test_walk_yields_ids_in_sorted_order(tmp_path_factory, paths):
+    # Each drawn path is a file; its leading parts are directories. A path that would need
+    # a file where a directory already is (or the reverse) is left out.
+    root = tmp_path_factory.mktemp("walk")
+    made = set()
+    for parts in paths:
+        target = root.joinpath(*parts)
+        try:
+            write(target)
+            made.add("/".join(parts))
+        except (FileExistsError, NotADirectoryError, IsADirectoryError):
+            pass
+    files = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+    assert files == made
+    ids = [e.id for e in simdoc.corpus.walk(root)]
+    assert ids == sorted(files)
+    assert [e.id for e in discover(root)[0]] == ids
+
+
+def test_paths_passed_over_after_the_last_document_are_reported(tmp_path, monkeypatch):
+    # A new build reads files while the walk goes on; what the walk passes over after the
+    # last document still reaches the warnings and the index's list of skipped paths.
+    monkeypatch.setattr(simdoc.pipeline, "BATCH_DOCS", 1)
+    corpus = tmp_path / "c"
+    for name in ("a.txt", "b.txt", "c.txt"):
+        write(corpus / name)
+    (corpus / "zz").mkdir()
+    (corpus / "zz" / "last-link").symlink_to(corpus / "a.txt")
+    for jobs in ("1", "2"):
+        idx = tmp_path / f"idx{jobs}"
+        r = run("shingle", corpus, "--index", idx, "-j", jobs)
+        assert r.exit_code == 0, r.stderr
+        assert "zz/last-link: symbolic link, not followed" in r.stderr
+        skipped = json.loads((idx / "manifest.json").read_text())["stages"]["shingle"]["skipped"]
+        assert [s["id"] for s in skipped] == ["zz/last-link"]
+        again = run("shingle", corpus, "--index", idx, "-j", jobs)
+        assert again.exit_code == 0 and "up to date" in again.stderr, again.stderr

@@ -301,8 +301,15 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
     real_pool_map = simdoc.pipeline._pool_map
 
     def spy(func, tasks, jobs, *args):
-        calls.append((func.__name__, len(tasks), jobs))
-        return real_pool_map(func, tasks, jobs, *args)
+        record = [func.__name__, 0, jobs]  # tasks are counted as the pool draws them
+        calls.append(record)
+
+        def counted():
+            for task in tasks:
+                record[1] += 1
+                yield task
+
+        return real_pool_map(func, counted(), jobs, *args)
 
     monkeypatch.setattr(simdoc.pipeline, "_pool_map", spy)
     corpus = _make(tmp_path / "corpus", list(CORPUS_FILES))
