@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -97,19 +98,45 @@ def read_ranges(arr: np.ndarray, starts: np.ndarray, stops: np.ndarray, out: np.
     joined = np.flatnonzero(starts[1:] != stops[:-1]) + 1
     run_starts = np.concatenate(([0], joined))
     run_stops = np.append(joined, len(starts))
+    keep = run_starts < run_stops
+    run_starts, run_stops = run_starts[keep], run_stops[keep]
+    offsets = base + starts[run_starts] * item  # where each read starts in the file
+    nbytes = (stops[run_stops - 1] - starts[run_starts]) * item
+    at = np.cumsum(nbytes) - nbytes  # and in ``raw``
     with open(path, "rb", buffering=0) as fh:
         fd = fh.fileno()
-        at = 0
-        for first, last in zip(run_starts.tolist(), run_stops.tolist()):
-            if first == last:
-                continue
-            a = int(starts[first])
-            want = at + (int(stops[last - 1]) - a) * item
-            got = at
-            while got < want:
-                k = os.preadv(fd, [raw[got:want]], base + a * item + (got - at))
-                if k <= 0:
-                    raise OSError(f"{path}: short read")
-                got += k
-            at = want
+
+        def read(lo: int, hi: int) -> None:
+            for off, n, a in zip(offsets[lo:hi].tolist(), nbytes[lo:hi].tolist(), at[lo:hi].tolist()):
+                got = 0
+                while got < n:
+                    k = os.preadv(fd, [raw[a + got : a + n]], off + got)
+                    if k <= 0:
+                        raise OSError(f"{path}: short read")
+                    got += k
+
+        groups = min(READ_THREADS, len(offsets) // _READS_PER_THREAD)
+        if groups < 2:
+            read(0, len(offsets))
+        else:
+            # Rows evicted from the page cache come from disk one by one, at ~70 us each here;
+            # the disk serves several at once (~3x the reads per second with 8 in flight).
+            cuts = np.linspace(0, len(offsets), groups + 1).astype(np.int64).tolist()
+            futures = [_reader_pool().submit(read, a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+            wait(futures)  # all of them, even if one failed: fd closes below
+            for f in futures:
+                f.result()
     return out
+
+
+READ_THREADS = 8  # reads of one read_ranges call in flight at once
+_READS_PER_THREAD = 16  # fewer reads than this per thread are not worth handing out
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _reader_pool() -> ThreadPoolExecutor:
+    """The process's reader threads (made anew in a forked child: threads do not survive fork)."""
+    global _POOL
+    if _POOL is None or _POOL[0] != os.getpid():
+        _POOL = (os.getpid(), ThreadPoolExecutor(READ_THREADS, thread_name_prefix="simdoc-read"))
+    return _POOL[1]

@@ -134,3 +134,19 @@ def test_check_verifies_the_overflow_table(tmp_path):
     (idx / "manifest.json").write_text(json.dumps(manifest))
     facts, problems = check_index(idx)
     assert any("overflow table" in p for p in problems), problems
+
+
+def test_read_ranges_on_reader_threads_equals_slicing(tmp_path, monkeypatch):
+    import simdoc.memory as memory
+
+    path = tmp_path / "big.npy"
+    np.save(path, np.arange(200_000, dtype=np.uint32) * 3)
+    mapped = np.load(path, mmap_mode="r")
+    rng = np.random.default_rng(7)
+    starts = np.sort(rng.integers(0, 199_000, 900))
+    stops = starts + rng.integers(0, 900, 900)
+    starts[5], stops[5] = stops[4], stops[4] + 3  # one range continuing the one before
+    want = np.concatenate([np.asarray(mapped[a:b]) for a, b in zip(starts, stops)])
+    for per_thread in (1, 16, 10_000):  # 8 groups of reads, fewer, one
+        monkeypatch.setattr(memory, "_READS_PER_THREAD", per_thread)
+        assert np.array_equal(memory.read_ranges(mapped, starts, stops), want)
