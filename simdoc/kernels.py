@@ -215,6 +215,30 @@ if ENABLED:
                     attempt += uint64(1)
 
     @njit(cache=True, nogil=True)
+    def band_keys_rows(signatures, rows, seeds, golden, mix1, mix2, out):
+        """lsh.band_keys one document at a time: out[t, d] = key of band t of row d.
+
+        The numpy reference walks the matrix a column at a time, 512 bytes
+        apart; at 10^6 documents that reads every cache line 16 times.
+        """
+        n = signatures.shape[0]
+        bands = seeds.shape[0]
+        for d in range(n):
+            row = signatures[d]
+            for t in range(bands):
+                h = seeds[t]
+                for c in range(t * rows, (t + 1) * rows):
+                    h ^= uint64(row[c])
+                    h *= golden
+                    h ^= h >> uint64(29)
+                h ^= h >> uint64(30)
+                h *= mix1
+                h ^= h >> uint64(27)
+                h *= mix2
+                h ^= h >> uint64(31)
+                out[t, d] = h
+
+    @njit(cache=True, nogil=True)
     def collapse_whitespace(cps, offsets, is_space, out, out_offsets):
         """Per document: drop leading/trailing whitespace, turn each inner run into one blank.
 
@@ -293,5 +317,10 @@ def warm_up() -> None:
     minhash_csr(np.array([0, 1], np.int64), one, one | 1, one, np.zeros((1, 1), np.uint32))
     oph_csr(np.array([0, 1], np.int64), one, np.uint64(1), np.uint64(2), np.zeros((1, 2), np.uint32))
     collapse_whitespace(one, np.array([0, 1], np.int64), np.zeros(1, np.uint8), one.copy(), np.zeros(2, np.int64))
+    keys = np.zeros((1, 1), np.uint64)
+    seeds = np.ones(1, np.uint64)
+    for sigs in (np.zeros((1, 1), np.uint32), np.zeros((1, 1), np.uint32)):
+        band_keys_rows(sigs, 1, seeds, seeds[0], seeds[0], seeds[0], keys)
+        sigs.setflags(write=False)  # signatures mapped read-only from the index get their own build
     idx = np.zeros(1, np.int64)
     pair_overlap(np.array([0, 1], np.int64), one, one, idx, idx, False, np.zeros(1), np.zeros(1))

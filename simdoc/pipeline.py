@@ -868,14 +868,17 @@ def _build_index(
     bands: int | None = None,
     rows: int | None = None,
     bag_threshold: float | None = None,
+    jobs: int | None = None,
 ) -> tuple[StageResult, BandingReport]:
     """Bring the band keys and buckets up to date with the signatures.
 
     ``bag_threshold`` records that the banding threshold was derived from a
     bag-Jaccard threshold, so that later set-Jaccard runs do not take it as
-    the index's own threshold.
+    the index's own threshold. ``jobs``: threads sorting the bands (default:
+    all cores).
     """
     t0 = time.perf_counter()
+    jobs = _check_jobs(jobs)
     loaded = open_index(index)
     sig_stage = loaded.stage("signature")
     stored = loaded.manifest["stages"].get("index")
@@ -904,7 +907,7 @@ def _build_index(
         rep = np.asarray(loaded.representatives()) if reuse_groups else representatives(sets, sigs)
         eligible = (np.diff(sets.indptr) > 0) & (rep == np.arange(len(rep)))
         keys = band_keys(sigs, params["bands"], params["rows"])
-        order = bucket_order(keys, eligible)
+        order = bucket_order(keys, eligible, threads=jobs)
         files = {names["bands"]: loaded.store.save_array(names["bands"], keys)}
         files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
         files[names["groups"]] = loaded.store.save_array(names["groups"], rep)
@@ -1095,7 +1098,7 @@ def _refresh_for_pairs(
     same = threshold is None and stored.get("measure", "set") == measure
     band_t = None if same else _banding_threshold(t, measure)
     result, report = build_index(
-        index, threshold=band_t, bands=bands, rows=rows, bag_threshold=t if measure == "bag" else None
+        index, threshold=band_t, bands=bands, rows=rows, bag_threshold=t if measure == "bag" else None, jobs=jobs
     )
     stages.append(result)
     return stages, t, report

@@ -101,3 +101,19 @@ def test_char_fast_normalisation_examples():
     compiled, reference = both(lambda: shingle_texts(texts, ShingleSpec("char", 2)))
     assert compiled.data.tolist() == reference.data.tolist()
     assert compiled.indptr.tolist() == reference.indptr.tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 40), st.sampled_from([(1, 8), (2, 4), (4, 2), (3, 2), (8, 1)]), st.integers(0, 2**32 - 1))
+def test_band_keys_equal_reference(n_docs, bands_rows, seed):
+    from simdoc.lsh import band_keys
+
+    bands, rows = bands_rows
+    sig = np.random.default_rng(seed).integers(0, 2**32, (n_docs, 8), dtype=np.uint64).astype(np.uint32)
+    sig[: n_docs // 2, :4] = 7  # equal bands must give equal keys on both paths
+    read_only = sig.copy()
+    read_only.setflags(write=False)  # as mapped from an index
+    for s in (sig, read_only):
+        compiled, reference = both(lambda: band_keys(s, bands, rows))
+        assert compiled.dtype == reference.dtype == np.uint64
+        assert np.array_equal(compiled, reference)
