@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +36,7 @@ from simdoc.corpus import ReadResult, compression_of, open_regular, read_documen
 from simdoc.records import WEB_EXTRA, html_to_text, is_html, is_jsonl, is_warc, split_jsonl, split_warc
 from simdoc.memory import read_ranges
 from simdoc.shingling import ShingleSets, ShingleSpec, Workspace, compact_counts, shingle_texts
-from simdoc.store import IndexStore, npy_offset
+from simdoc.store import IndexStore, crc32, npy_offset
 
 _UNREAD = ("binary", "unreadable")  # statuses of files that give no row
 COPY_CHUNK = 1 << 22  # shingles of copied rows read at a time
@@ -320,7 +319,7 @@ def shingle_batch(task: tuple) -> tuple[Placed | Shard, list[tuple]]:
         with open(path, "wb") as fh:
             fh.write(arr.data)
         paths.append(path)
-        crcs.append(zlib.crc32(arr.data))
+        crcs.append(crc32(arr.data))
     return Shard(sets.indptr, paths[0], paths[1], crcs[0], crcs[1], sigs), infos
 
 
@@ -367,7 +366,7 @@ def _pwrite_at(fd: int, arr: np.ndarray, element: int) -> int:
         n = os.pwrite(fd, view, off)
         view, off = view[n:], off + n
     _start_writeback(fd, start, off - start)
-    return zlib.crc32(piece.data)
+    return crc32(piece.data)
 
 
 def _libc_sync_file_range():
