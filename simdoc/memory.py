@@ -69,7 +69,11 @@ def read_ranges(arr: np.ndarray, starts: np.ndarray, stops: np.ndarray, out: np.
     on recent kernels) count in this process's resident size, so that
     scattered rows of a 1 GB file would bring most of it in. ``out`` (of
     arr's dtype and the total length) is filled and returned if given:
-    reusing a buffer spares the page faults of fresh memory.
+    reusing a buffer spares the page faults of fresh memory. Many scattered
+    ranges are read with readahead off, by up to READ_THREADS threads of
+    this process (threads that wait on the disk, whatever ``--jobs`` says:
+    rows evicted from the page cache come back faster with several reads
+    in flight).
     """
     starts = np.asarray(starts, dtype=np.int64)
     stops = np.asarray(stops, dtype=np.int64)

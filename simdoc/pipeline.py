@@ -456,16 +456,16 @@ def _build_shingles(
     local = _DASK_CLIENT is None  # workers on this machine write their rows in place
     # A new build reads every file, so it can start on the first ones while the corpus is
     # still being listed (the list is needed first only to compare it with the last build).
-    streaming = local and not reuse
+    overlapped = local and not reuse
     _, found, skipped = discover_sources(
         corpus,
         exclude=[index],
         follow_symlinks=reading["follow_symlinks"],
         include_globs=tuple(reading["include"]),
         exclude_globs=tuple(reading["exclude"]),
-        lazy=streaming,
+        lazy=overlapped,
     )
-    if streaming:
+    if overlapped:
         entries: list[FileEntry] = []
         found = _recording(found, entries)
         first = next(found, None)
@@ -479,7 +479,7 @@ def _build_shingles(
             f"corpus {_name(corpus)} has no documents" + (f" ({len(skipped)} paths passed over)" if skipped else ""),
             hint="point simdoc at a folder that holds text files (hidden files are ignored)",
         )
-    scan_id = None if streaming else _build_id(_scan_signature(entries, skipped))
+    scan_id = None if overlapped else _build_id(_scan_signature(entries, skipped))
     if reuse and stored.get("scan_id") == scan_id:
         return StageResult("shingle", False, time.perf_counter() - t0, "up to date")
 
@@ -500,9 +500,9 @@ def _build_shingles(
     # mtime is that recent are read again ("racily clean", as git calls it).
     scanned_at = time.time_ns()
     racy_after = int(stored.get("scanned_at_ns", 0)) - RACY_NS if reuse else 0
-    stat_same = None if streaming else np.full(len(entries), -1, dtype=np.int64)
+    stat_same = None if overlapped else np.full(len(entries), -1, dtype=np.int64)
     to_read: list[int] = []
-    for i, e in enumerate(entries if not streaming else ()):
+    for i, e in enumerate(entries if not overlapped else ()):
         j = old_pos.get(e.id) if e.id not in old_members else old_members[e.id][0]
         if (
             j is not None
@@ -516,11 +516,11 @@ def _build_shingles(
     store.ensure_dir()
     rows = RowWriter(store, signer[0] if signer else None)
     run_tag = f"{os.getpid()}-{time.time_ns()}"
-    gaps = {} if streaming or not local else _copied_before(entries, stat_same, old_members, old_sets)
+    gaps = {} if overlapped or not local else _copied_before(entries, stat_same, old_members, old_sets)
     queued: collections.deque[list[FileEntry]] = collections.deque()  # batches made, results not yet taken
 
     def make_tasks() -> Iterator[tuple]:
-        read_entries = found if streaming else (entries[i] for i in to_read)
+        read_entries = found if overlapped else (entries[i] for i in to_read)
         first = 0  # position of the batch's first file among the files read
         for i, b in enumerate(_batches(read_entries)):
             if local:
@@ -547,9 +547,9 @@ def _build_shingles(
                 yield e, info, batch, (row if n or info[3] is not None else -1)
                 row += n
 
-    # What the walk passed over comes first; a streaming walk knows it only at the end.
-    warnings = [] if streaming else [f"{s.id}: {s.reason}" for s in skipped]
-    not_docs: list[dict] = [] if streaming else [{"id": s.id, "reason": s.reason} for s in skipped]
+    # What the walk passed over comes first; an overlapped walk knows it only at the end.
+    warnings = [] if overlapped else [f"{s.id}: {s.reason}" for s in skipped]
+    not_docs: list[dict] = [] if overlapped else [{"id": s.id, "reason": s.reason} for s in skipped]
     docs_out = JsonlWriter(store.path, "docs.tmp.jsonl")
     n_empty = 0
     n_kept_old = 0  # documents of the previous build still present (to count removals)
@@ -558,15 +558,15 @@ def _build_shingles(
     n_changed = 0
     try:
         results = read_results()
-        bar = _progress(None if streaming else len(entries), "shingle", progress)
+        bar = _progress(None if overlapped else len(entries), "shingle", progress)
         # Files in id order: a new build takes them as their results come; an update goes
         # through the whole list, copying unchanged files' rows and taking the others' results.
-        files_in_order = ((None, got) for got in results) if streaming else ((e, None) for e in entries)
+        files_in_order = ((None, got) for got in results) if overlapped else ((e, None) for e in entries)
         for i, (e, got) in enumerate(files_in_order):
             # A shard whose rows are all written (its span is no longer pending): free its space.
             while len(shards) > 1 and not rows.pending(shards[0]):
                 shards.pop(0).remove()
-            j = -1 if streaming else int(stat_same[i])
+            j = -1 if overlapped else int(stat_same[i])
             if j >= 0:
                 for j in old_members.get(e.id, [j]):
                     rows.add(old_sets, j)
@@ -615,7 +615,7 @@ def _build_shingles(
                 )
             bar.update(1)
         bar.close()
-        if streaming:
+        if overlapped:
             warnings[:0] = [f"{s.id}: {s.reason}" for s in skipped]
             not_docs[:0] = [{"id": s.id, "reason": s.reason} for s in skipped]
             scan_id = _build_id(_scan_signature(entries, skipped))
