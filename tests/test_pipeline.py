@@ -231,3 +231,27 @@ def test_an_abandoned_in_process_run_does_not_uninstall_another_runs_sequencer()
     assert list(pipeline._pool_map(task, [3], 1, "second run")) == [3]
     assert seen == ["first run", "second run"]
     assert batches._SEQUENCER is None
+
+
+def test_the_shingle_stage_gives_the_cycle_collector_back(tmp_path):
+    # The stage pauses Python's cycle collector; it must be running again afterwards,
+    # after a failure too, and stay off if the caller had turned it off.
+    import gc
+
+    from simdoc.errors import CorpusError
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("a few words of text", encoding="utf-8")
+    assert gc.isenabled()
+    pipeline.build_shingles(corpus, tmp_path / "idx", jobs=1)
+    assert gc.isenabled()
+    with pytest.raises(CorpusError):
+        pipeline.build_shingles(tmp_path / "missing", tmp_path / "idx2", jobs=1)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        pipeline.build_shingles(corpus, tmp_path / "idx3", jobs=1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
