@@ -133,7 +133,11 @@ class ShingleSets:
             raise ValueError("indptr, data and counts disagree on the number of shingles")
 
     def counts_range(self, lo: int, hi: int) -> np.ndarray:
-        """The true counts of shingles ``lo..hi-1`` (uint32), read without mapping file pages."""
+        """The true counts of shingles ``lo..hi-1``, read without mapping file pages.
+
+        For counts held in memory with no overflow table (a worker's own batch)
+        this is a view, not a copy: callers only read it.
+        """
         from simdoc.memory import is_mapped, read_ranges
 
         if self.overflow is None and not is_mapped(self.counts):
