@@ -225,6 +225,9 @@ class LoadedIndex:
         """
         st = self.stage("shingle")
         name = st["roles"]["docs"]
+        kept = self.store.published_columns(name, st["files"][name], fields)
+        if kept is not None:  # this process has just written the table
+            return [list(col) for col in kept]
         cols: list[list] = [[] for _ in fields]
         for rec in self.store.iter_jsonl(name, st["files"][name]):
             for col, f in zip(cols, fields):
@@ -550,7 +553,7 @@ def _build_shingles(
     # What the walk passed over comes first; an overlapped walk knows it only at the end.
     warnings = [] if overlapped else [f"{s.id}: {s.reason}" for s in skipped]
     not_docs: list[dict] = [] if overlapped else [{"id": s.id, "reason": s.reason} for s in skipped]
-    docs_out = JsonlWriter(store.path, "docs.tmp.jsonl")
+    docs_out = JsonlWriter(store.path, "docs.tmp.jsonl", columns=("id", "changed"))
     n_empty = 0
     n_kept_old = 0  # documents of the previous build still present (to count removals)
     origin: list[int] = []

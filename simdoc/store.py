@@ -286,11 +286,18 @@ _RECORD_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 
 
 class JsonlWriter:
-    """Write JSON lines one record at a time (no list of dicts in memory), then publish atomically."""
+    """Write JSON lines one record at a time (no list of dicts in memory), then publish atomically.
 
-    def __init__(self, directory: Path, name: str) -> None:
+    ``columns``: fields whose values are also kept in lists as records are
+    added. Once the file is published, :meth:`IndexStore.published_columns`
+    hands them back in this process instead of parsing the file again (the
+    ``pairs`` command reads the ids of the docs table it has just written).
+    """
+
+    def __init__(self, directory: Path, name: str, columns: tuple[str, ...] = ()) -> None:
         self.directory = Path(directory)
         self.name = name
+        self.columns: dict[str, list] = {f: [] for f in columns}
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
         self.tmp = Path(tmp)
         self.fh = os.fdopen(fd, "wb", buffering=1 << 20)
@@ -305,14 +312,24 @@ class JsonlWriter:
         self.crc = crc32(line, self.crc)
         self.size += len(line)
         self.count += 1
+        for f in self.columns:
+            if f in record:
+                self.columns[f].append(record[f])
+        if any(len(col) != self.count for col in self.columns.values()):
+            # A record without a kept field: keep only the complete columns.
+            self.columns = {f: col for f, col in self.columns.items() if len(col) == self.count}
 
     def finish(self) -> dict:
         self.fh.flush()
         os.fsync(self.fh.fileno())
         self.fh.close()
         fault_point(f"publish:{self.name.split('.')[0]}")
-        os.replace(self.tmp, self.directory / self.name)
+        path = self.directory / self.name
+        os.replace(self.tmp, path)
         _fsync_dir(self.directory)
+        _PUBLISHED_COLUMNS.clear()  # one file's columns at a time: they can be large
+        if self.columns:
+            _PUBLISHED_COLUMNS[_verify_key(path, path.stat(), self.crc)] = self.columns
         return {"bytes": self.size, "crc32": self.crc}
 
     def abort(self) -> None:
@@ -620,12 +637,30 @@ class IndexStore:
         except ValueError as exc:
             raise CorruptIndex(str(path), f"a line is not valid JSON ({exc})") from None
 
+    def published_columns(self, name: str, info: dict, fields: list[str]) -> list[list] | None:
+        """Columns of a JSON-lines file this process wrote (see :class:`JsonlWriter`), or None.
+
+        None unless the file is still the very one written (same inode,
+        mtime, size and checksum) and every record had every field asked for.
+        """
+        path = self.path / name
+        try:
+            key = _verify_key(path, path.stat(), info.get("crc32"))
+        except OSError:
+            return None
+        kept = _PUBLISHED_COLUMNS.get(key)
+        if kept is None or any(f not in kept for f in fields):
+            return None
+        return [kept[f] for f in fields]
+
     def read_jsonl(self, name: str, info: dict) -> list[dict]:
         """All records of a JSON-lines file, checked against the manifest (size, checksum)."""
         return list(self.iter_jsonl(name, info))
 
 
 _VERIFIED: set = set()
+_PUBLISHED_COLUMNS: dict[tuple, dict[str, list]] = {}
+
 _JSONL_CHUNK = 4 << 20
 
 

@@ -255,3 +255,36 @@ def test_the_shingle_stage_gives_the_cycle_collector_back(tmp_path):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_the_docs_table_just_written_is_not_parsed_again_and_a_changed_one_is(tmp_path):
+    make_corpus(tmp_path / "c")
+    idx = tmp_path / "idx"
+    pipeline.build_shingles(tmp_path / "c", idx)
+    loaded = pipeline.open_index(idx)
+    st = loaded.stage("shingle")
+    name = st["roles"]["docs"]
+    parsed = [[r["id"] for r in loaded.doc_records()], [r["changed"] for r in loaded.doc_records()]]
+    kept = loaded.store.published_columns(name, st["files"][name], ["id", "changed"])
+    assert kept == parsed and loaded.doc_columns(["id", "changed"]) == parsed
+    assert loaded.store.published_columns(name, st["files"][name], ["id", "size"]) is None  # not kept
+    # The same bytes in a new file (another process rewrote it): parsed again.
+    path = idx / name
+    raw = path.read_bytes()
+    path.unlink()
+    path.write_bytes(raw)
+    assert loaded.store.published_columns(name, st["files"][name], ["id"]) is None
+    assert loaded.doc_ids() == parsed[0]
+
+
+def test_a_column_some_record_lacks_is_not_kept(tmp_path):
+    import simdoc.store as store
+
+    w = store.JsonlWriter(tmp_path, "t.jsonl", columns=("id", "note"))
+    w.add({"id": "a", "note": 1})
+    w.add({"id": "b"})
+    w.add({"id": "c", "note": 3})
+    info = w.finish()
+    s = store.IndexStore(tmp_path)
+    assert s.published_columns("t.jsonl", info, ["id"]) == [["a", "b", "c"]]
+    assert s.published_columns("t.jsonl", info, ["note"]) is None
