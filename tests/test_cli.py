@@ -734,3 +734,20 @@ def test_index_required_without_environment(run, cmd):
     assert r.exit_code == 2
     assert r.stdout == ""
     assert "--index" in r.stderr
+
+
+def test_the_command_runs_without_the_cycle_collector_and_freezes_what_it_made(monkeypatch):
+    import gc
+
+    import simdoc.cli as cli_module
+
+    seen = []
+    monkeypatch.setattr(cli_module.cli, "main", lambda **kw: seen.append(gc.isenabled()) or sys.exit(0))
+    frozen = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    try:
+        with pytest.raises(SystemExit):
+            cli_module.main()
+    finally:
+        gc.enable()
+    assert seen == [False] and frozen == [True]
