@@ -249,11 +249,14 @@ if ENABLED:
                 out[t, d] = h
 
     @njit(cache=True, nogil=True)
-    def collapse_whitespace(cps, offsets, is_space, out, out_offsets):
+    def collapse_whitespace(cps, offsets, is_space, out, out_offsets, lower_ascii):
         """Per document: drop leading/trailing whitespace, turn each inner run into one blank.
 
         ``is_space[c]`` says whether code point c is whitespace (as str.split
-        sees it); code points past the table are not. Returns the total length.
+        sees it); code points past the table are not. With ``lower_ascii``,
+        A-Z become a-z (what bytes.lower() does; text lowered by str.lower()
+        has none left). ``cps`` may be uint8 (ASCII bytes as they were read)
+        or uint32 code points. Returns the total length.
         """
         n = offsets.shape[0] - 1
         limit = is_space.shape[0]
@@ -272,6 +275,8 @@ if ENABLED:
                         out[pos] = 32
                         pos += 1
                         pending = False
+                    if lower_ascii and c >= 65 and c <= 90:
+                        c += 32
                     out[pos] = c
                     pos += 1
                     started = True
@@ -326,7 +331,8 @@ def warm_up() -> None:
     )
     minhash_csr(np.array([0, 1], np.int64), one, one | 1, one, np.zeros((1, 1), np.uint32))
     oph_csr(np.array([0, 1], np.int64), one, np.uint64(1), np.uint64(2), np.zeros((1, 2), np.uint32))
-    collapse_whitespace(one, np.array([0, 1], np.int64), np.zeros(1, np.uint8), one.copy(), np.zeros(2, np.int64))
+    for cps in (one, np.zeros(1, np.uint8)):  # code points, and ASCII bytes as read
+        collapse_whitespace(cps, np.array([0, 1], np.int64), np.zeros(1, np.uint8), one.copy(), np.zeros(2, np.int64), True)
     keys = np.zeros((1, 1), np.uint64)
     seeds = np.ones(1, np.uint64)
     for sigs in (np.zeros((1, 1), np.uint32), np.zeros((1, 1), np.uint32)):

@@ -369,23 +369,25 @@ def shingle_texts(
 
     if spec.unit == "char" and not normalised and kernels.ENABLED:
         # Same result as normalise() + the path below, without building split lists. ASCII
-        # documents given as bytes become code points without a detour through str.
-        pieces = []
-        for t in texts:
-            if isinstance(t, bytes):
-                pieces.append(np.frombuffer(t.lower() if spec.lowercase else t, dtype=np.uint8))
-            else:
-                t = t.lower() if spec.lowercase else t
-                pieces.append(np.frombuffer(t.encode("utf-32-le", "surrogatepass"), dtype="<u4"))
-        lengths = np.fromiter((len(p) for p in pieces), dtype=np.int64, count=len(pieces))
+        # documents given as bytes go to the kernel as they are, which lowercases them.
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        raw = _WORKSPACE.get("raw", int(offsets[-1]), np.uint32)
-        for p, a, b in zip(pieces, offsets[:-1].tolist(), offsets[1:].tolist()):
-            raw[a:b] = p
+        if all(isinstance(t, bytes) for t in texts):
+            np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
+            raw = np.frombuffer(b"".join(texts), dtype=np.uint8)
+        else:
+            pieces = [
+                np.frombuffer(t, dtype=np.uint8)
+                if isinstance(t, bytes)
+                else np.frombuffer((t.lower() if spec.lowercase else t).encode("utf-32-le", "surrogatepass"), "<u4")
+                for t in texts
+            ]
+            np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)), out=offsets[1:])
+            raw = _WORKSPACE.get("raw", int(offsets[-1]), np.uint32)
+            for p, a, b in zip(pieces, offsets[:-1].tolist(), offsets[1:].tolist()):
+                raw[a:b] = p
         tokens = _WORKSPACE.get("tokens", len(raw), np.uint32)
         new_offsets = np.empty_like(offsets)
-        total = kernels.collapse_whitespace(raw, offsets, _space_table(), tokens, new_offsets)
+        total = kernels.collapse_whitespace(raw, offsets, _space_table(), tokens, new_offsets, spec.lowercase)
         return _sets_from_tokens(tokens[:total], np.diff(new_offsets), k, None, views)
     texts = [t.decode("ascii") if isinstance(t, bytes) else t for t in texts]
     if not normalised:

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from simdoc import kernels
 from simdoc.minhash import MinHasher
-from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
+from simdoc.shingling import ShingleSets, ShingleSpec, normalise, shingle_texts
 
 pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="numba disabled by SIMDOC_NO_NUMBA")
 
@@ -53,6 +53,28 @@ def test_ascii_texts_given_as_bytes_shingle_as_their_str(texts, unit, k, lowerca
         assert got.indptr.tolist() == want.indptr.tolist()
         assert got.data.tolist() == want.data.tolist()
         assert got.counts.tolist() == want.counts.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.text(alphabet=st.characters(max_codepoint=127), max_size=80), max_size=10),
+    st.integers(1, 7),
+    st.booleans(),
+    st.booleans(),
+)
+def test_batches_of_ascii_bytes_shingle_as_their_str(texts, k, lowercase, one_str):
+    # A batch of ASCII files only goes to the kernel as one byte string, lowercased there;
+    # with one str among them, each piece is widened on its own.
+    spec = ShingleSpec("char", k, lowercase)
+    given_ = [t.encode("ascii") for t in texts]
+    if one_str:
+        given_.append("Zé  Ab\tC")
+        texts = [*texts, "Zé  Ab\tC"]
+    want = shingle_texts([normalise(t, lowercase) for t in texts], spec, normalised=True)
+    got = shingle_texts(given_, spec)
+    assert got.indptr.tolist() == want.indptr.tolist()
+    assert got.data.tolist() == want.data.tolist()
+    assert got.counts.tolist() == want.counts.tolist()
 
 
 def test_stopword_text_equal_reference():
@@ -117,3 +139,4 @@ def test_band_keys_equal_reference(n_docs, bands_rows, seed):
         compiled, reference = both(lambda: band_keys(s, bands, rows))
         assert compiled.dtype == reference.dtype == np.uint64
         assert np.array_equal(compiled, reference)
+
