@@ -433,11 +433,17 @@ def compact_counts(
     ``scratch``, the stored counts are a reused buffer of it (valid until
     the next call) rather than fresh memory.
     """
+    from simdoc import kernels
+
     counts = np.asarray(counts)
     n = len(counts)
     small = np.empty(n, np.uint8) if scratch is None else scratch.get("compact.small", n, np.uint8)
-    np.minimum(counts, COUNT_SATURATED, out=small, casting="unsafe")
-    big = np.flatnonzero(small == COUNT_SATURATED)
+    if kernels.ENABLED:  # one pass, and none more in the usual case of no count past 254
+        n_big = kernels.saturate_counts(counts, small)
+        big = np.flatnonzero(small == COUNT_SATURATED) if n_big else np.empty(0, np.int64)
+    else:
+        np.minimum(counts, COUNT_SATURATED, out=small, casting="unsafe")
+        big = np.flatnonzero(small == COUNT_SATURATED)
     overflow = np.empty((len(big), 2), dtype=np.int64)
     overflow[:, 0] = big + first
     overflow[:, 1] = counts[big]

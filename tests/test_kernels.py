@@ -140,3 +140,12 @@ def test_band_keys_equal_reference(n_docs, bands_rows, seed):
         assert compiled.dtype == reference.dtype == np.uint64
         assert np.array_equal(compiled, reference)
 
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 1000), max_size=300), st.sampled_from([np.uint32, np.uint8, np.int64]))
+def test_compacted_counts_equal_reference(counts, dtype):
+    from simdoc.shingling import compact_counts
+
+    arr = np.array(counts, dtype=np.int64).clip(0, np.iinfo(dtype).max).astype(dtype)
+    (small, over), (ref_small, ref_over) = both(lambda: tuple(x.copy() for x in compact_counts(arr, 5)))
+    assert small.tolist() == ref_small.tolist() and over.tolist() == ref_over.tolist()
