@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simdoc import direct
 from simdoc.corpus import ReadResult, compression_of, open_regular, read_document
 from simdoc.records import WEB_EXTRA, html_to_text, is_html, is_jsonl, is_warc, split_jsonl, split_warc
 from simdoc.memory import read_ranges
@@ -109,6 +110,8 @@ class PlaceSink:
     data_path: str
     counts_path: str
     gaps: dict[int, tuple[int, int]]
+    # The first shingle whose hashes, and whose counts, are written O_DIRECT (see simdoc.direct).
+    direct_from: tuple[int | None, int | None] = (None, None)
 
 
 @dataclass
@@ -341,32 +344,90 @@ def _write_in_place(sets: ShingleSets, infos: list[tuple], sink: PlaceSink) -> P
         row += rows_of(info)
     if row > first:
         runs.append((first, row, skip))
-    start = _SEQUENCER.reserve(sink.turn, skip + int(sets.indptr[-1]))
+    n_rows = int(sets.indptr[-1])
+    start = _SEQUENCER.reserve(sink.turn, skip + n_rows)
     placed = []
-    fds = [os.open(sink.data_path, os.O_WRONLY), os.open(sink.counts_path, os.O_WRONLY)]
+    paths = (sink.data_path, sink.counts_path)
+    fds = [os.open(path, os.O_WRONLY) for path in paths]
+    # Descriptors for direct writes, opened only by a batch that reaches that far.
+    direct_fds = [
+        direct.open_direct(path) if at is not None and start + skip + n_rows > at else None
+        for path, at in zip(paths, sink.direct_from)
+    ]
+    in_flight: list[_Piece] = []
     try:
         for a, b, before in runs:
             lo, hi = int(sets.indptr[a]), int(sets.indptr[b])
             pos = start + before + lo
             small, overflow = compact_counts(sets.counts_range(lo, hi), pos, _SCRATCH)
-            crcs = [_pwrite_at(fd, arr, pos) for fd, arr in zip(fds, (sets.data[lo:hi], small))]
-            placed.append(Run(a, b, pos, hi - lo, crcs[0], crcs[1], overflow))
+            # Counts first: their direct part goes to disk while the hashes are written.
+            counts = _Piece(fds[1], small, pos, direct_fds[1], sink.direct_from[1])
+            in_flight.append(counts)
+            data = _Piece(fds[0], sets.data[lo:hi], pos, direct_fds[0], sink.direct_from[0])
+            in_flight.append(data)
+            data.finish()
+            counts.finish()  # before the next run reuses the counts buffer
+            in_flight.clear()
+            placed.append(Run(a, b, pos, hi - lo, data.crc, counts.crc, overflow))
     finally:
+        for piece in in_flight:  # a failure: no thread may write to a descriptor closed here
+            piece.abandon()
         for fd in fds:
             os.close(fd)
+        for fd in direct_fds:
+            direct.close(fd)
     return Placed(sets.indptr, placed)
 
 
-def _pwrite_at(fd: int, arr: np.ndarray, element: int) -> int:
-    """Write ``arr`` as elements ``element...`` of the .npy file ``fd``; its CRC-32."""
-    piece = np.ascontiguousarray(arr)
-    view = memoryview(piece.view(np.uint8))
-    start = off = npy_offset(element, piece.itemsize)
-    while view:
-        n = os.pwrite(fd, view, off)
-        view, off = view[n:], off + n
-    _start_writeback(fd, start, off - start)
-    return crc32(piece.data)
+class _Piece:
+    """Elements ``element...`` of an .npy file, written from ``arr`` (and their CRC-32).
+
+    With ``direct_fd``, the whole pages from element ``direct_from`` on go
+    through it (O_DIRECT, on the writer thread: see :func:`simdoc.direct.start_direct`);
+    the rest, partial pages included, through ``fd`` at once. :meth:`finish`
+    waits for the direct part; until then ``arr`` must not change.
+    """
+
+    def __init__(self, fd: int, arr: np.ndarray, element: int, direct_fd: int | None, direct_from: int | None) -> None:
+        piece = np.ascontiguousarray(arr)
+        self.fd = fd
+        self.data = memoryview(piece.view(np.uint8))
+        self.start = npy_offset(element, piece.itemsize)
+        stop = self.start + len(self.data)
+        self.a = self.b = stop
+        self.pending = None
+        if direct_fd is not None and direct_from is not None:
+            self.a, self.b = direct.aligned_middle(self.start, stop, npy_offset(direct_from, piece.itemsize))
+            if self.a < self.b:
+                self.pending = direct.start_direct(direct_fd, self._part(self.a, self.b), self.a)
+        try:
+            self._buffered(self.start, self.a)
+            self._buffered(self.b, stop)
+        except BaseException:
+            self.abandon()
+            raise
+        self.crc = crc32(piece.data)
+
+    def _part(self, lo: int, hi: int) -> memoryview:
+        return self.data[lo - self.start : hi - self.start]
+
+    def _buffered(self, lo: int, hi: int) -> None:
+        view, off = self._part(lo, hi), lo
+        while view:
+            n = os.pwrite(self.fd, view, off)
+            view, off = view[n:], off + n
+        _start_writeback(self.fd, lo, hi - lo)
+
+    def finish(self) -> None:
+        pending, self.pending = self.pending, None
+        if pending is not None and not pending.result():
+            self._buffered(self.a, self.b)  # the device wants another alignment: through the page cache
+
+    def abandon(self) -> None:
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            with contextlib.suppress(BaseException):
+                pending.result()
 
 
 def _libc_sync_file_range():

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from simdoc import __version__, batches
+from simdoc import __version__, batches, direct
 from simdoc.corpus import (
     FileEntry,
     discover_sources,
@@ -521,13 +521,16 @@ def _build_shingles(
     run_tag = f"{os.getpid()}-{time.time_ns()}"
     gaps = {} if overlapped or not local else _copied_before(entries, stat_same, old_members, old_sets)
     queued: collections.deque[list[FileEntry]] = collections.deque()  # batches made, results not yet taken
+    direct_from = direct.direct_from()  # what bypasses the page cache (see simdoc.direct)
 
     def make_tasks() -> Iterator[tuple]:
         read_entries = found if overlapped else (entries[i] for i in to_read)
         first = 0  # position of the batch's first file among the files read
         for i, b in enumerate(_batches(read_entries)):
             if local:
-                sink = PlaceSink(i, *rows.paths, {p - first: gaps[p] for p in range(first, first + len(b)) if p in gaps})
+                sink = PlaceSink(
+                    i, *rows.paths, {p - first: gaps[p] for p in range(first, first + len(b)) if p in gaps}, direct_from
+                )
             else:
                 sink = ShardSink(str(store.path / f".shingles.{{kind}}.tmp.npy.shard-{run_tag}-{i}.tmp"))
             first += len(b)

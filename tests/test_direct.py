@@ -1,0 +1,121 @@
+"""Rows written past the page cache (O_DIRECT) are the same bytes as rows written through it."""
+
+import errno
+import fcntl
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_pipeline import make_corpus
+
+import simdoc.direct as direct
+import simdoc.pipeline as pipeline
+
+
+@given(st.integers(0, 1 << 20), st.integers(0, 1 << 20), st.integers(0, 1 << 21))
+def test_the_direct_part_is_whole_pages_inside_the_piece_and_past_the_threshold(start, length, first):
+    stop = start + length
+    a, b = direct.aligned_middle(start, stop, first)
+    if a == b:
+        assert a == stop
+        return
+    assert start <= a < b <= stop and a >= first
+    assert a % direct.ALIGN == 0 and b % direct.ALIGN == 0 and b - a >= direct.MIN_DIRECT
+    # Nothing a whole page longer was left out.
+    assert a - max(start, first) < direct.ALIGN and stop - b < direct.ALIGN
+
+
+def _arrays(idx) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(idx.iterdir()) if p.name.startswith("shingles.")}
+
+
+@pytest.fixture
+def small_direct(monkeypatch):
+    """Direct writes for pieces of a test corpus's size; counts the pages written direct."""
+    monkeypatch.setattr(direct, "MIN_DIRECT", direct.ALIGN)
+    written = []
+    real = direct.pwrite_direct
+
+    def counting(fd, data, offset):
+        ok = real(fd, data, offset)
+        written.append(len(data) if ok else 0)
+        return ok
+
+    monkeypatch.setattr(direct, "pwrite_direct", counting)
+    return written
+
+
+def _build(corpus, idx, monkeypatch, direct_from: str, jobs: int = 1):
+    monkeypatch.setenv("SIMDOC_DIRECT_FROM", direct_from)
+    monkeypatch.setattr(pipeline, "BATCH_DOCS", 4)  # pieces from many batches, next to each other
+    pipeline.build_shingles(corpus, idx, jobs=jobs)
+    return _arrays(idx)
+
+
+def _long_corpus(root):
+    # Documents of ~30 KB, so that a batch's rows span whole pages.
+    docs = make_corpus(root, seed=3)
+    for i, text in enumerate(list(docs.values())[:6]):
+        (root / f"long{i}.txt").write_text((text + " ") * 40, encoding="utf-8")
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_rows_written_direct_equal_rows_written_buffered(tmp_path, monkeypatch, small_direct, jobs):
+    _long_corpus(tmp_path / "c")
+    buffered = _build(tmp_path / "c", tmp_path / "buffered", monkeypatch, "off", jobs)
+    assert small_direct == []
+    for first in ("0", "20000"):  # all rows direct; the rows past the 20,000th shingle
+        got = _build(tmp_path / "c", tmp_path / f"direct{first}", monkeypatch, first, jobs)
+        assert got == buffered
+    if jobs == 1:  # the counter sees only this process's writes
+        assert sum(small_direct) > 0
+    pipeline.open_index(tmp_path / "direct0").shingle_sets()  # loads and checks
+
+
+def test_a_file_system_without_o_direct_gets_buffered_writes(tmp_path, monkeypatch, small_direct):
+    _long_corpus(tmp_path / "c")
+    buffered = _build(tmp_path / "c", tmp_path / "buffered", monkeypatch, "off")
+    real_open = os.open
+
+    def refusing(path, flags, *args):
+        if flags & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(direct.os, "open", refusing)
+    monkeypatch.setattr(direct, "_refused", set())
+    assert _build(tmp_path / "c", tmp_path / "refused", monkeypatch, "0") == buffered
+    assert small_direct == [] and len(direct._refused) == 1
+
+
+def test_a_device_that_wants_another_alignment_gets_buffered_writes(tmp_path, monkeypatch, small_direct):
+    _long_corpus(tmp_path / "c")
+    buffered = _build(tmp_path / "c", tmp_path / "buffered", monkeypatch, "off")
+
+    real_pwrite = os.pwrite
+
+    def refusing(fd, data, offset):
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(direct.os, "pwrite", refusing)
+    assert _build(tmp_path / "c", tmp_path / "einval", monkeypatch, "0") == buffered
+    assert small_direct and not any(small_direct)  # every direct write was refused, then done buffered
+
+
+def test_counts_go_direct_and_hashes_past_half_of_memory_unless_set(monkeypatch):
+    monkeypatch.delenv("SIMDOC_DIRECT_FROM", raising=False)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert direct.direct_from() == (memory // 2 // 4, 0)
+    for value, want in (("off", None), ("0", 0), ("1234", 1234)):
+        monkeypatch.setenv("SIMDOC_DIRECT_FROM", value)
+        assert direct.direct_from() == (want, want)
+
+
+def test_staging_buffer_is_page_aligned():
+    buf = direct._buffer()
+    assert buf.ctypes.data % direct.ALIGN == 0 and len(buf) == direct.STAGING_BYTES
+    assert np.shares_memory(buf, direct._buffer())
