@@ -119,3 +119,28 @@ def test_staging_buffer_is_page_aligned():
     buf = direct._buffer()
     assert buf.ctypes.data % direct.ALIGN == 0 and len(buf) == direct.STAGING_BYTES
     assert np.shares_memory(buf, direct._buffer())
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_update_written_direct_equals_a_buffered_rebuild(tmp_path, monkeypatch, small_direct, jobs):
+    # Rows the parent copies from the last build sit between pieces that workers write direct.
+    from test_incremental import age, arrays_by_role, mutate
+
+    corpus = tmp_path / "c"
+    _long_corpus(corpus)
+    age(corpus)
+    for i in range(3):  # files the mutation below edits, renames or deletes
+        (corpus / f"part{i}").mkdir(exist_ok=True)
+        for j in range(6):
+            (corpus / f"part{i}" / f"doc{j:03d}.txt").write_text(("amber basil cedar %d " % (i * 10 + j)) * 900)
+    age(corpus)
+    monkeypatch.setattr(pipeline, "BATCH_DOCS", 3)
+    monkeypatch.setenv("SIMDOC_DIRECT_FROM", "0")
+    pipeline.find_pairs(corpus, tmp_path / "idx", jobs=jobs)
+    mutate(corpus, __import__("random").Random(1))
+    pipeline.find_pairs(corpus, tmp_path / "idx", jobs=jobs)
+    monkeypatch.setenv("SIMDOC_DIRECT_FROM", "off")
+    pipeline.find_pairs(corpus, tmp_path / "full", jobs=jobs)
+    assert arrays_by_role(tmp_path / "idx") == arrays_by_role(tmp_path / "full")
+    if jobs == 1:
+        assert sum(small_direct) > 0
