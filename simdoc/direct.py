@@ -28,6 +28,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
+from simdoc.errors import UsageError
+
 ALIGN = 4096  # file offsets, lengths and buffer addresses of direct writes
 MIN_DIRECT = 1 << 16  # smaller aligned middles are not worth a second descriptor
 STAGING_BYTES = 8 << 20
@@ -49,8 +51,16 @@ def direct_from() -> tuple[int | None, int | None]:
     """
     forced = os.environ.get("SIMDOC_DIRECT_FROM")
     if forced is not None:
-        at = None if forced.strip().lower() in ("", "off", "none") else max(0, int(forced))
-        return at, at
+        if forced.strip().lower() in ("", "off", "none"):
+            return None, None
+        try:
+            at = int(forced)
+        except ValueError:
+            raise UsageError(
+                f"SIMDOC_DIRECT_FROM must be a shingle number or 'off', got {forced!r}",
+                hint="unset it to let simdoc choose (see 'The index directory' in the README)",
+            ) from None
+        return max(0, at), max(0, at)
     if not hasattr(os, "O_DIRECT"):
         return None, None
     try:

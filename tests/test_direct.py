@@ -144,3 +144,15 @@ def test_an_update_written_direct_equals_a_buffered_rebuild(tmp_path, monkeypatc
     assert arrays_by_role(tmp_path / "idx") == arrays_by_role(tmp_path / "full")
     if jobs == 1:
         assert sum(small_direct) > 0
+
+
+def test_a_bad_override_is_a_usage_error_that_names_it(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from simdoc.cli import cli
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.txt").write_text("some text to shingle here")
+    monkeypatch.setenv("SIMDOC_DIRECT_FROM", "lots")
+    res = CliRunner().invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "idx")])
+    assert res.exit_code == 2 and "SIMDOC_DIRECT_FROM" in res.stderr and "Traceback" not in res.stderr
