@@ -27,6 +27,9 @@ never a numpy traceback or a silently wrong answer.
 Concurrency: writers hold an exclusive ``flock`` on ``lock``; a second writer
 waits up to ``--wait`` seconds, then fails with exit code 5. The kernel drops
 the lock of a process that dies, so a dead run never blocks the next one.
+A writer that made the directory and fails before its first manifest
+removes the directory again; a writer that then gets the lock checks that
+its lock file is still the one in the directory, and takes the new one if not.
 Readers hold a shared ``flock`` on ``readers`` while they use the files; a
 writer deletes files of older builds only when no reader holds it, otherwise
 leaves them for the next writer. Since files are never modified after they
@@ -439,7 +442,14 @@ class IndexStore:
     # -- locks ------------------------------------------------------------
     @contextlib.contextmanager
     def writing(self, wait: float = 0.0):
-        """Hold the writer lock; wait up to ``wait`` seconds for another writer to finish."""
+        """Hold the writer lock; wait up to ``wait`` seconds for another writer to finish.
+
+        If this call created the index directory and what runs under the lock
+        fails before a manifest is written, the directory is removed again:
+        a run that fails at once (no such corpus, no documents) leaves nothing
+        behind.
+        """
+        created = not self.path.exists()
         self.ensure_dir()
         key = str(self.path.resolve())
         if _HELD.get(key):
@@ -449,27 +459,60 @@ class IndexStore:
             finally:
                 _HELD[key] -= 1
             return
-        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._lock(wait)
         try:
-            deadline = time.monotonic() + max(wait, 0.0)
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError:
-                    if time.monotonic() >= deadline:
-                        holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
-                        raise IndexBusy(str(self.path), holder, wait) from None
-                    time.sleep(0.05)
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
             _HELD[key] = 1
             try:
                 yield
+            except BaseException:
+                if created:
+                    self._remove_unused_dir()
+                raise
             finally:
                 _HELD.pop(key, None)
         finally:
             os.close(fd)  # closing drops the lock
+
+    def _lock(self, wait: float) -> int:
+        """A descriptor of the lock file, exclusively locked; IndexBusy after ``wait`` seconds."""
+        deadline = time.monotonic() + max(wait, 0.0)
+        while True:
+            fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except OSError:
+                        if time.monotonic() >= deadline:
+                            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+                            raise IndexBusy(str(self.path), holder, wait) from None
+                        time.sleep(0.05)
+                # The writer we waited for may have removed the directory it had just made
+                # (see _remove_unused_dir): a lock on that unlinked file guards nothing.
+                try:
+                    current = os.stat(self.path / LOCK).st_ino == os.fstat(fd).st_ino
+                except FileNotFoundError:
+                    current = False
+            except BaseException:
+                os.close(fd)
+                raise
+            if current:
+                return fd
+            os.close(fd)
+            self.ensure_dir()
+
+    def _remove_unused_dir(self) -> None:
+        """Remove the index directory if it holds nothing but the lock files (called under the lock)."""
+        with contextlib.suppress(OSError):
+            if (self.path / MANIFEST).exists() or any(p.name not in (LOCK, READERS) for p in self.path.iterdir()):
+                return
+            for name in (READERS, LOCK):
+                with contextlib.suppress(FileNotFoundError):
+                    (self.path / name).unlink()
+            self.path.rmdir()
 
     @contextlib.contextmanager
     def reading(self):

@@ -372,6 +372,28 @@ def test_missing_corpus_shingle(run, tmp_path):
     assert_clean_error(r, 3, "nope", "does not exist")
 
 
+@pytest.mark.parametrize("command", ["pairs", "shingle"])
+def test_failed_first_run_leaves_no_index_directory(run, tmp_path, command):
+    (tmp_path / "empty").mkdir()
+    for corpus, message in ((tmp_path / "nope", "does not exist"), (tmp_path / "empty", "no documents")):
+        r = run(command, corpus, "--index", tmp_path / "sub" / "idx")
+        assert_clean_error(r, 3, message)
+        assert not (tmp_path / "sub" / "idx").exists()
+
+
+def test_failed_run_keeps_an_existing_index(run, tmp_path):
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("the same words here " * 5)
+    (corpus / "b.txt").write_text("the same words here " * 5)
+    idx = tmp_path / "idx"
+    assert run("pairs", corpus, "--index", idx).exit_code == 0
+    before = sorted(p.name for p in idx.iterdir())
+    assert_clean_error(run("pairs", tmp_path / "nope", "--index", idx), 3, "does not exist")
+    assert sorted(p.name for p in idx.iterdir()) == before
+    assert run("pairs", corpus, "--index", idx).stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
+
+
 def test_corpus_is_a_file(run, tmp_path):
     # A single file is a corpus of one document (its id is its name).
     f = write(tmp_path / "file.txt", "hello")

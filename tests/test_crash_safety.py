@@ -165,6 +165,39 @@ def test_lock_left_by_a_dead_process_is_taken_over(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+def test_a_writer_waiting_on_a_removed_lock_file_takes_the_new_one(tmp_path):
+    import fcntl
+
+    idx = tmp_path / "idx"
+    idx.mkdir()
+    first = os.open(idx / "lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(first, fcntl.LOCK_EX)
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def second_writer():
+        with IndexStore(idx).writing(wait=30):
+            inside.set()
+            leave.wait(10)
+
+    t = threading.Thread(target=second_writer)
+    t.start()
+    time.sleep(0.2)  # the second writer now waits on the first lock file
+    # The first writer gives up on a directory it made: it removes the lock file, then unlocks.
+    os.unlink(idx / "lock")
+    os.close(first)
+    assert inside.wait(10)
+    # The second writer holds the lock at the path, so a third one cannot get in.
+    third = os.open(idx / "lock", os.O_RDWR)
+    try:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(third, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(third)
+        leave.set()
+        t.join()
+
+
 def test_reader_keeps_its_files_while_a_writer_replaces_them(tmp_path):
     from simdoc.pipeline import open_index
 
