@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simdoc.lsh import BandingReport, BucketStats, iter_candidates
-from simdoc.similarity import pair_estimates, pair_jaccard
+from simdoc.similarity import pair_estimates, pair_jaccard, set_jaccard_bound
 
 if TYPE_CHECKING:
     from simdoc.pipeline import LoadedIndex, StageResult
+    from simdoc.shingling import ShingleSets
 
 
 @dataclass
@@ -136,12 +137,29 @@ def score_pairs(
         left, right = left[mine], right[mine]
     n_candidates = len(left)
     est = pair_estimates(loaded.signatures(), left, right)
-    jac = pair_jaccard(loaded.shingle_sets(), left, right, how.measure, how.threads) if how.verify else None
+    jac = _verified(loaded.shingle_sets(), left, right, how) if how.verify else None
     if not how.all_candidates:
         keep = (jac if how.verify else est) >= how.threshold
         left, right, est = left[keep], right[keep], est[keep]
         jac = jac[keep] if how.verify else None
     return (left, right, est, jac), n_candidates
+
+
+def _verified(sets: ShingleSets, left: np.ndarray, right: np.ndarray, how: Scoring) -> np.ndarray:
+    """Exact Jaccard of the pairs; 0 for set pairs whose sizes alone rule out the threshold.
+
+    Those are dropped anyway (unless every candidate is printed), so their rows
+    are not read: ~10% of the candidates of the 10^6-document benchmark.
+    """
+    if how.measure != "set" or how.all_candidates:
+        return pair_jaccard(sets, left, right, how.measure, how.threads)
+    sizes = np.diff(np.asarray(sets.indptr))
+    todo = np.flatnonzero(set_jaccard_bound(sizes[left], sizes[right]) >= how.threshold)
+    if len(todo) == len(left):
+        return pair_jaccard(sets, left, right, how.measure, how.threads)
+    jac = np.zeros(len(left), dtype=np.float64)
+    jac[todo] = pair_jaccard(sets, left[todo], right[todo], how.measure, how.threads)
+    return jac
 
 
 def in_print_order(parts: list[tuple], verify: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:

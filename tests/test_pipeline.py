@@ -90,6 +90,36 @@ def test_all_candidates_and_no_verify(tmp_path):
     assert all(p.jaccard is None and p.estimated >= 0.6 for p in est)
 
 
+def test_pairs_ruled_out_by_size_are_not_read_and_change_nothing(tmp_path, monkeypatch):
+    docs = make_corpus(tmp_path / "c")
+    # Prefixes of one text: sizes alone rule out the threshold for the shorter ones.
+    words = docs["base/doc01.txt"].split()
+    for n in (60, 80, 100, 110):
+        (tmp_path / "c" / f"prefix{n}.txt").write_text(" ".join(words[:n]), encoding="utf-8")
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", threshold=0.3, jobs=1)
+    verified = []
+    real = simdoc.results.pair_jaccard
+
+    def counting(sets, left, right, *args, **kwargs):
+        verified.append(len(left))
+        return real(sets, left, right, *args, **kwargs)
+
+    monkeypatch.setattr(simdoc.results, "pair_jaccard", counting)
+    for t in (0.05, 0.5, 0.6, 0.8, 0.9, 1.0):
+        verified.clear()
+        res = simdoc.find_pairs(None, tmp_path / "idx", threshold=t)
+        with_filter, n_verified = [(p.doc_a, p.doc_b, p.estimated, p.jaccard) for p in res], sum(verified)
+        with monkeypatch.context() as m:
+            m.setattr(simdoc.results, "set_jaccard_bound", lambda a, b: np.ones(len(a)))
+            verified.clear()
+            res = simdoc.find_pairs(None, tmp_path / "idx", threshold=t)
+            assert [(p.doc_a, p.doc_b, p.estimated, p.jaccard) for p in res] == with_filter
+            if t in (0.8, 0.9):
+                assert n_verified < sum(verified), t  # some candidates were ruled out unread
+        everything = simdoc.find_pairs(None, tmp_path / "idx", threshold=t, all_candidates=True)
+        assert len(everything) == everything.n_candidates and all(p.jaccard is not None for p in everything)
+
+
 def index_bytes(index: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(index.glob("*.npy"))}
 

@@ -162,3 +162,25 @@ def test_pair_functions_do_not_depend_on_batch_size(monkeypatch):
     for measure in ("set", "bag"):
         one = pair_jaccard(sets, left, right, measure)
         assert np.array_equal(one, pair_jaccard(sets, left, right, measure, threads=3))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(st.sets(st.integers(0, 40), max_size=30), min_size=2, max_size=8),
+    data=st.data(),
+)
+def test_set_jaccard_bound_is_never_below_the_jaccard(rows, data):
+    from simdoc.similarity import set_jaccard_bound
+
+    sets = ShingleSets.from_sets(rows)
+    n = len(rows)
+    left = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=20)))
+    right = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=len(left), max_size=len(left))))
+    sizes = np.diff(sets.indptr)
+    bound = set_jaccard_bound(sizes[left], sizes[right])
+    got = pair_jaccard(sets, left, right)
+    assert np.all(got <= bound)
+    # Equal when one set holds the other (and both are not empty).
+    for k, (a, b) in enumerate(zip(left, right)):
+        if rows[a] and rows[b] and (rows[a] <= rows[b] or rows[b] <= rows[a]):
+            assert got[k] == bound[k]
