@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from simdoc.lsh import band_keys
+from simdoc.memory import prefetch
 from simdoc.shingling import ShingleSets
 
 COMPARE_ITEMS = 1 << 22  # shingles of candidate copies read into memory at a time
@@ -53,6 +54,14 @@ def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
     sk = key[order]
     starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
     ends = np.append(starts[1:], len(sk))
+    several = ends - starts > 1
+    if not several.any():
+        return rep
+    # Start reading every candidate's rows now: the counts were written past the page
+    # cache (simdoc.direct) and come from disk.
+    candidates = np.sort(docs[order[np.repeat(several, ends - starts)]])
+    for arr in (sets.counts, sets.data):
+        prefetch(arr, indptr[candidates], indptr[candidates + 1])
     # Groups of candidates are compared in memory, many small groups per read of their rows.
     batch: list[np.ndarray] = []
     held = 0
@@ -68,7 +77,7 @@ def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
         batch.clear()
         held = 0
 
-    for s, e in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
+    for s, e in zip(starts[several], ends[several]):
         members = np.sort(docs[order[s:e]])
         items = int(sizes[members].sum())
         if items > COMPARE_ITEMS:

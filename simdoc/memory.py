@@ -137,6 +137,43 @@ def read_ranges(arr: np.ndarray, starts: np.ndarray, stops: np.ndarray, out: np.
     return out
 
 
+def prefetch(arr: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> None:
+    """Ask the kernel to start reading these ranges of a file-backed array (``POSIX_FADV_WILLNEED``).
+
+    Returns at once; a later :func:`read_ranges` of the same ranges finds
+    them cached or on their way. Rows written past the page cache (see
+    :mod:`simdoc.direct`) come from disk one small read at a time: asking for
+    all of them first puts them all in the disk's queue, instead of the
+    READ_THREADS a read_ranges call keeps in flight. A no-op for arrays in
+    memory, or where the call is not available.
+    """
+    backing = _backing_file(arr)
+    if backing is None or not hasattr(os, "posix_fadvise") or not len(starts):
+        return
+    path, base = backing
+    order = np.argsort(starts, kind="stable")
+    starts = np.asarray(starts, dtype=np.int64)[order]
+    stops = np.asarray(stops, dtype=np.int64)[order]
+    item = arr.dtype.itemsize
+    # Ranges closer than a page are asked for together.
+    gap = np.flatnonzero(starts[1:] * item - stops[:-1] * item > _PAGE) + 1
+    first = np.concatenate(([0], gap))
+    last = np.append(gap, len(starts)) - 1
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        for a, b in zip((base + starts[first] * item).tolist(), (base + stops[last] * item).tolist()):
+            if b > a:
+                os.posix_fadvise(fd, a, b - a, os.POSIX_FADV_WILLNEED)
+    except OSError:
+        pass  # only a hint
+    finally:
+        os.close(fd)
+
+
+_PAGE = 4096
 READ_THREADS = 8  # reads of one read_ranges call in flight at once
 _READS_PER_THREAD = 16  # fewer reads than this per thread are not worth handing out
 _POOL: tuple[int, ThreadPoolExecutor] | None = None

@@ -1,6 +1,7 @@
 """The pipeline from Python: exact answers, determinism, and independence of order, jobs and batches."""
 
 import itertools
+import os
 from pathlib import Path
 
 import numpy as np
@@ -210,6 +211,31 @@ def test_take_reads_rows_of_a_mapped_index_like_slicing(tmp_path):
         assert np.array_equal(got.row_counts(k), sets.row_counts(r))
     in_memory = type(sets)(np.asarray(sets.indptr), np.array(sets.data), np.array(sets.counts)).take(rows)
     assert np.array_equal(in_memory.data, got.data) and np.array_equal(in_memory.indptr, got.indptr)
+
+
+def test_prefetch_is_only_a_hint(tmp_path, monkeypatch):
+    from simdoc.memory import prefetch
+
+    make_corpus(tmp_path / "c")
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "i", jobs=1)
+    sets = pipeline.open_index(tmp_path / "i").shingle_sets()
+    asked = []
+    real = os.posix_fadvise
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: (asked.append((off, n)), real(fd, off, n, advice)))
+    ip = np.asarray(sets.indptr)
+    rows = np.array([5, 0, 5, len(sets) - 1, 2])  # unsorted, repeated, the last row
+    before = sets.take(rows)
+    prefetch(sets.data, ip[rows], ip[rows + 1])
+    # Whole rows are asked for, rows within a page of each other together, never past the file.
+    size = os.path.getsize(sets.data.filename if isinstance(sets.data, np.memmap) else sets.data.base.filename)
+    assert asked and all(0 < off and off + n <= size for off, n in asked)
+    assert sum(n for _, n in asked) >= 4 * int(sum(ip[r + 1] - ip[r] for r in {0, 2, 5, len(sets) - 1}))
+    after = sets.take(rows)
+    assert np.array_equal(before.data, after.data) and np.array_equal(before.counts, after.counts)
+    asked.clear()
+    prefetch(np.array(sets.data), ip[rows], ip[rows + 1])  # in memory: nothing to ask
+    prefetch(sets.data, ip[rows][:0], ip[rows][:0])
+    assert asked == []
 
 
 @settings(max_examples=30, deadline=None)
