@@ -42,7 +42,9 @@ def direct_from() -> tuple[int | None, int | None]:
     """The first shingle whose hashes, and whose counts, are written direct (None: never).
 
     * Counts go direct from the start: they are read back only to verify bag
-      Jaccard (``--measure bag``), or to update or check the index.
+      Jaccard (``--measure bag``), to compare documents with equal signatures
+      (exact copies; their rows are prefetched, see :func:`simdoc.memory.prefetch`),
+      or to update or check the index.
     * Hashes, which every verification reads, go direct only past half of
       physical memory (12 GB here, ~10^6 documents of 3 KB): more than that
       could not stay cached, and would only evict the corpus being read.
