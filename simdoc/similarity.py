@@ -15,6 +15,7 @@ sorted array in which ``searchsorted`` finds all common shingles.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter
 from collections.abc import Iterable
@@ -142,19 +143,87 @@ def pair_jaccard(
         spans.append((start, stop))
         start = stop
 
+    ahead = _RowsAhead.start(sets, left, right, spans, measure)
+
     def verify(span: tuple[int, int]) -> None:
         start, stop = span
+        if ahead is not None:
+            ahead.started()
         out[start:stop] = _verify_batch(sets, left[start:stop], right[start:stop], measure)
 
-    if threads > 1 and len(spans) > 1:
-        from concurrent.futures import ThreadPoolExecutor
+    try:
+        if threads > 1 and len(spans) > 1:
+            from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(min(threads, len(spans))) as pool:
-            list(pool.map(verify, spans))
-    else:
-        for span in spans:
-            verify(span)
+            with ThreadPoolExecutor(min(threads, len(spans))) as pool:
+                list(pool.map(verify, spans))
+        else:
+            for span in spans:
+                verify(span)
+    finally:
+        if ahead is not None:
+            ahead.close()
     return out
+
+
+PREFETCH_SPANS = 2  # batches of pairs whose rows are asked for ahead of their verification
+
+
+class _RowsAhead:
+    """A thread asking the kernel for the rows of the next batches of pairs (see memory.prefetch).
+
+    Rows written past the page cache (simdoc.direct) come from disk: asked
+    for a batch or two ahead, they are read while the batch before is
+    verified, with the disk's whole queue in use. Each batch calls
+    :meth:`started` as its verification begins; the thread keeps at most
+    PREFETCH_SPANS batches ahead and skips batches already begun.
+    """
+
+    def __init__(self, sets: ShingleSets, left, right, spans: list[tuple[int, int]], measure: str) -> None:
+        self._tokens = threading.Semaphore(PREFETCH_SPANS)
+        self._lock = threading.Lock()
+        self._begun = 0
+        self._closed = False
+        self._thread = threading.Thread(
+            target=self._run, args=(sets, left, right, spans, measure), name="simdoc-prefetch", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, sets, left, right, spans, measure) -> None:
+        from simdoc import memory
+
+        indptr = np.asarray(sets.indptr)
+        for i, (start, stop) in enumerate(spans):
+            self._tokens.acquire()
+            with self._lock:
+                if self._closed:
+                    return
+                if i < self._begun:
+                    continue
+            rows = np.unique(np.concatenate([left[start:stop], right[start:stop]]))
+            memory.prefetch(sets.data, indptr[rows], indptr[rows + 1])
+            if measure == "bag":
+                memory.prefetch(sets.counts, indptr[rows], indptr[rows + 1])
+
+    def started(self) -> None:
+        with self._lock:
+            self._begun += 1
+        self._tokens.release()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self._tokens.release()
+        self._thread.join()
+
+    @classmethod
+    def start(cls, sets: ShingleSets, left, right, spans, measure: str) -> _RowsAhead | None:
+        """None when there is nothing to gain: one batch, or rows not read from a file."""
+        from simdoc.memory import is_mapped
+
+        if len(spans) < 2 or not is_mapped(sets.data) or os.environ.get("SIMDOC_PREFETCH") == "off":
+            return None
+        return cls(sets, left, right, spans, measure)
 
 
 def _scratch() -> Workspace:

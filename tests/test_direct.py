@@ -156,3 +156,32 @@ def test_a_bad_override_is_a_usage_error_that_names_it(monkeypatch, tmp_path):
     monkeypatch.setenv("SIMDOC_DIRECT_FROM", "lots")
     res = CliRunner().invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "idx")])
     assert res.exit_code == 2 and "SIMDOC_DIRECT_FROM" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("measure", ["set", "bag"])
+def test_rows_asked_for_ahead_of_verification_change_nothing(tmp_path, monkeypatch, small_direct, measure):
+    import simdoc.memory as memory
+    import simdoc.similarity as similarity
+
+    _long_corpus(tmp_path / "c")
+    _build(tmp_path / "c", tmp_path / "idx", monkeypatch, "0")  # every row past the page cache
+    sets = pipeline.open_index(tmp_path / "idx").shingle_sets()
+    n = len(sets)
+    rng = np.random.default_rng(5)
+    left, right = rng.integers(0, n, 300), rng.integers(0, n, 300)
+    monkeypatch.setattr(similarity, "PAIR_BATCH_ITEMS", 20_000)  # many batches
+    asked = []
+    real = memory.prefetch
+    monkeypatch.setattr(memory, "prefetch", lambda arr, a, b: (asked.append(arr is sets.counts), real(arr, a, b)))
+    for threads in (1, 2):
+        monkeypatch.setenv("SIMDOC_PREFETCH", "off")
+        plain = similarity.pair_jaccard(sets, left, right, measure, threads)
+        assert asked == []
+        monkeypatch.delenv("SIMDOC_PREFETCH")
+        ahead = similarity.pair_jaccard(sets, left, right, measure, threads)
+        assert np.array_equal(plain, ahead)
+        assert len(asked) > 2 and any(asked) == (measure == "bag")  # counts asked for only for bags
+        asked.clear()
+    in_memory = sets.take(np.arange(n))  # counts past 255 patched from the overflow table
+    assert np.array_equal(similarity.pair_jaccard(in_memory, left, right, measure), plain)
+    assert asked == []  # nothing to ask the kernel for
