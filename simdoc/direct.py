@@ -9,8 +9,8 @@ seldom read back (the counts), and hashes past what memory could keep
 cached (see :func:`direct_from`), are written with ``O_DIRECT`` from a
 reused, page-aligned buffer instead: no page cache, no copy into it, and
 the disk write is done when ``pwrite`` returns. The hashes of an index
-that fits in memory stay buffered, so that the verification step and
-later commands find them cached.
+that fits easily in memory stay buffered, so that the verification step
+and later commands find them cached.
 
 Only whole aligned pages go direct; a piece's partial first and last
 pages, shared with the neighbouring pieces (written by other workers),
@@ -45,9 +45,13 @@ def direct_from() -> tuple[int | None, int | None]:
       Jaccard (``--measure bag``), to compare documents with equal signatures
       (exact copies; their rows are prefetched, see :func:`simdoc.memory.prefetch`),
       or to update or check the index.
-    * Hashes, which every verification reads, go direct only past half of
-      physical memory (12 GB here, ~10^6 documents of 3 KB): more than that
-      could not stay cached, and would only evict the corpus being read.
+    * Hashes, which every verification reads, go direct past an eighth of
+      physical memory (3 GB here, ~250,000 documents of 3 KB). An index
+      that size does not stay cached next to its corpus until it is read
+      back, so its rows would cost a new page-cache page each twice over;
+      verification asks for direct-written rows ahead (see
+      :class:`simdoc.similarity._RowsAhead`). Measured at 10^6 documents
+      (12.3 GB of hashes): 68.0 s against 80.0 s with the hashes buffered.
 
     ``SIMDOC_DIRECT_FROM`` (a shingle number for both, or ``off``) overrides this.
     """
@@ -69,7 +73,7 @@ def direct_from() -> tuple[int | None, int | None]:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         return None, 0
-    return memory // 2 // 4, 0
+    return memory // 8 // 4, 0
 
 
 def aligned_middle(start: int, stop: int, first_direct: int) -> tuple[int, int]:

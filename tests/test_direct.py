@@ -106,10 +106,10 @@ def test_a_device_that_wants_another_alignment_gets_buffered_writes(tmp_path, mo
     assert small_direct and not any(small_direct)  # every direct write was refused, then done buffered
 
 
-def test_counts_go_direct_and_hashes_past_half_of_memory_unless_set(monkeypatch):
+def test_counts_go_direct_and_hashes_past_an_eighth_of_memory_unless_set(monkeypatch):
     monkeypatch.delenv("SIMDOC_DIRECT_FROM", raising=False)
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    assert direct.direct_from() == (memory // 2 // 4, 0)
+    assert direct.direct_from() == (memory // 8 // 4, 0)
     for value, want in (("off", None), ("0", 0), ("1234", 1234)):
         monkeypatch.setenv("SIMDOC_DIRECT_FROM", value)
         assert direct.direct_from() == (want, want)
