@@ -107,7 +107,9 @@ class PairsResult:
             yield Pair(ids[a], ids[b], est, jac, new)
 
 
-SCORE_PAIRS = 1 << 16  # candidate pairs scored at once (bounds memory; feeds the threads)
+# Candidate pairs scored at once: bounds memory (~40 bytes a pair), and is large enough for
+# verification to read the rows of many pairs in file order (see pair_jaccard).
+SCORE_PAIRS = 1 << 20
 
 
 @dataclass

@@ -129,6 +129,14 @@ def pair_jaccard(
         raise ValueError(f"measure must be one of {MEASURES}, got {measure!r}")
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
+    # Verify in order of the left row: a batch's left rows are then neighbours in the
+    # file, read by few large requests rather than one small random read each.
+    by_left = np.lexsort((right, left))
+    if np.any(by_left[1:] < by_left[:-1]):
+        got = pair_jaccard(sets, left[by_left], right[by_left], measure, threads)
+        out = np.empty(len(left), dtype=np.float64)
+        out[by_left] = got
+        return out
     out = np.zeros(len(left), dtype=np.float64)
     sizes = np.diff(sets.indptr)
     cost = np.cumsum(sizes[left] + sizes[right])

@@ -184,3 +184,24 @@ def test_set_jaccard_bound_is_never_below_the_jaccard(rows, data):
     for k, (a, b) in enumerate(zip(left, right)):
         if rows[a] and rows[b] and (rows[a] <= rows[b] or rows[b] <= rows[a]):
             assert got[k] == bound[k]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(st.lists(st.integers(0, 30), max_size=25), min_size=1, max_size=8),
+    data=st.data(),
+)
+def test_pair_jaccard_is_aligned_with_pairs_in_any_order(rows, data):
+    sets = ShingleSets.from_sets(rows)
+    n = len(rows)
+    pairs = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), min_size=1, max_size=30))
+    left, right = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    batch = similarity.PAIR_BATCH_ITEMS
+    similarity.PAIR_BATCH_ITEMS = data.draw(st.integers(1, 60))  # several batches
+    try:
+        for measure, one in (("set", jaccard), ("bag", bag_jaccard)):
+            want = [one(rows[a], rows[b]) if (rows[a] or rows[b]) else 0.0 for a, b in pairs]
+            for threads in (1, 2):
+                assert pair_jaccard(sets, left, right, measure, threads).tolist() == pytest.approx(want)
+    finally:
+        similarity.PAIR_BATCH_ITEMS = batch
