@@ -107,7 +107,7 @@ class PairsResult:
             yield Pair(ids[a], ids[b], est, jac, new)
 
 
-# Candidate pairs scored at once: bounds memory (~40 bytes a pair), and is large enough for
+# Candidate pairs scored at once: bounds memory (~64 bytes a pair), and is large enough for
 # verification to read the rows of many pairs in file order (see pair_jaccard).
 SCORE_PAIRS = 1 << 20
 
