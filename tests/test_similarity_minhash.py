@@ -164,18 +164,21 @@ def test_pair_functions_do_not_depend_on_batch_size(monkeypatch):
         assert np.array_equal(one, pair_jaccard(sets, left, right, measure, threads=3))
 
 
+@st.composite
+def rows_and_pairs(draw, row):
+    """Rows drawn with ``row``, and pairs of row numbers (in any order) as two arrays."""
+    rows = draw(st.lists(row, min_size=1, max_size=8))
+    pairs = draw(st.lists(st.tuples(st.integers(0, len(rows) - 1), st.integers(0, len(rows) - 1)), min_size=1, max_size=30))
+    return rows, np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+
 @settings(max_examples=200, deadline=None)
-@given(
-    rows=st.lists(st.sets(st.integers(0, 40), max_size=30), min_size=2, max_size=8),
-    data=st.data(),
-)
-def test_set_jaccard_bound_is_never_below_the_jaccard(rows, data):
+@given(rows_and_pairs(st.sets(st.integers(0, 40), max_size=30)))
+def test_set_jaccard_bound_is_never_below_the_jaccard(drawn):
     from simdoc.similarity import set_jaccard_bound
 
+    rows, left, right = drawn
     sets = ShingleSets.from_sets(rows)
-    n = len(rows)
-    left = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=20)))
-    right = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=len(left), max_size=len(left))))
     sizes = np.diff(sets.indptr)
     bound = set_jaccard_bound(sizes[left], sizes[right])
     got = pair_jaccard(sets, left, right)
@@ -187,20 +190,15 @@ def test_set_jaccard_bound_is_never_below_the_jaccard(rows, data):
 
 
 @settings(max_examples=100, deadline=None)
-@given(
-    rows=st.lists(st.lists(st.integers(0, 30), max_size=25), min_size=1, max_size=8),
-    data=st.data(),
-)
-def test_pair_jaccard_is_aligned_with_pairs_in_any_order(rows, data):
+@given(rows_and_pairs(st.lists(st.integers(0, 30), max_size=25)), st.integers(1, 60))
+def test_pair_jaccard_is_aligned_with_pairs_in_any_order(drawn, batch_items):
+    rows, left, right = drawn
     sets = ShingleSets.from_sets(rows)
-    n = len(rows)
-    pairs = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), min_size=1, max_size=30))
-    left, right = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
     batch = similarity.PAIR_BATCH_ITEMS
-    similarity.PAIR_BATCH_ITEMS = data.draw(st.integers(1, 60))  # several batches
+    similarity.PAIR_BATCH_ITEMS = batch_items  # several batches
     try:
         for measure, one in (("set", jaccard), ("bag", bag_jaccard)):
-            want = [one(rows[a], rows[b]) if (rows[a] or rows[b]) else 0.0 for a, b in pairs]
+            want = [one(rows[a], rows[b]) if (rows[a] or rows[b]) else 0.0 for a, b in zip(left, right)]
             for threads in (1, 2):
                 assert pair_jaccard(sets, left, right, measure, threads).tolist() == pytest.approx(want)
     finally:
