@@ -21,6 +21,7 @@ from simdoc.memory import prefetch
 from simdoc.shingling import ShingleSets
 
 COMPARE_ITEMS = 1 << 22  # shingles of candidate copies read into memory at a time
+PREFETCH_ITEMS = 1 << 28  # shingles of candidate copies asked for ahead (1 GiB of hashes)
 
 
 def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
@@ -57,9 +58,11 @@ def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
     several = ends - starts > 1
     if not several.any():
         return rep
-    # Start reading every candidate's rows now: the counts were written past the page
-    # cache (simdoc.direct) and come from disk.
+    # Start reading the candidates' rows now: the counts were written past the page
+    # cache (simdoc.direct) and come from disk. At most PREFETCH_ITEMS shingles' worth,
+    # so that thousands of copies of a large page do not flood the page cache.
     candidates = np.sort(docs[order[np.repeat(several, ends - starts)]])
+    candidates = candidates[: int(np.searchsorted(np.cumsum(sizes[candidates]), PREFETCH_ITEMS, side="right"))]
     for arr in (sets.counts, sets.data):
         prefetch(arr, indptr[candidates], indptr[candidates + 1])
     # Groups of candidates are compared in memory, many small groups per read of their rows.

@@ -133,3 +133,24 @@ def test_copies_among_agrees_with_brute_force_whatever_the_chunk_size(rows, chun
         assert sorted(exact.copies_among(sets, members)) == expected
     finally:
         exact.COMPARE_ITEMS = saved
+
+
+def test_rows_asked_for_ahead_are_capped(tmp_path, monkeypatch):
+    import simdoc.exact as exact
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for i in range(6):
+        (corpus / f"copy{i}.txt").write_text("the same page, copied many times over " * 20)
+    simdoc.find_pairs(corpus, tmp_path / "idx", jobs=1)
+    loaded = open_index(tmp_path / "idx")
+    sets, sigs = loaded.shingle_sets(), loaded.signatures()
+    row = int(np.diff(sets.indptr)[0])
+    asked = []
+    monkeypatch.setattr(exact, "prefetch", lambda arr, a, b: asked.append(len(a)))
+    for cap, want in ((10**9, 6), (3 * row, 3), (row - 1, 0)):
+        monkeypatch.setattr(exact, "PREFETCH_ITEMS", cap)
+        asked.clear()
+        rep = exact.representatives(sets, sigs)
+        assert rep.tolist() == [0] * 6  # the cap changes what is asked for, never the groups
+        assert asked == [want, want]  # counts, then hashes
