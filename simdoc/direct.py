@@ -51,7 +51,7 @@ def direct_from() -> tuple[int | None, int | None]:
       back, so its rows would cost a new page-cache page each twice over;
       verification asks for direct-written rows ahead (see
       :class:`simdoc.similarity._RowsAhead`). Measured at 10^6 documents
-      (12.3 GB of hashes): 68.0 s against 80.0 s with the hashes buffered.
+      (12.3 GB of hashes): 68.0–74.5 s against 80.0 s with the hashes buffered.
 
     ``SIMDOC_DIRECT_FROM`` (a shingle number for both, or ``off``) overrides this.
     """
