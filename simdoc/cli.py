@@ -40,6 +40,7 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
+            _check_environment()
             return super().invoke(ctx)
         except SimdocError as exc:
             for w in getattr(exc, "warnings", [])[:MAX_WARNINGS]:
@@ -49,6 +50,15 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
+
+
+def _check_environment() -> None:
+    """A bad SIMDOC_DIRECT_FROM or SIMDOC_PREFETCH is a usage error before any work, whatever the command."""
+    from simdoc.direct import direct_from
+    from simdoc.memory import prefetch_enabled
+
+    direct_from()
+    prefetch_enabled()
 
 
 class _StderrHandler(logging.Handler):

@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
+from simdoc.errors import UsageError
+
 # Ranges averaging fewer elements than this are gathered with a position array, not sliced:
 # below it, one Python-level slice per range costs more than the gather.
 _SLICES_PER_GATHER = 64
@@ -148,7 +150,7 @@ def prefetch(arr: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> None:
     memory, or where the call is not available.
     """
     backing = _backing_file(arr)
-    if backing is None or not hasattr(os, "posix_fadvise") or not len(starts):
+    if backing is None or not hasattr(os, "posix_fadvise") or not len(starts) or not prefetch_enabled():
         return
     path, base = backing
     order = np.argsort(starts, kind="stable")
@@ -171,6 +173,23 @@ def prefetch(arr: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> None:
         pass  # only a hint
     finally:
         os.close(fd)
+
+
+_ON = ("", "on", "1", "yes", "true")
+_OFF = ("off", "0", "no", "false")
+
+
+def prefetch_enabled() -> bool:
+    """Whether :func:`prefetch` asks the kernel for anything: ``SIMDOC_PREFETCH`` on (default) or off."""
+    value = os.environ.get("SIMDOC_PREFETCH", "").strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    raise UsageError(
+        f"SIMDOC_PREFETCH must be 'on' or 'off', got {os.environ['SIMDOC_PREFETCH']!r}",
+        hint="unset it to let simdoc ask for rows ahead (see 'The index directory' in the README)",
+    )
 
 
 _PAGE = 4096

@@ -15,13 +15,13 @@ sorted array in which ``searchsorted`` finds all common shingles.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import Counter
 from collections.abc import Iterable
 
 import numpy as np
 
+from simdoc import memory
 from simdoc.memory import release
 from simdoc.shingling import ShingleSets, Workspace
 
@@ -198,8 +198,6 @@ class _RowsAhead:
         self._thread.start()
 
     def _run(self, sets, left, right, spans, measure) -> None:
-        from simdoc import memory
-
         indptr = np.asarray(sets.indptr)
         for i, (start, stop) in enumerate(spans):
             self._tokens.acquire()
@@ -226,10 +224,8 @@ class _RowsAhead:
 
     @classmethod
     def start(cls, sets: ShingleSets, left, right, spans, measure: str) -> _RowsAhead | None:
-        """None when there is nothing to gain: one batch, or rows not read from a file."""
-        from simdoc.memory import is_mapped
-
-        if len(spans) < 2 or not is_mapped(sets.data) or os.environ.get("SIMDOC_PREFETCH") == "off":
+        """None when there is nothing to gain: one batch, rows not read from a file, or SIMDOC_PREFETCH=off."""
+        if len(spans) < 2 or not memory.is_mapped(sets.data) or not memory.prefetch_enabled():
             return None
         return cls(sets, left, right, spans, measure)
 

@@ -185,3 +185,38 @@ def test_rows_asked_for_ahead_of_verification_change_nothing(tmp_path, monkeypat
     in_memory = sets.take(np.arange(n))  # counts past 255 patched from the overflow table
     assert np.array_equal(similarity.pair_jaccard(in_memory, left, right, measure), plain)
     assert asked == []  # nothing to ask the kernel for
+
+
+def test_prefetch_setting_is_checked_for_every_command(monkeypatch, tmp_path):
+    import simdoc.memory as memory
+    from click.testing import CliRunner
+
+    from simdoc.cli import cli
+
+    for value, want in (("", True), ("on", True), ("1", True), ("off", False), ("0", False), ("No", False)):
+        monkeypatch.setenv("SIMDOC_PREFETCH", value)
+        assert memory.prefetch_enabled() is want
+    monkeypatch.setenv("SIMDOC_PREFETCH", "sometimes")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.txt").write_text("some words here")
+    for args in (["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "idx")], ["check", "--index", str(tmp_path / "idx")]):
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code == 2 and "SIMDOC_PREFETCH" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert not (tmp_path / "idx").exists()  # nothing was done
+
+
+def test_prefetch_off_asks_the_kernel_for_nothing(tmp_path, monkeypatch):
+    _long_corpus(tmp_path / "c")
+    _build(tmp_path / "c", tmp_path / "idx", monkeypatch, "off")
+    sets = pipeline.open_index(tmp_path / "idx").shingle_sets()
+    asked = []
+    monkeypatch.setattr(os, "posix_fadvise", lambda *a: asked.append(a))
+    ip = np.asarray(sets.indptr)
+    from simdoc.memory import prefetch
+
+    monkeypatch.setenv("SIMDOC_PREFETCH", "off")
+    prefetch(sets.data, ip[:-1], ip[1:])
+    assert asked == []
+    monkeypatch.setenv("SIMDOC_PREFETCH", "on")
+    prefetch(sets.data, ip[:-1], ip[1:])
+    assert asked
