@@ -867,7 +867,10 @@ def resolve_banding(
         check_bands_rows(bands, rows, num_perm)
         t = threshold if threshold is not None else (1.0 / bands) ** (1.0 / rows)
         return {"bands": bands, "rows": rows, "threshold": round(t, 6), "explicit": True}
-    if stored is not None and (threshold is None or stored.get("explicit")):
+    # A hand-chosen banding stays until a different threshold is asked for: `--threshold`
+    # alone means "band for this threshold", whatever was chosen before.
+    keep = threshold is None or (stored is not None and stored.get("explicit") and round(threshold, 6) == stored["threshold"])
+    if stored is not None and keep:
         if stored["bands"] * stored["rows"] <= num_perm:
             return {k: stored[k] for k in ("bands", "rows", "threshold", "explicit")}
     t = threshold if threshold is not None else (stored or {}).get("threshold", DEFAULT_THRESHOLD)

@@ -109,6 +109,26 @@ def test_index_explicit_bands_rows(run, small_corpus, tmp_path):
     assert p.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
 
 
+
+def test_threshold_replaces_hand_banding(run, small_corpus, tmp_path):
+    """`--threshold` alone bands for that threshold, even over bands chosen by hand before."""
+    idx = tmp_path / "idx"
+    assert run("shingle", small_corpus, "--index", idx, "-q").exit_code == 0
+    assert run("signature", "--index", idx, "-q").exit_code == 0
+    assert run("index", "--index", idx, "--bands", "12", "--rows", "7", "--threshold", "0.8").exit_code == 0
+    # The same threshold keeps the hand banding ...
+    same = run("index", "--index", idx, "--threshold", "0.8")
+    assert same.exit_code == 0 and "bands=12 rows=7" in same.stderr and "up to date" in same.stderr
+    # ... another one is banded for.
+    other = run("index", "--index", idx, "--threshold", "0.9")
+    assert other.exit_code == 0, other.stderr
+    assert "bands=12 rows=7" not in other.stderr and "up to date" not in other.stderr
+    assert "P(J=0.9)=" in other.stderr
+    p = run("pairs", "--index", idx, "-v")
+    assert p.exit_code == 0
+    assert "set jaccard >= 0.9" in p.stderr
+
+
 # ---------------------------------------------------------------- formats
 
 
