@@ -15,6 +15,7 @@ sorted array in which ``searchsorted`` finds all common shingles.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter
 from collections.abc import Iterable
@@ -94,6 +95,60 @@ def set_jaccard_bound(sizes_a: np.ndarray, sizes_b: np.ndarray) -> np.ndarray:
     hi = np.maximum(a, b)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(hi > 0, np.minimum(a, b) / np.where(hi > 0, hi, 1), 0.0)
+
+
+# A candidate whose signatures agree in so few positions that a pair at the threshold
+# would show so few with at most this probability is not verified (see min_matches).
+RULE_OUT_PROBABILITY = 1e-9
+# OPH sets with at least this many shingles per bin: (almost) no bin is empty and filled in.
+OPH_FULL_BINS = 4
+
+
+def min_matches(num_perm: int, threshold: float, eps: float | None = None) -> int:
+    """Fewest agreeing signature positions not too unlikely for a pair of Jaccard ``threshold``.
+
+    A pair of Jaccard J agrees in each of ``num_perm`` positions with
+    probability J; for classic MinHash independently (a binomial count), for
+    one-permutation hashing with no empty bin with negative dependence, whose
+    spread is smaller. The result k is the smallest count with
+    ``P(Binomial(num_perm, threshold) <= k) >= eps``; the probability only
+    falls as J rises, so a pair of Jaccard >= threshold shows fewer than k
+    agreements with probability below ``eps`` (default RULE_OUT_PROBABILITY;
+    0 rules nothing out). Threshold 1 gives num_perm: equal sets have equal
+    signatures.
+    """
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    eps = RULE_OUT_PROBABILITY if eps is None else eps
+    if eps <= 0.0:
+        return 0
+    if threshold == 1.0:
+        return num_perm
+    log_t, log_f = math.log(threshold), math.log1p(-threshold)
+    cdf = 0.0
+    for k in range(num_perm + 1):
+        log_pmf = math.lgamma(num_perm + 1) - math.lgamma(k + 1) - math.lgamma(num_perm - k + 1) + k * log_t + (num_perm - k) * log_f
+        cdf += math.exp(log_pmf)
+        if cdf >= eps:
+            return k
+    return num_perm
+
+
+def estimate_rules_out(
+    est: np.ndarray, sizes_a: np.ndarray, sizes_b: np.ndarray, num_perm: int, scheme: str, threshold: float
+) -> np.ndarray:
+    """Pairs whose MinHash estimate alone rules out set Jaccard >= ``threshold`` (see min_matches).
+
+    Only pairs whose estimate the binomial bound holds for: any pair with
+    classic MinHash; with OPH, pairs of sets of at least OPH_FULL_BINS
+    shingles per bin, whose bins are (almost) all filled by their own shingles.
+    """
+    matches = np.rint(np.asarray(est, dtype=np.float64) * num_perm)
+    low = matches < min_matches(num_perm, threshold)
+    if scheme != "classic":
+        floor = OPH_FULL_BINS * num_perm
+        low &= (np.asarray(sizes_a) >= floor) & (np.asarray(sizes_b) >= floor)
+    return low
 
 
 def _gather(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -112,6 +112,7 @@ def test_pairs_ruled_out_by_size_are_not_read_and_change_nothing(tmp_path, monke
         with_filter, n_verified = [(p.doc_a, p.doc_b, p.estimated, p.jaccard) for p in res], sum(verified)
         with monkeypatch.context() as m:
             m.setattr(simdoc.results, "set_jaccard_bound", lambda a, b: np.ones(len(a)))
+            m.setattr(simdoc.results, "estimate_rules_out", lambda est, *a: np.zeros(len(est), bool))
             verified.clear()
             res = simdoc.find_pairs(None, tmp_path / "idx", threshold=t)
             assert [(p.doc_a, p.doc_b, p.estimated, p.jaccard) for p in res] == with_filter
@@ -119,6 +120,34 @@ def test_pairs_ruled_out_by_size_are_not_read_and_change_nothing(tmp_path, monke
                 assert n_verified < sum(verified), t  # some candidates were ruled out unread
         everything = simdoc.find_pairs(None, tmp_path / "idx", threshold=t, all_candidates=True)
         assert len(everything) == everything.n_candidates and all(p.jaccard is not None for p in everything)
+
+
+
+def test_pairs_ruled_out_by_estimate_are_not_read_and_change_nothing(tmp_path, monkeypatch):
+    make_corpus(tmp_path / "c")
+    # Classic MinHash: the binomial bound holds whatever the set sizes (OPH needs large sets).
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", threshold=0.3, scheme="classic", jobs=1)
+    verified = []
+    real = simdoc.results.pair_jaccard
+
+    def counting(sets, left, right, *args, **kwargs):
+        verified.append(len(left))
+        return real(sets, left, right, *args, **kwargs)
+
+    monkeypatch.setattr(simdoc.results, "pair_jaccard", counting)
+    fewer = 0
+    for t in (0.3, 0.5, 0.7, 0.9, 1.0):
+        verified.clear()
+        res = simdoc.find_pairs(None, tmp_path / "idx", threshold=t)
+        with_filter, n_verified = [(p.doc_a, p.doc_b, p.estimated, p.jaccard) for p in res], sum(verified)
+        with monkeypatch.context() as m:
+            m.setattr(simdoc.similarity, "RULE_OUT_PROBABILITY", 0.0)  # min_matches is 0: nothing ruled out
+            m.setattr(simdoc.results, "set_jaccard_bound", lambda a, b: np.ones(len(a)))
+            verified.clear()
+            res = simdoc.find_pairs(None, tmp_path / "idx", threshold=t)
+            assert [(p.doc_a, p.doc_b, p.estimated, p.jaccard) for p in res] == with_filter
+            fewer += n_verified < sum(verified)
+    assert fewer  # the estimate did rule out some candidates
 
 
 def index_bytes(index: Path) -> dict[str, bytes]:

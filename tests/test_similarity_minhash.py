@@ -203,3 +203,56 @@ def test_pair_jaccard_is_aligned_with_pairs_in_any_order(drawn, batch_items):
                 assert pair_jaccard(sets, left, right, measure, threads).tolist() == pytest.approx(want)
     finally:
         similarity.PAIR_BATCH_ITEMS = batch
+
+
+# ---------------------------------------------------------------- ruling pairs out by their estimate
+
+
+def test_min_matches_worked_examples():
+    from simdoc.similarity import min_matches
+
+    # Binomial(10, 1/2): P(X <= 0) = 1/1024, P(X <= 1) = 11/1024, P(X <= 2) = 56/1024.
+    assert min_matches(10, 0.5, eps=0.05) == 2
+    assert min_matches(10, 0.5, eps=0.01) == 1
+    assert min_matches(10, 0.5, eps=0.001) == 1
+    assert min_matches(10, 0.5, eps=0.0009) == 0
+    assert min_matches(128, 1.0) == 128  # equal sets have equal signatures
+    assert min_matches(128, 0.8, eps=0.0) == 0  # nothing is ruled out
+    # The default at 128 permutations and 0.8: fewer than 73 agreements (0.57).
+    assert min_matches(128, 0.8) == 73
+    with pytest.raises(ValueError):
+        min_matches(128, 0.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 80), st.floats(0.01, 0.99), st.floats(1e-12, 0.5))
+def test_min_matches_is_the_binomial_quantile(n, t, eps):
+    """Checked against the exact binomial distribution in rational arithmetic."""
+    import math
+    from fractions import Fraction
+
+    from hypothesis import assume
+
+    from simdoc.similarity import min_matches
+
+    k = min_matches(n, t, eps)
+    p = Fraction(t)
+    cdf = [Fraction(0)]
+    for j in range(n + 1):
+        cdf.append(cdf[-1] + math.comb(n, j) * p**j * (1 - p) ** (n - j))
+    below, at = float(cdf[k]), float(cdf[k + 1])  # P(X <= k - 1), P(X <= k)
+    assume(abs(below - eps) > 1e-9 * eps and abs(at - eps) > 1e-9 * eps)  # not on a rounding edge
+    assert below < eps <= at
+
+
+def test_estimate_rules_out_only_where_the_bound_holds():
+    from simdoc.similarity import OPH_FULL_BINS, estimate_rules_out
+
+    est = np.array([0.5, 0.56, 0.57, 0.9])  # 64, 72, 73 and 115 of 128 positions
+    big = np.full(4, OPH_FULL_BINS * 128)
+    assert estimate_rules_out(est, big, big, 128, "classic", 0.8).tolist() == [True, True, False, False]
+    assert estimate_rules_out(est, big, big, 128, "oph", 0.8).tolist() == [True, True, False, False]
+    # OPH sets with few shingles per bin fill empty bins from others: no bound, always verified.
+    small = big - 1
+    assert not estimate_rules_out(est, small, big, 128, "oph", 0.8).any()
+    assert estimate_rules_out(est, small, big, 128, "classic", 0.8).tolist() == [True, True, False, False]
