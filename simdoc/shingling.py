@@ -209,7 +209,7 @@ class ShingleSets:
 
         Rows of a memory-mapped index are read from the file without being
         mapped (see :func:`simdoc.memory.read_ranges`). ``counts=False``
-        skips reading the counts (all are given as 1: for set measures).
+        skips reading the counts (all are given as 1, read-only: for set measures).
         With ``scratch``, the arrays are views into its buffers, valid until
         its next use: a caller taking batch after batch then reuses memory.
         """
@@ -226,10 +226,9 @@ class ShingleSets:
 
         data = read_ranges(self.data, starts, stops, buffer("take.data", np.uint32))
         if not counts:
-            ones = buffer("take.counts", np.uint32)
-            ones = np.ones(nnz, np.uint32) if ones is None else ones
-            ones.fill(1)
-            return ShingleSets(indptr, data, ones)
+            # A read-only view of one 1: filling nnz ones per batch cost more than the
+            # set verification's merge of the rows does.
+            return ShingleSets(indptr, data, np.broadcast_to(np.uint32(1), (nnz,)))
         if self.overflow is None:
             return ShingleSets(indptr, data, read_ranges(self.counts, starts, stops, buffer("take.raw", self.counts.dtype)))
         small = read_ranges(self.counts, starts, stops, buffer("take.raw", np.uint8))

@@ -302,7 +302,10 @@ def _verify_batch(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measur
         return _batch_jaccard(batch, local[:n], local[n:], measure)
     inter = np.empty(n, dtype=np.float64)
     union = np.empty(n, dtype=np.float64)
-    kernels.pair_overlap(batch.indptr, batch.data, batch.counts, local[:n], local[n:], measure == "bag", inter, union)
+    # The merge reads counts only for bags; for sets it gets the (contiguous) hashes in their
+    # place, so that it runs the one compiled version.
+    counts = batch.counts if measure == "bag" else batch.data
+    kernels.pair_overlap(batch.indptr, batch.data, counts, local[:n], local[n:], measure == "bag", inter, union)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
 
