@@ -184,13 +184,16 @@ def pair_jaccard(
         raise ValueError(f"measure must be one of {MEASURES}, got {measure!r}")
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
-    # Verify in order of the left row: a batch's left rows are then neighbours in the
-    # file, read by few large requests rather than one small random read each.
-    by_left = np.lexsort((right, left))
-    if np.any(by_left[1:] < by_left[:-1]):
-        got = pair_jaccard(sets, left[by_left], right[by_left], measure, threads)
+    # Verify in order of each pair's larger row, then its smaller one. A batch's larger rows
+    # are then neighbours in the file, read by few large requests; and they are the rows that
+    # come from disk: an index's hashes past an eighth of memory are written past the page
+    # cache (simdoc.direct), while the smaller rows lie more often in the cached start.
+    # Verifying the 227,427 pairs of the 10^6 benchmark: 8.1-9.4 s by smaller row, 6.4-7.0 s so.
+    order = np.lexsort((np.minimum(left, right), np.maximum(left, right)))
+    if np.any(order[1:] < order[:-1]):
+        got = pair_jaccard(sets, left[order], right[order], measure, threads)
         out = np.empty(len(left), dtype=np.float64)
-        out[by_left] = got
+        out[order] = got
         return out
     out = np.zeros(len(left), dtype=np.float64)
     sizes = np.diff(sets.indptr)
