@@ -188,7 +188,7 @@ def pair_jaccard(
     # are then neighbours in the file, read by few large requests; and they are the rows that
     # come from disk: an index's hashes past an eighth of memory are written past the page
     # cache (simdoc.direct), while the smaller rows lie more often in the cached start.
-    # Verifying the 227,427 pairs of the 10^6 benchmark: 8.1-9.4 s by smaller row, 6.4-7.0 s so.
+    # Verifying the 227,427 pairs of the 10^6 benchmark: 8.1-9.4 s by smaller row, 6.3-6.8 s so.
     order = np.lexsort((np.minimum(left, right), np.maximum(left, right)))
     if np.any(order[1:] < order[:-1]):
         got = pair_jaccard(sets, left[order], right[order], measure, threads)
