@@ -23,6 +23,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +47,7 @@ from simdoc.lsh import (
     check_bands_rows,
     check_threshold,
     choose_bands_rows,
+    keep_in_buckets,
 )
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
 from simdoc.batches import Placed, PlaceSink, RowWriter, Shard, ShardSink, rows_of, shingle_batch
@@ -932,10 +934,13 @@ def _build_index(
     else:
         sigs = loaded.signatures()
         sets = loaded.shingle_sets()
-        rep = np.asarray(loaded.representatives()) if reuse_groups else representatives(sets, sigs)
-        eligible = (np.diff(sets.indptr) > 0) & (rep == np.arange(len(rep)))
         keys = band_keys(sigs, params["bands"], params["rows"])
-        order = bucket_order(keys, eligible, threads=jobs)
+        nonempty = np.diff(sets.indptr) > 0
+        if reuse_groups:
+            rep = np.asarray(loaded.representatives())
+            order = bucket_order(keys, nonempty & (rep == np.arange(len(rep))), threads=jobs)
+        else:
+            rep, order = _copies_and_buckets(sets, sigs, keys, nonempty, jobs)
         files = {names["bands"]: loaded.store.save_array(names["bands"], keys)}
         files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
         files[names["groups"]] = loaded.store.save_array(names["groups"], rep)
@@ -948,6 +953,24 @@ def _build_index(
     }
     loaded.store.write_manifest(loaded.manifest)
     return StageResult("index", True, time.perf_counter() - t0, report.describe()), report
+
+
+def _copies_and_buckets(
+    sets: ShingleSets, sigs: np.ndarray, keys: np.ndarray, nonempty: np.ndarray, jobs: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exact-copy groups, and the bucket order of their representatives, found at once.
+
+    Finding copies reads the candidates' rows, which in a large index come
+    from disk: at 10^6 documents it took ~3.6 s, most of it waiting on
+    reads. Meanwhile the bands of every non-empty document are sorted
+    (~0.7 s); the copies are then dropped from the sorted bands, which
+    gives the same order as sorting the representatives alone.
+    """
+    with ThreadPoolExecutor(1, thread_name_prefix="simdoc-copies") as pool:
+        copies = pool.submit(representatives, sets, sigs)
+        order = bucket_order(keys, nonempty, threads=jobs)
+        rep = copies.result()
+    return rep, keep_in_buckets(order, rep == np.arange(len(rep)))
 
 
 # ---------------------------------------------------------------- pairs
