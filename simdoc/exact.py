@@ -9,10 +9,14 @@ are produced on the fly when printed, without being held in memory.
 
 Two documents are in one group when their shingle sets *and* the counts of
 each shingle are equal, so that both the set and the bag measure are known
-without computing them.
+without computing them. That is decided by comparing their rows, except for
+documents whose text is known to be byte-identical (equal BLAKE2b digests,
+see ``same_text``): those have equal rows by construction.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Hashable
 
 import numpy as np
 
@@ -24,7 +28,9 @@ COMPARE_ITEMS = 1 << 22  # shingles of candidate copies read into memory at a ti
 PREFETCH_ITEMS = 1 << 28  # shingles of candidate copies asked for ahead (1 GiB of hashes)
 
 
-def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
+def representatives(
+    sets: ShingleSets, signatures: np.ndarray, same_text: Callable[[int], Hashable | None] | None = None
+) -> np.ndarray:
     """rep[i]: the smallest document whose shingle bag equals document i's.
 
     Parameters
@@ -34,6 +40,15 @@ def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
     signatures : ndarray of shape (n_docs, num_perm), dtype uint32
         Equal bags have equal signatures, so only documents whose signatures
         hash alike are compared.
+    same_text : callable, optional
+        ``same_text(i)``: an identity of document i's text (None if unknown)
+        such that documents with equal identities have identical text, read
+        the same way, such as a cryptographic digest of the file's bytes and
+        how its name says to read it. Of candidates sharing an identity only
+        the first one's row is read and compared. At 10^6 documents that
+        leaves 32,754 of 62,428 rows to read (the others are byte-identical
+        files): 3.3 s -> 1.4 s with the rows on disk. Called only for
+        candidates (documents sharing a signature with another).
 
     Returns
     -------
@@ -58,10 +73,17 @@ def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
     several = ends - starts > 1
     if not several.any():
         return rep
+    groups = [np.sort(docs[order[s:e]]) for s, e in zip(starts[several], ends[several])]
+    if same_text is not None:
+        # Followers point at the first member with their text; once the texts' first members
+        # are grouped, rep[rep] sends each follower where its first member went.
+        groups = [g for g in (_first_of_each_text(g, same_text, rep) for g in groups) if len(g) > 1]
+        if not groups:
+            return rep[rep]
     # Start reading the candidates' rows now: the counts were written past the page
     # cache (simdoc.direct) and come from disk. At most PREFETCH_ITEMS shingles' worth,
     # so that thousands of copies of a large page do not flood the page cache.
-    candidates = np.sort(docs[order[np.repeat(several, ends - starts)]])
+    candidates = np.sort(np.concatenate(groups))
     candidates = candidates[: int(np.searchsorted(np.cumsum(sizes[candidates]), PREFETCH_ITEMS, side="right"))]
     for arr in (sets.counts, sets.data):
         prefetch(arr, indptr[candidates], indptr[candidates + 1])
@@ -80,8 +102,7 @@ def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
         batch.clear()
         held = 0
 
-    for s, e in zip(starts[several], ends[several]):
-        members = np.sort(docs[order[s:e]])
+    for members in groups:
         items = int(sizes[members].sum())
         if items > COMPARE_ITEMS:
             for doc, first in copies_among(sets, members):
@@ -93,7 +114,24 @@ def representatives(sets: ShingleSets, signatures: np.ndarray) -> np.ndarray:
             compare_batch()
     if batch:
         compare_batch()
-    return rep
+    return rep[rep] if same_text is not None else rep
+
+
+def _first_of_each_text(members: np.ndarray, same_text: Callable, rep: np.ndarray) -> np.ndarray:
+    """The members (sorted) that are the first with their text; rep[m] = that first for the others."""
+    first: dict = {}
+    out = []
+    for m in members.tolist():
+        text = same_text(m)
+        if text is None:
+            out.append(m)
+            continue
+        f = first.setdefault(text, m)
+        if f == m:
+            out.append(m)
+        else:
+            rep[m] = f
+    return np.asarray(out, dtype=np.int64)
 
 
 def copies_among(sets: ShingleSets, members: np.ndarray) -> list[tuple[int, int]]:

@@ -33,6 +33,7 @@ from tqdm import tqdm
 from simdoc import __version__, batches, direct
 from simdoc.corpus import (
     FileEntry,
+    compression_of,
     discover_sources,
     resolve_sources,
 )
@@ -50,6 +51,7 @@ from simdoc.lsh import (
     keep_in_buckets,
 )
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
+from simdoc.records import is_html
 from simdoc.batches import Placed, PlaceSink, RowWriter, Shard, ShardSink, rows_of, shingle_batch
 from simdoc.results import Pair, PairsResult, _expand, _members, score_candidates  # noqa: F401
 from simdoc.shingling import ShingleSets, ShingleSpec
@@ -235,6 +237,33 @@ class LoadedIndex:
             for col, f in zip(cols, fields):
                 col.append(rec.get(f, True if f == "changed" else None))
         return cols
+
+    def same_text(self) -> Callable[[int], tuple | None] | None:
+        """What identifies each document's text, if this process has just written the docs table.
+
+        Documents with equal identities hold byte-identical text, read the
+        same way, and so identical shingle bags (see
+        :func:`simdoc.exact.representatives`). None when the table would
+        have to be parsed again: it is not worth its time (~2 s at 10^6
+        documents) against the rows it saves reading.
+        """
+        st = self.stage("shingle")
+        name = st["roles"]["docs"]
+        kept = self.store.published_columns(name, st["files"][name], ["id", "digest", "source"])
+        if kept is None:
+            return None
+        ids, digests, sources = kept
+
+        def identity(doc: int) -> tuple | None:
+            digest = digests[doc]
+            if not digest:
+                return None
+            if sources[doc] is not None:  # a JSON Lines or WARC member: the digest is of its text
+                return ("text", digest)
+            # A file's digest is of its bytes, which its name says how to read.
+            return ("bytes", digest, is_html(ids[doc]), compression_of(ids[doc]))
+
+        return identity
 
     def doc_records(self) -> list[dict]:
         st = self.stage("shingle")
@@ -558,7 +587,7 @@ def _build_shingles(
     # What the walk passed over comes first; an overlapped walk knows it only at the end.
     warnings = [] if overlapped else [f"{s.id}: {s.reason}" for s in skipped]
     not_docs: list[dict] = [] if overlapped else [{"id": s.id, "reason": s.reason} for s in skipped]
-    docs_out = JsonlWriter(store.path, "docs.tmp.jsonl", columns=("id", "changed"))
+    docs_out = JsonlWriter(store.path, "docs.tmp.jsonl", columns=("id", "changed", "digest"), optional=("source",))
     n_empty = 0
     n_kept_old = 0  # documents of the previous build still present (to count removals)
     origin: list[int] = []
@@ -940,7 +969,7 @@ def _build_index(
             rep = np.asarray(loaded.representatives())
             order = bucket_order(keys, nonempty & (rep == np.arange(len(rep))), threads=jobs)
         else:
-            rep, order = _copies_and_buckets(sets, sigs, keys, nonempty, jobs)
+            rep, order = _copies_and_buckets(sets, sigs, keys, nonempty, jobs, loaded.same_text())
         files = {names["bands"]: loaded.store.save_array(names["bands"], keys)}
         files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
         files[names["groups"]] = loaded.store.save_array(names["groups"], rep)
@@ -956,7 +985,7 @@ def _build_index(
 
 
 def _copies_and_buckets(
-    sets: ShingleSets, sigs: np.ndarray, keys: np.ndarray, nonempty: np.ndarray, jobs: int
+    sets: ShingleSets, sigs: np.ndarray, keys: np.ndarray, nonempty: np.ndarray, jobs: int, same_text=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The exact-copy groups, and the bucket order of their representatives, found at once.
 
@@ -967,7 +996,7 @@ def _copies_and_buckets(
     gives the same order as sorting the representatives alone.
     """
     with ThreadPoolExecutor(1, thread_name_prefix="simdoc-copies") as pool:
-        copies = pool.submit(representatives, sets, sigs)
+        copies = pool.submit(representatives, sets, sigs, same_text)
         order = bucket_order(keys, nonempty, threads=jobs)
         rep = copies.result()
     return rep, keep_in_buckets(order, rep == np.arange(len(rep)))

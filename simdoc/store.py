@@ -295,12 +295,16 @@ class JsonlWriter:
     added. Once the file is published, :meth:`IndexStore.published_columns`
     hands them back in this process instead of parsing the file again (the
     ``pairs`` command reads the ids of the docs table it has just written).
+    ``optional``: kept fields that some records lack (None in their place).
     """
 
-    def __init__(self, directory: Path, name: str, columns: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, directory: Path, name: str, columns: tuple[str, ...] = (), optional: tuple[str, ...] = ()
+    ) -> None:
         self.directory = Path(directory)
         self.name = name
         self.columns: dict[str, list] = {f: [] for f in columns}
+        self.optional: dict[str, list] = {f: [] for f in optional}
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
         self.tmp = Path(tmp)
         self.fh = os.fdopen(fd, "wb", buffering=1 << 20)
@@ -321,6 +325,8 @@ class JsonlWriter:
         if any(len(col) != self.count for col in self.columns.values()):
             # A record without a kept field: keep only the complete columns.
             self.columns = {f: col for f, col in self.columns.items() if len(col) == self.count}
+        for f, col in self.optional.items():
+            col.append(record.get(f))
 
     def finish(self) -> dict:
         self.fh.flush()
@@ -331,8 +337,8 @@ class JsonlWriter:
         os.replace(self.tmp, path)
         _fsync_dir(self.directory)
         _PUBLISHED_COLUMNS.clear()  # one file's columns at a time: they can be large
-        if self.columns:
-            _PUBLISHED_COLUMNS[_verify_key(path, path.stat(), self.crc)] = self.columns
+        if self.columns or self.optional:
+            _PUBLISHED_COLUMNS[_verify_key(path, path.stat(), self.crc)] = self.columns | self.optional
         return {"bytes": self.size, "crc32": self.crc}
 
     def abort(self) -> None:

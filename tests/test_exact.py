@@ -1,6 +1,7 @@
 """Exact copies are folded onto one representative: no n^2 buckets, every pair still printed."""
 
 import itertools
+from unittest import mock
 
 import numpy as np
 from click.testing import CliRunner
@@ -154,3 +155,68 @@ def test_rows_asked_for_ahead_are_capped(tmp_path, monkeypatch):
         rep = exact.representatives(sets, sigs)
         assert rep.tolist() == [0] * 6  # the cap changes what is asked for, never the groups
         assert asked == [want, want]  # counts, then hashes
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.tuples(st.lists(st.integers(0, 6), max_size=5), st.integers(0, 2)), min_size=1, max_size=12),
+    st.integers(1, 12),
+)
+def test_documents_of_one_text_are_grouped_without_reading_their_rows(docs, chunk):
+    import simdoc.exact as exact
+
+    rows = [r for r, _ in docs]
+    # Equal identities only for equal bags, but one bag may come from several texts
+    # (variant 0 or 1), and some documents have no known identity (variant 2).
+    texts = [None if v == 2 else (tuple(sorted(r)), v) for r, v in docs]
+    sets = ShingleSets.from_sets(rows)
+    sigs = MinHasher(16, 1).signatures(sets)
+    expected = representatives(sets, sigs)
+    read = []
+    take = ShingleSets.take
+
+    def counting_take(self, which, **kw):
+        read.extend(np.asarray(which).tolist())
+        return take(self, which, **kw)
+
+    saved = exact.COMPARE_ITEMS
+    try:
+        with mock.patch.object(ShingleSets, "take", counting_take):
+            for items in (saved, chunk):
+                exact.COMPARE_ITEMS = items
+                read.clear()
+                assert np.array_equal(representatives(sets, sigs, texts.__getitem__), expected)
+                followers = {j for j in range(len(rows)) if texts[j] is not None and texts[j] in texts[:j]}
+                assert not followers & set(read)
+    finally:
+        exact.COMPARE_ITEMS = saved
+
+
+def test_text_identity_says_how_a_file_was_read(tmp_path):
+    from simdoc import store
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    page = "<p>alpha beta gamma delta epsilon zeta eta theta</p>"
+    for name in ("a.txt", "b.txt", "c.html"):
+        (corpus / name).write_text(page, encoding="utf-8")
+    (corpus / "d.jsonl").write_text('{"text": "%s"}\n' % page, encoding="utf-8")
+    (corpus / "e.txt").write_text(page + " iota", encoding="utf-8")
+    idx = tmp_path / "idx"
+    simdoc.find_pairs(corpus, idx, threshold=0.5, jobs=1)
+    loaded = open_index(idx)
+    identity = loaded.same_text()
+    ids = loaded.doc_ids()
+    who = {doc_id: identity(i) for i, doc_id in enumerate(ids)}
+    assert len(ids) == 5
+    assert who["a.txt"] == who["b.txt"]
+    member = next(i for i in ids if i.startswith("d.jsonl"))
+    # The same bytes read as HTML, or as a JSON Lines member's text, are other texts.
+    assert len({who["a.txt"], who["c.html"], who[member], who["e.txt"]}) == 4
+    rep = loaded.representatives()
+    # The member's text is the files' text: it is grouped with them, by comparing rows.
+    assert [[ids[d] for d in g] for g in groups_of(rep)] == [["a.txt", "b.txt", member]]
+    # ... the same groups as comparing every candidate's row.
+    assert np.array_equal(rep, representatives(loaded.shingle_sets(), loaded.signatures()))
+    store._PUBLISHED_COLUMNS.clear()  # as in another process: the table is not parsed for this
+    assert loaded.same_text() is None
