@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from simdoc import __version__, batches, direct
+from simdoc import __version__, batches, direct, streaming
 from simdoc.corpus import (
     FileEntry,
     compression_of,
@@ -249,10 +249,10 @@ class LoadedIndex:
         """
         st = self.stage("shingle")
         name = st["roles"]["docs"]
-        kept = self.store.published_columns(name, st["files"][name], ["id", "digest", "source"])
+        kept = self.store.published_columns(name, st["files"][name], ["id", "digest", "source", "size"])
         if kept is None:
             return None
-        ids, digests, sources = kept
+        ids, digests, sources, sizes = kept
 
         def identity(doc: int) -> tuple | None:
             digest = digests[doc]
@@ -260,8 +260,10 @@ class LoadedIndex:
                 return None
             if sources[doc] is not None:  # a JSON Lines or WARC member: the digest is of its text
                 return ("text", digest)
-            # A file's digest is of its bytes, which its name says how to read.
-            return ("bytes", digest, is_html(ids[doc]), compression_of(ids[doc]))
+            # A file's digest is of the bytes it was indexed from (the first --max-bytes of
+            # them), which its name says how to read; its size, whether it was streamed.
+            streamed = sizes[doc] > streaming.STREAM_BYTES
+            return ("bytes", digest, is_html(ids[doc]), compression_of(ids[doc]), streamed)
 
         return identity
 
@@ -587,7 +589,7 @@ def _build_shingles(
     # What the walk passed over comes first; an overlapped walk knows it only at the end.
     warnings = [] if overlapped else [f"{s.id}: {s.reason}" for s in skipped]
     not_docs: list[dict] = [] if overlapped else [{"id": s.id, "reason": s.reason} for s in skipped]
-    docs_out = JsonlWriter(store.path, "docs.tmp.jsonl", columns=("id", "changed", "digest"), optional=("source",))
+    docs_out = JsonlWriter(store.path, "docs.tmp.jsonl", columns=("id", "changed", "digest", "size"), optional=("source",))
     n_empty = 0
     n_kept_old = 0  # documents of the previous build still present (to count removals)
     origin: list[int] = []
