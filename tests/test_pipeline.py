@@ -350,7 +350,11 @@ def test_the_docs_table_just_written_is_not_parsed_again_and_a_changed_one_is(tm
     parsed = [[r["id"] for r in loaded.doc_records()], [r["changed"] for r in loaded.doc_records()]]
     kept = loaded.store.published_columns(name, st["files"][name], ["id", "changed"])
     assert kept == parsed and loaded.doc_columns(["id", "changed"]) == parsed
-    assert loaded.store.published_columns(name, st["files"][name], ["id", "size"]) is None  # not kept
+    assert loaded.store.published_columns(name, st["files"][name], ["id", "mtime_ns"]) is None  # not kept
+    # The kept columns are the table's, an optional one None where a record lacks it.
+    records = loaded.doc_records()
+    for field in ("digest", "size", "source"):
+        assert loaded.store.published_columns(name, st["files"][name], [field]) == [[r.get(field) for r in records]]
     # The same bytes in a new file (another process rewrote it): parsed again.
     path = idx / name
     raw = path.read_bytes()
