@@ -158,6 +158,25 @@ def use_sequencer(seq: Sequencer | None) -> None:
     _SEQUENCER = seq
 
 
+def how_read(path: str, size: int) -> str:
+    """How a file of this name and size is read into documents.
+
+    "members" (JSON Lines, WARC: a document per record), "html" (the page's
+    visible text), "streamed" (in chunks: files over STREAM_BYTES and every
+    compressed file) or "whole". The same bytes read the same way give the
+    same text (see :meth:`simdoc.pipeline.LoadedIndex.same_text`).
+    """
+    from simdoc import streaming
+
+    if is_jsonl(path) or is_warc(path):
+        return "members"
+    if is_html(path):
+        return "html"
+    if size > streaming.STREAM_BYTES or compression_of(path):
+        return "streamed"
+    return "whole"
+
+
 def read_batch(entries, spec: ShingleSpec, max_bytes, follow: bool, fields) -> tuple[ShingleSets, list[tuple]]:
     """Read and shingle one batch of files: the rows of the readable ones, and per file
     (digest, status, warning, members), members being [(doc id, text digest), ...] for
@@ -165,12 +184,8 @@ def read_batch(entries, spec: ShingleSpec, max_bytes, follow: bool, fields) -> t
 
     The rows may live in this process's scratch space (see ``shingle_texts(views=True)``):
     they are valid until the next batch."""
-    from simdoc import streaming
-
     def plain(path: str, size: int) -> bool:
-        return not (is_jsonl(path) or is_warc(path) or is_html(path) or compression_of(path)) and (
-            size <= streaming.STREAM_BYTES
-        )
+        return how_read(path, size) == "whole"
 
     ahead = _ReadAhead(entries, follow, plain)
     try:
@@ -185,7 +200,8 @@ def _read_batch(entries, spec, max_bytes, follow, fields, ahead: _ReadAhead):
     texts, infos = [], []
     streamed: dict[int, ShingleSets] = {}  # position among readable documents -> its row
     for i, (doc_id, path, size) in enumerate(entries):
-        if is_jsonl(path) or is_warc(path):
+        how = how_read(path, size)
+        if how == "members":
             if is_warc(path):
                 res, docs, notes = _read_warc(path, doc_id)
             else:
@@ -198,7 +214,7 @@ def _read_batch(entries, spec, max_bytes, follow, fields, ahead: _ReadAhead):
             warning = "; ".join(([res.warning] if res.warning else []) + notes) or None
             infos.append((res.digest, res.status, warning, members))
             continue
-        if is_html(path):
+        if how == "html":
             res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
             if res.text is not None:
                 try:
@@ -207,7 +223,7 @@ def _read_batch(entries, spec, max_bytes, follow, fields, ahead: _ReadAhead):
                     res = ReadResult(None, res.digest, warning=f"HTML needs an extractor: {WEB_EXTRA}", status="unreadable")
             infos.append((res.digest, res.status, res.warning, None))
             continue
-        if size > streaming.STREAM_BYTES or compression_of(path):
+        if how == "streamed":
             # A huge file is shingled in chunks, in bounded memory; so is every compressed
             # file, whose size says nothing of what it holds.
             res, row = streaming.stream_document(path, spec, max_bytes, follow)

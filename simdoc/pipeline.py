@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from simdoc import __version__, batches, direct, streaming
+from simdoc import __version__, batches, direct
 from simdoc.corpus import (
     FileEntry,
     compression_of,
@@ -51,7 +51,6 @@ from simdoc.lsh import (
     keep_in_buckets,
 )
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
-from simdoc.records import is_html
 from simdoc.batches import Placed, PlaceSink, RowWriter, Shard, ShardSink, rows_of, shingle_batch
 from simdoc.results import Pair, PairsResult, _expand, _members, score_candidates  # noqa: F401
 from simdoc.shingling import ShingleSets, ShingleSpec
@@ -261,9 +260,8 @@ class LoadedIndex:
             if sources[doc] is not None:  # a JSON Lines or WARC member: the digest is of its text
                 return ("text", digest)
             # A file's digest is of the bytes it was indexed from (the first --max-bytes of
-            # them), which its name says how to read; its size, whether it was streamed.
-            streamed = sizes[doc] > streaming.STREAM_BYTES
-            return ("bytes", digest, is_html(ids[doc]), compression_of(ids[doc]), streamed)
+            # them); its name and size say how they were read (an id ends in the file's name).
+            return ("bytes", digest, batches.how_read(ids[doc], sizes[doc]), compression_of(ids[doc]))
 
         return identity
 
