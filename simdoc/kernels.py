@@ -79,8 +79,12 @@ if ENABLED:
             src, dst = dst, src
 
     @njit(cache=True, nogil=True)
-    def shingle_csr(tokens, offsets, k, seed, anchors, use_anchors, out_data, out_counts, out_sizes, blocks, buf, tmp, starts):
+    def shingle_csr(tokens, offsets, k, seed, anchors, use_anchors, out_data, out_counts, out_sizes, blocks, buf, tmp, starts, dedupe):
         """Hash each document's k-token windows (MurmurHash3_x86_32), sort, count repeats.
+
+        With ``dedupe`` False the window hashes are written as they come, in text
+        order and with repeats (``out_counts`` untouched): what MinHash needs, as a
+        minimum does not care about order or repeats, without the sort.
 
         Writes the unique sorted hashes of document d after those of d-1 into
         ``out_data`` (with multiplicities in ``out_counts``) and their number
@@ -136,6 +140,13 @@ if ENABLED:
             tail = uint32(4 * kk)
             for w in range(nw):
                 view[w] = _fmix(view[w] ^ tail)
+            if not dedupe:
+                dest = out_data[pos : pos + nw]
+                for w in range(nw):
+                    dest[w] = view[w]
+                out_sizes[d] = nw
+                pos += nw
+                continue
             _radix_sort(view, tmp[:nw])
             m = 0
             for w in range(nw):
@@ -297,6 +308,28 @@ if ENABLED:
         return n_big
 
     @njit(cache=True, nogil=True)
+    def unique_rows(indptr, data, out_data, out_counts, out_sizes):
+        """Sort each CSR row of ``data`` and fold repeats: unique values and their counts.
+
+        Row d's unique values are written after row d-1's, its count of them to
+        ``out_sizes[d]``; returns the total. (Verification's 64-bit shingles.)
+        """
+        pos = 0
+        for d in range(indptr.shape[0] - 1):
+            row = np.sort(data[indptr[d] : indptr[d + 1]])
+            m = 0
+            for w in range(row.shape[0]):
+                if w == 0 or row[w] != row[w - 1]:
+                    out_data[pos + m] = row[w]
+                    out_counts[pos + m] = 1
+                    m += 1
+                else:
+                    out_counts[pos + m - 1] += 1
+            out_sizes[d] = m
+            pos += m
+        return pos
+
+    @njit(cache=True, nogil=True)
     def pair_overlap(indptr, data, counts, left, right, bag, inter, union):
         """Merge two sorted rows per pair: set or bag intersection and union sizes."""
         for p in range(left.shape[0]):
@@ -340,7 +373,7 @@ def warm_up() -> None:
     one = np.zeros(1, np.uint32)
     shingle_csr(
         one, np.array([0, 1], np.int64), 1, 0, np.zeros(1, np.uint8), False, one.copy(), one.copy(),
-        np.zeros(1, np.int64), one.copy(), one.copy(), one.copy(), np.zeros(1, np.int64),
+        np.zeros(1, np.int64), one.copy(), one.copy(), one.copy(), np.zeros(1, np.int64), True,
     )
     minhash_csr(np.array([0, 1], np.int64), one, one | 1, one, np.zeros((1, 1), np.uint32))
     oph_csr(np.array([0, 1], np.int64), one, np.uint64(1), np.uint64(2), np.zeros((1, 2), np.uint32))

@@ -30,14 +30,13 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from simdoc import __version__, batches, direct
-from simdoc.corpus import (
-    FileEntry,
-    compression_of,
-    discover_sources,
-    resolve_sources,
-)
-from simdoc.errors import CorpusError, IndexError_, ParameterMismatch, UsageError
+from simdoc import __version__
+from simdoc.batches import BatchResult, ScanTask, scan_batch
+from simdoc.corpus import FileEntry, discover_sources, resolve_sources
+from simdoc.doctable import ROLES as DOC_ROLES
+from simdoc.doctable import DocRow, DocsTable, TableBuilder, key_halves
+from simdoc.documents import MEMBER_WAYS
+from simdoc.errors import CorpusError, CorruptIndex, IndexError_, ParameterMismatch, UsageError
 from simdoc.exact import groups_of, representatives
 from simdoc.lsh import (
     DEFAULT_RECALL,
@@ -51,17 +50,18 @@ from simdoc.lsh import (
     keep_in_buckets,
 )
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
-from simdoc.batches import Placed, PlaceSink, RowWriter, Shard, ShardSink, rows_of, shingle_batch
-from simdoc.results import Pair, PairsResult, _expand, _members, score_candidates  # noqa: F401
+from simdoc.results import Pair, PairsResult, Verifier, _expand, _members, score_candidates  # noqa: F401
 from simdoc.shingling import ShingleSets, ShingleSpec
 from simdoc.similarity import MEASURES
-from simdoc.store import IndexStore, JsonlWriter, spare
+from simdoc.store import MANIFEST, IndexStore
+from simdoc.verified import VerifiedPairs
+from simdoc.verify import DocumentReader
 
 log = logging.getLogger("simdoc")
 
 BATCH_BYTES = 4 << 20  # text per shingling task
 BATCH_DOCS = 2000
-SIGNATURE_TASK_SHINGLES = 1 << 20
+SIGNATURE_TASK_DOCS = 4096  # rows of stored shingle sets signed per task (simdoc signature)
 DEFAULT_BAG_THRESHOLD = 0.4
 RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT has 2 s)
 
@@ -127,26 +127,11 @@ def _pool_context():
     return multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
 
 
-def _in_process(func: Callable, task, sequencer: batches.Sequencer | None):
-    """func(task) here, with the sequencer installed for exactly this call.
-
-    (Installing it around a generator would let an abandoned generator's
-    clean-up, run whenever it is collected, uninstall another run's.)
-    """
-    previous = batches._SEQUENCER
-    batches.use_sequencer(sequencer)
-    try:
-        return func(task)
-    finally:
-        batches.use_sequencer(previous)
-
-
-def _pool_map(func: Callable, tasks: Iterable, jobs: int, sequencer: batches.Sequencer | None = None) -> Iterator:
+def _pool_map(func: Callable, tasks: Iterable, jobs: int) -> Iterator:
     """Results of func over tasks, in task order, on ``jobs`` processes (1: in this process).
 
     ``tasks`` may be a generator: the pool's feeder thread draws from it as
     workers take tasks, so tasks can be made while the first ones run.
-    ``sequencer`` is installed in every process that runs a task (see :mod:`simdoc.batches`).
     """
     if _DASK_CLIENT is not None:
         tasks = list(tasks)
@@ -159,12 +144,12 @@ def _pool_map(func: Callable, tasks: Iterable, jobs: int, sequencer: batches.Seq
     head = list(itertools.islice(tasks, max(jobs, 1)))  # fewer than jobs: that is all of them
     if jobs <= 1 or len(head) <= 1:
         for task in itertools.chain(head, tasks):
-            yield _in_process(func, task, sequencer)
+            yield func(task)
         return
     from simdoc.kernels import warm_up
 
     warm_up()  # compiled once here; forked workers inherit the machine code
-    with _pool_context().Pool(len(head), initializer=batches.use_sequencer, initargs=(sequencer,)) as pool:
+    with _pool_context().Pool(len(head)) as pool:
         yield from pool.imap(func, itertools.chain(head, tasks), chunksize=1)
 
 
@@ -200,82 +185,78 @@ class LoadedIndex:
 
     store: IndexStore
     manifest: dict
+    _docs: DocsTable | None = field(default=None, repr=False)
 
     def stage(self, name: str) -> dict:
         stage = self.manifest["stages"].get(name)
         if stage is None:
             hint = {
-                "shingle": "run `simdoc shingle CORPUS --index ...` (or `simdoc pairs CORPUS`) first",
-                "signature": "run `simdoc signature --index ...` first",
+                "shingle": "run `simdoc pairs CORPUS` (or `simdoc shingle CORPUS --index ...`) first",
+                "signature": "run `simdoc pairs CORPUS` (or `simdoc signature --index ...`) first",
                 "index": "run `simdoc index --index ...` first",
             }[name]
             raise IndexError_(f"the index at {self.store.path} has no {name} stage yet", hint=hint)
         return stage
 
+    def check_built_from(self, *stages: str) -> None:
+        """Each named stage was built from the current build of the stage before it.
+
+        A run killed between two stages, or an earlier stage rebuilt on its
+        own, leaves later stages describing other documents: using them would
+        print pairs that belong to neither build.
+        """
+        before = {"signature": "shingle", "index": "signature"}
+        for name in stages:
+            prev = before[name]
+            made_from = self.stage(name).get("built_from")
+            if made_from != self.stage(prev).get("build_id"):
+                step = {"signature": "simdoc signature --index ...", "index": "simdoc index --index ..."}[name]
+                raise IndexError_(
+                    f"the {name} stage of the index at {self.store.path} was built from another {prev} build",
+                    hint=f"run `{step}` (or `simdoc pairs CORPUS`) to bring it up to date",
+                )
+
     def _array(self, stage: str, role: str) -> np.ndarray:
         st = self.stage(stage)
-        name = st["roles"][role]
+        name = st["roles"].get(role)
+        if name is None or name not in st["files"]:
+            raise CorruptIndex(str(self.store.path / MANIFEST), f"the {stage} stage names no {role} file")
         return self.store.load_array(name, st["files"][name])
 
+    def docs(self) -> DocsTable:
+        """The docs table (loaded once)."""
+        if self._docs is None:
+            arrays = {role: self._array("shingle", role) for role in DOC_ROLES}
+            self._docs = DocsTable.from_arrays(arrays, str(self.store.path))
+        return self._docs
+
     def doc_ids(self) -> list[str]:
-        return self.doc_columns(["id"])[0]
-
-    def doc_columns(self, fields: list[str]) -> list[list]:
-        """Some fields of every document record, without keeping a dict per document.
-
-        A dict per document costs about 1.5 KB; at 10^6 documents the ids alone
-        are what most commands need.
-        """
-        st = self.stage("shingle")
-        name = st["roles"]["docs"]
-        kept = self.store.published_columns(name, st["files"][name], fields)
-        if kept is not None:  # this process has just written the table
-            return [list(col) for col in kept]
-        cols: list[list] = [[] for _ in fields]
-        for rec in self.store.iter_jsonl(name, st["files"][name]):
-            for col, f in zip(cols, fields):
-                col.append(rec.get(f, True if f == "changed" else None))
-        return cols
-
-    def same_text(self) -> Callable[[int], tuple | None] | None:
-        """What identifies each document's text, if this process has just written the docs table.
-
-        Documents with equal identities hold byte-identical text, read the
-        same way, and so identical shingle bags (see
-        :func:`simdoc.exact.representatives`). None when the table would
-        have to be parsed again: it is not worth its time (~2 s at 10^6
-        documents) against the rows it saves reading.
-        """
-        st = self.stage("shingle")
-        name = st["roles"]["docs"]
-        kept = self.store.published_columns(name, st["files"][name], ["id", "digest", "source", "size"])
-        if kept is None:
-            return None
-        ids, digests, sources, sizes = kept
-
-        def identity(doc: int) -> tuple | None:
-            digest = digests[doc]
-            if not digest:
-                return None
-            if sources[doc] is not None:  # a JSON Lines or WARC member: the digest is of its text
-                return ("text", digest)
-            # A file's digest is of the bytes it was indexed from (the first --max-bytes of
-            # them); its name and size say how they were read (an id ends in the file's name).
-            return ("bytes", digest, batches.how_read(ids[doc], sizes[doc]), compression_of(ids[doc]))
-
-        return identity
+        return self.docs().ids
 
     def doc_records(self) -> list[dict]:
-        st = self.stage("shingle")
-        name = st["roles"]["docs"]
-        return self.store.read_jsonl(name, st["files"][name])
+        """One dict per document (id, size, mtime_ns, digest, status, n_shingles, source)."""
+        t = self.docs()
+        out = []
+        for i in range(len(t)):
+            r = t.row(i)
+            rec = {"id": r.id, "size": r.size, "mtime_ns": r.mtime_ns, "digest": r.digest.hex(), "status": r.status,
+                   "n_shingles": r.n_shingles, "added": r.added}
+            if r.source:
+                rec["source"] = r.source
+            out.append(rec)
+        return out
+
+    def has_shingle_sets(self) -> bool:
+        return "indptr" in self.stage("shingle").get("roles", {})
 
     def shingle_sets(self) -> ShingleSets:
-        # Indexes written before counts were compacted have uint32 counts and no overflow table.
-        overflow = self._array("shingle", "overflow") if "overflow" in self.stage("shingle")["roles"] else None
-        return ShingleSets(
-            self._array("shingle", "indptr"), self._array("shingle", "data"), self._array("shingle", "counts"), overflow
-        )
+        """The stored shingle sets: only after `simdoc shingle` ran as a stage of its own."""
+        if not self.has_shingle_sets():
+            raise IndexError_(
+                f"the index at {self.store.path} keeps no shingle sets (`simdoc pairs` verifies from the documents)",
+                hint="run `simdoc shingle CORPUS --index ...` to store them",
+            )
+        return ShingleSets(self._array("shingle", "indptr"), self._array("shingle", "data"), self._array("shingle", "counts"))
 
     def signatures(self) -> np.ndarray:
         return self._array("signature", "signatures")
@@ -290,18 +271,41 @@ class LoadedIndex:
         return self._array("index", "bands"), self._array("index", "buckets")
 
     def representatives(self) -> np.ndarray:
-        """rep[i]: the first document with exactly document i's shingles (see simdoc.exact)."""
+        """rep[i]: the first document with exactly document i's text (see simdoc.exact)."""
         return np.asarray(self._array("index", "groups"))
+
+    def spec(self) -> ShingleSpec:
+        p = self.stage("shingle")["params"]
+        return ShingleSpec(p["unit"], p["k"], p["lowercase"])
+
+    def reader(self) -> DocumentReader:
+        """Reads this index's documents again from its corpus (see simdoc.verify)."""
+        st = self.stage("shingle")
+        p = st["params"]
+        return DocumentReader(
+            st.get("corpus", ""), self.docs(), self.spec(), p.get("max_bytes"), p.get("follow_symlinks", False),
+            (p.get("text_field", "text"), p.get("id_field")), str(self.store.path),
+        )
+
+    def verified_pairs(self) -> VerifiedPairs:
+        st = self.manifest["stages"].get("verified")
+        if st is None or st.get("params") != self.stage("shingle")["params"]:
+            return VerifiedPairs()
+        return VerifiedPairs(np.asarray(self._array("verified", "keys")), np.asarray(self._array("verified", "jaccard")))
+
+    def verifier(self) -> Verifier:
+        sig = self.stage("signature")["params"]
+        return Verifier(self.reader(), self.verified_pairs(), self.docs().identities(), sig["num_perm"], sig.get("scheme", "oph"))
 
 
 def open_index(index: str | os.PathLike) -> LoadedIndex:
     store = IndexStore(index)
     if not store.exists():
-        raise IndexError_(f"no simdoc index at {index}", hint="build one with `simdoc shingle CORPUS --index ...`")
+        raise IndexError_(f"no simdoc index at {index}", hint="build one with `simdoc pairs CORPUS --index ...`")
     return LoadedIndex(store, store.read_manifest())
 
 
-# ---------------------------------------------------------------- shingle stage
+# ---------------------------------------------------------------- shingle stage (and signatures, fused)
 
 
 @dataclass
@@ -311,26 +315,6 @@ class StageResult:
     seconds: float = 0.0
     detail: str = ""
     warnings: list[str] = field(default_factory=list)
-    pending: PendingSignatures | None = None  # signatures computed while shingling, for the next stage
-
-
-@dataclass
-class PendingSignatures:
-    """Signature rows the shingle workers computed, in a temporary file the signature stage completes.
-
-    ``computed[i]`` says whether row i was computed (rows copied from the
-    previous build are zeros here; the signature stage copies or computes
-    them). Valid for the shingle build ``built_from`` and these ``params``.
-    """
-
-    path: Path
-    computed: np.ndarray
-    params: dict
-    built_from: str
-
-    def discard(self) -> None:
-        spare(self.path, keep=False)
-        self.path.unlink(missing_ok=True)
 
 
 def _batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
@@ -344,34 +328,6 @@ def _batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
             cur, size = [], 0
     if cur:
         yield cur
-
-
-def _copied_before(entries: list[FileEntry], stat_same: np.ndarray, old_members: dict, old_sets) -> dict[int, tuple[int, int]]:
-    """For each file to read (by its position among them), the (rows, shingles) of unchanged
-    documents copied from the previous build just before it. Mirrors the row order of
-    :func:`_build_shingles`, which checks that the workers' places agree."""
-    gaps: dict[int, tuple[int, int]] = {}
-    n_rows = n_shingles = 0
-    read = 0
-    for i, e in enumerate(entries):
-        j = int(stat_same[i])
-        if j >= 0:
-            for jj in old_members.get(e.id, [j]):
-                n_rows += 1
-                n_shingles += int(old_sets.indptr[jj + 1] - old_sets.indptr[jj])
-        else:
-            if n_rows:
-                gaps[read] = (n_rows, n_shingles)
-                n_rows = n_shingles = 0
-            read += 1
-    return gaps
-
-
-def _recording(found: Iterator[FileEntry], into: list[FileEntry]) -> Iterator[FileEntry]:
-    """``found``, appending each entry to ``into`` as it passes."""
-    for e in found:
-        into.append(e)
-        yield e
 
 
 def _scan_signature(entries: list[FileEntry], skipped) -> list:
@@ -399,9 +355,8 @@ def build_shingles(
 def _collector_paused() -> Iterator[None]:
     """Pause Python's cycle collector for a stage that only makes acyclic objects.
 
-    The shingle stage keeps a few objects per document (entries, records, results)
-    alive until its end; each collection walks all of them again, ~2% of the
-    stage's CPU at 10^5 documents (perf). Nothing it makes holds a cycle.
+    The shingle stage keeps a few objects per document alive until its end;
+    each collection would walk all of them again. Nothing it makes holds a cycle.
     """
     if not gc.isenabled():
         yield
@@ -411,6 +366,28 @@ def _collector_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+class _SignatureRows:
+    """The next signature matrix, in document order: rows kept from the current one, and new rows."""
+
+    def __init__(self, store: IndexStore, num_perm: int, old: np.ndarray | None) -> None:
+        self.writer = store.array_writer("signatures.tmp.npy", np.uint32, (num_perm,))
+        self.old = old
+        self.pending: list[int] = []
+
+    def keep(self, j: int) -> None:
+        self.pending.append(j)
+
+    def add(self, rows: np.ndarray) -> None:
+        self.flush()
+        self.writer.append(rows)
+
+    def flush(self) -> None:
+        for s in range(0, len(self.pending), 1 << 16):
+            idx = np.asarray(self.pending[s : s + (1 << 16)], dtype=np.int64)
+            self.writer.append(np.asarray(self.old[idx]))
+        self.pending.clear()
 
 
 def _build_shingles(
@@ -430,15 +407,21 @@ def _build_shingles(
     text_field: str | None = None,
     id_field: str | None = None,
     signer: tuple[int, int, str] | None = None,
+    force_read: set[str] | None = None,
 ) -> StageResult:
-    """Shingle new and changed files; copy the rows of unchanged ones from the current build.
+    """Read new and changed files; keep the rows of unchanged ones.
 
-    ``signer`` (num_perm, seed, scheme): also compute the MinHash rows of the
-    files read, for the signature stage (see :class:`PendingSignatures`).
+    With ``signer`` (num_perm, seed, scheme) this is ``simdoc pairs``'s fused
+    stage: every document read gets its MinHash row and no shingle sets are
+    stored; the docs table and the signatures are published together, by one
+    manifest. Without it, ``simdoc shingle`` on its own: the sorted shingle
+    sets are stored (every file is read again), for ``simdoc signature``.
 
-    A file is unchanged if its size and mtime are those recorded; a file whose
-    size or mtime differ is read, and counts as changed only if its content
-    digest differs. The arrays come out exactly as a full rebuild's would.
+    A file is unchanged if its size and mtime are those recorded and it was
+    not racily clean (modified within RACY_NS of the previous scan). Any
+    other file is read; if its bytes still have the digest recorded, its rows
+    are kept (only its size and time are updated), as git does with an entry
+    whose content hash matches. ``force_read``: ids to read whatever they say.
     """
     t0 = time.perf_counter()
     jobs = _check_jobs(jobs)
@@ -486,288 +469,211 @@ def _build_shingles(
         "id_field": id_field if id_field is not None else base.get("id_field"),
     }
     params = {**spec.as_params(), **reading}
-    reuse = bool(stored) and not rebuild and not changed_params and stored["params"] == params
-    local = _DASK_CLIENT is None  # workers on this machine write their rows in place
-    # A new build reads every file, so it can start on the first ones while the corpus is
-    # still being listed (the list is needed first only to compare it with the last build).
-    overlapped = local and not reuse
-    _, found, skipped = discover_sources(
+    keep_sets = signer is None
+    stored_sig = manifest["stages"].get("signature")
+    sig_params = None
+    if signer is not None:
+        sig_params = {"num_perm": signer[0], "seed": signer[1], "scheme": signer[2]}
+    # Rows can be kept from the current build only if they describe the same thing.
+    reuse = (
+        bool(stored) and not rebuild and not changed_params and stored["params"] == params and not keep_sets
+        and stored_sig is not None and stored_sig["params"] == sig_params and stored_sig.get("built_from") == stored.get("build_id")
+    )
+    _, entries, skipped = discover_sources(
         corpus,
         exclude=[index],
         follow_symlinks=reading["follow_symlinks"],
         include_globs=tuple(reading["include"]),
         exclude_globs=tuple(reading["exclude"]),
-        lazy=overlapped,
     )
-    if overlapped:
-        entries: list[FileEntry] = []
-        found = _recording(found, entries)
-        first = next(found, None)
-        if first is not None:
-            found = itertools.chain([first], found)
-    else:
-        entries = found
-        first = entries[0] if entries else None
-    if first is None:
+    if not entries:
         raise CorpusError(
             f"corpus {_name(corpus)} has no documents" + (f" ({len(skipped)} paths passed over)" if skipped else ""),
             hint="point simdoc at a folder that holds text files (hidden files are ignored)",
         )
-    scan_id = None if overlapped else _build_id(_scan_signature(entries, skipped))
-    if reuse and stored.get("scan_id") == scan_id:
-        return StageResult("shingle", False, time.perf_counter() - t0, "up to date")
-
-    old_records: list[dict] = []
-    old_sets: ShingleSets | None = None
-    if reuse:
-        old = LoadedIndex(store, manifest)
-        old_records = old.doc_records()
-        old_sets = old.shingle_sets()
-    old_pos = {r["id"]: i for i, r in enumerate(old_records)}
-    # Documents of a JSON Lines file carry its id as "source"; they are reused or re-read together.
-    old_members: dict[str, list[int]] = {}
-    for i, r in enumerate(old_records):
-        if "source" in r:
-            old_members.setdefault(r["source"], []).append(i)
-    # Rows whose file looks untouched (same size and mtime) are copied without reading the file.
-    # A file modified in the same clock tick as the last scan could keep both, so files whose
-    # mtime is that recent are read again ("racily clean", as git calls it).
+    scan_id = _build_id(_scan_signature(entries, skipped))
     scanned_at = time.time_ns()
-    racy_after = int(stored.get("scanned_at_ns", 0)) - RACY_NS if reuse else 0
-    stat_same = None if overlapped else np.full(len(entries), -1, dtype=np.int64)
-    to_read: list[int] = []
-    for i, e in enumerate(entries if not overlapped else ()):
-        j = old_pos.get(e.id) if e.id not in old_members else old_members[e.id][0]
-        if (
-            j is not None
-            and old_records[j]["size"] == e.size
-            and old_records[j]["mtime_ns"] == e.mtime_ns
-            and e.mtime_ns < racy_after
-        ):
-            stat_same[i] = j
-        else:
-            to_read.append(i)
+    old: DocsTable | None = None
+    old_rows: dict[str, list[int]] = {}  # file id -> its rows in the current table (members: several)
+    racy_after = 0
+    if stored and not rebuild and not changed_params and stored["params"] == params:
+        racy_after = int(stored.get("scanned_at_ns", 0)) - RACY_NS
+        loaded = LoadedIndex(store, manifest)
+        old = loaded.docs()
+        for j, (doc_id, src) in enumerate(zip(old.ids, old.sources)):
+            old_rows.setdefault(src or doc_id, []).append(j)
+    racy = [e for e in entries if e.id in old_rows and e.mtime_ns >= racy_after]
+    same_build = (
+        reuse or (keep_sets and stored is not None and stored.get("params") == params and "indptr" in stored.get("roles", {}))
+    )
+    # The whole scan looks as before and no file was racily clean: nothing to read.
+    if same_build and stored.get("scan_id") == scan_id and not racy and not force_read:
+        return StageResult("shingle", False, time.perf_counter() - t0, "up to date")
+    old_sigs = LoadedIndex(store, manifest).signatures() if reuse else None
+    force_read = force_read or set()
+    plan: list[tuple[FileEntry, bytes | None, bool]] = []  # (entry, digest indexed, keep without reading)
+    for e in entries:
+        rows = old_rows.get(e.id) if reuse else None
+        if rows is None:
+            plan.append((e, None, False))
+            continue
+        j = rows[0]
+        unchanged = (
+            int(old.file_size[j]) == e.size and int(old.mtime_ns[j]) == e.mtime_ns and e.mtime_ns < racy_after
+            and e.id not in force_read and not any(old.ids[r] in force_read for r in rows)
+        )
+        plan.append((e, None if e.id in force_read else bytes(old.file_digest[j]), unchanged))
     store.ensure_dir()
-    rows = RowWriter(store, signer[0] if signer else None)
-    run_tag = f"{os.getpid()}-{time.time_ns()}"
-    gaps = {} if overlapped or not local else _copied_before(entries, stat_same, old_members, old_sets)
-    queued: collections.deque[list[FileEntry]] = collections.deque()  # batches made, results not yet taken
-    direct_from = direct.direct_from()  # what bypasses the page cache (see simdoc.direct)
-
-    def make_tasks() -> Iterator[tuple]:
-        read_entries = found if overlapped else (entries[i] for i in to_read)
-        first = 0  # position of the batch's first file among the files read
-        for i, b in enumerate(_batches(read_entries)):
-            if local:
-                sink = PlaceSink(
-                    i, *rows.paths, {p - first: gaps[p] for p in range(first, first + len(b)) if p in gaps}, direct_from
-                )
-            else:
-                sink = ShardSink(str(store.path / f".shingles.{{kind}}.tmp.npy.shard-{run_tag}-{i}.tmp"))
-            first += len(b)
-            queued.append(b)
-            files = [(e.id, e.path, e.size) for e in b]
-            yield files, spec, reading["max_bytes"], reading["follow_symlinks"], sink, (reading["text_field"], reading["id_field"]), signer
-
-    shards: list[Shard] = []
-
-    def read_results() -> Iterator[tuple[FileEntry, tuple, Placed | Shard, int]]:
-        """Per file read: (entry, info, its batch, first row or -1); a JSON Lines file has one row per member."""
-        sequencer = batches.Sequencer(_pool_context()) if local else None
-        for batch, infos in _pool_map(shingle_batch, make_tasks(), jobs, sequencer):
-            if isinstance(batch, Shard):
-                shards.append(batch)
-            row = 0
-            # The task of a result was made before the result came: its batch is queued.
-            for e, info in zip(queued.popleft(), infos, strict=True):
-                n = rows_of(info)
-                yield e, info, batch, (row if n or info[3] is not None else -1)
-                row += n
-
-    # What the walk passed over comes first; an overlapped walk knows it only at the end.
-    warnings = [] if overlapped else [f"{s.id}: {s.reason}" for s in skipped]
-    not_docs: list[dict] = [] if overlapped else [{"id": s.id, "reason": s.reason} for s in skipped]
-    docs_out = JsonlWriter(store.path, "docs.tmp.jsonl", columns=("id", "changed", "digest", "size"), optional=("source",))
-    n_empty = 0
-    n_kept_old = 0  # documents of the previous build still present (to count removals)
-    origin: list[int] = []
     generation = int(manifest.get("generation", 0)) + 1
-    n_changed = 0
+    builder = TableBuilder(old)
+    num_perm = signer[0] if signer else DEFAULT_NUM_PERM
+    sig_rows = _SignatureRows(store, num_perm, old_sigs) if signer is not None else None
+    sets_parts: list[ShingleSets] = []
+    old_pos = {doc_id: j for j, doc_id in enumerate(old.ids)} if old is not None else {}
+    warnings = [f"{s.id}: {s.reason}" for s in skipped]
+    not_docs: list[dict] = [{"id": s.id, "reason": s.reason} for s in skipped]
+    n_read = n_changed = n_kept_old = 0
+
+    def make_tasks() -> Iterator[ScanTask]:
+        to_read = (e for e, _, keep in plan if not keep)
+        digests = {e.id: d for e, d, keep in plan if not keep}
+        for b in _batches(to_read):
+            files = [(e.id, e.path, e.size, digests[e.id]) for e in b]
+            yield ScanTask(
+                files, spec, reading["max_bytes"], reading["follow_symlinks"],
+                (reading["text_field"], reading["id_field"]), signer or (1, DEFAULT_SEED, "oph"), keep_sets,
+            )
+
+    def keep_rows(e: FileEntry, stat: tuple[int, int] | None) -> None:
+        nonlocal n_kept_old
+        for j in old_rows[e.id]:
+            builder.add_old(j, stat)
+            if sig_rows is not None:
+                sig_rows.keep(j)
+            n_kept_old += 1
+
+    results = _pool_map(scan_batch, make_tasks(), jobs)
+    bar = _progress(len(entries), "read", progress, unit="file")
     try:
-        results = read_results()
-        bar = _progress(None if overlapped else len(entries), "shingle", progress)
-        # Files in id order: a new build takes them as their results come; an update goes
-        # through the whole list, copying unchanged files' rows and taking the others' results.
-        files_in_order = ((None, got) for got in results) if overlapped else ((e, None) for e in entries)
-        for i, (e, got) in enumerate(files_in_order):
-            # A shard whose rows are all written (its span is no longer pending): free its space.
-            while len(shards) > 1 and not rows.pending(shards[0]):
-                shards.pop(0).remove()
-            j = -1 if overlapped else int(stat_same[i])
-            if j >= 0:
-                for j in old_members.get(e.id, [j]):
-                    rows.add(old_sets, j)
-                    rec = dict(old_records[j])
-                    rec["changed"] = False
-                    docs_out.add(rec)
-                    n_empty += rec["n_shingles"] == 0
-                    n_kept_old += 1
-                    origin.append(j)
+        batch: BatchResult | None = None
+        at_file = at_doc = 0
+        for e, _, keep in plan:
+            if keep:
+                keep_rows(e, None)
+                bar.update(1)
+                continue
+            if batch is None or at_file == len(batch.files):
+                batch = next(results)
+                at_file = at_doc = 0
+                new_sigs: list[int] = []
+            outcome = batch.files[at_file]
+            at_file += 1
+            n_read += 1
+            if outcome.warning:
+                warnings.append(f"{e.id}: {outcome.warning}")
+            if outcome.unchanged:
+                keep_rows(e, (e.size, e.mtime_ns))
+            elif outcome.how in MEMBER_WAYS or outcome.status not in ("binary", "unreadable"):
+                if outcome.how in MEMBER_WAYS and outcome.n_docs == 0:
+                    not_docs.append({"id": e.id, "reason": outcome.warning or "no documents in this file"})
+                for d in batch.docs[at_doc : at_doc + outcome.n_docs]:
+                    j = old_pos.get(d.id, -1)
+                    same = j >= 0 and bytes(old.digest[j]) == d.digest
+                    n_changed += not same
+                    n_kept_old += j >= 0
+                    builder.add_new(DocRow(
+                        d.id, d.source, d.offset, d.length, d.size, e.size, e.mtime_ns, d.digest, outcome.file_digest,
+                        d.how, d.status, d.n_shingles, int(old.added[j]) if same else generation,
+                    ))
+                if sig_rows is not None and outcome.n_docs:
+                    sig_rows.add(batch.signatures[at_doc : at_doc + outcome.n_docs])
+                if keep_sets and outcome.n_docs:
+                    sets_parts.append(batch.sets.slice(at_doc, at_doc + outcome.n_docs))
+                at_doc += outcome.n_docs
             else:
-                e, (digest, status, warning, members), sets, row = got if got is not None else next(results)
-                if warning:
-                    warnings.append(f"{e.id}: {warning}")
-                if members is not None:
-                    if not members:
-                        not_docs.append({"id": e.id, "reason": warning or "no documents in this JSON Lines file"})
-                    for k, (member_id, member_digest) in enumerate(members):
-                        rows.add(sets, row + k)
-                        j = old_pos.get(member_id, -1)
-                        same = j >= 0 and old_records[j]["digest"] == member_digest
-                        n_changed += not same
-                        n_kept_old += j >= 0
-                        origin.append(j if same else -1)
-                        n_shingles = int(sets.indptr[row + k + 1] - sets.indptr[row + k])
-                        n_empty += n_shingles == 0
-                        docs_out.add(
-                            {"id": member_id, "source": e.id, "size": e.size, "mtime_ns": e.mtime_ns,
-                             "digest": member_digest, "status": status, "n_shingles": n_shingles, "changed": not same}
-                        )
-                    bar.update(1)
-                    continue
-                if row < 0:
-                    not_docs.append({"id": e.id, "reason": warning})
-                    continue
-                rows.add(sets, row)
-                j = old_pos.get(e.id, -1)
-                same = j >= 0 and old_records[j]["digest"] == digest
-                n_changed += not same
-                n_kept_old += j >= 0
-                origin.append(j if same else -1)
-                n_shingles = int(sets.indptr[row + 1] - sets.indptr[row])
-                n_empty += n_shingles == 0
-                docs_out.add(
-                    {"id": e.id, "size": e.size, "mtime_ns": e.mtime_ns, "digest": digest, "status": status,
-                     "n_shingles": n_shingles, "changed": not same}
-                )
+                not_docs.append({"id": e.id, "reason": outcome.warning})
             bar.update(1)
         bar.close()
-        if overlapped:
-            warnings[:0] = [f"{s.id}: {s.reason}" for s in skipped]
-            not_docs[:0] = [{"id": s.id, "reason": s.reason} for s in skipped]
-            scan_id = _build_id(_scan_signature(entries, skipped))
-        if not docs_out.count:
+        if not len(builder):
             err = CorpusError(
                 f"corpus {_name(corpus)} has no readable documents ({len(not_docs)} files skipped)",
                 hint="see the warnings above for why each file was skipped",
             )
             err.warnings = warnings
             raise err
+        table = builder.finish()
         build = _build_id(scan_id, params, __version__, generation)
-        names = {
-            "indptr": f"shingles.indptr.{build}.npy",
-            "data": f"shingles.data.{build}.npy",
-            "counts": f"shingles.counts.{build}.npy",
-            "overflow": f"shingles.overflow.{build}.npy",
-            "docs": f"docs.{build}.jsonl",
-            "origin": f"shingles.origin.{build}.npy",
-        }
-        files = rows.finish(names)
-        pending = None
-        written = rows.pending_signatures()
-        if written is not None:
-            num_perm, seed, scheme = signer
-            pending = PendingSignatures(*written, {"num_perm": num_perm, "seed": seed, "scheme": scheme}, build)
-            spare(pending.path)  # the manifest write below must not collect it
-        docs_out.name = names["docs"]
-        files[names["docs"]] = docs_out.finish()
+        roles: dict[str, str] = {}
+        files: dict[str, dict] = {}
+        for role, arr in table.arrays().items():
+            roles[role] = f"{role}.{build}.npy"
+            files[roles[role]] = store.save_array(roles[role], arr)
+        if keep_sets:
+            sets = ShingleSets.concatenate(sets_parts)
+            for role, arr in (("indptr", sets.indptr), ("data", sets.data), ("counts", sets.counts)):
+                roles[role] = f"shingles.{role}.{build}.npy"
+                files[roles[role]] = store.save_array(roles[role], np.ascontiguousarray(arr))
+        sig_stage = None
+        if sig_rows is not None:
+            sig_rows.flush()
+            hasher = MinHasher(*signer[:2], scheme=signer[2])
+            sig_build = _build_id(build, sig_params, __version__)
+            sig_names = {"signatures": f"signatures.{sig_build}.npy", "family": f"minhash.family.{sig_build}.npy"}
+            sig_rows.writer.name = sig_names["signatures"]
+            sig_files = {sig_names["signatures"]: sig_rows.writer.finish()}
+            sig_files[sig_names["family"]] = store.save_array(sig_names["family"], hasher.family())
+            sig_stage = {"params": sig_params, "built_from": build, "build_id": sig_build, "roles": sig_names, "files": sig_files}
     except BaseException:
-        rows.abort()
-        docs_out.abort()
-        if not local:
-            for leftover in store.path.glob(f".shingles.*.tmp.npy.shard-{run_tag}-*.tmp"):
-                leftover.unlink(missing_ok=True)
+        if sig_rows is not None:
+            sig_rows.writer.abort()
         raise
-    finally:
-        for shard in shards:
-            shard.remove()
-    try:
-        files[names["origin"]] = store.save_array(names["origin"], np.asarray(origin, dtype=np.int64))
-        n_docs = docs_out.count
-        empty = n_empty
-        manifest["stages"]["shingle"] = {
-            "params": params,
-            "corpus": corpus_abs,
-            "scan_id": scan_id,
-            "scanned_at_ns": scanned_at,
-            "build_id": build,
-            "previous_build": stored["build_id"] if reuse else None,
-            "n_docs": n_docs,
-            "n_empty": empty,
-            "n_changed": n_changed,
-            "n_removed": len(old_pos) - n_kept_old,
-            "skipped": not_docs,
-            "roles": names,
-            "files": files,
-        }
-        manifest["generation"] = generation
-        manifest["simdoc_version"] = __version__
-        store.write_manifest(manifest)
-    except BaseException:
-        if pending is not None:
-            pending.discard()
-        raise
-    detail = f"{n_docs} documents, {rows.offset} shingles"
-    if reuse:
-        detail += f"; read {len(to_read)} files, {n_changed} new or changed, {manifest['stages']['shingle']['n_removed']} removed"
-    if empty:
-        detail += f", {empty} with no shingles (never candidates)"
+    n_docs = len(table)
+    n_empty = int(np.count_nonzero(table.n_shingles == 0))
+    manifest["stages"]["shingle"] = {
+        "params": params,
+        "corpus": corpus_abs,
+        "scan_id": scan_id,
+        "scanned_at_ns": scanned_at,
+        "build_id": build,
+        "n_docs": n_docs,
+        "n_empty": n_empty,
+        "n_changed": n_changed,
+        "n_removed": len(old_pos) - n_kept_old,
+        "skipped": not_docs,
+        "roles": roles,
+        "files": files,
+    }
+    if sig_stage is not None:
+        manifest["stages"]["signature"] = sig_stage
+    manifest["generation"] = generation
+    manifest["simdoc_version"] = __version__
+    store.write_manifest(manifest)
+    detail = f"{n_docs} documents"
+    if old is not None:
+        detail += f"; read {n_read} files, {n_changed} new or changed, {manifest['stages']['shingle']['n_removed']} removed"
+    if n_empty:
+        detail += f", {n_empty} with no shingles (never candidates)"
     if not_docs:
         detail += f", {len(not_docs)} files skipped"
-    return StageResult("shingle", True, time.perf_counter() - t0, detail, warnings, pending)
+    if sig_stage is not None:
+        detail += f"; {n_docs} x {num_perm} signatures"
+    return StageResult("shingle", True, time.perf_counter() - t0, detail, warnings)
 
 
 # ---------------------------------------------------------------- signature stage
 
 
-def _signature_task(task: tuple) -> int:
-    """Compute the signatures of some row ranges into the shared output file (worker process)."""
-    index, ranges, out_tmp, num_perm, seed, scheme = task
-    all_sets = open_index(index).shingle_sets()
-    hasher = MinHasher(num_perm, seed, scheme=scheme)
-    out = np.load(out_tmp, mmap_mode="r+")
-    for start, stop in ranges:
-        hasher.signatures(all_sets.slice(start, stop), out=out[start:stop])
-    out.flush()
-    return sum(b - a for a, b in ranges)
-
-
-def _plan_signature_tasks(indptr: np.ndarray, need: np.ndarray) -> list[list[tuple[int, int]]]:
-    """Group the runs of rows that need computing into tasks of about SIGNATURE_TASK_SHINGLES shingles."""
-    edges = np.flatnonzero(np.diff(np.concatenate(([0], need.astype(np.int8), [0]))))
-    tasks: list[list[tuple[int, int]]] = []
-    current: list[tuple[int, int]] = []
-    volume = 0
-    for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist()):
-        while a < b:
-            # Cut long runs where the volume reaches the task size.
-            limit = int(np.searchsorted(indptr, indptr[a] + SIGNATURE_TASK_SHINGLES - volume, side="right")) - 1
-            stop = min(b, max(limit, a + 1))
-            current.append((a, stop))
-            volume += int(indptr[stop] - indptr[a])
-            a = stop
-            if volume >= SIGNATURE_TASK_SHINGLES:
-                tasks.append(current)
-                current, volume = [], 0
-    if current:
-        tasks.append(current)
-    return tasks
+def _signature_task(task: tuple) -> np.ndarray:
+    """Signatures of rows [a, b) of the stored shingle sets (worker process)."""
+    index, a, b, num_perm, seed, scheme = task
+    sets = open_index(index).shingle_sets().slice(a, b)
+    return MinHasher(num_perm, seed, scheme=scheme).signatures(sets)
 
 
 def build_signatures(index: str | os.PathLike, *, wait: float = 0.0, **options) -> StageResult:
     """Bring the signature stage up to date with the shingle stage (holding the writer lock).
 
-    ``options``: num_perm, seed, jobs, rebuild, progress.
+    ``options``: num_perm, seed, scheme, jobs, rebuild, progress.
     """
     store = open_index(index).store
     scheduler = options.pop("scheduler", None)
@@ -796,7 +702,6 @@ def _build_signatures(
     jobs: int | None = None,
     rebuild: bool = False,
     progress: bool = False,
-    pending: PendingSignatures | None = None,
 ) -> StageResult:
     t0 = time.perf_counter()
     jobs = _check_jobs(jobs)
@@ -804,64 +709,33 @@ def _build_signatures(
     shingle = loaded.stage("shingle")
     stored = loaded.manifest["stages"].get("signature")
     params = _signature_params(stored, num_perm, seed, scheme, index, rebuild)
+    if stored and stored["params"] == params and stored.get("built_from") == shingle["build_id"]:
+        return StageResult("signature", False, time.perf_counter() - t0, "up to date")
+    if not loaded.has_shingle_sets():
+        raise IndexError_(
+            f"the signatures of the index at {loaded.store.path} need computing again, and it keeps no shingle sets",
+            hint="run `simdoc pairs CORPUS` with these options (it reads the documents), "
+            "or `simdoc shingle CORPUS --index ...` first",
+        )
+    store = loaded.store
     hasher = MinHasher(params["num_perm"], params["seed"], scheme=params["scheme"])
     n = shingle["n_docs"]
-    use_pending = (
-        pending is not None
-        and pending.params == params
-        and pending.built_from == shingle["build_id"]
-        and len(pending.computed) == n
-    )
-    if pending is not None and not use_pending:
-        pending.discard()
-    if stored and not rebuild and stored["params"] == params and stored.get("built_from") == shingle["build_id"]:
-        return StageResult("signature", False, time.perf_counter() - t0, "up to date")
-    store = loaded.store
     build = _build_id(shingle["build_id"], params, __version__)
     names = {"signatures": f"signatures.{build}.npy", "family": f"minhash.family.{build}.npy"}
-    # Incremental: rows of documents unchanged since the build these signatures came from are copied.
-    origin = None
-    if (
-        stored
-        and not rebuild
-        and stored["params"] == params
-        and shingle.get("previous_build") is not None
-        and stored.get("built_from") == shingle["previous_build"]
-    ):
-        origin = np.asarray(loaded._array("shingle", "origin"))
-    if use_pending:
-        # The shingle workers computed the rows of the files they read; complete their file.
-        tmp = pending.path
-        out = np.load(tmp, mmap_mode="r+")
-        have = pending.computed
-    else:
-        out, tmp = store.create_array(names["signatures"], np.uint32, (n, params["num_perm"]))
-        have = np.zeros(n, dtype=bool)
+    step = SIGNATURE_TASK_DOCS
+    tasks = [(str(store.path), a, min(a + step, n), params["num_perm"], params["seed"], params["scheme"]) for a in range(0, n, step)]
+    writer = store.array_writer(names["signatures"], np.uint32, (params["num_perm"],))
     try:
-        files = {names["family"]: store.save_array(names["family"], hasher.family())}
-        indptr = np.asarray(loaded.shingle_sets().indptr)
-        new = np.ones(n, dtype=bool) if origin is None else origin < 0
-        need = new & ~have
-        if origin is not None:
-            old = loaded.signatures()
-            keep = np.flatnonzero(~new & ~have)
-            for s0 in range(0, len(keep), 1 << 16):
-                rows = keep[s0 : s0 + (1 << 16)]
-                out[rows] = old[origin[rows]]
-        tasks = [
-            (str(store.path), ranges, str(tmp), params["num_perm"], params["seed"], params["scheme"])
-            for ranges in _plan_signature_tasks(indptr, need)
-        ]
-        bar = _progress(int(need.sum()), "signature", progress)
-        for done in _pool_map(_signature_task, tasks, jobs):
-            bar.update(done)
+        bar = _progress(n, "signature", progress)
+        for rows in _pool_map(_signature_task, tasks, jobs):
+            writer.append(rows)
+            bar.update(len(rows))
         bar.close()
-        files[names["signatures"]] = store.publish(tmp, names["signatures"], out)
+        files = {names["signatures"]: writer.finish()}
+        files[names["family"]] = store.save_array(names["family"], hasher.family())
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        writer.abort()
         raise
-    finally:
-        spare(tmp, keep=False)
     loaded.manifest["stages"]["signature"] = {
         "params": params,
         "built_from": shingle["build_id"],
@@ -870,12 +744,7 @@ def _build_signatures(
         "files": files,
     }
     store.write_manifest(loaded.manifest)
-    detail = f"{n} x {params['num_perm']} signature matrix"
-    if origin is not None:
-        detail += f" ({int(new.sum())} rows computed, {n - int(new.sum())} copied)"
-    if use_pending:
-        detail += ", computed while shingling"
-    return StageResult("signature", True, time.perf_counter() - t0, detail)
+    return StageResult("signature", True, time.perf_counter() - t0, f"{n} x {params['num_perm']} signature matrix")
 
 
 # ---------------------------------------------------------------- index stage
@@ -915,8 +784,8 @@ def build_index(index: str | os.PathLike, *, wait: float = 0.0, **options) -> tu
     ``options``: threshold, bands, rows, bag_threshold (see :func:`_build_index`).
     """
     store = open_index(index).store
-    scheduler = options.pop("scheduler", None)
-    with store.writing(wait), using_scheduler(scheduler):
+    options.pop("scheduler", None)  # banding is a few sorts: it runs here on every engine
+    with store.writing(wait):
         return _build_index(index, **options)
 
 
@@ -932,14 +801,13 @@ def _build_index(
     """Bring the band keys and buckets up to date with the signatures.
 
     ``bag_threshold`` records that the banding threshold was derived from a
-    bag-Jaccard threshold, so that later set-Jaccard runs do not take it as
-    the index's own threshold. ``jobs``: threads sorting the bands (default:
-    all cores).
+    bag-Jaccard threshold. ``jobs``: threads sorting the bands (default: all cores).
     """
     t0 = time.perf_counter()
     jobs = _check_jobs(jobs)
     loaded = open_index(index)
     sig_stage = loaded.stage("signature")
+    loaded.check_built_from("signature")
     stored = loaded.manifest["stages"].get("index")
     params = resolve_banding(stored["params"] if stored else None, sig_stage["params"]["num_perm"], threshold, bands, rows)
     params["measure"] = "bag" if bag_threshold is not None else "set"
@@ -948,31 +816,17 @@ def _build_index(
     report = BandingReport.of(params["bands"], params["rows"], params["threshold"])
     if stored and stored["params"] == params and stored.get("built_from") == sig_stage["build_id"]:
         return StageResult("index", False, time.perf_counter() - t0, "up to date"), report
-    # Exact copies are folded onto their first member: only representatives are banded.
-    # The groups depend on the documents only, so re-banding for a new threshold reuses them.
-    reuse_groups = stored and stored.get("built_from") == sig_stage["build_id"] and "groups" in stored.get("roles", {})
     build = _build_id(sig_stage["build_id"], params, __version__)
     names = {"bands": f"bands.{build}.npy", "buckets": f"buckets.{build}.npy", "groups": f"groups.{build}.npy"}
-    if _DASK_CLIENT is not None:
-        from simdoc.engines.dask import build_index_arrays
-
-        stored_rep = np.asarray(loaded.representatives()) if reuse_groups else None
-        files = build_index_arrays(
-            _DASK_CLIENT, str(index), loaded.store, names, params["bands"], params["rows"], stored_rep
-        )
-    else:
-        sigs = loaded.signatures()
-        sets = loaded.shingle_sets()
-        keys = band_keys(sigs, params["bands"], params["rows"])
-        nonempty = np.diff(sets.indptr) > 0
-        if reuse_groups:
-            rep = np.asarray(loaded.representatives())
-            order = bucket_order(keys, nonempty & (rep == np.arange(len(rep))), threads=jobs)
-        else:
-            rep, order = _copies_and_buckets(sets, sigs, keys, nonempty, jobs, loaded.same_text())
-        files = {names["bands"]: loaded.store.save_array(names["bands"], keys)}
-        files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
-        files[names["groups"]] = loaded.store.save_array(names["groups"], rep)
+    docs = loaded.docs()
+    sigs = loaded.signatures()
+    keys = band_keys(sigs, params["bands"], params["rows"])
+    # Exact copies are folded onto their first member: only representatives are banded.
+    rep = representatives(docs.identities(), docs.n_shingles > 0)
+    order = bucket_order(keys, (docs.n_shingles > 0) & (rep == np.arange(len(rep))), threads=jobs)
+    files = {names["bands"]: loaded.store.save_array(names["bands"], keys)}
+    files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
+    files[names["groups"]] = loaded.store.save_array(names["groups"], rep)
     loaded.manifest["stages"]["index"] = {
         "params": params,
         "built_from": sig_stage["build_id"],
@@ -982,25 +836,6 @@ def _build_index(
     }
     loaded.store.write_manifest(loaded.manifest)
     return StageResult("index", True, time.perf_counter() - t0, report.describe()), report
-
-
-def _copies_and_buckets(
-    sets: ShingleSets, sigs: np.ndarray, keys: np.ndarray, nonempty: np.ndarray, jobs: int, same_text=None
-) -> tuple[np.ndarray, np.ndarray]:
-    """The exact-copy groups, and the bucket order of their representatives, found at once.
-
-    Finding copies reads the candidates' rows, which in a large index come
-    from disk: at 10^6 documents ~3.6 s (~2.1 s when ``same_text`` spares
-    the byte-identical ones), most of it waiting on reads. Meanwhile the
-    bands of every non-empty document are sorted (~0.7 s); the copies are
-    then dropped from the sorted bands, which gives the same order as
-    sorting the representatives alone.
-    """
-    with ThreadPoolExecutor(1, thread_name_prefix="simdoc-copies") as pool:
-        copies = pool.submit(representatives, sets, sigs, same_text)
-        order = bucket_order(keys, nonempty, threads=jobs)
-        rep = copies.result()
-    return rep, keep_in_buckets(order, rep == np.arange(len(rep)))
 
 
 # ---------------------------------------------------------------- pairs
@@ -1070,46 +905,66 @@ def find_pairs(
         )
 
 
+MAX_REINDEX = 2  # times a run re-reads documents that changed while it verified them
+
+
 def _find_pairs(
     corpus, index, t0, threshold, measure, verify, all_candidates, unit, k, lowercase, num_perm, seed, scheme,
     bands, rows, jobs, rebuild, progress, wait, new_only, max_bytes, follow_symlinks, include, exclude,
     text_field, id_field,
 ) -> PairsResult:
-    with IndexStore(index).writing(wait):
-        reading = {
-            "max_bytes": max_bytes,
-            "follow_symlinks": follow_symlinks,
-            "include": sorted(set(include)) if include else None,
-            "exclude": sorted(set(exclude)) if exclude else None,
-            "text_field": text_field,
-            "id_field": id_field,
-        }
-        stages, t, report = _refresh_for_pairs(
-            corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, scheme, bands, rows, jobs, rebuild,
-            progress, reading,
-        )
     store = IndexStore(index)
-    with store.reading():
-        loaded = open_index(index)
-        if new_only:
-            doc_ids, flags = loaded.doc_columns(["id", "changed"])
-            changed = np.array(flags, dtype=bool)
-        else:
-            doc_ids, changed = loaded.doc_ids(), None
-        if _DASK_CLIENT is not None:
-            from simdoc.engines import dask as dask_engine
+    reading = {
+        "max_bytes": max_bytes,
+        "follow_symlinks": follow_symlinks,
+        "include": sorted(set(include)) if include else None,
+        "exclude": sorted(set(exclude)) if exclude else None,
+        "text_field": text_field,
+        "id_field": id_field,
+    }
+    # A run given the corpus writes the index, and after scoring the pairs it verified: it
+    # holds the writer lock throughout. Without a corpus the index is only read (missing
+    # derived stages are still built, under the lock, by the stage functions).
+    writer = store.writing(wait) if corpus is not None else contextlib.nullcontext()
+    force: set[str] = set()
+    with writer:
+        for attempt in range(MAX_REINDEX + 1):
+            stages, t, report = _refresh_for_pairs(
+                corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, scheme, bands, rows, jobs,
+                rebuild and attempt == 0, progress, reading, force,
+            )
+            with store.reading():
+                loaded = open_index(index)
+                loaded.check_built_from("signature", "index")
+                docs = loaded.docs()
+                reported = int(loaded.manifest.get("reported_generation", 0))
+                changed = docs.added > reported if new_only else None
+                verifier = loaded.verifier() if verify else None
+                t_score = time.perf_counter()
+                if _DASK_CLIENT is not None:
+                    from simdoc.engines import dask as dask_engine
 
-            left, right, est, jac, n_cand, stats = dask_engine.score_candidates(
-                _DASK_CLIENT, str(index), t, measure, verify, all_candidates, changed
-            )
-        else:
-            left, right, est, jac, n_cand, stats = score_candidates(
-                loaded, t, measure, verify, all_candidates, changed, _check_jobs(jobs)
-            )
-        shingle = loaded.stage("shingle")
-        groups = groups_of(loaded.representatives())
+                    left, right, est, jac, n_cand, stats = dask_engine.score_candidates(
+                        _DASK_CLIENT, str(index), t, measure, verify, all_candidates, changed
+                    )
+                else:
+                    left, right, est, jac, n_cand, stats = score_candidates(
+                        loaded, t, measure, verify, all_candidates, changed, _check_jobs(jobs), verifier
+                    )
+                shingle = loaded.stage("shingle")
+                groups = groups_of(loaded.representatives())
+            stale = verifier.stale if verifier is not None else set()
+            if stale and corpus is not None and attempt < MAX_REINDEX:
+                # Changed between indexing and verification: index them again, then score again.
+                force = {docs.sources[d] or docs.ids[d] for d in stale}
+                continue
+            break
+        if verifier is not None:
+            stages.append(_verify_result(verifier, docs, time.perf_counter() - t_score))
+            if corpus is not None and verifier.table.grew:
+                _save_verified(store, verifier.table, docs)
     result = PairsResult(
-        doc_ids,
+        docs.ids,
         left,
         right,
         est,
@@ -1128,18 +983,55 @@ def _find_pairs(
         groups=groups,
         group_value=(1.0, (0.5 if measure == "bag" else 1.0) if verify else None),
     )
+    result.generation = int(loaded.manifest.get("generation", 0))
     # Pairs of exact copies were candidates too (they share every bucket).
     result.n_candidates += result.n_group_pairs()
     return result
 
 
+def _verify_result(verifier: Verifier, docs: DocsTable, seconds: float) -> StageResult:
+    warnings = [
+        f"{docs.ids[d]}: changed since it was indexed; its pairs are left out (run `simdoc pairs CORPUS` to index it again)"
+        for d in sorted(verifier.stale)
+    ]
+    warnings += [f"{docs.ids[d]}: could not be read again; its pairs are left out" for d in sorted(verifier.gone)]
+    detail = f"{verifier.n_verified} pairs verified from the documents, {verifier.n_cached} from the verified-pairs table"
+    return StageResult("verify", verifier.n_verified > 0, seconds, detail, warnings)
+
+
+def _save_verified(store: IndexStore, table: VerifiedPairs, docs: DocsTable) -> None:
+    """Publish the verified-pairs table, keeping only pairs of texts the corpus still holds."""
+    manifest = store.read_manifest()
+    shingle = manifest["stages"]["shingle"]
+    present_hi = key_halves(docs.identities())[0]
+    keys, jac = table.merged(present_hi)
+    build = _build_id(shingle["build_id"], len(keys), time.time_ns())
+    names = {"keys": f"verified.keys.{build}.npy", "jaccard": f"verified.jaccard.{build}.npy"}
+    files = {names["keys"]: store.save_array(names["keys"], keys), names["jaccard"]: store.save_array(names["jaccard"], jac)}
+    manifest["stages"]["verified"] = {"params": shingle["params"], "built_from": shingle["build_id"], "roles": names, "files": files}
+    store.write_manifest(manifest)
+
+
+def mark_reported(index: str | os.PathLike, generation: int, wait: float = 0.0) -> None:
+    """Record that a ``--new`` report of the index's update ``generation`` was written in full.
+
+    The next ``--new`` run reports the documents added after it: none when
+    nothing changed, and those of a run killed before its report completed.
+    """
+    store = IndexStore(index)
+    with store.writing(wait):
+        manifest = store.read_manifest()
+        if int(manifest.get("reported_generation", 0)) < generation <= int(manifest.get("generation", 0)):
+            manifest["reported_generation"] = generation
+            store.write_manifest(manifest)
+
+
 def _refresh_for_pairs(
     corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, scheme, bands, rows, jobs, rebuild, progress,
-    reading,
+    reading, force_read=None,
 ):
     """Run the stages find_pairs needs; returns (stage results, threshold, banding report)."""
     stages: list[StageResult] = []
-    pending = None
     if corpus is not None:
         # The signature parameters are settled first, so that the shingle workers can
         # compute the signatures of what they read (a parameter mismatch fails here, early).
@@ -1149,35 +1041,21 @@ def _refresh_for_pairs(
         stages.append(
             build_shingles(
                 corpus, index, unit=unit, k=k, lowercase=lowercase, jobs=jobs, rebuild=rebuild, progress=progress,
-                signer=(sig["num_perm"], sig["seed"], sig["scheme"]), **reading
+                signer=(sig["num_perm"], sig["seed"], sig["scheme"]), force_read=force_read, **reading
             )
         )
-        pending = stages[-1].pending
     else:
         loaded = open_index(index)
         asked = {"unit": unit, "k": k, "lowercase": lowercase, **reading}
         _mismatch("shingle", loaded.stage("shingle")["params"], asked, index, False)
-    try:
-        stages.append(
-            build_signatures(
-                index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, rebuild=rebuild, progress=progress,
-                pending=pending,
-            )
-        )
-    except BaseException:
-        if pending is not None and pending.path.exists():
-            pending.discard()
-        raise
+    stages.append(build_signatures(index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, progress=progress))
     loaded = open_index(index)
     stored = (loaded.manifest["stages"].get("index") or {}).get("params", {})
-    t = threshold
-    if t is None and stored.get("measure", "set") == measure:
-        t = stored.get("bag_threshold") if measure == "bag" else stored.get("threshold")
-    if t is None:
-        t = DEFAULT_THRESHOLD if measure == "set" else DEFAULT_BAG_THRESHOLD
-    # Re-band when the threshold or the measure differs from what the buckets were built for.
-    same = threshold is None and stored.get("measure", "set") == measure
-    band_t = None if same else _banding_threshold(t, measure)
+    # A run without --threshold uses the documented default, never the last run's threshold;
+    # a banding chosen by hand (--bands/--rows) stays until a run asks for a threshold.
+    t = threshold if threshold is not None else (DEFAULT_THRESHOLD if measure == "set" else DEFAULT_BAG_THRESHOLD)
+    keep_hand_banding = threshold is None and stored.get("explicit") and stored.get("measure", "set") == measure
+    band_t = None if keep_hand_banding else _banding_threshold(t, measure)
     result, report = build_index(
         index, threshold=band_t, bands=bands, rows=rows, bag_threshold=t if measure == "bag" else None, jobs=jobs
     )

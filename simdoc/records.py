@@ -28,11 +28,18 @@ def is_jsonl(path: str) -> bool:
 
 def split_jsonl(
     text: str, source: str, text_field: str = "text", id_field: str | None = None
-) -> tuple[list[tuple[str, str]], list[str]]:
-    """(document id, text) of every usable line, sorted by id, and warnings."""
-    docs: dict[str, str] = {}
+) -> tuple[list[tuple[str, str, int, int]], list[str]]:
+    """(document id, text, byte offset, byte length) of every usable line, sorted by id, and warnings.
+
+    The offset and length locate the line in the file's (decompressed) bytes.
+    """
+    docs: dict[str, tuple[str, int, int]] = {}
     warnings: list[str] = []
+    offset = 0
     for lineno, line in enumerate(text.split("\n"), 1):
+        start = offset
+        length = len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))
+        offset += length + 1
         if not line.strip():
             continue
         try:
@@ -53,8 +60,8 @@ def split_jsonl(
         if doc_id in docs:
             warnings.append(f"line {lineno}: id {key!r} repeats, this one is {key}@{lineno}")
             doc_id = f"{doc_id}@{lineno}"
-        docs[doc_id] = obj[text_field]
-    return sorted(docs.items()), warnings
+        docs[doc_id] = (obj[text_field], start, length)
+    return sorted((d, t, o, n) for d, (t, o, n) in docs.items()), warnings
 
 
 # ---------------------------------------------------------------- web pages
@@ -89,28 +96,61 @@ def html_to_text(html: str) -> str:
     return extract_plain_text(html, main_content=False)
 
 
-def split_warc(path: str, source: str) -> tuple[list[tuple[str, str]], list[str]]:
-    """(document id, text) of every HTTP response with an HTML or text body in a WARC file.
+def split_warc(path: str, source: str) -> tuple[list[tuple[str, str, int, int]], list[str]]:
+    """(document id, text, offset, length) of every HTTP response with an HTML or text body in a WARC file.
 
     The id is ``PATH#TARGET-URI``; a URI that repeats in the file gets
-    ``#RECORD-ID`` appended. HTML bodies go through :func:`html_to_text`.
+    ``#RECORD-ID`` appended. HTML bodies go through :func:`html_to_text`. The
+    offset is where the record starts in the file (compressed, for a
+    ``.warc.gz`` of one gzip member per record, as crawlers write them), the
+    length how far the next record read starts after it (-1 for the last):
+    :func:`warc_record_at` reads it back.
     """
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
-    docs: dict[str, str] = {}
+    docs: dict[str, tuple[str, int]] = {}
     warnings: list[str] = []
+    starts: list[int] = []
     with open(path, "rb") as fh:
         for rec in ArchiveIterator(fh, record_types=WarcRecordType.response, parse_http=True):
-            ctype = (rec.http_content_type or "").lower()
-            if not (ctype.startswith("text/html") or ctype.startswith("application/xhtml") or ctype.startswith("text/plain")):
+            starts.append(rec.stream_pos)
+            got = _response_text(rec)
+            if got is None:
                 continue
-            body = rec.reader.read()
-            text = body.decode(rec.http_charset or "utf-8", errors="replace")
-            if "html" in ctype:
-                text = html_to_text(text)
-            uri = rec.headers.get("WARC-Target-URI") or rec.record_id
+            uri, text = got
             doc_id = f"{source}#{uri}"
             if doc_id in docs:
                 doc_id = f"{doc_id}#{rec.record_id}"
-            docs[doc_id] = text
-    return sorted(docs.items()), warnings
+            docs[doc_id] = (text, rec.stream_pos)
+    following = {a: b - a for a, b in zip(starts, starts[1:])}
+    return sorted((d, t, o, following.get(o, -1)) for d, (t, o) in docs.items()), warnings
+
+
+def _response_text(rec) -> tuple[str, str] | None:
+    """(target URI, text) of a response record with an HTML or text body; None for other bodies."""
+    ctype = (rec.http_content_type or "").lower()
+    if not (ctype.startswith("text/html") or ctype.startswith("application/xhtml") or ctype.startswith("text/plain")):
+        return None
+    body = rec.reader.read()
+    text = body.decode(rec.http_charset or "utf-8", errors="replace")
+    if "html" in ctype:
+        text = html_to_text(text)
+    return rec.headers.get("WARC-Target-URI") or rec.record_id, text
+
+
+def warc_record_at(path: str, offset: int) -> str | None:
+    """The text of the response record that starts at ``offset`` of a WARC file (see split_warc),
+    or None if no such record starts there."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            for rec in ArchiveIterator(fh, record_types=WarcRecordType.response, parse_http=True):
+                if rec.stream_pos != offset:
+                    return None
+                got = _response_text(rec)
+                return None if got is None else got[1]
+    except (OSError, ValueError):  # no record starts there (fastwarc: "Invalid WARC header")
+        return None
+    return None

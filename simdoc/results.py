@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simdoc.lsh import BandingReport, BucketStats, iter_candidates
-from simdoc.similarity import estimate_rules_out, pair_estimates, pair_jaccard, set_jaccard_bound
+from simdoc.similarity import estimate_rules_out, pair_estimates
+from simdoc.verified import VerifiedPairs, pair_keys
+from simdoc.verify import DocumentReader, verify_pairs
 
 if TYPE_CHECKING:
     from simdoc.pipeline import LoadedIndex, StageResult
-    from simdoc.shingling import ShingleSets
 
 
 @dataclass
@@ -53,6 +54,7 @@ class PairsResult:
     changed: np.ndarray | None = None  # with new_only: per document, added or changed by the latest update
     groups: list[np.ndarray] = field(default_factory=list)  # exact copies: every pair inside is printed
     group_value: tuple[float, float | None] = (1.0, 1.0)  # (estimated, jaccard) of a pair inside a group
+    generation: int = 0  # the index update these pairs come from (see pipeline.mark_reported)
 
     def n_group_pairs(self) -> int:
         total = 0
@@ -107,8 +109,8 @@ class PairsResult:
             yield Pair(ids[a], ids[b], est, jac, new)
 
 
-# Candidate pairs scored at once: bounds memory (~64 bytes a pair), and is large enough for
-# verification to read the rows of many pairs in file order (see pair_jaccard).
+# Candidate pairs scored at once: bounds memory (~64 bytes a pair), and gives verification
+# many pairs of a component of the candidate graph at once (see simdoc.verify).
 SCORE_PAIRS = 1 << 20
 
 
@@ -121,11 +123,59 @@ class Scoring:
     verify: bool = True
     all_candidates: bool = False
     only_docs: np.ndarray | None = None  # keep pairs with at least one of these documents (--new)
-    threads: int = 1  # verify batches of pairs on this many threads
+    threads: int = 1  # read and shingle documents on this many threads
+
+
+@dataclass
+class Verifier:
+    """Exact Jaccards of candidate pairs: from the verified-pairs table, else from the documents.
+
+    ``stale`` and ``gone`` collect the documents that could not be compared
+    (their bytes changed since they were indexed, or they cannot be read):
+    their pairs are left out.
+    """
+
+    reader: DocumentReader
+    table: VerifiedPairs
+    identities: np.ndarray
+    num_perm: int
+    scheme: str
+    n_verified: int = 0
+    n_cached: int = 0
+    stale: set = field(default_factory=set)
+    gone: set = field(default_factory=set)
+
+    def jaccard(self, signatures: np.ndarray, left: np.ndarray, right: np.ndarray, est: np.ndarray, how: Scoring) -> tuple[np.ndarray, np.ndarray]:
+        """(jaccard by ``how.measure``, ok) of the pairs; 0 where the estimate rules the threshold out."""
+        jac = np.zeros(len(left))
+        ok = np.ones(len(left), dtype=bool)
+        todo = np.ones(len(left), dtype=bool)
+        if how.measure == "set" and not how.all_candidates and len(left):
+            docs = np.unique(np.concatenate([left, right]))
+            dense = np.zeros(len(self.identities), dtype=bool)
+            dense[docs] = filled_bins(signatures, docs) == self.num_perm
+            todo &= ~estimate_rules_out(est, dense[left], dense[right], self.num_perm, self.scheme, how.threshold)
+        idx = np.flatnonzero(todo)
+        keys = pair_keys(self.identities, left[idx], right[idx])
+        found, cached = self.table.lookup(keys)
+        col = 0 if how.measure == "set" else 1
+        jac[idx[found]] = cached[found, col]
+        self.n_cached += int(found.sum())
+        miss = idx[~found]
+        if len(miss):
+            got = verify_pairs(self.reader, left[miss], right[miss], how.threads)
+            self.n_verified += int(got.ok.sum())
+            jac[miss] = got.set_jaccard if col == 0 else got.bag_jaccard
+            ok[miss[~got.ok]] = False
+            self.stale |= got.stale
+            self.gone |= got.gone
+            good = got.ok
+            self.table.add(keys[~found][good], np.stack([got.set_jaccard[good], got.bag_jaccard[good]], axis=1))
+        return jac, ok
 
 
 def score_pairs(
-    loaded: LoadedIndex, left: np.ndarray, right: np.ndarray, how: Scoring, members=None
+    loaded: LoadedIndex, left: np.ndarray, right: np.ndarray, how: Scoring, members=None, verifier: Verifier | None = None
 ) -> tuple[tuple, int]:
     """Expand folded copies, filter, estimate, verify and threshold one batch of candidate pairs.
 
@@ -138,11 +188,14 @@ def score_pairs(
         mine = how.only_docs[left] | how.only_docs[right]
         left, right = left[mine], right[mine]
     n_candidates = len(left)
-    est = pair_estimates(loaded.signatures(), left, right)
+    signatures = loaded.signatures()
+    est = pair_estimates(signatures, left, right)
     jac = None
     if how.verify:
-        sig = loaded.stage("signature")["params"]
-        jac = _verified(loaded.shingle_sets(), left, right, how, est, sig["num_perm"], sig.get("scheme", "oph"))
+        if verifier is None:
+            verifier = loaded.verifier()
+        jac, ok = verifier.jaccard(signatures, left, right, est, how)
+        left, right, est, jac = left[ok], right[ok], est[ok], jac[ok]
     if not how.all_candidates:
         keep = (jac if how.verify else est) >= how.threshold
         left, right, est = left[keep], right[keep], est[keep]
@@ -150,30 +203,11 @@ def score_pairs(
     return (left, right, est, jac), n_candidates
 
 
-def _verified(
-    sets: ShingleSets, left: np.ndarray, right: np.ndarray, how: Scoring, est: np.ndarray, num_perm: int, scheme: str
-) -> np.ndarray:
-    """Exact Jaccard of the pairs; 0 for set pairs that cannot reach the threshold.
-
-    Those are dropped anyway (unless every candidate is printed), so their
-    rows are not read: pairs whose sizes alone rule out the threshold
-    (Jaccard <= min/max), and pairs whose estimate does (a pair at the
-    threshold shows so low an estimate with probability below 10^-9; see
-    :func:`simdoc.similarity.min_matches`). Of the 10^6-document benchmark's
-    328,858 candidates, 34,445 and 58,007 more.
-    """
-    if how.measure != "set" or how.all_candidates:
-        return pair_jaccard(sets, left, right, how.measure, how.threads)
-    sizes = np.diff(np.asarray(sets.indptr))
-    sa, sb = sizes[left], sizes[right]
-    possible = set_jaccard_bound(sa, sb) >= how.threshold
-    possible &= ~estimate_rules_out(est, sa, sb, num_perm, scheme, how.threshold)
-    todo = np.flatnonzero(possible)
-    if len(todo) == len(left):
-        return pair_jaccard(sets, left, right, how.measure, how.threads)
-    jac = np.zeros(len(left), dtype=np.float64)
-    jac[todo] = pair_jaccard(sets, left[todo], right[todo], how.measure, how.threads)
-    return jac
+def filled_bins(signatures: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    """Distinct values in each given signature row: a lower bound of its OPH bins filled by the
+    document's own shingles (a bin filled by densification repeats another bin's value)."""
+    rows = np.sort(np.asarray(signatures[docs]), axis=1)
+    return 1 + np.count_nonzero(rows[:, 1:] != rows[:, :-1], axis=1)
 
 
 def in_print_order(parts: list[tuple], verify: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
@@ -201,6 +235,7 @@ def score_candidates(
     all_candidates: bool = False,
     only_docs: np.ndarray | None = None,
     threads: int = 1,
+    verifier: Verifier | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, int, BucketStats]:
     """Candidates from the buckets, scored; kept if above the threshold (or all).
 
@@ -210,8 +245,8 @@ def score_candidates(
     keys, buckets = loaded.bands()
     # Load (and so check) what scoring reads even when every pair is a pair of folded copies.
     loaded.signatures()
-    if verify:
-        loaded.shingle_sets()
+    if verify and verifier is None:
+        verifier = loaded.verifier()
     members = _members(loaded.representatives())
     how = Scoring(threshold, measure, verify, all_candidates, only_docs, threads)
     stats = BucketStats()
@@ -224,7 +259,7 @@ def score_candidates(
         nonlocal n_candidates, held
         left = np.concatenate([p[0] for p in pending])
         right = np.concatenate([p[1] for p in pending])
-        scored, n = score_pairs(loaded, left, right, how, members)
+        scored, n = score_pairs(loaded, left, right, how, members, verifier)
         parts.append(scored)
         n_candidates += n
         pending.clear()

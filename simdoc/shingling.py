@@ -117,7 +117,8 @@ class ShingleSets:
         self, indptr: np.ndarray, data: np.ndarray, counts: np.ndarray | None = None, overflow: np.ndarray | None = None
     ) -> None:
         self.indptr = np.asarray(indptr, dtype=np.int64)
-        self.data = np.asarray(data, dtype=np.uint32)
+        # 32-bit shingle hashes, or 64-bit ones for exact verification (shingle_texts(form="sets64")).
+        self.data = data if isinstance(data, np.ndarray) and data.dtype == np.uint64 else np.asarray(data, dtype=np.uint32)
         if counts is None:
             self.counts = np.ones(len(self.data), dtype=np.uint32)
         elif np.asarray(counts).dtype == np.uint8:
@@ -338,7 +339,12 @@ def _is_stop(word: str, stops: frozenset[str]) -> bool:
 
 
 def shingle_texts(
-    texts: Sequence[str], spec: ShingleSpec | None = None, normalised: bool = False, *, views: bool = False
+    texts: Sequence[str],
+    spec: ShingleSpec | None = None,
+    normalised: bool = False,
+    *,
+    views: bool = False,
+    form: str = "sets",
 ) -> ShingleSets:
     """Shingle a batch of texts into a :class:`ShingleSets`.
 
@@ -352,7 +358,17 @@ def shingle_texts(
         The texts are already normalised by :func:`normalise` with this spec.
     views : bool
         Return arrays that live in this process's scratch space, valid only
-        until the next call (for a worker that writes them out at once).
+        until the next call (for a worker that uses them at once).
+    form : {"sets", "stream", "sets64"}
+        ``sets``: each row the sorted unique 32-bit shingle hashes, with counts
+        (the textbook's shingle sets, what ``simdoc shingle`` stores).
+        ``stream``: each row the 32-bit hash of every window in text order,
+        repeats included, counts all 1 (what MinHash needs: a minimum does not
+        care about order or repeats, so the per-document sort is skipped).
+        ``sets64``: sorted unique 64-bit shingle hashes with counts, for exact
+        verification (see :data:`VERIFY_SEEDS`); the 32-bit hash of the
+        ``sets`` form collides about once per 10^5 shingle pairs of a large
+        document pair, which can move a printed Jaccard in its 4th decimal.
 
     Examples
     --------
@@ -362,6 +378,8 @@ def shingle_texts(
     """
     if isinstance(texts, (str, bytes)):
         raise TypeError("shingle_texts takes a sequence of texts, not one str; wrap it in a list")
+    if form not in FORMS:
+        raise ValueError(f"form must be one of {FORMS}, got {form!r}")
     spec = spec or ShingleSpec()
     k = spec.k
     from simdoc import kernels
@@ -387,7 +405,8 @@ def shingle_texts(
         tokens = _WORKSPACE.get("tokens", len(raw), np.uint32)
         new_offsets = np.empty_like(offsets)
         total = kernels.collapse_whitespace(raw, offsets, _space_table(), tokens, new_offsets, spec.lowercase)
-        return _sets_from_tokens(tokens[:total], np.diff(new_offsets), k, None, views)
+        tokens = tokens[:total]
+        return _shingles_of_tokens(tokens, tokens, np.diff(new_offsets), k, None, views, form)
     texts = [t.decode("ascii") if isinstance(t, bytes) else t for t in texts]
     if not normalised:
         texts = [normalise(t, spec.lowercase) for t in texts]
@@ -395,17 +414,103 @@ def shingle_texts(
     if spec.unit == "char":
         lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
         tokens = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype="<u4")
-        anchors = None
+        return _shingles_of_tokens(tokens, tokens, lengths, k, None, views, form)
+    word_lists = [t.split(" ") if t else [] for t in texts]
+    lengths = np.fromiter((len(w) for w in word_lists), dtype=np.int64, count=n)
+    flat = [w for ws in word_lists for w in ws]
+    tokens = _word_hashes(flat)
+    # 64-bit shingles need 64 bits of each word: the high half of a second, wider hash.
+    high = _word_hashes_high(flat) if form == "sets64" else tokens
+    anchors = None
+    if spec.unit == "stopword":
+        stops = stop_words()
+        anchors = np.fromiter((_is_stop(w, stops) for w in flat), dtype=bool, count=len(flat))
+    return _shingles_of_tokens(tokens, high, lengths, k, anchors, views, form)
+
+
+FORMS = ("sets", "stream", "sets64")
+# The two 32-bit MurmurHash3 seeds whose window hashes make a 64-bit verification shingle.
+VERIFY_SEEDS = (SHINGLE_SEED, 0x5BD1E995)
+
+
+def _word_hashes_high(words: list[str]) -> np.ndarray:
+    """A second 32-bit hash of each word, independent of :func:`_word_hashes` (mmh3's 64-bit hash, high half)."""
+    return np.fromiter(
+        (mmh3.hash64(w, VERIFY_SEEDS[1], signed=False)[0] >> 32 for w in words), dtype=np.uint32, count=len(words)
+    )
+
+
+def _shingles_of_tokens(
+    tokens: np.ndarray, high: np.ndarray, lengths: np.ndarray, k: int, anchors: np.ndarray | None, views: bool, form: str
+) -> ShingleSets:
+    if form == "sets":
+        return _sets_from_tokens(tokens, lengths, k, anchors, views)
+    if form == "stream":
+        return _window_stream(tokens, lengths, k, anchors, SHINGLE_SEED, views)
+    low = _window_stream(tokens, lengths, k, anchors, VERIFY_SEEDS[0], views=False)
+    top = _window_stream(high, lengths, k, anchors, VERIFY_SEEDS[1], views=False)
+    wide = (top.data.astype(np.uint64) << np.uint64(32)) | low.data.astype(np.uint64)
+    return unique_rows(low.indptr, wide)
+
+
+def unique_rows(indptr: np.ndarray, data: np.ndarray) -> ShingleSets:
+    """Each CSR row sorted, repeats folded into counts (any unsigned dtype kept)."""
+    from simdoc import kernels
+
+    indptr = np.asarray(indptr, dtype=np.int64)
+    n = len(indptr) - 1
+    if kernels.ENABLED:
+        out = np.empty(len(data), dtype=data.dtype)
+        counts = np.empty(len(data), dtype=np.uint32)
+        sizes = np.empty(n, dtype=np.int64)
+        nnz = kernels.unique_rows(indptr, data, out, counts, sizes)
+        new = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(sizes, out=new[1:])
+        return ShingleSets(new, out[:nnz].copy(), counts[:nnz].copy())
+    doc = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    order = np.lexsort((data, doc))
+    sd, sdoc = data[order], doc[order]
+    first = np.ones(len(sd), dtype=bool)
+    if len(sd):
+        first[1:] = (sd[1:] != sd[:-1]) | (sdoc[1:] != sdoc[:-1])
+    starts = np.flatnonzero(first)
+    counts = np.diff(np.append(starts, len(sd))).astype(np.uint32)
+    new = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sdoc[starts], minlength=n), out=new[1:])
+    return ShingleSets(new, sd[starts], counts)
+
+
+def _window_stream(
+    tokens: np.ndarray, lengths: np.ndarray, k: int, anchors: np.ndarray | None, seed: int, views: bool
+) -> ShingleSets:
+    """The hash of every window of each document, in text order, repeats kept (counts all 1)."""
+    from simdoc import kernels
+
+    n = len(lengths)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if kernels.ENABLED:
+        ws = _WORKSPACE
+        cap = max(len(tokens), 1)
+        longest = int(lengths.max()) if n else 1
+        data = ws.get("stream", cap, np.uint32) if views else np.empty(cap, np.uint32)
+        sizes = np.empty(n, dtype=np.int64)
+        use = anchors is not None
+        anchor_arr = anchors.astype(np.uint8) if use else np.zeros(1, dtype=np.uint8)
+        nnz = kernels.shingle_csr(
+            np.ascontiguousarray(tokens, dtype=np.uint32), offsets, k, seed, anchor_arr, use, data, data, sizes,
+            ws.get("blocks", cap, np.uint32), ws.get("buf", longest, np.uint32), ws.get("tmp", longest, np.uint32),
+            ws.get("starts", longest, np.int64), False,
+        )
+        data = data[:nnz]
     else:
-        word_lists = [t.split(" ") if t else [] for t in texts]
-        lengths = np.fromiter((len(w) for w in word_lists), dtype=np.int64, count=n)
-        flat = [w for ws in word_lists for w in ws]
-        tokens = _word_hashes(flat)
-        anchors = None
-        if spec.unit == "stopword":
-            stops = stop_words()
-            anchors = np.fromiter((_is_stop(w, stops) for w in flat), dtype=bool, count=len(flat))
-    return _sets_from_tokens(tokens, lengths, k, anchors, views)
+        doc, data = _windows_numpy(tokens, lengths, k, anchors, seed)
+        order = np.argsort(doc, kind="stable")
+        data = data[order]
+        sizes = np.bincount(doc, minlength=n)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=indptr[1:])
+    return ShingleSets(indptr, data, np.broadcast_to(np.uint32(1), (len(data),)))
 
 
 def _sets_from_tokens(
@@ -490,7 +595,7 @@ def _sets_from_tokens_compiled(
     nnz = shingle_csr(
         np.ascontiguousarray(tokens, dtype=np.uint32), offsets, k, SHINGLE_SEED, anchor_arr, use, data, counts, sizes,
         ws.get("blocks", cap, np.uint32), ws.get("buf", longest, np.uint32), ws.get("tmp", longest, np.uint32),
-        ws.get("starts", longest, np.int64),
+        ws.get("starts", longest, np.int64), True,
     )
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(sizes, out=indptr[1:])
@@ -499,8 +604,10 @@ def _sets_from_tokens_compiled(
     return ShingleSets(indptr, data[:nnz].copy(), counts[:nnz].copy())
 
 
-def _sets_from_tokens_numpy(tokens: np.ndarray, lengths: np.ndarray, k: int, anchors: np.ndarray | None) -> ShingleSets:
-    """The reference: vectorised numpy over the whole batch."""
+def _windows_numpy(
+    tokens: np.ndarray, lengths: np.ndarray, k: int, anchors: np.ndarray | None, seed: int = SHINGLE_SEED
+) -> tuple[np.ndarray, np.ndarray]:
+    """(document, hash) of every window: full windows in text order, then short documents' one shingle."""
     n = len(lengths)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -512,16 +619,16 @@ def _sets_from_tokens_numpy(tokens: np.ndarray, lengths: np.ndarray, k: int, anc
     if anchors is not None:
         keep = anchors[starts]
         starts, doc_of_win = starts[keep], doc_of_win[keep]
-        hashes = murmur_windows(tokens, k, starts)
+        hashes = murmur_windows(tokens, k, starts, seed)
     else:
-        all_h = murmur_windows(tokens, k)
+        all_h = murmur_windows(tokens, k, seed=seed)
         hashes = all_h[starts]
     # Documents with 1..k-1 tokens: one shingle of all their tokens.
     short = np.flatnonzero((lengths > 0) & (lengths < k))
     if len(short):
         short_h = np.fromiter(
             (
-                mmh3.hash(tokens[offsets[d] : offsets[d + 1]].astype("<u4").tobytes(), SHINGLE_SEED, signed=False)
+                mmh3.hash(np.asarray(tokens[offsets[d] : offsets[d + 1]]).astype("<u4").tobytes(), seed, signed=False)
                 for d in short
             ),
             dtype=np.uint32,
@@ -529,7 +636,13 @@ def _sets_from_tokens_numpy(tokens: np.ndarray, lengths: np.ndarray, k: int, anc
         )
         hashes = np.concatenate([hashes, short_h])
         doc_of_win = np.concatenate([doc_of_win, short])
-    return _group_unique(doc_of_win, hashes, n)
+    return doc_of_win, hashes
+
+
+def _sets_from_tokens_numpy(tokens: np.ndarray, lengths: np.ndarray, k: int, anchors: np.ndarray | None) -> ShingleSets:
+    """The reference: vectorised numpy over the whole batch."""
+    doc_of_win, hashes = _windows_numpy(tokens, lengths, k, anchors)
+    return _group_unique(doc_of_win, hashes, len(lengths))
 
 
 def _group_unique(doc: np.ndarray, hashes: np.ndarray, n_docs: int) -> ShingleSets:

@@ -16,21 +16,15 @@ sorted array in which ``searchsorted`` finds all common shingles.
 from __future__ import annotations
 
 import math
-import threading
 from collections import Counter
 from collections.abc import Iterable
 
 import numpy as np
 
-from simdoc import memory
 from simdoc.memory import release
-from simdoc.shingling import ShingleSets, Workspace
+from simdoc.shingling import ShingleSets
 
 MEASURES = ("set", "bag")
-# Buffers for the rows of one batch of pairs, kept from call to call per thread (see ShingleSets.take).
-_LOCAL = threading.local()
-# Shingles gathered per batch of pairs (each side); bounds the temporary arrays.
-PAIR_BATCH_ITEMS = 1 << 23
 SIGNATURE_BATCH_PAIRS = 1 << 16
 # Pairs estimated between two releases of memory-mapped signature pages (see simdoc.memory).
 RELEASE_EVERY_PAIRS = 1 << 13
@@ -135,19 +129,19 @@ def min_matches(num_perm: int, threshold: float, eps: float | None = None) -> in
 
 
 def estimate_rules_out(
-    est: np.ndarray, sizes_a: np.ndarray, sizes_b: np.ndarray, num_perm: int, scheme: str, threshold: float
+    est: np.ndarray, dense_a: np.ndarray, dense_b: np.ndarray, num_perm: int, scheme: str, threshold: float
 ) -> np.ndarray:
     """Pairs whose MinHash estimate alone rules out set Jaccard >= ``threshold`` (see min_matches).
 
     Only pairs whose estimate the binomial bound holds for: any pair with
-    classic MinHash; with OPH, pairs of sets of at least OPH_FULL_BINS
-    shingles per bin, whose bins are (almost) all filled by their own shingles.
+    classic MinHash; with OPH, pairs of documents whose bins are all filled by
+    their own shingles (``dense``: no bin borrowed by densification, see
+    :func:`simdoc.results.filled_bins`).
     """
     matches = np.rint(np.asarray(est, dtype=np.float64) * num_perm)
     low = matches < min_matches(num_perm, threshold)
     if scheme != "classic":
-        floor = OPH_FULL_BINS * num_perm
-        low &= (np.asarray(sizes_a) >= floor) & (np.asarray(sizes_b) >= floor)
+        low &= np.asarray(dense_a, dtype=bool) & np.asarray(dense_b, dtype=bool)
     return low
 
 
@@ -160,10 +154,8 @@ def _gather(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return pos, owner, lens
 
 
-def pair_jaccard(
-    sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure: str = "set", threads: int = 1
-) -> np.ndarray:
-    """Exact Jaccard of many pairs of rows of ``sets``.
+def pair_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure: str = "set") -> np.ndarray:
+    """Exact Jaccard of many pairs of rows of ``sets`` (held in memory).
 
     Parameters
     ----------
@@ -171,9 +163,6 @@ def pair_jaccard(
     left, right : ndarray of shape (n_pairs,), int
         Row numbers of the two sides.
     measure : {"set", "bag"}
-    threads : int
-        Batches of pairs verified at once (reading rows and the compiled
-        merge both release the GIL). The result does not depend on it.
 
     Returns
     -------
@@ -182,141 +171,15 @@ def pair_jaccard(
     """
     if measure not in MEASURES:
         raise ValueError(f"measure must be one of {MEASURES}, got {measure!r}")
-    left = np.asarray(left, dtype=np.int64)
-    right = np.asarray(right, dtype=np.int64)
-    # Verify in order of each pair's larger row, then its smaller one. A batch's larger rows
-    # are then neighbours in the file, read by few large requests; and they are the rows that
-    # come from disk: an index's hashes past an eighth of memory are written past the page
-    # cache (simdoc.direct), while the smaller rows lie more often in the cached start.
-    # Verifying the 227,427 pairs of the 10^6 benchmark: 8.1-9.4 s by smaller row, 6.3-6.8 s so.
-    order = np.lexsort((np.minimum(left, right), np.maximum(left, right)))
-    if np.any(order[1:] < order[:-1]):
-        got = pair_jaccard(sets, left[order], right[order], measure, threads)
-        out = np.empty(len(left), dtype=np.float64)
-        out[order] = got
-        return out
-    out = np.zeros(len(left), dtype=np.float64)
-    sizes = np.diff(sets.indptr)
-    cost = np.cumsum(sizes[left] + sizes[right])
-    # Cut batches at roughly PAIR_BATCH_ITEMS shingles; always at least one pair. Only a
-    # batch's rows are read into memory (ShingleSets.take, into per-thread buffers reused
-    # from batch to batch), so memory stays bounded.
-    spans = []
-    start = 0
-    while start < len(left):
-        stop = int(np.searchsorted(cost, (cost[start - 1] if start else 0) + PAIR_BATCH_ITEMS, side="right"))
-        stop = max(stop, start + 1)
-        spans.append((start, stop))
-        start = stop
-
-    ahead = _RowsAhead.start(sets, left, right, spans, measure)
-
-    def verify(span: tuple[int, int]) -> None:
-        start, stop = span
-        if ahead is not None:
-            ahead.started()
-        out[start:stop] = _verify_batch(sets, left[start:stop], right[start:stop], measure)
-
-    try:
-        if threads > 1 and len(spans) > 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(min(threads, len(spans))) as pool:
-                list(pool.map(verify, spans))
-        else:
-            for span in spans:
-                verify(span)
-    finally:
-        if ahead is not None:
-            ahead.close()
-    return out
-
-
-PREFETCH_SPANS = 2  # batches of pairs whose rows are asked for ahead of their verification
-
-
-class _RowsAhead:
-    """A thread asking the kernel for the rows of the next batches of pairs (see memory.prefetch).
-
-    Rows written past the page cache (simdoc.direct) come from disk: asked
-    for a batch or two ahead, they are read while the batch before is
-    verified, with the disk's whole queue in use. Each batch calls
-    :meth:`started` as its verification begins; the thread keeps at most
-    PREFETCH_SPANS batches ahead and skips batches already begun.
-    """
-
-    def __init__(self, sets: ShingleSets, left, right, spans: list[tuple[int, int]], measure: str) -> None:
-        self._tokens = threading.Semaphore(PREFETCH_SPANS)
-        self._lock = threading.Lock()
-        self._begun = 0
-        self._closed = False
-        self._thread = threading.Thread(
-            target=self._run, args=(sets, left, right, spans, measure), name="simdoc-prefetch", daemon=True
-        )
-        self._thread.start()
-
-    def _run(self, sets, left, right, spans, measure) -> None:
-        indptr = np.asarray(sets.indptr)
-        for i, (start, stop) in enumerate(spans):
-            self._tokens.acquire()
-            with self._lock:
-                if self._closed:
-                    return
-                if i < self._begun:
-                    continue
-            rows = np.unique(np.concatenate([left[start:stop], right[start:stop]]))
-            memory.prefetch(sets.data, indptr[rows], indptr[rows + 1])
-            if measure == "bag":
-                memory.prefetch(sets.counts, indptr[rows], indptr[rows + 1])
-
-    def started(self) -> None:
-        with self._lock:
-            self._begun += 1
-        self._tokens.release()
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-        self._tokens.release()
-        self._thread.join()
-
-    @classmethod
-    def start(cls, sets: ShingleSets, left, right, spans, measure: str) -> _RowsAhead | None:
-        """None when there is nothing to gain: one batch, rows not read from a file, or SIMDOC_PREFETCH=off."""
-        if len(spans) < 2 or not memory.is_mapped(sets.data) or not memory.prefetch_enabled():
-            return None
-        return cls(sets, left, right, spans, measure)
-
-
-def _scratch() -> Workspace:
-    ws = getattr(_LOCAL, "scratch", None)
-    if ws is None:
-        ws = _LOCAL.scratch = Workspace()
-    return ws
-
-
-def _verify_batch(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure: str) -> np.ndarray:
-    from simdoc import kernels
-
-    n = len(left)
-    rows, local = np.unique(np.concatenate([left, right]), return_inverse=True)
-    batch = sets.take(rows, counts=measure == "bag", scratch=_scratch())
-    if not kernels.ENABLED:
-        return _batch_jaccard(batch, local[:n], local[n:], measure)
-    inter = np.empty(n, dtype=np.float64)
-    union = np.empty(n, dtype=np.float64)
-    # The merge reads counts only for bags; for sets it gets the (contiguous) hashes in their
-    # place, so that it runs the one compiled version.
-    counts = batch.counts if measure == "bag" else batch.data
-    kernels.pair_overlap(batch.indptr, batch.data, counts, local[:n], local[n:], measure == "bag", inter, union)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+    return _batch_jaccard(sets, np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64), measure)
 
 
 def _batch_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure: str) -> np.ndarray:
     m = len(left)
     pos_a, own_a, len_a = _gather(sets.indptr, left)
     pos_b, own_b, len_b = _gather(sets.indptr, right)
+    if sets.data.dtype == np.uint64:
+        return _wide_jaccard(sets, left, right, measure)
     tag_a = (own_a.astype(np.uint64) << np.uint64(32)) | sets.data[pos_a].astype(np.uint64)
     tag_b = (own_b.astype(np.uint64) << np.uint64(32)) | sets.data[pos_b].astype(np.uint64)
     if len(tag_b):
@@ -338,3 +201,19 @@ def _batch_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measu
         union += np.bincount(own_b, weights=cb.astype(np.float64), minlength=m)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+
+
+def _wide_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure: str) -> np.ndarray:
+    """pair_jaccard for 64-bit shingle sets (verification's), one pair at a time."""
+    out = np.zeros(len(left))
+    for p, (a, b) in enumerate(zip(left.tolist(), right.tolist())):
+        ra, rb = sets.row(a), sets.row(b)
+        common, ia, ib = np.intersect1d(ra, rb, assume_unique=True, return_indices=True)
+        if measure == "set":
+            union = len(ra) + len(rb) - len(common)
+            out[p] = len(common) / union if union else 0.0
+        else:
+            ca, cb = sets.row_counts(a).astype(np.float64), sets.row_counts(b).astype(np.float64)
+            total = ca.sum() + cb.sum()
+            out[p] = np.minimum(ca[ia], cb[ib]).sum() / total if total else 0.0
+    return out

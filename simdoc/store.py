@@ -62,10 +62,10 @@ except ImportError:  # pragma: no cover - zlib-ng is a dependency; same values, 
     from zlib import crc32
 
 FORMAT = "simdoc-index"
-# Version 2 stores shingle counts as uint8 plus an overflow table; version 1 indexes
-# (uint32 counts) are still read, and become version 2 when next written.
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# Version 3 keeps no shingles (verification reads the documents again); versions 1 and 2
+# kept every shingle of every document and are not read: `--rebuild` replaces them.
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (3,)
 MANIFEST = "manifest.json"
 VERIFY_ON_LOAD_BYTES = 1 << 30  # larger files: CRC checked by `simdoc check` only
 LOCK = "lock"
@@ -159,7 +159,11 @@ def crc32_file(path: Path, offset: int = 0) -> int:
 
 # Names simdoc writes: <stem>.<16 hex build id>.<ext>, the manifest, and temporary
 # files of those (".<name>.<random>.tmp"). Nothing else in a directory is ours.
-_STEMS = r"(docs|shingles\.(indptr|data|counts|overflow|origin)|minhash\.family|signatures|bands|buckets|groups)"
+_STEMS = (
+    r"(docs|shingles\.(overflow|origin)|docs\.(id|source)(\.offsets)?|docs\.(offset|length|size|file_size|mtime_ns|n_shingles|added|how|status"
+    r"|digest|file_digest)|shingles\.(indptr|data|counts)|minhash\.family|signatures|bands|buckets|groups"
+    r"|verified\.(keys|jaccard))"
+)
 _OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json|lock|readers)$")
 _OWN_TMP = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|tmp\.jsonl|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
 

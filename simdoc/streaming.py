@@ -89,8 +89,9 @@ class _Normaliser:
 class _Windows:
     """Shingles a normalised stream: keeps the last k-1 tokens between pieces."""
 
-    def __init__(self, spec: ShingleSpec) -> None:
+    def __init__(self, spec: ShingleSpec, form: str = "sets") -> None:
         self.spec = spec
+        self.form = form  # "sets" (32-bit) or "sets64" (verification), see shingle_texts
         self.carry = ""  # normalised text not yet fully shingled
         self.counts = _Counts()
         self.tokens_seen = 0
@@ -117,19 +118,22 @@ class _Windows:
             if not final:
                 self.carry = " ".join(complete[max(tokens - (k - 1), 0) :] + words[-1:]) if tokens >= k else buf
         if tokens >= k:
-            sets = shingle_texts([piece], self.spec, normalised=True)
+            sets = shingle_texts([piece], self.spec, normalised=True, form=self.form)
             self.counts.add(np.asarray(sets.data), np.asarray(sets.counts))
             self.windows_done = True
         elif not final:
             self.carry = buf  # not a single whole window yet: wait for more text
         elif not self.windows_done and tokens > 0:
             # The whole document is shorter than k: one shingle of it all (the short-document rule).
-            sets = shingle_texts([piece], self.spec, normalised=True)
+            sets = shingle_texts([piece], self.spec, normalised=True, form=self.form)
             self.counts.add(np.asarray(sets.data), np.asarray(sets.counts))
 
 
-def stream_document(path: str, spec: ShingleSpec, max_bytes: int | None, follow_symlinks: bool) -> tuple[ReadResult, ShingleSets]:
-    """Read, decode, normalise and shingle one file in chunks; returns its info and one-row sets."""
+def stream_document(
+    path: str, spec: ShingleSpec, max_bytes: int | None, follow_symlinks: bool, form: str = "sets"
+) -> tuple[ReadResult, ShingleSets]:
+    """Read, decode, normalise and shingle one file in chunks; returns its info and one-row sets
+    (``form``: "sets" or "sets64", see :func:`simdoc.shingling.shingle_texts`)."""
     empty = ShingleSets(np.zeros(2, np.int64), np.zeros(0, np.uint32))
     opened = open_regular(path, follow_symlinks)
     if isinstance(opened, ReadResult):
@@ -147,7 +151,7 @@ def stream_document(path: str, spec: ShingleSpec, max_bytes: int | None, follow_
     digest = hashlib.blake2b(digest_size=16)
     decoder = codecs.getincrementaldecoder("utf-8-sig")(errors=handler)
     norm = _Normaliser(spec.lowercase)
-    windows = _Windows(spec)
+    windows = _Windows(spec, form)
     warnings: list[str] = []
     read = 0
     source = None  # the decompressing reader, for compressed files

@@ -1,0 +1,235 @@
+"""The docs table: one row per document, stored as columns of .npy files (index format 3).
+
+Like a web archive's CDX index, the table says where each document lives
+rather than holding it: verification re-reads a candidate from its file
+(a JSON Lines line or a WARC record by its offset and length), and the
+digest says whether the text is still the one that was indexed.
+
+Columns (``n`` documents, in id order):
+
+===============  =====================  ==========================================================
+column           dtype, shape           meaning
+===============  =====================  ==========================================================
+``id``           uint8 blob + offsets   the document id (UTF-8, file names' raw bytes kept)
+``source``       uint8 blob + offsets   the id of the JSON Lines or WARC file holding a member; "" for a file
+``offset``       int64 (n,)             a member's byte offset in its file (decompressed for
+                                        JSON Lines, the record's offset for WARC); -1 for a file
+``length``       int64 (n,)             a member's length in bytes there; -1 for a file
+``size``         int64 (n,)             the document's size in bytes: a file's, or a member's text
+``file_size``    int64 (n,)             size of the file it was read from (the scan compares it)
+``mtime_ns``     int64 (n,)             modification time of that file
+``digest``       uint8 (n, 16)          BLAKE2b-128 of a file's bytes, or of a member's text
+``file_digest``  uint8 (n, 16)          BLAKE2b-128 of the bytes of the file it was read from
+``how``          uint8 (n,)             how it was read: see :data:`HOW`
+``status``       uint8 (n,)             ok, replaced (bad UTF-8), partial (--max-bytes): :data:`STATUSES`
+``n_shingles``   int64 (n,)             shingles with repeats (the bag's size); 0: never a candidate
+``added``        int64 (n,)             the update (generation) that added this text (for ``--new``)
+===============  =====================  ==========================================================
+
+The *identity* of a document's text (:meth:`DocsTable.identities`) is a
+BLAKE2b-128 of its digest and of how it was read: equal identities mean
+identical text read the same way, so identical shingles. Exact copies and
+the verified-pairs table are keyed by it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simdoc.errors import CorruptIndex
+
+HOW = ("whole", "streamed", "html", "jsonl", "warc")
+STATUSES = ("ok", "replaced", "partial")
+_INT_COLUMNS = ("offset", "length", "size", "file_size", "mtime_ns", "n_shingles", "added")
+_BYTE_COLUMNS = ("how", "status")
+_DIGEST_COLUMNS = ("digest", "file_digest")
+_TEXT_COLUMNS = ("id", "source")
+ROLES = (
+    [f"docs.{c}" for c in _TEXT_COLUMNS]
+    + [f"docs.{c}.offsets" for c in _TEXT_COLUMNS]
+    + [f"docs.{c}" for c in _INT_COLUMNS + _BYTE_COLUMNS + _DIGEST_COLUMNS]
+)
+
+
+def _blob(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    encoded = [s.encode("utf-8", "surrogateescape") for s in strings]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), offsets
+
+
+def _unblob(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
+    raw = np.asarray(blob).tobytes()
+    bounds = np.asarray(offsets).tolist()
+    return [raw[a:b].decode("utf-8", "surrogateescape") for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+@dataclass(slots=True)
+class DocRow:
+    """One document's row, as the shingle stage builds the table."""
+
+    id: str
+    source: str
+    offset: int
+    length: int
+    size: int
+    file_size: int
+    mtime_ns: int
+    digest: bytes
+    file_digest: bytes
+    how: str
+    status: str
+    n_shingles: int
+    added: int
+
+
+@dataclass
+class DocsTable:
+    """The docs table in memory: Python lists for the ids, numpy arrays for the rest."""
+
+    ids: list[str]
+    sources: list[str]
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        columns = self.__dict__.get("columns", {})
+        if name in columns:
+            return columns[name]
+        raise AttributeError(name)
+
+    @classmethod
+    def from_rows(cls, rows: list[DocRow]) -> DocsTable:
+        n = len(rows)
+        cols: dict[str, np.ndarray] = {}
+        for c in _INT_COLUMNS:
+            cols[c] = np.fromiter((getattr(r, c) for r in rows), dtype=np.int64, count=n)
+        cols["how"] = np.fromiter((HOW.index(r.how) for r in rows), dtype=np.uint8, count=n)
+        cols["status"] = np.fromiter((STATUSES.index(r.status) for r in rows), dtype=np.uint8, count=n)
+        for c in _DIGEST_COLUMNS:
+            raw = b"".join(getattr(r, c) for r in rows)
+            cols[c] = np.frombuffer(raw, dtype=np.uint8).reshape(n, 16).copy() if n else np.zeros((0, 16), np.uint8)
+        return cls([r.id for r in rows], [r.source for r in rows], cols)
+
+    def row(self, i: int) -> DocRow:
+        c = self.columns
+        return DocRow(
+            self.ids[i], self.sources[i], int(c["offset"][i]), int(c["length"][i]), int(c["size"][i]),
+            int(c["file_size"][i]), int(c["mtime_ns"][i]), bytes(c["digest"][i]), bytes(c["file_digest"][i]),
+            HOW[int(c["how"][i])], STATUSES[int(c["status"][i])], int(c["n_shingles"][i]), int(c["added"][i]),
+        )
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every column as the array stored under role ``docs.<column>``."""
+        out = {}
+        for name, strings in (("id", self.ids), ("source", self.sources)):
+            blob, offsets = _blob(strings)
+            out[f"docs.{name}"] = blob
+            out[f"docs.{name}.offsets"] = offsets
+        for c in _INT_COLUMNS + _BYTE_COLUMNS + _DIGEST_COLUMNS:
+            out[f"docs.{c}"] = np.ascontiguousarray(self.columns[c])
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], where: str) -> DocsTable:
+        """The table from its stored columns, checked for agreeing lengths (``where`` names the index)."""
+        ids = _unblob(arrays["docs.id"], arrays["docs.id.offsets"])
+        sources = _unblob(arrays["docs.source"], arrays["docs.source.offsets"])
+        n = len(ids)
+        cols = {c: np.asarray(arrays[f"docs.{c}"]) for c in _INT_COLUMNS + _BYTE_COLUMNS + _DIGEST_COLUMNS}
+        for c, arr in cols.items():
+            if len(arr) != n:
+                raise CorruptIndex(where, f"docs column {c} has {len(arr)} rows, the ids {n}")
+        if len(sources) != n:
+            raise CorruptIndex(where, f"docs column source has {len(sources)} rows, the ids {n}")
+        if n and (cols["how"].max() >= len(HOW) or cols["status"].max() >= len(STATUSES)):
+            raise CorruptIndex(where, "docs table holds an unknown reading or status code")
+        return cls(ids, sources, cols)
+
+    def identities(self) -> np.ndarray:
+        """(n, 16) uint8: BLAKE2b-128 of each document's digest and how it was read (see module doc)."""
+        out = np.empty((len(self.ids), 16), dtype=np.uint8)
+        digests = self.columns["digest"]
+        how = self.columns["how"]
+        for i in range(len(self.ids)):
+            out[i] = np.frombuffer(identity(bytes(digests[i]), HOW[int(how[i])], self.ids[i]), dtype=np.uint8)
+        return out
+
+    def is_member(self) -> np.ndarray:
+        return self.columns["offset"] >= 0
+
+
+def identity(digest: bytes, how: str, doc_id: str) -> bytes:
+    """What identifies a document's text: its digest, how it was read, and (for a file) its
+    compression by name, since the same bytes read another way give another text."""
+    from simdoc.corpus import compression_of
+
+    extra = "" if how in ("jsonl", "warc") else (compression_of(doc_id) or "")
+    return hashlib.blake2b(digest + how.encode() + b"\0" + extra.encode(), digest_size=16).digest()
+
+
+def key_halves(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(n, 16) uint8 keys as two big-endian uint64 columns (high, low), for sorting and searching."""
+    keys = np.ascontiguousarray(keys, dtype=np.uint8)
+    halves = keys.view(">u8").reshape(-1, 2).astype(np.uint64)
+    return halves[:, 0].copy(), halves[:, 1].copy()
+
+
+class TableBuilder:
+    """Builds the next docs table in id order from rows kept from the current one and new rows.
+
+    An update keeps almost every row: kept rows are gathered column by column
+    at the end, never turned into Python objects one by one.
+    """
+
+    def __init__(self, old: DocsTable | None) -> None:
+        self.old = old
+        self.src: list[int] = []  # per row: its row in the old table, or -1 for a new one
+        self.new_rows: list[DocRow] = []
+        self.stat: dict[int, tuple[int, int]] = {}  # row -> (file_size, mtime_ns) of a kept row re-read
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def add_old(self, j: int, stat: tuple[int, int] | None = None) -> None:
+        if stat is not None:
+            self.stat[len(self.src)] = stat
+        self.src.append(j)
+
+    def add_new(self, row: DocRow) -> None:
+        self.src.append(-1)
+        self.new_rows.append(row)
+
+    def finish(self) -> DocsTable:
+        src = np.asarray(self.src, dtype=np.int64)
+        fresh = DocsTable.from_rows(self.new_rows)
+        kept = src >= 0
+        if not kept.any():
+            table = fresh
+        else:
+            cols = {}
+            for name, new_col in fresh.columns.items():
+                col = np.empty((len(src),) + new_col.shape[1:], dtype=new_col.dtype)
+                col[kept] = self.old.columns[name][src[kept]]
+                col[~kept] = new_col
+                cols[name] = col
+            it = iter(range(len(self.new_rows)))
+            ids, sources = [], []
+            for j in self.src:
+                if j >= 0:
+                    ids.append(self.old.ids[j])
+                    sources.append(self.old.sources[j])
+                else:
+                    k = next(it)
+                    ids.append(fresh.ids[k])
+                    sources.append(fresh.sources[k])
+            table = DocsTable(ids, sources, cols)
+        for row, (size, mtime) in self.stat.items():
+            table.columns["file_size"][row] = size
+            table.columns["mtime_ns"][row] = mtime
+        return table

@@ -1,0 +1,139 @@
+"""How a file becomes documents: the one place that decides how each is read.
+
+A file is read one of five ways (:func:`how_read`), by its name and size:
+
+* ``jsonl``: a JSON Lines file, one document per line (:mod:`simdoc.records`);
+* ``warc``: a WARC crawl, one document per HTML or text response;
+* ``html``: an HTML page, its visible text;
+* ``streamed``: a file over :data:`simdoc.streaming.STREAM_BYTES`, or any
+  compressed file, shingled in chunks in bounded memory;
+* ``whole``: every other file, read at once.
+
+The shingle stage reads files with :func:`read_file` (every document of a
+file); verification re-reads single documents with :func:`read_document_again`,
+the same way, and checks that their digest is still the one indexed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from simdoc.corpus import ReadResult, compression_of, read_document
+from simdoc.records import WEB_EXTRA, html_to_text, is_html, is_jsonl, is_warc, split_jsonl, split_warc, warc_record_at
+
+MEMBER_WAYS = ("jsonl", "warc")
+
+
+def how_read(path: str, size: int) -> str:
+    """How a file of this name and size is read into documents (see the module docstring)."""
+    from simdoc import streaming
+
+    if is_jsonl(path):
+        return "jsonl"
+    if is_warc(path):
+        return "warc"
+    if is_html(path):
+        return "html"
+    if size > streaming.STREAM_BYTES or compression_of(path):
+        return "streamed"
+    return "whole"
+
+
+def text_digest(text: str) -> bytes:
+    """BLAKE2b-128 of a member's text (UTF-8): a member's digest in the docs table."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def text_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+@dataclass
+class Member:
+    """One document of a JSON Lines or WARC file."""
+
+    id: str
+    text: str
+    offset: int
+    length: int
+
+
+@dataclass
+class FileRead:
+    """What reading one file gave: the read result (digest of its bytes, status, warning),
+    and its members when it holds many documents (None otherwise)."""
+
+    result: ReadResult
+    members: list[Member] | None = None
+
+
+def read_file(path: str, doc_id: str, how: str, max_bytes: int | None, follow: bool, fields: tuple) -> FileRead:
+    """Read a file that is not streamed: its text (``whole``, ``html``) or its members."""
+    if how == "warc":
+        return _read_warc(path, doc_id)
+    res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow, keep_ascii=how == "whole")
+    if how == "jsonl":
+        if res.text is None:
+            return FileRead(res, [])
+        docs, notes = split_jsonl(res.text, doc_id, *fields)
+        res.warning = "; ".join(([res.warning] if res.warning else []) + notes) or None
+        res.text = ""
+        return FileRead(res, [Member(*d) for d in docs])
+    if how == "html" and res.text is not None:
+        try:
+            res.text = html_to_text(res.text)
+        except ImportError:
+            return FileRead(ReadResult(None, res.digest, warning=f"HTML needs an extractor: {WEB_EXTRA}", status="unreadable"))
+    return FileRead(res)
+
+
+def _read_warc(path: str, doc_id: str) -> FileRead:
+    digest = hashlib.blake2b(digest_size=16)
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 24):
+                digest.update(chunk)
+        docs, notes = split_warc(path, doc_id)
+    except ImportError:
+        return FileRead(ReadResult(None, digest.hexdigest(), warning=f"WARC needs {WEB_EXTRA}", status="unreadable"), [])
+    except Exception as exc:  # fastwarc raises its own errors on damaged archives
+        return FileRead(ReadResult(None, digest.hexdigest(), warning=f"cannot read WARC: {exc}", status="unreadable"), [])
+    return FileRead(ReadResult("", digest.hexdigest(), warning="; ".join(notes) or None), [Member(*d) for d in docs])
+
+
+@dataclass
+class Located:
+    """Where a document lives, from the docs table: enough to read it again."""
+
+    id: str
+    path: str  # the file: the document itself, or the JSON Lines / WARC file holding it
+    how: str
+    offset: int
+    digest: bytes
+
+
+def read_member_texts(path: str, source: str, how: str, wanted: dict[str, bytes], max_bytes, follow, fields) -> dict[str, str | None]:
+    """Texts of some members of one JSON Lines or WARC file, in one pass over it (WARC: by offset).
+
+    ``wanted`` maps member id to the digest indexed; a member whose text no
+    longer has that digest, or that is gone, maps to None.
+    """
+    out: dict[str, str | None] = dict.fromkeys(wanted)
+    if how == "jsonl":
+        got = read_file(path, source, how, max_bytes, follow, fields)
+        for m in got.members or []:
+            if m.id in wanted:
+                out[m.id] = m.text if text_digest(m.text) == wanted[m.id] else None
+    return out
+
+
+def warc_member_text(path: str, offset: int, digest: bytes) -> str | None:
+    """A WARC member's text read at its offset, or None if it is not the text indexed."""
+    try:
+        text = warc_record_at(path, offset)
+    except ImportError:
+        return None
+    if text is None or text_digest(text) != digest:
+        return None
+    return text

@@ -1,0 +1,287 @@
+"""Verification: candidate documents re-read from the corpus, shingled, compared exactly.
+
+MMDS §3.4.3 ends the LSH procedure by checking each candidate pair against
+"the documents themselves". The index keeps no shingles (it would be several
+times the corpus), so a candidate's document is read again, the way the
+docs table says it was read, and its shingles are hashed to **64 bits**
+(:func:`simdoc.shingling.shingle_texts` with ``form="sets64"``): a printed
+Jaccard then equals the Jaccard of the k-grams themselves unless two
+distinct k-grams of a pair collide in 64 bits, about once in 10^10 pairs of
+10^4-shingle documents.
+
+Order and memory. Pairs are verified in order of the connected component of
+the candidate graph they belong to, so the documents of one component are
+read together and dropped together once its last pair is done; each
+document is read and shingled once per run whenever its component's sets
+fit in :data:`CACHE_BYTES`. A larger component (a templated site) is walked
+pair by pair in that order, keeping the sets of the documents its later pairs
+still need, up to the budget: then a document may be read more than once, and
+memory stays bounded. Members of one JSON Lines file are read in one pass
+over it; a WARC record is read at its offset.
+
+A document whose bytes no longer have the digest indexed is *stale*, one
+that cannot be read any more is *gone*: neither is compared; the caller
+re-indexes (``simdoc pairs CORPUS``) or warns.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simdoc.corpus import read_document
+from simdoc.doctable import HOW, DocsTable
+from simdoc.documents import read_member_texts, warc_member_text
+from simdoc.errors import CorruptIndex
+from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
+
+CACHE_BYTES = 512 << 20  # shingle sets held at once (64-bit hashes and counts: ~12 bytes a shingle)
+CHUNK_PAIRS = 1 << 16  # pairs compared per call of the merge kernel
+READ_GROUP = 64  # documents read and shingled per task of the reading threads
+
+
+def safe_relative(doc_id: str, where: str) -> str:
+    """``doc_id`` as a relative path that stays inside its root, or CorruptIndex.
+
+    Ids come from the docs table, which a damaged or crafted index could
+    fill with ``../`` or absolute paths: nothing outside the corpus is ever
+    opened or printed because of one.
+    """
+    parts = doc_id.split("/")
+    if not doc_id or "\0" in doc_id or doc_id.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise CorruptIndex(where, f"the docs table holds an id that is not a path inside the corpus: {doc_id!r}")
+    return doc_id
+
+
+@dataclass
+class DocumentReader:
+    """Reads indexed documents again from the corpus, as 64-bit shingle sets."""
+
+    root: str
+    table: DocsTable
+    spec: ShingleSpec
+    max_bytes: int | None = None
+    follow_symlinks: bool = False
+    fields: tuple[str, str | None] = ("text", None)
+    where: str = "index"
+    reads: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # document -> times read (tests)
+
+    def path_of(self, doc: int) -> str:
+        src = self.table.sources[doc] or self.table.ids[doc]
+        return os.path.join(self.root, safe_relative(src, self.where))
+
+    def read_sets(self, docs: list[int]) -> dict[int, ShingleSets | None]:
+        """Each document's one-row 64-bit sets, or None if it is stale or gone."""
+        out: dict[int, ShingleSets | None] = {}
+        texts: list[str | bytes] = []
+        order: list[int] = []
+        members: dict[str, list[int]] = defaultdict(list)
+        how = self.table.columns["how"]
+        for d in docs:
+            self.reads[d] += 1
+            way = HOW[int(how[d])]
+            if way == "jsonl":
+                members[self.table.sources[d]].append(d)
+            elif way == "warc":
+                text = warc_member_text(self.path_of(d), int(self.table.columns["offset"][d]), bytes(self.table.digest[d]))
+                if text is None:
+                    out[d] = None
+                else:
+                    texts.append(text)
+                    order.append(d)
+            elif way == "streamed":
+                from simdoc.streaming import stream_document
+
+                res, row = stream_document(self.path_of(d), self.spec, self.max_bytes, self.follow_symlinks, form="sets64")
+                out[d] = row if res.text is not None and res.digest == bytes(self.table.digest[d]).hex() else None
+            else:
+                res = read_document(self.path_of(d), max_bytes=self.max_bytes, follow_symlinks=self.follow_symlinks, keep_ascii=way == "whole")
+                if res.text is None or res.digest != bytes(self.table.digest[d]).hex():
+                    out[d] = None
+                    continue
+                text = res.text
+                if way == "html":
+                    from simdoc.records import html_to_text
+
+                    text = html_to_text(text)
+                texts.append(text)
+                order.append(d)
+        for source, ds in members.items():
+            wanted = {self.table.ids[d]: bytes(self.table.digest[d]) for d in ds}
+            path = os.path.join(self.root, safe_relative(source, self.where))
+            got = read_member_texts(path, source, "jsonl", wanted, self.max_bytes, self.follow_symlinks, self.fields)
+            for d in ds:
+                text = got.get(self.table.ids[d])
+                if text is None:
+                    out[d] = None
+                else:
+                    texts.append(text)
+                    order.append(d)
+        if texts:
+            sets = shingle_texts(texts, self.spec, form="sets64")
+            for i, d in enumerate(order):
+                out[d] = sets.slice(i, i + 1)
+        return out
+
+
+def components(left: np.ndarray, right: np.ndarray, n: int) -> np.ndarray:
+    """Label of each pair's connected component in the graph of the pairs (the smallest document in it)."""
+    label = np.arange(n, dtype=np.int64)
+    if not len(left):
+        return np.zeros(0, np.int64)
+    while True:
+        lo = np.minimum(label[left], label[right])
+        changed = False
+        for side in (left, right):
+            before = label[side]
+            np.minimum.at(label, side, lo)
+            changed |= bool(np.any(label[side] != before))
+        label = label[label]  # pointer jumping: a label's label is smaller still
+        if not changed and np.array_equal(label[left], label[right]):
+            break
+    return label[left]
+
+
+@dataclass
+class Verified:
+    """Exact set and bag Jaccard of the pairs, and the documents that could not be compared."""
+
+    set_jaccard: np.ndarray
+    bag_jaccard: np.ndarray
+    ok: np.ndarray  # bool per pair: both documents read as indexed
+    stale: set[int]
+    gone: set[int]
+
+
+def verify_pairs(reader: DocumentReader, left: np.ndarray, right: np.ndarray, threads: int = 1, budget: int = CACHE_BYTES) -> Verified:
+    """Exact Jaccard of document pairs, reading each document (about) once, in bounded memory."""
+    from simdoc import kernels
+
+    left = np.asarray(left, dtype=np.int64)
+    right = np.asarray(right, dtype=np.int64)
+    n_pairs = len(left)
+    set_j = np.zeros(n_pairs)
+    bag_j = np.zeros(n_pairs)
+    ok = np.ones(n_pairs, dtype=bool)
+    bad: dict[int, None] = {}
+    if not n_pairs:
+        return Verified(set_j, bag_j, ok, set(), set())
+    n_docs = len(reader.table)
+    order = np.lexsort((right, left, components(left, right, n_docs)))
+    ol, orr = left[order], right[order]
+    # The last position (in verification order) at which each document is needed.
+    last = np.full(n_docs, -1, dtype=np.int64)
+    pos = np.arange(n_pairs, dtype=np.int64)
+    np.maximum.at(last, ol, pos)
+    np.maximum.at(last, orr, pos)
+    cost = reader.table.columns["n_shingles"] * 12 + 64
+    cache: dict[int, ShingleSets | None] = {}
+    held = 0
+    start = 0
+    pool = ThreadPoolExecutor(max(threads, 1)) if threads > 1 else None
+    try:
+        while start < n_pairs:
+            # Take pairs while the sets they add to those held fit the budget (at least one pair).
+            stop = start
+            new: list[int] = []
+            seen: set[int] = set()
+            extra = 0
+            while stop < n_pairs and stop - start < CHUNK_PAIRS:
+                add = [d for d in (int(ol[stop]), int(orr[stop])) if d not in cache and d not in seen]
+                more = sum(int(cost[d]) for d in add)
+                if stop > start and held + extra + more > budget:
+                    break
+                for d in add:
+                    seen.add(d)
+                    new.append(d)
+                extra += more
+                stop += 1
+            _load(reader, sorted(new), cache, pool)
+            held += extra
+            _compare(cache, ol, orr, start, stop, order, set_j, bag_j, ok, bad, kernels)
+            # Drop the sets no later pair needs.
+            for d in [d for d in cache if last[d] < stop]:
+                held -= int(cost[d])
+                del cache[d]
+            if held > budget:  # a component larger than the budget: keep what comes soonest
+                for d in sorted(cache, key=lambda d: -int(last[d])):
+                    if held <= budget // 2:
+                        break
+                    held -= int(cost[d])
+                    del cache[d]
+            start = stop
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    stale = {d for d in bad if os.path.exists(reader.path_of(d))}
+    return Verified(set_j, bag_j, ok, stale, set(bad) - stale)
+
+
+def _load(reader: DocumentReader, docs: list[int], cache: dict, pool) -> None:
+    if not docs:
+        return
+    # Members of one file stay in one group, so that the file is read once.
+    groups: list[list[int]] = []
+    by_source: dict[str, list[int]] = defaultdict(list)
+    singles: list[int] = []
+    for d in docs:
+        src = reader.table.sources[d]
+        (by_source[src] if src else singles).append(d)
+    groups.extend(by_source.values())
+    groups.extend(singles[i : i + READ_GROUP] for i in range(0, len(singles), READ_GROUP))
+    results = pool.map(reader.read_sets, groups) if pool is not None else map(reader.read_sets, groups)
+    for got in results:
+        cache.update(got)
+
+
+def _compare(cache, ol, orr, start, stop, order, set_j, bag_j, ok, bad, kernels) -> None:
+    docs = sorted({int(d) for d in ol[start:stop]} | {int(d) for d in orr[start:stop]})
+    local = {d: i for i, d in enumerate(docs)}
+    rows = []
+    for d in docs:
+        sets = cache.get(d)
+        if sets is None:
+            bad[d] = None
+            rows.append(ShingleSets(np.zeros(2, np.int64), np.zeros(0, np.uint64)))
+        else:
+            rows.append(sets)
+    indptr = np.zeros(len(docs) + 1, dtype=np.int64)
+    np.cumsum([len(r.data) for r in rows], out=indptr[1:])
+    data = np.concatenate([r.data for r in rows]).astype(np.uint64) if rows else np.zeros(0, np.uint64)
+    counts = np.concatenate([np.asarray(r.counts, dtype=np.uint32) for r in rows]) if rows else np.zeros(0, np.uint32)
+    a = np.array([local[int(d)] for d in ol[start:stop]], dtype=np.int64)
+    b = np.array([local[int(d)] for d in orr[start:stop]], dtype=np.int64)
+    where = order[start:stop]
+    for bag, out in ((False, set_j), (True, bag_j)):
+        inter = np.empty(len(a))
+        union = np.empty(len(a))
+        if kernels.ENABLED:
+            kernels.pair_overlap(indptr, data, counts, a, b, bag, inter, union)
+        else:
+            _overlap_numpy(indptr, data, counts, a, b, bag, inter, union)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[where] = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+    missing = np.array([cache.get(int(x)) is None for x in ol[start:stop]]) | np.array(
+        [cache.get(int(x)) is None for x in orr[start:stop]]
+    )
+    ok[where[missing]] = False
+    set_j[where[missing]] = 0.0
+    bag_j[where[missing]] = 0.0
+
+
+def _overlap_numpy(indptr, data, counts, a, b, bag, inter, union) -> None:
+    for p in range(len(a)):
+        ra = slice(indptr[a[p]], indptr[a[p] + 1])
+        rb = slice(indptr[b[p]], indptr[b[p] + 1])
+        common, ia, ib = np.intersect1d(data[ra], data[rb], assume_unique=True, return_indices=True)
+        if bag:
+            ca, cb = counts[ra].astype(np.float64), counts[rb].astype(np.float64)
+            inter[p] = float(np.minimum(ca[ia], cb[ib]).sum())
+            union[p] = float(ca.sum() + cb.sum())
+        else:
+            inter[p] = float(len(common))
+            union[p] = float((ra.stop - ra.start) + (rb.stop - rb.start)) - len(common)
