@@ -28,6 +28,7 @@ from simdoc.pipeline import (
     build_signatures,
     default_index_path,
     find_pairs,
+    mark_reported,
 )
 from simdoc.shingling import UNITS
 
@@ -40,7 +41,6 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
-            _check_environment()
             return super().invoke(ctx)
         except SimdocError as exc:
             for w in getattr(exc, "warnings", [])[:MAX_WARNINGS]:
@@ -50,15 +50,6 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
-
-
-def _check_environment() -> None:
-    """A bad SIMDOC_DIRECT_FROM or SIMDOC_PREFETCH is a usage error before any work, whatever the command."""
-    from simdoc.direct import direct_from
-    from simdoc.memory import prefetch_enabled
-
-    direct_from()
-    prefetch_enabled()
 
 
 class _StderrHandler(logging.Handler):
@@ -371,6 +362,10 @@ def pairs(corpus, files_from, index, fmt, no_verify, null, new_only, quiet, verb
         sys.stdout.flush()
     except BrokenPipeError:
         _reader_went_away()
+    if new_only:
+        # Only a report written in full counts: a run killed before this line leaves its
+        # documents new for the next --new report.
+        mark_reported(res.index, res.generation, options.get("wait") or 0.0)
     _summary(res)
 
 

@@ -53,7 +53,7 @@ from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHa
 from simdoc.results import Pair, PairsResult, Verifier, _expand, _members, score_candidates  # noqa: F401
 from simdoc.shingling import ShingleSets, ShingleSpec
 from simdoc.similarity import MEASURES
-from simdoc.store import MANIFEST, IndexStore
+from simdoc.store import MANIFEST, IndexStore, crc32
 from simdoc.verified import VerifiedPairs
 from simdoc.verify import DocumentReader
 
@@ -486,6 +486,7 @@ def _build_shingles(
         include_globs=tuple(reading["include"]),
         exclude_globs=tuple(reading["exclude"]),
     )
+    entries = list(entries)
     if not entries:
         raise CorpusError(
             f"corpus {_name(corpus)} has no documents" + (f" ({len(skipped)} paths passed over)" if skipped else ""),
@@ -594,6 +595,14 @@ def _build_shingles(
                 not_docs.append({"id": e.id, "reason": outcome.warning})
             bar.update(1)
         bar.close()
+        nothing_new = (
+            same_build and stored.get("scan_id") == scan_id and n_changed == 0 and len(builder) == len(old_pos) == n_kept_old
+        )
+        if nothing_new:
+            # Only racily clean files were read, and their bytes are the ones indexed.
+            if sig_rows is not None:
+                sig_rows.writer.abort()
+            return StageResult("shingle", False, time.perf_counter() - t0, f"up to date ({n_read} racily clean files re-read)", warnings)
         if not len(builder):
             err = CorpusError(
                 f"corpus {_name(corpus)} has no readable documents ({len(not_docs)} files skipped)",
@@ -984,6 +993,7 @@ def _find_pairs(
         group_value=(1.0, (0.5 if measure == "bag" else 1.0) if verify else None),
     )
     result.generation = int(loaded.manifest.get("generation", 0))
+    result.index = index
     # Pairs of exact copies were candidates too (they share every bucket).
     result.n_candidates += result.n_group_pairs()
     return result
@@ -1005,7 +1015,7 @@ def _save_verified(store: IndexStore, table: VerifiedPairs, docs: DocsTable) -> 
     shingle = manifest["stages"]["shingle"]
     present_hi = key_halves(docs.identities())[0]
     keys, jac = table.merged(present_hi)
-    build = _build_id(shingle["build_id"], len(keys), time.time_ns())
+    build = _build_id(shingle["build_id"], len(keys), crc32(keys.tobytes()), crc32(jac.tobytes()))
     names = {"keys": f"verified.keys.{build}.npy", "jaccard": f"verified.jaccard.{build}.npy"}
     files = {names["keys"]: store.save_array(names["keys"], keys), names["jaccard"]: store.save_array(names["jaccard"], jac)}
     manifest["stages"]["verified"] = {"params": shingle["params"], "built_from": shingle["build_id"], "roles": names, "files": files}

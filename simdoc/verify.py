@@ -157,10 +157,12 @@ class Verified:
     gone: set[int]
 
 
-def verify_pairs(reader: DocumentReader, left: np.ndarray, right: np.ndarray, threads: int = 1, budget: int = CACHE_BYTES) -> Verified:
-    """Exact Jaccard of document pairs, reading each document (about) once, in bounded memory."""
+def verify_pairs(reader: DocumentReader, left: np.ndarray, right: np.ndarray, threads: int = 1, budget: int | None = None) -> Verified:
+    """Exact Jaccard of document pairs, reading each document (about) once, in bounded memory
+    (``budget`` bytes of shingle sets held; default :data:`CACHE_BYTES`)."""
     from simdoc import kernels
 
+    budget = CACHE_BYTES if budget is None else budget
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
     n_pairs = len(left)

@@ -124,9 +124,13 @@ def test_threshold_replaces_hand_banding(run, small_corpus, tmp_path):
     assert other.exit_code == 0, other.stderr
     assert "bands=12 rows=7" not in other.stderr and "up to date" not in other.stderr
     assert "P(J=0.9)=" in other.stderr
+    # A run without --threshold prints at the documented default, never at the last
+    # run's threshold (issue 17.3), and says which it used.
     p = run("pairs", "--index", idx, "-v")
     assert p.exit_code == 0
-    assert "set jaccard >= 0.9" in p.stderr
+    assert "set jaccard >= 0.6" in p.stderr
+    p9 = run("pairs", "--index", idx, "-t", "0.9")
+    assert p9.exit_code == 0 and "set jaccard >= 0.9" in p9.stderr
 
 
 # ---------------------------------------------------------------- formats

@@ -16,7 +16,7 @@ from simdoc.cli import cli
 from simdoc.store import IndexStore
 
 FAULT_POINTS = [
-    "publish:shingles",
+    "publish:verified",
     "publish:docs",
     "publish:minhash",
     "publish:signatures",

@@ -8,8 +8,8 @@ import numpy as np
 from click.testing import CliRunner
 
 import simdoc
-import simdoc.batches
 import simdoc.corpus
+import simdoc.documents
 from simdoc.cli import cli
 from simdoc.pipeline import open_index
 
@@ -38,8 +38,8 @@ def arrays_by_role(index: Path) -> dict[str, bytes]:
     for stage_name in ("shingle", "signature", "index"):
         stage = loaded.stage(stage_name)
         for role, name in stage["roles"].items():
-            if role in ("origin", "docs"):
-                continue  # bookkeeping of the update itself, not part of the result
+            if role == "docs.added":
+                continue  # which update added each text: history, not part of the result
             out[f"{stage_name}.{role}"] = (index / name).read_bytes()
     return out
 
@@ -104,15 +104,16 @@ def test_update_equals_full_rebuild_and_reads_only_what_changed(tmp_path, monkey
         reads.append(Path(path).name)
         return real(path, **kw)
 
-    monkeypatch.setattr(simdoc.batches, "read_document", counting)
-    updated = simdoc.find_pairs(corpus, idx, jobs=1)
-    # Only the added, changed and touched files were read.
+    monkeypatch.setattr(simdoc.documents, "read_document", counting)
+    updated = simdoc.find_pairs(corpus, idx, jobs=1, verify=False)
+    # Only the added, changed and touched files were read (the touched one only for its digest).
     assert sorted(reads) == sorted(["added.txt", "doc002.txt", "doc001.txt", "near004.txt"])
     shingle = open_index(idx).stage("shingle")
     assert shingle["n_changed"] == 3 and shingle["n_removed"] == 1
-    assert "3 rows computed" in updated.stages[1].detail
+    assert "read 4 files, 3 new or changed, 1 removed" in updated.stages[0].detail
 
-    monkeypatch.setattr(simdoc.batches, "read_document", real)
+    monkeypatch.setattr(simdoc.documents, "read_document", real)
+    updated = simdoc.find_pairs(corpus, idx, jobs=1)
     full = simdoc.find_pairs(corpus, tmp_path / "full", jobs=1)
     assert list(updated) == list(full)
     assert arrays_by_role(idx) == arrays_by_role(tmp_path / "full")
@@ -135,8 +136,11 @@ def test_new_prints_only_pairs_touching_the_update(tmp_path):
     assert lines[0].split("\t")[4] == "b"
     assert all(line.split("\t")[4] in ("a", "b", "both") for line in lines)
     assert not any("copy000" in line for line in lines)  # an old pair is not news
+    # That report was written in full: nothing is new since (issue 17.1), in any format.
+    again = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--new"])
+    assert again.exit_code == 0 and again.stdout == "", again.stdout
     js = runner.invoke(cli, ["pairs", "--index", str(idx), "--new", "--format", "jsonl"])
-    assert '"new": "b"' in js.stdout
+    assert js.exit_code == 0 and js.stdout == ""
     # Without --new the old pair is still there.
     all_pairs = runner.invoke(cli, ["pairs", "--index", str(idx)])
     assert "part0/copy000.txt\tpart0/doc000.txt" in all_pairs.stdout
@@ -148,12 +152,11 @@ def test_nothing_changed_is_up_to_date(tmp_path):
     idx = tmp_path / "idx"
     simdoc.find_pairs(corpus, idx, jobs=1)
     again = simdoc.find_pairs(corpus, idx, jobs=1)
-    assert [s.built for s in again.stages] == [False, False, False]
+    assert [s.stage for s in again.stages] == ["shingle", "signature", "index", "verify"]
+    assert not any(s.built for s in again.stages)  # the one pair comes from the verified-pairs table
 
 
 def test_many_random_updates_stay_equal_to_rebuilds(tmp_path, monkeypatch):
-    # Copied rows cross many chunk boundaries, some with counts past one byte.
-    monkeypatch.setattr(simdoc.batches, "COPY_CHUNK", 7)
     rng = random.Random(5)
     corpus = tmp_path / "c"
     docs = build_corpus(corpus, n=20)
@@ -183,4 +186,3 @@ def test_many_random_updates_stay_equal_to_rebuilds(tmp_path, monkeypatch):
         assert list(updated) == list(full)
         assert arrays_by_role(idx) == arrays_by_role(tmp_path / f"full{step}")
     assert np.all(open_index(idx).signatures().shape == (len(names) + 1, 128))
-    assert len(open_index(idx).shingle_sets().overflow) == 2

@@ -148,6 +148,8 @@ def test_jsonl_documents(tmp_path):
         os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns - 3600 * 10**9))
     same = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--id-field", "id", "-j", "1"])
     assert same.stdout == r.stdout
+    # A first --new report: everything is new to it.
+    runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--new", "-j", "1"])
     with open(corpus / "data.jsonl", "a", encoding="utf-8") as fh:
         fh.write(_json.dumps({"id": "a9", "text": TEXT}) + "\n")
     new = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--new", "-j", "1"])

@@ -11,6 +11,8 @@ from conftest import TEXT_A, TEXT_C, records, summary, write
 
 import simdoc.corpus
 import simdoc.pipeline
+from simdoc.doctable import ROLES as DOC_ROLES
+from simdoc.pipeline import open_index
 
 OTHER = "An entirely different text about lighthouse keepers and their long winter logs.\n"
 
@@ -123,9 +125,7 @@ def test_index_inside_corpus_is_not_read(run, tmp_path):
         assert not any(i.startswith("simdoc-index") for i in _ids(r))
         assert "simdoc-index" not in r.stderr.replace(str(idx), "")
     assert first.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
-    docs_file = next(idx.glob("docs.*.jsonl"))
-    ids = [json.loads(line)["id"] for line in docs_file.read_text().splitlines()]
-    assert ids == ["a.txt", "b.txt", "c.txt"]
+    assert open_index(idx).doc_ids() == ["a.txt", "b.txt", "c.txt"]
 
 
 def test_index_inside_corpus_given_relative(run, tmp_path, monkeypatch):
@@ -296,7 +296,7 @@ def _npy_bytes(idx: Path) -> dict[str, bytes]:
 def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
     # Small batches and signature tasks so that two workers really share the work.
     monkeypatch.setattr(simdoc.pipeline, "BATCH_DOCS", 2)
-    monkeypatch.setattr(simdoc.pipeline, "SIGNATURE_TASK_SHINGLES", 64)
+    monkeypatch.setattr(simdoc.pipeline, "SIGNATURE_TASK_DOCS", 3)
     calls = []
     real_pool_map = simdoc.pipeline._pool_map
 
@@ -322,7 +322,7 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
     assert r1.stdout and r1.stdout == r2.stdout
     # Shingling ran several tasks on two workers (computing the signatures too).
     parallel = {name for name, n_tasks, jobs in calls if jobs == 2 and n_tasks > 1}
-    assert parallel == {"shingle_batch"}, calls
+    assert parallel == {"scan_batch"}, calls
     # Stage by stage, the signature stage computes them itself, also on two workers.
     for i, jobs in ((3, "1"), (4, "2")):
         for args in (("shingle", corpus), ("signature",), ("index",)):
@@ -332,20 +332,14 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
             assert r.exit_code == 0, r.stderr
     assert ("_signature_task", 2) in {(name, jobs) for name, n_tasks, jobs in calls if n_tasks > 1}, calls
     assert _npy_bytes(tmp_path / "i3") == _npy_bytes(tmp_path / "i4")
-    # Signatures computed while shingling are the signature stage's, byte for byte.
-    assert _npy_bytes(tmp_path / "i1") == _npy_bytes(tmp_path / "i3")
+    # Signatures computed while reading (pairs) are the signature stage's, byte for byte; only
+    # the stage-by-stage build keeps shingle sets, and only pairs keeps verified pairs.
+    staged = {r: b for r, b in _npy_bytes(tmp_path / "i3").items() if not r.startswith("shingles.")}
+    fused = {r: b for r, b in _npy_bytes(tmp_path / "i1").items() if not r.startswith("verified.")}
+    assert fused == staged
     n1, n2 = _npy_bytes(tmp_path / "i1"), _npy_bytes(tmp_path / "i2")
-    assert set(n1) == {
-        "shingles.indptr",
-        "shingles.data",
-        "shingles.counts",
-        "shingles.overflow",
-        "shingles.origin",
-        "minhash.family",
-        "signatures",
-        "bands",
-        "buckets",
-        "groups",
+    assert set(n1) == set(DOC_ROLES) | {
+        "minhash.family", "signatures", "bands", "buckets", "groups", "verified.keys", "verified.jaccard"
     }
     assert set(n1) == set(n2)
     for role in n1:

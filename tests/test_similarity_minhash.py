@@ -154,14 +154,9 @@ def test_pair_functions_do_not_depend_on_batch_size(monkeypatch):
     sigs = MinHasher(32, 1).signatures(sets)
     left, right = np.triu_indices(30, 1)
     j1, e1 = pair_jaccard(sets, left, right, "bag"), pair_estimates(sigs, left, right)
-    monkeypatch.setattr(similarity, "PAIR_BATCH_ITEMS", 50)
     monkeypatch.setattr(similarity, "SIGNATURE_BATCH_PAIRS", 7)
     assert np.array_equal(j1, pair_jaccard(sets, left, right, "bag"))
     assert np.array_equal(e1, pair_estimates(sigs, left, right))
-    # Nor on the number of threads verifying batches at once.
-    for measure in ("set", "bag"):
-        one = pair_jaccard(sets, left, right, measure)
-        assert np.array_equal(one, pair_jaccard(sets, left, right, measure, threads=3))
 
 
 @st.composite
@@ -190,19 +185,15 @@ def test_set_jaccard_bound_is_never_below_the_jaccard(drawn):
 
 
 @settings(max_examples=100, deadline=None)
-@given(rows_and_pairs(st.lists(st.integers(0, 30), max_size=25)), st.integers(1, 60))
-def test_pair_jaccard_is_aligned_with_pairs_in_any_order(drawn, batch_items):
+@given(rows_and_pairs(st.lists(st.integers(0, 30), max_size=25)))
+def test_pair_jaccard_is_aligned_with_pairs_in_any_order(drawn):
     rows, left, right = drawn
     sets = ShingleSets.from_sets(rows)
-    batch = similarity.PAIR_BATCH_ITEMS
-    similarity.PAIR_BATCH_ITEMS = batch_items  # several batches
-    try:
-        for measure, one in (("set", jaccard), ("bag", bag_jaccard)):
-            want = [one(rows[a], rows[b]) if (rows[a] or rows[b]) else 0.0 for a, b in zip(left, right)]
-            for threads in (1, 2):
-                assert pair_jaccard(sets, left, right, measure, threads).tolist() == pytest.approx(want)
-    finally:
-        similarity.PAIR_BATCH_ITEMS = batch
+    wide = ShingleSets(sets.indptr, sets.data.astype(np.uint64), sets.counts)  # verification's 64-bit sets
+    for measure, one in (("set", jaccard), ("bag", bag_jaccard)):
+        want = [one(rows[a], rows[b]) if (rows[a] or rows[b]) else 0.0 for a, b in zip(left, right)]
+        assert pair_jaccard(sets, left, right, measure).tolist() == pytest.approx(want)
+        assert pair_jaccard(wide, left, right, measure).tolist() == pytest.approx(want)
 
 
 # ---------------------------------------------------------------- ruling pairs out by their estimate
@@ -246,13 +237,22 @@ def test_min_matches_is_the_binomial_quantile(n, t, eps):
 
 
 def test_estimate_rules_out_only_where_the_bound_holds():
-    from simdoc.similarity import OPH_FULL_BINS, estimate_rules_out
+    from simdoc.similarity import estimate_rules_out
 
     est = np.array([0.5, 0.56, 0.57, 0.9])  # 64, 72, 73 and 115 of 128 positions
-    big = np.full(4, OPH_FULL_BINS * 128)
-    assert estimate_rules_out(est, big, big, 128, "classic", 0.8).tolist() == [True, True, False, False]
-    assert estimate_rules_out(est, big, big, 128, "oph", 0.8).tolist() == [True, True, False, False]
-    # OPH sets with few shingles per bin fill empty bins from others: no bound, always verified.
-    small = big - 1
-    assert not estimate_rules_out(est, small, big, 128, "oph", 0.8).any()
-    assert estimate_rules_out(est, small, big, 128, "classic", 0.8).tolist() == [True, True, False, False]
+    dense = np.ones(4, dtype=bool)
+    assert estimate_rules_out(est, dense, dense, 128, "classic", 0.8).tolist() == [True, True, False, False]
+    assert estimate_rules_out(est, dense, dense, 128, "oph", 0.8).tolist() == [True, True, False, False]
+    # An OPH signature with a bin filled by densification: no bound, always verified.
+    sparse = ~dense
+    assert not estimate_rules_out(est, sparse, dense, 128, "oph", 0.8).any()
+    assert estimate_rules_out(est, sparse, dense, 128, "classic", 0.8).tolist() == [True, True, False, False]
+
+
+def test_filled_bins_counts_the_bins_a_document_filled_itself():
+    from simdoc.results import filled_bins
+
+    hasher = MinHasher(128, 1)
+    sets = ShingleSets.from_sets([range(5), range(5000)])
+    counts = filled_bins(hasher.signatures(sets), np.array([0, 1]))
+    assert counts[0] <= 5 and counts[1] == 128

@@ -63,6 +63,6 @@ def test_pipeline_streams_big_files_with_the_same_result(tmp_path, monkeypatch):
     monkeypatch.setattr(streaming, "CHUNK_BYTES", 777)
     streamed = simdoc.find_pairs(corpus, tmp_path / "i2", threshold=0.5, jobs=1)
     assert list(whole) == list(streamed) and len(whole) == 1
-    a = sorted((tmp_path / "i1").glob("shingles.data.*.npy"))[0].read_bytes()
-    b = sorted((tmp_path / "i2").glob("shingles.data.*.npy"))[0].read_bytes()
+    a = sorted((tmp_path / "i1").glob("signatures.*.npy"))[0].read_bytes()
+    b = sorted((tmp_path / "i2").glob("signatures.*.npy"))[0].read_bytes()
     assert a == b
