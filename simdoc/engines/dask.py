@@ -132,7 +132,7 @@ def score_candidates(client, index: str, threshold: float, measure: str, verify:
     loaded = open_index(index)
     loaded.signatures()  # damaged files are an error here, as with the local engine
     if verify:
-        loaded.shingle_sets()
+        loaded.docs()
     n_bands = loaded.stage("index")["params"]["bands"]
     meta = pd.DataFrame({"band": np.zeros(0, np.int32), "key": np.zeros(0, np.uint64), "doc": np.zeros(0, np.int64)})
     frame = dd.from_delayed([dask.delayed(_band_frame)(str(index), t) for t in range(n_bands)], meta=meta)
