@@ -354,15 +354,27 @@ def _show_header(ev: PairEvidence) -> list[str]:
     o = ev.overlap
     how = f"{ev.num_perm} permutations" if ev.scheme == "classic" else f"one permutation, {ev.num_perm} bins"
     est = f"{ev.estimated:.4f}  (MinHash, {how})" if ev.estimated is not None else "n/a (no signatures)"
-    lines = [
-        f"A  {ev.doc_a}  ({ev.words_a} words, {o.n_a} shingles)",
-        f"B  {ev.doc_b}  ({ev.words_b} words, {o.n_b} shingles)",
-        f"set jaccard      {o.set_jaccard:.4f}  ({o.n_common} of {o.n_union} distinct shingles shared)",
-        f"bag jaccard      {o.bag_jaccard:.4f}  (identical bags score 0.5)",
-        f"estimated        {est}",
-        f"A in B           {o.containment_a:.4f}  (|A∩B|/|A|: share of A's shingles found in B)",
-        f"B in A           {o.containment_b:.4f}  (|A∩B|/|B|)",
-    ]
+    if o is None:
+        gone = "n/a  (a document could not be read)"
+        lines = [
+            f"A  {ev.doc_a}  ({ev.words_a} words)",
+            f"B  {ev.doc_b}  ({ev.words_b} words)",
+            f"set jaccard      {gone}",
+            f"bag jaccard      {gone}",
+            f"estimated        {est}",
+        ]
+    else:
+        lines = [
+            f"A  {ev.doc_a}  ({ev.words_a} words, {o.n_a} shingles)",
+            f"B  {ev.doc_b}  ({ev.words_b} words, {o.n_b} shingles)",
+            f"set jaccard      {o.set_jaccard:.4f}  ({o.n_common} of {o.n_union} distinct shingles shared)",
+            f"bag jaccard      {o.bag_jaccard:.4f}  (identical bags score 0.5)",
+            f"estimated        {est}",
+            f"A in B           {o.containment_a:.4f}  (|A∩B|/|A|: share of A's shingles found in B)",
+            f"B in A           {o.containment_b:.4f}  (|A∩B|/|B|)",
+        ]
+    if ev.indexed is not None:
+        lines.append(f"as indexed       set jaccard {ev.indexed[0]:.4f}, bag jaccard {ev.indexed[1]:.4f}  (verified then)")
     if not ev.passages:
         lines.append(f"shared passages  none of {ev.min_words} or more words")
         return lines
@@ -437,7 +449,18 @@ def show(args, index, min_words, context, full, fmt, num_perm, seed, scheme, job
     progress = _show_progress(quiet)
     stages = []
     if corpus is not None:
-        stages.append(build_shingles(corpus, index, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait, **shingle))
+        # As `pairs` does: the shingle stage signs what it reads and stores no shingle sets
+        # (without a signer it would be `simdoc shingle` on its own, storing them all).
+        from simdoc.pipeline import _signature_params
+
+        stored = None if rebuild else IndexStore(index).read_manifest()["stages"].get("signature")
+        sig = _signature_params(stored, num_perm, seed, scheme, index, rebuild)
+        stages.append(
+            build_shingles(
+                corpus, index, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait,
+                signer=(sig["num_perm"], sig["seed"], sig["scheme"]), **shingle,
+            )
+        )
     else:
         # The shingle options (--unit, --k, ...) must agree with the index, as for `pairs`.
         stored = open_index(index).stage("shingle")["params"]

@@ -2,14 +2,17 @@
 
 For two documents A and B of an index this gives
 
-* from the shingle sets in the index: the set Jaccard ``|A∩B| / |A∪B|``,
-  the bag Jaccard (MMDS §3.1.1, at most 1/2), and the containment each way,
-  ``|A∩B| / |A|`` ("how much of A is in B") and ``|A∩B| / |B|``: a short
-  document quoted whole inside a long one has a low Jaccard but a
-  containment near 1;
-* from the documents themselves, re-read from the corpus: the shared
-  passages, i.e. maximal runs of at least ``min_words`` words that occur in
-  both. Words are compared after the index's normalisation (lowercasing
+* from the documents themselves, re-read from the corpus and shingled with
+  the index's parameters to 64-bit hashes (the index keeps no shingles, see
+  :mod:`simdoc.verify`): the set Jaccard ``|A∩B| / |A∪B|``, the bag Jaccard
+  (MMDS §3.1.1, at most 1/2), and the containment each way, ``|A∩B| / |A|``
+  ("how much of A is in B") and ``|A∩B| / |B|``: a short document quoted
+  whole inside a long one has a low Jaccard but a containment near 1;
+* from the same texts: the shared passages, i.e. maximal runs of at least
+  ``min_words`` words that occur in both;
+* from the index: the MinHash estimate, and, when a document changed or is
+  gone, the set and bag Jaccard verified when the pair was indexed (the
+  verified-pairs table), if the pair was verified. Words are compared after the index's normalisation (lowercasing
   unless the index was built with ``--no-lowercase``) with punctuation
   stripped from their ends, so "fox." matches "fox".
 
@@ -20,6 +23,8 @@ paragraphs that were moved are still found, which an in-order diff
 (``difflib``) would miss, and no word belongs to two passages.
 
 Everything but :func:`pair_evidence` (which reads the two files) is pure.
+A document that changed since it was indexed is compared as it is today,
+with a warning; one that cannot be read gives no numbers or passages.
 """
 
 from __future__ import annotations
@@ -321,7 +326,8 @@ class PairEvidence:
     ----------
     doc_a, doc_b : str
         Document ids.
-    overlap : ShingleOverlap
+    overlap : ShingleOverlap or None
+        From the texts as re-read today; None if one could not be read.
     estimated : float or None
         MinHash estimate, when the index has current signatures.
     num_perm : int or None
@@ -334,11 +340,14 @@ class PairEvidence:
         Why passages are missing or may not match the numbers.
     scheme : str or None
         MinHash scheme of the signatures ("classic" or "oph").
+    indexed : tuple of float or None
+        (set, bag) Jaccard verified for the texts as indexed, given only when a
+        document changed or is gone and the verified-pairs table holds the pair.
     """
 
     doc_a: str
     doc_b: str
-    overlap: ShingleOverlap
+    overlap: ShingleOverlap | None
     estimated: float | None
     num_perm: int | None
     passages: list[Passage]
@@ -351,6 +360,7 @@ class PairEvidence:
     spans_a: list[tuple[int, int]] = field(default_factory=list, repr=False)
     spans_b: list[tuple[int, int]] = field(default_factory=list, repr=False)
     scheme: str | None = None
+    indexed: tuple[float, float] | None = None
 
     @property
     def shared_words(self) -> int:
@@ -369,17 +379,24 @@ class PairEvidence:
 
     def as_dict(self) -> dict:
         o = self.overlap
-        return {
+
+        def num(name: str, digits: int | None = 4):
+            if o is None:
+                return None
+            value = getattr(o, name)
+            return round(value, digits) if digits is not None else value
+
+        out = {
             "doc_a": self.doc_a,
             "doc_b": self.doc_b,
-            "set_jaccard": round(o.set_jaccard, 4),
-            "bag_jaccard": round(o.bag_jaccard, 4),
+            "set_jaccard": num("set_jaccard"),
+            "bag_jaccard": num("bag_jaccard"),
             "estimated": None if self.estimated is None else round(self.estimated, 4),
-            "containment_a": round(o.containment_a, 4),
-            "containment_b": round(o.containment_b, 4),
-            "shingles_a": o.n_a,
-            "shingles_b": o.n_b,
-            "shingles_common": o.n_common,
+            "containment_a": num("containment_a"),
+            "containment_b": num("containment_b"),
+            "shingles_a": num("n_a", None),
+            "shingles_b": num("n_b", None),
+            "shingles_common": num("n_common", None),
             "words_a": self.words_a,
             "words_b": self.words_b,
             "min_words": self.min_words,
@@ -396,6 +413,9 @@ class PairEvidence:
                 for p in self.passages
             ],
         }
+        if self.indexed is not None:
+            out["indexed_set_jaccard"], out["indexed_bag_jaccard"] = (round(x, 4) for x in self.indexed)
+        return out
 
 
 def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None) -> int:
@@ -422,11 +442,25 @@ def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None) -> int:
     )
 
 
+def _text_digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+CHANGED = "{doc} changed since it was indexed: the numbers and passages are from today's text"
+
+
 def _read(
-    root: str | None, doc_id: str, digest: str | None, params: dict, source: str | None = None
+    root: str | None, doc_id: str, digest: str | None, params: dict, source: str | None = None, html: bool = False,
+    offset: int = -1,
 ) -> tuple[str | None, str | None]:
+    """Today's text of a document (None if it cannot be read) and a warning, if any.
+
+    ``digest``: hex BLAKE2b-128 recorded in the docs table, compared with
+    today's bytes (a file) or text (a member); ``html``: the index read it as
+    HTML; ``offset``: where a WARC member's record started when indexed.
+    """
     from simdoc.corpus import read_document
-    from simdoc.records import html_to_text, is_html, is_warc, split_jsonl, split_warc
+    from simdoc.records import html_to_text, is_html, is_warc, split_jsonl, split_warc, warc_record_at
 
     if root is None:
         return None, f"{doc_id}: the index does not record its corpus folder; no passages"
@@ -435,34 +469,39 @@ def _read(
     if source is not None:
         # A document inside a JSON Lines or WARC file: read the file, find the member.
         path = os.path.join(root, *source.split("/"))
+        text = None
         try:
             if is_warc(source):
-                members = dict(split_warc(path, source)[0])
+                # The record where it was indexed; else (the archive changed) look for it by id.
+                at = warc_record_at(path, offset) if offset >= 0 else None
+                if at is not None and (not digest or _text_digest(at) == digest):
+                    text = at
+                else:
+                    text = {m[0]: m[1] for m in split_warc(path, source)[0]}.get(doc_id)
             else:
                 res = read_document(path, **how)
                 if res.text is None:
                     return None, f"{doc_id}: {res.warning}; no passages"
-                members = dict(split_jsonl(res.text, source, params.get("text_field", "text"), params.get("id_field"))[0])
-        except Exception as exc:  # a missing extra or a damaged archive: numbers only
+                members = split_jsonl(res.text, source, params.get("text_field", "text"), params.get("id_field"))[0]
+                text = {m[0]: m[1] for m in members}.get(doc_id)
+        except Exception as exc:  # a missing extra or a damaged archive
             return None, f"{doc_id}: cannot read {source} ({exc}); no passages"
-        text = members.get(doc_id)
         if text is None:
             return None, f"{doc_id} is no longer in {source}; no passages"
-        now = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-        if digest and now != digest:
-            return text, f"{doc_id} changed since it was indexed: passages are from today's text, the numbers from the index"
+        if digest and _text_digest(text) != digest:
+            return text, CHANGED.format(doc=doc_id)
         return text, None
     res = read_document(os.path.join(root, *doc_id.split("/")), **how)
     if res.text is None:
         return None, f"{doc_id}: {res.warning}; no passages"
     text = res.text
-    if is_html(doc_id):
+    if html or is_html(doc_id):
         try:
             text = html_to_text(text)
         except ImportError:
             pass  # the index could not have read it either; show the markup
     if digest and res.digest != digest:
-        return text, f"{doc_id} changed since it was indexed: passages are from today's text, the numbers from the index"
+        return text, CHANGED.format(doc=doc_id)
     return text, None
 
 
@@ -487,12 +526,11 @@ def pair_evidence(
         raise UsageError(f"--min-words must be at least 1, got {min_words}")
     shingle = loaded.stage("shingle")
     root = shingle.get("corpus")
-    records = loaded.doc_records()
-    ids = [r["id"] for r in records]
+    docs = loaded.docs()
+    ids = docs.ids
     a, b = resolve_doc(doc_a, ids, root), resolve_doc(doc_b, ids, root)
     if a == b:
         raise UsageError(f"{doc_a} and {doc_b} are the same document", hint="give two different documents")
-    overlap = shingle_overlap(loaded.shingle_sets(), a, b)
     estimated = num_perm = scheme = None
     sig = loaded.manifest["stages"].get("signature")
     if sig is not None and sig.get("built_from") == shingle.get("build_id"):
@@ -501,11 +539,24 @@ def pair_evidence(
         sigs = loaded.signatures()
         estimated, num_perm = estimate_jaccard(sigs[a], sigs[b]), sigs.shape[1]
         scheme = sig["params"].get("scheme", "classic")
+    from simdoc.doctable import HOW
+
     warnings = []
-    text_a, warn = _read(root, ids[a], records[a].get("digest"), shingle["params"], records[a].get("source"))
-    warnings += [warn] if warn else []
-    text_b, warn = _read(root, ids[b], records[b].get("digest"), shingle["params"], records[b].get("source"))
-    warnings += [warn] if warn else []
+    texts = []
+    for d in (a, b):
+        text, warn = _read(
+            root, ids[d], bytes(docs.digest[d]).hex(), shingle["params"], docs.sources[d] or None,
+            html=HOW[int(docs.how[d])] == "html", offset=int(docs.offset[d]),
+        )
+        texts.append(text)
+        warnings += [warn] if warn else []
+    text_a, text_b = texts
+    overlap = None
+    if text_a is not None and text_b is not None:
+        from simdoc.shingling import shingle_texts
+
+        overlap = shingle_overlap(shingle_texts([text_a, text_b], loaded.spec(), form="sets64"), 0, 1)
+    indexed = _indexed_jaccard(loaded, a, b) if warnings else None
     lowercase = shingle["params"].get("lowercase", True)
     keys_a, spans_a = split_words(text_a, lowercase) if text_a is not None else ([], [])
     keys_b, spans_b = split_words(text_b, lowercase) if text_b is not None else ([], [])
@@ -516,5 +567,20 @@ def pair_evidence(
     ]
     return PairEvidence(
         ids[a], ids[b], overlap, estimated, num_perm, passages, len(keys_a), len(keys_b), min_words, warnings,
-        text_a, text_b, spans_a, spans_b, scheme,
+        text_a, text_b, spans_a, spans_b, scheme, indexed,
     )
+
+
+def _indexed_jaccard(loaded: LoadedIndex, a: int, b: int) -> tuple[float, float] | None:
+    """(set, bag) Jaccard of documents a and b as indexed, if the pair was verified (or they are copies)."""
+    from simdoc.doctable import HOW, identity
+    from simdoc.verified import pair_keys
+
+    docs = loaded.docs()
+    ident = np.array(
+        [np.frombuffer(identity(bytes(docs.digest[d]), HOW[int(docs.how[d])], docs.ids[d]), np.uint8) for d in (a, b)]
+    )
+    if np.array_equal(ident[0], ident[1]):  # exact copies: the same bag twice (nothing, if empty)
+        return (1.0, 0.5) if int(docs.n_shingles[a]) else (0.0, 0.0)
+    found, jac = loaded.verified_pairs().lookup(pair_keys(ident, np.array([0]), np.array([1])))
+    return (float(jac[0, 0]), float(jac[0, 1])) if found[0] else None

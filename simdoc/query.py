@@ -2,8 +2,11 @@
 
 Each query document is shingled with the index's parameters, signed with the
 index's stored hash family and banded with its b and r; documents sharing a
-bucket in any band are candidates, scored by estimate and verified exactly
-against the stored shingle sets. Nothing in the index changes.
+bucket in any band are candidates, scored by estimate and verified exactly:
+the query and the candidate documents, re-read from the corpus (index format 3
+keeps no shingle sets), are shingled to 64-bit hashes and compared. A
+candidate whose document changed since it was indexed, or is gone, is skipped
+with a warning naming it. Nothing in the index changes.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import numpy as np
 from simdoc.errors import UsageError
 from simdoc.lsh import band_keys
 from simdoc.pipeline import open_index
-from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
+from simdoc.shingling import ShingleSets, shingle_texts
 from simdoc.similarity import pair_estimates, pair_jaccard
 from simdoc.store import IndexStore
 
@@ -43,35 +46,39 @@ def query_documents(
     """Near-duplicates in the index of each (query id, text).
 
     Returns the matches, ordered by query (as given), then similarity
-    descending, then document id, and warnings (e.g. a query with no shingles).
+    descending, then document id, and warnings (e.g. a query with no shingles,
+    or a candidate document that changed since it was indexed).
     The threshold defaults to the one the index was banded for.
     """
     store = IndexStore(index)
     with store.reading():
         loaded = open_index(index)
-        shingle = loaded.stage("shingle")
+        loaded.stage("shingle")
         ix = loaded.stage("index")
         loaded.stage("signature")
         t = threshold if threshold is not None else ix["params"].get("threshold")
         if t is None or not 0.0 < float(t) <= 1.0:
             raise UsageError(f"threshold must be in (0, 1], got {t!r}")
-        p = shingle["params"]
-        spec = ShingleSpec(p["unit"], p["k"], p["lowercase"])
-        qsets = shingle_texts([text for _, text in documents], spec)
-        qsigs = loaded.hasher().signatures(qsets)
+        spec = loaded.spec()
+        texts = [text for _, text in documents]
+        # Signatures from the window stream, as the build computes them; 64-bit sets to verify.
+        stream = shingle_texts(texts, spec, form="stream")
+        qsigs = loaded.hasher().signatures(stream)
+        empty = np.diff(stream.indptr) == 0
+        qsets = shingle_texts(texts, spec, form="sets64") if verify else None
         bands, rows = ix["params"]["bands"], ix["params"]["rows"]
         qkeys = band_keys(qsigs, bands, rows)
         keys, buckets = loaded.bands()
         sorted_keys = _sorted_band_keys(keys, buckets)
         sigs = loaded.signatures()
-        sets = loaded.shingle_sets()
         doc_ids = loaded.doc_ids()
         rep = loaded.representatives()
         folded = bool(np.any(rep != np.arange(len(rep))))
+        looked_up = _DocumentSets(loaded.reader(), rep, doc_ids) if verify else None
         matches: list[Match] = []
         warnings: list[str] = []
         for q, (qid, _) in enumerate(documents):
-            if qsets.sizes()[q] == 0:
+            if empty[q]:
                 warnings.append(f"{qid}: no shingles (empty or too short for the index's shingles); nothing to match")
                 continue
             found = _candidates(qkeys[:, q], sorted_keys, buckets)
@@ -79,8 +86,41 @@ def query_documents(
                 continue
             if folded:  # buckets hold one representative per group of exact copies
                 found = np.flatnonzero(np.isin(rep, found))
-            matches.extend(_score(qid, q, qsets, qsigs, found, sets, sigs, doc_ids, t, verify, all_candidates))
+            matches.extend(_score(qid, q, qsets, qsigs, found, looked_up, sigs, doc_ids, t, verify, all_candidates))
+        if looked_up is not None:
+            warnings.extend(looked_up.warnings)
     return matches, warnings
+
+
+class _DocumentSets:
+    """Candidate documents' 64-bit shingle sets, re-read from the corpus once per run.
+
+    Exact copies share their representative's text (same identity), so only
+    the representative is read. A document that changed since it was indexed,
+    or is gone, gives None and one warning naming it.
+    """
+
+    def __init__(self, reader, rep: np.ndarray, doc_ids: list[str]) -> None:
+        self.reader = reader
+        self.rep = rep
+        self.doc_ids = doc_ids
+        self.sets: dict[int, ShingleSets | None] = {}
+        self.warnings: list[str] = []
+
+    def get(self, docs: np.ndarray) -> list[ShingleSets | None]:
+        heads = [int(self.rep[d]) for d in docs]
+        missing = sorted({h for h in heads if h not in self.sets})
+        if missing:
+            got = self.reader.read_sets(missing)
+            for h in missing:
+                row = got.get(h)
+                self.sets[h] = row
+                if row is None:
+                    self.warnings.append(
+                        f"{self.doc_ids[h]}: changed or gone since it was indexed; not compared "
+                        "(run `simdoc pairs CORPUS` to update the index)"
+                    )
+        return [self.sets[h] for h in heads]
 
 
 def _candidates(qkey: np.ndarray, sorted_keys: list[np.ndarray], buckets: np.ndarray) -> np.ndarray:
@@ -93,20 +133,26 @@ def _candidates(qkey: np.ndarray, sorted_keys: list[np.ndarray], buckets: np.nda
     return np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
 
 
-def _score(qid, q, qsets, qsigs, found, sets, sigs, doc_ids, threshold, verify, all_candidates) -> list[Match]:
-    est = pair_estimates(np.vstack([qsigs[q : q + 1], np.asarray(sigs[found])]), np.zeros(len(found), np.int64), np.arange(1, len(found) + 1))
+def _score(qid, q, qsets, qsigs, found, looked_up, sigs, doc_ids, threshold, verify, all_candidates) -> list[Match]:
     jac = None
     if verify:
-        # One small CSR: the query row, then the candidates' stored rows.
-        rows = [qsets.row(q)] + [np.asarray(sets.row(int(j))) for j in found]
-        counts = [qsets.row_counts(q)] + [np.asarray(sets.row_counts(int(j))) for j in found]
-        indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
-        local = ShingleSets(indptr, np.concatenate(rows), np.concatenate(counts))
+        rows = looked_up.get(found)
+        readable = np.array([r is not None for r in rows], dtype=bool)
+        found = found[readable]
+        rows = [r for r in rows if r is not None]
+        # One small CSR: the query row, then the candidates' re-read rows.
+        parts = [qsets.slice(q, q + 1)] + rows
+        indptr = np.concatenate([[0], np.cumsum([len(r.data) for r in parts])])
+        data = np.concatenate([r.data.astype(np.uint64) for r in parts])
+        counts = np.concatenate([np.asarray(r.counts, dtype=np.uint32) for r in parts])
+        local = ShingleSets(indptr, data, counts)
         jac = pair_jaccard(local, np.zeros(len(found), np.int64), np.arange(1, len(found) + 1))
+    if not len(found):
+        return []
+    est = pair_estimates(np.vstack([qsigs[q : q + 1], np.asarray(sigs[found])]), np.zeros(len(found), np.int64), np.arange(1, len(found) + 1))
     score = jac if verify else est
     keep = np.ones(len(found), bool) if all_candidates else score >= threshold
     order = sorted(np.flatnonzero(keep).tolist(), key=lambda i: (-round(float(score[i]), 4), doc_ids[found[i]]))
     return [
         Match(qid, doc_ids[found[i]], float(est[i]), None if jac is None else float(jac[i])) for i in order
     ]
-

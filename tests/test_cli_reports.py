@@ -474,10 +474,12 @@ def test_show_warns_when_a_document_changed(run, built):
     write(corpus / "c.txt", "Something else entirely now.\n")
     r = run("show", "--index", idx, "a.txt", "c.txt")
     assert r.exit_code == 0
-    assert r.stderr == (
-        "warning: c.txt changed since it was indexed: passages are from today's text, the numbers from the index\n"
-    )
-    assert "set jaccard      0.8644" in r.stdout and "shared passages  none" in r.stdout
+    assert r.stderr == "warning: c.txt changed since it was indexed: the numbers and passages are from today's text\n"
+    # Today's texts share nothing; the Jaccards verified for the texts as indexed are given beside them.
+    assert "B  c.txt  (4 words, 24 shingles)" in r.stdout  # 28 characters: 24 5-shingles
+    assert "set jaccard      0.0000  (0 of 177 distinct shingles shared)" in r.stdout
+    assert "as indexed       set jaccard 0.8644, bag jaccard 0.4585  (verified then)" in r.stdout
+    assert "shared passages  none" in r.stdout
     assert run("show", "--index", idx, "a.txt", "c.txt", "-q").stderr == ""
 
 

@@ -22,7 +22,7 @@ from simdoc.evidence import (
     split_words,
 )
 from simdoc.pipeline import find_pairs, open_index
-from simdoc.shingling import ShingleSets
+from simdoc.shingling import ShingleSets, normalise
 from simdoc.similarity import bag_jaccard, jaccard
 
 P1 = "the harbour lantern festival returns to Port Ellery on the first Saturday of August"
@@ -165,12 +165,21 @@ def pair_index(tmp_path):
     return corpus, idx
 
 
+def char_grams(text: str, k: int = 5) -> list[str]:
+    t = normalise(text)
+    return [t[i : i + k] for i in range(len(t) - k + 1)]
+
+
 def test_pair_evidence(pair_index):
     corpus, idx = pair_index
     loaded = open_index(idx)
     ev = pair_evidence(loaded, "a.txt", "sub/b.txt")
-    sets = loaded.shingle_sets()
-    assert ev.overlap.set_jaccard == pytest.approx(jaccard(sets.row(0), sets.row(2)))
+    # The numbers are those of the k-grams themselves (the index keeps no shingles: the texts are re-read).
+    grams_a, grams_b = char_grams(DOC_A), char_grams(DOC_B)
+    assert ev.overlap.set_jaccard == pytest.approx(jaccard(grams_a, grams_b), abs=1e-12)
+    assert ev.overlap.bag_jaccard == pytest.approx(bag_jaccard(grams_a, grams_b), abs=1e-12)
+    assert (ev.overlap.n_a, ev.overlap.n_b) == (len(set(grams_a)), len(set(grams_b)))
+    assert ev.indexed is None  # both documents as indexed: no second set of numbers
     assert ev.num_perm == 128 and 0.0 <= ev.estimated <= 1.0
     assert (ev.words_a, ev.words_b) == (37, 35)
     assert [(p.number, p.a_start, p.a_end, p.b_start, p.b_end, p.words) for p in ev.passages] == [
@@ -195,14 +204,25 @@ def test_pair_evidence_by_path_and_reversed(pair_index, monkeypatch):
 
 def test_pair_evidence_warns_about_changed_and_missing_files(pair_index):
     corpus, idx = pair_index
+    indexed = pair_evidence(open_index(idx), "a.txt", "sub/b.txt").overlap
     write(corpus / "a.txt", DOC_A + "One more line.\n")
+    changed = pair_evidence(open_index(idx), "a.txt", "sub/b.txt")
+    assert changed.warnings == ["a.txt changed since it was indexed: the numbers and passages are from today's text"]
+    # Today's text is compared, and the Jaccards verified for the indexed texts are given beside it.
+    assert changed.overlap.set_jaccard == pytest.approx(jaccard(char_grams(DOC_A + "One more line.\n"), char_grams(DOC_B)))
+    assert changed.overlap.set_jaccard != pytest.approx(indexed.set_jaccard)
+    assert changed.indexed == pytest.approx((indexed.set_jaccard, indexed.bag_jaccard))
     (corpus / "sub" / "b.txt").unlink()
     ev = pair_evidence(open_index(idx), "a.txt", "sub/b.txt")
     assert len(ev.warnings) == 2
     assert "a.txt changed since it was indexed" in ev.warnings[0]
     assert ev.warnings[1].startswith("sub/b.txt: ") and ev.warnings[1].endswith("; no passages")
     assert ev.passages == [] and ev.words_b == 0 and ev.segments("b") == []
-    assert ev.overlap.n_common > 0  # the numbers still come from the index
+    assert ev.overlap is None  # nothing to compare b with today
+    assert ev.indexed == pytest.approx((indexed.set_jaccard, indexed.bag_jaccard))  # still known from the index
+    d = ev.as_dict()
+    assert d["set_jaccard"] is None and d["shingles_b"] is None
+    assert d["indexed_set_jaccard"] == round(indexed.set_jaccard, 4)
 
 
 @pytest.mark.parametrize(

@@ -241,3 +241,26 @@ def test_show_finds_passages_inside_jsonl(tmp_path):
     assert r.exit_code == 0, r.stderr
     shown = _json.loads(r.stdout)
     assert shown["passages"] and "no passages" not in r.stderr
+
+
+def test_show_reads_a_warc_member_at_its_offset(tmp_path):
+    pytest.importorskip("resiliparse")
+    import json as _json
+
+    page = "<html><body><p>" + TEXT + "</p></body></html>"
+    other = "<html><body><p>A page about something else: opening hours of the town museum.</p></body></html>"
+    records = [
+        warc_record("http://example.org/b", "text/html", other.encode(), "00000000-0000-0000-0000-000000000001"),
+        warc_record("http://example.org/a", "text/html", page.encode(), "00000000-0000-0000-0000-000000000002"),
+    ]
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "crawl.warc.gz").write_bytes(b"".join(gzip.compress(r) for r in records))
+    (corpus / "plain.txt").write_text(TEXT.replace("tides", "currents"), encoding="utf-8")
+    r = CliRunner().invoke(
+        cli, ["show", str(corpus), "crawl.warc.gz#http://example.org/a", "plain.txt", "--index", str(tmp_path / "i"), "--format", "json"]
+    )
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr == ""  # the record read at its offset is the one indexed
+    shown = _json.loads(r.stdout)
+    assert shown["passages"] and 0.5 < shown["set_jaccard"] < 1.0 and shown["words_a"] == len(TEXT.split())

@@ -85,3 +85,26 @@ def test_query_of_nothing_useful(tmp_path):
     assert missing.exit_code == 4 and "no simdoc index" in missing.stderr
     gone = runner.invoke(cli, ["query", str(tmp_path / "absent.txt"), "--index", str(idx)])
     assert gone.exit_code == 3 and "absent.txt" in gone.stderr
+
+
+def test_query_skips_a_changed_or_vanished_document_with_a_warning(tmp_path):
+    import shutil
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(SAMPLE, corpus)
+    idx = tmp_path / "idx"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "-q"]).exit_code == 0
+    text = (SAMPLE / "web" / "harbor-festival.txt").read_text(encoding="utf-8")
+    before = runner.invoke(cli, ["query", "-", "--index", str(idx)], input=text)
+    docs = [line.split("\t")[1] for line in before.stdout.splitlines()]
+    assert docs == ["web/harbor-festival.txt", "web/mirror-harbor-festival.txt"]
+    # The mirror is edited, the original deleted: neither is compared against text it no longer has.
+    mirror = corpus / "web" / "mirror-harbor-festival.txt"
+    mirror.write_text(mirror.read_text(encoding="utf-8") + "\nAn edit after indexing.\n", encoding="utf-8")
+    (corpus / "web" / "harbor-festival.txt").unlink()
+    after = runner.invoke(cli, ["query", "-", "--index", str(idx)], input=text)
+    assert after.exit_code == 0, after.stderr
+    assert after.stdout == ""
+    assert "web/mirror-harbor-festival.txt: changed or gone since it was indexed" in after.stderr
+    assert "web/harbor-festival.txt: changed or gone since it was indexed" in after.stderr
