@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Run a peer MinHash-LSH library end to end on a corpus and write its pairs.
 
-    python benchmarks/peers.py {datasketch|rensa} CORPUS OUT.tsv
+    python benchmarks/peers.py {datasketch|rensa|gaoya} CORPUS OUT.tsv
         [--threshold 0.8] [--num-perm 128] [--k 5] [--seed 1] [--bands B]
+        [--threads 2]
 
 OUT.tsv gets one line per reported pair: ``doc_a<TAB>doc_b<TAB>estimated``
 (paths relative to CORPUS with forward slashes, doc_a < doc_b), where
@@ -11,12 +12,13 @@ estimate >= threshold: that is what a user of the library gets, nothing is
 verified against the texts. Wall time per stage goes to stderr, and a final
 ``peers-json: {...}`` line on stderr carries the same numbers.
 
-Both peers use the reference shingling (bench_common.py): UTF-8 text,
+Every peer uses the reference shingling (bench_common.py): UTF-8 text,
 lowercase, whitespace runs collapsed to one space, stripped, character
-k-shingles. By default the shingles are cut with a numpy strided view
-(``shingle_list_np``: same strings, about 4x faster than a list
-comprehension), so that the peers' Python side is not needlessly slow;
-``--shingler plain`` uses the list comprehension instead.
+k-shingles. For datasketch and rensa the shingles are cut in Python, by
+default with a numpy strided view (``shingle_list_np``: same strings, about
+4x faster than a list comprehension), so that the peers' Python side is not
+needlessly slow; ``--shingler plain`` uses the list comprehension instead.
+gaoya cuts them itself, in Rust, from the normalised text.
 
 datasketch (2.x)
     Shingles are deduplicated into a set and hashed with mmh3 (32-bit,
@@ -43,6 +45,30 @@ rensa (0.5)
     by default it is chosen by the same criterion datasketch uses (least
     equally weighted false-positive + false-negative area) over the
     divisors of num_perm: 8 bands of 16 rows for 128 permutations at 0.8.
+
+gaoya (0.2)
+    ``MinHashStringIndex(hash_size=32, analyzer="char", ngram_range=(k, k),
+    lowercase=False)`` gets the normalised text (already lowercased, in
+    Python, so that case folding is the reference's) and shingles it in
+    Rust: its character windows are over code points, the same strings as
+    the reference's. Documents go in batches of --batch to
+    ``par_bulk_insert_docs``, and each batch is then queried with
+    ``par_bulk_query(..., return_similarity=True)``; since every earlier
+    batch is already indexed, each pair is found when its later document is
+    queried, and the texts never need to be held or read twice. Both calls
+    shingle and sketch on rayon's pool of --threads threads
+    (RAYON_NUM_THREADS); the Python API has no query by id, so every
+    document is sketched twice, once to insert it and once to query it.
+    gaoya's query keeps the band candidates whose estimate is >= threshold
+    and does not report how many candidates there were. Its permutations
+    are fixed (seed 3 inside gaoya; --seed does not apply). A text shorter
+    than k gives no shingles in gaoya (an all-zero signature), so such a
+    text goes in as one token, itself, as in the reference; an empty text
+    is left out. Bands must divide num_perm: gaoya's own chooser would take
+    21 bands of 6 rows (126 hashes) at 0.8, so the default is instead the
+    divisor whose S-curve threshold (1/b)^(1/r) is the highest one below the
+    threshold (``recall_bands``): 16 bands of 8 rows for 128 permutations at
+    0.8, the setting PERFORMANCE.md measured.
 """
 
 from __future__ import annotations
@@ -90,6 +116,24 @@ def divisor_bands(num_perm: int, threshold: float) -> int:
         err = lsh_error_area(b, num_perm // b, threshold)
         if best is None or err < best[0]:
             best = (err, b)
+    return best[1]
+
+
+def recall_bands(num_perm: int, threshold: float) -> int:
+    """Bands whose S-curve threshold (1/b)^(1/r) is the highest one below threshold.
+
+    Only divisors of num_perm are tried, so that b * r = num_perm. Banding
+    with the curve's steep part just below the threshold favours recall:
+    16 bands of 8 rows for 128 permutations at 0.8 (a pair at J = 0.8 becomes
+    a candidate with probability 0.95).
+    """
+    best = (-1.0, num_perm)
+    for b in range(1, num_perm + 1):
+        if num_perm % b:
+            continue
+        t = (1.0 / b) ** (b / num_perm)
+        if best[0] < t < threshold:
+            best = (t, b)
     return best[1]
 
 
@@ -191,11 +235,71 @@ def run_rensa(root, docs, args, st: Stages, info: dict):
     return pairs
 
 
-PEERS = {"datasketch": run_datasketch, "rensa": run_rensa}
+def run_gaoya(root, docs, args, st: Stages, info: dict):
+    # rayon sizes its global pool from this variable when the pool is first
+    # used, so it must be set before gaoya does any work.
+    os.environ["RAYON_NUM_THREADS"] = str(args.threads)
+    from gaoya.minhash import MinHashStringIndex
+
+    bands = args.bands or recall_bands(args.num_perm, args.threshold)
+    rows = args.num_perm // bands
+    index = MinHashStringIndex(hash_size=32, jaccard_threshold=args.threshold,
+                               num_bands=bands, band_size=rows, analyzer="char",
+                               lowercase=False, ngram_range=(args.k, args.k),
+                               id_container=args.id_container)
+    raw = index.minhash_index  # the Rust class; its *_tokens methods serve short texts
+    info.update(bands=bands, rows=rows, threads=args.threads, hash_size=32,
+                id_container=args.id_container, shingler="gaoya's own (Rust)")
+    pc = time.perf_counter
+    pairs = []
+    n_short = 0
+    for start, batch in ((i * args.batch, b) for i, b in enumerate(iter_batches(docs, args.batch))):
+        t0 = pc()
+        ids: list[int] = []
+        texts: list[str] = []
+        short: list[tuple[int, str]] = []
+        for n, rel in enumerate(batch, start):
+            norm = normalize(read_text(os.path.join(root, rel)))
+            if len(norm) >= args.k:
+                ids.append(n)
+                texts.append(norm)
+            elif norm:
+                # gaoya's char shingler yields nothing for a text shorter than
+                # k (an all-zero signature); the reference gives one shingle,
+                # the whole text, so that one shingle goes in as a token.
+                short.append((n, norm))
+            # an empty text has no shingles and is similar to nothing: skipped
+        t1 = pc()
+        index.par_bulk_insert_docs(ids, texts)
+        for n, norm in short:
+            raw.insert_tokens(n, [norm])
+        t2 = pc()
+        # Every document of this batch and of the earlier ones is indexed, so
+        # querying the batch now finds each pair (j < i) when i is queried.
+        found = index.par_bulk_query(texts, return_similarity=True) if texts else []
+        found += [raw.query_tokens_return_similarity([norm]) for _, norm in short]
+        for i, hits in zip(ids + [n for n, _ in short], found):
+            for j, e in hits:
+                if j < i:
+                    pairs.append((j, i, e))
+        st.add("read+normalise", t1 - t0)
+        st.add("minhash+insert", t2 - t1)
+        st.add("minhash+query", pc() - t2)
+        n_short += len(short)
+        del texts
+    info["short_docs"] = n_short
+    # gaoya filters the band candidates by its own estimate inside query and
+    # does not report how many there were.
+    info["candidates"] = None
+    return pairs
+
+
+PEERS = {"datasketch": run_datasketch, "rensa": run_rensa, "gaoya": run_gaoya}
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="Run datasketch or rensa end to end on a corpus.")
+    ap = argparse.ArgumentParser(
+        description="Run datasketch, rensa or gaoya end to end on a corpus.")
     ap.add_argument("peer", choices=sorted(PEERS))
     ap.add_argument("corpus")
     ap.add_argument("out")
@@ -209,10 +313,16 @@ def main(argv=None) -> int:
     ap.add_argument("--shingler", choices=sorted(SHINGLERS), default="numpy",
                     help="how the Python side cuts shingles: 'numpy' (strided view, the "
                          "default, about 4x faster) or 'plain' (list comprehension)")
-    ap.add_argument("--batch", type=int, default=1000, help="rensa: documents per sketch batch")
+    ap.add_argument("--batch", type=int, default=1000,
+                    help="rensa and gaoya: documents per sketch batch")
+    ap.add_argument("--threads", type=int, default=2,
+                    help="gaoya: rayon threads (RAYON_NUM_THREADS)")
+    ap.add_argument("--id-container", choices=("set", "vec", "smallvec"), default="vec",
+                    help="gaoya: bucket type; 'vec' is the one its docs advise when "
+                         "nothing is removed")
     args = ap.parse_args(argv)
-    if args.bands and args.num_perm % args.bands and args.peer == "rensa":
-        ap.error("rensa needs --bands to divide --num-perm")
+    if args.bands and args.num_perm % args.bands and args.peer in ("rensa", "gaoya"):
+        ap.error(f"{args.peer} needs --bands to divide --num-perm")
 
     pc = time.perf_counter
     t_start = pc()
@@ -242,7 +352,8 @@ def main(argv=None) -> int:
         print(f"{args.peer}: {name:<13} {v:9.2f} s", file=sys.stderr)
     mb = corpus_bytes(args.corpus, docs) / 1e6
     print(f"{args.peer}: {'total':<13} {total:9.2f} s  ({len(docs)} docs, {mb:.1f} MB, "
-          f"{info['candidates']} candidate pairs, {len(pairs)} pairs >= {args.threshold}, "
+          f"{info['candidates'] if info['candidates'] is not None else 'unreported'} candidate "
+          f"pairs, {len(pairs)} pairs >= {args.threshold}, "
           f"bands={info['bands']} rows={info['rows']})", file=sys.stderr)
     print("peers-json: " + json.dumps(info), file=sys.stderr)
     return 0
