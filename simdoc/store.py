@@ -43,10 +43,12 @@ the old index or the new one, never a mix.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import re
+import stat
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
@@ -179,6 +181,37 @@ def is_own_file(name: str) -> bool:
     return bool(_OWN.match(name) or _OWN_TMP.match(name))
 
 _NPY_HEADER = 128  # fixed header length of the arrays we stream, so it can be rewritten in place
+
+
+def open_lock_file(path: Path) -> int:
+    """A read-write descriptor of a lock file (``lock``, ``readers``), created if missing.
+
+    The writer truncates its lock file and writes its pid into it, so that
+    file must be simdoc's own: a symbolic link (even a dangling one) is never
+    followed, and anything but a regular file with one name (a directory, a
+    FIFO, a hard link to some other file) is refused.
+
+    Raises
+    ------
+    IndexError_
+        The name is taken by something else than a lock file.
+    """
+    flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    hint = f"remove {path} (simdoc makes a new one), and check who put it there"
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise IndexError_(f"{path} is a symbolic link; simdoc never follows links for its lock files", hint=hint) from None
+        if exc.errno == errno.EISDIR:
+            raise IndexError_(f"{path} is a directory, not simdoc's lock file", hint=hint) from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        os.close(fd)
+        what = "has another name (a hard link)" if stat.S_ISREG(st.st_mode) else "is not a regular file"
+        raise IndexError_(f"{path} {what}, so it is not simdoc's lock file", hint=hint)
+    return fd
 
 
 def _fsync_dir(path: Path) -> None:
@@ -427,7 +460,7 @@ class IndexStore:
         keep = {MANIFEST, LOCK, READERS}
         for stage in manifest.get("stages", {}).values():
             keep.update(stage.get("files", {}))
-        fd = os.open(self.path / READERS, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_lock_file(self.path / READERS)
         removed = 0
         try:
             try:
@@ -485,7 +518,7 @@ class IndexStore:
         """A descriptor of the lock file, exclusively locked; IndexBusy after ``wait`` seconds."""
         deadline = time.monotonic() + max(wait, 0.0)
         while True:
-            fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_lock_file(self.path / LOCK)
             try:
                 while True:
                     try:
@@ -499,7 +532,7 @@ class IndexStore:
                 # The writer we waited for may have removed the directory it had just made
                 # (see _remove_unused_dir): a lock on that unlinked file guards nothing.
                 try:
-                    current = os.stat(self.path / LOCK).st_ino == os.fstat(fd).st_ino
+                    current = os.lstat(self.path / LOCK).st_ino == os.fstat(fd).st_ino
                 except FileNotFoundError:
                     current = False
             except BaseException:
@@ -527,7 +560,7 @@ class IndexStore:
             yield
             return
         try:
-            fd = os.open(self.path / READERS, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_lock_file(self.path / READERS)
         except OSError:  # a read-only index directory: nobody can delete files either
             yield
             return
