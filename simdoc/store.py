@@ -19,6 +19,9 @@ name, fsynced and renamed; the manifest is replaced last and only then are
 files of older builds deleted. A run killed at any point therefore leaves
 the previous manifest pointing at complete files of the previous build.
 
+The manifest carries the CRC-32 of its own bytes and is checked against a
+schema before anything in it is used (see :mod:`simdoc.manifest`).
+
 Every load checks the format version, and each file's size, dtype, shape and
 CRC-32 (of the bytes after the .npy header; recorded at write time) against
 the manifest, so a truncated or damaged file is an error naming the file,
@@ -57,6 +60,9 @@ from pathlib import Path
 import numpy as np
 
 from simdoc.errors import CorruptIndex, IndexBusy, IndexError_
+from simdoc.manifest import dump as dump_manifest
+from simdoc.manifest import parse as parse_manifest
+from simdoc.manifest import validate as validate_manifest
 
 try:  # zlib's CRC-32, computed with SIMD: ~55 GB/s here against zlib's ~4.3 GB/s
     from zlib_ng.zlib_ng import crc32
@@ -425,22 +431,25 @@ class IndexStore:
                 raise IndexError_(f"index path {self.path} exists and is not a directory", hint="choose another --index")
             return self._empty_manifest()
         try:
-            manifest = json.loads(mpath.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise CorruptIndex(str(mpath), f"manifest cannot be read ({exc})") from None
+            raw = mpath.read_bytes()
+        except OSError as exc:
+            raise CorruptIndex(str(mpath), f"manifest cannot be read ({exc.strerror or exc})") from None
+        manifest = parse_manifest(raw, mpath)
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise IndexError_(
                 f"{self.path} is not a simdoc index (its manifest.json is not simdoc's)",
                 hint="choose another --index, or delete that directory",
             )
-        if manifest.get("format_version") not in READABLE_VERSIONS:
+        version = manifest.get("format_version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise CorruptIndex(str(mpath), "the manifest has no format version")
+        if version not in READABLE_VERSIONS:
             raise IndexError_(
                 f"index {self.path} has format version {manifest.get('format_version')}, "
                 f"this simdoc reads versions {', '.join(map(str, READABLE_VERSIONS))}",
                 hint="rebuild it with --rebuild",
             )
-        if not isinstance(manifest.get("stages"), dict):
-            raise CorruptIndex(str(mpath), "no 'stages' table")
+        validate_manifest(manifest, mpath)
         return manifest
 
     @staticmethod
@@ -451,7 +460,7 @@ class IndexStore:
         """Publish a new manifest atomically, then delete files no stage refers to."""
         fault_point("manifest:before")
         manifest["format_version"] = FORMAT_VERSION
-        self.write_bytes(MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+        self.write_bytes(MANIFEST, dump_manifest(manifest))
         fault_point("manifest:after")
         self.collect_garbage(manifest)
 
