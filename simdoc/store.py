@@ -19,6 +19,9 @@ name, fsynced and renamed; the manifest is replaced last and only then are
 files of older builds deleted. A run killed at any point therefore leaves
 the previous manifest pointing at complete files of the previous build.
 
+The manifest carries the CRC-32 of its own bytes and is checked against a
+schema before anything in it is used (see :mod:`simdoc.manifest`).
+
 Every load checks the format version, and each file's size, dtype, shape and
 CRC-32 (of the bytes after the .npy header; recorded at write time) against
 the manifest, so a truncated or damaged file is an error naming the file,
@@ -43,10 +46,12 @@ the old index or the new one, never a mix.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import re
+import stat
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
@@ -55,6 +60,9 @@ from pathlib import Path
 import numpy as np
 
 from simdoc.errors import CorruptIndex, IndexBusy, IndexError_
+from simdoc.manifest import dump as dump_manifest
+from simdoc.manifest import parse as parse_manifest
+from simdoc.manifest import validate as validate_manifest
 
 try:  # zlib's CRC-32, computed with SIMD: ~55 GB/s here against zlib's ~4.3 GB/s
     from zlib_ng.zlib_ng import crc32
@@ -183,6 +191,37 @@ def is_own_file(name: str) -> bool:
     return bool(_OWN.match(name) or _OWN_TMP.match(name))
 
 _NPY_HEADER = 128  # fixed header length of the arrays we stream, so it can be rewritten in place
+
+
+def open_lock_file(path: Path) -> int:
+    """A read-write descriptor of a lock file (``lock``, ``readers``), created if missing.
+
+    The writer truncates its lock file and writes its pid into it, so that
+    file must be simdoc's own: a symbolic link (even a dangling one) is never
+    followed, and anything but a regular file with one name (a directory, a
+    FIFO, a hard link to some other file) is refused.
+
+    Raises
+    ------
+    IndexError_
+        The name is taken by something else than a lock file.
+    """
+    flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    hint = f"remove {path} (simdoc makes a new one), and check who put it there"
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise IndexError_(f"{path} is a symbolic link; simdoc never follows links for its lock files", hint=hint) from None
+        if exc.errno == errno.EISDIR:
+            raise IndexError_(f"{path} is a directory, not simdoc's lock file", hint=hint) from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        os.close(fd)
+        what = "has another name (a hard link)" if stat.S_ISREG(st.st_mode) else "is not a regular file"
+        raise IndexError_(f"{path} {what}, so it is not simdoc's lock file", hint=hint)
+    return fd
 
 
 def _fsync_dir(path: Path) -> None:
@@ -396,22 +435,25 @@ class IndexStore:
                 raise IndexError_(f"index path {self.path} exists and is not a directory", hint="choose another --index")
             return self._empty_manifest()
         try:
-            manifest = json.loads(mpath.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise CorruptIndex(str(mpath), f"manifest cannot be read ({exc})") from None
+            raw = mpath.read_bytes()
+        except OSError as exc:
+            raise CorruptIndex(str(mpath), f"manifest cannot be read ({exc.strerror or exc})") from None
+        manifest = parse_manifest(raw, mpath)
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise IndexError_(
                 f"{self.path} is not a simdoc index (its manifest.json is not simdoc's)",
                 hint="choose another --index, or delete that directory",
             )
-        if manifest.get("format_version") not in READABLE_VERSIONS:
+        version = manifest.get("format_version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise CorruptIndex(str(mpath), "the manifest has no format version")
+        if version not in READABLE_VERSIONS:
             raise IndexError_(
                 f"index {self.path} has format version {manifest.get('format_version')}, "
                 f"this simdoc reads versions {', '.join(map(str, READABLE_VERSIONS))}",
                 hint="rebuild it with --rebuild",
             )
-        if not isinstance(manifest.get("stages"), dict):
-            raise CorruptIndex(str(mpath), "no 'stages' table")
+        validate_manifest(manifest, mpath)
         return manifest
 
     @staticmethod
@@ -422,7 +464,7 @@ class IndexStore:
         """Publish a new manifest atomically, then delete files no stage refers to."""
         fault_point("manifest:before")
         manifest["format_version"] = FORMAT_VERSION
-        self.write_bytes(MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+        self.write_bytes(MANIFEST, dump_manifest(manifest))
         fault_point("manifest:after")
         self.collect_garbage(manifest)
 
@@ -431,7 +473,7 @@ class IndexStore:
         keep = {MANIFEST, LOCK, READERS}
         for stage in manifest.get("stages", {}).values():
             keep.update(stage.get("files", {}))
-        fd = os.open(self.path / READERS, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_lock_file(self.path / READERS)
         removed = 0
         try:
             try:
@@ -489,7 +531,7 @@ class IndexStore:
         """A descriptor of the lock file, exclusively locked; IndexBusy after ``wait`` seconds."""
         deadline = time.monotonic() + max(wait, 0.0)
         while True:
-            fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_lock_file(self.path / LOCK)
             try:
                 while True:
                     try:
@@ -503,7 +545,7 @@ class IndexStore:
                 # The writer we waited for may have removed the directory it had just made
                 # (see _remove_unused_dir): a lock on that unlinked file guards nothing.
                 try:
-                    current = os.stat(self.path / LOCK).st_ino == os.fstat(fd).st_ino
+                    current = os.lstat(self.path / LOCK).st_ino == os.fstat(fd).st_ino
                 except FileNotFoundError:
                     current = False
             except BaseException:
@@ -531,7 +573,7 @@ class IndexStore:
             yield
             return
         try:
-            fd = os.open(self.path / READERS, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_lock_file(self.path / READERS)
         except OSError:  # a read-only index directory: nobody can delete files either
             yield
             return
