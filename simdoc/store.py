@@ -184,7 +184,9 @@ _NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 def _no_room(path: Path, exc: OSError) -> OutputError:
     return OutputError(
         f"cannot write the index at {path}: {exc.strerror or exc}; it stays as its last completed stage left it",
-        hint="free some space on that file system, or choose another --index",
+        hint="free some space on that file system, or choose another --index"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+        else "choose an --index on a file system where you may write",
     )
 
 
@@ -509,7 +511,12 @@ class IndexStore:
             finally:
                 _HELD[key] -= 1
             return
-        fd = self._lock(wait)
+        try:
+            fd = self._lock(wait)
+        except OSError as exc:  # the lock file cannot even be opened for writing
+            if exc.errno in (*_NO_ROOM, errno.EACCES, errno.EPERM):
+                raise _no_room(self.path, exc) from None
+            raise
         try:
             with contextlib.suppress(OSError):  # who holds the lock is a note for IndexBusy, nothing more
                 os.ftruncate(fd, 0)

@@ -233,3 +233,17 @@ def test_a_full_tmpfs_under_the_index(small_tmpfs, tmp_path):
     again = simdoc("pairs", corpus, "--index", idx, "-q", "-j", "1")
     assert again.returncode == 0, again.stderr
     assert again.stdout == fresh_output(corpus, tmp_path)
+
+
+def test_a_read_only_file_system_under_the_index(small_tmpfs, tmp_path):
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 20, seed=5)
+    idx = small_tmpfs / "idx"
+    assert simdoc("pairs", corpus, "--index", idx, "-q").returncode == 0
+    make_corpus(corpus / "new", 5, seed=6)
+    assert subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)]).returncode == 0
+    try:
+        r = simdoc("pairs", corpus, "--index", idx)
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_tmpfs)])
+    assert_one_error(r, f"cannot write the index at {idx}: Read-only file system", "where you may write")
