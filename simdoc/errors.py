@@ -14,6 +14,7 @@ EXIT_USAGE = 2  # bad command line or option value (click uses 2 as well)
 EXIT_INPUT = 3  # the corpus is missing, empty, or has no readable document
 EXIT_INDEX = 4  # the index is missing a stage, damaged, or built with other parameters
 EXIT_BUSY = 5  # another simdoc run is writing the index and --wait ran out
+EXIT_WRITE = 6  # stdout or the index could not be written (closed stdout, full disk); the old index stays
 
 
 class SimdocError(Exception):
@@ -83,6 +84,20 @@ class CorruptIndex(IndexError_):
             hint="rebuild it with --rebuild (or delete the index directory)",
         )
         self.path = path
+
+
+class OutputError(SimdocError):
+    """What simdoc wrote could not be stored: stdout is closed or full, or the disk under the index is full.
+
+    Not the corpus's fault nor the index's: nothing is damaged, and the same
+    command succeeds once there is room (or somewhere to write to).
+    """
+
+    exit_code = EXIT_WRITE
+
+    def __init__(self, message: str, hint: str | None = None, stdout: bool = False) -> None:
+        super().__init__(message, hint)
+        self.stdout = stdout  # True: stdout failed (what is still buffered for it must be dropped)
 
 
 class IndexBusy(SimdocError):

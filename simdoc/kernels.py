@@ -13,6 +13,14 @@ with ``uint32(...)``: that is the modulo-2**32 wrap the reference relies on.
 
 Set ``SIMDOC_NO_NUMBA=1`` to use the numpy reference (e.g. where numba has
 no wheel yet); :data:`ENABLED` tells which is in use.
+
+The compiled code is cached in ``$NUMBA_CACHE_DIR`` if the user set it, else
+in ``$XDG_CACHE_HOME/simdoc/numba`` (``~/.cache/simdoc/numba``): never next to
+the package. numba's own default is the package's ``__pycache__``, which pip
+does not know about and leaves behind on uninstall; that folder then turns
+``site-packages/simdoc`` into a namespace package that shadows a later
+``pip install -e .``. If no cache folder can be made, the kernels are compiled
+in every process instead (a few seconds) rather than cached in the package.
 """
 
 from __future__ import annotations
@@ -21,22 +29,49 @@ import os
 
 import numpy as np
 
-ENABLED = False
-if os.environ.get("SIMDOC_NO_NUMBA", "") in ("", "0"):
+
+def cache_dir() -> str:
+    """Where compiled kernels are cached: $NUMBA_CACHE_DIR, else $XDG_CACHE_HOME/simdoc/numba."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return os.environ["NUMBA_CACHE_DIR"]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "simdoc", "numba")
+
+
+def _usable(directory: str) -> bool:
     try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(directory, os.W_OK | os.X_OK)
+
+
+ENABLED = False
+CACHE = False  # whether compiled kernels are written to cache_dir()
+if os.environ.get("SIMDOC_NO_NUMBA", "") in ("", "0"):
+    CACHE = _usable(cache_dir())
+    if CACHE:
+        # numba reads the variable once, when it is first imported (here, or by worker processes).
+        os.environ["NUMBA_CACHE_DIR"] = cache_dir()
+    try:
+        import numba
         from numba import njit, uint32, uint64
 
         ENABLED = True
     except ImportError:  # pragma: no cover - numba is a dependency; this is the escape hatch
         ENABLED = False
+    if ENABLED and CACHE and numba.config.CACHE_DIR != cache_dir():
+        # numba was imported before simdoc, without NUMBA_CACHE_DIR: point it here anyway
+        # (the cache locator reads the setting when a function is decorated, below).
+        numba.config.CACHE_DIR = cache_dir()
 
 if ENABLED:
 
-    @njit(cache=True, nogil=True, inline="always")
+    @njit(cache=CACHE, nogil=True, inline="always")
     def _rotl(x, r):
         return uint32((x << uint32(r)) | (x >> uint32(32 - r)))
 
-    @njit(cache=True, nogil=True, inline="always")
+    @njit(cache=CACHE, nogil=True, inline="always")
     def _fmix(h):
         h ^= h >> uint32(16)
         h = uint32(h * uint32(0x85EBCA6B))
@@ -45,7 +80,7 @@ if ENABLED:
         h ^= h >> uint32(16)
         return h
 
-    @njit(cache=True, nogil=True)
+    @njit(cache=CACHE, nogil=True)
     def _radix_sort(a, tmp):
         """LSD radix sort of uint32 in 4 byte passes; the result ends in ``a``.
 
@@ -78,7 +113,7 @@ if ENABLED:
                 start[b] += 1
             src, dst = dst, src
 
-    @njit(cache=True, nogil=True)
+    @njit(cache=CACHE, nogil=True)
     def shingle_csr(tokens, offsets, k, seed, anchors, use_anchors, out_data, out_counts, out_sizes, blocks, buf, tmp, starts, dedupe):
         """Hash each document's k-token windows (MurmurHash3_x86_32), sort, count repeats.
 
@@ -160,7 +195,7 @@ if ENABLED:
             pos += m
         return pos
 
-    @njit(cache=True, nogil=True)
+    @njit(cache=CACHE, nogil=True)
     def minhash_csr(indptr, data, a, b, out):
         """out[d, p] = min over shingles x of row d of fmix32(a[p]*x + b[p]); empty rows all 0xFFFFFFFF.
 
@@ -193,13 +228,13 @@ if ENABLED:
                 j += 1
             out[d, :] = acc
 
-    @njit(cache=True, nogil=True, inline="always")
+    @njit(cache=CACHE, nogil=True, inline="always")
     def _mix64(z):
         z = (z ^ (z >> uint64(30))) * uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> uint64(27))) * uint64(0x94D049BB133111EB)
         return z ^ (z >> uint64(31))
 
-    @njit(cache=True, nogil=True)
+    @njit(cache=CACHE, nogil=True)
     def oph_csr(indptr, data, key, probe_key, out):
         """One-permutation hashing with optimal densification (see simdoc.minhash)."""
         n = indptr.shape[0] - 1
@@ -235,7 +270,7 @@ if ENABLED:
                         break
                     attempt += uint64(1)
 
-    @njit(cache=True, nogil=True)
+    @njit(cache=CACHE, nogil=True)
     def band_keys_rows(signatures, rows, seeds, golden, mix1, mix2, out):
         """lsh.band_keys one document at a time: out[t, d] = key of band t of row d.
 
@@ -259,7 +294,7 @@ if ENABLED:
                 h ^= h >> uint64(31)
                 out[t, d] = h
 
-    @njit(cache=True, nogil=True)
+    @njit(cache=CACHE, nogil=True)
     def collapse_whitespace(cps, offsets, is_space, out, out_offsets, lower_ascii):
         """Per document: drop leading/trailing whitespace, turn each inner run into one blank.
 
@@ -294,7 +329,7 @@ if ENABLED:
         out_offsets[n] = pos
         return pos
 
-    @njit(cache=True, nogil=True)
+    @njit(cache=CACHE, nogil=True)
     def saturate_counts(counts, out):
         """out[i] = min(counts[i], 255) (uint8); returns how many were 255 or more."""
         n_big = 0
@@ -307,7 +342,7 @@ if ENABLED:
                 out[i] = c
         return n_big
 
-    @njit(cache=True, nogil=True)
+    @njit(cache=CACHE, nogil=True)
     def unique_rows(indptr, data, out_data, out_counts, out_sizes):
         """Sort each CSR row of ``data`` and fold repeats: unique values and their counts.
 
@@ -329,7 +364,7 @@ if ENABLED:
             pos += m
         return pos
 
-    @njit(cache=True, nogil=True)
+    @njit(cache=CACHE, nogil=True)
     def pair_overlap(indptr, data, counts, left, right, bag, inter, union):
         """Merge two sorted rows per pair: set or bag intersection and union sizes."""
         for p in range(left.shape[0]):

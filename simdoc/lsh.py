@@ -28,6 +28,7 @@ deduplication table is needed and a huge bucket streams through in pieces.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -80,10 +81,37 @@ def s_curve_threshold(bands: int, rows: int) -> float:
     return (1.0 / bands) ** (1.0 / rows)
 
 
-def _false_positive_area(bands: int, rows: int, threshold: float) -> float:
-    s = np.linspace(0.0, threshold, 257)
-    p = candidate_probability(s, bands, rows)
-    return float(np.sum((p[1:] + p[:-1]) * np.diff(s)) / 2.0)
+_AREA_GRID = np.linspace(0.0, 1.0, 257)
+_AREA_BLOCK = 512  # bandings whose areas are computed in one numpy pass (512 x 257 floats)
+
+
+def _false_positive_areas(bands: np.ndarray, rows: np.ndarray, threshold: float) -> np.ndarray:
+    """``∫_0^threshold P(s) ds`` of each banding (trapezoids on 257 points), one float per (bands, rows)."""
+    s = _AREA_GRID * threshold
+    ds = np.diff(s)
+    out = np.empty(len(rows), dtype=np.float64)
+    for i in range(0, len(rows), _AREA_BLOCK):
+        b = bands[i : i + _AREA_BLOCK, None].astype(np.float64)
+        r = rows[i : i + _AREA_BLOCK, None].astype(np.float64)
+        p = 1.0 - (1.0 - s**r) ** b
+        out[i : i + _AREA_BLOCK] = np.sum((p[:, 1:] + p[:, :-1]) * ds, axis=1) / 2.0
+    return out
+
+
+def _bands_needed(threshold: float, rows: int, recall: float, max_bands: int) -> int | None:
+    """The fewest bands of ``rows`` rows whose P(threshold) reaches ``recall``; None if more than ``max_bands``."""
+    p_row = threshold**rows
+    if p_row >= 1.0:
+        return 1
+    if p_row <= 0.0:  # threshold**rows underflowed: no number of bands is enough
+        return None
+    # For a tiny p_row, log1p(-p_row) is about -p_row and the quotient can pass the
+    # largest float (inf): compare it as a float before making it an int.
+    ratio = math.log1p(-recall) / math.log1p(-p_row)
+    if not ratio <= max_bands + 1:
+        return None
+    need = max(math.ceil(ratio - 1e-12), 1)
+    return need if need <= max_bands else None
 
 
 def choose_bands_rows(threshold: float, num_perm: int, recall: float = DEFAULT_RECALL) -> tuple[int, int]:
@@ -92,34 +120,38 @@ def choose_bands_rows(threshold: float, num_perm: int, recall: float = DEFAULT_R
     Among all pairs with ``bands * rows <= num_perm`` that reach the recall,
     the one with the least false-positive area below the threshold wins. If
     none reaches it (a tiny threshold with few permutations), the pair with
-    the highest recall is returned; callers report that probability.
+    the highest recall, ``(num_perm, 1)``, is returned; callers report that
+    probability.
+
+    The bands needed grow with the rows (``threshold**rows`` shrinks) while
+    the bands allowed, ``num_perm // rows``, shrink, so the first number of
+    rows that cannot reach the recall ends the search. When none can, one
+    row per band is the best there is: ``(1-t)**r <= 1 - t**r``, so
+    ``1 - (1-t)**num_perm >= 1 - (1 - t**r)**(num_perm // r)`` for every r.
+
+    Every threshold in (0, 1] and every ``num_perm >= 1`` gives an answer.
     """
     threshold = check_threshold(threshold)
     if not 0.0 < recall < 1.0:
         raise UsageError(f"recall must be in (0, 1), got {recall!r}")
-    best: tuple[float, int, int] | None = None
-    fallback: tuple[float, int, int] = (-1.0, 1, 1)
+    if num_perm < 1:
+        raise UsageError(f"--num-perm must be at least 1, got {num_perm}")
+    feasible_rows, feasible_bands = [], []
     for rows in range(1, num_perm + 1):
-        max_bands = num_perm // rows
-        p_row = threshold**rows
-        if p_row >= 1.0:
-            need = 1
-        elif p_row <= 0.0:
-            need = max_bands + 1
-        else:
-            need = int(np.ceil(np.log1p(-recall) / np.log1p(-p_row) - 1e-12))
-            need = max(need, 1)
-        if need > max_bands:
-            p = candidate_probability(threshold, max_bands, rows)
-            if p > fallback[0]:
-                fallback = (p, max_bands, rows)
-            continue
-        area = _false_positive_area(need, rows, threshold)
-        if best is None or area < best[0] - 1e-15:
-            best = (area, need, rows)
-    if best is None:
-        return fallback[1], fallback[2]
-    return best[1], best[2]
+        need = _bands_needed(threshold, rows, recall, num_perm // rows)
+        if need is None:
+            break
+        feasible_rows.append(rows)
+        feasible_bands.append(need)
+    if not feasible_rows:
+        return num_perm, 1
+    areas = _false_positive_areas(np.array(feasible_bands), np.array(feasible_rows), threshold)
+    best = 0
+    for i in range(1, len(areas)):
+        # A later choice must be smaller by more than rounding to win a tie.
+        if areas[i] < areas[best] - 1e-15:
+            best = i
+    return feasible_bands[best], feasible_rows[best]
 
 
 @dataclass(frozen=True)

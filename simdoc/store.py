@@ -46,6 +46,7 @@ the old index or the new one, never a mix.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import json
@@ -59,7 +60,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simdoc.errors import CorruptIndex, IndexBusy, IndexError_
+from simdoc.errors import CorruptIndex, IndexBusy, IndexError_, OutputError
 from simdoc.manifest import dump as dump_manifest
 from simdoc.manifest import parse as parse_manifest
 from simdoc.manifest import validate as validate_manifest
@@ -184,6 +185,50 @@ _SPARED: set[str] = set()
 def spare(path: Path, keep: bool = True) -> None:
     """Protect (or stop protecting) one of this process's temporary files from garbage collection."""
     (_SPARED.add if keep else _SPARED.discard)(str(Path(path).resolve()))
+
+
+# A write failed because the file system has no room (or takes no writes): the index is
+# not at fault, and the previous one is still whole (its files are never written again).
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+def _no_room(path: Path, exc: OSError) -> OutputError:
+    return OutputError(
+        f"cannot write the index at {path}: {exc.strerror or exc}; it stays as its last completed stage left it",
+        hint="free some space on that file system, or choose another --index"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+        else "choose an --index on a file system where you may write",
+    )
+
+
+def _libc_fallocate():
+    """Linux's fallocate(2), which fails on a file system that cannot reserve blocks (glibc's
+    posix_fallocate would instead write a byte into every block: minutes on NFS)."""
+    try:
+        func = ctypes.CDLL(None, use_errno=True).fallocate64
+    except (OSError, AttributeError):  # not Linux
+        return None
+    func.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    func.restype = ctypes.c_int
+    return func
+
+
+_FALLOCATE = _libc_fallocate()
+
+
+def reserve(fd: int, size: int) -> None:
+    """Give a file its ``size`` bytes of disk now, where the file system can.
+
+    A memory map written into a sparse file kills the process with SIGBUS when
+    the disk fills; a reservation that fails is an OSError (ENOSPC) instead.
+    Where reserving is not supported the file just stays sparse.
+    """
+    if _FALLOCATE is None or size <= 0:
+        return
+    if _FALLOCATE(fd, 0, 0, size) != 0:
+        err = ctypes.get_errno()
+        if err not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise OSError(err, os.strerror(err))
 
 
 def is_own_file(name: str) -> bool:
@@ -511,16 +556,27 @@ class IndexStore:
             finally:
                 _HELD[key] -= 1
             return
-        fd = self._lock(wait)
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+            fd = self._lock(wait)
+        except OSError as exc:  # the lock file cannot even be opened for writing
+            if exc.errno in (*_NO_ROOM, errno.EACCES, errno.EPERM):
+                raise _no_room(self.path, exc) from None
+            raise
+        try:
+            with contextlib.suppress(OSError):  # who holds the lock is a note for IndexBusy, nothing more
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
             _HELD[key] = 1
             try:
                 yield
-            except BaseException:
+            except BaseException as exc:
+                no_room = isinstance(exc, OSError) and exc.errno in _NO_ROOM
+                if no_room:
+                    self._remove_temporaries()  # they hold the space the next run needs
                 if created:
                     self._remove_unused_dir()
+                if no_room:
+                    raise _no_room(self.path, exc) from None
                 raise
             finally:
                 _HELD.pop(key, None)
@@ -555,6 +611,15 @@ class IndexStore:
                 return fd
             os.close(fd)
             self.ensure_dir()
+
+    def _remove_temporaries(self) -> None:
+        """Delete every temporary file in the directory (called under the writer lock, so none is another run's)."""
+        with contextlib.suppress(OSError):
+            for p in self.path.iterdir():
+                if _OWN_TMP.match(p.name):
+                    spare(p, keep=False)
+                    with contextlib.suppress(OSError):
+                        p.unlink()
 
     def _remove_unused_dir(self) -> None:
         """Remove the index directory if it holds nothing but the lock files (called under the lock)."""
@@ -635,9 +700,12 @@ class IndexStore:
         self.ensure_dir()
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.path)
         header = _npy_header(np.dtype(dtype), tuple(shape))
+        size = len(header) + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
         with os.fdopen(fd, "wb") as fh:
             fh.write(header)
-            fh.truncate(len(header) + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
+            fh.truncate(size)
+            fh.flush()
+            reserve(fh.fileno(), size)
         arr = np.load(tmp, mmap_mode="r+")
         return arr, Path(tmp)
 

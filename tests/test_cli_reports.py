@@ -309,6 +309,22 @@ def test_tune_warns_when_recall_cannot_be_reached(run):
     assert run("tune", "-t", "0.1", "--num-perm", "16", "-q").stderr == ""
 
 
+@pytest.mark.parametrize("args", [("-t", "0.15", "--num-perm", "512"), ("-t", "0.01"), ("-t", "0.001", "--num-perm", "128"), ("-t", "1e-300", "--num-perm", "65536")])
+def test_tune_low_thresholds_give_a_report(run, args):
+    # Issue 17.5: these ended in OverflowError with a traceback.
+    r = run("tune", *args, "-f", "json")
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    d = json.loads(r.stdout)
+    assert d["bands"] * d["rows"] <= d["num_perm"]
+
+
+def test_pairs_at_a_low_threshold(run, groups, tmp_path):
+    r = run("pairs", groups, "--index", tmp_path / "idx", "-t", "0.01", "--num-perm", "512")
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert "set jaccard >= 0.01" in r.stderr
+    assert len(r.stdout.splitlines()) >= 4
+
+
 @pytest.mark.parametrize(
     "args, needle",
     [

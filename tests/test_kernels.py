@@ -149,3 +149,70 @@ def test_compacted_counts_equal_reference(counts, dtype):
     arr = np.array(counts, dtype=np.int64).clip(0, np.iinfo(dtype).max).astype(dtype)
     (small, over), (ref_small, ref_over) = both(lambda: tuple(x.copy() for x in compact_counts(arr, 5)))
     assert small.tolist() == ref_small.tolist() and over.tolist() == ref_over.tolist()
+
+
+# ---------------------------------------------------------------- where compiled code is cached (issue 17.7)
+
+_COMPILE_ONE = (
+    "import numpy as np, simdoc, simdoc.kernels as k\n"
+    "k.saturate_counts(np.zeros(1, np.uint8), np.zeros(1, np.uint8))\n"
+    "print(simdoc.__file__)\n"
+    "print(k.CACHE)\n"
+)
+
+
+def _compile_in_a_copy(tmp_path, first: str = "", **env_extra) -> tuple[list[str], "Path"]:
+    """Compile one kernel in a fresh process importing a copy of the package (as if installed there)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    site = tmp_path / "site-packages"
+    pkg = site / "simdoc"
+    shutil.copytree(Path(kernels.__file__).parent, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME", "PYTHONPATH")}
+    env.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", HOME=str(tmp_path / "home"), **env_extra)
+    r = subprocess.run([sys.executable, "-c", first + _COMPILE_ONE], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert Path(lines[0]).parent == pkg  # the copy was imported, not the working tree
+    return lines, pkg
+
+
+def _cached(root) -> list:
+    return [p for p in root.rglob("*") if p.suffix in (".nbi", ".nbc")]
+
+
+def test_compiled_kernels_are_cached_under_xdg_cache_home_not_in_the_package(tmp_path):
+    lines, pkg = _compile_in_a_copy(tmp_path, XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    assert lines[1] == "True"
+    assert _cached(tmp_path / "xdg" / "simdoc" / "numba")
+    assert _cached(pkg) == [] and not (pkg / "__pycache__").exists()
+
+
+def test_numba_imported_before_simdoc_still_caches_under_xdg_cache_home(tmp_path):
+    _, pkg = _compile_in_a_copy(tmp_path, first="import numba\n", XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    assert _cached(tmp_path / "xdg" / "simdoc" / "numba")
+    assert _cached(pkg) == []
+
+
+def test_without_xdg_cache_home_the_cache_is_under_home(tmp_path):
+    _, pkg = _compile_in_a_copy(tmp_path)
+    assert _cached(tmp_path / "home" / ".cache" / "simdoc" / "numba")
+    assert _cached(pkg) == []
+
+
+def test_a_numba_cache_dir_the_user_set_is_respected(tmp_path):
+    _, pkg = _compile_in_a_copy(tmp_path, NUMBA_CACHE_DIR=str(tmp_path / "mine"), XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    assert _cached(tmp_path / "mine")
+    assert not (tmp_path / "xdg" / "simdoc" / "numba").exists()
+    assert _cached(pkg) == []
+
+
+def test_no_usable_cache_dir_compiles_without_caching(tmp_path):
+    (tmp_path / "not-a-dir").write_text("")
+    lines, pkg = _compile_in_a_copy(tmp_path, XDG_CACHE_HOME=str(tmp_path / "not-a-dir"))
+    assert lines[1] == "False"
+    assert _cached(pkg) == [] and not (pkg / "__pycache__").exists()

@@ -55,6 +55,37 @@ def test_choice_when_recall_is_unreachable_returns_best_possible():
     assert (b, r) == (16, 1)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.floats(0.0, 1.0, exclude_min=True, allow_subnormal=True),
+    st.one_of(st.integers(1, 65536), st.sampled_from([1, 16, 128, 512, 2048, 65536])),
+)
+def test_every_valid_threshold_and_num_perm_gets_a_banding(threshold, num_perm):
+    # Issue 17.5: tiny thresholds made threshold**rows so small that the bands needed
+    # overflowed to infinity. Every value the help calls valid must give an answer.
+    b, r = choose_bands_rows(threshold, num_perm)
+    assert isinstance(b, int) and isinstance(r, int)
+    assert b >= 1 and r >= 1 and b * r <= num_perm
+    p = candidate_probability(threshold, b, r)
+    if p < 0.95 - 1e-9:
+        # The recall cannot be reached: one row per band is the most any banding catches.
+        assert (b, r) == (num_perm, 1)
+        assert p >= candidate_probability(threshold, num_perm // 2, 2) - 1e-12
+
+
+@pytest.mark.parametrize("threshold", [0.001, 0.005, 0.01, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 0.8, 0.9, 0.99, 1.0])
+@pytest.mark.parametrize("num_perm", [16, 128, 512, 2048])
+def test_low_thresholds_choose_without_overflow(threshold, num_perm):
+    b, r = choose_bands_rows(threshold, num_perm)
+    assert b * r <= num_perm
+
+
+def test_the_search_ends_at_the_first_row_count_that_cannot_reach_the_recall():
+    # 0.15 with 512 permutations: two rows reach 0.95 with 132 bands; three rows would need more than 170.
+    assert choose_bands_rows(0.15, 512) == (132, 2)
+    assert choose_bands_rows(5e-324, 65536) == (65536, 1)
+
+
 def test_bands_rows_validation():
     with pytest.raises(UsageError, match="num_perm"):
         check_bands_rows(30, 5, 128)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import TEXT_A, TEXT_C, write
 
 from simdoc.errors import UsageError
@@ -57,6 +59,17 @@ def test_tune_low_threshold_has_no_false_positive_point():
     assert rep.false_positive_at is None and rep.false_positive_rate is None
     assert not rep.recall_reached  # 16 bands of 1 row give P(0.1) = 0.81 only
     assert "n/a" in format_tune(rep)[3]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(0.0, 1.0, exclude_min=True, allow_subnormal=True), st.integers(1, 65536))
+def test_tune_reports_every_valid_threshold_and_num_perm(threshold, num_perm):
+    rep = tune(threshold, num_perm)
+    assert rep.bands * rep.rows <= num_perm
+    assert 0.0 <= rep.false_negative_rate <= 1.0
+    assert all(0.0 <= p <= 1.0 for _, p in rep.probabilities)
+    assert rep.recall_reached or (rep.bands, rep.rows) == (num_perm, 1)
+    assert format_tune(rep) and render_s_curve(rep.bands, rep.rows, rep.threshold)
 
 
 @pytest.mark.parametrize(

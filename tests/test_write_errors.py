@@ -1,0 +1,249 @@
+"""Output that cannot be written: a closed or full stdout, a full disk under the index (issue 17.6).
+
+Each is one `Error:` line and exit 6, never a traceback; a full disk leaves
+the index readable, with no temporary files holding the space.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import SAMPLE_CORPUS
+from test_crash_safety import fresh_output, make_corpus, simdoc
+
+from simdoc.check import check_index
+from simdoc.cli import cli
+from simdoc.errors import EXIT_WRITE
+
+DEV_FULL = Path("/dev/full")
+needs_dev_full = pytest.mark.skipif(not DEV_FULL.exists(), reason="no /dev/full here")
+
+
+def run_with_stdout(args, stdout, **kw) -> subprocess.CompletedProcess:
+    """simdoc ARGS with stdout sent to ``stdout`` (a file object), or closed when it is None."""
+    env = dict(os.environ)
+    env.pop("SIMDOC_INDEX", None)
+    extra = {"stdout": stdout} if stdout is not None else {"preexec_fn": lambda: os.close(1)}
+    return subprocess.run(
+        [sys.executable, "-m", "simdoc", *map(str, args)], stderr=subprocess.PIPE, text=True, env=env, timeout=120, **extra, **kw
+    )
+
+
+def assert_one_error(r: subprocess.CompletedProcess, *needles: str) -> None:
+    assert r.returncode == EXIT_WRITE == 6, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, r.stderr
+    for n in needles:
+        assert n in r.stderr, (n, r.stderr)
+
+
+@pytest.fixture(scope="module")
+def sample_index(tmp_path_factory) -> Path:
+    idx = tmp_path_factory.mktemp("w") / "idx"
+    r = simdoc("pairs", SAMPLE_CORPUS, "--index", idx, "-q")
+    assert r.returncode == 0, r.stderr
+    return idx
+
+
+# ---------------------------------------------------------------- stdout
+
+
+@needs_dev_full
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("pairs", "--index", "IDX"),
+        ("pairs", "--index", "IDX", "-0"),
+        ("pairs", "--index", "IDX", "--format", "table"),
+        ("clusters", "--index", "IDX"),
+        ("tune",),
+        ("--help",),
+    ],
+)
+def test_a_full_stdout_is_one_error_line(sample_index, args):
+    args = [sample_index if a == "IDX" else a for a in args]
+    with DEV_FULL.open("w") as full:
+        r = run_with_stdout(args, full)
+    assert_one_error(r, "cannot write the output to stdout: No space left on device")
+
+
+@pytest.mark.parametrize("args", [("pairs", "--index", "IDX"), ("pairs", "--index", "IDX", "-0"), ("tune",), ("--version",)])
+def test_a_closed_stdout_is_one_error_line(sample_index, args):
+    args = [sample_index if a == "IDX" else a for a in args]
+    r = run_with_stdout(args, None)
+    assert_one_error(r, "stdout is closed", "> /dev/null")
+
+
+def test_a_closed_stdout_is_fine_for_a_command_that_prints_nothing(sample_index):
+    r = run_with_stdout(["check", "--index", sample_index], None)
+    assert r.returncode == 0, r.stderr
+    assert "is sound" in r.stderr
+
+
+def test_a_closed_stderr_changes_nothing(sample_index):
+    # Python has no sys.stderr then; simdoc used to die on sys.stderr.isatty().
+    env = dict(os.environ)
+    env.pop("SIMDOC_INDEX", None)
+    r = subprocess.run(
+        [sys.executable, "-m", "simdoc", "pairs", "--index", str(sample_index)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        timeout=120,
+        preexec_fn=lambda: os.close(2),
+    )
+    assert r.returncode == 0
+    assert len(r.stdout.splitlines()) == 5
+
+
+# ---------------------------------------------------------------- a full disk under the index
+
+
+class _NoSpaceOn:
+    """Replaces an os function: the ``fail_at``-th call (from 0) raises ENOSPC; counts calls."""
+
+    def __init__(self, real, fail_at: int | None) -> None:
+        self.real, self.fail_at, self.calls = real, fail_at, 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        if self.calls - 1 == self.fail_at:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return self.real(*args)
+
+
+def _update(corpus: Path, idx: Path, monkeypatch, name: str, fail_at: int | None):
+    fake = _NoSpaceOn(getattr(os, name), fail_at)
+    with monkeypatch.context() as m:
+        m.setattr(os, name, fake)
+        r = CliRunner().invoke(cli, ["pairs", str(corpus), "--index", str(idx), "-q", "-j", "1"])
+    return r, fake.calls
+
+
+@pytest.mark.parametrize("name", ["fsync", "pwrite"])
+def test_no_space_for_the_index_at_every_write_keeps_it_readable(tmp_path, monkeypatch, name):
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 30, seed=1)
+    pristine = tmp_path / "pristine"
+    assert simdoc("pairs", corpus, "--index", pristine, "-q", "-j", "1").returncode == 0
+    make_corpus(corpus / "new", 8, seed=2)
+    r, n_calls = _update(corpus, tmp_path / "count", monkeypatch, name, None)
+    assert r.exit_code == 0, r.output
+    expected = r.stdout
+    assert n_calls > 2
+    # Every fsync fails in turn; of the many pwrites, the first, one in the middle and the last.
+    points = range(n_calls) if name == "fsync" else sorted({0, n_calls // 2, n_calls - 1})
+    failed = 0
+    for k in points:
+        idx = tmp_path / f"idx-{name}-{k}"
+        shutil.copytree(pristine, idx)
+        r, _ = _update(corpus, idx, monkeypatch, name, k)
+        if r.exit_code == 0:
+            # A write that is only a note (who holds the lock) or a hint (fsync of the directory
+            # after a rename) may fail without failing the run; the answer must still be right.
+            assert r.stdout == expected, k
+            continue
+        failed += 1
+        assert r.exit_code == EXIT_WRITE, (k, r.exit_code, r.output, r.exception)
+        assert r.stdout == ""
+        assert "Traceback" not in r.output
+        assert r.stderr.startswith(f"Error: cannot write the index at {idx}: No space left on device"), (k, r.stderr)
+        assert "hint: free some space" in r.stderr
+        assert [p.name for p in idx.iterdir() if p.name.endswith(".tmp")] == [], k
+        _, problems = check_index(idx)
+        assert problems == [], (k, problems)
+    assert failed >= len(points) // 2
+    # With room again, the update completes and gives what a fresh build gives.
+    idx = tmp_path / f"idx-{name}-{points[-1]}"
+    again = simdoc("pairs", corpus, "--index", idx, "-q", "-j", "1")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == fresh_output(corpus, tmp_path)
+
+
+# ---------------------------------------------------------------- a real full file system (root only)
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 4 MiB tmpfs, where the machine lets us mount one (root, not in every container)."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _fill(mnt: Path, leave: int) -> Path:
+    """Fill the file system but about ``leave`` bytes."""
+    filler = mnt / "filler"
+    with filler.open("wb", buffering=0) as fh:
+        while shutil.disk_usage(mnt).free > leave:
+            try:
+                fh.write(b"\0" * min(1 << 16, shutil.disk_usage(mnt).free - leave or 1))
+            except OSError:
+                break
+    return filler
+
+
+def test_a_memory_mapped_array_on_a_full_disk_is_an_oserror_not_sigbus(small_tmpfs):
+    _fill(small_tmpfs, 64 << 10)  # room for the header, not for the 2 MiB of rows
+    code = (
+        "import numpy as np\n"
+        "from simdoc.store import IndexStore\n"
+        f"s = IndexStore({str(small_tmpfs / 'idx')!r})\n"
+        "try:\n"
+        "    arr, tmp = s.create_array('signatures.tmp.npy', np.uint32, (4096, 128))\n"
+        "    arr[:] = 7\n"
+        "except OSError as exc:\n"
+        "    print('OSError', exc.errno)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr)  # -7: killed by SIGBUS
+    assert r.stdout == f"OSError {errno.ENOSPC}\n"
+
+
+def test_a_full_tmpfs_under_the_index(small_tmpfs, tmp_path):
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 60, seed=3)
+    idx = small_tmpfs / "idx"
+    first = simdoc("pairs", corpus, "--index", idx, "-q", "-j", "1")
+    assert first.returncode == 0, first.stderr
+    make_corpus(corpus / "new", 200, seed=4)
+    filler = _fill(small_tmpfs, 64 << 10)
+    r = simdoc("pairs", corpus, "--index", idx, "-j", "1")
+    assert_one_error(r, f"cannot write the index at {idx}: No space left on device")
+    assert r.stdout == ""
+    assert [p.name for p in idx.iterdir() if p.name.endswith(".tmp")] == []
+    assert simdoc("check", "--index", idx).returncode == 0
+    filler.unlink()
+    again = simdoc("pairs", corpus, "--index", idx, "-q", "-j", "1")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == fresh_output(corpus, tmp_path)
+
+
+def test_a_read_only_file_system_under_the_index(small_tmpfs, tmp_path):
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 20, seed=5)
+    idx = small_tmpfs / "idx"
+    assert simdoc("pairs", corpus, "--index", idx, "-q").returncode == 0
+    make_corpus(corpus / "new", 5, seed=6)
+    assert subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)]).returncode == 0
+    try:
+        r = simdoc("pairs", corpus, "--index", idx)
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_tmpfs)])
+    assert_one_error(r, f"cannot write the index at {idx}: Read-only file system", "where you may write")
