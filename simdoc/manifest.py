@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from simdoc.doctable import ROLES as DOC_ROLES
+
 from simdoc.errors import CorruptIndex
 
 try:
@@ -135,12 +137,14 @@ _TOP = {
     "stages": (lambda x: isinstance(x, dict), True),
     CHECKSUM: (_str, False),
     "generation": (_COUNT, False),
+    "reported_generation": (_COUNT, False),
     "simdoc_version": (_str, False),
 }
 
 # Per stage: its keys (check, required) besides params/roles/files, its parameters
 # (check, required), and its roles: role -> (file stem, extension, dtypes, required).
 _I8, _U4, _U8, _U1 = (np.dtype(t).str for t in (np.int64, np.uint32, np.uint64, np.uint8))
+_DOC_ROLES = tuple(DOC_ROLES)
 _STAGES: dict[str, dict] = {
     "shingle": {
         "keys": {
@@ -169,12 +173,19 @@ _STAGES: dict[str, dict] = {
             "member_ids": (_is_int, False),
         },
         "roles": {
-            "indptr": ("shingles.indptr", "npy", (_I8,), True),
-            "data": ("shingles.data", "npy", (_U4,), True),
-            "counts": ("shingles.counts", "npy", (_U1, _U4), True),  # uint32: format version 1
-            "overflow": ("shingles.overflow", "npy", (_I8,), False),
-            "origin": ("shingles.origin", "npy", (_I8,), False),
-            "docs": ("docs", "jsonl", (), True),
+            # The shingle sets: only after `simdoc shingle` ran as a stage of its own.
+            "indptr": ("shingles.indptr", "npy", (_I8,), False),
+            "data": ("shingles.data", "npy", (_U4,), False),
+            "counts": ("shingles.counts", "npy", (_U4,), False),
+            **{role: (role, "npy", (_I8, _U1), True) for role in _DOC_ROLES},
+        },
+    },
+    "verified": {
+        "keys": {"built_from": (_build_id, True)},
+        "params": None,  # the shingle stage's parameters, checked there
+        "roles": {
+            "keys": ("verified.keys", "npy", (_U8,), True),
+            "jaccard": ("verified.jaccard", "npy", (np.dtype(np.float64).str,), True),
         },
     },
     "signature": {
@@ -210,6 +221,12 @@ _STAGES: dict[str, dict] = {
 
 class _Problem(Exception):
     pass
+
+
+def _build_of(name: str) -> str:
+    """The build id in a file name ``<stem>.<16 hex>.<ext>`` (a stage without a build id of its own)."""
+    parts = name.rsplit(".", 2)
+    return parts[1] if len(parts) == 3 and re.fullmatch(r"[0-9a-f]{16}", parts[1]) else "?"
 
 
 def _keys(obj: object, rules: dict, where: str, extra: tuple[str, ...] = ()) -> None:
@@ -258,7 +275,8 @@ def _stage(name: str, stage: object) -> None:
     for part in ("params", "roles", "files"):
         if not isinstance(stage.get(part), dict):
             raise _Problem(f"{where} has no {part!r} table")
-    _keys(stage["params"], rule["params"], f"{where} params")
+    if rule["params"] is not None:
+        _keys(stage["params"], rule["params"], f"{where} params")
     roles, files = stage["roles"], stage["files"]
     for role, (stem, ext, dtypes, required) in rule["roles"].items():
         if role not in roles:
@@ -267,8 +285,9 @@ def _stage(name: str, stage: object) -> None:
             continue
         file = roles[role]
         # The name is the stage's own: a role cannot point at another build's file, or outside the index.
-        if file != f"{stem}.{stage['build_id']}.{ext}":
-            raise _Problem(f"{where}: the {role} file is named {file!r}, expected {stem}.{stage['build_id']}.{ext}")
+        build = stage.get("build_id") or _build_of(file)
+        if file != f"{stem}.{build}.{ext}":
+            raise _Problem(f"{where}: the {role} file is named {file!r}, expected {stem}.{build}.{ext}")
         if file not in files:
             raise _Problem(f"{where}: the {role} file {file} has no entry in its files table")
         _file_entry(files[file], ext, dtypes, f"{where} file {file}")
@@ -289,8 +308,11 @@ def _shapes(stages: dict) -> None:
         _expect(shingle, "indptr", [n + 1], where)
         _expect(shingle, "data", [None], where)
         _expect(shingle, "counts", _shape(shingle, "data"), where)
-        _expect(shingle, "overflow", [None, 2], where)
-        _expect(shingle, "origin", [n], where)
+        for role in _DOC_ROLES:
+            if not role.endswith(("docs.id", "docs.source", ".offsets")):
+                _expect(shingle, role, [n] if role not in ("docs.digest", "docs.file_digest") else [n, 16], where)
+        _expect(shingle, "docs.id.offsets", [n + 1], where)
+        _expect(shingle, "docs.source.offsets", [n + 1], where)
     sig_current = sig is not None and shingle is not None and sig["built_from"] == shingle["build_id"]
     if sig is not None:
         num_perm = sig["params"]["num_perm"]
