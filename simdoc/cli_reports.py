@@ -318,7 +318,7 @@ def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
 @quiet_option
 @verbose_option
 def stats(index, top, fmt, quiet, verbose) -> None:
-    """Describe an index: documents, shingles per document, LSH bucket sizes.
+    """Describe an index: documents, shingles per document (with repeats), LSH bucket sizes.
 
     The bucket-size histogram counts the buckets of every band by size;
     the largest buckets, with one member each, are usually exact copies or

@@ -273,7 +273,12 @@ class BucketSummary:
 
 @dataclass(frozen=True)
 class IndexStats:
-    """Documents, shingles per document and (if built) the bucket summary of an index."""
+    """Documents, shingles per document and (if built) the bucket summary of an index.
+
+    The shingle counts are with repeats (each document's bag size, the docs
+    table's ``n_shingles``): index format 3 keeps no shingle sets to count
+    distinct shingles in.
+    """
 
     n_docs: int
     n_empty: int
@@ -371,7 +376,8 @@ def index_stats(loaded: LoadedIndex, top: int = 5) -> IndexStats:
         How many of the largest buckets to list.
     """
     shingle = loaded.stage("shingle")
-    sizes = loaded.shingle_sets().sizes()
+    # Shingles with repeats (the bag's size), from the docs table: the index keeps no shingle sets.
+    sizes = np.asarray(loaded.docs().n_shingles, dtype=np.int64)
     n = len(sizes)
     stages = loaded.manifest["stages"]
     summary = None
@@ -410,7 +416,7 @@ def format_stats(stats: IndexStats, bar_width: int = 40) -> list[str]:
         extra.append(f"{s.n_skipped} file{'s' if s.n_skipped != 1 else ''} skipped")
     lines = [
         f"documents: {s.n_docs} ({', '.join(extra)})",
-        f"shingles per document: min {s.shingles_min}, median {s.shingles_median:g}, "
+        f"shingles per document (with repeats): min {s.shingles_min}, median {s.shingles_median:g}, "
         f"mean {s.shingles_mean:.2f}, max {s.shingles_max}; {s.shingles_total} in all",
     ]
     b = s.buckets

@@ -11,7 +11,7 @@ from conftest import TEXT_A, TEXT_C, write
 from simdoc.errors import UsageError
 from simdoc.lsh import candidate_probability
 from simdoc.pipeline import find_pairs, open_index
-from simdoc.shingling import shingle_texts
+from simdoc.shingling import normalise, shingle_texts
 from simdoc.tuning import (
     BucketSummary,
     IndexStats,
@@ -173,7 +173,7 @@ def test_format_stats():
     )
     assert format_stats(stats, bar_width=20) == [
         "documents: 5 (1 with no shingles, 2 files skipped)",
-        "shingles per document: min 0, median 10, mean 12.50, max 40; 62 in all",
+        "shingles per document (with repeats): min 0, median 10, mean 12.50, max 40; 62 in all",
         "banding: bands=2 rows=3 (threshold 0.7)",
         "buckets: 7 in 2 bands, 2 shared by two or more documents",
         "bucket sizes (buckets per size, bars on a log scale):",
@@ -199,7 +199,10 @@ def test_index_stats_of_a_built_index(tmp_path):
     write(corpus / "empty.txt", "  \n")
     find_pairs(corpus, tmp_path / "idx", threshold=0.6, jobs=1)
     stats = index_stats(open_index(tmp_path / "idx"), top=3)
-    sizes = shingle_texts([TEXT_A, TEXT_A, TEXT_C, ""]).sizes()
+    # Shingles with repeats (the index keeps no sets to count distinct ones in): one per 5-character window.
+    sizes = np.array([max(len(normalise(t)) - 4, 0) for t in (TEXT_A, TEXT_A, TEXT_C, "")])
+    assert sizes.tolist() == [int(shingle_texts([t]).counts.sum()) for t in (TEXT_A, TEXT_A, TEXT_C, "")]
+    assert sizes.sum() > shingle_texts([TEXT_A, TEXT_A, TEXT_C, ""]).sizes().sum()  # the texts repeat shingles
     assert (stats.n_docs, stats.n_empty, stats.n_skipped) == (4, 1, 0)
     assert (stats.shingles_min, stats.shingles_max, stats.shingles_total) == (0, sizes.max(), sizes.sum())
     assert stats.shingles_median == float(np.median(sizes))
