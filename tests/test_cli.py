@@ -606,12 +606,16 @@ def test_truncated_signatures(run, built_index, small_corpus):
     assert fixed.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
 
 
-def test_truncated_shingles(run, built_index):
-    data = _one(built_index, "shingles.data.*.npy")
+@pytest.mark.parametrize("pattern", ["signatures.*.npy", "docs.n_shingles.*.npy", "buckets.*.npy"])
+def test_truncated_array(run, built_index, pattern):
+    """A truncated array of the format-3 index (the shingle files are gone): pairs and check name it."""
+    data = _one(built_index, pattern)
     with open(data, "r+b") as fh:
         fh.truncate(data.stat().st_size - 8)
     r = run("pairs", "--index", built_index)
     assert_clean_error(r, 4, data.name)
+    chk = run("check", "--index", built_index)
+    assert chk.exit_code == 4 and data.name in chk.stdout and "truncated" in chk.stdout
 
 
 def test_garbage_npy_header_same_size(run, built_index):
