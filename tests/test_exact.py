@@ -107,6 +107,38 @@ def test_check_accepts_an_index_with_folded_copies(tmp_path):
     assert chk.exit_code == 0, chk.stdout
 
 
+def test_check_reports_groups_that_fold_different_texts(tmp_path):
+    import json
+
+    from simdoc.store import _npy_offset, crc32_file
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for i in range(3):
+        (corpus / f"copy{i}.txt").write_text("the very same tiny page", encoding="utf-8")
+    (corpus / "other.txt").write_text("a different page entirely", encoding="utf-8")
+    idx = tmp_path / "idx"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx)]).exit_code == 0
+    # Fold other.txt (document 3) onto copy0.txt: a valid grouping in form, wrong in meaning.
+    # The file's size and checksum are kept consistent, so only the meaning is wrong.
+    manifest = json.loads((idx / "manifest.json").read_text())
+    ix = manifest["stages"]["index"]
+    name = ix["roles"]["groups"]
+    rep = np.load(idx / name)
+    assert rep.tolist() == [0, 0, 0, 3]
+    rep[3] = 0
+    np.save(idx / name, rep)
+    path = idx / name
+    ix["files"][name].update(bytes=path.stat().st_size, crc32=crc32_file(path, _npy_offset(path)))
+    from simdoc.manifest import dump
+
+    (idx / "manifest.json").write_bytes(dump(manifest))  # with its own checksum: only the meaning is wrong
+    chk = runner.invoke(cli, ["check", "--index", str(idx)])
+    assert chk.exit_code == 4
+    assert "do not group the documents whose texts are identical" in chk.stdout
+
+
 def test_text_identity_says_how_a_file_was_read(tmp_path):
     corpus = tmp_path / "c"
     corpus.mkdir()
