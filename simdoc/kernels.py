@@ -330,19 +330,6 @@ if ENABLED:
         return pos
 
     @njit(cache=CACHE, nogil=True)
-    def saturate_counts(counts, out):
-        """out[i] = min(counts[i], 255) (uint8); returns how many were 255 or more."""
-        n_big = 0
-        for i in range(counts.shape[0]):
-            c = counts[i]
-            if c >= 255:
-                out[i] = 255
-                n_big += 1
-            else:
-                out[i] = c
-        return n_big
-
-    @njit(cache=CACHE, nogil=True)
     def unique_rows(indptr, data, out_data, out_counts, out_sizes):
         """Sort each CSR row of ``data`` and fold repeats: unique values and their counts.
 
@@ -419,7 +406,5 @@ def warm_up() -> None:
     for sigs in (np.zeros((1, 1), np.uint32), np.zeros((1, 1), np.uint32)):
         band_keys_rows(sigs, 1, seeds, seeds[0], seeds[0], seeds[0], keys)
         sigs.setflags(write=False)  # signatures mapped read-only from the index get their own build
-    for counts in (one, np.zeros(1, np.uint8)):  # counts as made, and as stored
-        saturate_counts(counts, np.zeros(1, np.uint8))
     idx = np.zeros(1, np.int64)
     pair_overlap(np.array([0, 1], np.int64), one, one, idx, idx, False, np.zeros(1), np.zeros(1))

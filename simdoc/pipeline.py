@@ -11,7 +11,6 @@ signatures, so asking for another threshold simply re-bands.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import gc
 import hashlib
@@ -23,7 +22,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,10 +45,9 @@ from simdoc.lsh import (
     check_bands_rows,
     check_threshold,
     choose_bands_rows,
-    keep_in_buckets,
 )
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
-from simdoc.results import Pair, PairsResult, Verifier, _expand, _members, score_candidates  # noqa: F401
+from simdoc.results import PairsResult, Verifier, score_candidates
 from simdoc.shingling import ShingleSets, ShingleSpec
 from simdoc.similarity import MEASURES
 from simdoc.store import MANIFEST, IndexStore, crc32
@@ -566,7 +563,6 @@ def _build_shingles(
             if batch is None or at_file == len(batch.files):
                 batch = next(results)
                 at_file = at_doc = 0
-                new_sigs: list[int] = []
             outcome = batch.files[at_file]
             at_file += 1
             n_read += 1

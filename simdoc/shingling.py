@@ -35,6 +35,7 @@ wraps modulo 2**32 exactly as the reference C code does.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -99,69 +100,27 @@ class ShingleSets:
     ----------
     indptr : ndarray of shape (n_docs + 1,), dtype int64
         Row i is ``data[indptr[i]:indptr[i + 1]]``.
-    data : ndarray of shape (nnz,), dtype uint32
-        Shingle hashes, sorted ascending and unique within each row.
-    counts : ndarray of shape (nnz,), dtype uint32 or uint8
+    data : ndarray of shape (nnz,), dtype uint32 (or uint64 for verification's 64-bit shingles)
+        Shingle hashes, sorted ascending and unique within each row (but for
+        ``shingle_texts(form="stream")``, which keeps every window in text order).
+    counts : ndarray of shape (nnz,), dtype uint32
         How often each shingle occurs in its document (for bag similarity).
-        Sets loaded from an index store them compactly, as uint8 saturated at
-        255 plus ``overflow``; read them with :meth:`row_counts`,
-        :meth:`counts_range` or :meth:`take`, which give the true counts.
-    overflow : ndarray of shape (m, 2), dtype int64, or None
-        (position, count) of the shingles counted 255 times or more, sorted
-        by position, when ``counts`` is uint8.
     """
 
-    __slots__ = ("indptr", "data", "counts", "overflow")
+    __slots__ = ("indptr", "data", "counts")
 
-    def __init__(
-        self, indptr: np.ndarray, data: np.ndarray, counts: np.ndarray | None = None, overflow: np.ndarray | None = None
-    ) -> None:
+    def __init__(self, indptr: np.ndarray, data: np.ndarray, counts: np.ndarray | None = None) -> None:
         self.indptr = np.asarray(indptr, dtype=np.int64)
         # 32-bit shingle hashes, or 64-bit ones for exact verification (shingle_texts(form="sets64")).
         self.data = data if isinstance(data, np.ndarray) and data.dtype == np.uint64 else np.asarray(data, dtype=np.uint32)
         if counts is None:
             self.counts = np.ones(len(self.data), dtype=np.uint32)
-        elif np.asarray(counts).dtype == np.uint8:
-            self.counts = np.asarray(counts)
         else:
             self.counts = np.asarray(counts, dtype=np.uint32)
-        self.overflow = None
-        if self.counts.dtype == np.uint8:
-            self.overflow = np.zeros((0, 2), np.int64) if overflow is None else np.asarray(overflow, dtype=np.int64)
         if self.indptr.ndim != 1 or len(self.indptr) < 1 or self.indptr[0] != 0:
             raise ValueError("indptr must be 1-D and start at 0")
         if self.indptr[-1] != len(self.data) or len(self.counts) != len(self.data):
             raise ValueError("indptr, data and counts disagree on the number of shingles")
-
-    def counts_range(self, lo: int, hi: int) -> np.ndarray:
-        """The true counts of shingles ``lo..hi-1``, read without mapping file pages.
-
-        For counts held in memory with no overflow table (a worker's own batch)
-        this is a view, not a copy: callers only read it.
-        """
-        from simdoc.memory import is_mapped, read_ranges
-
-        if self.overflow is None and not is_mapped(self.counts):
-            return self.counts[lo:hi]  # a worker's own batch: no copy needed
-        raw = read_ranges(self.counts, np.array([lo]), np.array([hi]))
-        if self.overflow is None:
-            return raw
-        out = raw.astype(np.uint32)
-        self._patch_overflow(out, np.array([lo]), np.array([hi]), np.array([0]))
-        return out
-
-    def _patch_overflow(self, out: np.ndarray, starts: np.ndarray, stops: np.ndarray, at: np.ndarray) -> None:
-        """Put the true counts of the overflow table into ``out``, which holds the stored
-        counts of ranges [starts[r], stops[r]) one after another from ``at[r]`` on."""
-        pos = self.overflow[:, 0]
-        a, b = np.searchsorted(pos, starts), np.searchsorted(pos, stops)
-        per_range = b - a
-        if not per_range.any():
-            return
-        # Overflow entry e of range r lands at at[r] + (pos[e] - starts[r]).
-        which = np.repeat(np.arange(len(starts)), per_range)
-        entry = np.arange(int(per_range.sum())) - np.repeat(np.cumsum(per_range) - per_range - a, per_range)
-        out[at[which] + pos[entry] - starts[which]] = self.overflow[entry, 1]
 
     @classmethod
     def from_sets(cls, sets: Iterable[Iterable[int]]) -> ShingleSets:
@@ -185,7 +144,7 @@ class ShingleSets:
             return cls(np.zeros(1, np.int64), np.zeros(0, np.uint32))
         offsets = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
         indptr = np.concatenate([[0]] + [p.indptr[1:] + off for p, off in zip(parts, offsets)])
-        counts = np.concatenate([p.counts_range(0, len(p.data)) for p in parts])
+        counts = np.concatenate([np.asarray(p.counts) for p in parts])
         return cls(indptr, np.concatenate([p.data for p in parts]), counts)
 
     @property
@@ -203,51 +162,11 @@ class ShingleSets:
         return self.data[self.indptr[i] : self.indptr[i + 1]]
 
     def row_counts(self, i: int) -> np.ndarray:
-        return self.counts_range(int(self.indptr[i]), int(self.indptr[i + 1]))
-
-    def take(self, rows: np.ndarray, *, counts: bool = True, scratch: Workspace | None = None) -> ShingleSets:
-        """The given rows, in that order, as a new in-memory ShingleSets.
-
-        Rows of a memory-mapped index are read from the file without being
-        mapped (see :func:`simdoc.memory.read_ranges`). ``counts=False``
-        skips reading the counts (all are given as 1, read-only: for set measures).
-        With ``scratch``, the arrays are views into its buffers, valid until
-        its next use: a caller taking batch after batch then reuses memory.
-        """
-        from simdoc.memory import read_ranges
-
-        rows = np.asarray(rows, dtype=np.int64)
-        starts, stops = self.indptr[rows], self.indptr[rows + 1]
-        indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(stops - starts, out=indptr[1:])
-        nnz = int(indptr[-1])
-
-        def buffer(name: str, dtype) -> np.ndarray | None:
-            return None if scratch is None else scratch.get(name, nnz, dtype)
-
-        data = read_ranges(self.data, starts, stops, buffer("take.data", np.uint32))
-        if not counts:
-            # A read-only view of one 1: filling nnz ones per batch cost more than the
-            # set verification's merge of the rows does.
-            return ShingleSets(indptr, data, np.broadcast_to(np.uint32(1), (nnz,)))
-        if self.overflow is None:
-            return ShingleSets(indptr, data, read_ranges(self.counts, starts, stops, buffer("take.raw", self.counts.dtype)))
-        small = read_ranges(self.counts, starts, stops, buffer("take.raw", np.uint8))
-        full = buffer("take.counts", np.uint32)
-        if full is None:
-            full = small.astype(np.uint32)
-        else:
-            full[:] = small
-        self._patch_overflow(full, starts, stops, indptr[:-1])
-        return ShingleSets(indptr, data, full)
+        return self.counts[self.indptr[i] : self.indptr[i + 1]]
 
     def slice(self, start: int, stop: int) -> ShingleSets:
         lo, hi = self.indptr[start], self.indptr[stop]
-        overflow = None
-        if self.overflow is not None:
-            a, b = np.searchsorted(self.overflow[:, 0], [lo, hi])
-            overflow = self.overflow[a:b] - np.array([lo, 0])
-        return ShingleSets(self.indptr[start : stop + 1] - lo, self.data[lo:hi], self.counts[lo:hi], overflow)
+        return ShingleSets(self.indptr[start : stop + 1] - lo, self.data[lo:hi], self.counts[lo:hi])
 
 
 def normalise(text: str, lowercase: bool = True) -> str:
@@ -399,10 +318,10 @@ def shingle_texts(
                 for t in texts
             ]
             np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)), out=offsets[1:])
-            raw = _WORKSPACE.get("raw", int(offsets[-1]), np.uint32)
+            raw = _workspace().get("raw", int(offsets[-1]), np.uint32)
             for p, a, b in zip(pieces, offsets[:-1].tolist(), offsets[1:].tolist()):
                 raw[a:b] = p
-        tokens = _WORKSPACE.get("tokens", len(raw), np.uint32)
+        tokens = _workspace().get("tokens", len(raw), np.uint32)
         new_offsets = np.empty_like(offsets)
         total = kernels.collapse_whitespace(raw, offsets, _space_table(), tokens, new_offsets, spec.lowercase)
         tokens = tokens[:total]
@@ -490,7 +409,7 @@ def _window_stream(
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     if kernels.ENABLED:
-        ws = _WORKSPACE
+        ws = _workspace()
         cap = max(len(tokens), 1)
         longest = int(lengths.max()) if n else 1
         data = ws.get("stream", cap, np.uint32) if views else np.empty(cap, np.uint32)
@@ -524,36 +443,6 @@ def _sets_from_tokens(
     return _sets_from_tokens_numpy(tokens, lengths, k, anchors)
 
 
-COUNT_SATURATED = 255  # a stored uint8 count of 255 means "see the overflow table"
-
-
-def compact_counts(
-    counts: np.ndarray, first: int = 0, scratch: Workspace | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Counts as stored: uint8 saturated at 255, and the (first + position, count) of those at 255 or more.
-
-    Most 5-shingles occur once in a document, so storing counts in one byte
-    instead of four cuts the index by 3/8 (9 GB at 10^6 documents). With
-    ``scratch``, the stored counts are a reused buffer of it (valid until
-    the next call) rather than fresh memory.
-    """
-    from simdoc import kernels
-
-    counts = np.asarray(counts)
-    n = len(counts)
-    small = np.empty(n, np.uint8) if scratch is None else scratch.get("compact.small", n, np.uint8)
-    if kernels.ENABLED:  # one pass, and none more in the usual case of no count past 254
-        n_big = kernels.saturate_counts(counts, small)
-        big = np.flatnonzero(small == COUNT_SATURATED) if n_big else np.empty(0, np.int64)
-    else:
-        np.minimum(counts, COUNT_SATURATED, out=small, casting="unsafe")
-        big = np.flatnonzero(small == COUNT_SATURATED)
-    overflow = np.empty((len(big), 2), dtype=np.int64)
-    overflow[:, 0] = big + first
-    overflow[:, 1] = counts[big]
-    return small, overflow
-
-
 class Workspace:
     """Grow-only scratch arrays reused from batch to batch (one per worker process).
 
@@ -573,7 +462,16 @@ class Workspace:
         return arr[:n]
 
 
-_WORKSPACE = Workspace()
+_LOCAL = threading.local()
+
+
+def _workspace() -> Workspace:
+    """This thread's scratch space: verification shingles documents on several threads at once,
+    and one shared buffer would let one thread's tokens overwrite another's."""
+    ws = getattr(_LOCAL, "workspace", None)
+    if ws is None:
+        ws = _LOCAL.workspace = Workspace()
+    return ws
 
 
 def _sets_from_tokens_compiled(
@@ -581,7 +479,7 @@ def _sets_from_tokens_compiled(
 ) -> ShingleSets:
     from simdoc.kernels import shingle_csr
 
-    ws = _WORKSPACE
+    ws = _workspace()
     n = len(lengths)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])

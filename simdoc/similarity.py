@@ -77,25 +77,9 @@ def pair_estimates(signatures: np.ndarray, left: np.ndarray, right: np.ndarray) 
     return out
 
 
-def set_jaccard_bound(sizes_a: np.ndarray, sizes_b: np.ndarray) -> np.ndarray:
-    """``min/max`` of two set sizes, an upper bound of their set Jaccard (0 when both are empty).
-
-    ``|A ∩ B| <= min`` and ``|A ∪ B| >= max``, and rounding to float64 keeps
-    the order, so the Jaccard that :func:`pair_jaccard` computes never exceeds
-    the bound: a pair whose bound is below a threshold is below it too.
-    """
-    a = np.asarray(sizes_a, dtype=np.float64)
-    b = np.asarray(sizes_b, dtype=np.float64)
-    hi = np.maximum(a, b)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(hi > 0, np.minimum(a, b) / np.where(hi > 0, hi, 1), 0.0)
-
-
 # A candidate whose signatures agree in so few positions that a pair at the threshold
 # would show so few with at most this probability is not verified (see min_matches).
 RULE_OUT_PROBABILITY = 1e-9
-# OPH sets with at least this many shingles per bin: (almost) no bin is empty and filled in.
-OPH_FULL_BINS = 4
 
 
 def min_matches(num_perm: int, threshold: float, eps: float | None = None) -> int:

@@ -1,7 +1,5 @@
 """Exact copies are folded onto one representative: no n^2 buckets, every pair still printed."""
 
-import itertools
-from unittest import mock
 
 import numpy as np
 from click.testing import CliRunner
@@ -11,9 +9,7 @@ from hypothesis import strategies as st
 import simdoc
 from simdoc.cli import cli
 from simdoc.exact import groups_of, representatives
-from simdoc.minhash import MinHasher
 from simdoc.pipeline import open_index
-from simdoc.shingling import ShingleSets
 
 
 @settings(max_examples=80, deadline=None)

@@ -1,7 +1,6 @@
 """The pipeline from Python: exact answers, determinism, and independence of order, jobs and batches."""
 
 import itertools
-import os
 from pathlib import Path
 
 import numpy as np
