@@ -18,6 +18,7 @@ import click
 from simdoc import __version__
 from simdoc.check import check_index
 from simdoc.errors import SimdocError
+from simdoc.filelists import chosen_list
 from simdoc.lsh import DEFAULT_THRESHOLD
 from simdoc.output import FORMATS, write_records
 from simdoc.pipeline import (
@@ -177,6 +178,29 @@ banding_options = [
 ]
 
 
+def file_list_options(what: str) -> list[Callable]:
+    """--files-from and --files0-from, for a list of ``what``."""
+    return [
+        _opt(
+            "--files-from",
+            type=click.File("rb"),
+            default=None,
+            metavar="FILE|-",
+            help=f"Read {what} from this list ('-': stdin), one per line.",
+        ),
+        _opt(
+            "--files0-from",
+            type=click.File("rb"),
+            default=None,
+            metavar="FILE|-",
+            help=f"Read {what} from this list ('-': stdin), NUL-separated (as find -print0 writes).",
+        ),
+    ]
+
+
+corpus_list_options = file_list_options("the files of the corpus")
+
+
 def _apply(options: list[Callable]) -> Callable:
     def deco(f: Callable) -> Callable:
         for o in reversed(options):
@@ -219,8 +243,8 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
-@_opt("--files-from", type=click.File("rb"), default=None, help="Read the files of the corpus from this list ('-': stdin), one per line.")
-@_opt("--null", "-0", "null", is_flag=True, help="With --files-from: the list is NUL-separated.")
+@_apply(corpus_list_options)
+@_opt("--null", "-0", "null", is_flag=True, hidden=True)  # kept only to say where NUL-separated lists went
 @index_option
 @_apply(shingle_options)
 @jobs_option
@@ -229,7 +253,7 @@ def cli() -> None:
 @wait_option
 @quiet_option
 @verbose_option
-def shingle(corpus, files_from, null, index, quiet, verbose, **options) -> None:
+def shingle(corpus, files_from, files0_from, null, index, quiet, verbose, **options) -> None:
     """Turn every document under CORPUS into its set of hashed shingles.
 
     \b
@@ -237,9 +261,14 @@ def shingle(corpus, files_from, null, index, quiet, verbose, **options) -> None:
       simdoc shingle sample_corpus --index /tmp/idx --unit word --k 3
     """
     _setup_logging(quiet, verbose)
-    corpus = _corpus_arg(corpus, files_from, null)
+    if null:
+        raise click.UsageError(
+            "-0/--null shapes output, and `simdoc shingle` prints no records; "
+            "read a NUL-separated list of files with --files0-from"
+        )
+    corpus = _corpus_arg(corpus, files_from, files0_from)
     if corpus is None:
-        raise click.UsageError("give a CORPUS (folders or files) or --files-from")
+        raise click.UsageError("give a CORPUS (folders or files), --files-from or --files0-from")
     index = index or default_index_path(corpus)
     res = build_shingles(corpus, index, progress=_show_progress(quiet), **options)
     _report([res], verbose)
@@ -308,14 +337,14 @@ def index_cmd(index, threshold, bands, rows, scheduler, wait, quiet, verbose) ->
 
 @cli.command()
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
-@_opt("--files-from", type=click.File("rb"), default=None, help="Read the files of the corpus from this list ('-': stdin), one per line (NUL-separated with -0).")
+@_apply(corpus_list_options)
 @index_option
 @threshold_option
 @_opt("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None, help="Output format. Default: table on a terminal, tsv otherwise.")
 @_opt("--no-verify", is_flag=True, help="Skip exact Jaccard; filter and sort by the MinHash estimate.")
 @_opt("--all-candidates", is_flag=True, help="Print every candidate pair with both numbers, whatever its similarity.")
 @_opt("--measure", type=click.Choice(["set", "bag"]), default="set", help="Verified similarity: set or bag Jaccard.")
-@_opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0); with --files-from, the list is NUL-separated too.")
+@_opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0). Output only: a NUL-separated list of files is read with --files0-from.")
 @_opt("--new", "new_only", is_flag=True, help="Only pairs with a document the latest update added or changed; adds a 5th field: a, b or both.")
 @_apply(shingle_options)
 @_apply(signature_options)
@@ -326,7 +355,7 @@ def index_cmd(index, threshold, bands, rows, scheduler, wait, quiet, verbose) ->
 @wait_option
 @quiet_option
 @verbose_option
-def pairs(corpus, files_from, index, fmt, no_verify, null, new_only, quiet, verbose, **options) -> None:
+def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only, quiet, verbose, **options) -> None:
     """Print near-duplicate pairs: doc_a, doc_b, estimated and exact Jaccard.
 
     With CORPUS, missing or out-of-date stages are built first (with the
@@ -340,16 +369,18 @@ def pairs(corpus, files_from, index, fmt, no_verify, null, new_only, quiet, verb
       simdoc pairs --index /tmp/idx --all-candidates | sort -t$'\\t' -k4,4n
       simdoc pairs crawl/ --index crawl.idx --new     # nightly: what appeared today
       simdoc pairs site-a/ site-b/ notes.txt          # ids: site-a/..., site-b/..., notes.txt
-      find . -name '*.md' -print0 | simdoc pairs --files-from - -0 --index md.idx
+      find . -name '*.md' -print0 | simdoc pairs --files0-from - --index md.idx
     """
     _setup_logging(quiet, verbose)
-    corpus = _corpus_arg(corpus, files_from, null)
+    corpus = _corpus_arg(corpus, files_from, files0_from)
     if corpus is None and index is None and not _env_index():
         raise click.UsageError("give a CORPUS, an --index, or both")
     if corpus is None and index is None:
         index = _need_index(None)
     if options["rebuild"] and corpus is None:
         raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
+    if null and fmt is not None:
+        raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
     res = find_pairs(
         corpus,
         index,
@@ -361,8 +392,6 @@ def pairs(corpus, files_from, index, fmt, no_verify, null, new_only, quiet, verb
     _report(res.stages, verbose)
     if verbose and res.banding:
         log.debug(f"banding: {res.banding.describe()}")
-    if null and fmt is not None:
-        raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
     fmt = "null" if null else (fmt or ("table" if sys.stdout.isatty() else "tsv"))
     _warn_big_groups(res)
     try:
@@ -387,14 +416,14 @@ def _reader_went_away() -> None:
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path, allow_dash=True))
 @index_option
 @threshold_option
-@_opt("--files-from", type=click.File("rb"), default=None, help="Read the paths to query from this file ('-': stdin), one per line.")
-@_opt("--null", "-0", "null", is_flag=True, help="With --files-from: paths are separated by NUL bytes, not newlines.")
+@_apply(file_list_options("the paths to query"))
 @_opt("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None, help="Output format. Default: table on a terminal, tsv otherwise.")
+@_opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0). Output only: a NUL-separated list of paths is read with --files0-from.")
 @_opt("--no-verify", is_flag=True, help="Skip exact Jaccard; filter and sort by the MinHash estimate.")
 @_opt("--all-candidates", is_flag=True, help="Print every candidate, whatever its similarity.")
 @quiet_option
 @verbose_option
-def query(files, index, threshold, files_from, null, fmt, no_verify, all_candidates, quiet, verbose) -> None:
+def query(files, index, threshold, files_from, files0_from, fmt, null, no_verify, all_candidates, quiet, verbose) -> None:
     """Print the indexed near-duplicates of each FILE, without changing the index.
 
     Records: query, doc, estimated, jaccard (the query as given, the indexed
@@ -405,20 +434,18 @@ def query(files, index, threshold, files_from, null, fmt, no_verify, all_candida
     Examples:
       simdoc query new-page.html --index crawl.idx
       curl -s https://example.org/ | simdoc query - --index crawl.idx
-      find incoming -name '*.txt' -print0 | simdoc query --files-from - -0 --index crawl.idx
+      find incoming -name '*.txt' -print0 | simdoc query --files0-from - --index crawl.idx
     """
     from simdoc.corpus import read_document
     from simdoc.query import query_documents
 
     _setup_logging(quiet, verbose)
     index = _need_index(index)
-    names = [str(f) for f in files]
-    if files_from is not None:
-        raw = files_from.read()
-        sep = b"\0" if null else b"\n"
-        names += [os.fsdecode(p) for p in raw.split(sep) if p.strip(b"\r\n" if not null else b"")]
+    if null and fmt is not None:
+        raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
+    names = [str(f) for f in files] + (chosen_list(files_from, files0_from) or [])
     if not names:
-        raise click.UsageError("give at least one FILE ('-' for stdin) or --files-from")
+        raise click.UsageError("give at least one FILE ('-' for stdin), --files-from or --files0-from")
     documents, warnings = [], []
     for name in names:
         if name == "-":
@@ -434,7 +461,7 @@ def query(files, index, threshold, files_from, null, fmt, no_verify, all_candida
     matches, more = query_documents(index, documents, threshold, verify=not no_verify, all_candidates=all_candidates)
     for w in warnings + more:
         log.warning(w)
-    fmt = fmt or ("table" if sys.stdout.isatty() else "tsv")
+    fmt = "null" if null else (fmt or ("table" if sys.stdout.isatty() else "tsv"))
     try:
         rows = ((m.query, m.doc, m.estimated, m.jaccard) for m in matches)
         write_records(rows, fmt, sys.stdout, names=("query", "doc"))
@@ -473,15 +500,14 @@ def check(index, quiet, verbose) -> None:
     log.info(f"check: the index at {index} is sound ({len(facts)} checks)")
 
 
-def _corpus_arg(corpus: tuple, files_from, null: bool):
-    """One folder or file as given, several of them as a list, or None; --files-from adds to them."""
+def _corpus_arg(corpus: tuple, files_from, files0_from=None):
+    """One folder or file as given, several of them as a list, or None; --files-from or --files0-from adds to them."""
     items = list(corpus)
-    if files_from is not None:
-        raw = files_from.read()
-        sep = b"\0" if null else b"\n"
-        items += [Path(os.fsdecode(p.rstrip(b"\r") if not null else p)) for p in raw.split(sep) if p.strip()]
+    listed = chosen_list(files_from, files0_from)
+    if listed is not None:
+        items += [Path(p) for p in listed]
         if not items:
-            raise click.UsageError("--files-from gave no files")
+            raise click.UsageError(f"{'--files0-from' if files0_from is not None else '--files-from'} gave no files")
     if not items:
         return None
     return items[0] if len(items) == 1 else items

@@ -22,6 +22,7 @@ import click
 from simdoc.cli import (
     _apply,
     _corpus_arg,
+    corpus_list_options,
     _env_index,
     _need_index,
     _opt,
@@ -96,8 +97,8 @@ def _check_corpus_index(corpus: Path | None, index: Path | None, rebuild: bool) 
     return default_index_path(corpus) if corpus is not None else _need_index(None)
 
 
-def _verified_pairs(corpus, index, quiet, verbose, files_from=None, **options) -> tuple[PairsResult, Path]:
-    corpus = _corpus_arg(tuple(corpus) if isinstance(corpus, (tuple, list)) else (() if corpus is None else (corpus,)), files_from, False)
+def _verified_pairs(corpus, index, quiet, verbose, files_from=None, files0_from=None, **options) -> tuple[PairsResult, Path]:
+    corpus = _corpus_arg(tuple(corpus) if isinstance(corpus, (tuple, list)) else (() if corpus is None else (corpus,)), files_from, files0_from)
     index = _check_corpus_index(corpus, index, options["rebuild"])
     res = find_pairs(corpus, index, verify=True, all_candidates=False, progress=_show_progress(quiet), **options)
     _report(res.stages, verbose)
@@ -116,6 +117,23 @@ def _emit(lines) -> None:
         _reader_went_away()
 
 
+def _emit_null(records, end: bytes = b"\0") -> None:
+    """Write records whose every field ends in NUL (or ``end``), names as the file system's raw
+    bytes (for `xargs -0`)."""
+    out = getattr(sys.stdout, "buffer", None)
+    try:
+        sys.stdout.flush()
+        for fields in records:
+            payload = b"".join(os.fsencode(f) + end for f in fields)
+            if out is not None:
+                out.write(payload)
+            else:  # a text-only stream (tests): the same bytes, as str
+                sys.stdout.write(payload.decode("utf-8", "surrogateescape"))
+        (out or sys.stdout).flush()
+    except BrokenPipeError:
+        _reader_went_away()
+
+
 def _cut(res: PairsResult) -> str:
     return f"{res.measure} jaccard >= {res.threshold:g}"
 
@@ -125,10 +143,18 @@ def _cut(res: PairsResult) -> str:
 
 @cli.command()
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
-@_opt("--files-from", type=click.File("rb"), default=None, help="Read the files of the corpus from this list ('-': stdin), one per line.")
-@_opt("--format", "-f", "fmt", type=click.Choice(["tsv", "jsonl"]), default="tsv", help="Output format. Default: tsv.")
+@_apply(corpus_list_options)
+@_opt("--format", "-f", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None, help="Output format. Default: tsv.")
+@_opt(
+    "--null",
+    "-0",
+    "null",
+    is_flag=True,
+    help="End every field with NUL instead of tab or newline, names as raw bytes: "
+    "cluster_id, size, then size members (for xargs -0 and `read -d ''`).",
+)
 @_apply(pair_options)
-def clusters(corpus, files_from, fmt, index, quiet, verbose, **options) -> None:
+def clusters(corpus, files_from, files0_from, fmt, null, index, quiet, verbose, **options) -> None:
     """Print groups of near-duplicates: connected components of the verified pairs.
 
     Only pairs whose exact Jaccard reaches the threshold link documents, never
@@ -142,18 +168,24 @@ def clusters(corpus, files_from, fmt, index, quiet, verbose, **options) -> None:
       simdoc clusters sample_corpus --threshold 0.7
       simdoc clusters --index /tmp/idx --format jsonl > clusters.jsonl
       simdoc clusters sample_corpus | awk -F'\\t' '$2 > 2'     # clusters of 3 or more
+      simdoc clusters sample_corpus -0 | xargs -0 printf '%s\\n'    # one field per line
     """
     _setup_logging(quiet, verbose)
-    res, _ = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, **options)
+    if null and fmt is not None:
+        raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
+    res, _ = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, files0_from=files0_from, **options)
     found = cluster_pairs(res)
-    if fmt == "tsv":
+    if null:
+        _emit_null([str(c.cluster_id), str(c.size), *c.members] for c in found)
+    elif fmt in (None, "tsv"):
         lines = ("\t".join([str(c.cluster_id), str(c.size), *map(tsv_field, c.members)]) + "\n" for c in found)
+        _emit(lines)
     else:
         lines = (
             json.dumps({"cluster_id": c.cluster_id, "size": c.size, "members": list(c.members)}, ensure_ascii=False) + "\n"
             for c in found
         )
-    _emit(lines)
+        _emit(lines)
     held = sum(c.size for c in found)
     log.info(
         f"simdoc: {res.n_docs} documents, {len(res)} pairs ({_cut(res)}), {len(found)} "
@@ -166,7 +198,7 @@ def clusters(corpus, files_from, fmt, index, quiet, verbose, **options) -> None:
 
 @cli.command()
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
-@_opt("--files-from", type=click.File("rb"), default=None, help="Read the files of the corpus from this list ('-': stdin), one per line.")
+@_apply(corpus_list_options)
 @_opt(
     "--keep",
     type=click.Choice(KEEP_POLICIES),
@@ -185,7 +217,7 @@ def clusters(corpus, files_from, fmt, index, quiet, verbose, **options) -> None:
     help="paths: one droppable path per line; tsv: drop<TAB>keep; jsonl: one cluster per line. Default: paths.",
 )
 @_apply(pair_options)
-def dedup(corpus, files_from, keep, null, absolute, fmt, index, quiet, verbose, **options) -> None:
+def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, index, quiet, verbose, **options) -> None:
     """Print the documents that can go: all but one of every cluster.
 
     Clusters are those of `simdoc clusters`; of each, the --keep document
@@ -203,7 +235,7 @@ def dedup(corpus, files_from, keep, null, absolute, fmt, index, quiet, verbose, 
     _setup_logging(quiet, verbose)
     if null and fmt != "paths":
         raise click.UsageError("-0/--null goes with the default path list (--format paths)")
-    res, index = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, **options)
+    res, index = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, files0_from=files0_from, **options)
     with IndexStore(index).reading():
         loaded = open_index(index)
         records = loaded.doc_records()
@@ -221,12 +253,14 @@ def dedup(corpus, files_from, keep, null, absolute, fmt, index, quiet, verbose, 
     sizes = {r["id"]: r["size"] for r in records}
     drop_bytes = sum(sizes[x] for d in decisions for x in d.drop)
     if fmt == "paths":
-        end = "\0" if null else "\n"
         unsafe = [x for d in decisions for x in d.drop if not null and ("\n" in x or "\r" in x)]
         for x in unsafe:
             # Split at the newline, such a name could make `xargs` remove another file.
             log.warning(f"{x!r} has a line break in its name: left out; use -0 to list it")
-        lines = (name(x) + end for d in decisions for x in d.drop if x not in unsafe)
+        # Paths as the file system's bytes, whatever the locale: they are for rm, not for reading.
+        paths = ([name(x)] for d in decisions for x in d.drop if x not in unsafe)
+        _emit_null(paths, end=b"\0" if null else b"\n")
+        lines = ()
     elif fmt == "tsv":
         lines = (f"{tsv_field(name(x))}\t{tsv_field(name(d.keep))}\n" for d in decisions for x in d.drop)
     else:
@@ -432,7 +466,7 @@ def show(args, index, min_words, context, full, fmt, num_perm, seed, scheme, job
     if len(args) < 2:
         raise click.UsageError(f"give DOC_A DOC_B, or CORPUS... DOC_A DOC_B ({len(args)} arguments given)")
     *corpora, doc_a, doc_b = args
-    corpus = _corpus_arg(tuple(Path(c) for c in corpora), None, False)
+    corpus = _corpus_arg(tuple(Path(c) for c in corpora), None)
     index = _check_corpus_index(corpus, index, rebuild)
     progress = _show_progress(quiet)
     stages = []
