@@ -29,6 +29,7 @@ from simdoc.pipeline import (
     build_signatures,
     default_index_path,
     find_pairs,
+    open_index,
 )
 from simdoc.shingling import UNITS
 
@@ -421,22 +422,29 @@ def _reader_went_away() -> None:
 @_opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0). Output only: a NUL-separated list of paths is read with --files0-from.")
 @_opt("--no-verify", is_flag=True, help="Skip exact Jaccard; filter and sort by the MinHash estimate.")
 @_opt("--all-candidates", is_flag=True, help="Print every candidate, whatever its similarity.")
+@_opt("--text-field", default=None, help="JSON Lines queries: the field holding a document's text. Default: the index's.")
+@_opt("--id-field", default=None, help="JSON Lines queries: the field holding a document's id. Default: the index's, else the line number.")
 @quiet_option
 @verbose_option
-def query(files, index, threshold, files_from, files0_from, fmt, null, no_verify, all_candidates, quiet, verbose) -> None:
+def query(files, index, threshold, files_from, files0_from, fmt, null, no_verify, all_candidates, text_field, id_field, quiet, verbose) -> None:
     """Print the indexed near-duplicates of each FILE, without changing the index.
 
     Records: query, doc, estimated, jaccard (the query as given, the indexed
-    document's id). FILE '-' reads one document's text from stdin. The
-    threshold defaults to the one the index was banded for.
+    document's id). FILE '-' reads one document's text from stdin. A FILE is
+    read as `simdoc pairs` would read it: each member of a JSON Lines or
+    WARC file is a query of its own (FILE#LINE or FILE#ID with --id-field,
+    FILE#URI), an HTML page is its visible text. The threshold defaults to
+    the one the index was banded for.
 
     \b
     Examples:
       simdoc query new-page.html --index crawl.idx
+      simdoc query todays-crawl.warc.gz --index crawl.idx
+      simdoc query new.jsonl --id-field id --index data.idx
       curl -s https://example.org/ | simdoc query - --index crawl.idx
       find incoming -name '*.txt' -print0 | simdoc query --files0-from - --index crawl.idx
     """
-    from simdoc.corpus import read_document
+    from simdoc.file_texts import read_file_texts
     from simdoc.query import query_documents
 
     _setup_logging(quiet, verbose)
@@ -446,18 +454,22 @@ def query(files, index, threshold, files_from, files0_from, fmt, null, no_verify
     names = [str(f) for f in files] + (chosen_list(files_from, files0_from) or [])
     if not names:
         raise click.UsageError("give at least one FILE ('-' for stdin), --files-from or --files0-from")
+    # Read the queries the way the index read its documents.
+    stored = open_index(index).stage("shingle")["params"]
     documents, warnings = [], []
     for name in names:
         if name == "-":
             documents.append(("-", sys.stdin.buffer.read().decode("utf-8", "replace")))
             continue
-        res = read_document(name)
-        if res.text is None:
-            warnings.append(f"{name}: {res.warning}")
-            continue
-        if res.warning:
-            warnings.append(f"{name}: {res.warning}")
-        documents.append((name, res.text))
+        got = read_file_texts(
+            name,
+            max_bytes=stored.get("max_bytes"),
+            follow_symlinks=bool(stored.get("follow_symlinks")),
+            text_field=text_field or stored.get("text_field") or "text",
+            id_field=id_field or stored.get("id_field"),
+        )
+        documents += got.documents
+        warnings += got.warnings
     matches, more = query_documents(index, documents, threshold, verify=not no_verify, all_candidates=all_candidates)
     for w in warnings + more:
         log.warning(w)
@@ -470,6 +482,7 @@ def query(files, index, threshold, files_from, files0_from, fmt, null, no_verify
         _reader_went_away()
     log.info(f"simdoc: {len(documents)} queries, {len(matches)} matches")
     if documents == [] and names:
+        click.echo(f"Error: no query could be read from {_count(len(names), 'file')} (see the warnings above)", err=True)
         sys.exit(3)
 
 
@@ -511,6 +524,10 @@ def _corpus_arg(corpus: tuple, files_from, files0_from=None):
     if not items:
         return None
     return items[0] if len(items) == 1 else items
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _env_index() -> bool:
