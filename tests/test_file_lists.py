@@ -214,3 +214,24 @@ def test_dedup_paths_are_raw_bytes_in_a_strict_utf8_locale(tmp_path):
         )
         assert r.returncode == 0, r.stderr
         assert r.stdout == expected
+
+
+# ---------------------------------------------------------------- property: every name comes back
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# A path is any bytes but NUL.
+NAMES = st.binary(min_size=1, max_size=40).filter(lambda b: b"\0" not in b)
+
+
+@given(st.lists(NAMES, max_size=20), st.booleans())
+def test_property_files0_from_gives_back_every_name(names, trailing):
+    data = b"\0".join(names) + (b"\0" if trailing and names else b"")
+    assert [os.fsencode(n) for n in read_file_list(io.BytesIO(data), nul_separated=True)] == names
+
+
+@given(st.lists(NAMES.filter(lambda b: b"\n" not in b and not b.endswith(b"\r") and b.strip()), max_size=20))
+def test_property_files_from_gives_back_every_name_without_a_line_break(names):
+    data = b"".join(n + b"\n" for n in names)
+    assert [os.fsencode(n) for n in read_file_list(io.BytesIO(data), nul_separated=False)] == names
