@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ import click
 
 from simdoc import __version__
 from simdoc.check import check_index
-from simdoc.errors import SimdocError
+from simdoc.errors import IndexError_, SimdocError
 from simdoc.filelists import chosen_list
 from simdoc.lsh import DEFAULT_THRESHOLD
 from simdoc.output import FORMATS, write_records
@@ -32,6 +33,7 @@ from simdoc.pipeline import (
     open_index,
 )
 from simdoc.shingling import UNITS
+from simdoc.store import IndexStore
 
 log = logging.getLogger("simdoc")
 MAX_WARNINGS = 20
@@ -222,6 +224,35 @@ def _need_index(index: Path | None) -> Path:
     raise click.UsageError("--index is required here (or set SIMDOC_INDEX)")
 
 
+def _announce(index: Path) -> Path:
+    """With -v, say which index directory this run uses (most are found, not named)."""
+    log.debug(f"index directory: {Path(index).absolute()}")
+    return index
+
+
+def _index_of(corpus: tuple, index: Path | None) -> Path:
+    """The index of a command that reads one: --index, else the default index of the CORPUS
+    (one or more paths, not read), else $SIMDOC_INDEX."""
+    if index is not None:
+        return _announce(index)
+    if corpus:
+        path = default_index_path(corpus[0] if len(corpus) == 1 else list(corpus))
+        if not IndexStore(path).exists():
+            names = " ".join(shlex.quote(str(c)) for c in corpus)
+            raise IndexError_(
+                f"no simdoc index of {names} at {path}",
+                hint=f"build it with `simdoc pairs {names}`, or name the index with --index",
+            )
+        return _announce(path)
+    if _env_index():
+        return _announce(Path(os.environ["SIMDOC_INDEX"]))
+    raise click.UsageError("give a CORPUS or --index (or set SIMDOC_INDEX)")
+
+
+# A reader's CORPUS only names its default index: the corpus itself is not read.
+reader_corpus_argument = click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
+
+
 # ---------------------------------------------------------------- commands
 
 
@@ -270,13 +301,14 @@ def shingle(corpus, files_from, files0_from, null, index, quiet, verbose, **opti
     corpus = _corpus_arg(corpus, files_from, files0_from)
     if corpus is None:
         raise click.UsageError("give a CORPUS (folders or files), --files-from or --files0-from")
-    index = index or default_index_path(corpus)
+    index = _announce(index or default_index_path(corpus))
     res = build_shingles(corpus, index, progress=_show_progress(quiet), **options)
     _report([res], verbose)
     log.info(f"shingle: {res.detail if res.built else 'up to date'} -> {index}")
 
 
 @cli.command()
+@reader_corpus_argument
 @index_option
 @_apply(signature_options)
 @jobs_option
@@ -285,15 +317,16 @@ def shingle(corpus, files_from, files0_from, null, index, quiet, verbose, **opti
 @wait_option
 @quiet_option
 @verbose_option
-def signature(index, num_perm, seed, scheme, jobs, scheduler, rebuild, wait, quiet, verbose) -> None:
+def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, rebuild, wait, quiet, verbose) -> None:
     """Compute the MinHash signature matrix of the shingled documents.
 
     \b
     Example:
       simdoc signature --index /tmp/idx --num-perm 256 --seed 7
+      simdoc signature my_corpus --num-perm 256    # the default index of my_corpus (not read)
     """
     _setup_logging(quiet, verbose)
-    index = _need_index(index)
+    index = _index_of(corpus, index)
     res = build_signatures(
         index,
         num_perm=num_perm,
@@ -310,6 +343,7 @@ def signature(index, num_perm, seed, scheme, jobs, scheduler, rebuild, wait, qui
 
 
 @cli.command("index")
+@reader_corpus_argument
 @index_option
 @threshold_option
 @_apply(banding_options)
@@ -317,7 +351,7 @@ def signature(index, num_perm, seed, scheme, jobs, scheduler, rebuild, wait, qui
 @wait_option
 @quiet_option
 @verbose_option
-def index_cmd(index, threshold, bands, rows, scheduler, wait, quiet, verbose) -> None:
+def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait, quiet, verbose) -> None:
     """Band the signatures into LSH buckets for a Jaccard threshold.
 
     Reports on stderr the chosen bands b and rows r, the S-curve midpoint
@@ -328,9 +362,10 @@ def index_cmd(index, threshold, bands, rows, scheduler, wait, quiet, verbose) ->
     Example:
       simdoc index --index /tmp/idx --threshold 0.8
       simdoc index --index /tmp/idx --bands 20 --rows 5
+      simdoc index my_corpus --threshold 0.9       # the default index of my_corpus (not read)
     """
     _setup_logging(quiet, verbose)
-    index = _need_index(index)
+    index = _index_of(corpus, index)
     res, report = build_index(index, threshold=threshold, bands=bands, rows=rows, wait=wait, scheduler=scheduler)
     _report([res], verbose)
     log.info(f"index: {report.describe()}" + ("" if res.built else " (up to date)"))
@@ -376,8 +411,9 @@ def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only
     corpus = _corpus_arg(corpus, files_from, files0_from)
     if corpus is None and index is None and not _env_index():
         raise click.UsageError("give a CORPUS, an --index, or both")
-    if corpus is None and index is None:
-        index = _need_index(None)
+    if index is None:
+        index = default_index_path(corpus) if corpus is not None else _need_index(None)
+    _announce(index)
     if options["rebuild"] and corpus is None:
         raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
     if null and fmt is not None:
@@ -416,6 +452,13 @@ def _reader_went_away() -> None:
 @cli.command()
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path, allow_dash=True))
 @index_option
+@_opt(
+    "--corpus",
+    "corpus",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Use the default index of this corpus (repeat for a corpus of several paths); it is not read.",
+)
 @threshold_option
 @_apply(file_list_options("the paths to query"))
 @_opt("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None, help="Output format. Default: table on a terminal, tsv otherwise.")
@@ -426,7 +469,7 @@ def _reader_went_away() -> None:
 @_opt("--id-field", default=None, help="JSON Lines queries: the field holding a document's id. Default: the index's, else the line number.")
 @quiet_option
 @verbose_option
-def query(files, index, threshold, files_from, files0_from, fmt, null, no_verify, all_candidates, text_field, id_field, quiet, verbose) -> None:
+def query(files, index, corpus, threshold, files_from, files0_from, fmt, null, no_verify, all_candidates, text_field, id_field, quiet, verbose) -> None:
     """Print the indexed near-duplicates of each FILE, without changing the index.
 
     Records: query, doc, estimated, jaccard (the query as given, the indexed
@@ -439,6 +482,7 @@ def query(files, index, threshold, files_from, files0_from, fmt, null, no_verify
     \b
     Examples:
       simdoc query new-page.html --index crawl.idx
+      simdoc query draft.txt --corpus my_corpus      # the default index of my_corpus
       simdoc query todays-crawl.warc.gz --index crawl.idx
       simdoc query new.jsonl --id-field id --index data.idx
       curl -s https://example.org/ | simdoc query - --index crawl.idx
@@ -448,7 +492,7 @@ def query(files, index, threshold, files_from, files0_from, fmt, null, no_verify
     from simdoc.query import query_documents
 
     _setup_logging(quiet, verbose)
-    index = _need_index(index)
+    index = _index_of(corpus, index)
     if null and fmt is not None:
         raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
     names = [str(f) for f in files] + (chosen_list(files_from, files0_from) or [])
@@ -487,10 +531,11 @@ def query(files, index, threshold, files_from, files0_from, fmt, null, no_verify
 
 
 @cli.command()
+@reader_corpus_argument
 @index_option
 @quiet_option
 @verbose_option
-def check(index, quiet, verbose) -> None:
+def check(corpus, index, quiet, verbose) -> None:
     """Verify an index: every file against the manifest (size, dtype, shape,
     CRC-32) and the arrays against each other. Exit 0 if sound, 4 if not;
     each problem is one line on stdout.
@@ -498,9 +543,10 @@ def check(index, quiet, verbose) -> None:
     \b
     Example:
       simdoc check --index /tmp/idx && echo sound
+      simdoc check my_corpus                      # the default index of my_corpus
     """
     _setup_logging(quiet, verbose)
-    index = _need_index(index)
+    index = _index_of(corpus, index)
     facts, problems = check_index(index)
     for f in facts:
         log.debug(f)
@@ -526,8 +572,8 @@ def _corpus_arg(corpus: tuple, files_from, files0_from=None):
     return items[0] if len(items) == 1 else items
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def _env_index() -> bool:
@@ -575,6 +621,7 @@ def main() -> None:
 
 
 from simdoc import cli_reports  # noqa: E402,F401  (registers clusters, dedup, tune, stats, show)
+from simdoc import cli_cache  # noqa: E402,F401  (registers cache list, cache clean)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

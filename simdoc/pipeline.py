@@ -31,6 +31,7 @@ import numpy as np
 from tqdm import tqdm
 
 from simdoc import __version__, batches, direct
+from simdoc.cache import cached_index_path
 from simdoc.corpus import (
     FileEntry,
     compression_of,
@@ -86,12 +87,7 @@ def default_index_path(corpus: str | os.PathLike) -> Path:
     env = os.environ.get("SIMDOC_INDEX")
     if env:
         return Path(env)
-    items = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
-    absolute = sorted(str(Path(c).resolve()) for c in items)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    digest = hashlib.sha256("\0".join(absolute).encode("utf-8", "surrogateescape")).hexdigest()[:12]
-    name = Path(absolute[0]).name if len(absolute) == 1 else Path(os.path.commonpath(absolute)).name
-    return cache / "simdoc" / f"{name or 'root'}-{digest}"
+    return cached_index_path(corpus)
 
 
 def _name(corpus) -> str:
