@@ -125,7 +125,7 @@ scheduler_option = _opt(
     default=None,
     metavar="ADDRESS",
     help="Run the work on a Dask cluster: host:port of its scheduler, or local[N] for an in-process "
-    "cluster of N workers. Default: $SIMDOC_SCHEDULER, else this machine. Needs simdoc[dask].",
+    "cluster of N workers. Default: $SIMDOC_SCHEDULER, else this machine. Needs Dask (the dask extra).",
 )
 rebuild_option = _opt(
     "--rebuild", is_flag=True, help="Rebuild stages whose stored parameters differ from the ones asked for."

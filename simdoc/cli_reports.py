@@ -237,7 +237,7 @@ def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, index, qui
     \b
     Examples:
       simdoc dedup sample_corpus --threshold 0.9
-      simdoc dedup my_corpus --threshold 0.95 --keep newest --absolute -0 | xargs -0 rm --
+      simdoc dedup my_corpus --threshold 0.95 --keep newest --absolute -0 | xargs -0 -r rm --
       simdoc dedup --index /tmp/idx --format tsv            # drop<TAB>keep
     """
     _setup_logging(quiet, verbose)
