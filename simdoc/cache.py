@@ -111,8 +111,10 @@ def cached_indexes(directory: Path | None = None) -> list[CachedIndex]:
     return found
 
 
-def remove_index(path: Path, wait: float = 0.0) -> list[str]:
-    """Remove one index of the cache directory; returns the names of the entries it left.
+def remove_index(path: Path, wait: float = 0.0) -> list[str] | None:
+    """Remove one index of the cache directory; returns the names of the entries it left,
+    or None if ``path`` is not (or no longer) a simdoc index directly under the cache
+    directory: then nothing is touched.
 
     Holds the index's writer lock (waiting up to ``wait`` seconds) and an
     exclusive lock on its readers' lock file, so neither a writer nor a
@@ -124,11 +126,9 @@ def remove_index(path: Path, wait: float = 0.0) -> list[str]:
     ------
     IndexInUse
         Another run writes or reads the index.
-    ValueError
-        ``path`` is not a simdoc index directly under the cache directory.
     """
     if path.parent.resolve() != cache_dir().resolve() or _manifest(path) is None:
-        raise ValueError(f"{path} is not a simdoc index of the cache directory {cache_dir()}")
+        return None
     try:
         with IndexStore(path).writing(wait=wait):
             return _remove_locked(path)
@@ -136,17 +136,20 @@ def remove_index(path: Path, wait: float = 0.0) -> list[str]:
         raise IndexInUse(path, "a simdoc run writing it") from exc
 
 
-def _remove_locked(path: Path) -> list[str]:
+def _remove_locked(path: Path) -> list[str] | None:
     fd = os.open(path / READERS, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             raise IndexInUse(path, "a simdoc run reading it") from None
-        if _manifest(path) is not None:
+        # Another cleaner may have been first; taking the lock then made the directory
+        # anew, holding only the lock files, which go again.
+        was_index = _manifest(path) is not None
+        if was_index:
             (path / MANIFEST).unlink()
         elif set(os.listdir(path)) - {LOCK, READERS}:
-            return sorted(os.listdir(path))  # not (or no longer) an index we may touch
+            return None  # and a writer since: its index now
         left = []
         for entry in sorted(os.listdir(path)):
             p = path / entry
@@ -159,7 +162,7 @@ def _remove_locked(path: Path) -> list[str]:
     if not left:
         with contextlib.suppress(OSError):
             path.rmdir()
-    return left
+    return left if was_index else None
 
 
 def older_than(index: CachedIndex, days: float, now: float | None = None) -> bool:

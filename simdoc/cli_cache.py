@@ -130,6 +130,9 @@ def cache_clean(targets, older_than, dry_run, wait, quiet, verbose) -> None:
             log.warning(str(exc.message))
             in_use += 1
             continue
+        if left is None:
+            log.debug(f"{index.path}: no longer an index, left alone")
+            continue
         if left:
             log.warning(f"{index.path}: left the directory, which holds files simdoc did not write: {', '.join(left)}")
         removed += 1

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import SAMPLE_CORPUS, assert_clean_error, write
-from simdoc.cache import cache_dir, cached_index_path, cached_indexes
+from simdoc.cache import cache_dir, cached_index_path, cached_indexes, remove_index
 from simdoc.cli import cli
 from simdoc.pipeline import default_index_path
 
@@ -249,6 +249,14 @@ def test_cache_clean_ignores_simdoc_index(built, tmp_path, monkeypatch):
     r = invoke("cache", "clean", corpus)
     assert r.exit_code == 0 and r.stdout == f"{idx}\n"
     assert named.is_dir()
+
+
+def test_remove_index_touches_nothing_that_is_not_a_cached_index(built, tmp_path):
+    corpus, idx = built
+    outside = shutil.copytree(idx, tmp_path / "outside.idx")
+    assert remove_index(outside) is None and (outside / "manifest.json").is_file()
+    assert remove_index(idx) == [] and not idx.exists()
+    assert remove_index(idx) is None and not idx.exists()  # a second cleaner finds nothing, makes nothing
 
 
 # ---------------------------------------------------------------- show A B without an index
