@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,8 @@ import click
 
 from simdoc import __version__
 from simdoc.check import check_index
-from simdoc.errors import OutputError, SimdocError
+from simdoc.errors import IndexError_, OutputError, SimdocError
+from simdoc.filelists import chosen_list
 from simdoc.lsh import DEFAULT_THRESHOLD
 from simdoc.output import FORMATS, write_records
 from simdoc.pipeline import (
@@ -30,9 +32,11 @@ from simdoc.pipeline import (
     default_index_path,
     find_pairs,
     mark_reported,
+    open_index,
 )
 from simdoc.shingling import UNITS
 from simdoc.stdio import discard_stdout, guarded_stdout, open_closed_descriptors
+from simdoc.store import IndexStore
 
 log = logging.getLogger("simdoc")
 MAX_WARNINGS = 20
@@ -131,7 +135,7 @@ scheduler_option = _opt(
     default=None,
     metavar="ADDRESS",
     help="Run the work on a Dask cluster: host:port of its scheduler, or local[N] for an in-process "
-    "cluster of N workers. Default: $SIMDOC_SCHEDULER, else this machine. Needs simdoc[dask].",
+    "cluster of N workers. Default: $SIMDOC_SCHEDULER, else this machine. Needs Dask (the dask extra).",
 )
 rebuild_option = _opt(
     "--rebuild", is_flag=True, help="Rebuild stages whose stored parameters differ from the ones asked for."
@@ -187,6 +191,29 @@ banding_options = [
 ]
 
 
+def file_list_options(what: str) -> list[Callable]:
+    """--files-from and --files0-from, for a list of ``what``."""
+    return [
+        _opt(
+            "--files-from",
+            type=click.File("rb"),
+            default=None,
+            metavar="FILE|-",
+            help=f"Read {what} from this list ('-': stdin), one per line.",
+        ),
+        _opt(
+            "--files0-from",
+            type=click.File("rb"),
+            default=None,
+            metavar="FILE|-",
+            help=f"Read {what} from this list ('-': stdin), NUL-separated (as find -print0 writes).",
+        ),
+    ]
+
+
+corpus_list_options = file_list_options("the files of the corpus")
+
+
 def _apply(options: list[Callable]) -> Callable:
     def deco(f: Callable) -> Callable:
         for o in reversed(options):
@@ -205,6 +232,35 @@ def _need_index(index: Path | None) -> Path:
     if env:
         return Path(env)
     raise click.UsageError("--index is required here (or set SIMDOC_INDEX)")
+
+
+def _announce(index: Path) -> Path:
+    """With -v, say which index directory this run uses (most are found, not named)."""
+    log.debug(f"index directory: {Path(index).absolute()}")
+    return index
+
+
+def _index_of(corpus: tuple, index: Path | None) -> Path:
+    """The index of a command that reads one: --index, else the default index of the CORPUS
+    (one or more paths, not read), else $SIMDOC_INDEX."""
+    if index is not None:
+        return _announce(index)
+    if corpus:
+        path = default_index_path(corpus[0] if len(corpus) == 1 else list(corpus))
+        if not IndexStore(path).exists():
+            names = " ".join(shlex.quote(str(c)) for c in corpus)
+            raise IndexError_(
+                f"no simdoc index of {names} at {path}",
+                hint=f"build it with `simdoc pairs {names}`, or name the index with --index",
+            )
+        return _announce(path)
+    if _env_index():
+        return _announce(Path(os.environ["SIMDOC_INDEX"]))
+    raise click.UsageError("give a CORPUS or --index (or set SIMDOC_INDEX)")
+
+
+# A reader's CORPUS only names its default index: the corpus itself is not read.
+reader_corpus_argument = click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
 
 
 # ---------------------------------------------------------------- commands
@@ -229,8 +285,8 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
-@_opt("--files-from", type=click.File("rb"), default=None, help="Read the files of the corpus from this list ('-': stdin), one per line.")
-@_opt("--null", "-0", "null", is_flag=True, help="With --files-from: the list is NUL-separated.")
+@_apply(corpus_list_options)
+@_opt("--null", "-0", "null", is_flag=True, hidden=True)  # kept only to say where NUL-separated lists went
 @index_option
 @_apply(shingle_options)
 @jobs_option
@@ -239,7 +295,7 @@ def cli() -> None:
 @wait_option
 @quiet_option
 @verbose_option
-def shingle(corpus, files_from, null, index, quiet, verbose, **options) -> None:
+def shingle(corpus, files_from, files0_from, null, index, quiet, verbose, **options) -> None:
     """Turn every document under CORPUS into its set of hashed shingles.
 
     \b
@@ -247,16 +303,22 @@ def shingle(corpus, files_from, null, index, quiet, verbose, **options) -> None:
       simdoc shingle sample_corpus --index /tmp/idx --unit word --k 3
     """
     _setup_logging(quiet, verbose)
-    corpus = _corpus_arg(corpus, files_from, null)
+    if null:
+        raise click.UsageError(
+            "-0/--null shapes output, and `simdoc shingle` prints no records; "
+            "read a NUL-separated list of files with --files0-from"
+        )
+    corpus = _corpus_arg(corpus, files_from, files0_from)
     if corpus is None:
-        raise click.UsageError("give a CORPUS (folders or files) or --files-from")
-    index = index or default_index_path(corpus)
+        raise click.UsageError("give a CORPUS (folders or files), --files-from or --files0-from")
+    index = _announce(index or default_index_path(corpus))
     res = build_shingles(corpus, index, progress=_show_progress(quiet), **options)
     _report([res], verbose)
     log.info(f"shingle: {res.detail if res.built else 'up to date'} -> {index}")
 
 
 @cli.command()
+@reader_corpus_argument
 @index_option
 @_apply(signature_options)
 @jobs_option
@@ -265,15 +327,16 @@ def shingle(corpus, files_from, null, index, quiet, verbose, **options) -> None:
 @wait_option
 @quiet_option
 @verbose_option
-def signature(index, num_perm, seed, scheme, jobs, scheduler, rebuild, wait, quiet, verbose) -> None:
+def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, rebuild, wait, quiet, verbose) -> None:
     """Compute the MinHash signature matrix of the shingled documents.
 
     \b
     Example:
       simdoc signature --index /tmp/idx --num-perm 256 --seed 7
+      simdoc signature my_corpus --num-perm 256    # the default index of my_corpus (not read)
     """
     _setup_logging(quiet, verbose)
-    index = _need_index(index)
+    index = _index_of(corpus, index)
     res = build_signatures(
         index,
         num_perm=num_perm,
@@ -290,6 +353,7 @@ def signature(index, num_perm, seed, scheme, jobs, scheduler, rebuild, wait, qui
 
 
 @cli.command("index")
+@reader_corpus_argument
 @index_option
 @threshold_option
 @_apply(banding_options)
@@ -297,7 +361,7 @@ def signature(index, num_perm, seed, scheme, jobs, scheduler, rebuild, wait, qui
 @wait_option
 @quiet_option
 @verbose_option
-def index_cmd(index, threshold, bands, rows, scheduler, wait, quiet, verbose) -> None:
+def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait, quiet, verbose) -> None:
     """Band the signatures into LSH buckets for a Jaccard threshold.
 
     Reports on stderr the chosen bands b and rows r, the S-curve midpoint
@@ -308,9 +372,10 @@ def index_cmd(index, threshold, bands, rows, scheduler, wait, quiet, verbose) ->
     Example:
       simdoc index --index /tmp/idx --threshold 0.8
       simdoc index --index /tmp/idx --bands 20 --rows 5
+      simdoc index my_corpus --threshold 0.9       # the default index of my_corpus (not read)
     """
     _setup_logging(quiet, verbose)
-    index = _need_index(index)
+    index = _index_of(corpus, index)
     res, report = build_index(index, threshold=threshold, bands=bands, rows=rows, wait=wait, scheduler=scheduler)
     _report([res], verbose)
     log.info(f"index: {report.describe()}" + ("" if res.built else " (up to date)"))
@@ -318,14 +383,14 @@ def index_cmd(index, threshold, bands, rows, scheduler, wait, quiet, verbose) ->
 
 @cli.command()
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
-@_opt("--files-from", type=click.File("rb"), default=None, help="Read the files of the corpus from this list ('-': stdin), one per line (NUL-separated with -0).")
+@_apply(corpus_list_options)
 @index_option
 @threshold_option
 @_opt("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None, help="Output format. Default: table on a terminal, tsv otherwise.")
 @_opt("--no-verify", is_flag=True, help="Skip exact Jaccard; filter and sort by the MinHash estimate.")
 @_opt("--all-candidates", is_flag=True, help="Print every candidate pair with both numbers, whatever its similarity.")
 @_opt("--measure", type=click.Choice(["set", "bag"]), default="set", help="Verified similarity: set or bag Jaccard.")
-@_opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0); with --files-from, the list is NUL-separated too.")
+@_opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0). Output only: a NUL-separated list of files is read with --files0-from.")
 @_opt("--new", "new_only", is_flag=True, help="Only pairs with a document the latest update added or changed; adds a 5th field: a, b or both.")
 @_apply(shingle_options)
 @_apply(signature_options)
@@ -336,7 +401,7 @@ def index_cmd(index, threshold, bands, rows, scheduler, wait, quiet, verbose) ->
 @wait_option
 @quiet_option
 @verbose_option
-def pairs(corpus, files_from, index, fmt, no_verify, null, new_only, quiet, verbose, **options) -> None:
+def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only, quiet, verbose, **options) -> None:
     """Print near-duplicate pairs: doc_a, doc_b, estimated and exact Jaccard.
 
     With CORPUS, missing or out-of-date stages are built first (with the
@@ -350,16 +415,19 @@ def pairs(corpus, files_from, index, fmt, no_verify, null, new_only, quiet, verb
       simdoc pairs --index /tmp/idx --all-candidates | sort -t$'\\t' -k4,4n
       simdoc pairs crawl/ --index crawl.idx --new     # nightly: what appeared today
       simdoc pairs site-a/ site-b/ notes.txt          # ids: site-a/..., site-b/..., notes.txt
-      find . -name '*.md' -print0 | simdoc pairs --files-from - -0 --index md.idx
+      find . -name '*.md' -print0 | simdoc pairs --files0-from - --index md.idx
     """
     _setup_logging(quiet, verbose)
-    corpus = _corpus_arg(corpus, files_from, null)
+    corpus = _corpus_arg(corpus, files_from, files0_from)
     if corpus is None and index is None and not _env_index():
         raise click.UsageError("give a CORPUS, an --index, or both")
-    if corpus is None and index is None:
-        index = _need_index(None)
+    if index is None:
+        index = default_index_path(corpus) if corpus is not None else _need_index(None)
+    _announce(index)
     if options["rebuild"] and corpus is None:
         raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
+    if null and fmt is not None:
+        raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
     res = find_pairs(
         corpus,
         index,
@@ -371,8 +439,6 @@ def pairs(corpus, files_from, index, fmt, no_verify, null, new_only, quiet, verb
     _report(res.stages, verbose)
     if verbose and res.banding:
         log.debug(f"banding: {res.banding.describe()}")
-    if null and fmt is not None:
-        raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
     fmt = "null" if null else (fmt or ("table" if sys.stdout.isatty() else "tsv"))
     _warn_big_groups(res)
     try:
@@ -400,55 +466,72 @@ def _reader_went_away() -> None:
 @cli.command()
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path, allow_dash=True))
 @index_option
+@_opt(
+    "--corpus",
+    "corpus",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Use the default index of this corpus (repeat for a corpus of several paths); it is not read.",
+)
 @threshold_option
-@_opt("--files-from", type=click.File("rb"), default=None, help="Read the paths to query from this file ('-': stdin), one per line.")
-@_opt("--null", "-0", "null", is_flag=True, help="With --files-from: paths are separated by NUL bytes, not newlines.")
+@_apply(file_list_options("the paths to query"))
 @_opt("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None, help="Output format. Default: table on a terminal, tsv otherwise.")
+@_opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0). Output only: a NUL-separated list of paths is read with --files0-from.")
 @_opt("--no-verify", is_flag=True, help="Skip exact Jaccard; filter and sort by the MinHash estimate.")
 @_opt("--all-candidates", is_flag=True, help="Print every candidate, whatever its similarity.")
+@_opt("--text-field", default=None, help="JSON Lines queries: the field holding a document's text. Default: the index's.")
+@_opt("--id-field", default=None, help="JSON Lines queries: the field holding a document's id. Default: the index's, else the line number.")
 @quiet_option
 @verbose_option
-def query(files, index, threshold, files_from, null, fmt, no_verify, all_candidates, quiet, verbose) -> None:
+def query(files, index, corpus, threshold, files_from, files0_from, fmt, null, no_verify, all_candidates, text_field, id_field, quiet, verbose) -> None:
     """Print the indexed near-duplicates of each FILE, without changing the index.
 
     Records: query, doc, estimated, jaccard (the query as given, the indexed
-    document's id). FILE '-' reads one document's text from stdin. The
-    threshold defaults to the one the index was banded for.
+    document's id). FILE '-' reads one document's text from stdin. A FILE is
+    read as `simdoc pairs` would read it: each member of a JSON Lines or
+    WARC file is a query of its own (FILE#LINE or FILE#ID with --id-field,
+    FILE#URI), an HTML page is its visible text. The threshold defaults to
+    the one the index was banded for.
 
     \b
     Examples:
       simdoc query new-page.html --index crawl.idx
+      simdoc query draft.txt --corpus my_corpus      # the default index of my_corpus
+      simdoc query todays-crawl.warc.gz --index crawl.idx
+      simdoc query new.jsonl --id-field id --index data.idx
       curl -s https://example.org/ | simdoc query - --index crawl.idx
-      find incoming -name '*.txt' -print0 | simdoc query --files-from - -0 --index crawl.idx
+      find incoming -name '*.txt' -print0 | simdoc query --files0-from - --index crawl.idx
     """
-    from simdoc.corpus import read_document
+    from simdoc.file_texts import read_file_texts
     from simdoc.query import query_documents
 
     _setup_logging(quiet, verbose)
-    index = _need_index(index)
-    names = [str(f) for f in files]
-    if files_from is not None:
-        raw = files_from.read()
-        sep = b"\0" if null else b"\n"
-        names += [os.fsdecode(p) for p in raw.split(sep) if p.strip(b"\r\n" if not null else b"")]
+    index = _index_of(corpus, index)
+    if null and fmt is not None:
+        raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
+    names = [str(f) for f in files] + (chosen_list(files_from, files0_from) or [])
     if not names:
-        raise click.UsageError("give at least one FILE ('-' for stdin) or --files-from")
+        raise click.UsageError("give at least one FILE ('-' for stdin), --files-from or --files0-from")
+    # Read the queries the way the index read its documents.
+    stored = open_index(index).stage("shingle")["params"]
     documents, warnings = [], []
     for name in names:
         if name == "-":
             documents.append(("-", sys.stdin.buffer.read().decode("utf-8", "replace")))
             continue
-        res = read_document(name)
-        if res.text is None:
-            warnings.append(f"{name}: {res.warning}")
-            continue
-        if res.warning:
-            warnings.append(f"{name}: {res.warning}")
-        documents.append((name, res.text))
+        got = read_file_texts(
+            name,
+            max_bytes=stored.get("max_bytes"),
+            follow_symlinks=bool(stored.get("follow_symlinks")),
+            text_field=text_field or stored.get("text_field") or "text",
+            id_field=id_field or stored.get("id_field"),
+        )
+        documents += got.documents
+        warnings += got.warnings
     matches, more = query_documents(index, documents, threshold, verify=not no_verify, all_candidates=all_candidates)
     for w in warnings + more:
         log.warning(w)
-    fmt = fmt or ("table" if sys.stdout.isatty() else "tsv")
+    fmt = "null" if null else (fmt or ("table" if sys.stdout.isatty() else "tsv"))
     try:
         rows = ((m.query, m.doc, m.estimated, m.jaccard) for m in matches)
         write_records(rows, fmt, sys.stdout, names=("query", "doc"))
@@ -457,14 +540,16 @@ def query(files, index, threshold, files_from, null, fmt, no_verify, all_candida
         _reader_went_away()
     log.info(f"simdoc: {len(documents)} queries, {len(matches)} matches")
     if documents == [] and names:
+        click.echo(f"Error: no query could be read from {_count(len(names), 'file')} (see the warnings above)", err=True)
         sys.exit(3)
 
 
 @cli.command()
+@reader_corpus_argument
 @index_option
 @quiet_option
 @verbose_option
-def check(index, quiet, verbose) -> None:
+def check(corpus, index, quiet, verbose) -> None:
     """Verify an index: every file against the manifest (size, dtype, shape,
     CRC-32) and the arrays against each other. Exit 0 if sound, 4 if not;
     each problem is one line on stdout.
@@ -472,9 +557,10 @@ def check(index, quiet, verbose) -> None:
     \b
     Example:
       simdoc check --index /tmp/idx && echo sound
+      simdoc check my_corpus                      # the default index of my_corpus
     """
     _setup_logging(quiet, verbose)
-    index = _need_index(index)
+    index = _index_of(corpus, index)
     facts, problems = check_index(index)
     for f in facts:
         log.debug(f)
@@ -487,18 +573,21 @@ def check(index, quiet, verbose) -> None:
     log.info(f"check: the index at {index} is sound ({len(facts)} checks)")
 
 
-def _corpus_arg(corpus: tuple, files_from, null: bool):
-    """One folder or file as given, several of them as a list, or None; --files-from adds to them."""
+def _corpus_arg(corpus: tuple, files_from, files0_from=None):
+    """One folder or file as given, several of them as a list, or None; --files-from or --files0-from adds to them."""
     items = list(corpus)
-    if files_from is not None:
-        raw = files_from.read()
-        sep = b"\0" if null else b"\n"
-        items += [Path(os.fsdecode(p.rstrip(b"\r") if not null else p)) for p in raw.split(sep) if p.strip()]
+    listed = chosen_list(files_from, files0_from)
+    if listed is not None:
+        items += [Path(p) for p in listed]
         if not items:
-            raise click.UsageError("--files-from gave no files")
+            raise click.UsageError(f"{'--files0-from' if files0_from is not None else '--files-from'} gave no files")
     if not items:
         return None
     return items[0] if len(items) == 1 else items
+
+
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def _env_index() -> bool:
@@ -547,6 +636,7 @@ def main() -> None:
 
 
 from simdoc import cli_reports  # noqa: E402,F401  (registers clusters, dedup, tune, stats, show)
+from simdoc import cli_cache  # noqa: E402,F401  (registers cache list, cache clean)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

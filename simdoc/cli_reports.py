@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import sys
 import textwrap
 import time
@@ -22,7 +23,10 @@ import click
 from simdoc.cli import (
     _apply,
     _corpus_arg,
+    corpus_list_options,
     _env_index,
+    _announce,
+    _index_of,
     _need_index,
     _opt,
     _reader_went_away,
@@ -34,6 +38,7 @@ from simdoc.cli import (
     index_option,
     jobs_option,
     quiet_option,
+    reader_corpus_argument,
     rebuild_option,
     scheduler_option,
     shingle_options,
@@ -43,7 +48,7 @@ from simdoc.cli import (
     wait_option,
 )
 from simdoc.clusters import KEEP_POLICIES, cluster_pairs, plan_dedup
-from simdoc.errors import IndexError_, ParameterMismatch
+from simdoc.errors import CorpusError, IndexError_, ParameterMismatch
 from simdoc.evidence import (
     DEFAULT_CONTEXT,
     DEFAULT_MIN_WORDS,
@@ -51,7 +56,11 @@ from simdoc.evidence import (
     Segment,
     pair_evidence,
     render_plain,
+    text_evidence,
 )
+from simdoc.file_texts import read_file_texts
+from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
+from simdoc.shingling import ShingleSpec
 from simdoc.lsh import DEFAULT_RECALL, DEFAULT_THRESHOLD
 from simdoc.output import tsv_field
 from simdoc.pipeline import (
@@ -92,12 +101,12 @@ def _check_corpus_index(corpus: Path | None, index: Path | None, rebuild: bool) 
     if rebuild and corpus is None:
         raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
     if index is not None:
-        return index
-    return default_index_path(corpus) if corpus is not None else _need_index(None)
+        return _announce(index)
+    return _announce(default_index_path(corpus) if corpus is not None else _need_index(None))
 
 
-def _verified_pairs(corpus, index, quiet, verbose, files_from=None, **options) -> tuple[PairsResult, Path]:
-    corpus = _corpus_arg(tuple(corpus) if isinstance(corpus, (tuple, list)) else (() if corpus is None else (corpus,)), files_from, False)
+def _verified_pairs(corpus, index, quiet, verbose, files_from=None, files0_from=None, **options) -> tuple[PairsResult, Path]:
+    corpus = _corpus_arg(tuple(corpus) if isinstance(corpus, (tuple, list)) else (() if corpus is None else (corpus,)), files_from, files0_from)
     index = _check_corpus_index(corpus, index, options["rebuild"])
     res = find_pairs(corpus, index, verify=True, all_candidates=False, progress=_show_progress(quiet), **options)
     _report(res.stages, verbose)
@@ -116,6 +125,23 @@ def _emit(lines) -> None:
         _reader_went_away()
 
 
+def _emit_null(records, end: bytes = b"\0") -> None:
+    """Write records whose every field ends in NUL (or ``end``), names as the file system's raw
+    bytes (for `xargs -0`)."""
+    out = getattr(sys.stdout, "buffer", None)
+    try:
+        sys.stdout.flush()
+        for fields in records:
+            payload = b"".join(os.fsencode(f) + end for f in fields)
+            if out is not None:
+                out.write(payload)
+            else:  # a text-only stream (tests): the same bytes, as str
+                sys.stdout.write(payload.decode("utf-8", "surrogateescape"))
+        (out or sys.stdout).flush()
+    except BrokenPipeError:
+        _reader_went_away()
+
+
 def _cut(res: PairsResult) -> str:
     return f"{res.measure} jaccard >= {res.threshold:g}"
 
@@ -125,10 +151,18 @@ def _cut(res: PairsResult) -> str:
 
 @cli.command()
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
-@_opt("--files-from", type=click.File("rb"), default=None, help="Read the files of the corpus from this list ('-': stdin), one per line.")
-@_opt("--format", "-f", "fmt", type=click.Choice(["tsv", "jsonl"]), default="tsv", help="Output format. Default: tsv.")
+@_apply(corpus_list_options)
+@_opt("--format", "-f", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None, help="Output format. Default: tsv.")
+@_opt(
+    "--null",
+    "-0",
+    "null",
+    is_flag=True,
+    help="End every field with NUL instead of tab or newline, names as raw bytes: "
+    "cluster_id, size, then size members (for xargs -0 and `read -d ''`).",
+)
 @_apply(pair_options)
-def clusters(corpus, files_from, fmt, index, quiet, verbose, **options) -> None:
+def clusters(corpus, files_from, files0_from, fmt, null, index, quiet, verbose, **options) -> None:
     """Print groups of near-duplicates: connected components of the verified pairs.
 
     Only pairs whose exact Jaccard reaches the threshold link documents, never
@@ -142,18 +176,24 @@ def clusters(corpus, files_from, fmt, index, quiet, verbose, **options) -> None:
       simdoc clusters sample_corpus --threshold 0.7
       simdoc clusters --index /tmp/idx --format jsonl > clusters.jsonl
       simdoc clusters sample_corpus | awk -F'\\t' '$2 > 2'     # clusters of 3 or more
+      simdoc clusters sample_corpus -0 | xargs -0 printf '%s\\n'    # one field per line
     """
     _setup_logging(quiet, verbose)
-    res, _ = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, **options)
+    if null and fmt is not None:
+        raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
+    res, _ = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, files0_from=files0_from, **options)
     found = cluster_pairs(res)
-    if fmt == "tsv":
+    if null:
+        _emit_null([str(c.cluster_id), str(c.size), *c.members] for c in found)
+    elif fmt in (None, "tsv"):
         lines = ("\t".join([str(c.cluster_id), str(c.size), *map(tsv_field, c.members)]) + "\n" for c in found)
+        _emit(lines)
     else:
         lines = (
             json.dumps({"cluster_id": c.cluster_id, "size": c.size, "members": list(c.members)}, ensure_ascii=False) + "\n"
             for c in found
         )
-    _emit(lines)
+        _emit(lines)
     held = sum(c.size for c in found)
     log.info(
         f"simdoc: {res.n_docs} documents, {len(res)} pairs ({_cut(res)}), {len(found)} "
@@ -166,7 +206,7 @@ def clusters(corpus, files_from, fmt, index, quiet, verbose, **options) -> None:
 
 @cli.command()
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
-@_opt("--files-from", type=click.File("rb"), default=None, help="Read the files of the corpus from this list ('-': stdin), one per line.")
+@_apply(corpus_list_options)
 @_opt(
     "--keep",
     type=click.Choice(KEEP_POLICIES),
@@ -185,7 +225,7 @@ def clusters(corpus, files_from, fmt, index, quiet, verbose, **options) -> None:
     help="paths: one droppable path per line; tsv: drop<TAB>keep; jsonl: one cluster per line. Default: paths.",
 )
 @_apply(pair_options)
-def dedup(corpus, files_from, keep, null, absolute, fmt, index, quiet, verbose, **options) -> None:
+def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, index, quiet, verbose, **options) -> None:
     """Print the documents that can go: all but one of every cluster.
 
     Clusters are those of `simdoc clusters`; of each, the --keep document
@@ -197,13 +237,13 @@ def dedup(corpus, files_from, keep, null, absolute, fmt, index, quiet, verbose, 
     \b
     Examples:
       simdoc dedup sample_corpus --threshold 0.9
-      simdoc dedup my_corpus --threshold 0.95 --keep newest --absolute -0 | xargs -0 rm --
+      simdoc dedup my_corpus --threshold 0.95 --keep newest --absolute -0 | xargs -0 -r rm --
       simdoc dedup --index /tmp/idx --format tsv            # drop<TAB>keep
     """
     _setup_logging(quiet, verbose)
     if null and fmt != "paths":
         raise click.UsageError("-0/--null goes with the default path list (--format paths)")
-    res, index = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, **options)
+    res, index = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, files0_from=files0_from, **options)
     with IndexStore(index).reading():
         loaded = open_index(index)
         records = loaded.doc_records()
@@ -221,12 +261,14 @@ def dedup(corpus, files_from, keep, null, absolute, fmt, index, quiet, verbose, 
     sizes = {r["id"]: r["size"] for r in records}
     drop_bytes = sum(sizes[x] for d in decisions for x in d.drop)
     if fmt == "paths":
-        end = "\0" if null else "\n"
         unsafe = [x for d in decisions for x in d.drop if not null and ("\n" in x or "\r" in x)]
         for x in unsafe:
             # Split at the newline, such a name could make `xargs` remove another file.
             log.warning(f"{x!r} has a line break in its name: left out; use -0 to list it")
-        lines = (name(x) + end for d in decisions for x in d.drop if x not in unsafe)
+        # Paths as the file system's bytes, whatever the locale: they are for rm, not for reading.
+        paths = ([name(x)] for d in decisions for x in d.drop if x not in unsafe)
+        _emit_null(paths, end=b"\0" if null else b"\n")
+        lines = ()
     elif fmt == "tsv":
         lines = (f"{tsv_field(name(x))}\t{tsv_field(name(d.keep))}\n" for d in decisions for x in d.drop)
     else:
@@ -312,12 +354,13 @@ def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
 
 
 @cli.command()
+@reader_corpus_argument
 @index_option
 @_opt("--top", type=click.IntRange(0), default=5, help="How many of the largest buckets to list. Default: 5.")
 @_opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text or one JSON object. Default: text.")
 @quiet_option
 @verbose_option
-def stats(index, top, fmt, quiet, verbose) -> None:
+def stats(corpus, index, top, fmt, quiet, verbose) -> None:
     """Describe an index: documents, shingles per document (with repeats), LSH bucket sizes.
 
     The bucket-size histogram counts the buckets of every band by size;
@@ -328,10 +371,11 @@ def stats(index, top, fmt, quiet, verbose) -> None:
     Examples:
       simdoc stats --index /tmp/idx
       simdoc stats --index /tmp/idx --top 20 --format json
+      simdoc stats my_corpus                      # the default index of my_corpus
     """
     _setup_logging(quiet, verbose)
     t0 = time.perf_counter()
-    index = _need_index(index)
+    index = _index_of(corpus, index)
     with IndexStore(index).reading():
         result = index_stats(open_index(index), top)
     log.debug(f"stats: {index} read in {time.perf_counter() - t0:.2f} s")
@@ -433,18 +477,72 @@ def show(args, index, min_words, context, full, fmt, num_perm, seed, scheme, job
     containment each way, the shared passages (maximal common runs of words,
     found even when moved), and both documents with the shared passages
     marked: highlighted on a terminal, as [[n: ...]] otherwise. With CORPUS,
-    the shingle and signature stages are brought up to date first.
+    the shingle and signature stages are brought up to date first. With
+    neither CORPUS nor --index (nor $SIMDOC_INDEX), DOC_A and DOC_B are two
+    files, read as `simdoc pairs` would read them and compared with the
+    shingle and MinHash options given (or their defaults); no index is used.
 
     \b
     Examples:
       simdoc show sample_corpus policies/remote-work-policy-2023.txt policies/remote-work-policy-2024.txt
       simdoc show --index /tmp/idx web/harbor-festival.txt web/mirror-harbor-festival.txt --full
+      simdoc show draft-v1.txt draft-v2.txt --unit word --k 3
     """
     _setup_logging(quiet, verbose)
     if len(args) < 2:
         raise click.UsageError(f"give DOC_A DOC_B, or CORPUS... DOC_A DOC_B ({len(args)} arguments given)")
     *corpora, doc_a, doc_b = args
-    corpus = _corpus_arg(tuple(Path(c) for c in corpora), None, False)
+    if not corpora and index is None and not _env_index():
+        ev = _file_evidence(doc_a, doc_b, min_words=min_words, num_perm=num_perm, seed=seed, scheme=scheme, shingle=shingle)
+    else:
+        ev = _index_evidence(
+            corpora, doc_a, doc_b, index=index, min_words=min_words, num_perm=num_perm, seed=seed, scheme=scheme,
+            jobs=jobs, rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose, shingle=shingle,
+        )
+    for w in ev.warnings:
+        log.warning(w)
+    if fmt == "json":
+        _emit([json.dumps(ev.as_dict(), ensure_ascii=False) + "\n"])
+        return
+    _print_evidence(ev, None if full else context)
+
+
+def _file_evidence(doc_a: str, doc_b: str, *, min_words: int, num_perm, seed, scheme, shingle: dict) -> PairEvidence:
+    """The evidence for two files outside any index (`simdoc show A B`)."""
+    texts = []
+    for name in (doc_a, doc_b):
+        if not os.path.lexists(name):
+            raise click.UsageError(
+                f"{name} is not a file; without a CORPUS or --index, DOC_A and DOC_B are two files to compare "
+                "(give CORPUS... DOC_A DOC_B or --index IDX to name documents by id)"
+            )
+        got = read_file_texts(
+            name,
+            max_bytes=shingle.get("max_bytes"),
+            follow_symlinks=bool(shingle.get("follow_symlinks")),
+            text_field=shingle.get("text_field") or "text",
+            id_field=shingle.get("id_field"),
+        )
+        if not got.documents:
+            raise CorpusError(f"cannot compare {name}: " + ("; ".join(got.warnings) or "it holds no document"))
+        if len(got.documents) > 1:
+            raise click.UsageError(
+                f"{name} holds {len(got.documents)} documents; to compare two of them, name them in a corpus: "
+                f"simdoc show {shlex.quote(name)} {shlex.quote(got.documents[0][0])} {shlex.quote(got.documents[1][0])}"
+            )
+        for w in got.warnings:
+            log.warning(w)
+        texts.append(got.documents[0][1])
+    spec = ShingleSpec(shingle.get("unit") or "char", shingle.get("k"), shingle.get("lowercase") is not False)
+    hasher = MinHasher(num_perm or DEFAULT_NUM_PERM, DEFAULT_SEED if seed is None else seed, scheme=scheme or DEFAULT_SCHEME)
+    return text_evidence(doc_a, texts[0], doc_b, texts[1], spec, hasher, min_words)
+
+
+def _index_evidence(
+    corpora, doc_a: str, doc_b: str, *, index, min_words: int, num_perm, seed, scheme, jobs, rebuild, wait, quiet, verbose, shingle: dict
+) -> PairEvidence:
+    """The evidence for two documents of an index, bringing its stages up to date from CORPUS first."""
+    corpus = _corpus_arg(tuple(Path(c) for c in corpora), None)
     index = _check_corpus_index(corpus, index, rebuild)
     progress = _show_progress(quiet)
     stages = []
@@ -474,13 +572,10 @@ def show(args, index, min_words, context, full, fmt, num_perm, seed, scheme, job
     )
     _report(stages, verbose)
     with IndexStore(index).reading():
-        ev = pair_evidence(open_index(index), doc_a, doc_b, min_words)
-    for w in ev.warnings:
-        log.warning(w)
-    if fmt == "json":
-        _emit([json.dumps(ev.as_dict(), ensure_ascii=False) + "\n"])
-        return
-    ctx = None if full else context
+        return pair_evidence(open_index(index), doc_a, doc_b, min_words)
+
+
+def _print_evidence(ev: PairEvidence, ctx: int | None) -> None:
     header = _show_header(ev)
     if sys.stdout.isatty():
         from rich.console import Console

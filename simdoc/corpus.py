@@ -48,7 +48,8 @@ def decompressing_reader(fileobj, kind: str):
     """A file-like object with read(n) giving the decompressed bytes.
 
     gzip, bzip2 and xz come with Python; zstd needs the ``zstandard`` package
-    (``pip install 'simdoc[zstd]'``), and a clear error says so.
+    (``pip install zstandard``, or ``pip install '.[zstd]'`` in simdoc's source folder),
+    and a clear error says so.
     """
     if kind == "gzip":
         import gzip
@@ -65,7 +66,7 @@ def decompressing_reader(fileobj, kind: str):
     try:
         import zstandard
     except ImportError:
-        raise OSError("zstd-compressed, and the zstandard package is not installed (pip install 'simdoc[zstd]')") from None
+        raise OSError("zstd-compressed, and the zstandard package is not installed (pip install zstandard)") from None
     return zstandard.ZstdDecompressor().stream_reader(fileobj)
 
 

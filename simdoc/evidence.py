@@ -22,7 +22,8 @@ and a run that overlaps one already taken is cut to its unclaimed parts. So
 paragraphs that were moved are still found, which an in-order diff
 (``difflib``) would miss, and no word belongs to two passages.
 
-Everything but :func:`pair_evidence` (which reads the two files) is pure.
+Everything but :func:`pair_evidence` (which reads the two files) is pure;
+:func:`text_evidence` gives the same for two texts outside any index.
 A document that changed since it was indexed is compared as it is today,
 with a warning; one that cannot be read gives no numbers or passages.
 """
@@ -40,9 +41,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simdoc.errors import UsageError
-from simdoc.shingling import ShingleSets
+from simdoc.shingling import ShingleSets, ShingleSpec
 
 if TYPE_CHECKING:
+    from simdoc.minhash import MinHasher
     from simdoc.pipeline import LoadedIndex
 
 DEFAULT_MIN_WORDS = 5
@@ -558,6 +560,52 @@ def pair_evidence(
         overlap = shingle_overlap(shingle_texts([text_a, text_b], loaded.spec(), form="sets64"), 0, 1)
     indexed = _indexed_jaccard(loaded, a, b) if warnings else None
     lowercase = shingle["params"].get("lowercase", True)
+    return _with_passages(
+        ids[a], ids[b], text_a, text_b, overlap, estimated, num_perm, scheme, lowercase, min_words, warnings, indexed
+    )
+
+
+def text_evidence(
+    doc_a: str,
+    text_a: str,
+    doc_b: str,
+    text_b: str,
+    spec: ShingleSpec,
+    hasher: MinHasher,
+    min_words: int = DEFAULT_MIN_WORDS,
+) -> PairEvidence:
+    """Similarity numbers and shared passages of two texts that belong to no index.
+
+    Parameters
+    ----------
+    doc_a, doc_b : str
+        Names to show for the two texts.
+    text_a, text_b : str
+        The texts, as an index would read them (see :mod:`simdoc.file_texts`).
+    spec : ShingleSpec
+        How to shingle them.
+    hasher : MinHasher
+        The signatures behind the estimate.
+    min_words : int
+        Shortest passage reported, in words.
+    """
+    from simdoc.shingling import shingle_texts
+    from simdoc.similarity import estimate_jaccard
+
+    if min_words < 1:
+        raise UsageError(f"--min-words must be at least 1, got {min_words}")
+    sigs = hasher.signatures(shingle_texts([text_a, text_b], spec, form="stream"))
+    overlap = shingle_overlap(shingle_texts([text_a, text_b], spec, form="sets64"), 0, 1)
+    estimated = estimate_jaccard(sigs[0], sigs[1])
+    return _with_passages(
+        doc_a, doc_b, text_a, text_b, overlap, estimated, hasher.num_perm, hasher.scheme, spec.lowercase, min_words, []
+    )
+
+
+def _with_passages(
+    doc_a, doc_b, text_a, text_b, overlap, estimated, num_perm, scheme, lowercase: bool, min_words: int,
+    warnings: list[str], indexed: tuple[float, float] | None = None,
+) -> PairEvidence:
     keys_a, spans_a = split_words(text_a, lowercase) if text_a is not None else ([], [])
     keys_b, spans_b = split_words(text_b, lowercase) if text_b is not None else ([], [])
     runs = common_runs(keys_a, keys_b, min_words)
@@ -566,7 +614,7 @@ def pair_evidence(
         for n, (i, j, length) in enumerate(runs, start=1)
     ]
     return PairEvidence(
-        ids[a], ids[b], overlap, estimated, num_perm, passages, len(keys_a), len(keys_b), min_words, warnings,
+        doc_a, doc_b, overlap, estimated, num_perm, passages, len(keys_a), len(keys_b), min_words, warnings,
         text_a, text_b, spans_a, spans_b, scheme, indexed,
     )
 

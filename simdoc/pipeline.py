@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from simdoc import __version__
 from simdoc.batches import BatchResult, ScanTask, scan_batch
+from simdoc.cache import cached_index_path
 from simdoc.corpus import FileEntry, discover_sources, resolve_sources
 from simdoc.doctable import ROLES as DOC_ROLES
 from simdoc.doctable import DocRow, DocsTable, TableBuilder, key_halves
@@ -83,12 +84,7 @@ def default_index_path(corpus: str | os.PathLike) -> Path:
     env = os.environ.get("SIMDOC_INDEX")
     if env:
         return Path(env)
-    items = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
-    absolute = sorted(str(Path(c).resolve()) for c in items)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    digest = hashlib.sha256("\0".join(absolute).encode("utf-8", "surrogateescape")).hexdigest()[:12]
-    name = Path(absolute[0]).name if len(absolute) == 1 else Path(os.path.commonpath(absolute)).name
-    return cache / "simdoc" / f"{name or 'root'}-{digest}"
+    return cached_index_path(corpus)
 
 
 def _name(corpus) -> str:

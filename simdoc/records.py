@@ -68,7 +68,8 @@ def split_jsonl(
 
 WARC_SUFFIXES = (".warc", ".warc.gz")
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
-WEB_EXTRA = "pip install 'simdoc[web]' (resiliparse and fastwarc)"
+# Not `pip install 'simdoc[web]'`: the package index's "simdoc" is another project.
+WEB_EXTRA = "resiliparse and fastwarc: pip install resiliparse (or, in simdoc's source folder, pip install '.[web]')"
 
 
 def is_warc(path: str) -> bool:

@@ -98,7 +98,7 @@ def test_several_folders_and_files_make_one_corpus(tmp_path):
     ]
     # The same files through --files-from (NUL-separated) give the same ids and pairs.
     listing = b"\0".join(os.fsencode(a) for a in args)
-    r2 = runner.invoke(cli, ["pairs", "--files-from", "-", "-0", "--index", str(tmp_path / "i2")], input=listing)
+    r2 = runner.invoke(cli, ["pairs", "--files0-from", "-", "-0", "--index", str(tmp_path / "i2")], input=listing)
     assert r2.exit_code == 0, r2.stderr
     assert r2.stdout_bytes.split(b"\0")[:4] == [b"notes.txt", b"site-a/page.txt", b"1.0000", b"1.0000"]
     # Newline-separated list with shingle, then pairs from the index.

@@ -65,7 +65,7 @@ def test_query_files_from_nul_separated(tmp_path):
     idx = build(tmp_path)
     paths = [SAMPLE / "misc" / "red-lentil-soup.txt", SAMPLE / "misc" / "todo.txt"]
     data = b"\0".join(str(p).encode() for p in paths) + b"\0"
-    r = CliRunner().invoke(cli, ["query", "--files-from", "-", "-0", "--index", str(idx)], input=data)
+    r = CliRunner().invoke(cli, ["query", "--files0-from", "-", "--index", str(idx)], input=data)
     assert r.exit_code == 0, r.stderr
     docs = [line.split("\t")[1] for line in r.stdout.splitlines()]
     assert docs == ["misc/backup/red-lentil-soup-copy.txt", "misc/red-lentil-soup.txt", "misc/todo.txt"]

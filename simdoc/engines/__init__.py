@@ -2,5 +2,5 @@
 
 The local engine (processes on this machine) lives in :mod:`simdoc.pipeline`
 and needs nothing extra; :mod:`simdoc.engines.dask` runs the same functions
-on a Dask cluster (the optional extra ``simdoc[dask]``).
+on a Dask cluster (the optional extra ``dask``: ``pip install '.[dask]'``).
 """

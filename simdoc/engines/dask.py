@@ -39,7 +39,7 @@ def connect(address: str):
         from distributed import Client, LocalCluster
     except ImportError:
         raise UsageError(
-            "--scheduler needs Dask", hint="pip install 'simdoc[dask]' (dask, distributed, pandas)"
+            "--scheduler needs Dask", hint="pip install 'dask[distributed,dataframe]' (or, in simdoc's source folder, pip install '.[dask]')"
         ) from None
     # Dask logs its own bookkeeping (shuffle start/stop) as warnings; stderr is for ours.
     logging.getLogger("distributed").setLevel(logging.ERROR)

@@ -1,0 +1,148 @@
+"""``simdoc cache list|clean``: the indexes simdoc made in its cache directory.
+
+Registered on the ``simdoc`` group of :mod:`simdoc.cli` (which imports this
+module at its end). Records go to stdout, one per line; the summary and
+warnings to stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from simdoc.cache import IndexInUse, cache_dir, cached_index_path, cached_indexes, remove_index
+from simdoc.cache import older_than as last_updated_before
+from simdoc.cli import _count, _setup_logging, cli, quiet_option, verbose_option
+from simdoc.errors import EXIT_BUSY
+from simdoc.output import tsv_field
+
+log = logging.getLogger("simdoc")
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def _write(lines) -> None:
+    from simdoc.cli import _reader_went_away
+
+    try:
+        for line in lines:
+            sys.stdout.write(line)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _reader_went_away()
+
+
+@cli.group()
+def cache() -> None:
+    """List or remove the indexes simdoc keeps in its cache directory.
+
+    Without --index, an index lives in $XDG_CACHE_HOME/simdoc (else
+    ~/.cache/simdoc), one directory per corpus. They can all be rebuilt from
+    their corpora.
+
+    \b
+    Examples:
+      simdoc cache list
+      simdoc cache clean --older-than 30
+      simdoc cache clean my_corpus
+    """
+
+
+@cache.command("list")
+@quiet_option
+@verbose_option
+def cache_list(quiet, verbose) -> None:
+    """Print one line per index in the cache directory: path, corpus, size, last modified.
+
+    Tab-separated: the index directory, the corpus folder its document ids
+    are relative to, its size in bytes, and the time of its last update
+    (UTC, ISO 8601: 2026-01-31T02:15:00Z), in path order.
+
+    \b
+    Examples:
+      simdoc cache list
+      simdoc cache list | sort -t$'\\t' -k3,3n      # by size
+    """
+    _setup_logging(quiet, verbose)
+    found = cached_indexes()
+    _write(f"{tsv_field(str(i.path))}\t{tsv_field(i.corpus)}\t{i.size}\t{_utc(i.modified)}\n" for i in found)
+    log.info(f"simdoc: {_count(len(found), 'index', 'indexes')}, {sum(i.size for i in found):,} bytes in {cache_dir()}")
+
+
+@cache.command("clean")
+@click.argument("targets", nargs=-1, metavar="[CORPUS|INDEX]...", type=click.Path(path_type=Path))
+@click.option("--older-than", type=click.FloatRange(0), default=None, metavar="DAYS", help="Only indexes last updated more than DAYS days ago.")
+@click.option("--dry-run", "-n", is_flag=True, help="Print what would be removed; remove nothing.")
+@click.option(
+    "--wait",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait for a run writing an index; an index still in use is left (exit 5).",
+)
+@quiet_option
+@verbose_option
+def cache_clean(targets, older_than, dry_run, wait, quiet, verbose) -> None:
+    """Remove indexes from the cache directory and print each one's path.
+
+    Without CORPUS, every index in the cache directory; with CORPUS (a
+    folder or file simdoc indexed without --index) or INDEX (a path that
+    `simdoc cache list` printed), only that one. Removes only directories
+    holding a simdoc manifest, only the files simdoc wrote, and never an
+    index another run is writing or reading: that one is left with a
+    warning and the exit status is 5. Indexes named with --index elsewhere
+    are never touched.
+
+    \b
+    Examples:
+      simdoc cache clean --older-than 30 --dry-run
+      simdoc cache clean my_corpus
+      simdoc cache clean
+    """
+    _setup_logging(quiet, verbose)
+    found = cached_indexes()
+    chosen = found
+    if targets:
+        by_path = {i.path.resolve(): i for i in found}
+        chosen = []
+        for target in targets:
+            wanted = target.resolve() if target.resolve() in by_path else cached_index_path(target).resolve()
+            if wanted not in by_path:
+                log.warning(f"{target}: no index of it in {cache_dir()}")
+            elif by_path[wanted] not in chosen:
+                chosen.append(by_path[wanted])
+    if older_than is not None:
+        chosen = [i for i in chosen if last_updated_before(i, older_than)]
+    removed, in_use, freed = 0, 0, 0
+    for index in chosen:
+        if dry_run:
+            _write([f"{tsv_field(str(index.path))}\n"])
+            continue
+        try:
+            left = remove_index(index.path, wait=wait)
+        except IndexInUse as exc:
+            log.warning(str(exc.message))
+            in_use += 1
+            continue
+        if left is None:
+            log.debug(f"{index.path}: no longer an index, left alone")
+            continue
+        if left:
+            log.warning(f"{index.path}: left the directory, which holds files simdoc did not write: {', '.join(left)}")
+        removed += 1
+        freed += index.size
+        _write([f"{tsv_field(str(index.path))}\n"])
+    if dry_run:
+        log.info(f"simdoc: would remove {_count(len(chosen), 'index', 'indexes')} ({sum(i.size for i in chosen):,} bytes)")
+        return
+    busy = f"; {in_use} in use, left" if in_use else ""
+    log.info(f"simdoc: removed {_count(removed, 'index', 'indexes')} ({freed:,} bytes){busy}")
+    if in_use:
+        sys.exit(EXIT_BUSY)
+
