@@ -5,8 +5,8 @@ yet) documents of an index. They must be read the way ``simdoc pairs`` reads
 a corpus, or their shingles would not be comparable: a JSON Lines file is
 one document per line, a WARC file one per HTML or text response, an HTML
 page its visible text, a compressed file its decompressed text. Which of
-these applies is :func:`simdoc.batches.how_read`'s decision, the one the
-index itself follows.
+these applies is :func:`simdoc.documents.how_read`'s decision, and the
+reading is :func:`simdoc.documents.read_file`'s, as for the index itself.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from simdoc.batches import how_read
-from simdoc.corpus import read_document
-from simdoc.records import WEB_EXTRA, html_to_text, is_warc, split_jsonl, split_warc
+from simdoc.documents import MEMBER_WAYS, how_read, read_file
 
 
 @dataclass
@@ -54,25 +52,15 @@ def read_file_texts(
     except OSError as exc:
         return FileTexts([], [f"{name}: cannot read: {exc.strerror or exc}"], False)
     how = how_read(path, size)
-    if how == "members" and is_warc(path):
-        try:
-            docs, notes = split_warc(path, name)
-        except ImportError:
-            return FileTexts([], [f"{name}: WARC needs {WEB_EXTRA}"], True)
-        except Exception as exc:  # fastwarc raises its own errors on damaged archives
-            return FileTexts([], [f"{name}: cannot read WARC: {exc}"], True)
-        return FileTexts(docs, [f"{name}: {n}" for n in notes], True)
-    res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow_symlinks)
-    warnings = [f"{name}: {res.warning}"] if res.warning else []
+    if how == "streamed":
+        # Compressed or very large: read whole here (a query or a pair shown is one file).
+        how = "whole"
+    got = read_file(path, name, how, max_bytes, follow_symlinks, (text_field, id_field))
+    res = got.result
+    warnings = [f"{name}: {w}" for w in (res.warning or "").split("; ") if w]
+    if got.members is not None:
+        return FileTexts([(m.id, m.text) for m in got.members], warnings, True)
     if res.text is None:
-        return FileTexts([], warnings, how == "members")
-    if how == "members":
-        docs, notes = split_jsonl(res.text, name, text_field, id_field)
-        return FileTexts(docs, warnings + [f"{name}: {n}" for n in notes], True)
-    text = res.text
-    if how == "html":
-        try:
-            text = html_to_text(text)
-        except ImportError:
-            return FileTexts([], warnings + [f"{name}: HTML needs an extractor: {WEB_EXTRA}"], False)
+        return FileTexts([], warnings, how in MEMBER_WAYS)
+    text = res.text.decode("ascii") if isinstance(res.text, bytes) else res.text
     return FileTexts([(name, text)], warnings, False)

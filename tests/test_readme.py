@@ -286,11 +286,6 @@ def test_crontab_line_runs_twice_as_printed(work):
     assert (work / "home" / "crawl.idx" / "manifest.json").is_file()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 17 item 1 (the lead's): --new repeats the previous update's pairs when nothing changed; "
-    "remove this mark when that is fixed",
-)
 def test_crontab_line_adds_nothing_on_a_quiet_night(work):
     command = crontab_command()
     report = work / "home" / "reports" / "new-duplicates.tsv"

@@ -1,16 +1,17 @@
 """Run simdoc's stages on a Dask cluster: the same functions, the same answers.
 
-* Shingling and signatures: the batches the local engine gives to its
-  process pool are Dask tasks instead. Workers read the documents and write
-  their shards and signature rows into the index directory, so the index
-  must be on a file system every worker sees (a local disk for one host;
-  a shared file system for several).
+* Reading and signatures: the batches the local engine gives to its
+  process pool are Dask tasks instead. Workers read the documents and send
+  back their docs-table rows and signature rows; the client writes the
+  index. The corpus must be on a file system every worker sees.
+* Banding runs on the client (a few sorts of the band keys).
 * Candidates: the (band, key, document) triples of all bands are shuffled by
   key with dask.dataframe, so every bucket lands in one partition; each
   partition emits its buckets' pairs, keeps a pair only in the first band
   where its documents share a key (so pairs are unique without a second
-  shuffle), expands folded exact copies, and scores and verifies its pairs
-  on the worker. Only the pairs that are printed travel back.
+  shuffle), expands folded exact copies, and scores its pairs on the
+  worker, verifying them against the documents, re-read from the shared
+  file system (simdoc.verify). Only the pairs that are printed travel back.
 
 The client sorts the pairs exactly as the local engine does, so the output
 is byte-identical whatever the number of workers or partitions.
@@ -146,124 +147,3 @@ def score_candidates(client, index: str, threshold: float, measure: str, verify:
     n_cand = sum(r[4] for r in results)
     left, right, est, jac = in_print_order([r[:4] for r in results], verify)
     return left, right, est, jac, n_cand, BucketStats(n_candidates=n_cand)
-
-
-# ---------------------------------------------------------------- the index stage as tasks
-
-INDEX_TASK_DOCS = 1 << 17  # documents per task when computing band keys
-
-
-def _keys_task(task: tuple) -> int:
-    """Band keys of documents [a, b) into the shared band-key file."""
-    from simdoc.lsh import band_keys
-    from simdoc.pipeline import open_index
-
-    index, a, b, path, bands, rows = task
-    sigs = open_index(index).signatures()
-    out = np.load(path, mmap_mode="r+")
-    out[:, a:b] = band_keys(np.asarray(sigs[a:b]), bands, rows)
-    out.flush()
-    return b - a
-
-
-def _hash_frame(index: str, a: int, b: int):
-    """(signature hash, document) of the documents [a, b) that have shingles."""
-    import pandas as pd
-
-    from simdoc.lsh import band_keys
-    from simdoc.pipeline import open_index
-
-    loaded = open_index(index)
-    sizes = np.diff(np.asarray(loaded.shingle_sets().indptr[a : b + 1]))
-    docs = a + np.flatnonzero(sizes > 0)
-    sigs = np.asarray(loaded.signatures()[docs])
-    h = band_keys(sigs, 1, sigs.shape[1])[0] if len(docs) else np.zeros(0, np.uint64)
-    return pd.DataFrame({"h": h, "doc": docs.astype(np.int64)})
-
-
-def _copies_task(frame, index: str) -> np.ndarray:
-    """(document, first equal member) pairs among the documents of a partition with equal signature hashes."""
-    from simdoc.exact import copies_among
-    from simdoc.pipeline import open_index
-
-    if len(frame) < 2:
-        return np.zeros((0, 2), np.int64)
-    sets = open_index(index).shingle_sets()
-    h, doc = frame["h"].to_numpy(), frame["doc"].to_numpy()
-    order = np.lexsort((doc, h))
-    h, doc = h[order], doc[order]
-    starts = np.flatnonzero(np.concatenate(([True], h[1:] != h[:-1])))
-    ends = np.append(starts[1:], len(h))
-    out = []
-    for s, e in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
-        out.extend(copies_among(sets, doc[s:e]))
-    return np.array(out, dtype=np.int64).reshape(-1, 2)
-
-
-def _bucket_task(task: tuple) -> int:
-    """Row ``band`` of the buckets: eligible documents sorted by that band's key."""
-    from simdoc.pipeline import open_index
-
-    index, band, keys_path, rep_path, out_path = task
-    loaded = open_index(index)
-    keys = np.load(keys_path, mmap_mode="r")[band]
-    rep = np.load(rep_path, mmap_mode="r")
-    eligible = (np.diff(np.asarray(loaded.shingle_sets().indptr)) > 0) & (np.asarray(rep) == np.arange(len(rep)))
-    docs = np.flatnonzero(eligible)
-    out = np.load(out_path, mmap_mode="r+")
-    out[band] = docs[np.argsort(np.asarray(keys)[docs], kind="stable")]
-    out.flush()
-    return len(docs)
-
-
-def build_index_arrays(client, index: str, store, names: dict, bands: int, rows: int, stored_rep: np.ndarray | None) -> dict:
-    """Band keys, exact-copy groups and buckets computed by tasks into the index directory.
-
-    No process holds the band keys of the whole corpus: keys are computed per
-    document range, copies are found after a shuffle by signature hash, and
-    each band's buckets are sorted by one task. Returns the manifest entries
-    of the three files, which are byte-identical to the local engine's.
-    """
-    import dask
-    import dask.dataframe as dd
-    import pandas as pd
-
-    from simdoc.pipeline import open_index
-
-    loaded = open_index(index)
-    n = loaded.stage("shingle")["n_docs"]
-    ranges = [(a, min(a + INDEX_TASK_DOCS, n)) for a in range(0, n, INDEX_TASK_DOCS)]
-    files = {}
-    keys_mm, keys_tmp = store.create_array(names["bands"], np.uint64, (bands, n))
-    rep_mm, rep_tmp = store.create_array(names["groups"], np.int64, (n,))
-    try:
-        list(map_ordered(client, _keys_task, [(index, a, b, str(keys_tmp), bands, rows) for a, b in ranges]))
-        keys_mm.flush()
-        if stored_rep is not None:
-            rep_mm[:] = stored_rep
-        else:
-            rep_mm[:] = np.arange(n, dtype=np.int64)
-            meta = pd.DataFrame({"h": np.zeros(0, np.uint64), "doc": np.zeros(0, np.int64)})
-            frame = dd.from_delayed([dask.delayed(_hash_frame)(index, a, b) for a, b in ranges], meta=meta)
-            frame = frame.shuffle(on="h", npartitions=max(len(ranges), 2))
-            found = client.compute([dask.delayed(_copies_task)(p, index) for p in frame.to_delayed()], sync=True)
-            copies = np.concatenate(found) if found else np.zeros((0, 2), np.int64)
-            if len(copies):
-                rep_mm[copies[:, 0]] = copies[:, 1]
-        rep_mm.flush()
-        eligible = int(np.count_nonzero((np.diff(np.asarray(loaded.shingle_sets().indptr)) > 0) & (np.asarray(rep_mm) == np.arange(n))))
-        buckets_mm, buckets_tmp = store.create_array(names["buckets"], np.int64, (bands, eligible))
-        try:
-            tasks = [(index, t, str(keys_tmp), str(rep_tmp), str(buckets_tmp)) for t in range(bands)]
-            list(map_ordered(client, _bucket_task, tasks))
-            files[names["buckets"]] = store.publish(buckets_tmp, names["buckets"], buckets_mm)
-        except BaseException:
-            buckets_tmp.unlink(missing_ok=True)
-            raise
-        files[names["bands"]] = store.publish(keys_tmp, names["bands"], keys_mm)
-        files[names["groups"]] = store.publish(rep_tmp, names["groups"], rep_mm)
-    except BaseException:
-        keys_tmp.unlink(missing_ok=True)
-        rep_tmp.unlink(missing_ok=True)
-        raise
-    return files
