@@ -373,16 +373,18 @@ def _shingles_of_tokens(
 
 
 def unique_rows(indptr: np.ndarray, data: np.ndarray) -> ShingleSets:
-    """Each CSR row sorted, repeats folded into counts (any unsigned dtype kept)."""
+    """Each CSR row of 64-bit values sorted, repeats folded into counts."""
     from simdoc import kernels
 
     indptr = np.asarray(indptr, dtype=np.int64)
     n = len(indptr) - 1
     if kernels.ENABLED:
-        out = np.empty(len(data), dtype=data.dtype)
+        data = np.asarray(data, dtype=np.uint64)
+        out = np.empty(len(data), dtype=np.uint64)
         counts = np.empty(len(data), dtype=np.uint32)
         sizes = np.empty(n, dtype=np.int64)
-        nnz = kernels.unique_rows(indptr, data, out, counts, sizes)
+        longest = int(np.diff(indptr).max()) if n else 0
+        nnz = kernels.unique_rows(indptr, data, out, counts, sizes, np.empty(max(longest, 1), np.uint64))
         new = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(sizes, out=new[1:])
         return ShingleSets(new, out[:nnz].copy(), counts[:nnz].copy())

@@ -241,38 +241,35 @@ def _load(reader: DocumentReader, docs: list[int], cache: dict, pool) -> None:
 
 
 def _compare(cache, ol, orr, start, stop, order, set_j, bag_j, ok, bad, kernels) -> None:
-    docs = sorted({int(d) for d in ol[start:stop]} | {int(d) for d in orr[start:stop]})
-    local = {d: i for i, d in enumerate(docs)}
-    rows = []
-    for d in docs:
-        sets = cache.get(d)
-        if sets is None:
-            bad[d] = None
-            rows.append(ShingleSets(np.zeros(2, np.int64), np.zeros(0, np.uint64)))
-        else:
-            rows.append(sets)
+    left, right = ol[start:stop], orr[start:stop]
+    docs = np.unique(np.concatenate([left, right]))
+    rows = [cache.get(int(d)) for d in docs]
+    missing = np.array([r is None for r in rows], dtype=bool)
+    for d in docs[missing].tolist():
+        bad[d] = None
+    sizes = np.array([0 if r is None else len(r.data) for r in rows], dtype=np.int64)
     indptr = np.zeros(len(docs) + 1, dtype=np.int64)
-    np.cumsum([len(r.data) for r in rows], out=indptr[1:])
-    data = np.concatenate([r.data for r in rows]).astype(np.uint64) if rows else np.zeros(0, np.uint64)
-    counts = np.concatenate([np.asarray(r.counts, dtype=np.uint32) for r in rows]) if rows else np.zeros(0, np.uint32)
-    a = np.array([local[int(d)] for d in ol[start:stop]], dtype=np.int64)
-    b = np.array([local[int(d)] for d in orr[start:stop]], dtype=np.int64)
+    np.cumsum(sizes, out=indptr[1:])
+    present = [r for r in rows if r is not None]
+    data = np.concatenate([r.data for r in present]) if present else np.zeros(0, np.uint64)
+    counts = np.concatenate([r.counts for r in present]) if present else np.zeros(0, np.uint32)
+    a, b = np.searchsorted(docs, left), np.searchsorted(docs, right)
     where = order[start:stop]
-    for bag, out in ((False, set_j), (True, bag_j)):
-        inter = np.empty(len(a))
-        union = np.empty(len(a))
-        if kernels.ENABLED:
-            kernels.pair_overlap(indptr, data, counts, a, b, bag, inter, union)
-        else:
+    s_out, b_out = np.empty(len(a)), np.empty(len(a))
+    if kernels.ENABLED:
+        kernels.pair_jaccards(indptr, data, counts, a, b, s_out, b_out)
+    else:
+        for bag, out in ((False, s_out), (True, b_out)):
+            inter, union = np.empty(len(a)), np.empty(len(a))
             _overlap_numpy(indptr, data, counts, a, b, bag, inter, union)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out[where] = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
-    missing = np.array([cache.get(int(x)) is None for x in ol[start:stop]]) | np.array(
-        [cache.get(int(x)) is None for x in orr[start:stop]]
-    )
-    ok[where[missing]] = False
-    set_j[where[missing]] = 0.0
-    bag_j[where[missing]] = 0.0
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[:] = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+    unread = missing[a] | missing[b]
+    s_out[unread] = 0.0
+    b_out[unread] = 0.0
+    set_j[where] = s_out
+    bag_j[where] = b_out
+    ok[where[unread]] = False
 
 
 def _overlap_numpy(indptr, data, counts, a, b, bag, inter, union) -> None:

@@ -141,11 +141,27 @@ def test_band_keys_equal_reference(n_docs, bands_rows, seed):
         assert np.array_equal(compiled, reference)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**32 - 1)), max_size=40), min_size=1, max_size=6))
+def test_unique_rows_of_64_bit_values_equal_reference(rows):
+    """Sorted by the full 64 bits even when high halves repeat (few distinct ones here)."""
+    from simdoc.shingling import unique_rows
+
+    values = [[(hi << 32) | lo for hi, lo in row] for row in rows]
+    indptr = np.cumsum([0] + [len(r) for r in values]).astype(np.int64)
+    data = np.array([v for r in values for v in r], dtype=np.uint64)
+    got, ref = both(lambda: unique_rows(indptr, data))
+    for i, row in enumerate(values):
+        want, counts = np.unique(np.array(row, dtype=np.uint64), return_counts=True)
+        for sets in (got, ref):
+            assert sets.row(i).tolist() == want.tolist() and sets.row_counts(i).tolist() == counts.tolist()
+
+
 # ---------------------------------------------------------------- where compiled code is cached (issue 17.7)
 
 _COMPILE_ONE = (
     "import numpy as np, simdoc, simdoc.kernels as k\n"
-    "k.unique_rows(np.array([0, 1], np.int64), np.ones(1, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint32), np.zeros(1, np.int64))\n"
+    "k.unique_rows(np.array([0, 1], np.int64), np.ones(1, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint32), np.zeros(1, np.int64), np.zeros(1, np.uint64))\n"
     "print(simdoc.__file__)\n"
     "print(k.CACHE)\n"
 )
