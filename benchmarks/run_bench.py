@@ -75,6 +75,9 @@ from bench_common import (MANIFEST_NAME, at_least, corpus_bytes, list_docs,  # n
 # gaoya's target is issue 16's: the build at 10^5 at least 15x gaoya's time.
 TARGETS = {"datasketch": 11.0, "rensa": 4.0, "gaoya": 15.0}
 ALL_TOOLS = ("simdoc", "datasketch", "rensa", "gaoya")
+# "simdoc-base": another simdoc build (--base-cmd, e.g. a checkout of the previous release),
+# run the same way, so that a change is measured side by side with the code it replaces.
+BASE_TOOL = "simdoc-base"
 
 
 # --------------------------------------------------------------------------
@@ -165,14 +168,14 @@ def run_measured(cmd: list[str], workdir: Path, name: str, timeout: float) -> di
 def tool_command(tool: str, args, workdir: Path) -> tuple[list[str], Path]:
     """Command line and the path its pair TSV will be at."""
     corpus = str(args.corpus)
-    if tool == "simdoc":
-        base = shlex.split(args.simdoc_cmd)
-        idx = workdir / "idx-simdoc"
+    if tool in ("simdoc", BASE_TOOL):
+        base = shlex.split(args.simdoc_cmd if tool == "simdoc" else args.base_cmd)
+        idx = workdir / f"idx-{tool}"
         cmd = base + ["pairs", corpus, "--index", str(idx), "--threshold", str(args.threshold),
                       "--unit", "char", "--k", str(args.k), "--lowercase",
                       "--num-perm", str(args.num_perm), "--jobs", str(args.jobs),
                       "--format", "tsv"] + shlex.split(args.simdoc_extra)
-        return cmd, workdir / "simdoc.stdout"
+        return cmd, workdir / f"{tool}.stdout"
     out = workdir / f"{tool}.pairs.tsv"
     cmd = [sys.executable, os.path.join(HERE, "peers.py"), tool, corpus, str(out),
            "--threshold", str(args.threshold), "--num-perm", str(args.num_perm),
@@ -281,7 +284,7 @@ def score(args, corpus: Path, docs: list[str], outputs: dict[str, dict]) -> dict
                                   for k, v in info["truth_by_jaccard"].items()},
             "unknown_docs_pairs": unknown,
         }
-        if tool == "simdoc":
+        if tool in ("simdoc", BASE_TOOL):
             # simdoc's own exact Jaccard column, checked against ours
             bad = 0
             checked = 0
@@ -302,7 +305,7 @@ def score(args, corpus: Path, docs: list[str], outputs: dict[str, dict]) -> dict
     if "simdoc" in per_tool:
         simdoc_true = per_tool["simdoc"][1]
         for tool, (_, tf) in per_tool.items():
-            if tool == "simdoc":
+            if tool in ("simdoc", BASE_TOOL):
                 continue
             missing = len(tf - simdoc_true)
             checks[tool] = {"peer_true_pairs": len(tf), "missing_from_simdoc": missing,
@@ -354,6 +357,9 @@ def print_table(res: dict) -> None:
               f"{'PASS' if c['ok'] else 'FAIL'} ({c['missing_from_simdoc']} of {c['peer_true_pairs']} "
               f"missing, {c['allowed']} allowed)")
     for peer, r in res["ratios"].items():
+        if r["target"] is None:
+            print(f"speed {peer} / simdoc: {r['ratio']:.2f}x")
+            continue
         print(f"speed {peer} / simdoc: {r['ratio']:.2f}x (target >= {r['target']}x: "
               f"{'PASS' if r['ok'] else 'FAIL'})")
 
@@ -371,6 +377,7 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--out", help="write results as JSON here")
     ap.add_argument("--simdoc-cmd", default="simdoc", help="command that starts simdoc's CLI")
+    ap.add_argument("--base-cmd", help=f"another simdoc to run side by side as the tool {BASE_TOOL!r}")
     ap.add_argument("--simdoc-extra", default="", help="extra arguments appended to simdoc's")
     ap.add_argument("--datasketch-bands", type=int, default=0,
                     help="force datasketch LSH bands (default: its own optimiser)")
@@ -394,9 +401,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    if args.base_cmd and BASE_TOOL not in tools:
+        tools.insert(1 if "simdoc" in tools else 0, BASE_TOOL)
     for t in tools:
-        if t not in ALL_TOOLS:
-            ap.error(f"unknown tool {t!r} (choose from {', '.join(ALL_TOOLS)})")
+        if t not in ALL_TOOLS and not (t == BASE_TOOL and args.base_cmd):
+            ap.error(f"unknown tool {t!r} (choose from {', '.join(ALL_TOOLS)}, or {BASE_TOOL} with --base-cmd)")
     corpus = args.corpus.resolve()
     args.corpus = corpus
     if not corpus.is_dir():
@@ -424,14 +433,14 @@ def main(argv=None) -> int:
         cmd, pairs_path = tool_command(tool, args, workdir)
         exe_found = (os.path.isfile(cmd[0]) and os.access(cmd[0], os.X_OK)) if os.sep in cmd[0] \
             else shutil.which(cmd[0]) is not None
-        if tool == "simdoc" and not exe_found:
+        if tool in ("simdoc", BASE_TOOL) and not exe_found:
             results["tools"][tool] = {"ok": False, "cmd": cmd,
                                       "error": f"{cmd[0]!r} not found (set --simdoc-cmd)"}
             print(f"{tool}: skipped, {cmd[0]!r} not found", file=sys.stderr)
             continue
         runs = []
         for rep in range(args.repeat):
-            idx = workdir / "idx-simdoc"
+            idx = workdir / f"idx-{tool}"
             if idx.exists():
                 shutil.rmtree(idx)
             print(f"{tool}: run {rep + 1}/{args.repeat}: {shlex.join(cmd)}", file=sys.stderr)
@@ -455,7 +464,7 @@ def main(argv=None) -> int:
             best["median_wall_s"] = statistics.median(r["wall_s"] for r in runs)
         best["docs_per_s"] = len(docs) / best["wall_s"]
         best["mb_per_s"] = nbytes / 1e6 / best["wall_s"]
-        if tool != "simdoc":
+        if tool not in ("simdoc", BASE_TOOL):
             for line in Path(best["stderr"]).read_text(errors="replace").splitlines():
                 if line.startswith("peers-json: "):
                     best["peer_info"] = json.loads(line[len("peers-json: "):])
@@ -477,6 +486,9 @@ def main(argv=None) -> int:
             if p and p.get("ok"):
                 r = p["wall_s"] / sd["wall_s"]
                 ratios[peer] = {"ratio": r, "target": target, "ok": r >= target}
+    base = results["tools"].get(BASE_TOOL)
+    if sd and sd.get("ok") and base and base.get("ok"):
+        ratios[BASE_TOOL] = {"ratio": base["wall_s"] / sd["wall_s"], "target": None, "ok": True}
     results["ratios"] = ratios
     if outputs:
         print_table(results)
