@@ -124,7 +124,7 @@ class Scoring:
     verify: bool = True
     all_candidates: bool = False
     only_docs: np.ndarray | None = None  # keep pairs with at least one of these documents (--new)
-    threads: int = 1  # read and shingle documents on this many threads
+    threads: int = 1  # verify on this many processes
 
 
 @dataclass

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -157,11 +156,17 @@ class Verified:
     gone: set[int]
 
 
-def verify_pairs(reader: DocumentReader, left: np.ndarray, right: np.ndarray, threads: int = 1, budget: int | None = None) -> Verified:
-    """Exact Jaccard of document pairs, reading each document (about) once, in bounded memory
-    (``budget`` bytes of shingle sets held; default :data:`CACHE_BYTES`)."""
-    from simdoc import kernels
+def verify_pairs(
+    reader: DocumentReader, left: np.ndarray, right: np.ndarray, jobs: int = 1, budget: int | None = None
+) -> Verified:
+    """Exact Jaccard of document pairs, reading each document (about) once, in bounded memory.
 
+    Pairs are ordered by connected component and cut into units of whole
+    components (a component larger than a unit is the only one cut); with
+    ``jobs`` > 1 the units are verified on that many forked processes, each
+    holding at most ``budget`` bytes of shingle sets (default
+    :data:`CACHE_BYTES`). The result does not depend on ``jobs`` or ``budget``.
+    """
     budget = CACHE_BYTES if budget is None else budget
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
@@ -169,30 +174,109 @@ def verify_pairs(reader: DocumentReader, left: np.ndarray, right: np.ndarray, th
     set_j = np.zeros(n_pairs)
     bag_j = np.zeros(n_pairs)
     ok = np.ones(n_pairs, dtype=bool)
-    bad: dict[int, None] = {}
     if not n_pairs:
         return Verified(set_j, bag_j, ok, set(), set())
-    n_docs = len(reader.table)
-    order = np.lexsort((right, left, components(left, right, n_docs)))
-    ol, orr = left[order], right[order]
-    # The last position (in verification order) at which each document is needed.
-    last = np.full(n_docs, -1, dtype=np.int64)
-    pos = np.arange(n_pairs, dtype=np.int64)
-    np.maximum.at(last, ol, pos)
-    np.maximum.at(last, orr, pos)
-    cost = reader.table.columns["n_shingles"] * 12 + 64
-    cache: dict[int, ShingleSets | None] = {}
-    held = 0
-    start = 0
-    pool = ThreadPoolExecutor(max(threads, 1)) if threads > 1 else None
-    try:
-        while start < n_pairs:
+    label = components(left, right, len(reader.table))
+    order = np.lexsort((right, left, label))
+    ol, orr, label = left[order], right[order], label[order]
+    units = _units(label, jobs)
+    work = _Work(reader, ol, orr, budget)
+    bad: set[int] = set()
+    if jobs > 1 and len(units) > 1 and _can_fork():
+        import multiprocessing
+
+        from simdoc.kernels import warm_up
+
+        warm_up()  # compiled once here; the forked workers inherit the machine code
+        with multiprocessing.get_context("fork").Pool(min(jobs, len(units)), _install, (work,)) as pool:
+            results = pool.imap_unordered(_verify_unit, units)
+            for start, stop, s_j, b_j, k, unread, reads in results:
+                _take(order, start, stop, s_j, b_j, k, set_j, bag_j, ok)
+                bad |= unread
+                for d, n in reads.items():
+                    reader.reads[d] += n
+    else:
+        for start, stop in units:
+            _, _, s_j, b_j, k, unread, _ = work.run(start, stop)
+            _take(order, start, stop, s_j, b_j, k, set_j, bag_j, ok)
+            bad |= unread
+    stale = {d for d in bad if os.path.exists(reader.path_of(d))}
+    return Verified(set_j, bag_j, ok, stale, bad - stale)
+
+
+def _can_fork() -> bool:
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _units(label: np.ndarray, jobs: int) -> list[tuple[int, int]]:
+    """[start, stop) ranges of the ordered pairs, cut at component boundaries, about
+    eight per job (for balance) and at most UNIT_PAIRS pairs unless one component is larger."""
+    n = len(label)
+    target = max(1024, min(UNIT_PAIRS, -(-n // (max(jobs, 1) * 8))))
+    starts = np.flatnonzero(np.concatenate(([True], label[1:] != label[:-1])))
+    units, start = [], 0
+    for b in starts[1:].tolist():
+        if b - start >= target:
+            units.append((start, b))
+            start = b
+    units.append((start, n))
+    return units
+
+
+def _take(order, start, stop, s_j, b_j, k, set_j, bag_j, ok) -> None:
+    where = order[start:stop]
+    set_j[where], bag_j[where], ok[where] = s_j, b_j, k
+
+
+UNIT_PAIRS = 1 << 15  # pairs of one unit of work (whole components, unless one is larger)
+_WORK: _Work | None = None  # the work shared by a pool's forked processes
+
+
+def _install(work: _Work) -> None:
+    global _WORK
+    _WORK = work
+
+
+def _verify_unit(unit: tuple[int, int]) -> tuple:
+    return _WORK.run(*unit)
+
+
+class _Work:
+    """The ordered pairs and how to read their documents: what every unit needs."""
+
+    def __init__(self, reader: DocumentReader, ol: np.ndarray, orr: np.ndarray, budget: int) -> None:
+        self.reader, self.ol, self.orr, self.budget = reader, ol, orr, budget
+        self.cost = reader.table.columns["n_shingles"] * 12 + 64
+
+    def run(self, lo: int, hi: int) -> tuple:
+        """Verify ordered pairs [lo, hi): (lo, hi, set, bag, ok, unread documents, reads)."""
+        from simdoc import kernels
+
+        reader, ol, orr, cost, budget = self.reader, self.ol[lo:hi], self.orr[lo:hi], self.cost, self.budget
+        n = hi - lo
+        set_j, bag_j, ok = np.zeros(n), np.zeros(n), np.ones(n, dtype=bool)
+        bad: dict[int, None] = {}
+        before = dict(reader.reads)
+        # The last position (in verification order) at which each document is needed.
+        docs, inverse = np.unique(np.concatenate([ol, orr]), return_inverse=True)
+        last_of = np.full(len(docs), -1, dtype=np.int64)
+        pos = np.arange(n, dtype=np.int64)
+        np.maximum.at(last_of, inverse[:n], pos)
+        np.maximum.at(last_of, inverse[n:], pos)
+        last = dict(zip(docs.tolist(), last_of.tolist()))
+        cache: dict[int, ShingleSets | None] = {}
+        held = 0
+        start = 0
+        identity = np.arange(n, dtype=np.int64)
+        while start < n:
             # Take pairs while the sets they add to those held fit the budget (at least one pair).
             stop = start
             new: list[int] = []
             seen: set[int] = set()
             extra = 0
-            while stop < n_pairs and stop - start < CHUNK_PAIRS:
+            while stop < n and stop - start < CHUNK_PAIRS:
                 add = [d for d in (int(ol[stop]), int(orr[stop])) if d not in cache and d not in seen]
                 more = sum(int(cost[d]) for d in add)
                 if stop > start and held + extra + more > budget:
@@ -202,28 +286,25 @@ def verify_pairs(reader: DocumentReader, left: np.ndarray, right: np.ndarray, th
                     new.append(d)
                 extra += more
                 stop += 1
-            _load(reader, sorted(new), cache, pool)
+            _load(reader, sorted(new), cache)
             held += extra
-            _compare(cache, ol, orr, start, stop, order, set_j, bag_j, ok, bad, kernels)
+            _compare(cache, ol, orr, start, stop, identity, set_j, bag_j, ok, bad, kernels)
             # Drop the sets no later pair needs.
             for d in [d for d in cache if last[d] < stop]:
                 held -= int(cost[d])
                 del cache[d]
             if held > budget:  # a component larger than the budget: keep what comes soonest
-                for d in sorted(cache, key=lambda d: -int(last[d])):
+                for d in sorted(cache, key=lambda d: -last[d]):
                     if held <= budget // 2:
                         break
                     held -= int(cost[d])
                     del cache[d]
             start = stop
-    finally:
-        if pool is not None:
-            pool.shutdown()
-    stale = {d for d in bad if os.path.exists(reader.path_of(d))}
-    return Verified(set_j, bag_j, ok, stale, set(bad) - stale)
+        reads = {d: c - before.get(d, 0) for d, c in reader.reads.items() if c != before.get(d, 0)}
+        return lo, hi, set_j, bag_j, ok, set(bad), reads
 
 
-def _load(reader: DocumentReader, docs: list[int], cache: dict, pool) -> None:
+def _load(reader: DocumentReader, docs: list[int], cache: dict) -> None:
     if not docs:
         return
     # Members of one file stay in one group, so that the file is read once.
@@ -235,9 +316,8 @@ def _load(reader: DocumentReader, docs: list[int], cache: dict, pool) -> None:
         (by_source[src] if src else singles).append(d)
     groups.extend(by_source.values())
     groups.extend(singles[i : i + READ_GROUP] for i in range(0, len(singles), READ_GROUP))
-    results = pool.map(reader.read_sets, groups) if pool is not None else map(reader.read_sets, groups)
-    for got in results:
-        cache.update(got)
+    for group in groups:
+        cache.update(reader.read_sets(group))
 
 
 def _compare(cache, ol, orr, start, stop, order, set_j, bag_j, ok, bad, kernels) -> None:

@@ -263,26 +263,44 @@ def test_64_bit_sets_count_what_the_32_bit_sets_count(texts, unit):
         assert len(stream.row(i)) == int(narrow.row_counts(i).sum())
 
 
-def test_verification_threads_do_not_share_scratch_space(tmp_path):
-    """Documents shingled on several threads at once give the same Jaccards as on one.
-
-    (Each thread has its own scratch buffers: a shared one let one thread's tokens
-    overwrite another's, and a pair was silently lost.)"""
+def _random_word_corpus(corpus: Path, n: int, words_per_doc: int) -> None:
     import random
 
     rng = random.Random(3)
     words = "amber basil cedar delta ember fjord grove heron iris jade kelp lotus".split()
-    corpus = tmp_path / "c"
-    for i in range(100):
-        body = " ".join(rng.choice(words) for _ in range(3000))
+    for i in range(n):
+        body = " ".join(rng.choice(words) for _ in range(words_per_doc))
         write(corpus / f"doc{i:03d}.txt", body)
         write(corpus / f"copy{i:03d}.txt", body + " tail")
-    simdoc.find_pairs(corpus, tmp_path / "idx", jobs=1, verify=False)
-    loaded = open_index(tmp_path / "idx")
-    n = len(loaded.docs())
-    left, right = np.triu_indices(n, 1)
-    one = simdoc.verify.verify_pairs(loaded.reader(), left, right, threads=1)
+
+
+def test_threads_shingling_at_once_do_not_share_scratch_space(tmp_path):
+    """Documents shingled on several threads at once (a Dask worker's threads) give the same sets.
+
+    (Each thread has its own scratch buffers: a shared one let one thread's tokens
+    overwrite another's, and a pair was silently lost.)"""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _random_word_corpus(tmp_path / "c", 100, 3000)
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", jobs=1, verify=False)
+    reader = open_index(tmp_path / "idx").reader()
+    groups = [list(range(i, i + 20)) for i in range(0, 200, 20)]
+    one = [reader.read_sets(g) for g in groups]
     for _ in range(3):
-        many = simdoc.verify.verify_pairs(loaded.reader(), left, right, threads=4)
-        assert np.array_equal(many.set_jaccard, one.set_jaccard)
-        assert np.array_equal(many.bag_jaccard, one.bag_jaccard)
+        with ThreadPoolExecutor(4) as pool:
+            many = list(pool.map(reader.read_sets, groups))
+        for a, b in zip(one, many):
+            assert all(np.array_equal(a[d].data, b[d].data) and np.array_equal(a[d].counts, b[d].counts) for d in a)
+
+
+def test_verification_does_not_depend_on_jobs_or_memory_budget(tmp_path):
+    _random_word_corpus(tmp_path / "c", 40, 300)
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", jobs=1, verify=False)
+    loaded = open_index(tmp_path / "idx")
+    left, right = np.triu_indices(len(loaded.docs()), 1)
+    one = simdoc.verify.verify_pairs(loaded.reader(), left, right, jobs=1)
+    for jobs, budget in ((2, None), (3, 5000), (1, 1)):
+        other = simdoc.verify.verify_pairs(loaded.reader(), left, right, jobs=jobs, budget=budget)
+        assert np.array_equal(other.set_jaccard, one.set_jaccard)
+        assert np.array_equal(other.bag_jaccard, one.bag_jaccard)
+        assert other.ok.all()
