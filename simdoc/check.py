@@ -119,9 +119,18 @@ def _check_docs(loaded: LoadedIndex, n: int, problems: list[str]):
     if len(docs) != n:
         problems.append(f"docs table has {len(docs)} documents, the manifest says {n}")
         return None
-    for c in ("digest", "file_digest"):
+    for c in ("digest", "file_digest", "identity"):
         if docs.columns[c].shape != (n, 16):
             problems.append(f"docs column {c} has shape {docs.columns[c].shape}, expected ({n}, 16)")
+            return None
+    from simdoc.doctable import HOW, identity
+
+    wrong = sum(
+        bytes(docs.identities()[i]) != identity(bytes(docs.digest[i]), HOW[int(docs.how[i])], docs.ids[i])
+        for i in range(n)
+    )
+    if wrong:
+        problems.append(f"{wrong} documents' identities do not follow from their digests")
     ids = docs.ids
     if any(a >= b for a, b in zip(ids, ids[1:])):
         problems.append("document ids are not unique and sorted")

@@ -20,6 +20,7 @@ column           dtype, shape           meaning
 ``mtime_ns``     int64 (n,)             modification time of that file
 ``digest``       uint8 (n, 16)          BLAKE2b-128 of a file's bytes, or of a member's text
 ``file_digest``  uint8 (n, 16)          BLAKE2b-128 of the bytes of the file it was read from
+``identity``     uint8 (n, 16)          the identity of its text (below), computed once when it is read
 ``how``          uint8 (n,)             how it was read: see :data:`HOW`
 ``status``       uint8 (n,)             ok, replaced (bad UTF-8), partial (--max-bytes): :data:`STATUSES`
 ``n_shingles``   int64 (n,)             shingles with repeats (the bag's size); 0: never a candidate
@@ -45,7 +46,7 @@ HOW = ("whole", "streamed", "html", "jsonl", "warc")
 STATUSES = ("ok", "replaced", "partial")
 _INT_COLUMNS = ("offset", "length", "size", "file_size", "mtime_ns", "n_shingles", "added")
 _BYTE_COLUMNS = ("how", "status")
-_DIGEST_COLUMNS = ("digest", "file_digest")
+_DIGEST_COLUMNS = ("digest", "file_digest", "identity")
 _TEXT_COLUMNS = ("id", "source")
 ROLES = (
     [f"docs.{c}" for c in _TEXT_COLUMNS]
@@ -112,7 +113,10 @@ class DocsTable:
         cols["how"] = np.fromiter((HOW.index(r.how) for r in rows), dtype=np.uint8, count=n)
         cols["status"] = np.fromiter((STATUSES.index(r.status) for r in rows), dtype=np.uint8, count=n)
         for c in _DIGEST_COLUMNS:
-            raw = b"".join(getattr(r, c) for r in rows)
+            if c == "identity":
+                raw = b"".join(identity(r.digest, r.how, r.id) for r in rows)
+            else:
+                raw = b"".join(getattr(r, c) for r in rows)
             cols[c] = np.frombuffer(raw, dtype=np.uint8).reshape(n, 16).copy() if n else np.zeros((0, 16), np.uint8)
         return cls([r.id for r in rows], [r.source for r in rows], cols)
 
@@ -153,12 +157,7 @@ class DocsTable:
 
     def identities(self) -> np.ndarray:
         """(n, 16) uint8: BLAKE2b-128 of each document's digest and how it was read (see module doc)."""
-        out = np.empty((len(self.ids), 16), dtype=np.uint8)
-        digests = self.columns["digest"]
-        how = self.columns["how"]
-        for i in range(len(self.ids)):
-            out[i] = np.frombuffer(identity(bytes(digests[i]), HOW[int(how[i])], self.ids[i]), dtype=np.uint8)
-        return out
+        return self.columns["identity"]
 
     def is_member(self) -> np.ndarray:
         return self.columns["offset"] >= 0

@@ -621,13 +621,10 @@ def _with_passages(
 
 def _indexed_jaccard(loaded: LoadedIndex, a: int, b: int) -> tuple[float, float] | None:
     """(set, bag) Jaccard of documents a and b as indexed, if the pair was verified (or they are copies)."""
-    from simdoc.doctable import HOW, identity
     from simdoc.verified import pair_keys
 
     docs = loaded.docs()
-    ident = np.array(
-        [np.frombuffer(identity(bytes(docs.digest[d]), HOW[int(docs.how[d])], docs.ids[d]), np.uint8) for d in (a, b)]
-    )
+    ident = docs.identities()[[a, b]]
     if np.array_equal(ident[0], ident[1]):  # exact copies: the same bag twice (nothing, if empty)
         return (1.0, 0.5) if int(docs.n_shingles[a]) else (0.0, 0.0)
     found, jac = loaded.verified_pairs().lookup(pair_keys(ident, np.array([0]), np.array([1])))

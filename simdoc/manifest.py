@@ -310,7 +310,7 @@ def _shapes(stages: dict) -> None:
         _expect(shingle, "counts", _shape(shingle, "data"), where)
         for role in _DOC_ROLES:
             if not role.endswith(("docs.id", "docs.source", ".offsets")):
-                _expect(shingle, role, [n] if role not in ("docs.digest", "docs.file_digest") else [n, 16], where)
+                _expect(shingle, role, [n] if role not in ("docs.digest", "docs.file_digest", "docs.identity") else [n, 16], where)
         _expect(shingle, "docs.id.offsets", [n + 1], where)
         _expect(shingle, "docs.source.offsets", [n + 1], where)
     sig_current = sig is not None and shingle is not None and sig["built_from"] == shingle["build_id"]

@@ -170,7 +170,7 @@ def crc32_file(path: Path, offset: int = 0) -> int:
 # files of those (".<name>.<random>.tmp"). Nothing else in a directory is ours.
 _STEMS = (
     r"(docs|shingles\.(overflow|origin)|docs\.(id|source)(\.offsets)?|docs\.(offset|length|size|file_size|mtime_ns|n_shingles|added|how|status"
-    r"|digest|file_digest)|shingles\.(indptr|data|counts)|minhash\.family|signatures|bands|buckets|groups"
+    r"|digest|file_digest|identity)|shingles\.(indptr|data|counts)|minhash\.family|signatures|bands|buckets|groups"
     r"|verified\.(keys|jaccard))"
 )
 _OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json|lock|readers)$")
