@@ -18,7 +18,7 @@ import click
 
 from simdoc import __version__
 from simdoc.check import check_index
-from simdoc.errors import OutputError, SimdocError
+from simdoc.errors import CorpusError, OutputError, SimdocError
 from simdoc.lsh import DEFAULT_THRESHOLD
 from simdoc.output import FORMATS, write_records
 from simdoc.pipeline import (
@@ -436,6 +436,8 @@ def query(files, index, threshold, files_from, null, fmt, no_verify, all_candida
         raw = files_from.read()
         sep = b"\0" if null else b"\n"
         names += [os.fsdecode(p) for p in raw.split(sep) if p.strip(b"\r\n" if not null else b"")]
+        if not names:
+            raise _empty_list(files_from)
     if not names:
         raise click.UsageError("give at least one FILE ('-' for stdin) or --files-from")
     documents, warnings = [], []
@@ -500,10 +502,16 @@ def _corpus_arg(corpus: tuple, files_from, null: bool):
         sep = b"\0" if null else b"\n"
         items += [Path(os.fsdecode(p.rstrip(b"\r") if not null else p)) for p in raw.split(sep) if p.strip()]
         if not items:
-            raise click.UsageError("--files-from gave no files")
+            raise _empty_list(files_from)
     if not items:
         return None
     return items[0] if len(items) == 1 else items
+
+
+def _empty_list(files_from) -> CorpusError:
+    """An empty list is "no documents" (exit 3), not a usage error: `find ... | simdoc` on a quiet day."""
+    name = "stdin" if getattr(files_from, "name", "-") in ("-", "<stdin>") else files_from.name
+    return CorpusError(f"--files-from {name} lists no files: no documents", hint="give a list with at least one path")
 
 
 def _env_index() -> bool:

@@ -428,6 +428,25 @@ def test_empty_corpus(run, tmp_path):
     assert_clean_error(r, 3, "no documents")
 
 
+@pytest.mark.parametrize("cmd", ["pairs", "shingle", "clusters", "dedup", "query"])
+@pytest.mark.parametrize("listing, null", [("", False), ("\n\n", False), ("", True)])
+def test_an_empty_files_from_list_is_no_documents(run, tmp_path, cmd, listing, null):
+    # Issue 17.8: `find ... | simdoc pairs --files-from -` on a quiet day is exit 3 ("no documents"), not 2.
+    if null and cmd in ("clusters", "dedup"):
+        pytest.skip(f"{cmd} has no NUL-separated input list")
+    idx = tmp_path / "idx"
+    r = run(cmd, "--files-from", "-", "--index", idx, *(["-0"] if null else []), input=listing)
+    assert_clean_error(r, 3, "--files-from stdin lists no files: no documents")
+    assert "Usage:" not in r.stderr
+    assert not idx.exists()
+
+
+def test_an_empty_files_from_file_is_named(run, tmp_path):
+    listing = write(tmp_path / "list.txt", "")
+    r = run("pairs", "--files-from", listing, "--index", tmp_path / "idx")
+    assert_clean_error(r, 3, f"--files-from {listing} lists no files")
+
+
 def test_corpus_of_hidden_files_only(run, tmp_path):
     corpus = tmp_path / "hidden"
     write(corpus / ".a.txt", TEXT_A)
