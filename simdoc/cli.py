@@ -20,7 +20,7 @@ from simdoc import __version__
 from simdoc.check import check_index
 from simdoc.errors import CorpusError, OutputError, SimdocError
 from simdoc.lsh import DEFAULT_THRESHOLD
-from simdoc.output import FORMATS, write_records
+from simdoc.output import FORMATS, check_header, write_records
 from simdoc.pipeline import (
     PairsResult,
     StageResult,
@@ -141,6 +141,12 @@ scheduler_option = _opt(
     metavar="ADDRESS",
     help="Run the work on a Dask cluster: host:port of its scheduler, or local[N] for an in-process "
     "cluster of N workers. Default: $SIMDOC_SCHEDULER, else this machine. Needs simdoc[dask].",
+)
+header_option = _opt(
+    "--header/--no-header",
+    default=None,
+    help="Start tsv output with a line of field names (as csv and the table do; --no-header leaves theirs out). "
+    "Default: a header for csv and the table, none for tsv.",
 )
 rebuild_option = _opt(
     "--rebuild", is_flag=True, help="Rebuild stages whose stored parameters differ from the ones asked for."
@@ -336,6 +342,7 @@ def index_cmd(index, threshold, bands, rows, scheduler, wait, quiet, verbose) ->
 @_opt("--measure", type=click.Choice(["set", "bag"]), default="set", help="Verified similarity: set or bag Jaccard.")
 @_opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0); with --files-from, the list is NUL-separated too.")
 @_opt("--new", "new_only", is_flag=True, help="Only pairs with a document the latest update added or changed; adds a 5th field: a, b or both.")
+@header_option
 @_apply(shingle_options)
 @_apply(signature_options)
 @_apply(banding_options)
@@ -345,7 +352,7 @@ def index_cmd(index, threshold, bands, rows, scheduler, wait, quiet, verbose) ->
 @wait_option
 @quiet_option
 @verbose_option
-def pairs(corpus, files_from, index, fmt, no_verify, null, new_only, quiet, verbose, **options) -> None:
+def pairs(corpus, files_from, index, fmt, no_verify, null, new_only, header, quiet, verbose, **options) -> None:
     """Print near-duplicate pairs: doc_a, doc_b, estimated and exact Jaccard.
 
     With CORPUS, missing or out-of-date stages are built first (with the
@@ -362,6 +369,7 @@ def pairs(corpus, files_from, index, fmt, no_verify, null, new_only, quiet, verb
       find . -name '*.md' -print0 | simdoc pairs --files-from - -0 --index md.idx
     """
     _setup_logging(quiet, verbose)
+    check_header(header, "null" if null else fmt)
     corpus = _corpus_arg(corpus, files_from, null)
     if corpus is None and index is None and not _env_index():
         raise click.UsageError("give a CORPUS, an --index, or both")
@@ -386,7 +394,7 @@ def pairs(corpus, files_from, index, fmt, no_verify, null, new_only, quiet, verb
     _warn_big_groups(res)
     try:
         rows = ((p.doc_a, p.doc_b, p.estimated, p.jaccard, p.new) for p in res)
-        write_records(rows, fmt, sys.stdout, with_new=new_only)
+        write_records(rows, fmt, sys.stdout, with_new=new_only, header=header)
         sys.stdout.flush()
     except BrokenPipeError:
         _reader_went_away()
@@ -411,9 +419,10 @@ def _reader_went_away() -> None:
 @_opt("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None, help="Output format. Default: table on a terminal, tsv otherwise.")
 @_opt("--no-verify", is_flag=True, help="Skip exact Jaccard; filter and sort by the MinHash estimate.")
 @_opt("--all-candidates", is_flag=True, help="Print every candidate, whatever its similarity.")
+@header_option
 @quiet_option
 @verbose_option
-def query(files, index, threshold, files_from, null, fmt, no_verify, all_candidates, quiet, verbose) -> None:
+def query(files, index, threshold, files_from, null, fmt, no_verify, all_candidates, header, quiet, verbose) -> None:
     """Print the indexed near-duplicates of each FILE, without changing the index.
 
     Records: query, doc, estimated, jaccard (the query as given, the indexed
@@ -430,6 +439,7 @@ def query(files, index, threshold, files_from, null, fmt, no_verify, all_candida
     from simdoc.query import query_documents
 
     _setup_logging(quiet, verbose)
+    check_header(header, fmt)
     index = _need_index(index)
     names = [str(f) for f in files]
     if files_from is not None:
@@ -458,7 +468,7 @@ def query(files, index, threshold, files_from, null, fmt, no_verify, all_candida
     fmt = fmt or ("table" if sys.stdout.isatty() else "tsv")
     try:
         rows = ((m.query, m.doc, m.estimated, m.jaccard) for m in matches)
-        write_records(rows, fmt, sys.stdout, names=("query", "doc"))
+        write_records(rows, fmt, sys.stdout, names=("query", "doc"), header=header)
         sys.stdout.flush()
     except BrokenPipeError:
         _reader_went_away()

@@ -8,6 +8,7 @@ as :class:`~simdoc.errors.SimdocError` turned into ``Error: ...`` by the group.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ from simdoc.cli import (
     _show_progress,
     banding_options,
     cli,
+    header_option,
     index_option,
     jobs_option,
     quiet_option,
@@ -53,7 +55,7 @@ from simdoc.evidence import (
     render_plain,
 )
 from simdoc.lsh import DEFAULT_RECALL, DEFAULT_THRESHOLD
-from simdoc.output import tsv_field
+from simdoc.output import check_header, tsv_field, tsv_header
 from simdoc.pipeline import (
     PairsResult,
     build_shingles,
@@ -127,8 +129,9 @@ def _cut(res: PairsResult) -> str:
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
 @_opt("--files-from", type=click.File("rb"), default=None, help="Read the files of the corpus from this list ('-': stdin), one per line.")
 @_opt("--format", "-f", "fmt", type=click.Choice(["tsv", "jsonl"]), default="tsv", help="Output format. Default: tsv.")
+@header_option
 @_apply(pair_options)
-def clusters(corpus, files_from, fmt, index, quiet, verbose, **options) -> None:
+def clusters(corpus, files_from, fmt, header, index, quiet, verbose, **options) -> None:
     """Print groups of near-duplicates: connected components of the verified pairs.
 
     Only pairs whose exact Jaccard reaches the threshold link documents, never
@@ -144,10 +147,13 @@ def clusters(corpus, files_from, fmt, index, quiet, verbose, **options) -> None:
       simdoc clusters sample_corpus | awk -F'\\t' '$2 > 2'     # clusters of 3 or more
     """
     _setup_logging(quiet, verbose)
+    check_header(header, fmt)
     res, _ = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, **options)
     found = cluster_pairs(res)
     if fmt == "tsv":
         lines = ("\t".join([str(c.cluster_id), str(c.size), *map(tsv_field, c.members)]) + "\n" for c in found)
+        if header:  # the members fill the third field and every one after it
+            lines = itertools.chain([tsv_header(("cluster_id", "size", "members"))], lines)
     else:
         lines = (
             json.dumps({"cluster_id": c.cluster_id, "size": c.size, "members": list(c.members)}, ensure_ascii=False) + "\n"
@@ -184,8 +190,9 @@ def clusters(corpus, files_from, fmt, index, quiet, verbose, **options) -> None:
     default="paths",
     help="paths: one droppable path per line; tsv: drop<TAB>keep; jsonl: one cluster per line. Default: paths.",
 )
+@header_option
 @_apply(pair_options)
-def dedup(corpus, files_from, keep, null, absolute, fmt, index, quiet, verbose, **options) -> None:
+def dedup(corpus, files_from, keep, null, absolute, fmt, header, index, quiet, verbose, **options) -> None:
     """Print the documents that can go: all but one of every cluster.
 
     Clusters are those of `simdoc clusters`; of each, the --keep document
@@ -203,6 +210,7 @@ def dedup(corpus, files_from, keep, null, absolute, fmt, index, quiet, verbose, 
     _setup_logging(quiet, verbose)
     if null and fmt != "paths":
         raise click.UsageError("-0/--null goes with the default path list (--format paths)")
+    check_header(header, fmt)
     res, index = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, **options)
     with IndexStore(index).reading():
         loaded = open_index(index)
@@ -229,6 +237,8 @@ def dedup(corpus, files_from, keep, null, absolute, fmt, index, quiet, verbose, 
         lines = (name(x) + end for d in decisions for x in d.drop if x not in unsafe)
     elif fmt == "tsv":
         lines = (f"{tsv_field(name(x))}\t{tsv_field(name(d.keep))}\n" for d in decisions for x in d.drop)
+        if header:
+            lines = itertools.chain([tsv_header(("drop", "keep"))], lines)
     else:
         lines = (
             json.dumps({"cluster_id": d.cluster_id, "keep": name(d.keep), "drop": [name(x) for x in d.drop]}, ensure_ascii=False)

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -746,6 +747,60 @@ def test_table_format(run, small_corpus, tmp_path):
     assert r.exit_code == 0
     lines = [ln.split() for ln in r.stdout.splitlines() if ln.strip()]
     assert lines == [["doc_a", "doc_b", "estimated", "jaccard"], ["a.txt", "b.txt", "1.0000", "1.0000"]]
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (("--header",), "doc_a\tdoc_b\testimated\tjaccard\na.txt\tb.txt\t1.0000\t1.0000\n"),
+        (("--header", "-f", "tsv"), "doc_a\tdoc_b\testimated\tjaccard\na.txt\tb.txt\t1.0000\t1.0000\n"),
+        ((), "a.txt\tb.txt\t1.0000\t1.0000\n"),  # headerless by default, for sort and awk
+        (("--no-header",), "a.txt\tb.txt\t1.0000\t1.0000\n"),
+        (("-f", "csv"), "doc_a,doc_b,estimated,jaccard\na.txt,b.txt,1.0000,1.0000\n"),
+        (("-f", "csv", "--header"), "doc_a,doc_b,estimated,jaccard\na.txt,b.txt,1.0000,1.0000\n"),
+        (("-f", "csv", "--no-header"), "a.txt,b.txt,1.0000,1.0000\n"),
+        (("--new", "--header"), "doc_a\tdoc_b\testimated\tjaccard\tnew\na.txt\tb.txt\t1.0000\t1.0000\tboth\n"),
+    ],
+)
+def test_pairs_header(run, small_corpus, tmp_path, args, expected):
+    # Issue 17.10: with --header, `sqlite3 .import` takes the field names from the first line.
+    r = run("pairs", small_corpus, "--index", tmp_path / "idx", *args)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == expected
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 command here")
+def test_sqlite3_import_of_tsv_with_header_keeps_every_pair(run, tmp_path):
+    r = run("pairs", SAMPLE_CORPUS, "--index", tmp_path / "idx", "--header")
+    (tmp_path / "pairs.tsv").write_text(r.stdout, encoding="utf-8")
+    db = tmp_path / "p.db"
+    subprocess.run(["sqlite3", str(db), ".mode tabs", f".import {tmp_path / 'pairs.tsv'} pairs"], check=True)
+    out = subprocess.run(["sqlite3", str(db), "select count(*) from pairs where jaccard >= 0.6"], capture_output=True, text=True)
+    assert out.stdout.strip() == str(len(r.stdout.splitlines()) - 1) == "5"
+
+
+def test_table_without_header(run, small_corpus, tmp_path):
+    r = run("pairs", small_corpus, "--index", tmp_path / "idx", "-f", "table", "--no-header")
+    assert r.exit_code == 0
+    assert [ln.split() for ln in r.stdout.splitlines() if ln.strip()] == [["a.txt", "b.txt", "1.0000", "1.0000"]]
+
+
+@pytest.mark.parametrize("args", [("-f", "jsonl"), ("-0",)])
+def test_header_where_no_line_can_hold_one_is_a_usage_error(run, small_corpus, tmp_path, args):
+    r = run("pairs", small_corpus, "--index", tmp_path / "idx", "--header", *args)
+    assert_clean_error(r, 2, "--header goes with tsv, csv or table output")
+    assert not (tmp_path / "idx").exists()  # said before any work
+
+
+def test_query_header(run, small_corpus, tmp_path):
+    idx = tmp_path / "idx"
+    assert run("pairs", small_corpus, "--index", idx).exit_code == 0
+    r = run("query", small_corpus / "a.txt", "--index", idx, "--header", "-t", "0.9")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "query\tdoc\testimated\tjaccard"
+    assert [ln.split("\t")[1] for ln in lines[1:]] == ["a.txt", "b.txt"]
+    assert run("query", small_corpus / "a.txt", "--index", idx, "--header", "-f", "jsonl").exit_code == 2
 
 
 def test_warnings_capped_unless_verbose(run, small_corpus, tmp_path):

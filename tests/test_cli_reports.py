@@ -133,6 +133,16 @@ def test_clusters_usage_errors(run, groups, tmp_path):
     assert_clean_error(r, 2, "threshold")
 
 
+def test_clusters_header(run, built):
+    _, idx = built
+    r = run("clusters", "--index", idx, "--header")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "cluster_id\tsize\tmembers\n1\t3\ta.txt\tb.txt\tc.txt\n2\t2\td.txt\te.txt\n"
+    assert run("clusters", "--index", idx, "--no-header").stdout == "1\t3\ta.txt\tb.txt\tc.txt\n2\t2\td.txt\te.txt\n"
+    bad = run("clusters", "--index", idx, "--header", "-f", "jsonl")
+    assert_clean_error(bad, 2, "--header goes with tsv")
+
+
 # ---------------------------------------------------------------- dedup
 
 
@@ -192,6 +202,16 @@ def test_dedup_tsv_and_jsonl(run, built):
         '{"cluster_id": 1, "keep": "c.txt", "drop": ["a.txt", "b.txt"]}\n'
         '{"cluster_id": 2, "keep": "d.txt", "drop": ["e.txt"]}\n'
     )
+
+
+def test_dedup_tsv_header(run, built):
+    _, idx = built
+    r = run("dedup", "--index", idx, "--format", "tsv", "--keep", "longest", "--header")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "drop\tkeep\na.txt\tc.txt\nb.txt\tc.txt\ne.txt\td.txt\n"
+    # A path list feeds xargs: a header line there would be a file name.
+    for args in ((), ("-0",), ("-f", "jsonl")):
+        assert_clean_error(run("dedup", "--index", idx, "--header", *args), 2, "--header goes with tsv")
 
 
 def test_dedup_never_deletes(run, built):
