@@ -146,7 +146,13 @@ def write_records(
         from rich.console import Console
         from rich.table import Table
 
-        table = Table(*fields, box=None, header_style="bold", show_header=header)
+        table = Table(box=None, header_style="bold", show_header=header)
+        # Names are folded onto more lines, never cut: two documents of a pair often share
+        # a long prefix, and an ellipsis would make them look identical. Numbers stay whole.
+        for name in fields[:2]:
+            table.add_column(name, overflow="fold")
+        for name in fields[2:]:
+            table.add_column(name, no_wrap=True, min_width=len(name))
         for a, b, est, jac, *new in records:
             table.add_row(_raw_bytes_escaped(a), _raw_bytes_escaped(b), _num(est), _num(jac) or "-", *(new[:1] if with_new else ()))
             n += 1

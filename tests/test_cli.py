@@ -749,6 +749,36 @@ def test_table_format(run, small_corpus, tmp_path):
     assert lines == [["doc_a", "doc_b", "estimated", "jaccard"], ["a.txt", "b.txt", "1.0000", "1.0000"]]
 
 
+def _table_rows(text: str, n_names: int = 2) -> list[list[str]]:
+    """The records of a `--format table` output, with names folded over several lines joined again."""
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    header = lines[0]
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    rows: list[list[str]] = []
+    for ln in lines[1:]:
+        cells = [ln[a:b].strip() for a, b in zip(starts, [*starts[1:], None])]
+        if any(cells[n_names:]):  # a record's first line carries its numbers
+            rows.append(cells)
+        else:  # a continuation: the rest of long names
+            for i in range(n_names):
+                rows[-1][i] += cells[i]
+    return rows
+
+
+@pytest.mark.parametrize("width", [80, 60, 40])
+def test_table_never_cuts_names(run, tmp_path, monkeypatch, width):
+    # Issue 17.11: at 80 columns `policies/remote-work-policy…` appeared twice in one row.
+    monkeypatch.setenv("COLUMNS", str(width))
+    tsv = run("pairs", SAMPLE_CORPUS, "--index", tmp_path / "idx")
+    r = run("pairs", "--index", tmp_path / "idx", "-f", "table")
+    assert r.exit_code == 0, r.stderr
+    assert "…" not in r.stdout
+    assert max(len(ln.rstrip()) for ln in r.stdout.splitlines()) <= width
+    assert _table_rows(r.stdout) == records(tsv)
+    for a, b, *_ in _table_rows(r.stdout):
+        assert a != b
+
+
 @pytest.mark.parametrize(
     "args, expected",
     [
