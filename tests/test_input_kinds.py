@@ -239,3 +239,36 @@ def test_show_finds_passages_inside_jsonl(tmp_path):
     assert r.exit_code == 0, r.stderr
     shown = _json.loads(r.stdout)
     assert shown["passages"] and "no passages" not in r.stderr
+
+
+def test_a_problem_on_many_jsonl_lines_is_one_short_warning(tmp_path):
+    # Issue 17.15: a misspelt --text-field on a 20,000-line file gave one 889 KB warning line.
+    import json as _json
+
+    from simdoc.records import split_jsonl
+
+    text = "".join(_json.dumps({"body": f"text number {i}", "n": i}) + "\n" for i in range(20_000))
+    docs, warnings = split_jsonl(text, "data.jsonl")
+    assert docs == []
+    assert warnings == [
+        "20,000 lines (1, 2, 3, ...): no string field 'text', skipped",
+        "the objects have the fields body, n: name the one with the text with --text-field",
+    ]
+    (tmp_path / "data.jsonl").write_text(text, encoding="utf-8")
+    r = CliRunner().invoke(cli, ["pairs", str(tmp_path / "data.jsonl"), "--index", str(tmp_path / "idx")])
+    assert r.exit_code == 3
+    assert len(r.stderr) < 500, len(r.stderr)
+    assert "20,000 lines" in r.stderr and "--text-field" in r.stderr
+
+
+def test_jsonl_problems_are_counted_per_kind():
+    from simdoc.records import split_jsonl
+
+    lines = ['{"id": "a", "text": "x"}', "nope", '{"id": "a", "text": "y"}', "nor this", '{"id": "a", "text": "z"}', "[1]"]
+    docs, warnings = split_jsonl("\n".join(lines), "d.jsonl", id_field="id")
+    assert [d for d, _ in docs] == ["d.jsonl#a", "d.jsonl#a@3", "d.jsonl#a@5"]
+    assert warnings == [
+        "2 lines (2, 4): not valid JSON, skipped",
+        "2 lines (3, 5): an id that repeats gets @LINE appended",
+        "line 6: no string field 'text', skipped",
+    ]
