@@ -168,8 +168,11 @@ def _pool_map(func: Callable, tasks: Iterable, jobs: int, sequencer: batches.Seq
         yield from pool.imap(func, itertools.chain(head, tasks), chunksize=1)
 
 
-def _progress(total: int, desc: str, enabled: bool, unit: str = "doc") -> tqdm:
-    return tqdm(total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr, leave=False, dynamic_ncols=True)
+def _progress(total: int | None, desc: str, enabled: bool, unit: str = " docs") -> tqdm:
+    """A bar on stderr; with a total it shows the share done and the time left. No work, no bar."""
+    return tqdm(
+        total=total, desc=desc, unit=unit, disable=not enabled or total == 0, file=sys.stderr, leave=False, dynamic_ncols=True
+    )
 
 
 def _check_jobs(jobs: int | None) -> int:
@@ -367,11 +370,14 @@ def _copied_before(entries: list[FileEntry], stat_same: np.ndarray, old_members:
     return gaps
 
 
-def _recording(found: Iterator[FileEntry], into: list[FileEntry]) -> Iterator[FileEntry]:
-    """``found``, appending each entry to ``into`` as it passes."""
+def _recording(found: Iterator[FileEntry], into: list[FileEntry], bars: list[tqdm] | None = None) -> Iterator[FileEntry]:
+    """``found``, appending each entry to ``into`` as it passes; at its end the ``bars`` learn the total."""
     for e in found:
         into.append(e)
         yield e
+    for bar in bars or ():  # the pool's feeder lists the corpus well ahead of the reading
+        bar.total = len(into)
+        bar.refresh()
 
 
 def _scan_signature(entries: list[FileEntry], skipped) -> list:
@@ -499,9 +505,10 @@ def _build_shingles(
         exclude_globs=tuple(reading["exclude"]),
         lazy=overlapped,
     )
+    bars: list[tqdm] = []  # the shingle bar, once made: an overlapped walk gives it a total when it ends
     if overlapped:
         entries: list[FileEntry] = []
-        found = _recording(found, entries)
+        found = _recording(found, entries, bars)
         first = next(found, None)
         if first is not None:
             found = itertools.chain([first], found)
@@ -596,6 +603,7 @@ def _build_shingles(
     try:
         results = read_results()
         bar = _progress(None if overlapped else len(entries), "shingle", progress)
+        bars.append(bar)
         # Files in id order: a new build takes them as their results come; an update goes
         # through the whole list, copying unchanged files' rows and taking the others' results.
         files_in_order = ((None, got) for got in results) if overlapped else ((e, None) for e in entries)
