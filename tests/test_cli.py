@@ -479,7 +479,7 @@ def test_corpus_of_binary_files_only_shows_the_warnings(run, tmp_path):
 
 def test_bands_rows_larger_than_num_perm(run, small_corpus, tmp_path):
     r = run("pairs", small_corpus, "--index", tmp_path / "idx", "--bands", "30", "--rows", "5")
-    assert_clean_error(r, 2, "num_perm")
+    assert_clean_error(r, 2, "--bands 30 times --rows 5 = 150 is larger than --num-perm 128")
 
 
 def test_bands_rows_larger_than_num_perm_index_cmd(run, small_corpus, tmp_path):
@@ -487,7 +487,7 @@ def test_bands_rows_larger_than_num_perm_index_cmd(run, small_corpus, tmp_path):
     assert run("shingle", small_corpus, "--index", idx, "-q").exit_code == 0
     assert run("signature", "--index", idx, "-q").exit_code == 0
     r = run("index", "--index", idx, "--bands", "30", "--rows", "5")
-    assert_clean_error(r, 2, "num_perm")
+    assert_clean_error(r, 2, "larger than --num-perm 128")
 
 
 @pytest.mark.parametrize("opt", [["--bands", "4"], ["--rows", "4"]])
@@ -534,21 +534,25 @@ def test_rebuild_without_corpus_is_usage_error(run, small_corpus, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "opt, name, option",
+    "opt, stored, asked",
     [
-        (["--k", "7"], "k", "--k"),
-        (["--unit", "word"], "unit", "--unit"),
-        (["--no-lowercase"], "lowercase", "lowercase"),
-        (["--num-perm", "64"], "num_perm", "--num-perm"),
-        (["--seed", "2"], "seed", "--seed"),
+        (["--k", "7"], "with --k 5", "--k 7"),
+        (["--unit", "word"], "with --unit char", "--unit word"),
+        (["--no-lowercase"], "with --lowercase", "--no-lowercase"),
+        (["--num-perm", "64"], "with --num-perm 128", "--num-perm 64"),
+        (["--seed", "2"], "with --seed 1", "--seed 2"),
+        (["--max-bytes", "100"], "without --max-bytes", "--max-bytes 100"),
+        (["--include", "*.txt"], "without --include", "--include '*.txt'"),
     ],
 )
-def test_parameter_mismatch_and_rebuild(run, small_corpus, tmp_path, opt, name, option):
+def test_parameter_mismatch_and_rebuild(run, small_corpus, tmp_path, opt, stored, asked):
     idx = tmp_path / "idx"
     first = run("pairs", small_corpus, "--index", idx)
     assert first.exit_code == 0
     r = run("pairs", small_corpus, "--index", idx, *opt)
-    assert_clean_error(r, 4, f"{name}=", option, "--rebuild")
+    # Issue 17.15: flags as typed, not Python reprs (max_bytes=None).
+    assert_clean_error(r, 4, f"was built {stored} (", f"but {asked} was asked for", "--rebuild")
+    assert "=" not in r.stderr.splitlines()[0]
     r = run("pairs", small_corpus, "--index", idx, *opt, "--rebuild")
     assert r.exit_code == 0, r.stderr
     assert r.stdout == first.stdout
@@ -562,14 +566,14 @@ def test_parameter_mismatch_pairs_without_corpus(run, small_corpus, tmp_path):
     idx = tmp_path / "idx"
     assert run("pairs", small_corpus, "--index", idx, "-q").exit_code == 0
     r = run("pairs", "--index", idx, "--k", "7")
-    assert_clean_error(r, 4, "k=5", "--k")
+    assert_clean_error(r, 4, "built with --k 5", "--k 7")
 
 
 def test_parameter_mismatch_shingle_cmd(run, small_corpus, tmp_path):
     idx = tmp_path / "idx"
     assert run("shingle", small_corpus, "--index", idx, "-q").exit_code == 0
     r = run("shingle", small_corpus, "--index", idx, "--k", "7")
-    assert_clean_error(r, 4, "k=5", "--k")
+    assert_clean_error(r, 4, "built with --k 5", "--k 7")
     assert run("shingle", small_corpus, "--index", idx, "--k", "7", "--rebuild", "-q").exit_code == 0
 
 
@@ -578,9 +582,9 @@ def test_parameter_mismatch_signature_cmd(run, small_corpus, tmp_path):
     assert run("shingle", small_corpus, "--index", idx, "-q").exit_code == 0
     assert run("signature", "--index", idx, "-q").exit_code == 0
     r = run("signature", "--index", idx, "--num-perm", "64")
-    assert_clean_error(r, 4, "num_perm=128", "--num-perm")
+    assert_clean_error(r, 4, "built with --num-perm 128", "--num-perm 64")
     r = run("signature", "--index", idx, "--seed", "2")
-    assert_clean_error(r, 4, "seed=1", "--seed")
+    assert_clean_error(r, 4, "built with --seed 1", "--seed 2")
     assert run("signature", "--index", idx, "--num-perm", "64", "--rebuild", "-q").exit_code == 0
 
 
@@ -897,3 +901,21 @@ def test_the_command_runs_without_the_cycle_collector_and_freezes_what_it_made(m
     finally:
         gc.enable()
     assert seen == [False] and frozen == [True]
+
+
+@pytest.mark.parametrize(
+    "name, value, spelt",
+    [
+        ("max_bytes", 100, "--max-bytes 100"),
+        ("max_bytes", None, "no --max-bytes"),
+        ("lowercase", True, "--lowercase"),
+        ("follow_symlinks", False, "--no-follow-symlinks"),
+        ("include", [], "no --include"),
+        ("exclude", ["*.log", "tmp dir/*"], "--exclude '*.log' --exclude 'tmp dir/*'"),
+        ("text_field", "body", "--text-field body"),
+    ],
+)
+def test_parameters_are_spelt_as_flags(name, value, spelt):
+    from simdoc.errors import spell_option
+
+    assert spell_option(name, value) == spelt

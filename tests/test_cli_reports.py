@@ -351,7 +351,7 @@ def test_pairs_at_a_low_threshold(run, groups, tmp_path):
         (("-t", "0"), "threshold"),
         (("-t", "1.5"), "threshold"),
         (("--bands", "5"), "go together"),
-        (("--bands", "20", "--rows", "7"), "larger than num_perm"),
+        (("--bands", "20", "--rows", "7"), "larger than --num-perm 128"),
         (("--num-perm", "0"), "num-perm"),
     ],
 )
@@ -525,7 +525,7 @@ def test_show_warns_when_a_document_changed(run, built):
         (("a.txt", "a.txt"), 2, "same document"),
         (("a.txt", "missing.txt"), 2, "missing.txt is not a document"),
         (("a.txt", "c.txt", "--min-words", "0"), 2, "--min-words"),
-        (("a.txt", "c.txt", "--k", "7"), 4, "k=5"),
+        (("a.txt", "c.txt", "--k", "7"), 4, "built with --k 5"),
     ],
 )
 def test_show_errors(run, built, args, code, needle):

@@ -198,9 +198,9 @@ def test_one_command_equals_stage_by_stage(tmp_path):
 def test_parameter_mismatch_and_rebuild(tmp_path):
     make_corpus(tmp_path / "c")
     simdoc.find_pairs(tmp_path / "c", tmp_path / "idx")
-    with pytest.raises(ParameterMismatch, match="k=5"):
+    with pytest.raises(ParameterMismatch, match="with --k 5"):
         simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", k=4)
-    with pytest.raises(ParameterMismatch, match="num_perm"):
+    with pytest.raises(ParameterMismatch, match="--num-perm 64"):
         simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", num_perm=64)
     res = simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", k=4, num_perm=64, rebuild=True)
     assert res.banding.bands * res.banding.rows <= 64

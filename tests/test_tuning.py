@@ -78,7 +78,7 @@ def test_tune_reports_every_valid_threshold_and_num_perm(threshold, num_perm):
         ({"threshold": 0.0}, "threshold"),
         ({"threshold": 1.5}, "threshold"),
         ({"threshold": 0.8, "bands": 4}, "go together"),
-        ({"threshold": 0.8, "bands": 20, "rows": 7}, "larger than num_perm"),
+        ({"threshold": 0.8, "bands": 20, "rows": 7}, "larger than --num-perm 128"),
         ({"threshold": 0.8, "num_perm": 0}, "num-perm"),
     ],
 )
