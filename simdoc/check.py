@@ -12,6 +12,7 @@ from simdoc.minhash import DEFAULT_SCHEME, MinHasher
 from simdoc.pipeline import LoadedIndex
 from simdoc.shingling import COUNT_SATURATED
 from simdoc.store import IndexStore
+from simdoc.wording import count
 
 
 def _count_saturated(counts: np.ndarray, chunk: int = 1 << 24) -> int:
@@ -47,7 +48,7 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
                         store.load_array(name, info, force=True)
                     else:
                         store.read_jsonl(name, info)
-                    facts.append(f"{name}: {info.get('bytes')} bytes, crc32 ok")
+                    facts.append(f"{name}: {count(info.get('bytes') or 0, 'byte')}, crc32 ok")
                 except IndexError_ as exc:
                     problems.append(exc.message)
         if problems:
@@ -59,7 +60,7 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
         n = shingle["n_docs"]
         docs = loaded.doc_records()
         if len(docs) != n:
-            problems.append(f"docs table has {len(docs)} documents, the manifest says {n}")
+            problems.append(f"docs table has {count(len(docs), 'document')}, the manifest says {n}")
         ids = [d.get("id") for d in docs]
         if ids != sorted(ids) or len(set(ids)) != len(ids):
             problems.append("document ids are not unique and sorted")
@@ -78,7 +79,7 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
                 problems.append("the shingle count overflow table does not match the saturated counts")
             elif _count_saturated(sets.counts) != len(pos):
                 problems.append("some shingle counts of 255 have no entry in the overflow table")
-        facts.append(f"shingle: {n} documents, {len(sets.data)} shingles")
+        facts.append(f"shingle: {count(n, 'document')}, {count(len(sets.data), 'shingle')}")
         sig_stage = stages.get("signature")
         sig_current = bool(sig_stage) and sig_stage.get("built_from") == shingle["build_id"]
         if sig_stage and not sig_current:
@@ -86,7 +87,7 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
         if sig_current:
             sigs = loaded.signatures()
             if sigs.shape[0] != n:
-                problems.append(f"signatures have {sigs.shape[0]} rows for {n} documents")
+                problems.append(f"signatures have {count(sigs.shape[0], 'row')} for {count(n, 'document')}")
             family = loaded._array("signature", "family")
             sp = sig_stage["params"]
             expected = MinHasher(sp["num_perm"], sp["seed"], scheme=sp.get("scheme", DEFAULT_SCHEME))
@@ -116,5 +117,5 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
                 want = band_keys(np.asarray(sigs[sample]), ix["params"]["bands"], ix["params"]["rows"])
                 if not np.array_equal(want, np.asarray(keys[:, sample])):
                     problems.append("band keys do not match the signatures")
-            facts.append(f"index: {ix['params']['bands']} bands x {ix['params']['rows']} rows")
+            facts.append(f"index: {count(ix['params']['bands'], 'band')} x {count(ix['params']['rows'], 'row')}")
     return facts, problems

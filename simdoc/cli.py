@@ -32,6 +32,7 @@ from simdoc.pipeline import (
 )
 from simdoc.shingling import UNITS
 from simdoc.stdio import discard_stdout, guarded_stdout, open_closed_descriptors
+from simdoc.wording import count, plural
 
 log = logging.getLogger("simdoc")
 MAX_WARNINGS = 20
@@ -102,7 +103,8 @@ def _report(stages: list[StageResult], verbose: bool) -> None:
     for w in shown:
         log.warning(w)
     if len(warnings) > len(shown):
-        log.warning(f"... and {len(warnings) - len(shown)} more warnings (--verbose shows all)")
+        more = len(warnings) - len(shown)
+        log.warning(f"... and {more} more {plural(more, 'warning')} (--verbose shows all)")
     for s in stages:
         if s.built:
             log.debug(f"{s.stage}: {s.detail} ({s.seconds:.2f} s)")
@@ -472,7 +474,7 @@ def query(files, index, threshold, files_from, null, fmt, no_verify, all_candida
         sys.stdout.flush()
     except BrokenPipeError:
         _reader_went_away()
-    log.info(f"simdoc: {len(documents)} queries, {len(matches)} matches")
+    log.info(f"simdoc: {count(len(documents), 'query')}, {count(len(matches), 'match')}")
     if documents == [] and names:
         sys.exit(3)
 
@@ -498,10 +500,10 @@ def check(index, quiet, verbose) -> None:
     for p in problems:
         click.echo(p)
     if problems:
-        click.echo(f"Error: the index at {index} is damaged ({len(problems)} problems)", err=True)
+        click.echo(f"Error: the index at {index} is damaged ({count(len(problems), 'problem')})", err=True)
         click.echo("  hint: rebuild it with `simdoc pairs CORPUS --index ... --rebuild`", err=True)
         sys.exit(4)
-    log.info(f"check: the index at {index} is sound ({len(facts)} checks)")
+    log.info(f"check: the index at {index} is sound ({count(len(facts), 'check')})")
 
 
 def _corpus_arg(corpus: tuple, files_from, null: bool):
@@ -536,7 +538,7 @@ def _warn_big_groups(res: PairsResult) -> None:
     if big:
         largest = max(big, key=len)
         log.warning(
-            f"{len(big)} group{'s' if len(big) != 1 else ''} of more than 1,000 exact copies "
+            f"{count(len(big), 'group')} of more than 1,000 exact copies "
             f"(largest: {len(largest):,} documents, first {res.doc_ids[largest[0]]}): their "
             f"{res.n_group_pairs():,} pairs, all with jaccard 1, are streamed; "
             "`simdoc clusters` lists each group on one line"
@@ -544,14 +546,19 @@ def _warn_big_groups(res: PairsResult) -> None:
 
 
 def _summary(res: PairsResult) -> None:
-    what = "pairs" if res.jaccard is not None else "pairs (estimated)"
-    skipped = f" ({res.n_skipped} file{'s' if res.n_skipped != 1 else ''} skipped)" if res.n_skipped else ""
+    pairs = count(len(res), "pair") + ("" if res.jaccard is not None else " (estimated)")
+    skipped = f" ({count(res.n_skipped, 'file skipped')})" if res.n_skipped else ""
     cut = "all candidates" if res.all_candidates else f"{res.measure} jaccard >= {res.threshold:g}"
-    msg = f"simdoc: {res.n_docs} documents{skipped}, {res.n_candidates} candidates, {len(res)} {what} ({cut}) in {res.seconds:.2f} s"
+    msg = (
+        f"simdoc: {count(res.n_docs, 'document')}{skipped}, {count(res.n_candidates, 'candidate')}, "
+        f"{pairs} ({cut}) in {res.seconds:.2f} s"
+    )
     log.info(msg)
     if res.stats.large_buckets:
+        hold = "holds" if res.stats.large_buckets == 1 else "hold"
         log.warning(
-            f"{res.stats.large_buckets} LSH buckets hold 10,000 or more documents (largest: {res.stats.largest_bucket}); "
+            f"{count(res.stats.large_buckets, 'LSH bucket')} {hold} 10,000 or more documents "
+            f"(largest: {res.stats.largest_bucket}); "
             "these are usually exact copies or boilerplate"
         )
 

@@ -66,6 +66,7 @@ from simdoc.pipeline import (
 )
 from simdoc.store import IndexStore
 from simdoc.tuning import format_stats, format_tune, index_stats, render_s_curve, tune
+from simdoc.wording import count
 
 log = logging.getLogger("simdoc")
 PLAIN_WIDTH = 80  # `show` wraps document text to this width when stdout is not a terminal
@@ -162,8 +163,8 @@ def clusters(corpus, files_from, fmt, header, index, quiet, verbose, **options) 
     _emit(lines)
     held = sum(c.size for c in found)
     log.info(
-        f"simdoc: {res.n_docs} documents, {len(res)} pairs ({_cut(res)}), {len(found)} "
-        f"cluster{'s' if len(found) != 1 else ''} holding {held} documents in {res.seconds:.2f} s"
+        f"simdoc: {count(res.n_docs, 'document')}, {count(len(res), 'pair')} ({_cut(res)}), "
+        f"{count(len(found), 'cluster')} holding {count(held, 'document')} in {res.seconds:.2f} s"
     )
 
 
@@ -247,8 +248,8 @@ def dedup(corpus, files_from, keep, null, absolute, fmt, header, index, quiet, v
         )
     _emit(lines)
     log.info(
-        f"simdoc: {len(decisions)} cluster{'s' if len(decisions) != 1 else ''}: keep {len(decisions)}, "
-        f"drop {n_drop} documents ({drop_bytes} bytes) ({_cut(res)}, --keep {keep}) in {res.seconds:.2f} s"
+        f"simdoc: {count(len(decisions), 'cluster')}: keep {len(decisions)}, "
+        f"drop {count(n_drop, 'document')} ({count(drop_bytes, 'byte')}) ({_cut(res)}, --keep {keep}) in {res.seconds:.2f} s"
     )
 
 
@@ -365,8 +366,8 @@ def _show_header(ev: PairEvidence) -> list[str]:
     how = f"{ev.num_perm} permutations" if ev.scheme == "classic" else f"one permutation, {ev.num_perm} bins"
     est = f"{ev.estimated:.4f}  (MinHash, {how})" if ev.estimated is not None else "n/a (no signatures)"
     lines = [
-        f"A  {ev.doc_a}  ({ev.words_a} words, {o.n_a} shingles)",
-        f"B  {ev.doc_b}  ({ev.words_b} words, {o.n_b} shingles)",
+        f"A  {ev.doc_a}  ({count(ev.words_a, 'word')}, {count(o.n_a, 'shingle')})",
+        f"B  {ev.doc_b}  ({count(ev.words_b, 'word')}, {count(o.n_b, 'shingle')})",
         f"set jaccard      {o.set_jaccard:.4f}  ({o.n_common} of {o.n_union} distinct shingles shared)",
         f"bag jaccard      {o.bag_jaccard:.4f}  (identical bags score 0.5)",
         f"estimated        {est}",
@@ -378,7 +379,7 @@ def _show_header(ev: PairEvidence) -> list[str]:
         return lines
     shared = ev.shared_words
     lines.append(
-        f"shared passages  {len(ev.passages)} of {ev.min_words} or more words: {shared} words, "
+        f"shared passages  {len(ev.passages)} of {ev.min_words} or more words: {count(shared, 'word')}, "
         f"{_pct(shared, ev.words_a)} of A and {_pct(shared, ev.words_b)} of B"
     )
     lines.append("")

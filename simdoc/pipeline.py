@@ -56,6 +56,7 @@ from simdoc.results import Pair, PairsResult, _expand, _members, score_candidate
 from simdoc.shingling import ShingleSets, ShingleSpec
 from simdoc.similarity import MEASURES
 from simdoc.store import IndexStore, JsonlWriter, spare
+from simdoc.wording import count
 
 log = logging.getLogger("simdoc")
 
@@ -517,7 +518,7 @@ def _build_shingles(
         first = entries[0] if entries else None
     if first is None:
         raise CorpusError(
-            f"corpus {_name(corpus)} has no documents" + (f" ({len(skipped)} paths passed over)" if skipped else ""),
+            f"corpus {_name(corpus)} has no documents" + (f" ({count(len(skipped), 'path')} passed over)" if skipped else ""),
             hint="point simdoc at a folder that holds text files (hidden files are ignored)",
         )
     scan_id = None if overlapped else _build_id(_scan_signature(entries, skipped))
@@ -666,7 +667,7 @@ def _build_shingles(
             scan_id = _build_id(_scan_signature(entries, skipped))
         if not docs_out.count:
             err = CorpusError(
-                f"corpus {_name(corpus)} has no readable documents ({len(not_docs)} files skipped)",
+                f"corpus {_name(corpus)} has no readable documents ({count(len(not_docs), 'file skipped')})",
                 hint="see the warnings above for why each file was skipped",
             )
             err.warnings = warnings
@@ -725,13 +726,13 @@ def _build_shingles(
         if pending is not None:
             pending.discard()
         raise
-    detail = f"{n_docs} documents, {rows.offset} shingles"
+    detail = f"{count(n_docs, 'document')}, {count(rows.offset, 'shingle')}"
     if reuse:
-        detail += f"; read {len(to_read)} files, {n_changed} new or changed, {manifest['stages']['shingle']['n_removed']} removed"
+        detail += f"; read {count(len(to_read), 'file')}, {n_changed} new or changed, {manifest['stages']['shingle']['n_removed']} removed"
     if empty:
         detail += f", {empty} with no shingles (never candidates)"
     if not_docs:
-        detail += f", {len(not_docs)} files skipped"
+        detail += f", {count(len(not_docs), 'file skipped')}"
     return StageResult("shingle", True, time.perf_counter() - t0, detail, warnings, pending)
 
 
@@ -880,7 +881,7 @@ def _build_signatures(
     store.write_manifest(loaded.manifest)
     detail = f"{n} x {params['num_perm']} signature matrix"
     if origin is not None:
-        detail += f" ({int(new.sum())} rows computed, {n - int(new.sum())} copied)"
+        detail += f" ({count(int(new.sum()), 'row')} computed, {n - int(new.sum())} copied)"
     if use_pending:
         detail += ", computed while shingling"
     return StageResult("signature", True, time.perf_counter() - t0, detail)

@@ -29,6 +29,7 @@ from simdoc.lsh import (
     s_curve_threshold,
 )
 from simdoc.minhash import DEFAULT_NUM_PERM
+from simdoc.wording import count
 
 if TYPE_CHECKING:
     from simdoc.pipeline import LoadedIndex
@@ -407,7 +408,7 @@ def format_stats(stats: IndexStats, bar_width: int = 40) -> list[str]:
     s = stats
     extra = [f"{s.n_empty} with no shingles"]
     if s.n_skipped:
-        extra.append(f"{s.n_skipped} file{'s' if s.n_skipped != 1 else ''} skipped")
+        extra.append(count(s.n_skipped, "file skipped"))
     lines = [
         f"documents: {s.n_docs} ({', '.join(extra)})",
         f"shingles per document: min {s.shingles_min}, median {s.shingles_median:g}, "
@@ -421,7 +422,7 @@ def format_stats(stats: IndexStats, bar_width: int = 40) -> list[str]:
     if not b.current:
         lines.append("buckets: out of date (the signatures changed since; run `simdoc index --index ...`)")
         return lines
-    lines.append(f"buckets: {b.n_buckets} in {b.bands} bands, {b.n_shared} shared by two or more documents")
+    lines.append(f"buckets: {b.n_buckets} in {count(b.bands, 'band')}, {b.n_shared} shared by two or more documents")
     lines.append("bucket sizes (buckets per size, bars on a log scale):")
     top = max((n for _, _, n in b.histogram), default=0)
     for low, high, n in b.histogram:

@@ -420,7 +420,7 @@ def test_corpus_is_a_file(run, tmp_path):
     f = write(tmp_path / "file.txt", "hello")
     r = run("pairs", f, "--index", tmp_path / "idx")
     assert r.exit_code == 0 and r.stdout == ""
-    assert "simdoc: 1 documents" in r.stderr
+    assert "simdoc: 1 document," in r.stderr
 
 
 def test_empty_corpus(run, tmp_path):
@@ -919,3 +919,32 @@ def test_parameters_are_spelt_as_flags(name, value, spelt):
     from simdoc.errors import spell_option
 
     assert spell_option(name, value) == spelt
+
+
+def test_summaries_say_one_in_the_singular(run, tmp_path):
+    # Issue 17.15: "1 pairs", "1 documents", "1 clusters" ...
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", TEXT_A)
+    write(corpus / "b.txt", TEXT_A)
+    idx = tmp_path / "idx"
+    r = run("pairs", corpus, "--index", idx)
+    assert re.match(r"simdoc: 2 documents, 1 candidate, 1 pair \(set jaccard >= 0\.6\) in ", r.stderr), r.stderr
+    c = run("clusters", "--index", idx)
+    assert re.match(r"simdoc: 2 documents, 1 pair \(.*\), 1 cluster holding 2 documents in ", c.stderr), c.stderr
+    d = run("dedup", "--index", idx)
+    size = len(TEXT_A.encode())
+    assert d.stderr.startswith(f"simdoc: 1 cluster: keep 1, drop 1 document ({size} bytes) ("), d.stderr
+    q = run("query", corpus / "a.txt", "--index", idx)
+    assert q.stderr == "simdoc: 1 query, 2 matches\n"
+    one = run("pairs", corpus / "a.txt", "--index", tmp_path / "one")
+    assert one.stderr.startswith("simdoc: 1 document, 0 candidates, 0 pairs"), one.stderr
+
+
+def test_plural():
+    from simdoc.wording import count, plural
+
+    assert [count(n, "pair") for n in (0, 1, 2)] == ["0 pairs", "1 pair", "2 pairs"]
+    assert [plural(2, w) for w in ("query", "match", "copy", "day", "file skipped")] == [
+        "queries", "matches", "copies", "days", "files skipped"
+    ]
+    assert count(20000, "line", thousands=True) == "20,000 lines"

@@ -70,14 +70,14 @@ def test_include_and_exclude_globs(tmp_path):
     idx = tmp_path / "idx"
     r = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--include", "*.txt", "--exclude", "drop/*"])
     assert r.exit_code == 0, r.stderr
-    assert "simdoc: 1 documents" in r.stderr and r.stdout == ""
+    assert "simdoc: 1 document," in r.stderr and r.stdout == ""
     r = runner.invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "i2"), "--include", "*.txt", "--include", "*.md", "--exclude", "keep/*"])
     assert r.stdout == "drop/a.md\tdrop/a.txt\t1.0000\t1.0000\n"
     # The globs are index parameters.
     again = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--include", "*.md"])
     assert again.exit_code == 4 and "include" in again.stderr
     same = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx)])
-    assert same.exit_code == 0 and "simdoc: 1 documents" in same.stderr
+    assert same.exit_code == 0 and "simdoc: 1 document," in same.stderr
 
 
 def test_several_folders_and_files_make_one_corpus(tmp_path):
@@ -114,7 +114,7 @@ def test_single_file_corpus(tmp_path):
     f = tmp_path / "one.txt"
     f.write_text(TEXT, encoding="utf-8")
     r = CliRunner().invoke(cli, ["pairs", str(f), "--index", str(tmp_path / "idx")])
-    assert r.exit_code == 0 and r.stdout == "" and "simdoc: 1 documents" in r.stderr
+    assert r.exit_code == 0 and r.stdout == "" and "simdoc: 1 document," in r.stderr
 
 
 def test_jsonl_documents(tmp_path):
