@@ -372,13 +372,11 @@ bucket sizes (buckets per size, bars on a log scale):
           1        28  ########################################
           2        28  ########################################
         3-4        16  ##################################
-largest shared buckets:
-       size      band  sample member
-          3         0  a.txt
-          3         2  a.txt
-          3         4  a.txt
-          3         5  a.txt
-          3         7  a.txt
+largest shared buckets (each once; bands: how many hold the same documents together):
+       size      band     bands  sample member
+          3         0        16  a.txt
+          2         0        22  d.txt  (a group of exact copies)
+          2         1         6  a.txt  (a group of exact copies)
 """
 
 
@@ -399,7 +397,7 @@ def test_stats_json(run, built):
     d = json.loads(r.stdout)
     assert d["n_docs"] == 6 and d["shingles_total"] == 927
     assert d["buckets"]["histogram"] == [[1, 1, 28], [2, 2, 28], [3, 4, 16]]
-    assert d["buckets"]["largest"] == [{"size": 3, "band": 0, "sample": "a.txt"}]
+    assert d["buckets"]["largest"] == [{"size": 3, "band": 0, "sample": "a.txt", "bands": 16, "copies": False}]
 
 
 def test_stats_before_index_stage_and_stale(run, groups, tmp_path):
