@@ -386,20 +386,22 @@ def summarise_buckets(
         if any(np.array_equal(members(c[1], c[3]), members(cand[1], cand[3])) for c in same):
             continue
         chosen.append(cand)
-    largest = []
-    for neg, t, first, i in chosen:
-        own = members(t, i)
-        n_bands = sum(
-            np.array_equal(own, members(u, _bucket_of(buckets[u], per_band[u][1], first))) for u in range(len(per_band))
-        )
-        largest.append(LargeBucket(-neg, t, doc_ids[first], n_bands, copies=len(own) == 1))
+    # How many bands hold each chosen bucket: in every band, find the bucket of its first member
+    # (one pass over the band for all of them) and compare the members.
+    firsts = np.array([c[2] for c in chosen], dtype=np.int64)
+    n_bands = [0] * len(chosen)
+    for u in range(len(per_band)):
+        order = np.asarray(buckets[u])
+        at = np.flatnonzero(np.isin(order, firsts))
+        where = dict(zip(order[at].tolist(), np.searchsorted(per_band[u][1], at, side="right") - 1))
+        for k, (_, t, first, i) in enumerate(chosen):
+            if first in where and np.array_equal(members(t, i), members(u, int(where[first]))):
+                n_bands[k] += 1
+    largest = [
+        LargeBucket(-neg, t, doc_ids[first], n_bands[k], copies=len(members(t, i)) == 1)
+        for k, (neg, t, first, i) in enumerate(chosen)
+    ]
     return len(all_sizes), int(np.count_nonzero(all_sizes >= 2)), size_histogram(all_sizes), tuple(largest)
-
-
-def _bucket_of(order: np.ndarray, starts: np.ndarray, doc: int) -> int:
-    """The number, within its band, of the bucket that holds ``doc`` (``order``: the band's documents by key)."""
-    pos = int(np.flatnonzero(np.asarray(order) == doc)[0])
-    return int(np.searchsorted(starts, pos, side="right")) - 1
 
 
 def index_stats(loaded: LoadedIndex, top: int = 5) -> IndexStats:
