@@ -26,6 +26,7 @@ from simdoc.lsh import band_keys
 from simdoc.minhash import DEFAULT_SCHEME, MinHasher
 from simdoc.pipeline import LoadedIndex
 from simdoc.store import IndexStore
+from simdoc.wording import count
 
 
 def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
@@ -53,7 +54,7 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
                         store.load_array(name, info, force=True)
                     else:
                         store.read_jsonl(name, info)
-                    facts.append(f"{name}: {info.get('bytes')} bytes, crc32 ok")
+                    facts.append(f"{name}: {count(info.get('bytes') or 0, 'byte')}, crc32 ok")
                 except IndexError_ as exc:
                     problems.append(exc.message)
         if problems:

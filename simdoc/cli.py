@@ -19,10 +19,10 @@ import click
 
 from simdoc import __version__
 from simdoc.check import check_index
-from simdoc.errors import IndexError_, OutputError, SimdocError
+from simdoc.errors import CorpusError, IndexError_, OutputError, SimdocError
 from simdoc.filelists import chosen_list
 from simdoc.lsh import DEFAULT_THRESHOLD
-from simdoc.output import FORMATS, write_records
+from simdoc.output import FORMATS, check_header, write_records
 from simdoc.pipeline import (
     PairsResult,
     StageResult,
@@ -37,6 +37,7 @@ from simdoc.pipeline import (
 from simdoc.shingling import UNITS
 from simdoc.stdio import discard_stdout, guarded_stdout, open_closed_descriptors
 from simdoc.store import IndexStore
+from simdoc.wording import count, plural
 
 log = logging.getLogger("simdoc")
 MAX_WARNINGS = 20
@@ -97,7 +98,8 @@ def _report(stages: list[StageResult], verbose: bool) -> None:
     for w in shown:
         log.warning(w)
     if len(warnings) > len(shown):
-        log.warning(f"... and {len(warnings) - len(shown)} more warnings (--verbose shows all)")
+        more = len(warnings) - len(shown)
+        log.warning(f"... and {more} more {plural(more, 'warning')} (--verbose shows all)")
     for s in stages:
         if s.built:
             log.debug(f"{s.stage}: {s.detail} ({s.seconds:.2f} s)")
@@ -136,6 +138,12 @@ scheduler_option = _opt(
     metavar="ADDRESS",
     help="Run the work on a Dask cluster: host:port of its scheduler, or local[N] for an in-process "
     "cluster of N workers. Default: $SIMDOC_SCHEDULER, else this machine. Needs Dask (the dask extra).",
+)
+header_option = _opt(
+    "--header/--no-header",
+    default=None,
+    help="Start tsv output with a line of field names (as csv and the table do; --no-header leaves theirs out). "
+    "Default: a header for csv and the table, none for tsv.",
 )
 rebuild_option = _opt(
     "--rebuild", is_flag=True, help="Rebuild stages whose stored parameters differ from the ones asked for."
@@ -392,6 +400,7 @@ def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait, quiet, ver
 @_opt("--measure", type=click.Choice(["set", "bag"]), default="set", help="Verified similarity: set or bag Jaccard.")
 @_opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0). Output only: a NUL-separated list of files is read with --files0-from.")
 @_opt("--new", "new_only", is_flag=True, help="Only pairs with a document the latest update added or changed; adds a 5th field: a, b or both.")
+@header_option
 @_apply(shingle_options)
 @_apply(signature_options)
 @_apply(banding_options)
@@ -401,7 +410,7 @@ def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait, quiet, ver
 @wait_option
 @quiet_option
 @verbose_option
-def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only, quiet, verbose, **options) -> None:
+def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only, header, quiet, verbose, **options) -> None:
     """Print near-duplicate pairs: doc_a, doc_b, estimated and exact Jaccard.
 
     With CORPUS, missing or out-of-date stages are built first (with the
@@ -418,6 +427,7 @@ def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only
       find . -name '*.md' -print0 | simdoc pairs --files0-from - --index md.idx
     """
     _setup_logging(quiet, verbose)
+    check_header(header, "null" if null else fmt)
     corpus = _corpus_arg(corpus, files_from, files0_from)
     if corpus is None and index is None and not _env_index():
         raise click.UsageError("give a CORPUS, an --index, or both")
@@ -443,7 +453,7 @@ def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only
     _warn_big_groups(res)
     try:
         rows = ((p.doc_a, p.doc_b, p.estimated, p.jaccard, p.new) for p in res)
-        write_records(rows, fmt, sys.stdout, with_new=new_only)
+        write_records(rows, fmt, sys.stdout, with_new=new_only, header=header)
         sys.stdout.flush()
     except BrokenPipeError:
         _reader_went_away()
@@ -481,9 +491,13 @@ def _reader_went_away() -> None:
 @_opt("--all-candidates", is_flag=True, help="Print every candidate, whatever its similarity.")
 @_opt("--text-field", default=None, help="JSON Lines queries: the field holding a document's text. Default: the index's.")
 @_opt("--id-field", default=None, help="JSON Lines queries: the field holding a document's id. Default: the index's, else the line number.")
+@header_option
 @quiet_option
 @verbose_option
-def query(files, index, corpus, threshold, files_from, files0_from, fmt, null, no_verify, all_candidates, text_field, id_field, quiet, verbose) -> None:
+def query(
+    files, index, corpus, threshold, files_from, files0_from, fmt, null, no_verify, all_candidates, text_field, id_field,
+    header, quiet, verbose,
+) -> None:
     """Print the indexed near-duplicates of each FILE, without changing the index.
 
     Records: query, doc, estimated, jaccard (the query as given, the indexed
@@ -506,10 +520,14 @@ def query(files, index, corpus, threshold, files_from, files0_from, fmt, null, n
     from simdoc.query import query_documents
 
     _setup_logging(quiet, verbose)
+    check_header(header, "null" if null else fmt)
     index = _index_of(corpus, index)
     if null and fmt is not None:
         raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
-    names = [str(f) for f in files] + (chosen_list(files_from, files0_from) or [])
+    listed = chosen_list(files_from, files0_from)
+    if listed is not None and not listed and not files:
+        raise _empty_list(files_from, files0_from)
+    names = [str(f) for f in files] + (listed or [])
     if not names:
         raise click.UsageError("give at least one FILE ('-' for stdin), --files-from or --files0-from")
     # Read the queries the way the index read its documents.
@@ -534,13 +552,13 @@ def query(files, index, corpus, threshold, files_from, files0_from, fmt, null, n
     fmt = "null" if null else (fmt or ("table" if sys.stdout.isatty() else "tsv"))
     try:
         rows = ((m.query, m.doc, m.estimated, m.jaccard) for m in matches)
-        write_records(rows, fmt, sys.stdout, names=("query", "doc"))
+        write_records(rows, fmt, sys.stdout, names=("query", "doc"), header=header)
         sys.stdout.flush()
     except BrokenPipeError:
         _reader_went_away()
-    log.info(f"simdoc: {len(documents)} queries, {len(matches)} matches")
+    log.info(f"simdoc: {count(len(documents), 'query')}, {count(len(matches), 'match')}")
     if documents == [] and names:
-        click.echo(f"Error: no query could be read from {_count(len(names), 'file')} (see the warnings above)", err=True)
+        click.echo(f"Error: no query could be read from {count(len(names), 'file')} (see the warnings above)", err=True)
         sys.exit(3)
 
 
@@ -567,10 +585,10 @@ def check(corpus, index, quiet, verbose) -> None:
     for p in problems:
         click.echo(p)
     if problems:
-        click.echo(f"Error: the index at {index} is damaged ({len(problems)} problems)", err=True)
+        click.echo(f"Error: the index at {index} is damaged ({count(len(problems), 'problem')})", err=True)
         click.echo("  hint: rebuild it with `simdoc pairs CORPUS --index ... --rebuild`", err=True)
         sys.exit(4)
-    log.info(f"check: the index at {index} is sound ({len(facts)} checks)")
+    log.info(f"check: the index at {index} is sound ({count(len(facts), 'check')})")
 
 
 def _corpus_arg(corpus: tuple, files_from, files0_from=None):
@@ -580,14 +598,17 @@ def _corpus_arg(corpus: tuple, files_from, files0_from=None):
     if listed is not None:
         items += [Path(p) for p in listed]
         if not items:
-            raise click.UsageError(f"{'--files0-from' if files0_from is not None else '--files-from'} gave no files")
+            raise _empty_list(files_from, files0_from)
     if not items:
         return None
     return items[0] if len(items) == 1 else items
 
 
-def _count(n: int, noun: str, plural: str | None = None) -> str:
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+def _empty_list(files_from, files0_from=None) -> CorpusError:
+    """An empty list is "no documents" (exit 3), not a usage error: `find ... | simdoc` on a quiet day."""
+    given, flag = (files0_from, "--files0-from") if files0_from is not None else (files_from, "--files-from")
+    name = "stdin" if getattr(given, "name", "-") in ("-", "<stdin>") else given.name
+    return CorpusError(f"{flag} {name} lists no files: no documents", hint="give a list with at least one path")
 
 
 def _env_index() -> bool:
@@ -602,7 +623,7 @@ def _warn_big_groups(res: PairsResult) -> None:
     if big:
         largest = max(big, key=len)
         log.warning(
-            f"{len(big)} group{'s' if len(big) != 1 else ''} of more than 1,000 exact copies "
+            f"{count(len(big), 'group')} of more than 1,000 exact copies "
             f"(largest: {len(largest):,} documents, first {res.doc_ids[largest[0]]}): their "
             f"{res.n_group_pairs():,} pairs, all with jaccard 1, are streamed; "
             "`simdoc clusters` lists each group on one line"
@@ -610,14 +631,19 @@ def _warn_big_groups(res: PairsResult) -> None:
 
 
 def _summary(res: PairsResult) -> None:
-    what = "pairs" if res.jaccard is not None else "pairs (estimated)"
-    skipped = f" ({res.n_skipped} file{'s' if res.n_skipped != 1 else ''} skipped)" if res.n_skipped else ""
+    pairs = count(len(res), "pair") + ("" if res.jaccard is not None else " (estimated)")
+    skipped = f" ({count(res.n_skipped, 'file skipped')})" if res.n_skipped else ""
     cut = "all candidates" if res.all_candidates else f"{res.measure} jaccard >= {res.threshold:g}"
-    msg = f"simdoc: {res.n_docs} documents{skipped}, {res.n_candidates} candidates, {len(res)} {what} ({cut}) in {res.seconds:.2f} s"
+    msg = (
+        f"simdoc: {count(res.n_docs, 'document')}{skipped}, {count(res.n_candidates, 'candidate')}, "
+        f"{pairs} ({cut}) in {res.seconds:.2f} s"
+    )
     log.info(msg)
     if res.stats.large_buckets:
+        hold = "holds" if res.stats.large_buckets == 1 else "hold"
         log.warning(
-            f"{res.stats.large_buckets} LSH buckets hold 10,000 or more documents (largest: {res.stats.largest_bucket}); "
+            f"{count(res.stats.large_buckets, 'LSH bucket')} {hold} 10,000 or more documents "
+            f"(largest: {res.stats.largest_bucket}); "
             "these are usually exact copies or boilerplate"
         )
 

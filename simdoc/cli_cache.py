@@ -16,7 +16,8 @@ import click
 
 from simdoc.cache import IndexInUse, cache_dir, cached_index_path, cached_indexes, remove_index
 from simdoc.cache import older_than as last_updated_before
-from simdoc.cli import _count, _setup_logging, cli, quiet_option, verbose_option
+from simdoc.cli import _setup_logging, cli, quiet_option, verbose_option
+from simdoc.wording import count
 from simdoc.errors import EXIT_BUSY
 from simdoc.output import tsv_field
 
@@ -72,7 +73,7 @@ def cache_list(quiet, verbose) -> None:
     _setup_logging(quiet, verbose)
     found = cached_indexes()
     _write(f"{tsv_field(str(i.path))}\t{tsv_field(i.corpus)}\t{i.size}\t{_utc(i.modified)}\n" for i in found)
-    log.info(f"simdoc: {_count(len(found), 'index', 'indexes')}, {sum(i.size for i in found):,} bytes in {cache_dir()}")
+    log.info(f"simdoc: {count(len(found), 'index', 'indexes')}, {sum(i.size for i in found):,} bytes in {cache_dir()}")
 
 
 @cache.command("clean")
@@ -139,10 +140,10 @@ def cache_clean(targets, older_than, dry_run, wait, quiet, verbose) -> None:
         freed += index.size
         _write([f"{tsv_field(str(index.path))}\n"])
     if dry_run:
-        log.info(f"simdoc: would remove {_count(len(chosen), 'index', 'indexes')} ({sum(i.size for i in chosen):,} bytes)")
+        log.info(f"simdoc: would remove {count(len(chosen), 'index', 'indexes')} ({sum(i.size for i in chosen):,} bytes)")
         return
     busy = f"; {in_use} in use, left" if in_use else ""
-    log.info(f"simdoc: removed {_count(removed, 'index', 'indexes')} ({freed:,} bytes){busy}")
+    log.info(f"simdoc: removed {count(removed, 'index', 'indexes')} ({freed:,} bytes){busy}")
     if in_use:
         sys.exit(EXIT_BUSY)
 

@@ -8,6 +8,7 @@ as :class:`~simdoc.errors.SimdocError` turned into ``Error: ...`` by the group.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -35,6 +36,7 @@ from simdoc.cli import (
     _show_progress,
     banding_options,
     cli,
+    header_option,
     index_option,
     jobs_option,
     quiet_option,
@@ -62,7 +64,7 @@ from simdoc.file_texts import read_file_texts
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
 from simdoc.shingling import ShingleSpec
 from simdoc.lsh import DEFAULT_RECALL, DEFAULT_THRESHOLD
-from simdoc.output import tsv_field
+from simdoc.output import check_header, tsv_field, tsv_header
 from simdoc.pipeline import (
     PairsResult,
     build_shingles,
@@ -73,6 +75,7 @@ from simdoc.pipeline import (
 )
 from simdoc.store import IndexStore
 from simdoc.tuning import format_stats, format_tune, index_stats, render_s_curve, tune
+from simdoc.wording import count
 
 log = logging.getLogger("simdoc")
 PLAIN_WIDTH = 80  # `show` wraps document text to this width when stdout is not a terminal
@@ -161,8 +164,9 @@ def _cut(res: PairsResult) -> str:
     help="End every field with NUL instead of tab or newline, names as raw bytes: "
     "cluster_id, size, then size members (for xargs -0 and `read -d ''`).",
 )
+@header_option
 @_apply(pair_options)
-def clusters(corpus, files_from, files0_from, fmt, null, index, quiet, verbose, **options) -> None:
+def clusters(corpus, files_from, files0_from, fmt, null, header, index, quiet, verbose, **options) -> None:
     """Print groups of near-duplicates: connected components of the verified pairs.
 
     Only pairs whose exact Jaccard reaches the threshold link documents, never
@@ -181,12 +185,15 @@ def clusters(corpus, files_from, files0_from, fmt, null, index, quiet, verbose, 
     _setup_logging(quiet, verbose)
     if null and fmt is not None:
         raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
+    check_header(header, "null" if null else fmt)
     res, _ = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, files0_from=files0_from, **options)
     found = cluster_pairs(res)
     if null:
         _emit_null([str(c.cluster_id), str(c.size), *c.members] for c in found)
     elif fmt in (None, "tsv"):
         lines = ("\t".join([str(c.cluster_id), str(c.size), *map(tsv_field, c.members)]) + "\n" for c in found)
+        if header:  # the members fill the third field and every one after it
+            lines = itertools.chain([tsv_header(("cluster_id", "size", "members"))], lines)
         _emit(lines)
     else:
         lines = (
@@ -196,8 +203,8 @@ def clusters(corpus, files_from, files0_from, fmt, null, index, quiet, verbose, 
         _emit(lines)
     held = sum(c.size for c in found)
     log.info(
-        f"simdoc: {res.n_docs} documents, {len(res)} pairs ({_cut(res)}), {len(found)} "
-        f"cluster{'s' if len(found) != 1 else ''} holding {held} documents in {res.seconds:.2f} s"
+        f"simdoc: {count(res.n_docs, 'document')}, {count(len(res), 'pair')} ({_cut(res)}), "
+        f"{count(len(found), 'cluster')} holding {count(held, 'document')} in {res.seconds:.2f} s"
     )
 
 
@@ -224,8 +231,9 @@ def clusters(corpus, files_from, files0_from, fmt, null, index, quiet, verbose, 
     default="paths",
     help="paths: one droppable path per line; tsv: drop<TAB>keep; jsonl: one cluster per line. Default: paths.",
 )
+@header_option
 @_apply(pair_options)
-def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, index, quiet, verbose, **options) -> None:
+def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, header, index, quiet, verbose, **options) -> None:
     """Print the documents that can go: all but one of every cluster.
 
     Clusters are those of `simdoc clusters`; of each, the --keep document
@@ -243,6 +251,7 @@ def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, index, qui
     _setup_logging(quiet, verbose)
     if null and fmt != "paths":
         raise click.UsageError("-0/--null goes with the default path list (--format paths)")
+    check_header(header, fmt)
     res, index = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, files0_from=files0_from, **options)
     with IndexStore(index).reading():
         loaded = open_index(index)
@@ -271,6 +280,8 @@ def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, index, qui
         lines = ()
     elif fmt == "tsv":
         lines = (f"{tsv_field(name(x))}\t{tsv_field(name(d.keep))}\n" for d in decisions for x in d.drop)
+        if header:
+            lines = itertools.chain([tsv_header(("drop", "keep"))], lines)
     else:
         lines = (
             json.dumps({"cluster_id": d.cluster_id, "keep": name(d.keep), "drop": [name(x) for x in d.drop]}, ensure_ascii=False)
@@ -279,8 +290,8 @@ def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, index, qui
         )
     _emit(lines)
     log.info(
-        f"simdoc: {len(decisions)} cluster{'s' if len(decisions) != 1 else ''}: keep {len(decisions)}, "
-        f"drop {n_drop} documents ({drop_bytes} bytes) ({_cut(res)}, --keep {keep}) in {res.seconds:.2f} s"
+        f"simdoc: {count(len(decisions), 'cluster')}: keep {len(decisions)}, "
+        f"drop {count(n_drop, 'document')} ({count(drop_bytes, 'byte')}) ({_cut(res)}, --keep {keep}) in {res.seconds:.2f} s"
     )
 
 
@@ -401,16 +412,16 @@ def _show_header(ev: PairEvidence) -> list[str]:
     if o is None:
         gone = "n/a  (a document could not be read)"
         lines = [
-            f"A  {ev.doc_a}  ({ev.words_a} words)",
-            f"B  {ev.doc_b}  ({ev.words_b} words)",
+            f"A  {ev.doc_a}  ({count(ev.words_a, 'word')})",
+            f"B  {ev.doc_b}  ({count(ev.words_b, 'word')})",
             f"set jaccard      {gone}",
             f"bag jaccard      {gone}",
             f"estimated        {est}",
         ]
     else:
         lines = [
-            f"A  {ev.doc_a}  ({ev.words_a} words, {o.n_a} shingles)",
-            f"B  {ev.doc_b}  ({ev.words_b} words, {o.n_b} shingles)",
+            f"A  {ev.doc_a}  ({count(ev.words_a, 'word')}, {count(o.n_a, 'shingle')})",
+            f"B  {ev.doc_b}  ({count(ev.words_b, 'word')}, {count(o.n_b, 'shingle')})",
             f"set jaccard      {o.set_jaccard:.4f}  ({o.n_common} of {o.n_union} distinct shingles shared)",
             f"bag jaccard      {o.bag_jaccard:.4f}  (identical bags score 0.5)",
             f"estimated        {est}",
@@ -424,7 +435,7 @@ def _show_header(ev: PairEvidence) -> list[str]:
         return lines
     shared = ev.shared_words
     lines.append(
-        f"shared passages  {len(ev.passages)} of {ev.min_words} or more words: {shared} words, "
+        f"shared passages  {len(ev.passages)} of {ev.min_words} or more words: {count(shared, 'word')}, "
         f"{_pct(shared, ev.words_a)} of A and {_pct(shared, ev.words_b)} of B"
     )
     lines.append("")

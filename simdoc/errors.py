@@ -8,6 +8,8 @@ with the class's ``exit_code``. Anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import shlex
+
 EXIT_OK = 0
 EXIT_INTERNAL = 1  # a bug: unexpected exception, traceback printed
 EXIT_USAGE = 2  # bad command line or option value (click uses 2 as well)
@@ -54,19 +56,40 @@ class IndexError_(SimdocError):
     exit_code = EXIT_INDEX
 
 
+def option_name(name: str) -> str:
+    """The command-line flag of a parameter: ``max_bytes`` -> ``--max-bytes``."""
+    return "--" + name.replace("_", "-")
+
+
+def spell_option(name: str, value: object) -> str:
+    """A parameter value as it is typed on the command line.
+
+    >>> spell_option("max_bytes", 100), spell_option("lowercase", False), spell_option("max_bytes", None)
+    ('--max-bytes 100', '--no-lowercase', 'no --max-bytes')
+    >>> spell_option("include", ["*.txt", "a b/*"])
+    "--include '*.txt' --include 'a b/*'"
+    """
+    option = option_name(name)
+    if isinstance(value, bool):
+        return option if value else "--no-" + option[2:]
+    if value is None or (isinstance(value, (list, tuple)) and not value):
+        return f"no {option}"
+    if isinstance(value, (list, tuple)):
+        return " ".join(f"{option} {shlex.quote(str(v))}" for v in value)
+    return f"{option} {shlex.quote(str(value))}"
+
+
 class ParameterMismatch(IndexError_):
     """The index was built with a parameter value other than the one asked for."""
 
     def __init__(self, stage: str, name: str, stored: object, asked: object, index: str) -> None:
-        option = "--" + name.replace("_", "-")
-        if isinstance(asked, bool):
-            asked_text = option if asked else "--no-" + name.replace("_", "-")
-        else:
-            asked_text = f"{option} {asked!r}"
+        asked_text = spell_option(name, asked)
+        stored_text = spell_option(name, stored)
+        built = f"without {stored_text[3:]}" if stored_text.startswith("no --") else f"with {stored_text}"
+        drop = asked_text if isinstance(asked, bool) else option_name(name)
         super().__init__(
-            f"the index at {index} was built with {name}={stored!r} ({stage} stage), "
-            f"but {asked_text} was asked for",
-            hint=f"drop {option} to use the stored value, pass --rebuild to rebuild the index "
+            f"the index at {index} was built {built} ({stage} stage), but {asked_text} was asked for",
+            hint=f"drop {drop} to use the stored value, pass --rebuild to rebuild the index "
             "with the new value, or choose another --index",
         )
         self.stage = stage

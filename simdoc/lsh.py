@@ -47,16 +47,16 @@ _MIX2 = np.uint64(0x94D049BB133111EB)
 
 def check_threshold(threshold: float) -> float:
     if not isinstance(threshold, (int, float, np.floating)) or not 0.0 < float(threshold) <= 1.0:
-        raise UsageError(f"threshold must be in (0, 1], got {threshold!r}")
+        raise UsageError(f"--threshold must be in (0, 1], got {threshold!r}")
     return float(threshold)
 
 
 def check_bands_rows(bands: int, rows: int, num_perm: int) -> None:
     if bands < 1 or rows < 1:
-        raise UsageError(f"bands and rows must be at least 1, got bands={bands}, rows={rows}")
+        raise UsageError(f"--bands and --rows must be at least 1, got --bands {bands} --rows {rows}")
     if bands * rows > num_perm:
         raise UsageError(
-            f"bands*rows = {bands}*{rows} = {bands * rows} is larger than num_perm = {num_perm}",
+            f"--bands {bands} times --rows {rows} = {bands * rows} is larger than --num-perm {num_perm}",
             hint="lower --bands or --rows, or raise --num-perm (the signature must have b*r rows)",
         )
 

@@ -12,6 +12,9 @@ tsv/csv and ``null`` in jsonl, and the order follows the estimate.
 With ``--new`` a fifth field ``new`` (a, b or both) says which document the
 latest update added or changed.
 
+csv and the table start with a line of field names, tsv does not (``sort``
+and ``awk`` see records only); ``--header`` / ``--no-header`` change that.
+
 tsv escapes backslash, tab, newline and carriage return in names as ``\\\\``,
 ``\\t``, ``\\n`` and ``\\r``, so one record is always one line; bytes of a
 file name that are not UTF-8 are written ``\\xNN`` (tsv, csv, table) or as
@@ -27,6 +30,8 @@ import os
 import re
 from collections.abc import Iterable
 from typing import TextIO
+
+from simdoc.errors import UsageError
 
 FIELDS = ("doc_a", "doc_b", "estimated", "jaccard")
 FORMATS = ("tsv", "csv", "jsonl", "table")
@@ -56,25 +61,58 @@ def _num(x: float | None) -> str:
     return "" if x is None else f"{x:.4f}"
 
 
+# Formats whose first line may name the fields, and whether it does by default: csv and the
+# table do; tsv does not, so that `sort` and `awk` see records only (sqlite-utils' --tsv has one).
+HEADER_DEFAULT = {"tsv": False, "csv": True, "table": True}
+
+
+def check_header(header: bool | None, fmt: str | None) -> None:
+    """A header asked for where there is no line to hold one (jsonl, NUL-separated fields, paths) is a usage error."""
+    if header and fmt is not None and fmt not in HEADER_DEFAULT:
+        what = {"null": "-0/--null", "paths": "the path list (--format paths)"}.get(fmt, f"--format {fmt}")
+        raise UsageError(
+            f"--header goes with tsv, csv or table output, not with {what}",
+            hint="jsonl names every field in every record; drop --header" if fmt == "jsonl" else "drop --header",
+        )
+
+
+def tsv_header(fields: Iterable[str]) -> str:
+    """The header line of a tsv output, newline included."""
+    return "\t".join(fields) + "\n"
+
+
 def write_records(
-    records: Iterable[Record], fmt: str, out: TextIO, with_new: bool = False, names: tuple[str, str] = ("doc_a", "doc_b")
+    records: Iterable[Record],
+    fmt: str,
+    out: TextIO,
+    with_new: bool = False,
+    names: tuple[str, str] = ("doc_a", "doc_b"),
+    header: bool | None = None,
 ) -> int:
     """Write records in ``fmt``; returns how many were written.
 
     ``with_new`` adds a fifth field, ``new``: which side (a, b, both) the
     latest update added or changed (``simdoc pairs --new``). ``names`` are the
     first two field names (``query``, ``doc`` for ``simdoc query``).
+    ``header``: whether tsv, csv and the table start with the field names
+    (None: the format's default, :data:`HEADER_DEFAULT`).
     """
     n = 0
     fields = [*names, *FIELDS[2:]] + (["new"] if with_new else [])
+    check_header(header, fmt)
+    if header is None:
+        header = HEADER_DEFAULT.get(fmt, False)
     if fmt == "tsv":
+        if header:
+            out.write(tsv_header(fields))
         for a, b, est, jac, *new in records:
             tail = f"\t{new[0]}" if with_new else ""
             out.write(f"{tsv_field(a)}\t{tsv_field(b)}\t{_num(est)}\t{_num(jac)}{tail}\n")
             n += 1
     elif fmt == "csv":
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(fields)
+        if header:
+            writer.writerow(fields)
         for a, b, est, jac, *new in records:
             row = (_raw_bytes_escaped(a), _raw_bytes_escaped(b), _num(est), _num(jac))
             writer.writerow(row + (tuple(new[:1]) if with_new else ()))
@@ -108,7 +146,13 @@ def write_records(
         from rich.console import Console
         from rich.table import Table
 
-        table = Table(*fields, box=None, header_style="bold")
+        table = Table(box=None, header_style="bold", show_header=header)
+        # Names are folded onto more lines, never cut: two documents of a pair often share
+        # a long prefix, and an ellipsis would make them look identical. Numbers stay whole.
+        for name in fields[:2]:
+            table.add_column(name, overflow="fold")
+        for name in fields[2:]:
+            table.add_column(name, no_wrap=True, min_width=len(name))
         for a, b, est, jac, *new in records:
             table.add_row(_raw_bytes_escaped(a), _raw_bytes_escaped(b), _num(est), _num(jac) or "-", *(new[:1] if with_new else ()))
             n += 1

@@ -54,6 +54,7 @@ from simdoc.similarity import MEASURES
 from simdoc.store import MANIFEST, IndexStore, crc32
 from simdoc.verified import VerifiedPairs
 from simdoc.verify import DocumentReader
+from simdoc.wording import count
 
 log = logging.getLogger("simdoc")
 
@@ -146,8 +147,11 @@ def _pool_map(func: Callable, tasks: Iterable, jobs: int) -> Iterator:
         yield from pool.imap(func, itertools.chain(head, tasks), chunksize=1)
 
 
-def _progress(total: int, desc: str, enabled: bool, unit: str = "doc") -> tqdm:
-    return tqdm(total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr, leave=False, dynamic_ncols=True)
+def _progress(total: int | None, desc: str, enabled: bool, unit: str = " docs") -> tqdm:
+    """A bar on stderr; with a total it shows the share done and the time left. No work, no bar."""
+    return tqdm(
+        total=total, desc=desc, unit=unit, disable=not enabled or total == 0, file=sys.stderr, leave=False, dynamic_ncols=True
+    )
 
 
 def _check_jobs(jobs: int | None) -> int:
@@ -482,7 +486,7 @@ def _build_shingles(
     entries = list(entries)
     if not entries:
         raise CorpusError(
-            f"corpus {_name(corpus)} has no documents" + (f" ({len(skipped)} paths passed over)" if skipped else ""),
+            f"corpus {_name(corpus)} has no documents" + (f" ({count(len(skipped), 'path')} passed over)" if skipped else ""),
             hint="point simdoc at a folder that holds text files (hidden files are ignored)",
         )
     scan_id = _build_id(_scan_signature(entries, skipped))
@@ -547,7 +551,7 @@ def _build_shingles(
             n_kept_old += 1
 
     results = _pool_map(scan_batch, make_tasks(), jobs)
-    bar = _progress(len(entries), "read", progress, unit="file")
+    bar = _progress(len(entries), "shingle", progress, unit="file")
     try:
         batch: BatchResult | None = None
         at_file = at_doc = 0
@@ -597,7 +601,7 @@ def _build_shingles(
             return StageResult("shingle", False, time.perf_counter() - t0, f"up to date ({n_read} racily clean files re-read)", warnings)
         if not len(builder):
             err = CorpusError(
-                f"corpus {_name(corpus)} has no readable documents ({len(not_docs)} files skipped)",
+                f"corpus {_name(corpus)} has no readable documents ({count(len(not_docs), 'file skipped')})",
                 hint="see the warnings above for why each file was skipped",
             )
             err.warnings = warnings

@@ -58,7 +58,7 @@ def query_documents(
         loaded.stage("signature")
         t = threshold if threshold is not None else ix["params"].get("threshold")
         if t is None or not 0.0 < float(t) <= 1.0:
-            raise UsageError(f"threshold must be in (0, 1], got {t!r}")
+            raise UsageError(f"--threshold must be in (0, 1], got {t!r}")
         spec = loaded.spec()
         texts = [text for _, text in documents]
         # Signatures from the window stream, as the build computes them; 64-bit sets to verify.

@@ -26,16 +26,27 @@ def is_jsonl(path: str) -> bool:
     return path.endswith(JSONL_SUFFIXES)
 
 
+SHOWN_LINES = 3  # line numbers quoted in a warning that many lines share
+
+
 def split_jsonl(
     text: str, source: str, text_field: str = "text", id_field: str | None = None
 ) -> tuple[list[tuple[str, str, int, int]], list[str]]:
     """(document id, text, byte offset, byte length) of every usable line, sorted by id, and warnings.
 
     The offset and length locate the line in the file's (decompressed) bytes.
+    A problem on one line is one warning naming the line; the same problem on
+    many lines (a misspelt ``--text-field`` on every line of a large file) is
+    still one warning, with the count and the first few line numbers.
     """
     docs: dict[str, tuple[str, int, int]] = {}
-    warnings: list[str] = []
     offset = 0
+    problems: dict[str, list[tuple[int, str]]] = {}  # kind -> (line, what to say of that line alone)
+    fields_seen: list[str] | None = None  # the keys of the first object without the text field
+
+    def note(kind: str, lineno: int, message: str) -> None:
+        problems.setdefault(kind, []).append((lineno, message))
+
     for lineno, line in enumerate(text.split("\n"), 1):
         start = offset
         length = len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))
@@ -45,23 +56,40 @@ def split_jsonl(
         try:
             obj = json.loads(line)
         except ValueError:
-            warnings.append(f"line {lineno}: not valid JSON, skipped")
+            note("not valid JSON, skipped", lineno, "not valid JSON, skipped")
             continue
         if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
-            warnings.append(f"line {lineno}: no string field {text_field!r}, skipped")
+            what = f"no string field {text_field!r}, skipped"
+            note(what, lineno, what)
+            if fields_seen is None and isinstance(obj, dict):
+                fields_seen = list(obj)
             continue
         key = str(lineno)
         if id_field is not None:
             if id_field in obj and obj[id_field] is not None:
                 key = str(obj[id_field])
             else:
-                warnings.append(f"line {lineno}: no field {id_field!r}, its id is the line number")
+                what = f"no field {id_field!r}, its id is the line number"
+                note(what, lineno, what)
         doc_id = f"{source}#{key}"
         if doc_id in docs:
-            warnings.append(f"line {lineno}: id {key!r} repeats, this one is {key}@{lineno}")
+            note("an id that repeats gets @LINE appended", lineno, f"id {key!r} repeats, this one is {key}@{lineno}")
             doc_id = f"{doc_id}@{lineno}"
         docs[doc_id] = (obj[text_field], start, length)
+    warnings = [_summarise(kind, seen) for kind, seen in problems.items()]
+    if fields_seen and not docs:
+        shown = ", ".join(fields_seen[:8]) + (", ..." if len(fields_seen) > 8 else "")
+        warnings.append(f"the objects have the fields {shown}: name the one with the text with --text-field")
     return sorted((d, t, o, n) for d, (t, o, n) in docs.items()), warnings
+
+
+def _summarise(kind: str, seen: list[tuple[int, str]]) -> str:
+    """One warning for one kind of problem, however many lines have it."""
+    if len(seen) == 1:
+        lineno, message = seen[0]
+        return f"line {lineno}: {message}"
+    first = ", ".join(str(n) for n, _ in seen[:SHOWN_LINES]) + (", ..." if len(seen) > SHOWN_LINES else "")
+    return f"{len(seen):,} lines ({first}): {kind}"
 
 
 # ---------------------------------------------------------------- web pages

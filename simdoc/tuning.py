@@ -29,6 +29,7 @@ from simdoc.lsh import (
     s_curve_threshold,
 )
 from simdoc.minhash import DEFAULT_NUM_PERM
+from simdoc.wording import count
 
 if TYPE_CHECKING:
     from simdoc.pipeline import LoadedIndex
@@ -236,9 +237,18 @@ def render_s_curve(bands: int, rows: int, threshold: float | None = None, width:
 
 @dataclass(frozen=True)
 class LargeBucket:
+    """A shared bucket, listed once however many bands hold the same documents together.
+
+    ``band`` is the first band that holds it and ``bands`` how many do (a
+    group of exact copies is one bucket in every band). ``copies`` is True
+    when all its documents are exact copies of one another.
+    """
+
     size: int
     band: int
     sample: str  # the member with the smallest document number
+    bands: int = 1
+    copies: bool = False
 
 
 @dataclass(frozen=True)
@@ -347,22 +357,56 @@ def size_histogram(sizes: np.ndarray) -> tuple[tuple[int, int, int], ...]:
 def summarise_buckets(
     keys: np.ndarray, buckets: np.ndarray, doc_ids: list[str], top: int = 5, weight: np.ndarray | None = None
 ) -> tuple[int, int, tuple[tuple[int, int, int], ...], tuple[LargeBucket, ...]]:
-    """Bucket count, shared-bucket count, size histogram and the ``top`` largest shared buckets."""
+    """Bucket count, shared-bucket count, size histogram and the ``top`` largest shared buckets.
+
+    The same documents bucketed together in several bands are one entry
+    (with the number of bands), so a group of exact copies, which shares a
+    bucket in every band, is listed once.
+    """
     per_band = bucket_sizes(keys, buckets, weight)
     all_sizes = np.concatenate([s for s, _ in per_band]) if per_band else np.zeros(0, np.int64)
-    big: list[tuple[int, int, int]] = []  # (-size, band, first document number)
+    big: list[tuple[int, int, int, int]] = []  # (-size, band, first document number, bucket number in its band)
     for t, (sizes, starts) in enumerate(per_band):
         shared = np.flatnonzero(sizes >= 2)
         if len(shared) == 0 or top <= 0:
             continue
-        # Only this band's top few can be among the overall top.
+        # Only this band's top few can be among the overall top: a band's buckets are disjoint,
+        # so a bucket ranked below `top` others of its own band is below `top` distinct ones.
         pick = shared[np.argsort(-sizes[shared], kind="stable")[:top]]
         order = np.asarray(buckets[t])
         # The bucket's members are in document order (stable sort), so its first is its smallest.
-        big.extend((-int(sizes[i]), t, int(order[starts[i]])) for i in pick)
+        big.extend((-int(sizes[i]), t, int(order[starts[i]]), int(i)) for i in pick)
     big.sort(key=lambda x: (x[0], x[1], doc_ids[x[2]]))
-    largest = tuple(LargeBucket(-neg, t, doc_ids[d]) for neg, t, d in big[: max(top, 0)])
-    return len(all_sizes), int(np.count_nonzero(all_sizes >= 2)), size_histogram(all_sizes), largest
+
+    def members(t: int, i: int) -> np.ndarray:
+        starts = per_band[t][1]
+        end = starts[i + 1] if i + 1 < len(starts) else len(buckets[t])
+        return np.asarray(buckets[t][starts[i] : end])
+
+    chosen: list[tuple[int, int, int, int]] = []
+    for cand in big:
+        if len(chosen) >= max(top, 0):
+            break
+        same = [c for c in chosen if c[0] == cand[0] and c[2] == cand[2]]  # equal size, equal first member
+        if any(np.array_equal(members(c[1], c[3]), members(cand[1], cand[3])) for c in same):
+            continue
+        chosen.append(cand)
+    # How many bands hold each chosen bucket: in every band, find the bucket of its first member
+    # (one pass over the band for all of them) and compare the members.
+    firsts = np.array([c[2] for c in chosen], dtype=np.int64)
+    n_bands = [0] * len(chosen)
+    for u in range(len(per_band)):
+        order = np.asarray(buckets[u])
+        at = np.flatnonzero(np.isin(order, firsts))
+        where = dict(zip(order[at].tolist(), np.searchsorted(per_band[u][1], at, side="right") - 1))
+        for k, (_, t, first, i) in enumerate(chosen):
+            if first in where and np.array_equal(members(t, i), members(u, int(where[first]))):
+                n_bands[k] += 1
+    largest = [
+        LargeBucket(-neg, t, doc_ids[first], n_bands[k], copies=len(members(t, i)) == 1)
+        for k, (neg, t, first, i) in enumerate(chosen)
+    ]
+    return len(all_sizes), int(np.count_nonzero(all_sizes >= 2)), size_histogram(all_sizes), tuple(largest)
 
 
 def index_stats(loaded: LoadedIndex, top: int = 5) -> IndexStats:
@@ -413,7 +457,7 @@ def format_stats(stats: IndexStats, bar_width: int = 40) -> list[str]:
     s = stats
     extra = [f"{s.n_empty} with no shingles"]
     if s.n_skipped:
-        extra.append(f"{s.n_skipped} file{'s' if s.n_skipped != 1 else ''} skipped")
+        extra.append(count(s.n_skipped, "file skipped"))
     lines = [
         f"documents: {s.n_docs} ({', '.join(extra)})",
         f"shingles per document (with repeats): min {s.shingles_min}, median {s.shingles_median:g}, "
@@ -427,7 +471,7 @@ def format_stats(stats: IndexStats, bar_width: int = 40) -> list[str]:
     if not b.current:
         lines.append("buckets: out of date (the signatures changed since; run `simdoc index --index ...`)")
         return lines
-    lines.append(f"buckets: {b.n_buckets} in {b.bands} bands, {b.n_shared} shared by two or more documents")
+    lines.append(f"buckets: {b.n_buckets} in {count(b.bands, 'band')}, {b.n_shared} shared by two or more documents")
     lines.append("bucket sizes (buckets per size, bars on a log scale):")
     top = max((n for _, _, n in b.histogram), default=0)
     for low, high, n in b.histogram:
@@ -435,10 +479,11 @@ def format_stats(stats: IndexStats, bar_width: int = 40) -> list[str]:
         bar = "#" * max(1, int(round(bar_width * np.log1p(n) / np.log1p(top))))
         lines.append(f"{label:>11}  {n:>8}  {bar}")
     if b.largest:
-        lines.append("largest shared buckets:")
-        lines.append(f"{'size':>11}  {'band':>8}  sample member")
+        lines.append("largest shared buckets (each once; bands: how many hold the same documents together):")
+        lines.append(f"{'size':>11}  {'band':>8}  {'bands':>8}  sample member")
         for big in b.largest:
-            lines.append(f"{big.size:>11}  {big.band:>8}  {big.sample}")
+            note = "  (a group of exact copies)" if big.copies else ""
+            lines.append(f"{big.size:>11}  {big.band:>8}  {big.bands:>8}  {big.sample}{note}")
     else:
         lines.append("largest shared buckets: none (no two documents share a bucket)")
     return lines

@@ -13,8 +13,8 @@ from simdoc.cli import cli
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = REPO / "sample_corpus"
 SUMMARY_RE = re.compile(
-    r"^simdoc: (?P<docs>\d+) documents(?: \((?P<skipped>\d+) files? skipped\))?, "
-    r"(?P<cand>\d+) candidates, (?P<pairs>\d+) pairs"
+    r"^simdoc: (?P<docs>\d+) documents?(?: \((?P<skipped>\d+) files? skipped\))?, "
+    r"(?P<cand>\d+) candidates?, (?P<pairs>\d+) pairs?\b"
 )
 
 # Three documents: a.txt and b.txt are exact copies, c.txt is unrelated.

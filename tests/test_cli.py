@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -423,13 +424,30 @@ def test_corpus_is_a_file(run, tmp_path):
     f = write(tmp_path / "file.txt", "hello")
     r = run("pairs", f, "--index", tmp_path / "idx")
     assert r.exit_code == 0 and r.stdout == ""
-    assert "simdoc: 1 documents" in r.stderr
+    assert "simdoc: 1 document," in r.stderr
 
 
 def test_empty_corpus(run, tmp_path):
     (tmp_path / "empty").mkdir()
     r = run("pairs", tmp_path / "empty", "--index", tmp_path / "idx")
     assert_clean_error(r, 3, "no documents")
+
+
+@pytest.mark.parametrize("cmd", ["pairs", "shingle", "clusters", "dedup", "query"])
+@pytest.mark.parametrize("listing, flag", [("", "--files-from"), ("\n\n", "--files-from"), ("", "--files0-from")])
+def test_an_empty_files_from_list_is_no_documents(run, tmp_path, cmd, listing, flag):
+    # Issue 17.8: `find ... | simdoc pairs --files-from -` on a quiet day is exit 3 ("no documents"), not 2.
+    idx = tmp_path / "idx"
+    r = run(cmd, flag, "-", "--index", idx, input=listing)
+    assert_clean_error(r, 3, f"{flag} stdin lists no files: no documents")
+    assert "Usage:" not in r.stderr
+    assert not idx.exists()
+
+
+def test_an_empty_files_from_file_is_named(run, tmp_path):
+    listing = write(tmp_path / "list.txt", "")
+    r = run("pairs", "--files-from", listing, "--index", tmp_path / "idx")
+    assert_clean_error(r, 3, f"--files-from {listing} lists no files")
 
 
 def test_corpus_of_hidden_files_only(run, tmp_path):
@@ -463,7 +481,7 @@ def test_corpus_of_binary_files_only_shows_the_warnings(run, tmp_path):
 
 def test_bands_rows_larger_than_num_perm(run, small_corpus, tmp_path):
     r = run("pairs", small_corpus, "--index", tmp_path / "idx", "--bands", "30", "--rows", "5")
-    assert_clean_error(r, 2, "num_perm")
+    assert_clean_error(r, 2, "--bands 30 times --rows 5 = 150 is larger than --num-perm 128")
 
 
 def test_bands_rows_larger_than_num_perm_index_cmd(run, small_corpus, tmp_path):
@@ -471,7 +489,7 @@ def test_bands_rows_larger_than_num_perm_index_cmd(run, small_corpus, tmp_path):
     assert run("shingle", small_corpus, "--index", idx, "-q").exit_code == 0
     assert run("signature", "--index", idx, "-q").exit_code == 0
     r = run("index", "--index", idx, "--bands", "30", "--rows", "5")
-    assert_clean_error(r, 2, "num_perm")
+    assert_clean_error(r, 2, "larger than --num-perm 128")
 
 
 @pytest.mark.parametrize("opt", [["--bands", "4"], ["--rows", "4"]])
@@ -518,21 +536,25 @@ def test_rebuild_without_corpus_is_usage_error(run, small_corpus, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "opt, name, option",
+    "opt, stored, asked",
     [
-        (["--k", "7"], "k", "--k"),
-        (["--unit", "word"], "unit", "--unit"),
-        (["--no-lowercase"], "lowercase", "lowercase"),
-        (["--num-perm", "64"], "num_perm", "--num-perm"),
-        (["--seed", "2"], "seed", "--seed"),
+        (["--k", "7"], "with --k 5", "--k 7"),
+        (["--unit", "word"], "with --unit char", "--unit word"),
+        (["--no-lowercase"], "with --lowercase", "--no-lowercase"),
+        (["--num-perm", "64"], "with --num-perm 128", "--num-perm 64"),
+        (["--seed", "2"], "with --seed 1", "--seed 2"),
+        (["--max-bytes", "100"], "without --max-bytes", "--max-bytes 100"),
+        (["--include", "*.txt"], "without --include", "--include '*.txt'"),
     ],
 )
-def test_parameter_mismatch_and_rebuild(run, small_corpus, tmp_path, opt, name, option):
+def test_parameter_mismatch_and_rebuild(run, small_corpus, tmp_path, opt, stored, asked):
     idx = tmp_path / "idx"
     first = run("pairs", small_corpus, "--index", idx)
     assert first.exit_code == 0
     r = run("pairs", small_corpus, "--index", idx, *opt)
-    assert_clean_error(r, 4, f"{name}=", option, "--rebuild")
+    # Issue 17.15: flags as typed, not Python reprs (max_bytes=None).
+    assert_clean_error(r, 4, f"was built {stored} (", f"but {asked} was asked for", "--rebuild")
+    assert "=" not in r.stderr.splitlines()[0]
     r = run("pairs", small_corpus, "--index", idx, *opt, "--rebuild")
     assert r.exit_code == 0, r.stderr
     assert r.stdout == first.stdout
@@ -546,14 +568,14 @@ def test_parameter_mismatch_pairs_without_corpus(run, small_corpus, tmp_path):
     idx = tmp_path / "idx"
     assert run("pairs", small_corpus, "--index", idx, "-q").exit_code == 0
     r = run("pairs", "--index", idx, "--k", "7")
-    assert_clean_error(r, 4, "k=5", "--k")
+    assert_clean_error(r, 4, "built with --k 5", "--k 7")
 
 
 def test_parameter_mismatch_shingle_cmd(run, small_corpus, tmp_path):
     idx = tmp_path / "idx"
     assert run("shingle", small_corpus, "--index", idx, "-q").exit_code == 0
     r = run("shingle", small_corpus, "--index", idx, "--k", "7")
-    assert_clean_error(r, 4, "k=5", "--k")
+    assert_clean_error(r, 4, "built with --k 5", "--k 7")
     assert run("shingle", small_corpus, "--index", idx, "--k", "7", "--rebuild", "-q").exit_code == 0
 
 
@@ -562,9 +584,9 @@ def test_parameter_mismatch_signature_cmd(run, small_corpus, tmp_path):
     assert run("shingle", small_corpus, "--index", idx, "-q").exit_code == 0
     assert run("signature", "--index", idx, "-q").exit_code == 0
     r = run("signature", "--index", idx, "--num-perm", "64")
-    assert_clean_error(r, 4, "num_perm=128", "--num-perm")
+    assert_clean_error(r, 4, "built with --num-perm 128", "--num-perm 64")
     r = run("signature", "--index", idx, "--seed", "2")
-    assert_clean_error(r, 4, "seed=1", "--seed")
+    assert_clean_error(r, 4, "built with --seed 1", "--seed 2")
     assert run("signature", "--index", idx, "--num-perm", "64", "--rebuild", "-q").exit_code == 0
 
 
@@ -737,6 +759,90 @@ def test_table_format(run, small_corpus, tmp_path):
     assert lines == [["doc_a", "doc_b", "estimated", "jaccard"], ["a.txt", "b.txt", "1.0000", "1.0000"]]
 
 
+def _table_rows(text: str, n_names: int = 2) -> list[list[str]]:
+    """The records of a `--format table` output, with names folded over several lines joined again."""
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    header = lines[0]
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    rows: list[list[str]] = []
+    for ln in lines[1:]:
+        cells = [ln[a:b].strip() for a, b in zip(starts, [*starts[1:], None])]
+        if any(cells[n_names:]):  # a record's first line carries its numbers
+            rows.append(cells)
+        else:  # a continuation: the rest of long names
+            for i in range(n_names):
+                rows[-1][i] += cells[i]
+    return rows
+
+
+@pytest.mark.parametrize("width", [80, 60, 40])
+def test_table_never_cuts_names(run, tmp_path, monkeypatch, width):
+    # Issue 17.11: at 80 columns `policies/remote-work-policy…` appeared twice in one row.
+    monkeypatch.setenv("COLUMNS", str(width))
+    tsv = run("pairs", SAMPLE_CORPUS, "--index", tmp_path / "idx")
+    r = run("pairs", "--index", tmp_path / "idx", "-f", "table")
+    assert r.exit_code == 0, r.stderr
+    assert "…" not in r.stdout
+    assert max(len(ln.rstrip()) for ln in r.stdout.splitlines()) <= width
+    assert _table_rows(r.stdout) == records(tsv)
+    for a, b, *_ in _table_rows(r.stdout):
+        assert a != b
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (("--header",), "doc_a\tdoc_b\testimated\tjaccard\na.txt\tb.txt\t1.0000\t1.0000\n"),
+        (("--header", "-f", "tsv"), "doc_a\tdoc_b\testimated\tjaccard\na.txt\tb.txt\t1.0000\t1.0000\n"),
+        ((), "a.txt\tb.txt\t1.0000\t1.0000\n"),  # headerless by default, for sort and awk
+        (("--no-header",), "a.txt\tb.txt\t1.0000\t1.0000\n"),
+        (("-f", "csv"), "doc_a,doc_b,estimated,jaccard\na.txt,b.txt,1.0000,1.0000\n"),
+        (("-f", "csv", "--header"), "doc_a,doc_b,estimated,jaccard\na.txt,b.txt,1.0000,1.0000\n"),
+        (("-f", "csv", "--no-header"), "a.txt,b.txt,1.0000,1.0000\n"),
+        (("--new", "--header"), "doc_a\tdoc_b\testimated\tjaccard\tnew\na.txt\tb.txt\t1.0000\t1.0000\tboth\n"),
+    ],
+)
+def test_pairs_header(run, small_corpus, tmp_path, args, expected):
+    # Issue 17.10: with --header, `sqlite3 .import` takes the field names from the first line.
+    r = run("pairs", small_corpus, "--index", tmp_path / "idx", *args)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == expected
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 command here")
+def test_sqlite3_import_of_tsv_with_header_keeps_every_pair(run, tmp_path):
+    r = run("pairs", SAMPLE_CORPUS, "--index", tmp_path / "idx", "--header")
+    (tmp_path / "pairs.tsv").write_text(r.stdout, encoding="utf-8")
+    db = tmp_path / "p.db"
+    subprocess.run(["sqlite3", str(db), ".mode tabs", f".import {tmp_path / 'pairs.tsv'} pairs"], check=True)
+    out = subprocess.run(["sqlite3", str(db), "select count(*) from pairs where jaccard >= 0.6"], capture_output=True, text=True)
+    assert out.stdout.strip() == str(len(r.stdout.splitlines()) - 1) == "5"
+
+
+def test_table_without_header(run, small_corpus, tmp_path):
+    r = run("pairs", small_corpus, "--index", tmp_path / "idx", "-f", "table", "--no-header")
+    assert r.exit_code == 0
+    assert [ln.split() for ln in r.stdout.splitlines() if ln.strip()] == [["a.txt", "b.txt", "1.0000", "1.0000"]]
+
+
+@pytest.mark.parametrize("args", [("-f", "jsonl"), ("-0",)])
+def test_header_where_no_line_can_hold_one_is_a_usage_error(run, small_corpus, tmp_path, args):
+    r = run("pairs", small_corpus, "--index", tmp_path / "idx", "--header", *args)
+    assert_clean_error(r, 2, "--header goes with tsv, csv or table output")
+    assert not (tmp_path / "idx").exists()  # said before any work
+
+
+def test_query_header(run, small_corpus, tmp_path):
+    idx = tmp_path / "idx"
+    assert run("pairs", small_corpus, "--index", idx).exit_code == 0
+    r = run("query", small_corpus / "a.txt", "--index", idx, "--header", "-t", "0.9")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "query\tdoc\testimated\tjaccard"
+    assert [ln.split("\t")[1] for ln in lines[1:]] == ["a.txt", "b.txt"]
+    assert run("query", small_corpus / "a.txt", "--index", idx, "--header", "-f", "jsonl").exit_code == 2
+
+
 def test_warnings_capped_unless_verbose(run, small_corpus, tmp_path):
     for i in range(25):
         write(small_corpus / f"bin{i:02d}.dat", b"x\x00")
@@ -801,3 +907,50 @@ def test_the_command_runs_without_the_cycle_collector_and_freezes_what_it_made(m
     finally:
         gc.enable()
     assert seen == [False] and frozen == [True]
+
+
+@pytest.mark.parametrize(
+    "name, value, spelt",
+    [
+        ("max_bytes", 100, "--max-bytes 100"),
+        ("max_bytes", None, "no --max-bytes"),
+        ("lowercase", True, "--lowercase"),
+        ("follow_symlinks", False, "--no-follow-symlinks"),
+        ("include", [], "no --include"),
+        ("exclude", ["*.log", "tmp dir/*"], "--exclude '*.log' --exclude 'tmp dir/*'"),
+        ("text_field", "body", "--text-field body"),
+    ],
+)
+def test_parameters_are_spelt_as_flags(name, value, spelt):
+    from simdoc.errors import spell_option
+
+    assert spell_option(name, value) == spelt
+
+
+def test_summaries_say_one_in_the_singular(run, tmp_path):
+    # Issue 17.15: "1 pairs", "1 documents", "1 clusters" ...
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", TEXT_A)
+    write(corpus / "b.txt", TEXT_A)
+    idx = tmp_path / "idx"
+    r = run("pairs", corpus, "--index", idx)
+    assert re.match(r"simdoc: 2 documents, 1 candidate, 1 pair \(set jaccard >= 0\.6\) in ", r.stderr), r.stderr
+    c = run("clusters", "--index", idx)
+    assert re.match(r"simdoc: 2 documents, 1 pair \(.*\), 1 cluster holding 2 documents in ", c.stderr), c.stderr
+    d = run("dedup", "--index", idx)
+    size = len(TEXT_A.encode())
+    assert d.stderr.startswith(f"simdoc: 1 cluster: keep 1, drop 1 document ({size} bytes) ("), d.stderr
+    q = run("query", corpus / "a.txt", "--index", idx)
+    assert q.stderr == "simdoc: 1 query, 2 matches\n"
+    one = run("pairs", corpus / "a.txt", "--index", tmp_path / "one")
+    assert one.stderr.startswith("simdoc: 1 document, 0 candidates, 0 pairs"), one.stderr
+
+
+def test_plural():
+    from simdoc.wording import count, plural
+
+    assert [count(n, "pair") for n in (0, 1, 2)] == ["0 pairs", "1 pair", "2 pairs"]
+    assert [plural(2, w) for w in ("query", "match", "copy", "day", "file skipped")] == [
+        "queries", "matches", "copies", "days", "files skipped"
+    ]
+    assert count(20000, "line", thousands=True) == "20,000 lines"

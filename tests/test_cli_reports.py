@@ -135,6 +135,16 @@ def test_clusters_usage_errors(run, groups, tmp_path):
     assert_clean_error(r, 2, "threshold")
 
 
+def test_clusters_header(run, built):
+    _, idx = built
+    r = run("clusters", "--index", idx, "--header")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "cluster_id\tsize\tmembers\n1\t3\ta.txt\tb.txt\tc.txt\n2\t2\td.txt\te.txt\n"
+    assert run("clusters", "--index", idx, "--no-header").stdout == "1\t3\ta.txt\tb.txt\tc.txt\n2\t2\td.txt\te.txt\n"
+    bad = run("clusters", "--index", idx, "--header", "-f", "jsonl")
+    assert_clean_error(bad, 2, "--header goes with tsv")
+
+
 # ---------------------------------------------------------------- dedup
 
 
@@ -194,6 +204,16 @@ def test_dedup_tsv_and_jsonl(run, built):
         '{"cluster_id": 1, "keep": "c.txt", "drop": ["a.txt", "b.txt"]}\n'
         '{"cluster_id": 2, "keep": "d.txt", "drop": ["e.txt"]}\n'
     )
+
+
+def test_dedup_tsv_header(run, built):
+    _, idx = built
+    r = run("dedup", "--index", idx, "--format", "tsv", "--keep", "longest", "--header")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "drop\tkeep\na.txt\tc.txt\nb.txt\tc.txt\ne.txt\td.txt\n"
+    # A path list feeds xargs: a header line there would be a file name.
+    for args in ((), ("-0",), ("-f", "jsonl")):
+        assert_clean_error(run("dedup", "--index", idx, "--header", *args), 2, "--header goes with tsv")
 
 
 def test_dedup_never_deletes(run, built):
@@ -333,7 +353,7 @@ def test_pairs_at_a_low_threshold(run, groups, tmp_path):
         (("-t", "0"), "threshold"),
         (("-t", "1.5"), "threshold"),
         (("--bands", "5"), "go together"),
-        (("--bands", "20", "--rows", "7"), "larger than num_perm"),
+        (("--bands", "20", "--rows", "7"), "larger than --num-perm 128"),
         (("--num-perm", "0"), "num-perm"),
     ],
 )
@@ -354,13 +374,11 @@ bucket sizes (buckets per size, bars on a log scale):
           1        28  ########################################
           2        28  ########################################
         3-4        16  ##################################
-largest shared buckets:
-       size      band  sample member
-          3         0  a.txt
-          3         2  a.txt
-          3         4  a.txt
-          3         5  a.txt
-          3         7  a.txt
+largest shared buckets (each once; bands: how many hold the same documents together):
+       size      band     bands  sample member
+          3         0        16  a.txt
+          2         0        22  d.txt  (a group of exact copies)
+          2         1         6  a.txt  (a group of exact copies)
 """
 
 
@@ -382,7 +400,7 @@ def test_stats_json(run, built):
     # With repeats: one shingle per 5-character window of each normalised text.
     assert d["n_docs"] == 6 and d["shingles_total"] == sum(max(len(normalise(t + "\n")) - 4, 0) for t, _ in GROUPS.values()) == 965
     assert d["buckets"]["histogram"] == [[1, 1, 28], [2, 2, 28], [3, 4, 16]]
-    assert d["buckets"]["largest"] == [{"size": 3, "band": 0, "sample": "a.txt"}]
+    assert d["buckets"]["largest"] == [{"size": 3, "band": 0, "sample": "a.txt", "bands": 16, "copies": False}]
 
 
 def test_stats_before_index_stage_and_stale(run, groups, tmp_path):
@@ -510,7 +528,7 @@ def test_show_warns_when_a_document_changed(run, built):
         (("a.txt", "a.txt"), 2, "same document"),
         (("a.txt", "missing.txt"), 2, "missing.txt is not a document"),
         (("a.txt", "c.txt", "--min-words", "0"), 2, "--min-words"),
-        (("a.txt", "c.txt", "--k", "7"), 4, "k=5"),
+        (("a.txt", "c.txt", "--k", "7"), 4, "built with --k 5"),
     ],
 )
 def test_show_errors(run, built, args, code, needle):

@@ -70,14 +70,14 @@ def test_include_and_exclude_globs(tmp_path):
     idx = tmp_path / "idx"
     r = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--include", "*.txt", "--exclude", "drop/*"])
     assert r.exit_code == 0, r.stderr
-    assert "simdoc: 1 documents" in r.stderr and r.stdout == ""
+    assert "simdoc: 1 document," in r.stderr and r.stdout == ""
     r = runner.invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "i2"), "--include", "*.txt", "--include", "*.md", "--exclude", "keep/*"])
     assert r.stdout == "drop/a.md\tdrop/a.txt\t1.0000\t1.0000\n"
     # The globs are index parameters.
     again = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--include", "*.md"])
     assert again.exit_code == 4 and "include" in again.stderr
     same = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx)])
-    assert same.exit_code == 0 and "simdoc: 1 documents" in same.stderr
+    assert same.exit_code == 0 and "simdoc: 1 document," in same.stderr
 
 
 def test_several_folders_and_files_make_one_corpus(tmp_path):
@@ -114,7 +114,7 @@ def test_single_file_corpus(tmp_path):
     f = tmp_path / "one.txt"
     f.write_text(TEXT, encoding="utf-8")
     r = CliRunner().invoke(cli, ["pairs", str(f), "--index", str(tmp_path / "idx")])
-    assert r.exit_code == 0 and r.stdout == "" and "simdoc: 1 documents" in r.stderr
+    assert r.exit_code == 0 and r.stdout == "" and "simdoc: 1 document," in r.stderr
 
 
 def test_jsonl_documents(tmp_path):
@@ -264,3 +264,36 @@ def test_show_reads_a_warc_member_at_its_offset(tmp_path):
     assert r.stderr == ""  # the record read at its offset is the one indexed
     shown = _json.loads(r.stdout)
     assert shown["passages"] and 0.5 < shown["set_jaccard"] < 1.0 and shown["words_a"] == len(TEXT.split())
+
+
+def test_a_problem_on_many_jsonl_lines_is_one_short_warning(tmp_path):
+    # Issue 17.15: a misspelt --text-field on a 20,000-line file gave one 889 KB warning line.
+    import json as _json
+
+    from simdoc.records import split_jsonl
+
+    text = "".join(_json.dumps({"body": f"text number {i}", "n": i}) + "\n" for i in range(20_000))
+    docs, warnings = split_jsonl(text, "data.jsonl")
+    assert docs == []
+    assert warnings == [
+        "20,000 lines (1, 2, 3, ...): no string field 'text', skipped",
+        "the objects have the fields body, n: name the one with the text with --text-field",
+    ]
+    (tmp_path / "data.jsonl").write_text(text, encoding="utf-8")
+    r = CliRunner().invoke(cli, ["pairs", str(tmp_path / "data.jsonl"), "--index", str(tmp_path / "idx")])
+    assert r.exit_code == 3
+    assert len(r.stderr) < 500, len(r.stderr)
+    assert "20,000 lines" in r.stderr and "--text-field" in r.stderr
+
+
+def test_jsonl_problems_are_counted_per_kind():
+    from simdoc.records import split_jsonl
+
+    lines = ['{"id": "a", "text": "x"}', "nope", '{"id": "a", "text": "y"}', "nor this", '{"id": "a", "text": "z"}', "[1]"]
+    docs, warnings = split_jsonl("\n".join(lines), "d.jsonl", id_field="id")
+    assert [d[0] for d in docs] == ["d.jsonl#a", "d.jsonl#a@3", "d.jsonl#a@5"]
+    assert warnings == [
+        "2 lines (2, 4): not valid JSON, skipped",
+        "2 lines (3, 5): an id that repeats gets @LINE appended",
+        "line 6: no string field 'text', skipped",
+    ]

@@ -87,7 +87,7 @@ def test_the_search_ends_at_the_first_row_count_that_cannot_reach_the_recall():
 
 
 def test_bands_rows_validation():
-    with pytest.raises(UsageError, match="num_perm"):
+    with pytest.raises(UsageError, match="larger than --num-perm 128"):
         check_bands_rows(30, 5, 128)
     check_bands_rows(32, 4, 128)
     with pytest.raises(UsageError):

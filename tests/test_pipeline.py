@@ -180,9 +180,9 @@ def test_one_command_equals_stage_by_stage(tmp_path):
 def test_parameter_mismatch_and_rebuild(tmp_path):
     make_corpus(tmp_path / "c")
     simdoc.find_pairs(tmp_path / "c", tmp_path / "idx")
-    with pytest.raises(ParameterMismatch, match="k=5"):
+    with pytest.raises(ParameterMismatch, match="with --k 5"):
         simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", k=4)
-    with pytest.raises(ParameterMismatch, match="num_perm"):
+    with pytest.raises(ParameterMismatch, match="--num-perm 64"):
         simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", num_perm=64)
     res = simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", k=4, num_perm=64, rebuild=True)
     assert res.banding.bands * res.banding.rows <= 64
@@ -246,3 +246,40 @@ def test_the_shingle_stage_gives_the_cycle_collector_back(tmp_path):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+# ---------------------------------------------------------------- progress bars (issue 17.15)
+
+_BAR_WITH_TOTAL = r"shingle: +\d+%\|[^|]*\| \d+/{n} \[\d\d:\d\d<"  # share done, n of total, time left
+
+
+def _bars(capsys) -> str:
+    return capsys.readouterr().err.replace("\r", "\n")
+
+
+def test_progress_bars_know_their_total(tmp_path, capsys):
+    import re
+
+    corpus = tmp_path / "c"
+    make_corpus(corpus)
+    n = sum(1 for p in corpus.rglob("*") if p.is_file())
+    idx = tmp_path / "idx"
+    capsys.readouterr()
+    # A first build lists the corpus while it reads it: the bar learns the total when the listing ends.
+    list(pipeline.find_pairs(corpus, idx, progress=True, jobs=1))
+    first = _bars(capsys)
+    assert re.search(_BAR_WITH_TOTAL.format(n=n), first), first
+    assert "signature:" not in first  # computed while shingling: nothing to show
+    # An update knows the list first.
+    (corpus / "new.txt").write_text("a new document about harbour cranes and tide tables", encoding="utf-8")
+    list(pipeline.find_pairs(corpus, idx, progress=True, jobs=1))
+    update = _bars(capsys)
+    assert re.search(_BAR_WITH_TOTAL.format(n=n + 1), update), update
+
+
+def test_no_progress_bars_unless_asked(tmp_path, capsys):
+    corpus = tmp_path / "c"
+    make_corpus(corpus)
+    capsys.readouterr()
+    list(pipeline.find_pairs(corpus, tmp_path / "idx", progress=False, jobs=1))
+    assert capsys.readouterr().err == ""

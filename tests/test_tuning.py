@@ -78,7 +78,7 @@ def test_tune_reports_every_valid_threshold_and_num_perm(threshold, num_perm):
         ({"threshold": 0.0}, "threshold"),
         ({"threshold": 1.5}, "threshold"),
         ({"threshold": 0.8, "bands": 4}, "go together"),
-        ({"threshold": 0.8, "bands": 20, "rows": 7}, "larger than num_perm"),
+        ({"threshold": 0.8, "bands": 20, "rows": 7}, "larger than --num-perm 128"),
         ({"threshold": 0.8, "num_perm": 0}, "num-perm"),
     ],
 )
@@ -166,6 +166,19 @@ def test_summarise_buckets_by_hand():
     assert summarise_buckets(keys, buckets, list("abcde"), top=1)[3] == (LargeBucket(3, 0, "a"),)
 
 
+def test_the_same_bucket_in_several_bands_is_listed_once():
+    # Band 0 and band 2 put {0, 1, 3} together; band 1 puts {0, 1} together and {2, 3, 4}.
+    keys = np.array([[7, 7, 3, 7, 3], [1, 1, 2, 2, 2], [5, 5, 6, 5, 9]], dtype=np.uint64)
+    buckets = np.array([[2, 4, 0, 1, 3], [0, 1, 2, 3, 4], [0, 1, 3, 2, 4]], dtype=np.int64)
+    _, _, _, largest = summarise_buckets(keys, buckets, list("abcde"), top=5)
+    assert largest == (
+        LargeBucket(3, 0, "a", bands=2),
+        LargeBucket(3, 1, "c", bands=1),
+        LargeBucket(2, 0, "c", bands=1),
+        LargeBucket(2, 1, "a", bands=1),
+    )
+
+
 def test_format_stats():
     stats = IndexStats(
         5, 1, 2, 0, 10.0, 12.5, 40, 62,
@@ -180,9 +193,9 @@ def test_format_stats():
         "          1         5  ####################",
         "          2         1  ########",  # 20 * log(2) / log(6) = 7.7
         "        3-4         1  ########",
-        "largest shared buckets:",
-        "       size      band  sample member",
-        "          3         0  a",
+        "largest shared buckets (each once; bands: how many hold the same documents together):",
+        "       size      band     bands  sample member",
+        "          3         0         1  a",
     ]
 
 
@@ -210,4 +223,5 @@ def test_index_stats_of_a_built_index(tmp_path):
     assert (b.bands, b.rows, b.current) == (22, 4, True)
     # Every band: {a, b} together, {c} alone; the empty document is in no bucket.
     assert (b.n_buckets, b.n_shared, b.histogram) == (44, 22, ((1, 1, 22), (2, 2, 22)))
-    assert b.largest == (LargeBucket(2, 0, "a.txt"), LargeBucket(2, 1, "a.txt"), LargeBucket(2, 2, "a.txt"))
+    # Issue 17.15: the exact copies a and b (one bucket in every band) are listed once, not once per band.
+    assert b.largest == (LargeBucket(2, 0, "a.txt", bands=22, copies=True),)
