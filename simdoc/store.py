@@ -509,12 +509,14 @@ class IndexStore:
             return
         fd = self._lock(wait)
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+            with contextlib.suppress(OSError):  # who holds the lock is a courtesy: not on a full disk
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
             _HELD[key] = 1
             try:
                 yield
             except BaseException:
+                self._discard_failed_run()
                 if created:
                     self._remove_unused_dir()
                 raise
@@ -522,6 +524,23 @@ class IndexStore:
                 _HELD.pop(key, None)
         finally:
             os.close(fd)  # closing drops the lock
+
+    def _discard_failed_run(self) -> None:
+        """Delete what a failed run (under the writer lock) wrote and did not publish.
+
+        Its temporary files go at once (no reader ever opens one); files it
+        renamed into place but no stage of the current manifest names go
+        unless a reader holds the index (then the next writer deletes them).
+        Best effort: the error that ended the run is the one to report.
+        """
+        with contextlib.suppress(OSError):
+            for p in self.path.iterdir():
+                if _OWN_TMP.match(p.name) and p.is_file():
+                    _SPARED.discard(str(p.resolve()))
+                    with contextlib.suppress(OSError):
+                        p.unlink()
+        with contextlib.suppress(OSError, IndexError_):
+            self.collect_garbage(self.read_manifest() if self.exists() else self._empty_manifest())
 
     def _lock(self, wait: float) -> int:
         """A descriptor of the lock file, exclusively locked; IndexBusy after ``wait`` seconds."""
