@@ -767,11 +767,19 @@ def _plan_signature_tasks(indptr: np.ndarray, need: np.ndarray) -> list[list[tup
 def build_signatures(index: str | os.PathLike, *, wait: float = 0.0, **options) -> StageResult:
     """Bring the signature stage up to date with the shingle stage (holding the writer lock).
 
-    ``options``: num_perm, seed, jobs, rebuild, progress.
+    ``options``: num_perm, seed, jobs, rebuild, progress. A stage the last
+    published manifest shows up to date is left alone without taking the
+    lock, so that a reader never waits for a writer.
     """
-    store = open_index(index).store
+    loaded = open_index(index)
     scheduler = options.pop("scheduler", None)
-    with store.writing(wait), using_scheduler(scheduler):
+    if not options.get("rebuild") and options.get("pending") is None:
+        _check_jobs(options.get("jobs"))
+        stored = loaded.manifest["stages"].get("signature")
+        params = _signature_params(stored, options.get("num_perm"), options.get("seed"), options.get("scheme"), index, False)
+        if stored and stored["params"] == params and stored.get("built_from") == loaded.stage("shingle")["build_id"]:
+            return StageResult("signature", False, 0.0, "up to date")
+    with loaded.store.writing(wait), using_scheduler(scheduler):
         return _build_signatures(index, **options)
 
 
@@ -913,11 +921,32 @@ def build_index(index: str | os.PathLike, *, wait: float = 0.0, **options) -> tu
     """Bring the band keys and buckets up to date with the signatures (holding the writer lock).
 
     ``options``: threshold, bands, rows, bag_threshold (see :func:`_build_index`).
+    Buckets the last published manifest shows up to date are left alone
+    without taking the lock, so that a reader never waits for a writer.
     """
-    store = open_index(index).store
+    loaded = open_index(index)
     scheduler = options.pop("scheduler", None)
-    with store.writing(wait), using_scheduler(scheduler):
+    _check_jobs(options.get("jobs"))
+    params, report, current = _index_plan(
+        loaded, options.get("threshold"), options.get("bands"), options.get("rows"), options.get("bag_threshold")
+    )
+    if current:
+        return StageResult("index", False, 0.0, "up to date"), report
+    with loaded.store.writing(wait), using_scheduler(scheduler):
         return _build_index(index, **options)
+
+
+def _index_plan(loaded: LoadedIndex, threshold, bands, rows, bag_threshold) -> tuple[dict, BandingReport, bool]:
+    """The banding parameters asked for, their report, and whether the stored buckets already have them."""
+    sig_stage = loaded.stage("signature")
+    stored = loaded.manifest["stages"].get("index")
+    params = resolve_banding(stored["params"] if stored else None, sig_stage["params"]["num_perm"], threshold, bands, rows)
+    params["measure"] = "bag" if bag_threshold is not None else "set"
+    if bag_threshold is not None:
+        params["bag_threshold"] = bag_threshold
+    report = BandingReport.of(params["bands"], params["rows"], params["threshold"])
+    current = bool(stored) and stored["params"] == params and stored.get("built_from") == sig_stage["build_id"]
+    return params, report, current
 
 
 def _build_index(
@@ -941,12 +970,8 @@ def _build_index(
     loaded = open_index(index)
     sig_stage = loaded.stage("signature")
     stored = loaded.manifest["stages"].get("index")
-    params = resolve_banding(stored["params"] if stored else None, sig_stage["params"]["num_perm"], threshold, bands, rows)
-    params["measure"] = "bag" if bag_threshold is not None else "set"
-    if bag_threshold is not None:
-        params["bag_threshold"] = bag_threshold
-    report = BandingReport.of(params["bands"], params["rows"], params["threshold"])
-    if stored and stored["params"] == params and stored.get("built_from") == sig_stage["build_id"]:
+    params, report, current = _index_plan(loaded, threshold, bands, rows, bag_threshold)
+    if current:
         return StageResult("index", False, time.perf_counter() - t0, "up to date"), report
     # Exact copies are folded onto their first member: only representatives are banded.
     # The groups depend on the documents only, so re-banding for a new threshold reuses them.
@@ -1075,7 +1100,9 @@ def _find_pairs(
     bands, rows, jobs, rebuild, progress, wait, new_only, max_bytes, follow_symlinks, include, exclude,
     text_field, id_field,
 ) -> PairsResult:
-    with IndexStore(index).writing(wait):
+    # With a corpus this run writes; without one it reads, and takes the writer's lock only
+    # for a stage it must build (see build_signatures and build_index).
+    with IndexStore(index).writing(wait) if corpus is not None else contextlib.nullcontext():
         reading = {
             "max_bytes": max_bytes,
             "follow_symlinks": follow_symlinks,
@@ -1086,7 +1113,7 @@ def _find_pairs(
         }
         stages, t, report = _refresh_for_pairs(
             corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, scheme, bands, rows, jobs, rebuild,
-            progress, reading,
+            progress, reading, wait,
         )
     store = IndexStore(index)
     with store.reading():
@@ -1135,7 +1162,7 @@ def _find_pairs(
 
 def _refresh_for_pairs(
     corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, scheme, bands, rows, jobs, rebuild, progress,
-    reading,
+    reading, wait=0.0,
 ):
     """Run the stages find_pairs needs; returns (stage results, threshold, banding report)."""
     stages: list[StageResult] = []
@@ -1161,7 +1188,7 @@ def _refresh_for_pairs(
         stages.append(
             build_signatures(
                 index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, rebuild=rebuild, progress=progress,
-                pending=pending,
+                pending=pending, wait=wait,
             )
         )
     except BaseException:
@@ -1179,7 +1206,8 @@ def _refresh_for_pairs(
     same = threshold is None and stored.get("measure", "set") == measure
     band_t = None if same else _banding_threshold(t, measure)
     result, report = build_index(
-        index, threshold=band_t, bands=bands, rows=rows, bag_threshold=t if measure == "bag" else None, jobs=jobs
+        index, threshold=band_t, bands=bands, rows=rows, bag_threshold=t if measure == "bag" else None, jobs=jobs,
+        wait=wait,
     )
     stages.append(result)
     return stages, t, report

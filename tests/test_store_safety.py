@@ -278,3 +278,49 @@ def test_a_failed_run_deletes_its_temporary_files_even_while_a_reader_holds_the_
         assert not [p.name for p in idx.iterdir() if p.name.startswith(".")]
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------- readers and a busy writer (item 11)
+
+
+@contextlib.contextmanager
+def _writer_busy(idx: Path):
+    """Hold the writer's lock as another simdoc run would (a separate open file description)."""
+    fd = os.open(idx / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.pwrite(fd, b"pid 4242 since a while\n", 0)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def test_readers_never_wait_for_or_fail_on_a_writer(run, built, small_corpus, tmp_path):
+    expected = {
+        ("pairs",): run("pairs", "--index", built).stdout,
+        ("clusters",): run("clusters", "--index", built).stdout,
+        ("dedup",): run("dedup", "--index", built).stdout,
+        ("show", "a.txt", "b.txt"): run("show", "--index", built, "a.txt", "b.txt").stdout,
+        ("stats",): run("stats", "--index", built).stdout,
+        ("check",): run("check", "--index", built).stdout,
+        ("query", str(small_corpus / "a.txt")): run("query", str(small_corpus / "a.txt"), "--index", built).stdout,
+        ("signature",): "",
+        ("index",): "",
+    }
+    assert expected[("pairs",)] == "a.txt\tb.txt\t1.0000\t1.0000\n"
+    with _writer_busy(built):
+        for args, out in expected.items():
+            r = run(*args, "--index", built)
+            assert r.exit_code == 0, (args, r.exit_code, r.stderr)
+            assert r.stdout == out, args
+
+
+def test_a_reader_that_must_build_a_stage_is_a_writer(run, built):
+    with _writer_busy(built):
+        r = run("pairs", "--index", built, "--threshold", "0.9")  # re-bands: a write
+        assert_clean_error(r, 5, "being written by another simdoc run", "pid 4242")
+    r = run("pairs", "--index", built, "--threshold", "0.9")
+    assert r.exit_code == 0 and r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
+    with _writer_busy(built):  # now built: reading only
+        r = run("pairs", "--index", built, "--threshold", "0.9")
+        assert r.exit_code == 0 and r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
