@@ -38,6 +38,7 @@ from simdoc.corpus import (
     resolve_sources,
 )
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch, UsageError
+from simdoc.records import MEMBER_IDS
 from simdoc.exact import groups_of, representatives
 from simdoc.lsh import (
     DEFAULT_RECALL,
@@ -485,7 +486,7 @@ def _build_shingles(
         "text_field": text_field if text_field is not None else base.get("text_field", "text"),
         "id_field": id_field if id_field is not None else base.get("id_field"),
     }
-    params = {**spec.as_params(), **reading}
+    params = {**spec.as_params(), **reading, "member_ids": MEMBER_IDS}
     reuse = bool(stored) and not rebuild and not changed_params and stored["params"] == params
     local = _DASK_CLIENT is None  # workers on this machine write their rows in place
     # A new build reads every file, so it can start on the first ones while the corpus is
