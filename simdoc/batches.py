@@ -34,7 +34,7 @@ import numpy as np
 
 from simdoc import direct
 from simdoc.corpus import ReadResult, compression_of, open_regular, read_document
-from simdoc.records import WEB_EXTRA, html_to_text, is_html, is_jsonl, is_warc, split_jsonl, split_warc
+from simdoc.records import WEB_EXTRA, html_to_text, is_html, is_jsonl, is_warc, read_jsonl, split_warc
 from simdoc.memory import read_ranges
 from simdoc.shingling import ShingleSets, ShingleSpec, Workspace, compact_counts, shingle_texts
 from simdoc.store import IndexStore, crc32, npy_offset
@@ -203,10 +203,9 @@ def _read_batch(entries, spec, max_bytes, follow, fields, ahead: _ReadAhead):
         how = how_read(path, size)
         if how == "members":
             if is_warc(path):
-                res, docs, notes = _read_warc(path, doc_id)
+                res, docs, notes = _read_warc(path, doc_id, max_bytes)
             else:
-                res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
-                docs, notes = ([], []) if res.text is None else split_jsonl(res.text, doc_id, *fields)
+                res, docs, notes = read_jsonl(path, doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
             texts.extend(t for _, t in docs)
             members = [
                 (d, hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()) for d, t in docs
@@ -471,14 +470,14 @@ def _start_writeback(fd: int, offset: int, nbytes: int) -> None:
         _SYNC_FILE_RANGE(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)
 
 
-def _read_warc(path: str, source: str):
+def _read_warc(path: str, source: str, max_bytes: int | None = None):
     """A WARC file's documents, or why there are none, as (ReadResult, docs, warnings)."""
     digest = hashlib.blake2b(digest_size=16)
     try:
         with open(path, "rb") as fh:
             while chunk := fh.read(1 << 24):
                 digest.update(chunk)
-        docs, notes = split_warc(path, source)
+        docs, notes = split_warc(path, source, max_bytes)
     except ImportError:
         return ReadResult(None, digest.hexdigest(), warning=f"WARC needs {WEB_EXTRA}", status="unreadable"), [], []
     except Exception as exc:  # fastwarc raises its own errors on damaged archives

@@ -130,7 +130,7 @@ shingle_options = [
     _opt("--unit", type=click.Choice(UNITS), default=None, help="Shingle unit. Default: char."),
     _opt("--k", "k", type=click.IntRange(1, 256), default=None, help="Shingle length in units. Default: char 5, word 3, stopword 3."),
     _opt("--lowercase/--no-lowercase", default=None, help="Lowercase before shingling. Default: lowercase."),
-    _opt("--max-bytes", type=click.IntRange(1), default=None, help="Read at most this many bytes of a file (with a warning). Default: all."),
+    _opt("--max-bytes", type=click.IntRange(1), default=None, help="Read at most this many bytes of a file, or of one JSON Lines or WARC document (with a warning). Default: all."),
     _opt(
         "--include",
         multiple=True,

@@ -426,7 +426,7 @@ def _read(
     root: str | None, doc_id: str, digest: str | None, params: dict, source: str | None = None
 ) -> tuple[str | None, str | None]:
     from simdoc.corpus import read_document
-    from simdoc.records import html_to_text, is_html, is_warc, split_jsonl, split_warc
+    from simdoc.records import html_to_text, is_html, is_warc, read_jsonl, split_warc
 
     if root is None:
         return None, f"{doc_id}: the index does not record its corpus folder; no passages"
@@ -437,12 +437,12 @@ def _read(
         path = os.path.join(root, *source.split("/"))
         try:
             if is_warc(source):
-                members = dict(split_warc(path, source)[0])
+                members = dict(split_warc(path, source, params.get("max_bytes"))[0])
             else:
-                res = read_document(path, **how)
+                res, docs, _ = read_jsonl(path, source, params.get("text_field", "text"), params.get("id_field"), **how)
                 if res.text is None:
                     return None, f"{doc_id}: {res.warning}; no passages"
-                members = dict(split_jsonl(res.text, source, params.get("text_field", "text"), params.get("id_field"))[0])
+                members = dict(docs)
         except Exception as exc:  # a missing extra or a damaged archive: numbers only
             return None, f"{doc_id}: cannot read {source} ({exc}); no passages"
         text = members.get(doc_id)

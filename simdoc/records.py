@@ -4,7 +4,10 @@ A file whose name ends in ``.jsonl`` or ``.ndjson`` (possibly compressed:
 ``.jsonl.gz``, ...) holds one document per line, a JSON object whose
 ``text_field`` (default ``text``) is the document's text. Lines that are
 blank are ignored; a line that is not a JSON object, or has no string text
-field, is skipped with a warning naming the line.
+field, is skipped with a warning naming the line. A file is read line by
+line (:func:`read_jsonl`), decompressed as it goes: a line longer than
+:data:`MEMBER_BYTES` is skipped without being held, and ``--max-bytes`` cuts
+each document's text. A WARC body is read up to the same bound.
 
 A member's id is ``PATH/#KEY``: PATH is the file's id and KEY the value of
 ``id_field`` when one is named, else the line number (from 1). PATH is a
@@ -18,10 +21,24 @@ line number, with a warning.
 
 from __future__ import annotations
 
+import codecs
+import hashlib
 import json
+import os
+from collections.abc import Iterator
 
-from simdoc.corpus import COMPRESSED, MEMBER_SEPARATOR
+from simdoc.corpus import (
+    BINARY_SNIFF,
+    COMPRESSED,
+    MEMBER_SEPARATOR,
+    ReadResult,
+    _Undecompressable,
+    compression_of,
+    decompressing_reader,
+    open_regular,
+)
 from simdoc.corpus import JSONL_SUFFIXES, WARC_SUFFIXES, is_jsonl, is_warc  # noqa: F401  (the names of member files)
+from simdoc.streaming import STREAM_BYTES
 
 
 # How member ids are formed, recorded with the shingle stage's parameters: an index whose
@@ -54,36 +71,203 @@ class MemberKeys:
         return member_id(self.source, key)
 
 
-def split_jsonl(
-    text: str, source: str, text_field: str = "text", id_field: str | None = None
-) -> tuple[list[tuple[str, str]], list[str]]:
-    """(document id, text) of every usable line, sorted by id, and warnings."""
-    docs: list[tuple[str, str]] = []
-    warnings: list[str] = []
-    keys = MemberKeys(source)
-    for lineno, line in enumerate(text.split("\n"), 1):
+class _JsonlMembers:
+    """The documents of one JSON Lines file, added line by line (see the module docstring)."""
+
+    def __init__(self, source: str, text_field: str, id_field: str | None, max_bytes: int | None) -> None:
+        self.text_field = text_field
+        self.id_field = id_field
+        self.max_bytes = max_bytes
+        self.keys = MemberKeys(source)
+        self.docs: list[tuple[str, str]] = []
+        self.warnings: list[str] = []
+        self.cut = False  # a text was cut to --max-bytes
+
+    def add(self, lineno: int, line: str | bytes) -> None:
         if not line.strip():
-            continue
+            return
         try:
             obj = json.loads(line)
         except ValueError:
-            warnings.append(f"line {lineno}: not valid JSON, skipped")
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
-            warnings.append(f"line {lineno}: no string field {text_field!r}, skipped")
-            continue
+            self.warnings.append(f"line {lineno}: not valid JSON, skipped")
+            return
+        text = obj.get(self.text_field) if isinstance(obj, dict) else None
+        if not isinstance(text, str):
+            self.warnings.append(f"line {lineno}: no string field {self.text_field!r}, skipped")
+            return
         key = str(lineno)
-        if id_field is not None:
-            if id_field in obj and obj[id_field] is not None:
-                key = str(obj[id_field])
+        if self.id_field is not None:
+            if obj.get(self.id_field) is not None:
+                key = str(obj[self.id_field])
                 if "\0" in key:
-                    warnings.append(f"line {lineno}: its id has a NUL byte; its id is the line number")
+                    self.warnings.append(f"line {lineno}: its id has a NUL byte; its id is the line number")
                     key = str(lineno)
             else:
-                warnings.append(f"line {lineno}: no field {id_field!r}, its id is the line number")
-        docs.append((keys.take(key, lineno, warnings), obj[text_field]))
-    docs.sort()
-    return docs, warnings
+                self.warnings.append(f"line {lineno}: no field {self.id_field!r}, its id is the line number")
+        if self.max_bytes is not None and len(text) > self.max_bytes // 4 and _utf8_size(text) > self.max_bytes:
+            text = _cut_utf8(text, self.max_bytes)
+            self.cut = True
+            self.warnings.append(
+                f"line {lineno}: text longer than --max-bytes {self.max_bytes}; only the first {self.max_bytes} bytes are indexed"
+            )
+        self.docs.append((self.keys.take(key, lineno, self.warnings), text))
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _cut_utf8(text: str, n: int) -> str:
+    """The longest prefix of ``text`` that is at most ``n`` bytes of UTF-8."""
+    raw = text.encode("utf-8", "surrogatepass")[:n]
+    for trim in range(4):  # a character cut in two is left out
+        try:
+            return raw[: len(raw) - trim].decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            continue
+    return raw.decode("utf-8", "ignore")
+
+
+def split_jsonl(
+    text: str, source: str, text_field: str = "text", id_field: str | None = None, max_bytes: int | None = None
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """(document id, text) of every usable line of ``text``, sorted by id, and warnings.
+
+    ``max_bytes`` cuts each document's text to that many bytes of UTF-8, with a warning.
+    """
+    members = _JsonlMembers(source, text_field, id_field, max_bytes)
+    for lineno, line in enumerate(text.split("\n"), 1):
+        members.add(lineno, line)
+    members.docs.sort()
+    return members.docs, members.warnings
+
+
+# The longest line of a JSON Lines file that is read (its bytes, decompressed): a document
+# is parsed whole, so a longer line is skipped, unread, with a warning. The same bound as
+# the size from which a plain file is streamed; WARC bodies are cut to it.
+MEMBER_BYTES = STREAM_BYTES
+_CHUNK = 1 << 20
+
+
+def read_jsonl(
+    path: str,
+    source: str,
+    text_field: str = "text",
+    id_field: str | None = None,
+    max_bytes: int | None = None,
+    follow_symlinks: bool = False,
+) -> tuple[ReadResult, list[tuple[str, str]], list[str]]:
+    """Read a JSON Lines file (compressed or not) line by line, in memory bounded by its longest line.
+
+    Returns the file's read result (the digest of its decompressed bytes,
+    its status, ``text`` None if it could not be read at all), its
+    documents as :func:`split_jsonl` gives them, and the warnings about its
+    lines. A line longer than :data:`MEMBER_BYTES` is skipped without being
+    held; ``max_bytes`` cuts each document's text, not the file.
+    """
+    opened = open_regular(path, follow_symlinks)
+    if isinstance(opened, ReadResult):
+        return opened, [], []
+    fd, before = opened
+    members = _JsonlMembers(source, text_field, id_field, max_bytes)
+    digest = hashlib.blake2b(digest_size=16)
+    replaced: list[int] = []  # lines with invalid UTF-8
+    source_file = os.fdopen(fd, "rb", buffering=0)
+    kind = compression_of(path)
+    try:
+        try:
+            stream = decompressing_reader(source_file, kind) if kind is not None else source_file
+        except OSError as exc:  # zstd without the zstandard package
+            raise _Undecompressable(str(exc)) from None
+        try:
+            for lineno, line in _lines(_reading(stream, kind), digest, MEMBER_BYTES):
+                if line is None:
+                    members.warnings.append(
+                        f"line {lineno}: longer than {_size_text(MEMBER_BYTES)}, skipped (a JSON Lines document is parsed whole)"
+                    )
+                    continue
+                if lineno == 1 and line.startswith(codecs.BOM_UTF8):
+                    line = line[len(codecs.BOM_UTF8) :]
+                try:
+                    members.add(lineno, line.decode("utf-8"))
+                except UnicodeDecodeError:
+                    replaced.append(lineno)
+                    members.add(lineno, line.decode("utf-8", errors="replace"))
+        finally:
+            if stream is not source_file:
+                stream.close()
+        after = os.fstat(fd)
+    except _Binary:
+        return ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary"), [], []
+    except _Undecompressable as exc:
+        return ReadResult(None, warning=f"cannot decompress: {exc}", status="unreadable"), [], []
+    except OSError as exc:
+        return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"), [], []
+    finally:
+        source_file.close()
+    notes = []
+    status = "partial" if members.cut else "ok"
+    if replaced:
+        notes.append(f"invalid UTF-8 on {len(replaced)} line(s), the first line {replaced[0]}; undecodable bytes replaced by U+FFFD")
+        status = "replaced"
+    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        notes.append("changed while being read; indexed as read (run again to pick up the final version)")
+    members.docs.sort()
+    return ReadResult("", digest.hexdigest(), warning="; ".join(notes) or None, status=status), members.docs, members.warnings
+
+
+def _size_text(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
+
+
+class _Binary(Exception):
+    pass
+
+
+def _reading(stream, kind: str | None):
+    """read(n) of a file or a decompressor, a decompressor's own errors turned into _Undecompressable."""
+    if kind is None:
+        return stream.read
+
+    def read(n: int) -> bytes:
+        try:
+            return stream.read(n)
+        except Exception as exc:  # every decompressor raises its own kinds of errors on bad data
+            raise _Undecompressable(str(exc) or type(exc).__name__) from None
+
+    return read
+
+
+def _lines(read, digest, bound: int) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, bytes without the newline) of each line read; None for a line longer than ``bound``.
+
+    Holds at most ``bound`` bytes of one line plus one chunk; every byte goes through ``digest``.
+    """
+    held: list[bytes] = []  # the current line's pieces so far
+    size = 0
+    skipping = False  # the current line is too long: drop it as it comes
+    lineno = 1
+    first = True
+    while chunk := read(_CHUNK):
+        if first and b"\x00" in chunk[:BINARY_SNIFF]:
+            digest.update(chunk)
+            raise _Binary
+        first = False
+        digest.update(chunk)
+        pieces = chunk.split(b"\n")
+        for i, piece in enumerate(pieces):
+            if not skipping:
+                size += len(piece)
+                if size > bound:
+                    skipping, held = True, []
+                else:
+                    held.append(piece)
+            if i == len(pieces) - 1:
+                break  # the line goes on in the next chunk
+            yield lineno, (None if skipping else b"".join(held))
+            lineno, held, size, skipping = lineno + 1, [], 0, False
+    if skipping or size:
+        yield lineno, (None if skipping else b"".join(held))
 
 
 # ---------------------------------------------------------------- web pages
@@ -113,13 +297,14 @@ def html_to_text(html: str) -> str:
     return extract_plain_text(html, main_content=False)
 
 
-def split_warc(path: str, source: str) -> tuple[list[tuple[str, str]], list[str]]:
+def split_warc(path: str, source: str, max_bytes: int | None = None) -> tuple[list[tuple[str, str]], list[str]]:
     """(document id, text) of every HTTP response with an HTML or text body in a WARC file.
 
     The id is ``PATH/#TARGET-URI``; a URI that repeats in the file (a
     revisit) gets ``#RECORD-ID`` appended; a key still taken after that is
     made unique as in :class:`MemberKeys`, with a warning. HTML bodies go
-    through :func:`html_to_text`.
+    through :func:`html_to_text`. At most ``max_bytes`` (else
+    :data:`MEMBER_BYTES`) of a body are read, with a warning if it is longer.
     """
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
@@ -131,13 +316,25 @@ def split_warc(path: str, source: str) -> tuple[list[tuple[str, str]], list[str]
             ctype = (rec.http_content_type or "").lower()
             if not (ctype.startswith("text/html") or ctype.startswith("application/xhtml") or ctype.startswith("text/plain")):
                 continue
-            body = rec.reader.read()
+            uri = rec.headers.get("WARC-Target-URI") or rec.record_id
+            body = _bounded_body(rec, max_bytes, f"response {number} ({uri})", warnings)
             text = body.decode(rec.http_charset or "utf-8", errors="replace")
             if "html" in ctype:
                 text = html_to_text(text)
-            key = (rec.headers.get("WARC-Target-URI") or rec.record_id).replace("\0", "%00")
+            key = uri.replace("\0", "%00")
             if key in keys.taken:
                 key = f"{key}#{rec.record_id}"
             docs.append((keys.take(key, number, warnings, what="response"), text))
     docs.sort()
     return docs, warnings
+
+
+def _bounded_body(rec, max_bytes: int | None, what: str, warnings: list[str]) -> bytes:
+    """At most ``max_bytes`` (else MEMBER_BYTES) of a WARC record's HTTP body; the rest is never held."""
+    limit = MEMBER_BYTES if max_bytes is None else max_bytes
+    body = rec.reader.read(limit + 1)
+    if len(body) > limit:
+        bound = f"--max-bytes {limit}" if max_bytes is not None else _size_text(limit)
+        warnings.append(f"{what}: body longer than {bound}; only the first {limit} bytes are indexed")
+        body = body[:limit]
+    return body
