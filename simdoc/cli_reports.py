@@ -354,9 +354,10 @@ def _show_header(ev: PairEvidence) -> list[str]:
     o = ev.overlap
     how = f"{ev.num_perm} permutations" if ev.scheme == "classic" else f"one permutation, {ev.num_perm} bins"
     est = f"{ev.estimated:.4f}  (MinHash, {how})" if ev.estimated is not None else "n/a (no signatures)"
+    first = f" in its first {ev.searched_bytes} bytes" if ev.searched_bytes else ""
     lines = [
-        f"A  {ev.doc_a}  ({ev.words_a} words, {o.n_a} shingles)",
-        f"B  {ev.doc_b}  ({ev.words_b} words, {o.n_b} shingles)",
+        f"A  {ev.doc_a}  ({ev.words_a} words{first if ev.cut_a else ''}, {o.n_a} shingles)",
+        f"B  {ev.doc_b}  ({ev.words_b} words{first if ev.cut_b else ''}, {o.n_b} shingles)",
         f"set jaccard      {o.set_jaccard:.4f}  ({o.n_common} of {o.n_union} distinct shingles shared)",
         f"bag jaccard      {o.bag_jaccard:.4f}  (identical bags score 0.5)",
         f"estimated        {est}",
@@ -364,12 +365,14 @@ def _show_header(ev: PairEvidence) -> list[str]:
         f"B in A           {o.containment_b:.4f}  (|A∩B|/|B|)",
     ]
     if not ev.passages:
-        lines.append(f"shared passages  none of {ev.min_words} or more words")
+        searched = f" in the first {ev.searched_bytes} bytes of each document" if ev.searched_bytes else ""
+        lines.append(f"shared passages  none of {ev.min_words} or more words{searched}")
         return lines
     shared = ev.shared_words
+    searched = f", in the first {ev.searched_bytes} bytes of each document" if ev.searched_bytes else ""
     lines.append(
         f"shared passages  {len(ev.passages)} of {ev.min_words} or more words: {shared} words, "
-        f"{_pct(shared, ev.words_a)} of A and {_pct(shared, ev.words_b)} of B"
+        f"{_pct(shared, ev.words_a)} of A and {_pct(shared, ev.words_b)} of B{searched}"
     )
     lines.append("")
     lines.append(f"{'passage':>7}  {'A words':>13}  {'B words':>13}  {'words':>6}")

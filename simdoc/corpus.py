@@ -365,6 +365,37 @@ def read_document(
     return ReadResult(text, digest, warning="; ".join(warnings) or None, status=status)
 
 
+def file_digest(path: str, max_bytes: int | None = None, follow_symlinks: bool = False) -> str | None:
+    """BLAKE2b-128 of the bytes a file is indexed from (decompressed; the first ``max_bytes``), read in chunks.
+
+    The digest :func:`read_document` gives, without holding the file: for a
+    caller that reads only part of a file but must know whether the whole
+    is still the one indexed. None if it cannot be read.
+    """
+    opened = open_regular(path, follow_symlinks)
+    if isinstance(opened, ReadResult):
+        return None
+    fd, _ = opened
+    digest = hashlib.blake2b(digest_size=16)
+    raw_file = os.fdopen(fd, "rb")
+    try:
+        kind = compression_of(path)
+        reader = decompressing_reader(raw_file, kind) if kind is not None else raw_file
+        left = max_bytes
+        while left is None or left > 0:
+            chunk = reader.read(1 << 24 if left is None else min(1 << 24, left))
+            if not chunk:
+                break
+            digest.update(chunk)
+            if left is not None:
+                left -= len(chunk)
+    except Exception:  # unreadable, or a damaged archive: each decompressor has its own errors
+        return None
+    finally:
+        raw_file.close()
+    return digest.hexdigest()
+
+
 def _status(warnings: list[str]) -> str:
     return "partial" if any("max-bytes" in w for w in warnings) else "ok"
 

@@ -45,6 +45,10 @@ DEFAULT_CONTEXT = 12
 # Per word-gram, at most this many positions in B are tried: a line repeated
 # hundreds of times would otherwise cost a quadratic number of comparisons.
 MAX_POSITIONS = 64
+# Of each document, the passage search looks at this much text: it holds some 80 bytes
+# per byte searched (every word, its place and its word-grams), which for a 200 MB
+# one-line file was 6.5 GB. The similarity numbers are always the whole documents'.
+PASSAGE_BYTES = 1 << 20
 _WORD = re.compile(r"\S+")
 _PUNCT = "\"'`.,;:!?()[]{}<>«»“”‘’„…–—-*_/\\|#&%$@^~+="
 
@@ -334,6 +338,9 @@ class PairEvidence:
         Why passages are missing or may not match the numbers.
     scheme : str or None
         MinHash scheme of the signatures ("classic" or "oph").
+    cut_a, cut_b : bool
+        Only the first :data:`PASSAGE_BYTES` of the document were searched
+        for passages (``words_a``, ``words_b`` count those words).
     """
 
     doc_a: str
@@ -351,6 +358,13 @@ class PairEvidence:
     spans_a: list[tuple[int, int]] = field(default_factory=list, repr=False)
     spans_b: list[tuple[int, int]] = field(default_factory=list, repr=False)
     scheme: str | None = None
+    cut_a: bool = False  # only the first PASSAGE_BYTES of A were searched for passages
+    cut_b: bool = False
+
+    @property
+    def searched_bytes(self) -> int | None:
+        """How much of each document the passage search looked at, if it did not look at all of one."""
+        return PASSAGE_BYTES if self.cut_a or self.cut_b else None
 
     @property
     def shared_words(self) -> int:
@@ -383,6 +397,9 @@ class PairEvidence:
             "words_a": self.words_a,
             "words_b": self.words_b,
             "min_words": self.min_words,
+            "passages_searched_bytes": self.searched_bytes,
+            "cut_a": self.cut_a,
+            "cut_b": self.cut_b,
             "passages": [
                 {
                     "number": p.number,
@@ -424,12 +441,19 @@ def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None) -> int:
 
 def _read(
     root: str | None, doc_id: str, digest: str | None, params: dict, source: str | None = None
-) -> tuple[str | None, str | None]:
-    from simdoc.corpus import read_document
-    from simdoc.records import html_to_text, is_html, is_warc, read_jsonl, split_warc
+) -> tuple[str | None, str | None, bool]:
+    """A document's text as re-read for the passage search: (text, warning, whether it was cut).
+
+    At most :data:`PASSAGE_BYTES` of it are kept: the search costs some 80
+    bytes of memory per byte of text. Whether the document changed since it
+    was indexed is still decided on all of it.
+    """
+    from simdoc.corpus import file_digest, read_document
+    from simdoc.records import _cut_utf8, html_to_text, is_html, is_warc, read_jsonl, split_warc
 
     if root is None:
-        return None, f"{doc_id}: the index does not record its corpus folder; no passages"
+        return None, f"{doc_id}: the index does not record its corpus folder; no passages", False
+    changed = f"{doc_id} changed since it was indexed: passages are from today's text, the numbers from the index"
     # Read the way the index read it (a --max-bytes prefix, links followed or not).
     how = {k: params[k] for k in ("max_bytes", "follow_symlinks") if k in params}
     if source is not None:
@@ -441,29 +465,34 @@ def _read(
             else:
                 res, docs, _ = read_jsonl(path, source, params.get("text_field", "text"), params.get("id_field"), **how)
                 if res.text is None:
-                    return None, f"{doc_id}: {res.warning}; no passages"
+                    return None, f"{doc_id}: {res.warning}; no passages", False
                 members = dict(docs)
         except Exception as exc:  # a missing extra or a damaged archive: numbers only
-            return None, f"{doc_id}: cannot read {source} ({exc}); no passages"
+            return None, f"{doc_id}: cannot read {source} ({exc}); no passages", False
         text = members.get(doc_id)
         if text is None:
-            return None, f"{doc_id} is no longer in {source}; no passages"
+            return None, f"{doc_id} is no longer in {source}; no passages", False
         now = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-        if digest and now != digest:
-            return text, f"{doc_id} changed since it was indexed: passages are from today's text, the numbers from the index"
-        return text, None
-    res = read_document(os.path.join(root, *doc_id.split("/")), **how)
+        searched = _cut_utf8(text, PASSAGE_BYTES)
+        return searched, changed if digest and now != digest else None, len(searched) < len(text)
+    path = os.path.join(root, *doc_id.split("/"))
+    indexed = params.get("max_bytes")
+    limit = PASSAGE_BYTES if indexed is None else min(PASSAGE_BYTES, indexed)
+    res = read_document(path, max_bytes=limit, follow_symlinks=params.get("follow_symlinks", False))
     if res.text is None:
-        return None, f"{doc_id}: {res.warning}; no passages"
+        return None, f"{doc_id}: {res.warning}; no passages", False
+    cut = "longer than --max-bytes" in (res.warning or "") and limit < (indexed or limit + 1)
+    now = file_digest(path, indexed, params.get("follow_symlinks", False)) if cut else res.digest
     text = res.text
+    if cut:
+        # The cut may fall inside a character: the replacement character it leaves is not the text's.
+        text = text[:-1] if text.endswith("\ufffd") else text
     if is_html(doc_id):
         try:
             text = html_to_text(text)
         except ImportError:
             pass  # the index could not have read it either; show the markup
-    if digest and res.digest != digest:
-        return text, f"{doc_id} changed since it was indexed: passages are from today's text, the numbers from the index"
-    return text, None
+    return text, changed if digest and now != digest else None, cut
 
 
 def pair_evidence(
@@ -502,10 +531,13 @@ def pair_evidence(
         estimated, num_perm = estimate_jaccard(sigs[a], sigs[b]), sigs.shape[1]
         scheme = sig["params"].get("scheme", "classic")
     warnings = []
-    text_a, warn = _read(root, ids[a], records[a].get("digest"), shingle["params"], records[a].get("source"))
+    text_a, warn, cut_a = _read(root, ids[a], records[a].get("digest"), shingle["params"], records[a].get("source"))
     warnings += [warn] if warn else []
-    text_b, warn = _read(root, ids[b], records[b].get("digest"), shingle["params"], records[b].get("source"))
+    text_b, warn, cut_b = _read(root, ids[b], records[b].get("digest"), shingle["params"], records[b].get("source"))
     warnings += [warn] if warn else []
+    for doc, cut in ((ids[a], cut_a), (ids[b], cut_b)):
+        if cut:
+            warnings.append(f"{doc}: only its first {PASSAGE_BYTES} bytes are searched for shared passages")
     lowercase = shingle["params"].get("lowercase", True)
     keys_a, spans_a = split_words(text_a, lowercase) if text_a is not None else ([], [])
     keys_b, spans_b = split_words(text_b, lowercase) if text_b is not None else ([], [])
@@ -516,5 +548,5 @@ def pair_evidence(
     ]
     return PairEvidence(
         ids[a], ids[b], overlap, estimated, num_perm, passages, len(keys_a), len(keys_b), min_words, warnings,
-        text_a, text_b, spans_a, spans_b, scheme,
+        text_a, text_b, spans_a, spans_b, scheme, cut_a, cut_b,
     )

@@ -123,3 +123,57 @@ def test_warc_bodies_are_cut_at_the_bound(tmp_path, monkeypatch):
     docs, notes = records.split_warc(str(path), "c.warc.gz", max_bytes=10)
     assert dict(docs)["c.warc.gz/#http://example.org/big"] == "word word "
     assert "body longer than --max-bytes 10" in notes[0]
+
+
+# ---------------------------------------------------------------- show on a huge document (item 9)
+
+
+def _long_text(n_words: int, seed: int = 1) -> str:
+    import random
+
+    rng = random.Random(seed)
+    vocabulary = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(5000)]
+    return " ".join(rng.choice(vocabulary) for _ in range(n_words))
+
+
+def test_show_searches_only_the_first_part_of_a_huge_document_and_says_so(run, tmp_path, monkeypatch):
+    from simdoc import evidence
+
+    monkeypatch.setattr(evidence, "PASSAGE_BYTES", 4096)
+    text = _long_text(3000)
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", text)
+    write(corpus / "b.txt", "a new opening sentence " + text)
+    write(corpus / "c.jsonl", json.dumps({"text": text}) + "\n")
+    idx = tmp_path / "idx"
+    assert run("pairs", corpus, "--index", idx, "-q").exit_code == 0
+    for a, b in (("a.txt", "b.txt"), ("a.txt", "c.jsonl/#1")):
+        r = run("show", "--index", idx, a, b, "--format", "json")
+        assert r.exit_code == 0, r.stderr
+        shown = json.loads(r.stdout)
+        assert shown["passages_searched_bytes"] == 4096 and shown["cut_a"] and shown["cut_b"]
+        assert shown["words_a"] < 1000 and shown["passages"]  # the first 4 KiB of each, not all of it
+        assert shown["set_jaccard"] > 0.9  # the numbers are the whole documents'
+        assert f"{a}: only its first 4096 bytes are searched for shared passages" in r.stderr
+        assert "changed since it was indexed" not in r.stderr
+    text_out = run("show", "--index", idx, "a.txt", "b.txt")
+    assert "shared passages" in text_out.stdout and "in the first 4096 bytes of each document" in text_out.stdout
+    # A change past the part searched is still seen: the digest is of the whole file.
+    write(corpus / "a.txt", text + " and an ending added later")
+    r = run("show", "--index", idx, "a.txt", "b.txt", "--format", "json")
+    assert "a.txt changed since it was indexed" in r.stderr
+
+
+def test_show_on_a_huge_one_line_file_stays_in_bounded_memory(tmp_path):
+    text = _long_text(4_000_000)  # 26 MB on one line
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", text)
+    write(corpus / "b.txt", text[: len(text) // 2] + " changed " + text[len(text) // 2 :])
+    idx = tmp_path / "idx"
+    _, built = _rss_of("pairs", corpus, "--index", idx, "-q", "-j", "1")
+    assert built.returncode == 0, built.stderr
+    peak, r = _rss_of("show", "--index", idx, "a.txt", "b.txt", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["cut_a"]
+    # Searching both whole took 2.7 GB (~50x their size); python, numpy and numba take ~150 MB.
+    assert peak < 500, peak
