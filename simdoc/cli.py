@@ -9,7 +9,9 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import shlex
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from simdoc.pipeline import (
     find_pairs,
 )
 from simdoc.shingling import UNITS
+from simdoc.store import IndexStore
 
 log = logging.getLogger("simdoc")
 MAX_WARNINGS = 20
@@ -106,7 +109,9 @@ index_option = _opt(
     help="Index directory. Default: $SIMDOC_INDEX, else ~/.cache/simdoc/<corpus name>-<hash of its path>.",
 )
 jobs_option = _opt("--jobs", "-j", type=int, default=None, help="Worker processes. Default: all cores.")
-quiet_option = _opt("--quiet", "-q", is_flag=True, help="Print nothing on stderr but errors.")
+quiet_option = _opt(
+    "--quiet", "-q", is_flag=True, help="Print nothing on stderr but errors (and how many files were skipped, if any)."
+)
 verbose_option = _opt("--verbose", "-v", is_flag=True, help="Per-stage timings and every warning on stderr.")
 wait_option = _opt(
     "--wait",
@@ -243,7 +248,10 @@ def shingle(corpus, files_from, null, index, quiet, verbose, **options) -> None:
     index = index or default_index_path(corpus)
     res = build_shingles(corpus, index, progress=_show_progress(quiet), **options)
     _report([res], verbose)
-    log.info(f"shingle: {res.detail if res.built else 'up to date'} -> {index}")
+    n_skipped = len(IndexStore(index).read_manifest()["stages"]["shingle"].get("skipped", []))
+    up_to_date = "up to date" + (f" ({skipped_text(n_skipped)})" if n_skipped else "")
+    log.info(f"shingle: {res.detail if res.built else up_to_date} -> {index}")
+    note_skipped(n_skipped, index, quiet)
 
 
 @cli.command()
@@ -342,12 +350,14 @@ def pairs(corpus, files_from, index, fmt, no_verify, null, new_only, quiet, verb
       simdoc pairs site-a/ site-b/ notes.txt          # ids: site-a/..., site-b/..., notes.txt
       find . -name '*.md' -print0 | simdoc pairs --files-from - -0 --index md.idx
     """
+    started = time.perf_counter()
     _setup_logging(quiet, verbose)
     corpus = _corpus_arg(corpus, files_from, null)
     if corpus is None and index is None and not _env_index():
         raise click.UsageError("give a CORPUS, an --index, or both")
     if corpus is None and index is None:
         index = _need_index(None)
+    index = index if index is not None else default_index_path(corpus)
     if options["rebuild"] and corpus is None:
         raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
     res = find_pairs(
@@ -371,7 +381,21 @@ def pairs(corpus, files_from, index, fmt, no_verify, null, new_only, quiet, verb
         sys.stdout.flush()
     except BrokenPipeError:
         _reader_went_away()
-    _summary(res)
+    _summary(res, time.perf_counter() - started)
+    note_skipped(res.n_skipped, index, quiet)
+
+
+def skipped_text(n_skipped: int) -> str:
+    return f"{n_skipped} file{'s' if n_skipped != 1 else ''} skipped"
+
+
+def note_skipped(n_skipped: int, index: Path, quiet: bool) -> None:
+    """With --quiet, the one line besides errors: how many files the index skipped (cron keeps stderr)."""
+    if quiet and n_skipped:
+        click.echo(
+            f"simdoc: {skipped_text(n_skipped)}; `simdoc stats --skipped --index {shlex.quote(str(index))}` lists them",
+            err=True,
+        )
 
 
 def _reader_went_away() -> None:
@@ -506,11 +530,12 @@ def _warn_big_groups(res: PairsResult) -> None:
         )
 
 
-def _summary(res: PairsResult) -> None:
+def _summary(res: PairsResult, seconds: float) -> None:
+    """The summary line; ``seconds`` since the command started, printing the pairs included."""
     what = "pairs" if res.jaccard is not None else "pairs (estimated)"
-    skipped = f" ({res.n_skipped} file{'s' if res.n_skipped != 1 else ''} skipped)" if res.n_skipped else ""
+    skipped = f" ({skipped_text(res.n_skipped)})" if res.n_skipped else ""
     cut = "all candidates" if res.all_candidates else f"{res.measure} jaccard >= {res.threshold:g}"
-    msg = f"simdoc: {res.n_docs} documents{skipped}, {res.n_candidates} candidates, {len(res)} {what} ({cut}) in {res.seconds:.2f} s"
+    msg = f"simdoc: {res.n_docs} documents{skipped}, {res.n_candidates} candidates, {len(res)} {what} ({cut}) in {seconds:.2f} s"
     log.info(msg)
     if res.stats.large_buckets:
         log.warning(

@@ -20,6 +20,8 @@ from pathlib import Path
 import click
 
 from simdoc.cli import (
+    note_skipped,
+    skipped_text,
     _apply,
     _corpus_arg,
     _env_index,
@@ -120,6 +122,10 @@ def _cut(res: PairsResult) -> str:
     return f"{res.measure} jaccard >= {res.threshold:g}"
 
 
+def _skipped(res: PairsResult) -> str:
+    return f" ({skipped_text(res.n_skipped)})" if res.n_skipped else ""
+
+
 # ---------------------------------------------------------------- clusters
 
 
@@ -143,8 +149,9 @@ def clusters(corpus, files_from, fmt, index, quiet, verbose, **options) -> None:
       simdoc clusters --index /tmp/idx --format jsonl > clusters.jsonl
       simdoc clusters sample_corpus | awk -F'\\t' '$2 > 2'     # clusters of 3 or more
     """
+    started = time.perf_counter()
     _setup_logging(quiet, verbose)
-    res, _ = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, **options)
+    res, index = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, **options)
     found = cluster_pairs(res)
     if fmt == "tsv":
         lines = ("\t".join([str(c.cluster_id), str(c.size), *map(tsv_field, c.members)]) + "\n" for c in found)
@@ -156,9 +163,10 @@ def clusters(corpus, files_from, fmt, index, quiet, verbose, **options) -> None:
     _emit(lines)
     held = sum(c.size for c in found)
     log.info(
-        f"simdoc: {res.n_docs} documents, {len(res)} pairs ({_cut(res)}), {len(found)} "
-        f"cluster{'s' if len(found) != 1 else ''} holding {held} documents in {res.seconds:.2f} s"
+        f"simdoc: {res.n_docs} documents{_skipped(res)}, {len(res)} pairs ({_cut(res)}), {len(found)} "
+        f"cluster{'s' if len(found) != 1 else ''} holding {held} documents in {time.perf_counter() - started:.2f} s"
     )
+    note_skipped(res.n_skipped, index, quiet)
 
 
 # ---------------------------------------------------------------- dedup
@@ -200,6 +208,7 @@ def dedup(corpus, files_from, keep, null, absolute, fmt, index, quiet, verbose, 
       simdoc dedup my_corpus --threshold 0.95 --keep newest --absolute -0 | xargs -0 rm --
       simdoc dedup --index /tmp/idx --format tsv            # drop<TAB>keep
     """
+    started = time.perf_counter()
     _setup_logging(quiet, verbose)
     if null and fmt != "paths":
         raise click.UsageError("-0/--null goes with the default path list (--format paths)")
@@ -238,8 +247,10 @@ def dedup(corpus, files_from, keep, null, absolute, fmt, index, quiet, verbose, 
     _emit(lines)
     log.info(
         f"simdoc: {len(decisions)} cluster{'s' if len(decisions) != 1 else ''}: keep {len(decisions)}, "
-        f"drop {n_drop} documents ({drop_bytes} bytes) ({_cut(res)}, --keep {keep}) in {res.seconds:.2f} s"
+        f"drop {n_drop} documents ({drop_bytes} bytes) ({_cut(res)}, --keep {keep}){_skipped(res)} "
+        f"in {time.perf_counter() - started:.2f} s"
     )
+    note_skipped(res.n_skipped, index, quiet)
 
 
 # ---------------------------------------------------------------- tune
@@ -315,9 +326,15 @@ def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
 @index_option
 @_opt("--top", type=click.IntRange(0), default=5, help="How many of the largest buckets to list. Default: 5.")
 @_opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text or one JSON object. Default: text.")
+@_opt(
+    "--skipped",
+    is_flag=True,
+    help="Instead, list the files the index skipped, from its manifest: id<TAB>reason per line "
+    "(--format json: one object per line).",
+)
 @quiet_option
 @verbose_option
-def stats(index, top, fmt, quiet, verbose) -> None:
+def stats(index, top, fmt, skipped, quiet, verbose) -> None:
     """Describe an index: documents, shingles per document, LSH bucket sizes.
 
     The bucket-size histogram counts the buckets of every band by size;
@@ -328,10 +345,19 @@ def stats(index, top, fmt, quiet, verbose) -> None:
     Examples:
       simdoc stats --index /tmp/idx
       simdoc stats --index /tmp/idx --top 20 --format json
+      simdoc stats --index /tmp/idx --skipped           # id<TAB>reason of each file skipped
     """
     _setup_logging(quiet, verbose)
     t0 = time.perf_counter()
     index = _need_index(index)
+    if skipped:
+        with IndexStore(index).reading():
+            passed_over = sorted(open_index(index).stage("shingle").get("skipped", []), key=lambda s: s["id"])
+        if fmt == "json":
+            _emit(json.dumps({"id": s["id"], "reason": s.get("reason")}, ensure_ascii=False) + "\n" for s in passed_over)
+        else:
+            _emit(f"{tsv_field(s['id'])}\t{tsv_field(s.get('reason') or '')}\n" for s in passed_over)
+        return
     with IndexStore(index).reading():
         result = index_stats(open_index(index), top)
     log.debug(f"stats: {index} read in {time.perf_counter() - t0:.2f} s")
