@@ -460,7 +460,12 @@ class IndexStore:
         """Publish a new manifest atomically, then delete files no stage refers to."""
         fault_point("manifest:before")
         manifest["format_version"] = FORMAT_VERSION
-        self.write_bytes(MANIFEST, dump_manifest(manifest))
+        raw = dump_manifest(manifest)
+        try:  # never publish what every reader would refuse (simdoc.manifest's tables are behind)
+            validate_manifest(parse_manifest(raw, self.path / MANIFEST), self.path / MANIFEST)
+        except CorruptIndex as exc:
+            raise RuntimeError(f"simdoc made a manifest its own schema refuses: {exc.message}") from None
+        self.write_bytes(MANIFEST, raw)
         fault_point("manifest:after")
         self.collect_garbage(manifest)
 
