@@ -193,10 +193,10 @@ def read_jsonl(
                 except UnicodeDecodeError:
                     replaced.append(lineno)
                     members.add(lineno, line.decode("utf-8", errors="replace"))
+            after = os.fstat(fd)  # before the decompressor closes it (zstandard's does)
         finally:
             if stream is not source_file:
                 stream.close()
-        after = os.fstat(fd)
     except _Binary:
         return ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary"), [], []
     except _Undecompressable as exc:

@@ -177,3 +177,21 @@ def test_show_on_a_huge_one_line_file_stays_in_bounded_memory(tmp_path):
     assert json.loads(r.stdout)["cut_a"]
     # Searching both whole took 2.7 GB (~50x their size); python, numpy and numba take ~150 MB.
     assert peak < 500, peak
+
+
+@pytest.mark.parametrize("kind", ["", "gz", "bz2", "xz", "zst"])
+def test_jsonl_is_read_line_by_line_whatever_its_compression(tmp_path, kind):
+    import bz2
+    import lzma
+
+    body = "".join(json.dumps({"text": t}) + "\n" for t in ("first", "second", "third")).encode()
+    if kind == "zst":
+        zstandard = pytest.importorskip("zstandard")
+        packed = zstandard.ZstdCompressor().compress(body)
+    else:
+        packed = {"": lambda b: b, "gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}[kind](body)
+    name = "d.jsonl" + (f".{kind}" if kind else "")
+    (tmp_path / name).write_bytes(packed)
+    res, docs, notes = read_jsonl(str(tmp_path / name), name)
+    assert res.status == "ok" and notes == [], res
+    assert docs == [(f"{name}/#1", "first"), (f"{name}/#2", "second"), (f"{name}/#3", "third")]
