@@ -38,7 +38,6 @@ from simdoc.corpus import (
     resolve_sources,
 )
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch, UsageError
-from simdoc.records import MEMBER_IDS
 from simdoc.exact import groups_of, representatives
 from simdoc.lsh import (
     DEFAULT_RECALL,
@@ -53,6 +52,7 @@ from simdoc.lsh import (
 )
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
 from simdoc.batches import Placed, PlaceSink, RowWriter, Shard, ShardSink, rows_of, shingle_batch
+from simdoc.records import MEMBER_IDS
 from simdoc.results import Pair, PairsResult, _expand, _members, score_candidates  # noqa: F401
 from simdoc.shingling import ShingleSets, ShingleSpec
 from simdoc.similarity import MEASURES
@@ -928,7 +928,7 @@ def build_index(index: str | os.PathLike, *, wait: float = 0.0, **options) -> tu
     loaded = open_index(index)
     scheduler = options.pop("scheduler", None)
     _check_jobs(options.get("jobs"))
-    params, report, current = _index_plan(
+    _, report, current = _index_plan(
         loaded, options.get("threshold"), options.get("bands"), options.get("rows"), options.get("bag_threshold")
     )
     if current:
