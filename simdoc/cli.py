@@ -12,6 +12,7 @@ import logging
 import os
 import shlex
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -122,7 +123,9 @@ index_option = _opt(
     help="Index directory. Default: $SIMDOC_INDEX, else ~/.cache/simdoc/<corpus name>-<hash of its path>.",
 )
 jobs_option = _opt("--jobs", "-j", type=int, default=None, help="Worker processes. Default: all cores.")
-quiet_option = _opt("--quiet", "-q", is_flag=True, help="Print nothing on stderr but errors.")
+quiet_option = _opt(
+    "--quiet", "-q", is_flag=True, help="Print nothing on stderr but errors (and how many files were skipped, if any)."
+)
 verbose_option = _opt("--verbose", "-v", is_flag=True, help="Per-stage timings and every warning on stderr.")
 wait_option = _opt(
     "--wait",
@@ -152,7 +155,7 @@ shingle_options = [
     _opt("--unit", type=click.Choice(UNITS), default=None, help="Shingle unit. Default: char."),
     _opt("--k", "k", type=click.IntRange(1, 256), default=None, help="Shingle length in units. Default: char 5, word 3, stopword 3."),
     _opt("--lowercase/--no-lowercase", default=None, help="Lowercase before shingling. Default: lowercase."),
-    _opt("--max-bytes", type=click.IntRange(1), default=None, help="Read at most this many bytes of a file (with a warning). Default: all."),
+    _opt("--max-bytes", type=click.IntRange(1), default=None, help="Read at most this many bytes of a file, or of one JSON Lines or WARC document (with a warning). Default: all."),
     _opt(
         "--include",
         multiple=True,
@@ -322,7 +325,10 @@ def shingle(corpus, files_from, files0_from, null, index, quiet, verbose, **opti
     index = _announce(index or default_index_path(corpus))
     res = build_shingles(corpus, index, progress=_show_progress(quiet), **options)
     _report([res], verbose)
-    log.info(f"shingle: {res.detail if res.built else 'up to date'} -> {index}")
+    n_skipped = len(IndexStore(index).read_manifest()["stages"]["shingle"].get("skipped", []))
+    up_to_date = "up to date" + (f" ({skipped_text(n_skipped)})" if n_skipped else "")
+    log.info(f"shingle: {res.detail if res.built else up_to_date} -> {index}")
+    note_skipped(n_skipped, index, quiet)
 
 
 @cli.command()
@@ -426,6 +432,7 @@ def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only
       simdoc pairs site-a/ site-b/ notes.txt          # ids: site-a/..., site-b/..., notes.txt
       find . -name '*.md' -print0 | simdoc pairs --files0-from - --index md.idx
     """
+    started = time.perf_counter()
     _setup_logging(quiet, verbose)
     check_header(header, "null" if null else fmt)
     corpus = _corpus_arg(corpus, files_from, files0_from)
@@ -461,7 +468,21 @@ def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only
         # Only a report written in full counts: a run killed before this line leaves its
         # documents new for the next --new report.
         mark_reported(res.index, res.generation, options.get("wait") or 0.0)
-    _summary(res)
+    _summary(res, time.perf_counter() - started)
+    note_skipped(res.n_skipped, index, quiet)
+
+
+def skipped_text(n_skipped: int) -> str:
+    return count(n_skipped, "file skipped")
+
+
+def note_skipped(n_skipped: int, index: Path, quiet: bool) -> None:
+    """With --quiet, the one line besides errors: how many files the index skipped (cron keeps stderr)."""
+    if quiet and n_skipped:
+        click.echo(
+            f"simdoc: {skipped_text(n_skipped)}; `simdoc stats --skipped --index {shlex.quote(str(index))}` lists them",
+            err=True,
+        )
 
 
 def _reader_went_away() -> None:
@@ -630,13 +651,14 @@ def _warn_big_groups(res: PairsResult) -> None:
         )
 
 
-def _summary(res: PairsResult) -> None:
+def _summary(res: PairsResult, seconds: float) -> None:
+    """The summary line; ``seconds`` since the command started, printing the pairs included."""
     pairs = count(len(res), "pair") + ("" if res.jaccard is not None else " (estimated)")
     skipped = f" ({count(res.n_skipped, 'file skipped')})" if res.n_skipped else ""
     cut = "all candidates" if res.all_candidates else f"{res.measure} jaccard >= {res.threshold:g}"
     msg = (
         f"simdoc: {count(res.n_docs, 'document')}{skipped}, {count(res.n_candidates, 'candidate')}, "
-        f"{pairs} ({cut}) in {res.seconds:.2f} s"
+        f"{pairs} ({cut}) in {seconds:.2f} s"
     )
     log.info(msg)
     if res.stats.large_buckets:

@@ -22,6 +22,8 @@ from pathlib import Path
 import click
 
 from simdoc.cli import (
+    note_skipped,
+    skipped_text,
     _apply,
     _corpus_arg,
     corpus_list_options,
@@ -149,6 +151,10 @@ def _cut(res: PairsResult) -> str:
     return f"{res.measure} jaccard >= {res.threshold:g}"
 
 
+def _skipped(res: PairsResult) -> str:
+    return f" ({skipped_text(res.n_skipped)})" if res.n_skipped else ""
+
+
 # ---------------------------------------------------------------- clusters
 
 
@@ -182,11 +188,12 @@ def clusters(corpus, files_from, files0_from, fmt, null, header, index, quiet, v
       simdoc clusters sample_corpus | awk -F'\\t' '$2 > 2'     # clusters of 3 or more
       simdoc clusters sample_corpus -0 | xargs -0 printf '%s\\n'    # one field per line
     """
+    started = time.perf_counter()
     _setup_logging(quiet, verbose)
     if null and fmt is not None:
         raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
     check_header(header, "null" if null else fmt)
-    res, _ = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, files0_from=files0_from, **options)
+    res, index = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, files0_from=files0_from, **options)
     found = cluster_pairs(res)
     if null:
         _emit_null([str(c.cluster_id), str(c.size), *c.members] for c in found)
@@ -203,9 +210,10 @@ def clusters(corpus, files_from, files0_from, fmt, null, header, index, quiet, v
         _emit(lines)
     held = sum(c.size for c in found)
     log.info(
-        f"simdoc: {count(res.n_docs, 'document')}, {count(len(res), 'pair')} ({_cut(res)}), "
-        f"{count(len(found), 'cluster')} holding {count(held, 'document')} in {res.seconds:.2f} s"
+        f"simdoc: {count(res.n_docs, 'document')}{_skipped(res)}, {count(len(res), 'pair')} ({_cut(res)}), "
+        f"{count(len(found), 'cluster')} holding {count(held, 'document')} in {time.perf_counter() - started:.2f} s"
     )
+    note_skipped(res.n_skipped, index, quiet)
 
 
 # ---------------------------------------------------------------- dedup
@@ -248,6 +256,7 @@ def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, header, in
       simdoc dedup my_corpus --threshold 0.95 --keep newest --absolute -0 | xargs -0 -r rm --
       simdoc dedup --index /tmp/idx --format tsv            # drop<TAB>keep
     """
+    started = time.perf_counter()
     _setup_logging(quiet, verbose)
     if null and fmt != "paths":
         raise click.UsageError("-0/--null goes with the default path list (--format paths)")
@@ -291,8 +300,10 @@ def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, header, in
     _emit(lines)
     log.info(
         f"simdoc: {count(len(decisions), 'cluster')}: keep {len(decisions)}, "
-        f"drop {count(n_drop, 'document')} ({count(drop_bytes, 'byte')}) ({_cut(res)}, --keep {keep}) in {res.seconds:.2f} s"
+        f"drop {count(n_drop, 'document')} ({count(drop_bytes, 'byte')}) ({_cut(res)}, --keep {keep}){_skipped(res)} "
+        f"in {time.perf_counter() - started:.2f} s"
     )
+    note_skipped(res.n_skipped, index, quiet)
 
 
 # ---------------------------------------------------------------- tune
@@ -369,9 +380,15 @@ def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
 @index_option
 @_opt("--top", type=click.IntRange(0), default=5, help="How many of the largest buckets to list. Default: 5.")
 @_opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text or one JSON object. Default: text.")
+@_opt(
+    "--skipped",
+    is_flag=True,
+    help="Instead, list the files the index skipped, from its manifest: id<TAB>reason per line "
+    "(--format json: one object per line).",
+)
 @quiet_option
 @verbose_option
-def stats(corpus, index, top, fmt, quiet, verbose) -> None:
+def stats(corpus, index, top, fmt, skipped, quiet, verbose) -> None:
     """Describe an index: documents, shingles per document (with repeats), LSH bucket sizes.
 
     The bucket-size histogram counts the buckets of every band by size;
@@ -383,10 +400,19 @@ def stats(corpus, index, top, fmt, quiet, verbose) -> None:
       simdoc stats --index /tmp/idx
       simdoc stats --index /tmp/idx --top 20 --format json
       simdoc stats my_corpus                      # the default index of my_corpus
+      simdoc stats --index /tmp/idx --skipped     # id<TAB>reason of each file skipped
     """
     _setup_logging(quiet, verbose)
     t0 = time.perf_counter()
     index = _index_of(corpus, index)
+    if skipped:
+        with IndexStore(index).reading():
+            passed_over = sorted(open_index(index).stage("shingle").get("skipped", []), key=lambda s: s["id"])
+        if fmt == "json":
+            _emit(json.dumps({"id": s["id"], "reason": s.get("reason")}, ensure_ascii=False) + "\n" for s in passed_over)
+        else:
+            _emit(f"{tsv_field(s['id'])}\t{tsv_field(s.get('reason') or '')}\n" for s in passed_over)
+        return
     with IndexStore(index).reading():
         result = index_stats(open_index(index), top)
     log.debug(f"stats: {index} read in {time.perf_counter() - t0:.2f} s")
@@ -409,6 +435,7 @@ def _show_header(ev: PairEvidence) -> list[str]:
     o = ev.overlap
     how = f"{ev.num_perm} permutations" if ev.scheme == "classic" else f"one permutation, {ev.num_perm} bins"
     est = f"{ev.estimated:.4f}  (MinHash, {how})" if ev.estimated is not None else "n/a (no signatures)"
+    first = f" in its first {ev.searched_bytes} bytes" if ev.searched_bytes else ""
     if o is None:
         gone = "n/a  (a document could not be read)"
         lines = [
@@ -420,8 +447,8 @@ def _show_header(ev: PairEvidence) -> list[str]:
         ]
     else:
         lines = [
-            f"A  {ev.doc_a}  ({count(ev.words_a, 'word')}, {count(o.n_a, 'shingle')})",
-            f"B  {ev.doc_b}  ({count(ev.words_b, 'word')}, {count(o.n_b, 'shingle')})",
+            f"A  {ev.doc_a}  ({count(ev.words_a, 'word')}{first if ev.cut_a else ''}, {count(o.n_a, 'shingle')})",
+            f"B  {ev.doc_b}  ({count(ev.words_b, 'word')}{first if ev.cut_b else ''}, {count(o.n_b, 'shingle')})",
             f"set jaccard      {o.set_jaccard:.4f}  ({o.n_common} of {o.n_union} distinct shingles shared)",
             f"bag jaccard      {o.bag_jaccard:.4f}  (identical bags score 0.5)",
             f"estimated        {est}",
@@ -431,12 +458,14 @@ def _show_header(ev: PairEvidence) -> list[str]:
     if ev.indexed is not None:
         lines.append(f"as indexed       set jaccard {ev.indexed[0]:.4f}, bag jaccard {ev.indexed[1]:.4f}  (verified then)")
     if not ev.passages:
-        lines.append(f"shared passages  none of {ev.min_words} or more words")
+        searched = f" in the first {ev.searched_bytes} bytes of each document" if ev.searched_bytes else ""
+        lines.append(f"shared passages  none of {ev.min_words} or more words{searched}")
         return lines
     shared = ev.shared_words
+    searched = f", in the first {ev.searched_bytes} bytes of each document" if ev.searched_bytes else ""
     lines.append(
         f"shared passages  {len(ev.passages)} of {ev.min_words} or more words: {count(shared, 'word')}, "
-        f"{_pct(shared, ev.words_a)} of A and {_pct(shared, ev.words_b)} of B"
+        f"{_pct(shared, ev.words_a)} of A and {_pct(shared, ev.words_b)} of B{searched}"
     )
     lines.append("")
     lines.append(f"{'passage':>7}  {'A words':>13}  {'B words':>13}  {'words':>6}")

@@ -36,6 +36,35 @@ COMPRESSED = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".zst": "zstd"}
 DECOMPRESS_ERRORS: tuple = (OSError, EOFError, ValueError)
 
 
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+WARC_SUFFIXES = (".warc", ".warc.gz")
+MEMBER_SEPARATOR = "/#"  # between a file's id and the key of a document inside it
+
+
+def is_jsonl(path: str) -> bool:
+    """A JSON Lines file by its name (``.jsonl``, ``.ndjson``, possibly compressed)."""
+    for suffix in COMPRESSED:
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            break
+    return path.endswith(JSONL_SUFFIXES)
+
+
+def is_warc(path: str) -> bool:
+    return path.endswith(WARC_SUFFIXES)
+
+
+def walk_key(doc_id: str) -> str:
+    """What a file's id sorts by: a file of many documents sorts as its members' ids do.
+
+    A member's id is ``PATH/#KEY`` (see :mod:`simdoc.records`). Since PATH is
+    a file, no other file's id starts with ``PATH/``: member ids never equal
+    another document's id. Sorting such a file as ``PATH/``, the way a
+    directory sorts, keeps the ids of all documents in sorted order.
+    """
+    return doc_id + "/" if is_jsonl(doc_id) or is_warc(doc_id) else doc_id
+
+
 def compression_of(path: str) -> str | None:
     """The compression a file name says it has (.gz, .bz2, .xz, .zst), or None."""
     for suffix, kind in COMPRESSED.items():
@@ -158,7 +187,8 @@ def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_
     walked = {(root_st.st_dev, root_st.st_ino)}
     # A depth-first walk whose every directory lists its files and subdirectories sorted by
     # name, a subdirectory as if its name ended in "/", gives the ids in sorted order: all
-    # ids under "d/" sort together, where "d/" sorts among its siblings.
+    # ids under "d/" sort together, where "d/" sorts among its siblings. A file of many
+    # documents sorts the same way, as the "f/#..." ids of its members do (see walk_key).
     pending = [iter(_listing(root_abs, "", excluded, follow_symlinks, skipped))]
     while pending:
         item = next(pending[-1], None)
@@ -208,7 +238,7 @@ def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, ski
                 skipped.append(Skipped(child_rel, f"broken symbolic link: {exc.strerror or exc}"))
                 continue
         if stat.S_ISREG(st.st_mode):
-            keyed.append((name, child_rel, entry.path, st))
+            keyed.append((walk_key(name), child_rel, entry.path, st))
         elif stat.S_ISDIR(st.st_mode):
             if excluded and os.path.realpath(entry.path) in excluded:
                 continue
@@ -226,8 +256,8 @@ def _selected(doc_id: str, include_globs, exclude_globs) -> bool:
 
 
 def _select(entries: list[FileEntry], include_globs, exclude_globs) -> list[FileEntry]:
-    """The entries --include/--exclude keep, sorted by id."""
-    return sorted((e for e in entries if _selected(e.id, include_globs, exclude_globs)), key=lambda e: e.id)
+    """The entries --include/--exclude keep, in walk order (sorted by :func:`walk_key`)."""
+    return sorted((e for e in entries if _selected(e.id, include_globs, exclude_globs)), key=lambda e: walk_key(e.id))
 
 
 def open_regular(path: str, follow_symlinks: bool = False) -> tuple[int, os.stat_result] | ReadResult:
@@ -334,6 +364,37 @@ def read_document(
     if status == "ok":
         status = _status(warnings)
     return ReadResult(text, digest, warning="; ".join(warnings) or None, status=status)
+
+
+def file_digest(path: str, max_bytes: int | None = None, follow_symlinks: bool = False) -> str | None:
+    """BLAKE2b-128 of the bytes a file is indexed from (decompressed; the first ``max_bytes``), read in chunks.
+
+    The digest :func:`read_document` gives, without holding the file: for a
+    caller that reads only part of a file but must know whether the whole
+    is still the one indexed. None if it cannot be read.
+    """
+    opened = open_regular(path, follow_symlinks)
+    if isinstance(opened, ReadResult):
+        return None
+    fd, _ = opened
+    digest = hashlib.blake2b(digest_size=16)
+    raw_file = os.fdopen(fd, "rb")
+    try:
+        kind = compression_of(path)
+        reader = decompressing_reader(raw_file, kind) if kind is not None else raw_file
+        left = max_bytes
+        while left is None or left > 0:
+            chunk = reader.read(1 << 24 if left is None else min(1 << 24, left))
+            if not chunk:
+                break
+            digest.update(chunk)
+            if left is not None:
+                left -= len(chunk)
+    except Exception:  # unreadable, or a damaged archive: each decompressor has its own errors
+        return None
+    finally:
+        raw_file.close()
+    return digest.hexdigest()
 
 
 def _status(warnings: list[str]) -> str:

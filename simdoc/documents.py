@@ -20,7 +20,7 @@ import hashlib
 from dataclasses import dataclass
 
 from simdoc.corpus import ReadResult, compression_of, read_document
-from simdoc.records import WEB_EXTRA, html_to_text, is_html, is_jsonl, is_warc, split_jsonl, split_warc, warc_record_at
+from simdoc.records import WEB_EXTRA, html_to_text, is_html, is_jsonl, is_warc, read_jsonl, split_warc, warc_record_at
 
 MEMBER_WAYS = ("jsonl", "warc")
 
@@ -71,15 +71,12 @@ class FileRead:
 def read_file(path: str, doc_id: str, how: str, max_bytes: int | None, follow: bool, fields: tuple) -> FileRead:
     """Read a file that is not streamed: its text (``whole``, ``html``) or its members."""
     if how == "warc":
-        return _read_warc(path, doc_id)
-    res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow, keep_ascii=how == "whole")
-    if how == "jsonl":
-        if res.text is None:
-            return FileRead(res, [])
-        docs, notes = split_jsonl(res.text, doc_id, *fields)
+        return _read_warc(path, doc_id, max_bytes)
+    if how == "jsonl":  # line by line: memory bounded by one line, --max-bytes cuts each member
+        res, docs, notes = read_jsonl(path, doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
         res.warning = "; ".join(([res.warning] if res.warning else []) + notes) or None
-        res.text = ""
         return FileRead(res, [Member(*d) for d in docs])
+    res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow, keep_ascii=how == "whole")
     if how == "html" and res.text is not None:
         try:
             res.text = html_to_text(res.text)
@@ -88,13 +85,13 @@ def read_file(path: str, doc_id: str, how: str, max_bytes: int | None, follow: b
     return FileRead(res)
 
 
-def _read_warc(path: str, doc_id: str) -> FileRead:
+def _read_warc(path: str, doc_id: str, max_bytes: int | None) -> FileRead:
     digest = hashlib.blake2b(digest_size=16)
     try:
         with open(path, "rb") as fh:
             while chunk := fh.read(1 << 24):
                 digest.update(chunk)
-        docs, notes = split_warc(path, doc_id)
+        docs, notes = split_warc(path, doc_id, max_bytes)
     except ImportError:
         return FileRead(ReadResult(None, digest.hexdigest(), warning=f"WARC needs {WEB_EXTRA}", status="unreadable"), [])
     except Exception as exc:  # fastwarc raises its own errors on damaged archives
@@ -128,10 +125,10 @@ def read_member_texts(path: str, source: str, how: str, wanted: dict[str, bytes]
     return out
 
 
-def warc_member_text(path: str, offset: int, digest: bytes) -> str | None:
-    """A WARC member's text read at its offset, or None if it is not the text indexed."""
+def warc_member_text(path: str, offset: int, digest: bytes, max_bytes: int | None) -> str | None:
+    """A WARC member's text read at its offset (cut to ``max_bytes`` as when indexed), or None if it is not the text indexed."""
     try:
-        text = warc_record_at(path, offset)
+        text = warc_record_at(path, offset, max_bytes)
     except ImportError:
         return None
     if text is None or text_digest(text) != digest:

@@ -52,6 +52,10 @@ DEFAULT_CONTEXT = 12
 # Per word-gram, at most this many positions in B are tried: a line repeated
 # hundreds of times would otherwise cost a quadratic number of comparisons.
 MAX_POSITIONS = 64
+# Of each document, the passage search looks at this much text: it holds some 80 bytes
+# per byte searched (every word, its place and its word-grams), which for a 200 MB
+# one-line file was 6.5 GB. The similarity numbers are always the whole documents'.
+PASSAGE_BYTES = 1 << 20
 _WORD = re.compile(r"\S+")
 _PUNCT = "\"'`.,;:!?()[]{}<>«»“”‘’„…–—-*_/\\|#&%$@^~+="
 
@@ -345,6 +349,9 @@ class PairEvidence:
     indexed : tuple of float or None
         (set, bag) Jaccard verified for the texts as indexed, given only when a
         document changed or is gone and the verified-pairs table holds the pair.
+    cut_a, cut_b : bool
+        Only the first :data:`PASSAGE_BYTES` of the document were searched
+        for passages (``words_a``, ``words_b`` count those words).
     """
 
     doc_a: str
@@ -363,6 +370,13 @@ class PairEvidence:
     spans_b: list[tuple[int, int]] = field(default_factory=list, repr=False)
     scheme: str | None = None
     indexed: tuple[float, float] | None = None
+    cut_a: bool = False  # only the first PASSAGE_BYTES of A were searched for passages
+    cut_b: bool = False
+
+    @property
+    def searched_bytes(self) -> int | None:
+        """How much of each document the passage search looked at, if it did not look at all of one."""
+        return PASSAGE_BYTES if self.cut_a or self.cut_b else None
 
     @property
     def shared_words(self) -> int:
@@ -402,6 +416,9 @@ class PairEvidence:
             "words_a": self.words_a,
             "words_b": self.words_b,
             "min_words": self.min_words,
+            "passages_searched_bytes": self.searched_bytes,
+            "cut_a": self.cut_a,
+            "cut_b": self.cut_b,
             "passages": [
                 {
                     "number": p.number,
@@ -459,15 +476,17 @@ def _read(
 
     ``digest``: hex BLAKE2b-128 recorded in the docs table, compared with
     today's bytes (a file) or text (a member); ``html``: the index read it as
-    HTML; ``offset``: where a WARC member's record started when indexed.
+    HTML; ``offset``: where a WARC member's record started when indexed. The
+    document is read the way the index read it (a ``--max-bytes`` prefix,
+    links followed or not); a JSON Lines file line by line.
     """
     from simdoc.corpus import read_document
-    from simdoc.records import html_to_text, is_html, is_warc, split_jsonl, split_warc, warc_record_at
+    from simdoc.records import html_to_text, is_html, is_warc, read_jsonl, split_warc, warc_record_at
 
     if root is None:
         return None, f"{doc_id}: the index does not record its corpus folder; no passages"
-    # Read the way the index read it (a --max-bytes prefix, links followed or not).
-    how = {k: params[k] for k in ("max_bytes", "follow_symlinks") if k in params}
+    max_bytes = params.get("max_bytes")
+    follow = params.get("follow_symlinks", False)
     if source is not None:
         # A document inside a JSON Lines or WARC file: read the file, find the member.
         path = os.path.join(root, *source.split("/"))
@@ -475,16 +494,17 @@ def _read(
         try:
             if is_warc(source):
                 # The record where it was indexed; else (the archive changed) look for it by id.
-                at = warc_record_at(path, offset) if offset >= 0 else None
+                at = warc_record_at(path, offset, max_bytes) if offset >= 0 else None
                 if at is not None and (not digest or _text_digest(at) == digest):
                     text = at
                 else:
-                    text = {m[0]: m[1] for m in split_warc(path, source)[0]}.get(doc_id)
+                    text = {m[0]: m[1] for m in split_warc(path, source, max_bytes)[0]}.get(doc_id)
             else:
-                res = read_document(path, **how)
+                res, members, _ = read_jsonl(
+                    path, source, params.get("text_field", "text"), params.get("id_field"), max_bytes, follow
+                )
                 if res.text is None:
                     return None, f"{doc_id}: {res.warning}; no passages"
-                members = split_jsonl(res.text, source, params.get("text_field", "text"), params.get("id_field"))[0]
                 text = {m[0]: m[1] for m in members}.get(doc_id)
         except Exception as exc:  # a missing extra or a damaged archive
             return None, f"{doc_id}: cannot read {source} ({exc}); no passages"
@@ -493,7 +513,7 @@ def _read(
         if digest and _text_digest(text) != digest:
             return text, CHANGED.format(doc=doc_id)
         return text, None
-    res = read_document(os.path.join(root, *doc_id.split("/")), **how)
+    res = read_document(os.path.join(root, *doc_id.split("/")), max_bytes=max_bytes, follow_symlinks=follow)
     if res.text is None:
         return None, f"{doc_id}: {res.warning}; no passages"
     text = res.text
@@ -555,9 +575,9 @@ def pair_evidence(
     text_a, text_b = texts
     overlap = None
     if text_a is not None and text_b is not None:
-        from simdoc.shingling import shingle_texts
+        from simdoc.streaming import sets64_of_texts
 
-        overlap = shingle_overlap(shingle_texts([text_a, text_b], loaded.spec(), form="sets64"), 0, 1)
+        overlap = shingle_overlap(sets64_of_texts([text_a, text_b], loaded.spec()), 0, 1)
     indexed = _indexed_jaccard(loaded, a, b) if warnings else None
     lowercase = shingle["params"].get("lowercase", True)
     return _with_passages(
@@ -595,7 +615,9 @@ def text_evidence(
     if min_words < 1:
         raise UsageError(f"--min-words must be at least 1, got {min_words}")
     sigs = hasher.signatures(shingle_texts([text_a, text_b], spec, form="stream"))
-    overlap = shingle_overlap(shingle_texts([text_a, text_b], spec, form="sets64"), 0, 1)
+    from simdoc.streaming import sets64_of_texts
+
+    overlap = shingle_overlap(sets64_of_texts([text_a, text_b], spec), 0, 1)
     estimated = estimate_jaccard(sigs[0], sigs[1])
     return _with_passages(
         doc_a, doc_b, text_a, text_b, overlap, estimated, hasher.num_perm, hasher.scheme, spec.lowercase, min_words, []
@@ -606,6 +628,20 @@ def _with_passages(
     doc_a, doc_b, text_a, text_b, overlap, estimated, num_perm, scheme, lowercase: bool, min_words: int,
     warnings: list[str], indexed: tuple[float, float] | None = None,
 ) -> PairEvidence:
+    from simdoc.records import _cut_utf8
+
+    # The passage search costs some 80 bytes of memory per byte of text: it looks at the
+    # first PASSAGE_BYTES of each document (the numbers above are from all of it).
+    cut = []
+    for doc, text in ((doc_a, text_a), (doc_b, text_b)):
+        searched = _cut_utf8(text, PASSAGE_BYTES) if text is not None and len(text) > PASSAGE_BYTES // 4 else text
+        cut.append(searched is not None and len(searched) < len(text))
+        if cut[-1]:
+            warnings.append(f"{doc}: only its first {PASSAGE_BYTES} bytes are searched for shared passages")
+    if cut[0]:
+        text_a = _cut_utf8(text_a, PASSAGE_BYTES)
+    if cut[1]:
+        text_b = _cut_utf8(text_b, PASSAGE_BYTES)
     keys_a, spans_a = split_words(text_a, lowercase) if text_a is not None else ([], [])
     keys_b, spans_b = split_words(text_b, lowercase) if text_b is not None else ([], [])
     runs = common_runs(keys_a, keys_b, min_words)
@@ -615,7 +651,7 @@ def _with_passages(
     ]
     return PairEvidence(
         doc_a, doc_b, overlap, estimated, num_perm, passages, len(keys_a), len(keys_b), min_words, warnings,
-        text_a, text_b, spans_a, spans_b, scheme, indexed,
+        text_a, text_b, spans_a, spans_b, scheme, indexed, cut[0], cut[1],
     )
 
 

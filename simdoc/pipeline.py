@@ -48,6 +48,7 @@ from simdoc.lsh import (
     choose_bands_rows,
 )
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
+from simdoc.records import MEMBER_IDS
 from simdoc.results import PairsResult, Verifier, score_candidates
 from simdoc.shingling import ShingleSets, ShingleSpec
 from simdoc.similarity import MEASURES
@@ -465,7 +466,7 @@ def _build_shingles(
         "text_field": text_field if text_field is not None else base.get("text_field", "text"),
         "id_field": id_field if id_field is not None else base.get("id_field"),
     }
-    params = {**spec.as_params(), **reading}
+    params = {**spec.as_params(), **reading, "member_ids": MEMBER_IDS}
     keep_sets = signer is None
     stored_sig = manifest["stages"].get("signature")
     sig_params = None
@@ -678,11 +679,19 @@ def _signature_task(task: tuple) -> np.ndarray:
 def build_signatures(index: str | os.PathLike, *, wait: float = 0.0, **options) -> StageResult:
     """Bring the signature stage up to date with the shingle stage (holding the writer lock).
 
-    ``options``: num_perm, seed, scheme, jobs, rebuild, progress.
+    ``options``: num_perm, seed, scheme, jobs, rebuild, progress. A stage the
+    last published manifest shows up to date is left alone without taking the
+    lock, so that a reader never waits for a writer.
     """
-    store = open_index(index).store
+    loaded = open_index(index)
     scheduler = options.pop("scheduler", None)
-    with store.writing(wait), using_scheduler(scheduler):
+    if not options.get("rebuild"):
+        _check_jobs(options.get("jobs"))
+        stored = loaded.manifest["stages"].get("signature")
+        params = _signature_params(stored, options.get("num_perm"), options.get("seed"), options.get("scheme"), index, False)
+        if stored and stored["params"] == params and stored.get("built_from") == loaded.stage("shingle")["build_id"]:
+            return StageResult("signature", False, 0.0, "up to date")
+    with loaded.store.writing(wait), using_scheduler(scheduler):
         return _build_signatures(index, **options)
 
 
@@ -787,11 +796,32 @@ def build_index(index: str | os.PathLike, *, wait: float = 0.0, **options) -> tu
     """Bring the band keys and buckets up to date with the signatures (holding the writer lock).
 
     ``options``: threshold, bands, rows, bag_threshold (see :func:`_build_index`).
+    Buckets the last published manifest shows up to date are left alone
+    without taking the lock, so that a reader never waits for a writer.
     """
-    store = open_index(index).store
+    loaded = open_index(index)
     options.pop("scheduler", None)  # banding is a few sorts: it runs here on every engine
-    with store.writing(wait):
+    _check_jobs(options.get("jobs"))
+    _, report, current = _index_plan(
+        loaded, options.get("threshold"), options.get("bands"), options.get("rows"), options.get("bag_threshold")
+    )
+    if current:
+        return StageResult("index", False, 0.0, "up to date"), report
+    with loaded.store.writing(wait):
         return _build_index(index, **options)
+
+
+def _index_plan(loaded: LoadedIndex, threshold, bands, rows, bag_threshold) -> tuple[dict, BandingReport, bool]:
+    """The banding parameters asked for, their report, and whether the stored buckets already have them."""
+    sig_stage = loaded.stage("signature")
+    stored = loaded.manifest["stages"].get("index")
+    params = resolve_banding(stored["params"] if stored else None, sig_stage["params"]["num_perm"], threshold, bands, rows)
+    params["measure"] = "bag" if bag_threshold is not None else "set"
+    if bag_threshold is not None:
+        params["bag_threshold"] = bag_threshold
+    report = BandingReport.of(params["bands"], params["rows"], params["threshold"])
+    current = bool(stored) and stored["params"] == params and stored.get("built_from") == sig_stage["build_id"]
+    return params, report, current
 
 
 def _build_index(
@@ -813,13 +843,8 @@ def _build_index(
     loaded = open_index(index)
     sig_stage = loaded.stage("signature")
     loaded.check_built_from("signature")
-    stored = loaded.manifest["stages"].get("index")
-    params = resolve_banding(stored["params"] if stored else None, sig_stage["params"]["num_perm"], threshold, bands, rows)
-    params["measure"] = "bag" if bag_threshold is not None else "set"
-    if bag_threshold is not None:
-        params["bag_threshold"] = bag_threshold
-    report = BandingReport.of(params["bands"], params["rows"], params["threshold"])
-    if stored and stored["params"] == params and stored.get("built_from") == sig_stage["build_id"]:
+    params, report, current = _index_plan(loaded, threshold, bands, rows, bag_threshold)
+    if current:
         return StageResult("index", False, time.perf_counter() - t0, "up to date"), report
     build = _build_id(sig_stage["build_id"], params, __version__)
     names = {"bands": f"bands.{build}.npy", "buckets": f"buckets.{build}.npy", "groups": f"groups.{build}.npy"}
@@ -936,7 +961,7 @@ def _find_pairs(
         for attempt in range(MAX_REINDEX + 1):
             stages, t, report = _refresh_for_pairs(
                 corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, scheme, bands, rows, jobs,
-                rebuild and attempt == 0, progress, reading, force,
+                rebuild and attempt == 0, progress, reading, force, wait,
             )
             with store.reading():
                 loaded = open_index(index)
@@ -1034,7 +1059,7 @@ def mark_reported(index: str | os.PathLike, generation: int, wait: float = 0.0) 
 
 def _refresh_for_pairs(
     corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, scheme, bands, rows, jobs, rebuild, progress,
-    reading, force_read=None,
+    reading, force_read=None, wait=0.0,
 ):
     """Run the stages find_pairs needs; returns (stage results, threshold, banding report)."""
     stages: list[StageResult] = []
@@ -1054,7 +1079,9 @@ def _refresh_for_pairs(
         loaded = open_index(index)
         asked = {"unit": unit, "k": k, "lowercase": lowercase, **reading}
         _mismatch("shingle", loaded.stage("shingle")["params"], asked, index, False)
-    stages.append(build_signatures(index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, progress=progress))
+    stages.append(
+        build_signatures(index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, progress=progress, wait=wait)
+    )
     loaded = open_index(index)
     stored = (loaded.manifest["stages"].get("index") or {}).get("params", {})
     # A run without --threshold uses the documented default, never the last run's threshold;
@@ -1063,7 +1090,8 @@ def _refresh_for_pairs(
     keep_hand_banding = threshold is None and stored.get("explicit") and stored.get("measure", "set") == measure
     band_t = None if keep_hand_banding else _banding_threshold(t, measure)
     result, report = build_index(
-        index, threshold=band_t, bands=bands, rows=rows, bag_threshold=t if measure == "bag" else None, jobs=jobs
+        index, threshold=band_t, bands=bands, rows=rows, bag_threshold=t if measure == "bag" else None, jobs=jobs,
+        wait=wait,
     )
     stages.append(result)
     return stages, t, report

@@ -1,86 +1,144 @@
-"""Documents inside JSON Lines files: one document per line.
+"""Documents inside JSON Lines and WARC files: one document per line, or per response.
 
 A file whose name ends in ``.jsonl`` or ``.ndjson`` (possibly compressed:
 ``.jsonl.gz``, ...) holds one document per line, a JSON object whose
-``text_field`` (default ``text``) is the document's text. Its id is
-``PATH#ID``, where ID is the value of ``id_field`` when one is named, else
-the line number (from 1). Lines that are blank are ignored; a line that is
-not a JSON object, or has no string text field, is skipped with a warning
-naming the line; an id that repeats gets ``@LINE`` appended, with a warning.
+``text_field`` (default ``text``) is the document's text. Lines that are
+blank are ignored; a line that is not a JSON object, or has no string text
+field, is skipped with a warning naming the line. A file is read line by
+line (:func:`read_jsonl`), decompressed as it goes: a line longer than
+:data:`MEMBER_BYTES` is skipped without being held, and ``--max-bytes`` cuts
+each document's text. A WARC body is read up to the same bound.
+
+A member's id is ``PATH/#KEY``: PATH is the file's id and KEY the value of
+``id_field`` when one is named, else the line number (from 1). PATH is a
+file, so no plain file's id starts with ``PATH/`` and members of two files
+never share an id: ids are unique by construction across the corpus (and
+sort together, see :func:`simdoc.corpus.walk_key`). Within one file, a key
+that is already taken gets ``@LINE`` appended (again, until it is free),
+with a warning naming both lines; a key with a NUL byte is replaced by the
+line number, with a warning.
 """
 
 from __future__ import annotations
 
+import codecs
+import hashlib
 import json
+import os
+from collections.abc import Iterator
 
-from simdoc.corpus import COMPRESSED
+from simdoc.corpus import (
+    BINARY_SNIFF,
+    COMPRESSED,
+    MEMBER_SEPARATOR,
+    ReadResult,
+    _Undecompressable,
+    compression_of,
+    decompressing_reader,
+    open_regular,
+)
+from simdoc.corpus import JSONL_SUFFIXES, WARC_SUFFIXES, is_jsonl, is_warc  # noqa: F401  (the names of member files)
+from simdoc.streaming import STREAM_BYTES
 
-JSONL_SUFFIXES = (".jsonl", ".ndjson")
 
-
-def is_jsonl(path: str) -> bool:
-    for suffix in COMPRESSED:
-        if path.endswith(suffix):
-            path = path[: -len(suffix)]
-            break
-    return path.endswith(JSONL_SUFFIXES)
+# How member ids are formed, recorded with the shingle stage's parameters: an index whose
+# members were named another way (version 1: PATH#KEY, which a plain file could repeat)
+# is rebuilt rather than updated.
+MEMBER_IDS = 2
 
 
 SHOWN_LINES = 3  # line numbers quoted in a warning that many lines share
 
 
-def split_jsonl(
-    text: str, source: str, text_field: str = "text", id_field: str | None = None
-) -> tuple[list[tuple[str, str, int, int]], list[str]]:
-    """(document id, text, byte offset, byte length) of every usable line, sorted by id, and warnings.
+def member_id(source: str, key: str) -> str:
+    """The id of the document ``key`` inside the file whose id is ``source``."""
+    return f"{source}{MEMBER_SEPARATOR}{key}"
 
-    The offset and length locate the line in the file's (decompressed) bytes.
+
+class MemberKeys:
+    """The keys of one file's members, made unique as they come (see the module docstring)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.taken: dict[str, object] = {}  # key -> where it was taken (a line number)
+
+    def take(self, key: str, where: object, warnings: list[str], what: str = "line") -> str:
+        """The id of a member whose wanted key is ``key``; says so in ``warnings`` if it had to change."""
+        if key in self.taken:
+            new = f"{key}@{where}"
+            while new in self.taken:
+                new += f"@{where}"
+            warnings.append(f"{what} {where}: id {key!r} is taken (by {what} {self.taken[key]}); this one is {new!r}")
+            key = new
+        self.taken[key] = where
+        return member_id(self.source, key)
+
+
+class _JsonlMembers:
+    """The documents of one JSON Lines file, added line by line (see the module docstring).
+
     A problem on one line is one warning naming the line; the same problem on
     many lines (a misspelt ``--text-field`` on every line of a large file) is
     still one warning, with the count and the first few line numbers.
     """
-    docs: dict[str, tuple[str, int, int]] = {}
-    offset = 0
-    problems: dict[str, list[tuple[int, str]]] = {}  # kind -> (line, what to say of that line alone)
-    fields_seen: list[str] | None = None  # the keys of the first object without the text field
 
-    def note(kind: str, lineno: int, message: str) -> None:
-        problems.setdefault(kind, []).append((lineno, message))
+    def __init__(self, source: str, text_field: str, id_field: str | None, max_bytes: int | None) -> None:
+        self.text_field = text_field
+        self.id_field = id_field
+        self.max_bytes = max_bytes
+        self.keys = MemberKeys(source)
+        self.docs: list[tuple[str, str, int, int]] = []  # (id, text, byte offset, byte length)
+        self.problems: dict[str, list[tuple[int, str]]] = {}  # kind -> (line, what to say of that line alone)
+        self.fields_seen: list[str] | None = None  # the keys of the first object without the text field
+        self.cut = False  # a text was cut to --max-bytes
 
-    for lineno, line in enumerate(text.split("\n"), 1):
-        start = offset
-        length = len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))
-        offset += length + 1
+    def note(self, kind: str, lineno: int, message: str) -> None:
+        self.problems.setdefault(kind, []).append((lineno, message))
+
+    def add(self, lineno: int, line: str | bytes, offset: int, length: int) -> None:
+        """Add line ``lineno``, found at ``offset`` of the file's (decompressed) bytes, ``length`` bytes long."""
         if not line.strip():
-            continue
+            return
         try:
             obj = json.loads(line)
         except ValueError:
-            note("not valid JSON, skipped", lineno, "not valid JSON, skipped")
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
-            what = f"no string field {text_field!r}, skipped"
-            note(what, lineno, what)
-            if fields_seen is None and isinstance(obj, dict):
-                fields_seen = list(obj)
-            continue
+            self.note("not valid JSON, skipped", lineno, "not valid JSON, skipped")
+            return
+        text = obj.get(self.text_field) if isinstance(obj, dict) else None
+        if not isinstance(text, str):
+            what = f"no string field {self.text_field!r}, skipped"
+            self.note(what, lineno, what)
+            if self.fields_seen is None and isinstance(obj, dict):
+                self.fields_seen = list(obj)
+            return
         key = str(lineno)
-        if id_field is not None:
-            if id_field in obj and obj[id_field] is not None:
-                key = str(obj[id_field])
+        if self.id_field is not None:
+            if obj.get(self.id_field) is not None:
+                key = str(obj[self.id_field])
+                if "\0" in key:
+                    what = "its id has a NUL byte; its id is the line number"
+                    self.note(what, lineno, what)
+                    key = str(lineno)
             else:
-                what = f"no field {id_field!r}, its id is the line number"
-                note(what, lineno, what)
-        doc_id = f"{source}#{key}"
-        if doc_id in docs:
-            note("an id that repeats gets @LINE appended", lineno, f"id {key!r} repeats, this one is {key}@{lineno}")
-            doc_id = f"{doc_id}@{lineno}"
-        docs[doc_id] = (obj[text_field], start, length)
-    warnings = [_summarise(kind, seen) for kind, seen in problems.items()]
-    if fields_seen and not docs:
-        shown = ", ".join(fields_seen[:8]) + (", ..." if len(fields_seen) > 8 else "")
-        warnings.append(f"the objects have the fields {shown}: name the one with the text with --text-field")
-    return sorted((d, t, o, n) for d, (t, o, n) in docs.items()), warnings
+                what = f"no field {self.id_field!r}, its id is the line number"
+                self.note(what, lineno, what)
+        if self.max_bytes is not None and len(text) > self.max_bytes // 4 and _utf8_size(text) > self.max_bytes:
+            text = _cut_utf8(text, self.max_bytes)
+            self.cut = True
+            what = f"text longer than --max-bytes {self.max_bytes}; only the first {self.max_bytes} bytes are indexed"
+            self.note(what, lineno, what)
+        said: list[str] = []
+        doc_id = self.keys.take(key, lineno, said)
+        if said:
+            self.note("an id that repeats gets @LINE appended", lineno, said[0].split(": ", 1)[1])
+        self.docs.append((doc_id, text, offset, length))
+
+    def warnings(self) -> list[str]:
+        out = [_summarise(kind, seen) for kind, seen in self.problems.items()]
+        if self.fields_seen and not self.docs:
+            shown = ", ".join(self.fields_seen[:8]) + (", ..." if len(self.fields_seen) > 8 else "")
+            out.append(f"the objects have the fields {shown}: name the one with the text with --text-field")
+        return out
 
 
 def _summarise(kind: str, seen: list[tuple[int, str]]) -> str:
@@ -92,16 +150,178 @@ def _summarise(kind: str, seen: list[tuple[int, str]]) -> str:
     return f"{len(seen):,} lines ({first}): {kind}"
 
 
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _cut_utf8(text: str, n: int) -> str:
+    """The longest prefix of ``text`` that is at most ``n`` bytes of UTF-8."""
+    raw = text.encode("utf-8", "surrogatepass")[:n]
+    for trim in range(4):  # a character cut in two is left out
+        try:
+            return raw[: len(raw) - trim].decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            continue
+    return raw.decode("utf-8", "ignore")
+
+
+def split_jsonl(
+    text: str, source: str, text_field: str = "text", id_field: str | None = None, max_bytes: int | None = None
+) -> tuple[list[tuple[str, str, int, int]], list[str]]:
+    """(document id, text, byte offset, byte length) of every usable line of ``text``, sorted by id, and warnings.
+
+    The offset and length locate the line in the text's UTF-8 bytes.
+    ``max_bytes`` cuts each document's text to that many bytes of UTF-8, with a warning.
+    """
+    members = _JsonlMembers(source, text_field, id_field, max_bytes)
+    offset = 0
+    for lineno, line in enumerate(text.split("\n"), 1):
+        length = _utf8_size(line)
+        members.add(lineno, line, offset, length)
+        offset += length + 1
+    members.docs.sort()
+    return members.docs, members.warnings()
+
+
+# The longest line of a JSON Lines file that is read (its bytes, decompressed): a document
+# is parsed whole, so a longer line is skipped, unread, with a warning. The same bound as
+# the size from which a plain file is streamed; WARC bodies are cut to it.
+MEMBER_BYTES = STREAM_BYTES
+_CHUNK = 1 << 20
+
+
+def read_jsonl(
+    path: str,
+    source: str,
+    text_field: str = "text",
+    id_field: str | None = None,
+    max_bytes: int | None = None,
+    follow_symlinks: bool = False,
+) -> tuple[ReadResult, list[tuple[str, str, int, int]], list[str]]:
+    """Read a JSON Lines file (compressed or not) line by line, in memory bounded by its longest line.
+
+    Returns the file's read result (the digest of its decompressed bytes,
+    its status, ``text`` None if it could not be read at all), its
+    documents as :func:`split_jsonl` gives them (offsets into the
+    decompressed bytes), and the warnings about its lines. A line longer
+    than :data:`MEMBER_BYTES` is skipped without being held; ``max_bytes``
+    cuts each document's text, not the file.
+    """
+    opened = open_regular(path, follow_symlinks)
+    if isinstance(opened, ReadResult):
+        return opened, [], []
+    fd, before = opened
+    members = _JsonlMembers(source, text_field, id_field, max_bytes)
+    digest = hashlib.blake2b(digest_size=16)
+    replaced: list[int] = []  # lines with invalid UTF-8
+    source_file = os.fdopen(fd, "rb", buffering=0)
+    kind = compression_of(path)
+    try:
+        try:
+            stream = decompressing_reader(source_file, kind) if kind is not None else source_file
+        except OSError as exc:  # zstd without the zstandard package
+            raise _Undecompressable(str(exc)) from None
+        try:
+            for lineno, line, offset, length in _lines(_reading(stream, kind), digest, MEMBER_BYTES):
+                if line is None:
+                    members.note(
+                        f"longer than {_size_text(MEMBER_BYTES)}, skipped (a JSON Lines document is parsed whole)",
+                        lineno,
+                        f"longer than {_size_text(MEMBER_BYTES)}, skipped (a JSON Lines document is parsed whole)",
+                    )
+                    continue
+                if lineno == 1 and line.startswith(codecs.BOM_UTF8):
+                    line = line[len(codecs.BOM_UTF8) :]
+                try:
+                    members.add(lineno, line.decode("utf-8"), offset, length)
+                except UnicodeDecodeError:
+                    replaced.append(lineno)
+                    members.add(lineno, line.decode("utf-8", errors="replace"), offset, length)
+            after = os.fstat(fd)  # before the decompressor closes it (zstandard's does)
+        finally:
+            if stream is not source_file:
+                stream.close()
+    except _Binary:
+        return ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary"), [], []
+    except _Undecompressable as exc:
+        return ReadResult(None, warning=f"cannot decompress: {exc}", status="unreadable"), [], []
+    except OSError as exc:
+        return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"), [], []
+    finally:
+        source_file.close()
+    notes = []
+    status = "partial" if members.cut else "ok"
+    if replaced:
+        notes.append(f"invalid UTF-8 on {len(replaced)} line(s), the first line {replaced[0]}; undecodable bytes replaced by U+FFFD")
+        status = "replaced"
+    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        notes.append("changed while being read; indexed as read (run again to pick up the final version)")
+    members.docs.sort()
+    return ReadResult("", digest.hexdigest(), warning="; ".join(notes) or None, status=status), members.docs, members.warnings()
+
+
+def _size_text(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
+
+
+class _Binary(Exception):
+    pass
+
+
+def _reading(stream, kind: str | None):
+    """read(n) of a file or a decompressor, a decompressor's own errors turned into _Undecompressable."""
+    if kind is None:
+        return stream.read
+
+    def read(n: int) -> bytes:
+        try:
+            return stream.read(n)
+        except Exception as exc:  # every decompressor raises its own kinds of errors on bad data
+            raise _Undecompressable(str(exc) or type(exc).__name__) from None
+
+    return read
+
+
+def _lines(read, digest, bound: int) -> Iterator[tuple[int, bytes | None, int, int]]:
+    """(line number, bytes without the newline, byte offset, byte length) of each line read.
+
+    The bytes are None for a line longer than ``bound``. Holds at most
+    ``bound`` bytes of one line plus one chunk; every byte goes through ``digest``.
+    """
+    held: list[bytes] = []  # the current line's pieces so far
+    size = 0
+    start = 0  # where the current line starts
+    skipping = False  # the current line is too long: drop it as it comes
+    lineno = 1
+    first = True
+    while chunk := read(_CHUNK):
+        if first and b"\x00" in chunk[:BINARY_SNIFF]:
+            digest.update(chunk)
+            raise _Binary
+        first = False
+        digest.update(chunk)
+        pieces = chunk.split(b"\n")
+        for i, piece in enumerate(pieces):
+            size += len(piece)
+            if not skipping:
+                if size > bound:
+                    skipping, held = True, []
+                else:
+                    held.append(piece)
+            if i == len(pieces) - 1:
+                break  # the line goes on in the next chunk
+            yield lineno, (None if skipping else b"".join(held)), start, size
+            start += size + 1
+            lineno, held, size, skipping = lineno + 1, [], 0, False
+    if skipping or size:
+        yield lineno, (None if skipping else b"".join(held)), start, size
+
+
 # ---------------------------------------------------------------- web pages
 
-WARC_SUFFIXES = (".warc", ".warc.gz")
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 # Not `pip install 'simdoc[web]'`: the package index's "simdoc" is another project.
 WEB_EXTRA = "resiliparse and fastwarc: pip install resiliparse (or, in simdoc's source folder, pip install '.[web]')"
-
-
-def is_warc(path: str) -> bool:
-    return path.endswith(WARC_SUFFIXES)
 
 
 def is_html(path: str) -> bool:
@@ -125,51 +345,67 @@ def html_to_text(html: str) -> str:
     return extract_plain_text(html, main_content=False)
 
 
-def split_warc(path: str, source: str) -> tuple[list[tuple[str, str, int, int]], list[str]]:
+def split_warc(path: str, source: str, max_bytes: int | None = None) -> tuple[list[tuple[str, str, int, int]], list[str]]:
     """(document id, text, offset, length) of every HTTP response with an HTML or text body in a WARC file.
 
-    The id is ``PATH#TARGET-URI``; a URI that repeats in the file gets
-    ``#RECORD-ID`` appended. HTML bodies go through :func:`html_to_text`. The
-    offset is where the record starts in the file (compressed, for a
+    The id is ``PATH/#TARGET-URI``; a URI that repeats in the file (a
+    revisit) gets ``#RECORD-ID`` appended; a key still taken after that is
+    made unique as in :class:`MemberKeys`, with a warning. HTML bodies go
+    through :func:`html_to_text`. At most ``max_bytes`` (else
+    :data:`MEMBER_BYTES`) of a body are read, with a warning if it is longer.
+    The offset is where the record starts in the file (compressed, for a
     ``.warc.gz`` of one gzip member per record, as crawlers write them), the
     length how far the next record read starts after it (-1 for the last):
     :func:`warc_record_at` reads it back.
     """
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
-    docs: dict[str, tuple[str, int]] = {}
+    docs: list[tuple[str, str, int]] = []
     warnings: list[str] = []
+    keys = MemberKeys(source)
     starts: list[int] = []
     with open(path, "rb") as fh:
-        for rec in ArchiveIterator(fh, record_types=WarcRecordType.response, parse_http=True):
+        for number, rec in enumerate(ArchiveIterator(fh, record_types=WarcRecordType.response, parse_http=True), 1):
             starts.append(rec.stream_pos)
-            got = _response_text(rec)
+            got = _response_text(rec, max_bytes, number, warnings)
             if got is None:
                 continue
             uri, text = got
-            doc_id = f"{source}#{uri}"
-            if doc_id in docs:
-                doc_id = f"{doc_id}#{rec.record_id}"
-            docs[doc_id] = (text, rec.stream_pos)
+            key = uri.replace("\0", "%00")
+            if key in keys.taken:
+                key = f"{key}#{rec.record_id}"
+            docs.append((keys.take(key, number, warnings, what="response"), text, rec.stream_pos))
     following = {a: b - a for a, b in zip(starts, starts[1:])}
-    return sorted((d, t, o, following.get(o, -1)) for d, (t, o) in docs.items()), warnings
+    return sorted((d, t, o, following.get(o, -1)) for d, t, o in docs), warnings
 
 
-def _response_text(rec) -> tuple[str, str] | None:
+def _response_text(rec, max_bytes: int | None, number: int, warnings: list[str]) -> tuple[str, str] | None:
     """(target URI, text) of a response record with an HTML or text body; None for other bodies."""
     ctype = (rec.http_content_type or "").lower()
     if not (ctype.startswith("text/html") or ctype.startswith("application/xhtml") or ctype.startswith("text/plain")):
         return None
-    body = rec.reader.read()
+    uri = rec.headers.get("WARC-Target-URI") or rec.record_id
+    body = _bounded_body(rec, max_bytes, f"response {number} ({uri})", warnings)
     text = body.decode(rec.http_charset or "utf-8", errors="replace")
     if "html" in ctype:
         text = html_to_text(text)
-    return rec.headers.get("WARC-Target-URI") or rec.record_id, text
+    return uri, text
 
 
-def warc_record_at(path: str, offset: int) -> str | None:
+def _bounded_body(rec, max_bytes: int | None, what: str, warnings: list[str]) -> bytes:
+    """At most ``max_bytes`` (else MEMBER_BYTES) of a WARC record's HTTP body; the rest is never held."""
+    limit = MEMBER_BYTES if max_bytes is None else max_bytes
+    body = rec.reader.read(limit + 1)
+    if len(body) > limit:
+        bound = f"--max-bytes {limit}" if max_bytes is not None else _size_text(limit)
+        warnings.append(f"{what}: body longer than {bound}; only the first {limit} bytes are indexed")
+        body = body[:limit]
+    return body
+
+
+def warc_record_at(path: str, offset: int, max_bytes: int | None = None) -> str | None:
     """The text of the response record that starts at ``offset`` of a WARC file (see split_warc),
-    or None if no such record starts there."""
+    read as split_warc read it, or None if no such record starts there."""
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
     try:
@@ -178,7 +414,7 @@ def warc_record_at(path: str, offset: int) -> str | None:
             for rec in ArchiveIterator(fh, record_types=WarcRecordType.response, parse_http=True):
                 if rec.stream_pos != offset:
                     return None
-                got = _response_text(rec)
+                got = _response_text(rec, max_bytes, 0, [])
                 return None if got is None else got[1]
     except (OSError, ValueError):  # no record starts there (fastwarc: "Invalid WARC header")
         return None

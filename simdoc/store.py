@@ -509,7 +509,12 @@ class IndexStore:
         """Publish a new manifest atomically, then delete files no stage refers to."""
         fault_point("manifest:before")
         manifest["format_version"] = FORMAT_VERSION
-        self.write_bytes(MANIFEST, dump_manifest(manifest))
+        raw = dump_manifest(manifest)
+        try:  # never publish what every reader would refuse (simdoc.manifest's tables are behind)
+            validate_manifest(parse_manifest(raw, self.path / MANIFEST), self.path / MANIFEST)
+        except CorruptIndex as exc:
+            raise RuntimeError(f"simdoc made a manifest its own schema refuses: {exc.message}") from None
+        self.write_bytes(MANIFEST, raw)
         fault_point("manifest:after")
         self.collect_garbage(manifest)
 
@@ -571,8 +576,7 @@ class IndexStore:
                 yield
             except BaseException as exc:
                 no_room = isinstance(exc, OSError) and exc.errno in _NO_ROOM
-                if no_room:
-                    self._remove_temporaries()  # they hold the space the next run needs
+                self._discard_failed_run()  # temporaries hold the space the next run needs
                 if created:
                     self._remove_unused_dir()
                 if no_room:
@@ -582,6 +586,23 @@ class IndexStore:
                 _HELD.pop(key, None)
         finally:
             os.close(fd)  # closing drops the lock
+
+    def _discard_failed_run(self) -> None:
+        """Delete what a failed run (under the writer lock) wrote and did not publish.
+
+        Its temporary files go at once (no reader ever opens one); files it
+        renamed into place but no stage of the current manifest names go
+        unless a reader holds the index (then the next writer deletes them).
+        Best effort: the error that ended the run is the one to report.
+        """
+        with contextlib.suppress(OSError):
+            for p in self.path.iterdir():
+                if _OWN_TMP.match(p.name) and p.is_file():
+                    _SPARED.discard(str(p.resolve()))
+                    with contextlib.suppress(OSError):
+                        p.unlink()
+        with contextlib.suppress(OSError, IndexError_):
+            self.collect_garbage(self.read_manifest() if self.exists() else self._empty_manifest())
 
     def _lock(self, wait: float) -> int:
         """A descriptor of the lock file, exclusively locked; IndexBusy after ``wait`` seconds."""
@@ -611,15 +632,6 @@ class IndexStore:
                 return fd
             os.close(fd)
             self.ensure_dir()
-
-    def _remove_temporaries(self) -> None:
-        """Delete every temporary file in the directory (called under the writer lock, so none is another run's)."""
-        with contextlib.suppress(OSError):
-            for p in self.path.iterdir():
-                if _OWN_TMP.match(p.name):
-                    spare(p, keep=False)
-                    with contextlib.suppress(OSError):
-                        p.unlink()
 
     def _remove_unused_dir(self) -> None:
         """Remove the index directory if it holds nothing but the lock files (called under the lock)."""

@@ -40,17 +40,21 @@ class _BadArchive(Exception):
 class _Counts:
     """Sorted unique hashes with their summed counts, merged from pieces."""
 
-    def __init__(self) -> None:
+    def __init__(self, merge_items: int = MERGE_ITEMS) -> None:
         self.parts: list[tuple[np.ndarray, np.ndarray]] = []
         self.size = 0
+        self.merge_items = merge_items
+        self.kept = 0  # items in the last merge
 
     def add(self, data: np.ndarray, counts: np.ndarray) -> None:
         if len(data):
             self.parts.append((data, counts))
             self.size += len(data)
-            if self.size > MERGE_ITEMS:
+            # Merging when the pieces are twice the last merge keeps the held items within
+            # ~3x the final set while each item is merged O(log) times.
+            if self.size > max(self.merge_items, 2 * self.kept):
                 self.parts = [self.merged()]
-                self.size = len(self.parts[0][0])
+                self.size = self.kept = len(self.parts[0][0])
 
     def merged(self) -> tuple[np.ndarray, np.ndarray]:
         if not self.parts:
@@ -89,11 +93,11 @@ class _Normaliser:
 class _Windows:
     """Shingles a normalised stream: keeps the last k-1 tokens between pieces."""
 
-    def __init__(self, spec: ShingleSpec, form: str = "sets") -> None:
+    def __init__(self, spec: ShingleSpec, form: str = "sets", merge_items: int = MERGE_ITEMS) -> None:
         self.spec = spec
         self.form = form  # "sets" (32-bit) or "sets64" (verification), see shingle_texts
         self.carry = ""  # normalised text not yet fully shingled
-        self.counts = _Counts()
+        self.counts = _Counts(merge_items)
         self.tokens_seen = 0
         self.windows_done = False
 
@@ -127,6 +131,64 @@ class _Windows:
             # The whole document is shorter than k: one shingle of it all (the short-document rule).
             sets = shingle_texts([piece], self.spec, normalised=True, form=self.form)
             self.counts.add(np.asarray(sets.data), np.asarray(sets.counts))
+
+
+# Text shingled at once by :func:`sets64_of_texts`, in characters: shingling holds some 70
+# bytes per character (code points, window hashes of two seeds, the sort), so ~70 MB.
+PIECE_CHARS = 1 << 20
+
+
+def sets64_of_texts(texts: list[str | bytes], spec: ShingleSpec) -> ShingleSets:
+    """The 64-bit shingle sets of ``texts`` (one row each, as ``shingle_texts(form="sets64")``
+    gives them), in memory bounded by :data:`PIECE_CHARS` whatever the texts' lengths.
+
+    Short texts are shingled together, up to that many characters at a time;
+    a longer one is fed through the streaming normaliser and windows in
+    pieces of that size, which give the same set as shingling it whole.
+    """
+    indptr = [0]
+    data: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+
+    def add(sets: ShingleSets) -> None:
+        data.append(np.asarray(sets.data))
+        counts.append(np.asarray(sets.counts))
+        ends = np.asarray(sets.indptr[1:], dtype=np.int64) + indptr[-1]
+        indptr.extend(ends.tolist())
+
+    batch: list[str | bytes] = []
+    held = 0
+    for text in texts:
+        if len(text) > PIECE_CHARS:
+            if batch:
+                add(shingle_texts(batch, spec, form="sets64"))
+                batch, held = [], 0
+            add(_sets64_in_pieces(text, spec))
+            continue
+        if held + len(text) > PIECE_CHARS and batch:
+            add(shingle_texts(batch, spec, form="sets64"))
+            batch, held = [], 0
+        batch.append(text)
+        held += len(text)
+    if batch:
+        add(shingle_texts(batch, spec, form="sets64"))
+    return ShingleSets(
+        np.asarray(indptr, dtype=np.int64),
+        np.concatenate(data).astype(np.uint64, copy=False) if data else np.zeros(0, np.uint64),
+        np.concatenate(counts).astype(np.uint32, copy=False) if counts else np.zeros(0, np.uint32),
+    )
+
+
+def _sets64_in_pieces(text: str | bytes, spec: ShingleSpec) -> ShingleSets:
+    if isinstance(text, bytes):
+        text = text.decode("ascii")
+    norm = _Normaliser(spec.lowercase)
+    windows = _Windows(spec, "sets64", merge_items=2 * PIECE_CHARS)
+    for start in range(0, len(text), PIECE_CHARS):
+        windows.feed(norm.feed(text[start : start + PIECE_CHARS]), False)
+    windows.feed("", True)
+    data, counts = windows.counts.merged()
+    return ShingleSets(np.array([0, len(data)], np.int64), data, counts)
 
 
 def stream_document(

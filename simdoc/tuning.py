@@ -457,12 +457,13 @@ def format_stats(stats: IndexStats, bar_width: int = 40) -> list[str]:
     s = stats
     extra = [f"{s.n_empty} with no shingles"]
     if s.n_skipped:
-        extra.append(count(s.n_skipped, "file skipped"))
+        extra.append(count(s.n_skipped, "file skipped") + ": `simdoc stats --skipped` lists them")
     lines = [
         f"documents: {s.n_docs} ({', '.join(extra)})",
         f"shingles per document (with repeats): min {s.shingles_min}, median {s.shingles_median:g}, "
         f"mean {s.shingles_mean:.2f}, max {s.shingles_max}; {s.shingles_total} in all",
     ]
+
     b = s.buckets
     if b is None:
         lines.append("buckets: none yet (run `simdoc index --index ...` or `simdoc pairs`)")

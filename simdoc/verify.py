@@ -36,7 +36,8 @@ from simdoc.corpus import read_document
 from simdoc.doctable import HOW, DocsTable
 from simdoc.documents import read_member_texts, warc_member_text
 from simdoc.errors import CorruptIndex
-from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
+from simdoc.shingling import ShingleSets, ShingleSpec
+from simdoc.streaming import sets64_of_texts
 
 CACHE_BYTES = 512 << 20  # shingle sets held at once (64-bit hashes and counts: ~12 bytes a shingle)
 CHUNK_PAIRS = 1 << 16  # pairs compared per call of the merge kernel
@@ -86,7 +87,9 @@ class DocumentReader:
             if way == "jsonl":
                 members[self.table.sources[d]].append(d)
             elif way == "warc":
-                text = warc_member_text(self.path_of(d), int(self.table.columns["offset"][d]), bytes(self.table.digest[d]))
+                text = warc_member_text(
+                    self.path_of(d), int(self.table.columns["offset"][d]), bytes(self.table.digest[d]), self.max_bytes
+                )
                 if text is None:
                     out[d] = None
                 else:
@@ -121,7 +124,7 @@ class DocumentReader:
                     texts.append(text)
                     order.append(d)
         if texts:
-            sets = shingle_texts(texts, self.spec, form="sets64")
+            sets = sets64_of_texts(texts, self.spec)
             for i, d in enumerate(order):
                 out[d] = sets.slice(i, i + 1)
         return out

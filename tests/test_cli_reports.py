@@ -502,6 +502,9 @@ def test_show_json(run, built):
         "words_a": 35,
         "words_b": 29,
         "min_words": 3,
+        "passages_searched_bytes": None,
+        "cut_a": False,
+        "cut_b": False,
         "passages": [{"number": 1, "a_start": 0, "a_end": 29, "b_start": 0, "b_end": 29, "words": 29, "text": T1}],
     }
 

@@ -139,13 +139,13 @@ def test_a_jsonl_file_with_many_candidates_is_read_once(tmp_path, monkeypatch):
     _jsonl_corpus(tmp_path / "c")
     simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", threshold=0.7, jobs=1, id_field="id")
     reads: list[str] = []
-    real = simdoc.documents.read_document
+    real = simdoc.documents.read_jsonl
 
-    def counting(path, **kw):
+    def counting(path, *a, **kw):
         reads.append(Path(path).name)
-        return real(path, **kw)
+        return real(path, *a, **kw)
 
-    monkeypatch.setattr(simdoc.documents, "read_document", counting)
+    monkeypatch.setattr(simdoc.documents, "read_jsonl", counting)
     monkeypatch.setattr(simdoc.pipeline.LoadedIndex, "verified_pairs", lambda self: simdoc.pipeline.VerifiedPairs())
     res = simdoc.find_pairs(None, tmp_path / "idx", threshold=0.7)
     assert len(res) == 12 * 11 // 2
@@ -175,7 +175,7 @@ def test_a_warc_record_is_read_at_its_offset(tmp_path, monkeypatch):
     whole, at = [], []
     real_split, real_at = simdoc.records.split_warc, simdoc.documents.warc_record_at
     monkeypatch.setattr(simdoc.documents, "split_warc", lambda *a: whole.append(a) or real_split(*a))
-    monkeypatch.setattr(simdoc.documents, "warc_record_at", lambda p, o: at.append(o) or real_at(p, o))
+    monkeypatch.setattr(simdoc.documents, "warc_record_at", lambda p, o, m: at.append(o) or real_at(p, o, m))
     monkeypatch.setattr(simdoc.pipeline.LoadedIndex, "verified_pairs", lambda self: simdoc.pipeline.VerifiedPairs())
     again = simdoc.find_pairs(None, tmp_path / "idx", threshold=0.7)
     assert list(again) == list(first)

@@ -136,9 +136,9 @@ def test_jsonl_documents(tmp_path):
     idx = tmp_path / "idx"
     r = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--id-field", "id", "-j", "1"])
     assert r.exit_code == 0, r.stderr
-    assert r.stdout.splitlines()[:1] == ["data.jsonl#a1\tmore.jsonl.gz#b\t1.0000\t1.0000"]
-    assert "data.jsonl#a1\tdata.jsonl#a3" in r.stdout
-    assert "line 4: id 'a1' repeats" in r.stderr and "line 5: no string field 'text'" in r.stderr
+    assert r.stdout.splitlines()[:1] == ["data.jsonl/#a1\tmore.jsonl.gz/#b\t1.0000\t1.0000"]
+    assert "data.jsonl/#a1\tdata.jsonl/#a3" in r.stdout
+    assert "line 4: id 'a1' is taken (by line 1)" in r.stderr and "line 5: no string field 'text'" in r.stderr
     assert "line 6: not valid JSON" in r.stderr
     assert "simdoc: 5 documents" in r.stderr  # a1, a2, a3, a1@4 and b; the bad lines are skipped
     # Unchanged JSON Lines files are not re-read; a changed one is re-read as a whole.
@@ -154,7 +154,7 @@ def test_jsonl_documents(tmp_path):
         fh.write(_json.dumps({"id": "a9", "text": TEXT}) + "\n")
     new = runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx), "--new", "-j", "1"])
     assert new.exit_code == 0, new.stderr
-    assert all("data.jsonl#a9" in line for line in new.stdout.splitlines())
+    assert all("data.jsonl/#a9" in line for line in new.stdout.splitlines())
     assert len(new.stdout.splitlines()) == 3
     full = runner.invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "full"), "--id-field", "id", "-j", "1"])
     after = runner.invoke(cli, ["pairs", "--index", str(idx)])
@@ -170,7 +170,7 @@ def test_jsonl_ids_default_to_line_numbers(tmp_path):
     corpus.mkdir()
     (corpus / "d.ndjson").write_text("\n".join(_json.dumps({"body": TEXT}) for _ in range(2)), encoding="utf-8")
     r = CliRunner().invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "idx"), "--text-field", "body"])
-    assert r.stdout == "d.ndjson#1\td.ndjson#2\t1.0000\t1.0000\n"
+    assert r.stdout == "d.ndjson/#1\td.ndjson/#2\t1.0000\t1.0000\n"
 
 
 def warc_record(uri: str, content_type: str, body: bytes, rid: str) -> bytes:
@@ -201,7 +201,7 @@ def test_warc_and_html_pages(tmp_path):
     (corpus / "plain.txt").write_text(TEXT, encoding="utf-8")
     r = CliRunner().invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "idx"), "-j", "1"])
     assert r.exit_code == 0, r.stderr
-    ids = {"crawl.warc.gz#http://example.org/a", "crawl.warc.gz#http://example.org/a#<urn:uuid:00000000-0000-0000-0000-000000000003>", "mirror.html", "plain.txt"}
+    ids = {"crawl.warc.gz/#http://example.org/a", "crawl.warc.gz/#http://example.org/a#<urn:uuid:00000000-0000-0000-0000-000000000003>", "mirror.html", "plain.txt"}
     got = [line.split("\t") for line in r.stdout.splitlines()]
     assert {g[0] for g in got} | {g[1] for g in got} == ids
     assert all(g[3] == "1.0000" for g in got) and len(got) == 6
@@ -236,7 +236,7 @@ def test_show_finds_passages_inside_jsonl(tmp_path):
     rows = [{"id": "x", "text": TEXT}, {"id": "y", "text": TEXT.replace("tides", "currents")}]
     (corpus / "d.jsonl").write_text("\n".join(_json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     r = CliRunner().invoke(
-        cli, ["show", str(corpus), "d.jsonl#x", "d.jsonl#y", "--id-field", "id", "--index", str(tmp_path / "i"), "--format", "json"]
+        cli, ["show", str(corpus), "d.jsonl/#x", "d.jsonl/#y", "--id-field", "id", "--index", str(tmp_path / "i"), "--format", "json"]
     )
     assert r.exit_code == 0, r.stderr
     shown = _json.loads(r.stdout)
@@ -258,7 +258,7 @@ def test_show_reads_a_warc_member_at_its_offset(tmp_path):
     (corpus / "crawl.warc.gz").write_bytes(b"".join(gzip.compress(r) for r in records))
     (corpus / "plain.txt").write_text(TEXT.replace("tides", "currents"), encoding="utf-8")
     r = CliRunner().invoke(
-        cli, ["show", str(corpus), "crawl.warc.gz#http://example.org/a", "plain.txt", "--index", str(tmp_path / "i"), "--format", "json"]
+        cli, ["show", str(corpus), "crawl.warc.gz/#http://example.org/a", "plain.txt", "--index", str(tmp_path / "i"), "--format", "json"]
     )
     assert r.exit_code == 0, r.stderr
     assert r.stderr == ""  # the record read at its offset is the one indexed
@@ -291,7 +291,7 @@ def test_jsonl_problems_are_counted_per_kind():
 
     lines = ['{"id": "a", "text": "x"}', "nope", '{"id": "a", "text": "y"}', "nor this", '{"id": "a", "text": "z"}', "[1]"]
     docs, warnings = split_jsonl("\n".join(lines), "d.jsonl", id_field="id")
-    assert [d[0] for d in docs] == ["d.jsonl#a", "d.jsonl#a@3", "d.jsonl#a@5"]
+    assert [d[0] for d in docs] == ["d.jsonl/#a", "d.jsonl/#a@3", "d.jsonl/#a@5"]
     assert warnings == [
         "2 lines (2, 4): not valid JSON, skipped",
         "2 lines (3, 5): an id that repeats gets @LINE appended",

@@ -52,12 +52,12 @@ def test_jsonl_lines_are_queries_named_like_pairs_ids(index, tmp_path):
     r = invoke("query", q, "--index", index)
     assert r.exit_code == 0, r.stderr
     assert records(r) == [
-        [f"{q}#1", "museum.txt", "1.0000", "1.0000"],
-        [f"{q}#3", "harbour.txt", "1.0000", "1.0000"],
+        [f"{q}/#1", "museum.txt", "1.0000", "1.0000"],
+        [f"{q}/#3", "harbour.txt", "1.0000", "1.0000"],
     ]
     assert "simdoc: 3 queries" in r.stderr
     by_id = invoke("query", q, "--index", index, "--id-field", "id")
-    assert [rec[0] for rec in records(by_id)] == [f"{q}#x", f"{q}#z"]
+    assert [rec[0] for rec in records(by_id)] == [f"{q}/#x", f"{q}/#z"]
 
 
 def test_jsonl_queries_default_to_the_index_fields(tmp_path):
@@ -73,7 +73,7 @@ def test_jsonl_queries_default_to_the_index_fields(tmp_path):
     q.write_text(json.dumps({"key": "again", "body": MUSEUM}) + "\n", encoding="utf-8")
     r = invoke("query", q, "--index", idx)
     assert r.exit_code == 0, r.stderr
-    assert records(r) == [[f"{q}#again", "data.jsonl#m", "1.0000", "1.0000"]]
+    assert records(r) == [[f"{q}/#again", "data.jsonl/#m", "1.0000", "1.0000"]]
     # A query file with other field names says which: one warning per line, no match.
     r = invoke("query", q, "--index", idx, "--text-field", "text")
     assert r.exit_code == 3 and r.stdout == ""
@@ -90,7 +90,7 @@ def test_warc_members_are_queries(index, tmp_path):
     )
     r = invoke("query", crawl, "--index", index)
     assert r.exit_code == 0, r.stderr
-    assert records(r) == [[f"{crawl}#http://example.org/fest", "harbour.txt", "1.0000", "1.0000"]]
+    assert records(r) == [[f"{crawl}/#http://example.org/fest", "harbour.txt", "1.0000", "1.0000"]]
     assert "simdoc: 2 queries" in r.stderr
 
 

@@ -210,14 +210,14 @@ def test_every_readme_command_runs_as_printed(work):
     # What the recipes promise to leave behind.
     assert outputs["simdoc pairs my_corpus/                      # build or refresh the index, print pairs"] == expected_make_run
     drop = (work / "drop.txt").read_text().splitlines()
-    assert len(drop) == 3 and "data.jsonl#9999" in drop  # the copy of line 1, a soup and a policy
+    assert len(drop) == 3 and "data.jsonl/#9999" in drop  # the copy of line 1, a soup and a policy
     pages = [json.loads(line) for line in (work / "near-duplicate-pages.jsonl").read_text().splitlines()]
 
     def page(name: str) -> str:
-        return f"crawl.warc.gz#http://example.org/{name}"
+        return f"crawl.warc.gz/#http://example.org/{name}"
 
     assert {(p["doc_a"], p["doc_b"]) for p in pages} == {
-        (page(next(iter(_texts()))), "crawl.warc.gz#http://mirror.example.org/soup"),
+        (page(next(iter(_texts()))), "crawl.warc.gz/#http://mirror.example.org/soup"),
         (page("misc/backup/red-lentil-soup-copy.txt"), page("misc/red-lentil-soup.txt")),
         (page("policies/remote-work-policy-2023.txt"), page("policies/remote-work-policy-2024.txt")),
     }

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -15,6 +18,8 @@ from conftest import TEXT_A, TEXT_C, assert_clean_error
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from simdoc.check import check_index
+from simdoc.errors import OutputError
 from simdoc.store import LOCK, READERS
 
 
@@ -171,3 +176,152 @@ def test_a_manifest_damaged_in_its_blanks_is_refused(sealed):
     damaged = raw[:pos] + b"\t" + raw[pos + 1 :]  # still valid JSON, same content
     for result in _flipped_outcomes(idx, damaged):
         _assert_one_line_error_or_harmless(result, allow_ok=False)
+
+
+# ---------------------------------------------------------------- a full disk (item 10)
+
+
+def _listing(idx: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(idx.iterdir()) if p.name not in (LOCK, READERS)}
+
+
+class _DiskFull:
+    """Make the n-th write or fsync of this process fail with ENOSPC (counting them when n is None)."""
+
+    def __init__(self, monkeypatch, n: int | None) -> None:
+        self.n, self.calls = n, 0
+        for name in ("pwrite", "write", "fsync"):
+            real = getattr(os, name)
+            monkeypatch.setattr(os, name, self._wrap(real))
+
+    def _wrap(self, real):
+        def call(*args, **kw):
+            self.calls += 1
+            if self.calls == self.n:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(*args, **kw)
+
+        return call
+
+
+def _published_only(idx: Path) -> bool:
+    """The directory holds the manifest, the lock files and the files the manifest names, nothing else."""
+    manifest = json.loads((idx / "manifest.json").read_text())
+    named = {f for stage in manifest["stages"].values() for f in stage["files"]}
+    return {p.name for p in idx.iterdir()} - {LOCK, READERS, "manifest.json"} == named
+
+
+def _update(corpus: Path, idx: Path) -> None:
+    import simdoc
+
+    list(simdoc.find_pairs(corpus, idx, jobs=1, threshold=0.5))
+
+
+def test_a_write_that_fails_for_a_full_disk_leaves_the_old_index_and_no_temporary_file(small_corpus, tmp_path, monkeypatch):
+    base = tmp_path / "base"
+    _update(small_corpus, base)
+    (small_corpus / "d.txt").write_text(TEXT_C + " with a new ending")
+    (small_corpus / "a.txt").write_text(TEXT_A + " changed")
+    with monkeypatch.context() as m:
+        counter = _DiskFull(m, None)
+        _update(small_corpus, shutil.copytree(base, tmp_path / "probe-copy"))
+    total = counter.calls
+    assert total > 10
+    failed = 0
+    for n in range(1, total + 1):
+        idx = tmp_path / f"idx{n}"
+        shutil.copytree(base, idx)
+        before = _listing(idx)
+        with monkeypatch.context() as m:
+            _DiskFull(m, n)
+            try:
+                _update(small_corpus, idx)
+            except OutputError as exc:  # a full disk is an error message naming the index (17.6)
+                assert "No space left on device" in str(exc)
+                failed += 1
+                if _listing(idx) != before:
+                    # The stages published before the failure stay: a sound index, nothing else.
+                    assert _published_only(idx), n
+                    assert check_index(idx)[1] == [], n
+        # (A write that may fail did, the pid in the lock file or a directory fsync: the run went on.)
+        assert not [p.name for p in idx.iterdir() if p.name.startswith(".")], n
+        shutil.rmtree(idx)
+    assert failed > total // 2
+
+
+def test_a_first_build_that_fails_for_a_full_disk_leaves_no_directory(small_corpus, tmp_path, monkeypatch):
+    with monkeypatch.context() as m:
+        counter = _DiskFull(m, None)
+        _update(small_corpus, tmp_path / "probe")
+    for n in range(1, counter.calls + 1):
+        idx = tmp_path / f"idx{n}"
+        with monkeypatch.context() as m:
+            _DiskFull(m, n)
+            with contextlib.suppress(OutputError):
+                _update(small_corpus, idx)
+        # Before its first manifest the run removes what it made; after it, the manifest is the index.
+        assert not idx.exists() or (idx / "manifest.json").exists(), (n, sorted(p.name for p in idx.iterdir()))
+        if idx.exists():
+            assert not [p.name for p in idx.iterdir() if p.name.startswith(".")], n
+
+
+def test_a_failed_run_deletes_its_temporary_files_even_while_a_reader_holds_the_index(small_corpus, tmp_path, monkeypatch):
+    idx = tmp_path / "idx"
+    _update(small_corpus, idx)
+    (small_corpus / "d.txt").write_text(TEXT_C + " with a new ending")
+    fd = os.open(idx / READERS, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # a reader is using the published files
+    try:
+        with monkeypatch.context() as m:
+            _DiskFull(m, 8)
+            with pytest.raises(OutputError):
+                _update(small_corpus, idx)
+        assert not [p.name for p in idx.iterdir() if p.name.startswith(".")]
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------- readers and a busy writer (item 11)
+
+
+@contextlib.contextmanager
+def _writer_busy(idx: Path):
+    """Hold the writer's lock as another simdoc run would (a separate open file description)."""
+    fd = os.open(idx / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.pwrite(fd, b"pid 4242 since a while\n", 0)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def test_readers_never_wait_for_or_fail_on_a_writer(run, built, small_corpus, tmp_path):
+    expected = {
+        ("pairs",): run("pairs", "--index", built).stdout,
+        ("clusters",): run("clusters", "--index", built).stdout,
+        ("dedup",): run("dedup", "--index", built).stdout,
+        ("show", "a.txt", "b.txt"): run("show", "--index", built, "a.txt", "b.txt").stdout,
+        ("stats",): run("stats", "--index", built).stdout,
+        ("check",): run("check", "--index", built).stdout,
+        ("query", str(small_corpus / "a.txt")): run("query", str(small_corpus / "a.txt"), "--index", built).stdout,
+        ("signature",): "",
+        ("index",): "",
+    }
+    assert expected[("pairs",)] == "a.txt\tb.txt\t1.0000\t1.0000\n"
+    with _writer_busy(built):
+        for args, out in expected.items():
+            r = run(*args, "--index", built)
+            assert r.exit_code == 0, (args, r.exit_code, r.stderr)
+            assert r.stdout == out, args
+
+
+def test_a_reader_that_must_build_a_stage_is_a_writer(run, built):
+    with _writer_busy(built):
+        r = run("pairs", "--index", built, "--threshold", "0.9")  # re-bands: a write
+        assert_clean_error(r, 5, "being written by another simdoc run", "pid 4242")
+    r = run("pairs", "--index", built, "--threshold", "0.9")
+    assert r.exit_code == 0 and r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
+    with _writer_busy(built):  # now built: reading only
+        r = run("pairs", "--index", built, "--threshold", "0.9")
+        assert r.exit_code == 0 and r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"

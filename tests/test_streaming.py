@@ -66,3 +66,25 @@ def test_pipeline_streams_big_files_with_the_same_result(tmp_path, monkeypatch):
     a = sorted((tmp_path / "i1").glob("signatures.*.npy"))[0].read_bytes()
     b = sorted((tmp_path / "i2").glob("signatures.*.npy"))[0].read_bytes()
     assert a == b
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=st.lists(st.text(alphabet="ab \n\tÉé.", max_size=60), min_size=1, max_size=6),
+    unit=st.sampled_from(["char", "word", "stopword"]),
+    k=st.integers(1, 4),
+    piece=st.integers(1, 17),
+)
+def test_sets64_of_texts_in_pieces_equal_shingling_whole(texts, unit, k, piece):
+    # Verification and `show` shingle long texts in pieces to bound memory: the sets must not change.
+    spec = ShingleSpec(unit, k)
+    want = shingle_texts(texts, spec, form="sets64")
+    old = streaming.PIECE_CHARS
+    streaming.PIECE_CHARS = piece
+    try:
+        got = streaming.sets64_of_texts(texts, spec)
+    finally:
+        streaming.PIECE_CHARS = old
+    assert np.array_equal(got.indptr, want.indptr)
+    assert np.array_equal(got.data, want.data) and got.data.dtype == np.uint64
+    assert np.array_equal(got.counts, want.counts)

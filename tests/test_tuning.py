@@ -185,7 +185,7 @@ def test_format_stats():
         BucketSummary(2, 3, 0.7, True, 7, 2, ((1, 1, 5), (2, 2, 1), (3, 4, 1)), (LargeBucket(3, 0, "a"),)),
     )
     assert format_stats(stats, bar_width=20) == [
-        "documents: 5 (1 with no shingles, 2 files skipped)",
+        "documents: 5 (1 with no shingles, 2 files skipped: `simdoc stats --skipped` lists them)",
         "shingles per document (with repeats): min 0, median 10, mean 12.50, max 40; 62 in all",
         "banding: bands=2 rows=3 (threshold 0.7)",
         "buckets: 7 in 2 bands, 2 shared by two or more documents",
