@@ -417,7 +417,7 @@ def stats(corpus, index, top, fmt, skipped, quiet, verbose) -> None:
         result = index_stats(open_index(index), top)
     log.debug(f"stats: {index} read in {time.perf_counter() - t0:.2f} s")
     if result.buckets is not None and not result.buckets.current:
-        log.warning("the LSH buckets are out of date: run `simdoc index --index ...` (or `simdoc pairs`)")
+        log.warning(f"the LSH buckets are out of date: run {result.buckets.next_step} (or `simdoc pairs`)")
     if fmt == "json":
         _emit([json.dumps(result.as_dict(), ensure_ascii=False) + "\n"])
     else:

@@ -802,6 +802,8 @@ def build_index(index: str | os.PathLike, *, wait: float = 0.0, **options) -> tu
     loaded = open_index(index)
     options.pop("scheduler", None)  # banding is a few sorts: it runs here on every engine
     _check_jobs(options.get("jobs"))
+    # Signatures older than the shingles would be banded as if current: name the stage to run.
+    loaded.check_built_from("signature")
     _, report, current = _index_plan(
         loaded, options.get("threshold"), options.get("bands"), options.get("rows"), options.get("bag_threshold")
     )

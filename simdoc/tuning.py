@@ -269,6 +269,9 @@ class BucketSummary:
         Buckets per size range: 1, 2, 3-4, 5-8, 9-16, ...; empty ranges left out.
     largest : tuple of LargeBucket
         The largest shared buckets, by size descending, then band, then sample.
+    signatures_current : bool
+        False if the signatures themselves were built from older shingles
+        (``simdoc shingle`` ran on its own): ``simdoc signature`` comes first.
     """
 
     bands: int
@@ -279,6 +282,14 @@ class BucketSummary:
     n_shared: int
     histogram: tuple[tuple[int, int, int], ...]
     largest: tuple[LargeBucket, ...]
+    signatures_current: bool = True
+
+    @property
+    def next_step(self) -> str:
+        """The command that brings the buckets up to date."""
+        if not self.signatures_current:
+            return "`simdoc signature --index ...`, then `simdoc index --index ...`"
+        return "`simdoc index --index ...`"
 
 
 @dataclass(frozen=True)
@@ -427,7 +438,8 @@ def index_stats(loaded: LoadedIndex, top: int = 5) -> IndexStats:
     summary = None
     if stages.get("index") is not None:
         sig, idx = stages.get("signature") or {}, stages["index"]
-        current = idx.get("built_from") == sig.get("build_id") and sig.get("built_from") == shingle.get("build_id")
+        sig_current = sig.get("built_from") == shingle.get("build_id")
+        current = idx.get("built_from") == sig.get("build_id") and sig_current
         params = idx["params"]
         if current:
             keys, buckets = loaded.bands()
@@ -437,7 +449,7 @@ def index_stats(loaded: LoadedIndex, top: int = 5) -> IndexStats:
         else:  # the arrays may not even match today's documents: describe nothing but the fact
             n_buckets, n_shared, hist, largest = 0, 0, (), ()
         summary = BucketSummary(
-            params["bands"], params["rows"], params["threshold"], current, n_buckets, n_shared, hist, largest
+            params["bands"], params["rows"], params["threshold"], current, n_buckets, n_shared, hist, largest, sig_current
         )
     return IndexStats(
         n_docs=n,
@@ -470,7 +482,8 @@ def format_stats(stats: IndexStats, bar_width: int = 40) -> list[str]:
         return lines
     lines.append(f"banding: bands={b.bands} rows={b.rows} (threshold {b.threshold:g})")
     if not b.current:
-        lines.append("buckets: out of date (the signatures changed since; run `simdoc index --index ...`)")
+        why = "the signatures changed since" if b.signatures_current else "the shingles changed since"
+        lines.append(f"buckets: out of date ({why}; run {b.next_step})")
         return lines
     lines.append(f"buckets: {b.n_buckets} in {count(b.bands, 'band')}, {b.n_shared} shared by two or more documents")
     lines.append("bucket sizes (buckets per size, bars on a log scale):")

@@ -647,3 +647,42 @@ def test_rich_rendering_has_the_plain_words(capsys):
     assert styles["[1]"] == "bold magenta" and styles["c d"] == "bold green" and styles["(... 3 words ...)"] == "dim"
     _styled(["P(candidate) by similarity J", " 1.0 |   |  ***"])
     assert capsys.readouterr().out == "P(candidate) by similarity J\n 1.0 |   |  ***\n"
+
+
+def test_dedup_keeps_by_a_members_own_size_not_its_files(run, tmp_path):
+    # Issue 17.2: members carried their whole file's size, so --keep shortest kept the longer one.
+    base = "the quick brown fox jumps over the lazy dog near the river bank while the sun sets " * 5
+    rows = [
+        {"id": "long", "text": base + " and a good many more words at the end of this longer one"},
+        {"id": "short", "text": base},
+        {"id": "other", "text": "completely different text about databases and their indexes " * 5},
+    ]
+    write(tmp_path / "c" / "data.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    args = ("dedup", tmp_path / "c", "--index", tmp_path / "idx", "--id-field", "id", "-t", "0.5")
+    shortest = run(*args, "--keep", "shortest")
+    assert shortest.exit_code == 0, shortest.stderr
+    assert shortest.stdout == "data.jsonl/#long\n"
+    size_long = len(rows[0]["text"].encode())
+    assert f"drop 1 document ({size_long} bytes)" in shortest.stderr
+    longest = run(*args, "--keep", "longest")
+    assert longest.stdout == "data.jsonl/#short\n"
+    assert f"drop 1 document ({len(base.encode())} bytes)" in longest.stderr
+
+
+def test_index_after_a_standalone_shingle_names_the_stage_to_run(run, tmp_path):
+    # Issue 17.4: after `simdoc shingle` on a changed corpus, `simdoc index` said "up to date".
+    corpus, idx = tmp_path / "c", tmp_path / "idx"
+    write(corpus / "a.txt", "a first document about harbours and the boats in them")
+    write(corpus / "b.txt", "a second document about harbours and the ships in them")
+    for stage in ("shingle", "signature", "index"):
+        args = (stage, corpus, "--index", idx) if stage == "shingle" else (stage, "--index", idx)
+        assert run(*args).exit_code == 0
+    write(corpus / "b.txt", "a second document, now about mountains and the goats on them")
+    assert run("shingle", corpus, "--index", idx).exit_code == 0
+    r = run("index", "--index", idx)
+    assert_clean_error(r, 4, "built from another shingle build", "simdoc signature --index")
+    stats = run("stats", "--index", idx)
+    assert "run `simdoc signature --index ...`, then `simdoc index --index ...`" in stats.stdout
+    assert run("signature", "--index", idx).exit_code == 0
+    assert run("index", "--index", idx).exit_code == 0
+    assert "buckets: out of date" not in run("stats", "--index", idx).stdout
