@@ -399,73 +399,37 @@ if ENABLED:
         return pos
 
     @njit(cache=CACHE, nogil=True)
-    def pair_overlap(indptr, data, counts, left, right, bag, inter, union):
-        """Merge two sorted rows per pair: set or bag intersection and union sizes."""
-        for p in range(left.shape[0]):
-            i0 = indptr[left[p]]
-            i1 = indptr[left[p] + 1]
-            j0 = indptr[right[p]]
-            j1 = indptr[right[p] + 1]
-            common = 0.0
-            if bag:
-                total = 0.0
-                for i in range(i0, i1):
-                    total += counts[i]
-                for j in range(j0, j1):
-                    total += counts[j]
-            else:
-                total = float((i1 - i0) + (j1 - j0))
-            i = i0
-            j = j0
-            while i < i1 and j < j1:
-                x = data[i]
-                y = data[j]
-                if x < y:
-                    i += 1
-                elif y < x:
-                    j += 1
-                else:
-                    if bag:
-                        common += min(counts[i], counts[j])
-                    else:
-                        common += 1.0
-                    i += 1
-                    j += 1
-            inter[p] = common
-            union[p] = total if bag else total - common
+    def jaccard_of_rows(a_data, a_counts, b_data, b_counts):
+        """Set and bag Jaccard of two sorted rows with counts, in one merge (0 for two empty rows).
 
-    @njit(cache=CACHE, nogil=True)
-    def pair_jaccards(indptr, data, counts, left, right, set_out, bag_out):
-        """Set and bag Jaccard of each pair of sorted rows, in one merge (0 for two empty rows)."""
-        for p in range(left.shape[0]):
-            i0 = indptr[left[p]]
-            i1 = indptr[left[p] + 1]
-            j0 = indptr[right[p]]
-            j1 = indptr[right[p] + 1]
-            total = 0.0
-            for i in range(i0, i1):
-                total += counts[i]
-            for j in range(j0, j1):
-                total += counts[j]
-            common = 0.0
-            common_bag = 0.0
-            i = i0
-            j = j0
-            while i < i1 and j < j1:
-                x = data[i]
-                y = data[j]
-                if x < y:
-                    i += 1
-                elif y < x:
-                    j += 1
-                else:
-                    common += 1.0
-                    common_bag += min(counts[i], counts[j])
-                    i += 1
-                    j += 1
-            union = float((i1 - i0) + (j1 - j0)) - common
-            set_out[p] = common / union if union > 0 else 0.0
-            bag_out[p] = common_bag / total if total > 0 else 0.0
+        One call per pair: the rows stay where they are (verification's cache),
+        nothing is gathered into one array first.
+        """
+        total = 0.0
+        for i in range(a_counts.shape[0]):
+            total += a_counts[i]
+        for j in range(b_counts.shape[0]):
+            total += b_counts[j]
+        common = 0.0
+        common_bag = 0.0
+        i = 0
+        j = 0
+        n_a = a_data.shape[0]
+        n_b = b_data.shape[0]
+        while i < n_a and j < n_b:
+            x = a_data[i]
+            y = b_data[j]
+            if x < y:
+                i += 1
+            elif y < x:
+                j += 1
+            else:
+                common += 1.0
+                common_bag += min(a_counts[i], b_counts[j])
+                i += 1
+                j += 1
+        union = float(n_a + n_b) - common
+        return (common / union if union > 0 else 0.0), (common_bag / total if total > 0 else 0.0)
 
 
 def warm_up() -> None:
@@ -486,7 +450,5 @@ def warm_up() -> None:
     for sigs in (np.zeros((1, 1), np.uint32), np.zeros((1, 1), np.uint32)):
         band_keys_rows(sigs, 1, seeds, seeds[0], seeds[0], seeds[0], keys)
         sigs.setflags(write=False)  # signatures mapped read-only from the index get their own build
-    idx = np.zeros(1, np.int64)
-    pair_overlap(np.array([0, 1], np.int64), one, one, idx, idx, False, np.zeros(1), np.zeros(1))
     wide = np.zeros(1, np.uint64)
-    pair_jaccards(np.array([0, 1], np.int64), wide, one, idx, idx, np.zeros(1), np.zeros(1))
+    jaccard_of_rows(wide, one, wide, one)

@@ -387,6 +387,8 @@ def unique_rows(indptr: np.ndarray, data: np.ndarray) -> ShingleSets:
         nnz = kernels.unique_rows(indptr, data, out, counts, sizes, np.empty(max(longest, 1), np.uint64))
         new = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(sizes, out=new[1:])
+        if nnz * 2 >= len(data):  # few repeats (prose): a view costs less than a copy, and little memory
+            return ShingleSets(new, out[:nnz], counts[:nnz])
         return ShingleSets(new, out[:nnz].copy(), counts[:nnz].copy())
     doc = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
     order = np.lexsort((data, doc))

@@ -324,46 +324,29 @@ def _load(reader: DocumentReader, docs: list[int], cache: dict) -> None:
 
 
 def _compare(cache, ol, orr, start, stop, order, set_j, bag_j, ok, bad, kernels) -> None:
-    left, right = ol[start:stop], orr[start:stop]
-    docs = np.unique(np.concatenate([left, right]))
-    rows = [cache.get(int(d)) for d in docs]
-    missing = np.array([r is None for r in rows], dtype=bool)
-    for d in docs[missing].tolist():
-        bad[d] = None
-    sizes = np.array([0 if r is None else len(r.data) for r in rows], dtype=np.int64)
-    indptr = np.zeros(len(docs) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=indptr[1:])
-    present = [r for r in rows if r is not None]
-    data = np.concatenate([r.data for r in present]) if present else np.zeros(0, np.uint64)
-    counts = np.concatenate([r.counts for r in present]) if present else np.zeros(0, np.uint32)
-    a, b = np.searchsorted(docs, left), np.searchsorted(docs, right)
-    where = order[start:stop]
-    s_out, b_out = np.empty(len(a)), np.empty(len(a))
-    if kernels.ENABLED:
-        kernels.pair_jaccards(indptr, data, counts, a, b, s_out, b_out)
-    else:
-        for bag, out in ((False, s_out), (True, b_out)):
-            inter, union = np.empty(len(a)), np.empty(len(a))
-            _overlap_numpy(indptr, data, counts, a, b, bag, inter, union)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                out[:] = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
-    unread = missing[a] | missing[b]
-    s_out[unread] = 0.0
-    b_out[unread] = 0.0
-    set_j[where] = s_out
-    bag_j[where] = b_out
-    ok[where[unread]] = False
-
-
-def _overlap_numpy(indptr, data, counts, a, b, bag, inter, union) -> None:
-    for p in range(len(a)):
-        ra = slice(indptr[a[p]], indptr[a[p] + 1])
-        rb = slice(indptr[b[p]], indptr[b[p] + 1])
-        common, ia, ib = np.intersect1d(data[ra], data[rb], assume_unique=True, return_indices=True)
-        if bag:
-            ca, cb = counts[ra].astype(np.float64), counts[rb].astype(np.float64)
-            inter[p] = float(np.minimum(ca[ia], cb[ib]).sum())
-            union[p] = float(ca.sum() + cb.sum())
+    """Compare pairs [start, stop) from the sets in ``cache``, where they are: one merge a pair."""
+    for p in range(start, stop):
+        ra, rb = cache.get(int(ol[p])), cache.get(int(orr[p]))
+        where = order[p]
+        if ra is None or rb is None:
+            for d, r in ((int(ol[p]), ra), (int(orr[p]), rb)):
+                if r is None:
+                    bad[d] = None
+            set_j[where] = bag_j[where] = 0.0
+            ok[where] = False
+            continue
+        if kernels.ENABLED:
+            set_j[where], bag_j[where] = kernels.jaccard_of_rows(ra.data, ra.counts, rb.data, rb.counts)
         else:
-            inter[p] = float(len(common))
-            union[p] = float((ra.stop - ra.start) + (rb.stop - rb.start)) - len(common)
+            set_j[where], bag_j[where] = _jaccard_numpy(ra.data, ra.counts, rb.data, rb.counts)
+
+
+def _jaccard_numpy(da, ca, db, cb) -> tuple[float, float]:
+    """Set and bag Jaccard of two sorted rows with counts (the kernel's answer, without numba)."""
+    _, ia, ib = np.intersect1d(da, db, assume_unique=True, return_indices=True)
+    union = len(da) + len(db) - len(ia)
+    total = float(ca.sum(dtype=np.float64) + cb.sum(dtype=np.float64))
+    common_bag = float(np.minimum(ca[ia], cb[ib]).sum(dtype=np.float64))
+    return (len(ia) / union if union else 0.0), (common_bag / total if total else 0.0)
+
+

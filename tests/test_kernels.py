@@ -104,6 +104,32 @@ def test_pair_jaccard_equal_reference(rows, data, measure):
     assert np.array_equal(compiled, reference)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 30), max_size=40),
+    st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 30), max_size=40),
+)
+def test_verification_jaccard_of_two_rows_equals_counting(a, b):
+    # The kernel verification uses, its numpy twin, and the definition (bags: MMDS's bag Jaccard).
+    from collections import Counter
+
+    from simdoc.verify import _jaccard_numpy
+
+    rows = []
+    for x in (a, b):
+        values, counts = np.unique(np.array(x, dtype=np.uint64), return_counts=True)
+        rows += [values, counts.astype(np.uint32)]
+    got = kernels.jaccard_of_rows(*rows)
+    twin = _jaccard_numpy(*rows)
+    ca, cb = Counter(a), Counter(b)
+    union = len(ca.keys() | cb.keys())
+    want_set = len(ca.keys() & cb.keys()) / union if union else 0.0
+    total = len(a) + len(b)
+    want_bag = sum((ca & cb).values()) / total if total else 0.0
+    assert got == pytest.approx((want_set, want_bag), abs=1e-15)
+    assert twin == pytest.approx((want_set, want_bag), abs=1e-15)
+
+
 @settings(max_examples=80, deadline=None)
 @given(
     st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60), max_size=6),
