@@ -24,17 +24,16 @@ from simdoc.errors import CorpusError, IndexError_, OutputError, SimdocError
 from simdoc.filelists import chosen_list
 from simdoc.lsh import DEFAULT_THRESHOLD
 from simdoc.output import FORMATS, check_header, write_records
+from simdoc.loaded import open_index
 from simdoc.pipeline import (
-    PairsResult,
-    StageResult,
     build_index,
     build_shingles,
     build_signatures,
     default_index_path,
     find_pairs,
     mark_reported,
-    open_index,
 )
+from simdoc.results import PairsResult, StageResult
 from simdoc.shingling import UNITS
 from simdoc.stdio import discard_stdout, guarded_stdout, open_closed_descriptors
 from simdoc.store import IndexStore

@@ -67,14 +67,14 @@ from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHa
 from simdoc.shingling import ShingleSpec
 from simdoc.lsh import DEFAULT_RECALL, DEFAULT_THRESHOLD
 from simdoc.output import check_header, tsv_field, tsv_header
+from simdoc.loaded import open_index
 from simdoc.pipeline import (
-    PairsResult,
     build_shingles,
     build_signatures,
     default_index_path,
     find_pairs,
-    open_index,
 )
+from simdoc.results import PairsResult
 from simdoc.store import IndexStore
 from simdoc.tuning import format_stats, format_tune, index_stats, render_s_curve, tune
 from simdoc.wording import count
