@@ -18,7 +18,6 @@ from pathlib import Path
 
 import click
 
-from simdoc import __version__
 from simdoc.check import check_index
 from simdoc.errors import CorpusError, IndexError_, OutputError, SimdocError
 from simdoc.filelists import chosen_list
@@ -37,6 +36,7 @@ from simdoc.results import PairsResult, StageResult
 from simdoc.shingling import UNITS
 from simdoc.stdio import discard_stdout, guarded_stdout, open_closed_descriptors
 from simdoc.store import IndexStore
+from simdoc.version import __version__
 from simdoc.wording import count, plural
 
 log = logging.getLogger("simdoc")

@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from simdoc import __version__
 from simdoc.batches import BatchResult, ScanTask, scan_batch
 from simdoc.cache import cached_index_path
 from simdoc.corpus import FileEntry, discover_sources, resolve_sources
@@ -53,6 +52,7 @@ from simdoc.shingling import ShingleSets, ShingleSpec
 from simdoc.similarity import MEASURES
 from simdoc.store import IndexStore, crc32
 from simdoc.verified import VerifiedPairs
+from simdoc.version import __version__
 from simdoc.wording import count
 
 log = logging.getLogger("simdoc")
