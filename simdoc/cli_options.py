@@ -68,9 +68,7 @@ def report_stages(stages: list[StageResult], verbose: bool) -> None:
 # ---------------------------------------------------------------- shared options
 
 
-def opt(*decls, **kw) -> Callable:
-    return click.option(*decls, **kw)
-
+opt = click.option  # every option below is declared with it
 
 index_option = opt(
     "--index",
