@@ -1,9 +1,10 @@
 """What the simdoc commands share: option decorators, logging to stderr, finding the index.
 
-One definition per option (``--index``, ``--threshold``, the shingle,
-signature and banding options, ``--files-from``/``--files0-from``...), applied
-to a command with the decorators here or, for a list of them,
-:func:`with_options`. The helpers turn what the options say into what the
+The options several commands take (``--index``, ``--threshold``, the
+shingle, signature and banding options, ``--files-from``/``--files0-from``...),
+each defined here once and applied to a command as a decorator or, for a
+list of them, with :func:`with_options`. (``--format`` and ``--null`` are
+still declared by each command that prints records.) The helpers turn what the options say into what the
 library takes: :func:`corpus_arg` and :func:`index_of` resolve CORPUS and
 ``--index``, :func:`setup_logging` and :func:`report_stages` put warnings and
 timings on stderr. Imported by :mod:`simdoc.cli`, :mod:`simdoc.cli_reports`
@@ -181,6 +182,8 @@ corpus_list_options = file_list_options("the files of the corpus")
 
 
 def with_options(options: list[Callable]) -> Callable:
+    """One decorator for a list of options; they appear in --help in the order listed."""
+
     def deco(f: Callable) -> Callable:
         for o in reversed(options):
             f = o(f)
@@ -225,6 +228,9 @@ def index_of(corpus: tuple, index: Path | None) -> Path:
 
 # A reader's CORPUS only names its default index: the corpus itself is not read.
 reader_corpus_argument = click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
+
+
+# ---------------------------------------------------------------- helpers
 
 
 def skipped_text(n_skipped: int) -> str:
