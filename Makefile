@@ -21,7 +21,9 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/simdoc pairs sample_corpus
 
+# lint-imports: the import contracts of pyproject.toml (layers, no cycles), before the tests.
 test: $(VENV)/.installed-test
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
 # A small side-by-side run (20,000 generated documents); see benchmarks/README.md for 100k/1M.

@@ -18,8 +18,7 @@ from simdoc.lsh import candidate_probability, choose_bands_rows, s_curve_thresho
 from simdoc.minhash import MinHasher
 from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
 from simdoc.similarity import bag_jaccard, estimate_jaccard, jaccard
-
-__version__ = "0.1.0"
+from simdoc.version import __version__
 
 __all__ = [
     "MinHasher",

@@ -22,9 +22,9 @@ import numpy as np
 
 from simdoc.errors import IndexError_
 from simdoc.exact import representatives
+from simdoc.loaded import LoadedIndex
 from simdoc.lsh import band_keys
 from simdoc.minhash import DEFAULT_SCHEME, MinHasher
-from simdoc.pipeline import LoadedIndex
 from simdoc.store import IndexStore
 from simdoc.wording import count
 

@@ -1,8 +1,8 @@
 """``simdoc cache list|clean``: the indexes simdoc made in its cache directory.
 
-Registered on the ``simdoc`` group of :mod:`simdoc.cli` (which imports this
-module at its end). Records go to stdout, one per line; the summary and
-warnings to stderr.
+A click group of its own, added to the ``simdoc`` group by :mod:`simdoc.cli`,
+where every command is registered. Records go to stdout, one per line; the
+summary and warnings to stderr.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import click
 
 from simdoc.cache import IndexInUse, cache_dir, cached_index_path, cached_indexes, remove_index
 from simdoc.cache import older_than as last_updated_before
-from simdoc.cli import _setup_logging, cli, quiet_option, verbose_option
+from simdoc.cli_options import quiet_option, reader_went_away, setup_logging, verbose_option
 from simdoc.wording import count
 from simdoc.errors import EXIT_BUSY
 from simdoc.output import tsv_field
@@ -29,17 +29,15 @@ def _utc(seconds: float) -> str:
 
 
 def _write(lines) -> None:
-    from simdoc.cli import _reader_went_away
-
     try:
         for line in lines:
             sys.stdout.write(line)
         sys.stdout.flush()
     except BrokenPipeError:
-        _reader_went_away()
+        reader_went_away()
 
 
-@cli.group()
+@click.group()
 def cache() -> None:
     """List or remove the indexes simdoc keeps in its cache directory.
 
@@ -70,7 +68,7 @@ def cache_list(quiet, verbose) -> None:
       simdoc cache list
       simdoc cache list | sort -t$'\\t' -k3,3n      # by size
     """
-    _setup_logging(quiet, verbose)
+    setup_logging(quiet, verbose)
     found = cached_indexes()
     _write(f"{tsv_field(str(i.path))}\t{tsv_field(i.corpus)}\t{i.size}\t{_utc(i.modified)}\n" for i in found)
     log.info(f"simdoc: {count(len(found), 'index', 'indexes')}, {sum(i.size for i in found):,} bytes in {cache_dir()}")
@@ -106,7 +104,7 @@ def cache_clean(targets, older_than, dry_run, wait, quiet, verbose) -> None:
       simdoc cache clean my_corpus
       simdoc cache clean
     """
-    _setup_logging(quiet, verbose)
+    setup_logging(quiet, verbose)
     found = cached_indexes()
     chosen = found
     if targets:

@@ -1,9 +1,11 @@
 """The report commands: clusters, dedup, tune, stats, show.
 
-Registered on the ``simdoc`` group of :mod:`simdoc.cli` (which imports this
-module at its end). As there, each command parses options, calls the library
-and writes records: data on stdout, summaries and warnings on stderr, errors
-as :class:`~simdoc.errors.SimdocError` turned into ``Error: ...`` by the group.
+Plain click commands, added to the ``simdoc`` group by :mod:`simdoc.cli`,
+where every command is registered. As there, each command parses options,
+calls the library and writes records: data on stdout, summaries and warnings
+on stderr, errors as :class:`~simdoc.errors.SimdocError` turned into
+``Error: ...`` by the group. The options they share with the other commands
+come from :mod:`simdoc.cli_options`.
 """
 
 from __future__ import annotations
@@ -21,35 +23,34 @@ from pathlib import Path
 
 import click
 
-from simdoc.cli import (
-    note_skipped,
-    skipped_text,
-    _apply,
-    _corpus_arg,
-    corpus_list_options,
-    _env_index,
-    _announce,
-    _index_of,
-    _need_index,
-    _opt,
-    _reader_went_away,
-    _report,
-    _setup_logging,
-    _show_progress,
+from simdoc.cli_options import (
+    announce_index,
     banding_options,
-    cli,
+    corpus_arg,
+    corpus_list_options,
+    env_index,
     header_option,
+    index_of,
     index_option,
     jobs_option,
+    need_index,
+    note_skipped,
+    opt,
     quiet_option,
     reader_corpus_argument,
+    reader_went_away,
     rebuild_option,
+    report_stages,
     scheduler_option,
+    setup_logging,
     shingle_options,
+    show_progress,
     signature_options,
+    skipped_text,
     threshold_option,
     verbose_option,
     wait_option,
+    with_options,
 )
 from simdoc.clusters import KEEP_POLICIES, cluster_pairs, plan_dedup
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch
@@ -67,14 +68,14 @@ from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHa
 from simdoc.shingling import ShingleSpec
 from simdoc.lsh import DEFAULT_RECALL, DEFAULT_THRESHOLD
 from simdoc.output import check_header, tsv_field, tsv_header
+from simdoc.loaded import open_index
 from simdoc.pipeline import (
-    PairsResult,
     build_shingles,
     build_signatures,
     default_index_path,
     find_pairs,
-    open_index,
 )
+from simdoc.results import PairsResult
 from simdoc.store import IndexStore
 from simdoc.tuning import format_stats, format_tune, index_stats, render_s_curve, tune
 from simdoc.wording import count
@@ -86,7 +87,7 @@ PLAIN_WIDTH = 80  # `show` wraps document text to this width when stdout is not 
 pair_options = [
     index_option,
     threshold_option,
-    _opt("--measure", type=click.Choice(["set", "bag"]), default="set", help="Verified similarity: set or bag Jaccard."),
+    opt("--measure", type=click.Choice(["set", "bag"]), default="set", help="Verified similarity: set or bag Jaccard."),
     *shingle_options,
     *signature_options,
     *banding_options,
@@ -101,20 +102,20 @@ pair_options = [
 
 def _check_corpus_index(corpus: Path | None, index: Path | None, rebuild: bool) -> Path:
     """The index directory to use, with the same rules as `pairs`."""
-    if corpus is None and index is None and not _env_index():
+    if corpus is None and index is None and not env_index():
         raise click.UsageError("give a CORPUS, an --index, or both")
     if rebuild and corpus is None:
         raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
     if index is not None:
-        return _announce(index)
-    return _announce(default_index_path(corpus) if corpus is not None else _need_index(None))
+        return announce_index(index)
+    return announce_index(default_index_path(corpus) if corpus is not None else need_index(None))
 
 
 def _verified_pairs(corpus, index, quiet, verbose, files_from=None, files0_from=None, **options) -> tuple[PairsResult, Path]:
-    corpus = _corpus_arg(tuple(corpus) if isinstance(corpus, (tuple, list)) else (() if corpus is None else (corpus,)), files_from, files0_from)
+    corpus = corpus_arg(tuple(corpus) if isinstance(corpus, (tuple, list)) else (() if corpus is None else (corpus,)), files_from, files0_from)
     index = _check_corpus_index(corpus, index, options["rebuild"])
-    res = find_pairs(corpus, index, verify=True, all_candidates=False, progress=_show_progress(quiet), **options)
-    _report(res.stages, verbose)
+    res = find_pairs(corpus, index, verify=True, all_candidates=False, progress=show_progress(quiet), **options)
+    report_stages(res.stages, verbose)
     if verbose and res.banding:
         log.debug(f"banding: {res.banding.describe()}")
     return res, index
@@ -127,7 +128,7 @@ def _emit(lines) -> None:
             sys.stdout.write(line)
         sys.stdout.flush()
     except BrokenPipeError:
-        _reader_went_away()
+        reader_went_away()
 
 
 def _emit_null(records, end: bytes = b"\0") -> None:
@@ -144,7 +145,7 @@ def _emit_null(records, end: bytes = b"\0") -> None:
                 sys.stdout.write(payload.decode("utf-8", "surrogateescape"))
         (out or sys.stdout).flush()
     except BrokenPipeError:
-        _reader_went_away()
+        reader_went_away()
 
 
 def _cut(res: PairsResult) -> str:
@@ -158,11 +159,11 @@ def _skipped(res: PairsResult) -> str:
 # ---------------------------------------------------------------- clusters
 
 
-@cli.command()
+@click.command()
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
-@_apply(corpus_list_options)
-@_opt("--format", "-f", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None, help="Output format. Default: tsv.")
-@_opt(
+@with_options(corpus_list_options)
+@opt("--format", "-f", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None, help="Output format. Default: tsv.")
+@opt(
     "--null",
     "-0",
     "null",
@@ -171,7 +172,7 @@ def _skipped(res: PairsResult) -> str:
     "cluster_id, size, then size members (for xargs -0 and `read -d ''`).",
 )
 @header_option
-@_apply(pair_options)
+@with_options(pair_options)
 def clusters(corpus, files_from, files0_from, fmt, null, header, index, quiet, verbose, **options) -> None:
     """Print groups of near-duplicates: connected components of the verified pairs.
 
@@ -189,7 +190,7 @@ def clusters(corpus, files_from, files0_from, fmt, null, header, index, quiet, v
       simdoc clusters sample_corpus -0 | xargs -0 printf '%s\\n'    # one field per line
     """
     started = time.perf_counter()
-    _setup_logging(quiet, verbose)
+    setup_logging(quiet, verbose)
     if null and fmt is not None:
         raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
     check_header(header, "null" if null else fmt)
@@ -219,19 +220,19 @@ def clusters(corpus, files_from, files0_from, fmt, null, header, index, quiet, v
 # ---------------------------------------------------------------- dedup
 
 
-@cli.command()
+@click.command()
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
-@_apply(corpus_list_options)
-@_opt(
+@with_options(corpus_list_options)
+@opt(
     "--keep",
     type=click.Choice(KEEP_POLICIES),
     default="first",
     help="Which member of a cluster to keep: first (smallest id), longest/shortest (bytes), "
     "newest/oldest (modification time); ties go to the smallest id. Default: first.",
 )
-@_opt("--null", "-0", "null", is_flag=True, help="End each path with NUL instead of newline (for `xargs -0`).")
-@_opt("--absolute", is_flag=True, help="Print absolute paths instead of paths relative to the corpus.")
-@_opt(
+@opt("--null", "-0", "null", is_flag=True, help="End each path with NUL instead of newline (for `xargs -0`).")
+@opt("--absolute", is_flag=True, help="Print absolute paths instead of paths relative to the corpus.")
+@opt(
     "--format",
     "-f",
     "fmt",
@@ -240,7 +241,7 @@ def clusters(corpus, files_from, files0_from, fmt, null, header, index, quiet, v
     help="paths: one droppable path per line; tsv: drop<TAB>keep; jsonl: one cluster per line. Default: paths.",
 )
 @header_option
-@_apply(pair_options)
+@with_options(pair_options)
 def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, header, index, quiet, verbose, **options) -> None:
     """Print the documents that can go: all but one of every cluster.
 
@@ -257,7 +258,7 @@ def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, header, in
       simdoc dedup --index /tmp/idx --format tsv            # drop<TAB>keep
     """
     started = time.perf_counter()
-    _setup_logging(quiet, verbose)
+    setup_logging(quiet, verbose)
     if null and fmt != "paths":
         raise click.UsageError("-0/--null goes with the default path list (--format paths)")
     check_header(header, fmt)
@@ -329,11 +330,11 @@ def _styled(lines: list[str]) -> None:
         console.print(text)
 
 
-@cli.command("tune")
-@_opt("--threshold", "-t", type=float, default=None, help=f"Jaccard threshold T in (0, 1]. Default: {DEFAULT_THRESHOLD}.")
+@click.command("tune")
+@opt("--threshold", "-t", type=float, default=None, help=f"Jaccard threshold T in (0, 1]. Default: {DEFAULT_THRESHOLD}.")
 @signature_options[0]  # --num-perm
-@_apply(banding_options)
-@_opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text (with the S-curve) or one JSON object. Default: text.")
+@with_options(banding_options)
+@opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text (with the S-curve) or one JSON object. Default: text.")
 @quiet_option
 @verbose_option
 def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
@@ -351,7 +352,7 @@ def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
       simdoc tune --threshold 0.5 --num-perm 256
       simdoc tune --threshold 0.8 --bands 20 --rows 5 --format json
     """
-    _setup_logging(quiet, verbose)
+    setup_logging(quiet, verbose)
     report = tune(DEFAULT_THRESHOLD if threshold is None else threshold, num_perm or 128, bands, rows)
     if not report.explicit:
         log.debug(
@@ -375,12 +376,12 @@ def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
 # ---------------------------------------------------------------- stats
 
 
-@cli.command()
+@click.command()
 @reader_corpus_argument
 @index_option
-@_opt("--top", type=click.IntRange(0), default=5, help="How many of the largest buckets to list. Default: 5.")
-@_opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text or one JSON object. Default: text.")
-@_opt(
+@opt("--top", type=click.IntRange(0), default=5, help="How many of the largest buckets to list. Default: 5.")
+@opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text or one JSON object. Default: text.")
+@opt(
     "--skipped",
     is_flag=True,
     help="Instead, list the files the index skipped, from its manifest: id<TAB>reason per line "
@@ -402,9 +403,9 @@ def stats(corpus, index, top, fmt, skipped, quiet, verbose) -> None:
       simdoc stats my_corpus                      # the default index of my_corpus
       simdoc stats --index /tmp/idx --skipped     # id<TAB>reason of each file skipped
     """
-    _setup_logging(quiet, verbose)
+    setup_logging(quiet, verbose)
     t0 = time.perf_counter()
-    index = _index_of(corpus, index)
+    index = index_of(corpus, index)
     if skipped:
         with IndexStore(index).reading():
             passed_over = sorted(open_index(index).stage("shingle").get("skipped", []), key=lambda s: s["id"])
@@ -495,15 +496,15 @@ def _rich_document(segments: list[Segment]):
     return out
 
 
-@cli.command()
+@click.command()
 @click.argument("args", nargs=-1, required=True, metavar="[CORPUS] DOC_A DOC_B")
 @index_option
-@_opt("--min-words", type=click.IntRange(1), default=DEFAULT_MIN_WORDS, help=f"Shortest shared passage, in words. Default: {DEFAULT_MIN_WORDS}.")
-@_opt("--context", type=click.IntRange(1), default=DEFAULT_CONTEXT, help=f"Words kept at each end of a long stretch. Default: {DEFAULT_CONTEXT}.")
-@_opt("--full", is_flag=True, help="Print both documents whole, without shortening long stretches.")
-@_opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text or one JSON object. Default: text.")
-@_apply(shingle_options)
-@_apply(signature_options)
+@opt("--min-words", type=click.IntRange(1), default=DEFAULT_MIN_WORDS, help=f"Shortest shared passage, in words. Default: {DEFAULT_MIN_WORDS}.")
+@opt("--context", type=click.IntRange(1), default=DEFAULT_CONTEXT, help=f"Words kept at each end of a long stretch. Default: {DEFAULT_CONTEXT}.")
+@opt("--full", is_flag=True, help="Print both documents whole, without shortening long stretches.")
+@opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text or one JSON object. Default: text.")
+@with_options(shingle_options)
+@with_options(signature_options)
 @jobs_option
 @rebuild_option
 @wait_option
@@ -528,11 +529,11 @@ def show(args, index, min_words, context, full, fmt, num_perm, seed, scheme, job
       simdoc show --index /tmp/idx web/harbor-festival.txt web/mirror-harbor-festival.txt --full
       simdoc show draft-v1.txt draft-v2.txt --unit word --k 3
     """
-    _setup_logging(quiet, verbose)
+    setup_logging(quiet, verbose)
     if len(args) < 2:
         raise click.UsageError(f"give DOC_A DOC_B, or CORPUS... DOC_A DOC_B ({len(args)} arguments given)")
     *corpora, doc_a, doc_b = args
-    if not corpora and index is None and not _env_index():
+    if not corpora and index is None and not env_index():
         ev = _file_evidence(doc_a, doc_b, min_words=min_words, num_perm=num_perm, seed=seed, scheme=scheme, shingle=shingle)
     else:
         ev = _index_evidence(
@@ -582,9 +583,9 @@ def _index_evidence(
     corpora, doc_a: str, doc_b: str, *, index, min_words: int, num_perm, seed, scheme, jobs, rebuild, wait, quiet, verbose, shingle: dict
 ) -> PairEvidence:
     """The evidence for two documents of an index, bringing its stages up to date from CORPUS first."""
-    corpus = _corpus_arg(tuple(Path(c) for c in corpora), None)
+    corpus = corpus_arg(tuple(Path(c) for c in corpora), None)
     index = _check_corpus_index(corpus, index, rebuild)
-    progress = _show_progress(quiet)
+    progress = show_progress(quiet)
     stages = []
     if corpus is not None:
         # As `pairs` does: the shingle stage signs what it reads and stores no shingle sets
@@ -610,7 +611,7 @@ def _index_evidence(
             index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait
         )
     )
-    _report(stages, verbose)
+    report_stages(stages, verbose)
     with IndexStore(index).reading():
         return pair_evidence(open_index(index), doc_a, doc_b, min_words)
 

@@ -26,7 +26,7 @@ import numpy as np
 from simdoc.errors import UsageError
 
 if TYPE_CHECKING:  # only for annotations: clusters need the arrays, not the pipeline
-    from simdoc.pipeline import PairsResult
+    from simdoc.results import PairsResult
 
 KEEP_POLICIES = ("first", "longest", "shortest", "newest", "oldest")
 

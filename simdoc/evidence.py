@@ -44,8 +44,8 @@ from simdoc.errors import UsageError
 from simdoc.shingling import ShingleSets, ShingleSpec
 
 if TYPE_CHECKING:
+    from simdoc.loaded import LoadedIndex
     from simdoc.minhash import MinHasher
-    from simdoc.pipeline import LoadedIndex
 
 DEFAULT_MIN_WORDS = 5
 DEFAULT_CONTEXT = 12

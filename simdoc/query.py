@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from simdoc.errors import UsageError
+from simdoc.loaded import open_index
 from simdoc.lsh import band_keys
-from simdoc.pipeline import open_index
 from simdoc.shingling import ShingleSets, shingle_texts
 from simdoc.similarity import pair_estimates, pair_jaccard
 from simdoc.store import IndexStore

@@ -2,7 +2,8 @@
 
 :func:`score_candidates` turns an index's buckets into the pairs to print;
 :class:`PairsResult` holds them with the groups of exact copies, whose pairs
-it generates lazily, merged into print order.
+it generates lazily, merged into print order, and the :class:`StageResult`
+of each stage the run brought up to date.
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ from simdoc.verified import VerifiedPairs, pair_keys
 from simdoc.verify import DocumentReader, verify_pairs
 
 if TYPE_CHECKING:
-    from simdoc.pipeline import LoadedIndex, StageResult
+    from simdoc.loaded import LoadedIndex
+
+
+@dataclass
+class StageResult:
+    stage: str
+    built: bool  # False: it was already up to date
+    seconds: float = 0.0
+    detail: str = ""
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -146,6 +156,12 @@ class Verifier:
     stale: set = field(default_factory=set)
     gone: set = field(default_factory=set)
 
+    @classmethod
+    def of_index(cls, loaded: LoadedIndex) -> Verifier:
+        """A verifier of ``loaded``'s pairs: its documents, its verified-pairs table, its signature parameters."""
+        sig = loaded.stage("signature")["params"]
+        return cls(loaded.reader(), loaded.verified_pairs(), loaded.docs().identities(), sig["num_perm"], sig.get("scheme", "oph"))
+
     def jaccard(self, signatures: np.ndarray, left: np.ndarray, right: np.ndarray, est: np.ndarray, how: Scoring) -> tuple[np.ndarray, np.ndarray]:
         """(jaccard by ``how.measure``, ok) of the pairs; 0 where the estimate rules the threshold out."""
         jac = np.zeros(len(left))
@@ -194,7 +210,7 @@ def score_pairs(
     jac = None
     if how.verify:
         if verifier is None:
-            verifier = loaded.verifier()
+            verifier = Verifier.of_index(loaded)
         jac, ok = verifier.jaccard(signatures, left, right, est, how)
         left, right, est, jac = left[ok], right[ok], est[ok], jac[ok]
     if not how.all_candidates:
@@ -247,7 +263,7 @@ def score_candidates(
     # Load (and so check) what scoring reads even when every pair is a pair of folded copies.
     loaded.signatures()
     if verify and verifier is None:
-        verifier = loaded.verifier()
+        verifier = Verifier.of_index(loaded)
     members = _members(loaded.representatives())
     how = Scoring(threshold, measure, verify, all_candidates, only_docs, threads)
     stats = BucketStats()

@@ -18,7 +18,7 @@ from simdoc.clusters import (
 )
 from simdoc.errors import UsageError
 from simdoc.lsh import BucketStats
-from simdoc.pipeline import PairsResult
+from simdoc.results import PairsResult
 
 
 def result(doc_ids, edges, jaccard, threshold=0.5, verified=True) -> PairsResult:

@@ -199,7 +199,7 @@ def test_a_writer_waiting_on_a_removed_lock_file_takes_the_new_one(tmp_path):
 
 
 def test_reader_keeps_its_files_while_a_writer_replaces_them(tmp_path):
-    from simdoc.pipeline import open_index
+    from simdoc.loaded import open_index
 
     corpus = tmp_path / "c"
     make_corpus(corpus, 20, seed=8)

@@ -21,7 +21,8 @@ from simdoc.evidence import (
     shingle_overlap,
     split_words,
 )
-from simdoc.pipeline import find_pairs, open_index
+from simdoc.loaded import open_index
+from simdoc.pipeline import find_pairs
 from simdoc.shingling import ShingleSets, normalise
 from simdoc.similarity import bag_jaccard, jaccard
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import simdoc
 from simdoc.cli import cli
 from simdoc.exact import groups_of, representatives
-from simdoc.pipeline import open_index
+from simdoc.loaded import open_index
 
 
 @settings(max_examples=80, deadline=None)

@@ -15,11 +15,13 @@ from hypothesis import strategies as st
 
 import simdoc
 import simdoc.documents
+import simdoc.loaded
 import simdoc.pipeline
 import simdoc.records
+import simdoc.verified
 import simdoc.verify
 from simdoc.cli import cli
-from simdoc.pipeline import open_index
+from simdoc.loaded import open_index
 from simdoc.shingling import ShingleSpec, normalise, shingle_texts
 from simdoc.store import IndexStore
 
@@ -121,7 +123,7 @@ def test_a_changed_document_is_left_out_by_a_reader_with_a_warning(tmp_path, mon
     write(corpus / "b.txt", "now something else entirely, nothing like the festival at all")
     (corpus / "c.txt").unlink()
     # Pairs in the verified-pairs table describe the texts indexed; the others are read again.
-    monkeypatch.setattr(simdoc.pipeline.LoadedIndex, "verified_pairs", lambda self: simdoc.pipeline.VerifiedPairs())
+    monkeypatch.setattr(simdoc.loaded.LoadedIndex, "verified_pairs", lambda self: simdoc.verified.VerifiedPairs())
     r = CliRunner().invoke(cli, ["pairs", "--index", str(tmp_path / "idx"), "-t", "0.5", "--all-candidates"])
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""  # every pair has b.txt or c.txt in it: none is verified against stale text
@@ -146,7 +148,7 @@ def test_a_jsonl_file_with_many_candidates_is_read_once(tmp_path, monkeypatch):
         return real(path, *a, **kw)
 
     monkeypatch.setattr(simdoc.documents, "read_jsonl", counting)
-    monkeypatch.setattr(simdoc.pipeline.LoadedIndex, "verified_pairs", lambda self: simdoc.pipeline.VerifiedPairs())
+    monkeypatch.setattr(simdoc.loaded.LoadedIndex, "verified_pairs", lambda self: simdoc.verified.VerifiedPairs())
     res = simdoc.find_pairs(None, tmp_path / "idx", threshold=0.7)
     assert len(res) == 12 * 11 // 2
     assert reads == ["data.jsonl"]
@@ -176,7 +178,7 @@ def test_a_warc_record_is_read_at_its_offset(tmp_path, monkeypatch):
     real_split, real_at = simdoc.records.split_warc, simdoc.documents.warc_record_at
     monkeypatch.setattr(simdoc.documents, "split_warc", lambda *a: whole.append(a) or real_split(*a))
     monkeypatch.setattr(simdoc.documents, "warc_record_at", lambda p, o, m: at.append(o) or real_at(p, o, m))
-    monkeypatch.setattr(simdoc.pipeline.LoadedIndex, "verified_pairs", lambda self: simdoc.pipeline.VerifiedPairs())
+    monkeypatch.setattr(simdoc.loaded.LoadedIndex, "verified_pairs", lambda self: simdoc.verified.VerifiedPairs())
     again = simdoc.find_pairs(None, tmp_path / "idx", threshold=0.7)
     assert list(again) == list(first)
     assert whole == [] and len(at) == len(set(at)) == 6  # each candidate record once, by its offset
@@ -191,15 +193,15 @@ def test_each_candidate_document_is_read_once_and_memory_budget_changes_nothing(
             write(corpus / f"g{g}" / f"d{i}.txt", BASE.replace("festival", f"festival {g}") + f" copy {i}")
     simdoc.find_pairs(corpus, tmp_path / "idx", threshold=0.6, jobs=1)
     readers = []
-    real_reader = simdoc.pipeline.LoadedIndex.reader
+    real_reader = simdoc.loaded.LoadedIndex.reader
 
     def keep(self):
         r = real_reader(self)
         readers.append(r)
         return r
 
-    monkeypatch.setattr(simdoc.pipeline.LoadedIndex, "reader", keep)
-    monkeypatch.setattr(simdoc.pipeline.LoadedIndex, "verified_pairs", lambda self: simdoc.pipeline.VerifiedPairs())
+    monkeypatch.setattr(simdoc.loaded.LoadedIndex, "reader", keep)
+    monkeypatch.setattr(simdoc.loaded.LoadedIndex, "verified_pairs", lambda self: simdoc.verified.VerifiedPairs())
     ample = simdoc.find_pairs(None, tmp_path / "idx", threshold=0.6)
     assert readers[-1].reads and set(readers[-1].reads.values()) == {1}
     monkeypatch.setattr(simdoc.verify, "CACHE_BYTES", 1)  # hold one set at a time: documents are read again

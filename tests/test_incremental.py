@@ -11,7 +11,7 @@ import simdoc
 import simdoc.corpus
 import simdoc.documents
 from simdoc.cli import cli
-from simdoc.pipeline import open_index
+from simdoc.loaded import open_index
 
 WORDS = "amber basil cedar delta ember fjord grove heron iris jade kelp lotus maple nutmeg olive".split()
 

@@ -12,7 +12,7 @@ from conftest import TEXT_A, TEXT_C, records, summary, write
 import simdoc.corpus
 import simdoc.pipeline
 from simdoc.doctable import ROLES as DOC_ROLES
-from simdoc.pipeline import open_index
+from simdoc.loaded import open_index
 
 OTHER = "An entirely different text about lighthouse keepers and their long winter logs.\n"
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import simdoc
 import simdoc.verify
 from simdoc.verified import VerifiedPairs
+import simdoc.loaded
 import simdoc.pipeline as pipeline
 import simdoc.results
 import simdoc.similarity
@@ -103,7 +104,7 @@ def counting_verifications(monkeypatch) -> list[int]:
 
     monkeypatch.setattr(simdoc.results, "verify_pairs", counting)
     # Every pair is verified from the documents, not looked up in the verified-pairs table.
-    monkeypatch.setattr(pipeline.LoadedIndex, "verified_pairs", lambda self: VerifiedPairs())
+    monkeypatch.setattr(simdoc.loaded.LoadedIndex, "verified_pairs", lambda self: VerifiedPairs())
     return counts
 
 

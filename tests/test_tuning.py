@@ -10,7 +10,8 @@ from conftest import TEXT_A, TEXT_C, write
 
 from simdoc.errors import UsageError
 from simdoc.lsh import candidate_probability
-from simdoc.pipeline import find_pairs, open_index
+from simdoc.loaded import open_index
+from simdoc.pipeline import find_pairs
 from simdoc.shingling import normalise, shingle_texts
 from simdoc.tuning import (
     BucketSummary,

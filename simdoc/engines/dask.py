@@ -77,7 +77,7 @@ def map_ordered(client, func: Callable, tasks: list) -> Iterator:
 def _band_frame(index: str, band: int):
     import pandas as pd
 
-    from simdoc.pipeline import open_index
+    from simdoc.loaded import open_index
 
     keys, buckets = open_index(index).bands()
     docs = np.asarray(buckets[band])
@@ -87,7 +87,7 @@ def _band_frame(index: str, band: int):
 def _score_partition(frame, index: str, threshold: float, measure: str, verify: bool, all_candidates: bool, only_docs):
     """Pairs of the buckets in one partition, first-band rule, expanded, scored, filtered."""
     from simdoc.lsh import pairs_in_runs
-    from simdoc.pipeline import open_index
+    from simdoc.loaded import open_index
     from simdoc.results import Scoring, _members, score_pairs
 
     loaded = open_index(index)
@@ -127,7 +127,7 @@ def score_candidates(client, index: str, threshold: float, measure: str, verify:
     import pandas as pd
 
     from simdoc.lsh import BucketStats
-    from simdoc.pipeline import open_index
+    from simdoc.loaded import open_index
     from simdoc.results import in_print_order
 
     loaded = open_index(index)

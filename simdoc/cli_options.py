@@ -1,0 +1,277 @@
+"""What the simdoc commands share: option decorators, logging to stderr, finding the index.
+
+The options several commands take (``--index``, ``--threshold``, the
+shingle, signature and banding options, ``--files-from``/``--files0-from``...),
+each defined here once and applied to a command as a decorator or, for a
+list of them, with :func:`with_options`. (``--format`` and ``--null`` are
+still declared by each command that prints records.) The helpers turn what the options say into what the
+library takes: :func:`corpus_arg` and :func:`index_of` resolve CORPUS and
+``--index``, :func:`setup_logging` and :func:`report_stages` put warnings and
+timings on stderr. Imported by :mod:`simdoc.cli`, :mod:`simdoc.cli_reports`
+and :mod:`simdoc.cli_cache`; it imports none of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from simdoc.errors import CorpusError, IndexError_
+from simdoc.filelists import chosen_list
+from simdoc.lsh import DEFAULT_THRESHOLD
+from simdoc.pipeline import default_index_path
+from simdoc.results import StageResult
+from simdoc.shingling import UNITS
+from simdoc.store import IndexStore
+from simdoc.wording import count, plural
+
+log = logging.getLogger("simdoc")
+MAX_WARNINGS = 20
+
+
+class _StderrHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        prefix = "warning: " if record.levelno >= logging.WARNING else ""
+        click.echo(f"{prefix}{record.getMessage()}", err=True)
+
+
+def setup_logging(quiet: bool, verbose: bool) -> None:
+    log.handlers[:] = [_StderrHandler()]
+    log.propagate = False
+    log.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO)
+
+
+def show_progress(quiet: bool) -> bool:
+    return not quiet and sys.stderr.isatty()
+
+
+def report_stages(stages: list[StageResult], verbose: bool) -> None:
+    warnings = [w for s in stages for w in s.warnings]
+    shown = warnings if verbose else warnings[:MAX_WARNINGS]
+    for w in shown:
+        log.warning(w)
+    if len(warnings) > len(shown):
+        more = len(warnings) - len(shown)
+        log.warning(f"... and {more} more {plural(more, 'warning')} (--verbose shows all)")
+    for s in stages:
+        if s.built:
+            log.debug(f"{s.stage}: {s.detail} ({s.seconds:.2f} s)")
+        else:
+            log.debug(f"{s.stage}: up to date")
+
+
+# ---------------------------------------------------------------- shared options
+
+
+opt = click.option  # every option below is declared with it
+
+index_option = opt(
+    "--index",
+    "index",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Index directory. Default: $SIMDOC_INDEX, else ~/.cache/simdoc/<corpus name>-<hash of its path>.",
+)
+jobs_option = opt("--jobs", "-j", type=int, default=None, help="Worker processes. Default: all cores.")
+quiet_option = opt(
+    "--quiet", "-q", is_flag=True, help="Print nothing on stderr but errors (and how many files were skipped, if any)."
+)
+verbose_option = opt("--verbose", "-v", is_flag=True, help="Per-stage timings and every warning on stderr.")
+wait_option = opt(
+    "--wait",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait for another run writing the same index (then exit 5).",
+)
+scheduler_option = opt(
+    "--scheduler",
+    envvar="SIMDOC_SCHEDULER",
+    default=None,
+    metavar="ADDRESS",
+    help="Run the work on a Dask cluster: host:port of its scheduler, or local[N] for an in-process "
+    "cluster of N workers. Default: $SIMDOC_SCHEDULER, else this machine. Needs Dask (the dask extra).",
+)
+header_option = opt(
+    "--header/--no-header",
+    default=None,
+    help="Start tsv output with a line of field names (as csv and the table do; --no-header leaves theirs out). "
+    "Default: a header for csv and the table, none for tsv.",
+)
+rebuild_option = opt(
+    "--rebuild", is_flag=True, help="Rebuild stages whose stored parameters differ from the ones asked for."
+)
+shingle_options = [
+    opt("--unit", type=click.Choice(UNITS), default=None, help="Shingle unit. Default: char."),
+    opt("--k", "k", type=click.IntRange(1, 256), default=None, help="Shingle length in units. Default: char 5, word 3, stopword 3."),
+    opt("--lowercase/--no-lowercase", default=None, help="Lowercase before shingling. Default: lowercase."),
+    opt("--max-bytes", type=click.IntRange(1), default=None, help="Read at most this many bytes of a file, or of one JSON Lines or WARC document (with a warning). Default: all."),
+    opt(
+        "--include",
+        multiple=True,
+        metavar="GLOB",
+        callback=lambda ctx, param, value: list(value) or None,
+        help="Only documents whose path matches (fnmatch; * crosses /). Repeatable.",
+    ),
+    opt(
+        "--exclude",
+        multiple=True,
+        metavar="GLOB",
+        callback=lambda ctx, param, value: list(value) or None,
+        help="Leave out documents whose path matches; wins over --include. Repeatable.",
+    ),
+    opt("--text-field", default=None, help="JSON Lines files: the field holding a document's text. Default: text."),
+    opt("--id-field", default=None, help="JSON Lines files: the field holding a document's id. Default: the line number."),
+    opt(
+        "--follow-symlinks/--no-follow-symlinks",
+        default=None,
+        help="Follow symbolic links (loops are cut and reported). Default: links are reported, not followed.",
+    ),
+]
+signature_options = [
+    opt("--num-perm", type=click.IntRange(1, 65536), default=None, help="MinHash signature length. Default: 128."),
+    opt("--seed", type=click.IntRange(0, 2**64 - 1), default=None, help="Seed of the hash family. Default: 1."),
+    opt(
+        "--scheme",
+        type=click.Choice(["classic", "oph"]),
+        default=None,
+        help="MinHash scheme: oph (one permutation hashed into num_perm bins, with densification) or classic "
+        "(num_perm permutations, ~7x slower signatures). Default: the index's, else oph.",
+    ),
+]
+threshold_option = opt(
+    "--threshold",
+    "-t",
+    type=float,
+    default=None,
+    help=f"Jaccard threshold in (0, 1]. Default: the index's, else {DEFAULT_THRESHOLD}.",
+)
+banding_options = [
+    opt("--bands", "-b", type=click.IntRange(1), default=None, help="LSH bands (with --rows; overrides --threshold's choice)."),
+    opt("--rows", "-r", type=click.IntRange(1), default=None, help="Rows per band (with --bands)."),
+]
+
+
+def file_list_options(what: str) -> list[Callable]:
+    """--files-from and --files0-from, for a list of ``what``."""
+    return [
+        opt(
+            "--files-from",
+            type=click.File("rb"),
+            default=None,
+            metavar="FILE|-",
+            help=f"Read {what} from this list ('-': stdin), one per line.",
+        ),
+        opt(
+            "--files0-from",
+            type=click.File("rb"),
+            default=None,
+            metavar="FILE|-",
+            help=f"Read {what} from this list ('-': stdin), NUL-separated (as find -print0 writes).",
+        ),
+    ]
+
+
+corpus_list_options = file_list_options("the files of the corpus")
+
+
+def with_options(options: list[Callable]) -> Callable:
+    """One decorator for a list of options; they appear in --help in the order listed."""
+
+    def deco(f: Callable) -> Callable:
+        for o in reversed(options):
+            f = o(f)
+        return f
+
+    return deco
+
+
+def need_index(index: Path | None) -> Path:
+    if index is not None:
+        return index
+    env = os.environ.get("SIMDOC_INDEX")
+    if env:
+        return Path(env)
+    raise click.UsageError("--index is required here (or set SIMDOC_INDEX)")
+
+
+def announce_index(index: Path) -> Path:
+    """With -v, say which index directory this run uses (most are found, not named)."""
+    log.debug(f"index directory: {Path(index).absolute()}")
+    return index
+
+
+def index_of(corpus: tuple, index: Path | None) -> Path:
+    """The index of a command that reads one: --index, else the default index of the CORPUS
+    (one or more paths, not read), else $SIMDOC_INDEX."""
+    if index is not None:
+        return announce_index(index)
+    if corpus:
+        path = default_index_path(corpus[0] if len(corpus) == 1 else list(corpus))
+        if not IndexStore(path).exists():
+            names = " ".join(shlex.quote(str(c)) for c in corpus)
+            raise IndexError_(
+                f"no simdoc index of {names} at {path}",
+                hint=f"build it with `simdoc pairs {names}`, or name the index with --index",
+            )
+        return announce_index(path)
+    if env_index():
+        return announce_index(Path(os.environ["SIMDOC_INDEX"]))
+    raise click.UsageError("give a CORPUS or --index (or set SIMDOC_INDEX)")
+
+
+# A reader's CORPUS only names its default index: the corpus itself is not read.
+reader_corpus_argument = click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def skipped_text(n_skipped: int) -> str:
+    return count(n_skipped, "file skipped")
+
+
+def note_skipped(n_skipped: int, index: Path, quiet: bool) -> None:
+    """With --quiet, the one line besides errors: how many files the index skipped (cron keeps stderr)."""
+    if quiet and n_skipped:
+        click.echo(
+            f"simdoc: {skipped_text(n_skipped)}; `simdoc stats --skipped --index {shlex.quote(str(index))}` lists them",
+            err=True,
+        )
+
+
+def reader_went_away() -> None:
+    """The reader closed the pipe (`| head`): stop quietly with status 0, as ripgrep does."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
+
+
+def corpus_arg(corpus: tuple, files_from, files0_from=None):
+    """One folder or file as given, several of them as a list, or None; --files-from or --files0-from adds to them."""
+    items = list(corpus)
+    listed = chosen_list(files_from, files0_from)
+    if listed is not None:
+        items += [Path(p) for p in listed]
+        if not items:
+            raise empty_list(files_from, files0_from)
+    if not items:
+        return None
+    return items[0] if len(items) == 1 else items
+
+
+def empty_list(files_from, files0_from=None) -> CorpusError:
+    """An empty list is "no documents" (exit 3), not a usage error: `find ... | simdoc` on a quiet day."""
+    given, flag = (files0_from, "--files0-from") if files0_from is not None else (files_from, "--files-from")
+    name = "stdin" if getattr(given, "name", "-") in ("-", "<stdin>") else given.name
+    return CorpusError(f"{flag} {name} lists no files: no documents", hint="give a list with at least one path")
+
+
+def env_index() -> bool:
+    return bool(os.environ.get("SIMDOC_INDEX"))

@@ -1,0 +1,147 @@
+"""An index directory, opened for reading: its manifest and memory-mapped arrays.
+
+:func:`open_index` opens the index at a path; :class:`LoadedIndex` hands out
+what each stage stored (the docs table, signatures, band keys and buckets,
+the verified pairs), each array checked as it is loaded (see simdoc.store).
+Reports, the pairs scorer and both engines read an index through this
+module only; it imports no stage and no engine.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simdoc.doctable import ROLES as DOC_ROLES
+from simdoc.doctable import DocsTable
+from simdoc.errors import CorruptIndex, IndexError_
+from simdoc.minhash import DEFAULT_SCHEME, MinHasher
+from simdoc.shingling import ShingleSets, ShingleSpec
+from simdoc.store import MANIFEST, IndexStore
+from simdoc.verified import VerifiedPairs
+from simdoc.verify import DocumentReader
+
+
+
+@dataclass
+class LoadedIndex:
+    """Memory-mapped view of an index directory's arrays."""
+
+    store: IndexStore
+    manifest: dict
+    _docs: DocsTable | None = field(default=None, repr=False)
+
+    def stage(self, name: str) -> dict:
+        stage = self.manifest["stages"].get(name)
+        if stage is None:
+            hint = {
+                "shingle": "run `simdoc pairs CORPUS` (or `simdoc shingle CORPUS --index ...`) first",
+                "signature": "run `simdoc pairs CORPUS` (or `simdoc signature --index ...`) first",
+                "index": "run `simdoc index --index ...` first",
+            }[name]
+            raise IndexError_(f"the index at {self.store.path} has no {name} stage yet", hint=hint)
+        return stage
+
+    def check_built_from(self, *stages: str) -> None:
+        """Each named stage was built from the current build of the stage before it.
+
+        A run killed between two stages, or an earlier stage rebuilt on its
+        own, leaves later stages describing other documents: using them would
+        print pairs that belong to neither build.
+        """
+        before = {"signature": "shingle", "index": "signature"}
+        for name in stages:
+            prev = before[name]
+            made_from = self.stage(name).get("built_from")
+            if made_from != self.stage(prev).get("build_id"):
+                step = {"signature": "simdoc signature --index ...", "index": "simdoc index --index ..."}[name]
+                raise IndexError_(
+                    f"the {name} stage of the index at {self.store.path} was built from another {prev} build",
+                    hint=f"run `{step}` (or `simdoc pairs CORPUS`) to bring it up to date",
+                )
+
+    def _array(self, stage: str, role: str) -> np.ndarray:
+        st = self.stage(stage)
+        name = st["roles"].get(role)
+        if name is None or name not in st["files"]:
+            raise CorruptIndex(str(self.store.path / MANIFEST), f"the {stage} stage names no {role} file")
+        return self.store.load_array(name, st["files"][name])
+
+    def docs(self) -> DocsTable:
+        """The docs table (loaded once)."""
+        if self._docs is None:
+            arrays = {role: self._array("shingle", role) for role in DOC_ROLES}
+            self._docs = DocsTable.from_arrays(arrays, str(self.store.path))
+        return self._docs
+
+    def doc_ids(self) -> list[str]:
+        return self.docs().ids
+
+    def doc_records(self) -> list[dict]:
+        """One dict per document (id, size, mtime_ns, digest, status, n_shingles, source)."""
+        t = self.docs()
+        out = []
+        for i in range(len(t)):
+            r = t.row(i)
+            rec = {"id": r.id, "size": r.size, "mtime_ns": r.mtime_ns, "digest": r.digest.hex(), "status": r.status,
+                   "n_shingles": r.n_shingles, "added": r.added}
+            if r.source:
+                rec["source"] = r.source
+            out.append(rec)
+        return out
+
+    def has_shingle_sets(self) -> bool:
+        return "indptr" in self.stage("shingle").get("roles", {})
+
+    def shingle_sets(self) -> ShingleSets:
+        """The stored shingle sets: only after `simdoc shingle` ran as a stage of its own."""
+        if not self.has_shingle_sets():
+            raise IndexError_(
+                f"the index at {self.store.path} keeps no shingle sets (`simdoc pairs` verifies from the documents)",
+                hint="run `simdoc shingle CORPUS --index ...` to store them",
+            )
+        return ShingleSets(self._array("shingle", "indptr"), self._array("shingle", "data"), self._array("shingle", "counts"))
+
+    def signatures(self) -> np.ndarray:
+        return self._array("signature", "signatures")
+
+    def hasher(self) -> MinHasher:
+        st = self.stage("signature")
+        family = self._array("signature", "family")
+        p = st["params"]
+        return MinHasher(p["num_perm"], p["seed"], a=family[0], b=family[1], scheme=p.get("scheme", DEFAULT_SCHEME))
+
+    def bands(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._array("index", "bands"), self._array("index", "buckets")
+
+    def representatives(self) -> np.ndarray:
+        """rep[i]: the first document with exactly document i's text (see simdoc.exact)."""
+        return np.asarray(self._array("index", "groups"))
+
+    def spec(self) -> ShingleSpec:
+        p = self.stage("shingle")["params"]
+        return ShingleSpec(p["unit"], p["k"], p["lowercase"])
+
+    def reader(self) -> DocumentReader:
+        """Reads this index's documents again from its corpus (see simdoc.verify)."""
+        st = self.stage("shingle")
+        p = st["params"]
+        return DocumentReader(
+            st.get("corpus", ""), self.docs(), self.spec(), p.get("max_bytes"), p.get("follow_symlinks", False),
+            (p.get("text_field", "text"), p.get("id_field")), str(self.store.path),
+        )
+
+    def verified_pairs(self) -> VerifiedPairs:
+        st = self.manifest["stages"].get("verified")
+        if st is None or st.get("params") != self.stage("shingle")["params"]:
+            return VerifiedPairs()
+        return VerifiedPairs(np.asarray(self._array("verified", "keys")), np.asarray(self._array("verified", "jaccard")))
+
+
+def open_index(index: str | os.PathLike) -> LoadedIndex:
+    store = IndexStore(index)
+    if not store.exists():
+        raise IndexError_(f"no simdoc index at {index}", hint="build one with `simdoc pairs CORPUS --index ...`")
+    return LoadedIndex(store, store.read_manifest())
