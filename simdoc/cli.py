@@ -20,6 +20,7 @@ import click
 
 from simdoc import __version__
 from simdoc.check import check_index
+from simdoc.engines.dask import DEFAULT_WAIT_WORKERS
 from simdoc.errors import CorpusError, IndexError_, OutputError, SimdocError
 from simdoc.filelists import chosen_list
 from simdoc.lsh import DEFAULT_THRESHOLD
@@ -134,7 +135,7 @@ wait_option = _opt(
     show_default=True,
     help="Seconds to wait for another run writing the same index (then exit 5).",
 )
-scheduler_option = _opt(
+_scheduler_flag = _opt(
     "--scheduler",
     envvar="SIMDOC_SCHEDULER",
     default=None,
@@ -142,6 +143,21 @@ scheduler_option = _opt(
     help="Run the work on a Dask cluster: host:port of its scheduler, or local[N] for an in-process "
     "cluster of N workers. Default: $SIMDOC_SCHEDULER, else this machine. Needs Dask (the dask extra).",
 )
+wait_workers_option = _opt(
+    "--wait-workers",
+    type=click.FloatRange(0),
+    default=None,
+    metavar="SECONDS",
+    help=f"With --scheduler: seconds to wait for a first Dask worker before giving up (exit 7). "
+    f"Default: {DEFAULT_WAIT_WORKERS:g}.",
+)
+
+
+def scheduler_option(f: Callable) -> Callable:
+    """--scheduler and --wait-workers, which go together."""
+    return _scheduler_flag(wait_workers_option(f))
+
+
 header_option = _opt(
     "--header/--no-header",
     default=None,
@@ -341,7 +357,7 @@ def shingle(corpus, files_from, files0_from, null, index, quiet, verbose, **opti
 @wait_option
 @quiet_option
 @verbose_option
-def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, rebuild, wait, quiet, verbose) -> None:
+def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, wait_workers, rebuild, wait, quiet, verbose) -> None:
     """Compute the MinHash signature matrix of the shingled documents.
 
     \b
@@ -361,6 +377,7 @@ def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, rebuild, w
         progress=_show_progress(quiet),
         wait=wait,
         scheduler=scheduler,
+        wait_workers=wait_workers,
     )
     _report([res], verbose)
     log.info(f"signature: {res.detail if res.built else 'up to date'}")
@@ -375,7 +392,7 @@ def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, rebuild, w
 @wait_option
 @quiet_option
 @verbose_option
-def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait, quiet, verbose) -> None:
+def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait_workers, wait, quiet, verbose) -> None:
     """Band the signatures into LSH buckets for a Jaccard threshold.
 
     Reports on stderr the chosen bands b and rows r, the S-curve midpoint
