@@ -2,7 +2,9 @@
 
 Exit status: 0 success (with or without pairs), 1 internal error (a bug),
 2 usage error, 3 corpus error, 4 index error, 5 index busy, 6 output could
-not be written (stdout or the index), 130 interrupted.
+not be written (stdout or the index), 7 cluster error (--scheduler: no usable
+worker, a worker that cannot see the corpus or index, the scheduler lost),
+130 interrupted.
 """
 
 from __future__ import annotations
