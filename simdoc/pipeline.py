@@ -133,11 +133,9 @@ def _pool_map(func: Callable, tasks: Iterable, jobs: int) -> Iterator:
     workers take tasks, so tasks can be made while the first ones run.
     """
     if _DASK_CLIENT is not None:
-        tasks = list(tasks)
-        if tasks:
-            from simdoc.engines.dask import map_ordered
+        from simdoc.engines.dask import map_ordered
 
-            yield from map_ordered(_DASK_CLIENT, func, tasks)
+        yield from map_ordered(_DASK_CLIENT, func, tasks)  # a bounded stream, as the pool's feeder
         return
     tasks = iter(tasks)
     head = list(itertools.islice(tasks, max(jobs, 1)))  # fewer than jobs: that is all of them

@@ -276,3 +276,50 @@ def test_the_scheduler_killed_mid_run_is_a_cluster_error(tmp_path, cluster):
     assert_cluster_error(r, "lost the Dask scheduler at", cluster.address)
     # The index is as it was: there was none, and no stage was published.
     assert not (index / "manifest.json").exists()
+
+
+def test_tasks_go_to_the_cluster_as_a_bounded_stream():
+    """map_ordered makes, submits and holds at most `window` tasks at a time, and hands results back in order."""
+    from simdoc.engines.dask import map_ordered
+
+    class Future:
+        def __init__(self, client, value):
+            self.client, self.value = client, value
+            client.live += 1
+            client.most = max(client.most, client.live)
+
+        def result(self):
+            return self.value
+
+        def __del__(self):  # what Dask's futures do when dropped: release the task
+            self.client.live -= 1
+
+    class Client:
+        live = most = 0
+        cancelled: list = []
+
+        def submit(self, func, task, pure=True):
+            assert pure is False
+            return Future(self, func(task))
+
+        def cancel(self, futures):
+            self.cancelled.extend(futures)
+
+    made = []
+
+    def tasks():
+        for i in range(100):
+            made.append(i)
+            yield i
+
+    client = Client()
+    stream = map_ordered(client, lambda x: x * x, tasks(), window=5)
+    first = [next(stream) for _ in range(3)]
+    assert first == [0, 1, 4] and len(made) == 8  # 3 handed back, 5 in flight: no more made
+    assert list(stream) == [i * i for i in range(3, 100)]
+    assert client.most == 5 and client.live == 0
+    # Stopped early, it cancels what is still in flight.
+    stream = map_ordered(client, lambda x: x, iter(range(10)), window=3)
+    assert next(stream) == 0
+    stream.close()
+    assert [f.value for f in client.cancelled] == [1, 2, 3]

@@ -6,9 +6,9 @@
   index at the client's absolute paths. Any breach, a scheduler lost later,
   or a task that kept killing its workers is a :class:`ClusterError`.
 * Reading and signatures: the batches the local engine gives to its
-  process pool are Dask tasks instead. Workers read the documents and send
-  back their docs-table rows and signature rows; the client writes the
-  index. The corpus must be on a file system every worker sees.
+  process pool are Dask tasks instead, submitted as a bounded stream
+  (:func:`map_ordered`). Workers read the documents and send back their
+  docs-table rows and signature rows; the client writes the index. The corpus must be on a file system every worker sees.
 * Banding runs on the client (a few sorts of the band keys).
 * Candidates: the (band, key, document) triples of all bands are shuffled by
   key with dask.dataframe, so every bucket lands in one partition; each
@@ -25,6 +25,7 @@ is byte-identical whatever the number of workers or partitions.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import hashlib
@@ -33,7 +34,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -282,14 +283,38 @@ def _as_cluster_error(client, address: str, exc: BaseException) -> ClusterError 
     return None
 
 
-def map_ordered(client, func: Callable, tasks: list) -> Iterator:
-    """Results of func over tasks, computed on the cluster, handed back in task order."""
-    futures = client.map(func, tasks, pure=False)
+TASKS_PER_THREAD = 4  # tasks in flight per worker thread: a queue for each, and no more
+
+
+def in_flight(client) -> int:
+    """How many tasks map_ordered keeps submitted at once: TASKS_PER_THREAD per worker thread."""
+    workers = client.scheduler_info()["workers"].values()
+    return max(TASKS_PER_THREAD * sum(w.get("nthreads", 1) for w in workers), TASKS_PER_THREAD)
+
+
+def map_ordered(client, func: Callable, tasks: Iterable, window: int | None = None) -> Iterator:
+    """Results of func over tasks, computed on the cluster, handed back in task order.
+
+    A bounded stream: at most ``window`` tasks (default :func:`in_flight`)
+    are submitted and not yet handed back; the next is made and submitted as
+    each result is taken, and a future is released once its result is out.
+    So neither the tasks nor their futures or results are all held at once,
+    however many there are.
+    """
+    window = window or in_flight(client)
+    tasks = iter(tasks)
+    pending: collections.deque = collections.deque()
     try:
-        for future in futures:
-            yield future.result()
+        for task in itertools.islice(tasks, window):
+            pending.append(client.submit(func, task, pure=False))
+        while pending:
+            result = pending.popleft().result()  # the future is dropped here: Dask releases it
+            for task in itertools.islice(tasks, 1):
+                pending.append(client.submit(func, task, pure=False))
+            yield result
     finally:
-        client.cancel(futures)
+        if pending:
+            client.cancel(list(pending))
 
 
 def _band_frame(index: str, band: int):
