@@ -181,8 +181,9 @@ def test_relative_index_and_corpus_are_resolved_before_any_task(tmp_path, cluste
     here = tmp_path / "client"
     make_corpus(here / "c", seed=31, n_base=10)
     make_corpus(cluster.home / "c", seed=32, n_base=6)  # the decoys, where the worker runs
-    decoy = simdoc("pairs", "c", "--index", "idx", "-t", "0.6", "-j", "1", cwd=cluster.home)
-    assert decoy.returncode == 0, decoy.stderr
+    for decoy in (("pairs", "c", "--index", "idx", "-t", "0.6"), ("shingle", "c", "--index", "staged")):
+        r = simdoc(*decoy, "-j", "1", cwd=cluster.home)
+        assert r.returncode == 0, r.stderr
     local = simdoc("pairs", "c", "--index", "local.idx", "-t", "0.6", "--all-candidates", "-j", "1", cwd=here)
     assert local.returncode == 0 and local.stdout, local.stderr
     cluster.start_worker()
@@ -193,6 +194,12 @@ def test_relative_index_and_corpus_are_resolved_before_any_task(tmp_path, cluste
     # And again from the index alone, on the cluster: the worker reads the client's index.
     again = simdoc("pairs", "--index", "idx", "-t", "0.6", "--all-candidates", "--scheduler", cluster.address, cwd=here)
     assert again.returncode == 0 and again.stdout == local.stdout, again.stderr
+    # The stage commands: the signature tasks read the client's shingle sets, not the decoy's.
+    assert simdoc("shingle", "c", "--index", "staged", "-j", "1", cwd=here).returncode == 0
+    r = simdoc("signature", "--index", "staged", "--scheduler", cluster.address, cwd=here)
+    assert r.returncode == 0, r.stderr
+    staged = simdoc("pairs", "--index", "staged", "-t", "0.6", "--all-candidates", "-j", "1", cwd=here)
+    assert staged.returncode == 0 and staged.stdout == local.stdout, staged.stderr
 
 
 def _can_hide_folders() -> bool:
