@@ -71,7 +71,7 @@ _scan_batch = simdoc.batches.scan_batch
 def scan_batch(task):
     """Say that work has started (a marker file), then take a while over each batch."""
     open(os.environ["SIMDOC_TEST_MARKER"], "a").close()
-    time.sleep(2)
+    time.sleep(5)  # the test kills the scheduler as soon as the marker is there
     return _scan_batch(task)
 
 

@@ -154,8 +154,11 @@ def contract_checks(index, corpus, needs_corpus: bool = True) -> list[tuple[str,
             digest = _digest(os.path.join(index, MANIFEST))
             if digest is not None:
                 checks.append(("the index", os.path.join(index, MANIFEST), "sha256:" + digest))
-        else:
-            checks.append(("the folder of the index", os.path.dirname(index), "dir"))
+        else:  # made by this run, in the nearest folder that is there
+            folder = os.path.dirname(index)
+            while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+                folder = os.path.dirname(folder)
+            checks.append(("the folder of the index", folder, "dir"))
     if corpus is None and index is not None and needs_corpus:
         with contextlib.suppress(Exception):  # no index yet, or damaged: the stages say so later
             corpus = IndexStore(index).read_manifest()["stages"]["shingle"].get("corpus") or None
@@ -167,7 +170,8 @@ def contract_checks(index, corpus, needs_corpus: bool = True) -> list[tuple[str,
         if os.path.isdir(path):
             checks.append(("the corpus", path, "dir"))
             with contextlib.suppress(OSError), os.scandir(path) as entries:
-                for entry, _ in zip(entries, range(_SAMPLE)):
+                shown = (e for e in entries if not e.name.startswith("."))  # hidden ones are not read
+                for entry in itertools.islice(shown, _SAMPLE):
                     checks.append(("the corpus", entry.path, "exists"))
         elif os.path.lexists(path):
             checks.append(("the corpus", path, "exists"))
@@ -185,8 +189,9 @@ def check_contract(client, address: str, wait: float, index=None, corpus=None, n
 
     Raises ClusterError naming the first worker at fault, and the path or
     the problem; the client has submitted no work yet. A worker that went
-    away as it was asked, or a manifest that another run published meanwhile,
-    is looked at again (until the wait is over, and at least twice).
+    away as it was asked, or paths that changed here meanwhile (a manifest
+    another run published), are looked at again (until the wait is over, and
+    at least twice).
     """
     probe = _probe_function()
     deadline = time.monotonic() + wait
@@ -195,10 +200,9 @@ def check_contract(client, address: str, wait: float, index=None, corpus=None, n
         answers = client.run(probe, checks, on_error="return")
         faults = _faults(answers)
         gone = bool(faults) and all(transient for *_, transient in faults)
-        republished = any("other contents" in f[1] for f in faults) and checks != contract_checks(
-            index, corpus, needs_corpus
-        )
-        if answers and not gone and not republished:
+        # A manifest published by another run meanwhile, a corpus entry just deleted: look again.
+        changed = bool(faults) and checks != contract_checks(index, corpus, needs_corpus)
+        if answers and not gone and not changed:
             break
         if time.monotonic() >= deadline and (not answers or attempt >= 2):
             break
