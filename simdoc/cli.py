@@ -2,7 +2,9 @@
 
 Exit status: 0 success (with or without pairs), 1 internal error (a bug),
 2 usage error, 3 corpus error, 4 index error, 5 index busy, 6 output could
-not be written (stdout or the index), 130 interrupted.
+not be written (stdout or the index), 7 cluster error (--scheduler: no usable
+worker, a worker that cannot see the corpus or index, the scheduler lost),
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -171,7 +173,7 @@ def shingle(corpus, files_from, files0_from, null, index, quiet, verbose, **opti
 @wait_option
 @quiet_option
 @verbose_option
-def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, rebuild, wait, quiet, verbose) -> None:
+def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, wait_workers, rebuild, wait, quiet, verbose) -> None:
     """Compute the MinHash signature matrix of the shingled documents.
 
     \b
@@ -191,6 +193,7 @@ def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, rebuild, w
         progress=show_progress(quiet),
         wait=wait,
         scheduler=scheduler,
+        wait_workers=wait_workers,
     )
     report_stages([res], verbose)
     log.info(f"signature: {res.detail if res.built else 'up to date'}")
@@ -205,7 +208,7 @@ def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, rebuild, w
 @wait_option
 @quiet_option
 @verbose_option
-def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait, quiet, verbose) -> None:
+def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait_workers, wait, quiet, verbose) -> None:
     """Band the signatures into LSH buckets for a Jaccard threshold.
 
     Reports on stderr the chosen bands b and rows r, the S-curve midpoint

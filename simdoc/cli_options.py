@@ -22,6 +22,7 @@ from pathlib import Path
 
 import click
 
+from simdoc.engines.dask import DEFAULT_WAIT_WORKERS
 from simdoc.errors import CorpusError, IndexError_
 from simdoc.filelists import chosen_list
 from simdoc.lsh import DEFAULT_THRESHOLD
@@ -90,7 +91,7 @@ wait_option = opt(
     show_default=True,
     help="Seconds to wait for another run writing the same index (then exit 5).",
 )
-scheduler_option = opt(
+_scheduler_flag = opt(
     "--scheduler",
     envvar="SIMDOC_SCHEDULER",
     default=None,
@@ -98,6 +99,21 @@ scheduler_option = opt(
     help="Run the work on a Dask cluster: host:port of its scheduler, or local[N] for an in-process "
     "cluster of N workers. Default: $SIMDOC_SCHEDULER, else this machine. Needs Dask (the dask extra).",
 )
+wait_workers_option = opt(
+    "--wait-workers",
+    type=click.FloatRange(0),
+    default=None,
+    metavar="SECONDS",
+    help=f"With --scheduler: seconds to wait for a first Dask worker before giving up (exit 7). "
+    f"Default: {DEFAULT_WAIT_WORKERS:g}.",
+)
+
+
+def scheduler_option(f: Callable) -> Callable:
+    """--scheduler and --wait-workers, which go together."""
+    return _scheduler_flag(wait_workers_option(f))
+
+
 header_option = opt(
     "--header/--no-header",
     default=None,

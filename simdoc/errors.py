@@ -17,6 +17,7 @@ EXIT_INPUT = 3  # the corpus is missing, empty, or has no readable document
 EXIT_INDEX = 4  # the index is missing a stage, damaged, or built with other parameters
 EXIT_BUSY = 5  # another simdoc run is writing the index and --wait ran out
 EXIT_WRITE = 6  # stdout or the index could not be written (closed stdout, full disk); the old index stays
+EXIT_CLUSTER = 7  # --scheduler: no usable worker, a worker that cannot see the corpus or index, scheduler lost
 
 
 class SimdocError(Exception):
@@ -121,6 +122,19 @@ class OutputError(SimdocError):
     def __init__(self, message: str, hint: str | None = None, stdout: bool = False) -> None:
         super().__init__(message, hint)
         self.stdout = stdout  # True: stdout failed (what is still buffered for it must be dropped)
+
+
+class ClusterError(SimdocError):
+    """The Dask cluster cannot do the work as asked, or went away during it.
+
+    No worker joined in time; a worker cannot import simdoc, runs another
+    version of it, or cannot see the corpus or the index at the client's
+    paths; the scheduler was lost, or a task kept killing its workers. The
+    corpus and the index are fine: the same command works on a sound
+    cluster, or without --scheduler.
+    """
+
+    exit_code = EXIT_CLUSTER
 
 
 class IndexBusy(SimdocError):

@@ -99,8 +99,12 @@ _DASK_CLIENT = None  # set while a stage runs on a Dask cluster (see using_sched
 
 
 @contextlib.contextmanager
-def using_scheduler(scheduler: str | None):
-    """Run the stages inside on a Dask cluster (host:port or local[N]); None: this machine."""
+def using_scheduler(scheduler: str | None, wait_workers: float | None = None, index=None, corpus=None, needs_corpus=True):
+    """Run the stages inside on a Dask cluster (host:port or local[N]); None: this machine.
+
+    The workers are checked first against the index and corpus paths (see
+    simdoc.engines.dask.check_contract), waiting up to ``wait_workers`` s for one.
+    """
     global _DASK_CLIENT
     scheduler = scheduler or os.environ.get("SIMDOC_SCHEDULER") or None
     if scheduler is None or _DASK_CLIENT is not None:
@@ -108,7 +112,7 @@ def using_scheduler(scheduler: str | None):
         return
     from simdoc.engines.dask import connect
 
-    with connect(scheduler) as client:
+    with connect(scheduler, wait_workers, index, corpus, needs_corpus) as client:
         _DASK_CLIENT = client
         try:
             yield
@@ -127,11 +131,9 @@ def _pool_map(func: Callable, tasks: Iterable, jobs: int) -> Iterator:
     workers take tasks, so tasks can be made while the first ones run.
     """
     if _DASK_CLIENT is not None:
-        tasks = list(tasks)
-        if tasks:
-            from simdoc.engines.dask import map_ordered
+        from simdoc.engines.dask import map_ordered
 
-            yield from map_ordered(_DASK_CLIENT, func, tasks)
+        yield from map_ordered(_DASK_CLIENT, func, tasks)  # a bounded stream, as the pool's feeder
         return
     tasks = iter(tasks)
     head = list(itertools.islice(tasks, max(jobs, 1)))  # fewer than jobs: that is all of them
@@ -204,8 +206,8 @@ def build_shingles(
     ``options``: unit, k, lowercase, jobs, rebuild, progress (see :func:`find_pairs`).
     """
     index = Path(index) if index is not None else default_index_path(corpus)
-    scheduler = options.pop("scheduler", None)
-    with IndexStore(index).writing(wait), using_scheduler(scheduler), _collector_paused():
+    scheduler, wait_workers = options.pop("scheduler", None), options.pop("wait_workers", None)
+    with IndexStore(index).writing(wait), using_scheduler(scheduler, wait_workers, index, corpus), _collector_paused():
         return _build_shingles(corpus, index, **options)
 
 
@@ -544,14 +546,14 @@ def build_signatures(index: str | os.PathLike, *, wait: float = 0.0, **options) 
     lock, so that a reader never waits for a writer.
     """
     loaded = open_index(index)
-    scheduler = options.pop("scheduler", None)
+    scheduler, wait_workers = options.pop("scheduler", None), options.pop("wait_workers", None)
     if not options.get("rebuild"):
         _check_jobs(options.get("jobs"))
         stored = loaded.manifest["stages"].get("signature")
         params = _signature_params(stored, options.get("num_perm"), options.get("seed"), options.get("scheme"), index, False)
         if stored and stored["params"] == params and stored.get("built_from") == loaded.stage("shingle")["build_id"]:
             return StageResult("signature", False, 0.0, "up to date")
-    with loaded.store.writing(wait), using_scheduler(scheduler):
+    with loaded.store.writing(wait), using_scheduler(scheduler, wait_workers, index, needs_corpus=False):
         return _build_signatures(index, **options)
 
 
@@ -597,7 +599,7 @@ def _build_signatures(
     build = _build_id(shingle["build_id"], params, __version__)
     names = {"signatures": f"signatures.{build}.npy", "family": f"minhash.family.{build}.npy"}
     step = SIGNATURE_TASK_DOCS
-    tasks = [(str(store.path), a, min(a + step, n), params["num_perm"], params["seed"], params["scheme"]) for a in range(0, n, step)]
+    tasks = [(os.path.abspath(store.path), a, min(a + step, n), params["num_perm"], params["seed"], params["scheme"]) for a in range(0, n, step)]
     writer = store.array_writer(names["signatures"], np.uint32, (params["num_perm"],))
     try:
         bar = _progress(n, "signature", progress)
@@ -661,6 +663,7 @@ def build_index(index: str | os.PathLike, *, wait: float = 0.0, **options) -> tu
     """
     loaded = open_index(index)
     options.pop("scheduler", None)  # banding is a few sorts: it runs here on every engine
+    options.pop("wait_workers", None)
     _check_jobs(options.get("jobs"))
     # Signatures older than the shingles would be banded as if current: name the stage to run.
     loaded.check_built_from("signature")
@@ -766,6 +769,7 @@ def find_pairs(
     text_field: str | None = None,
     id_field: str | None = None,
     scheduler: str | None = None,
+    wait_workers: float | None = None,
 ) -> PairsResult:
     """Near-duplicate pairs of a corpus, building or refreshing its index first.
 
@@ -789,7 +793,7 @@ def find_pairs(
     index = Path(index) if index is not None else default_index_path(corpus)
     if corpus is None:
         open_index(index)  # fail before creating anything
-    with using_scheduler(scheduler):
+    with using_scheduler(scheduler, wait_workers, index, corpus, needs_corpus=verify):
         return _find_pairs(
             corpus, index, t0, threshold, measure, verify, all_candidates, unit, k, lowercase, num_perm, seed, scheme,
             bands, rows, jobs, rebuild, progress, wait, new_only, max_bytes, follow_symlinks, include, exclude,
