@@ -29,6 +29,14 @@ from simdoc.store import IndexStore
 from simdoc.wording import count
 
 
+OUT_OF_DATE = ": out of date"  # the facts naming a stage built from an older build of the one before
+
+
+def out_of_date(facts: list[str]) -> list[str]:
+    """The facts of :func:`check_index` that name a stage as out of date (shown even without -v)."""
+    return [f for f in facts if OUT_OF_DATE in f]
+
+
 def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
     """Verify an index completely: every file against the manifest, then the arrays' meaning.
 
@@ -86,7 +94,7 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
         sig_stage = stages.get("signature")
         sig_current = bool(sig_stage) and sig_stage.get("built_from") == shingle["build_id"]
         if sig_stage and not sig_current:
-            facts.append("signature: out of date (built from another shingle build; the next pairs run rebuilds it)")
+            facts.append(f"signature{OUT_OF_DATE} (built from another shingle build: readers refuse it until the next `simdoc pairs` rebuilds it)")
         if sig_current:
             sigs = loaded.signatures()
             sp = sig_stage["params"]
@@ -99,7 +107,7 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
             facts.append(f"signature: {n} x {sp['num_perm']}")
         ix = stages.get("index")
         if ix and not (sig_current and ix.get("built_from") == sig_stage.get("build_id")):
-            facts.append("index: out of date (built from other signatures; the next pairs run rebuilds it)")
+            facts.append(f"index{OUT_OF_DATE} (built from other signatures: readers refuse it until the next `simdoc pairs` rebuilds it)")
         elif ix:
             _check_index_stage(loaded, docs, ix, n, nonempty, problems)
             facts.append(f"index: {ix['params']['bands']} bands x {ix['params']['rows']} rows")

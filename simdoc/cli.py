@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from simdoc import __version__
-from simdoc.check import check_index
+from simdoc.check import check_index, out_of_date
 from simdoc.errors import CorpusError, IndexError_, OutputError, SimdocError
 from simdoc.filelists import chosen_list
 from simdoc.lsh import DEFAULT_THRESHOLD
@@ -601,8 +601,11 @@ def check(corpus, index, quiet, verbose) -> None:
     _setup_logging(quiet, verbose)
     index = _index_of(corpus, index)
     facts, problems = check_index(index)
+    stale = out_of_date(facts)
     for f in facts:
-        log.debug(f)
+        # A stage out of date is no damage (exit 0), but the readers refuse it until a
+        # `pairs` run rebuilds it: say so without -v.
+        (log.info if f in stale else log.debug)(f"check: {f}" if f in stale else f)
     for p in problems:
         click.echo(p)
     if problems:
