@@ -173,6 +173,34 @@ def test_stages_of_two_builds_are_named_by_check_and_refused_by_query(tmp_path):
     assert after.exit_code == 0 and after.stdout == before.stdout
 
 
+@pytest.mark.parametrize("point", ["manifest:after", "publish:verified"])
+def test_a_new_report_killed_before_it_printed_leaves_its_pairs_to_the_next(tmp_path, point):
+    """Issue 18.2: after a `--new` run killed between publishing its documents and printing
+    them, the next report (which adds documents of its own) has the killed run's pairs too:
+    `--new` means new since the last report that completed."""
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 20, seed=11)
+    idx = tmp_path / "idx"
+    first = simdoc("pairs", corpus, "--index", idx, "--new", "-q", "-j", "1")
+    assert first.returncode == 0 and first.stdout, first.stderr
+    body = (corpus / "d0" / "doc0000.txt").read_text(encoding="utf-8")
+    (corpus / "late").mkdir()
+    (corpus / "late" / "copy.txt").write_text(body + " late", encoding="utf-8")
+    died = simdoc("pairs", corpus, "--index", idx, "--new", "-q", "-j", "1", env_extra={"SIMDOC_FAULT": point})
+    assert died.returncode == 75 and died.stdout == "", died.stderr
+    # The next night brings a near copy of its own.
+    (corpus / "later").mkdir()
+    (corpus / "later" / "copy.txt").write_text(body + " later", encoding="utf-8")
+    report = simdoc("pairs", corpus, "--index", idx, "--new", "-q", "-j", "1")
+    assert report.returncode == 0, report.stderr
+    pairs = {tuple(line.split("\t")[:2]) for line in report.stdout.splitlines()}
+    assert ("d0/doc0000.txt", "late/copy.txt") in pairs and ("late/copy.txt", "later/copy.txt") in pairs, pairs
+    assert ("d0/doc0000.txt", "later/copy.txt") in pairs
+    # That report completed: the one after it has nothing new.
+    again = simdoc("pairs", corpus, "--index", idx, "--new", "-q", "-j", "1")
+    assert again.returncode == 0 and again.stdout == "", again.stdout
+
+
 def test_second_writer_fails_fast_with_exit_5(tmp_path):
     corpus = tmp_path / "c"
     make_corpus(corpus, 10, seed=4)
