@@ -8,8 +8,10 @@ manifest (size, dtype, shape, CRC-32, read in full), then the arrays against
 each other and against the ``built_from`` chain shingle → signature → index.
 
 A later stage built from an earlier build of the stage before it is *out of
-date*, not damaged: a run killed between two manifest writes leaves one, and
-the next ``simdoc pairs`` rebuilds it. That is reported as a fact; a chain
+date*, not damaged: ``simdoc shingle`` or ``simdoc signature`` run on their
+own leave one (``simdoc pairs`` publishes the three stages of an update by
+one manifest), readers refuse it, and the next ``simdoc pairs`` rebuilds it.
+That is reported as a fact (:func:`out_of_date`, shown without -v); a chain
 that cannot be followed (a stage with no build id, or one naming none it was
 built from) is a problem.
 """
