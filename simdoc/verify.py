@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simdoc.corpus import read_document
-from simdoc.doctable import HOW, STATUSES, DocsTable, is_safe_relative
+from simdoc.corpus import compression_of, read_document
+from simdoc.doctable import HOW, DocsTable, is_safe_relative
 from simdoc.documents import read_member_texts, warc_member_text
 from simdoc.errors import CorruptIndex
 from simdoc.shingling import ShingleSets, ShingleSpec
@@ -124,9 +124,11 @@ class DocumentReader:
 
         Checked before opening, so that a file that is not the one indexed (the
         corpus changed, or a damaged manifest names another folder) is not read
-        at all. A file read in part (--max-bytes) may have grown: not checked.
+        at all. Not checked where the digest is not of the file's bytes: a
+        compressed file (the digest is of what it holds), or a --max-bytes
+        index (of a prefix, which a file that grew may still have).
         """
-        if STATUSES[int(self.table.columns["status"][doc])] == "partial":
+        if self.max_bytes is not None or compression_of(path) is not None:
             return True
         try:
             st = os.stat(path) if self.follow_symlinks else os.lstat(path)
