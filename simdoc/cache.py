@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simdoc.errors import EXIT_BUSY, IndexBusy, SimdocError
-from simdoc.store import FORMAT, LOCK, MANIFEST, READERS, IndexStore, is_own_file
+from simdoc.store import FORMAT, LOCK, MANIFEST, READERS, IndexStore, is_own_file, open_lock_file
 
 
 def cache_dir() -> Path:
@@ -137,7 +137,7 @@ def remove_index(path: Path, wait: float = 0.0) -> list[str] | None:
 
 
 def _remove_locked(path: Path) -> list[str] | None:
-    fd = os.open(path / READERS, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_lock_file(path / READERS)  # never through a symbolic link (see open_lock_file)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

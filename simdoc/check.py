@@ -8,8 +8,10 @@ manifest (size, dtype, shape, CRC-32, read in full), then the arrays against
 each other and against the ``built_from`` chain shingle → signature → index.
 
 A later stage built from an earlier build of the stage before it is *out of
-date*, not damaged: a run killed between two manifest writes leaves one, and
-the next ``simdoc pairs`` rebuilds it. That is reported as a fact; a chain
+date*, not damaged: ``simdoc shingle`` or ``simdoc signature`` run on their
+own leave one (``simdoc pairs`` publishes the three stages of an update by
+one manifest), readers refuse it, and the next ``simdoc pairs`` rebuilds it.
+That is reported as a fact (:func:`out_of_date`, shown without -v); a chain
 that cannot be followed (a stage with no build id, or one naming none it was
 built from) is a problem.
 """
@@ -27,6 +29,14 @@ from simdoc.lsh import band_keys
 from simdoc.minhash import DEFAULT_SCHEME, MinHasher
 from simdoc.store import IndexStore
 from simdoc.wording import count
+
+
+OUT_OF_DATE = ": out of date"  # the facts naming a stage built from an older build of the one before
+
+
+def out_of_date(facts: list[str]) -> list[str]:
+    """The facts of :func:`check_index` that name a stage as out of date (shown even without -v)."""
+    return [f for f in facts if OUT_OF_DATE in f]
 
 
 def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
@@ -86,7 +96,7 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
         sig_stage = stages.get("signature")
         sig_current = bool(sig_stage) and sig_stage.get("built_from") == shingle["build_id"]
         if sig_stage and not sig_current:
-            facts.append("signature: out of date (built from another shingle build; the next pairs run rebuilds it)")
+            facts.append(f"signature{OUT_OF_DATE} (built from another shingle build: readers refuse it until the next `simdoc pairs` rebuilds it)")
         if sig_current:
             sigs = loaded.signatures()
             sp = sig_stage["params"]
@@ -99,7 +109,7 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
             facts.append(f"signature: {n} x {sp['num_perm']}")
         ix = stages.get("index")
         if ix and not (sig_current and ix.get("built_from") == sig_stage.get("build_id")):
-            facts.append("index: out of date (built from other signatures; the next pairs run rebuilds it)")
+            facts.append(f"index{OUT_OF_DATE} (built from other signatures: readers refuse it until the next `simdoc pairs` rebuilds it)")
         elif ix:
             _check_index_stage(loaded, docs, ix, n, nonempty, problems)
             facts.append(f"index: {ix['params']['bands']} bands x {ix['params']['rows']} rows")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from simdoc.check import check_index
+from simdoc.check import check_index, out_of_date
 from simdoc.cli_cache import cache
 from simdoc.cli_options import (
     MAX_WARNINGS,
@@ -412,8 +412,11 @@ def check(corpus, index, quiet, verbose) -> None:
     setup_logging(quiet, verbose)
     index = index_of(corpus, index)
     facts, problems = check_index(index)
+    stale = out_of_date(facts)
     for f in facts:
-        log.debug(f)
+        # A stage out of date is no damage (exit 0), but the readers refuse it until a
+        # `pairs` run rebuilds it: say so without -v.
+        (log.info if f in stale else log.debug)(f"check: {f}" if f in stale else f)
     for p in problems:
         click.echo(p)
     if problems:

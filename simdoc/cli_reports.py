@@ -52,7 +52,7 @@ from simdoc.cli_options import (
     wait_option,
     with_options,
 )
-from simdoc.clusters import KEEP_POLICIES, cluster_pairs, plan_dedup
+from simdoc.clusters import KEEP_POLICIES, DedupDecision, cluster_pairs, plan_dedup
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch
 from simdoc.evidence import (
     DEFAULT_CONTEXT,
@@ -78,6 +78,7 @@ from simdoc.pipeline import (
 from simdoc.results import PairsResult
 from simdoc.store import IndexStore
 from simdoc.tuning import format_stats, format_tune, index_stats, render_s_curve, tune
+from simdoc.verify import DocumentReader
 from simdoc.wording import count
 
 log = logging.getLogger("simdoc")
@@ -267,11 +268,12 @@ def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, header, in
         loaded = open_index(index)
         records = loaded.doc_records()
         root = loaded.stage("shingle").get("corpus", "")
+        reader = loaded.reader()
     if [r["id"] for r in records] != res.doc_ids:
         # Another run updated the index between the pairs and this read: sizes and
         # times would belong to other documents than the clusters.
         raise IndexError_(f"the index at {index} changed while dedup ran", hint="run dedup again")
-    decisions = plan_dedup(cluster_pairs(res), records, keep)
+    decisions = _still_indexed(plan_dedup(cluster_pairs(res), records, keep), reader)
 
     def name(doc_id: str) -> str:
         return os.path.join(root, *doc_id.split("/")) if absolute else doc_id
@@ -305,6 +307,36 @@ def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, header, in
         f"in {time.perf_counter() - started:.2f} s"
     )
     note_skipped(res.n_skipped, index, quiet)
+
+
+def _still_indexed(decisions: list[DedupDecision], reader: DocumentReader) -> list[DedupDecision]:
+    """The decisions, with only documents whose files are still the ones indexed (see
+    ``DocumentReader.unchanged``), each one left out named in a warning.
+
+    A path printed for `xargs rm` must name the document that was compared:
+    exact copies and pairs from the verified-pairs table are not read again,
+    and the corpus may have changed since (or the manifest name another
+    folder). A cluster whose document to keep is not as indexed is left out
+    whole, so that its last copy is never listed.
+    """
+    number = {doc_id: i for i, doc_id in enumerate(reader.table.ids)}
+    out = []
+    for d in decisions:
+        if not reader.unchanged(number[d.keep]):
+            log.warning(
+                f"{d.keep}: changed or gone since it was indexed, and it is the one to keep: its cluster is left out "
+                "(run `simdoc dedup CORPUS` to index the corpus again)"
+            )
+            continue
+        drop = []
+        for x in d.drop:
+            if reader.unchanged(number[x]):
+                drop.append(x)
+            else:
+                log.warning(f"{x}: changed or gone since it was indexed: left out (run `simdoc dedup CORPUS` to index it again)")
+        if drop:
+            out.append(DedupDecision(d.cluster_id, d.keep, tuple(drop)))
+    return out
 
 
 # ---------------------------------------------------------------- tune

@@ -62,6 +62,60 @@ def _blob(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), offsets
 
 
+def is_safe_relative(path: str) -> bool:
+    """True for a relative path that stays inside the folder it is joined to.
+
+    No NUL, not absolute, and no empty, ``.`` or ``..`` part: joined to a
+    root and normalised, it is still below that root.
+    """
+    return bool(path) and "\0" not in path and not path.startswith("/") and not any(
+        part in ("", ".", "..") for part in path.split("/")
+    )
+
+
+def name_problem(doc_id: str, source: str) -> str | None:
+    """What is wrong with a docs-table row's id and source as a place in the corpus, or None.
+
+    A file's id is its path relative to the corpus; a member's source is
+    such a path and its id is ``SOURCE/#KEY`` (the key may hold anything
+    but a NUL: as a path it names nothing, since SOURCE is a file).
+    """
+    if not source:
+        return None if is_safe_relative(doc_id) else f"an id that is not a path inside the corpus: {doc_id!r}"
+    if not is_safe_relative(source):
+        return f"a source file that is not a path inside the corpus: {source!r}"
+    if not doc_id.startswith(source + "/#") or "\0" in doc_id:
+        return f"a member id that is not SOURCE/#KEY of its source file {source!r}: {doc_id!r}"
+    return None
+
+
+def _suspects(blob: np.ndarray, offsets: np.ndarray, allow_empty: bool = False) -> np.ndarray:
+    """Rows of a blob column that may hold an unsafe path (a superset; checked one by one after).
+
+    Vectorised, so that a clean table of a million ids costs no Python loop:
+    a row is suspect if it is empty (unless ``allow_empty``), starts with '/'
+    or '.', ends with '/' or '.', or holds a NUL, '//' or '/.'.
+    """
+    blob = np.asarray(blob, dtype=np.uint8)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    starts, ends = offsets[:-1], offsets[1:]
+    empty = ends <= starts
+    bad = np.zeros(len(starts), dtype=bool) if allow_empty else empty.copy()
+    full = ~empty
+    slash, dot = ord("/"), ord(".")
+    if full.any():
+        first, last = blob[starts[full]], blob[ends[full] - 1]
+        bad[full] = (first == slash) | (first == dot) | (last == slash) | (last == dot)
+    if len(blob):
+        hits = [np.flatnonzero(blob == 0)]
+        if len(blob) > 1:
+            hits.append(np.flatnonzero((blob[:-1] == slash) & ((blob[1:] == slash) | (blob[1:] == dot))))
+        where = np.concatenate(hits)
+        if len(where):
+            bad[np.searchsorted(offsets, where, side="right") - 1] = True
+    return np.flatnonzero(bad)
+
+
 def _unblob(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
     raw = np.asarray(blob).tobytes()
     bounds = np.asarray(offsets).tolist()
@@ -153,6 +207,20 @@ class DocsTable:
             raise CorruptIndex(where, f"docs column source has {len(sources)} rows, the ids {n}")
         if n and (cols["how"].max() >= len(HOW) or cols["status"].max() >= len(STATUSES)):
             raise CorruptIndex(where, "docs table holds an unknown reading or status code")
+        # Every path simdoc opens or prints is built from these: a damaged or crafted table must
+        # not name anything outside the corpus (`../`, an absolute path, a NUL).
+        suspects = np.union1d(
+            _suspects(arrays["docs.id"], arrays["docs.id.offsets"]),
+            _suspects(arrays["docs.source"], arrays["docs.source.offsets"], allow_empty=True),
+        )
+        members = np.flatnonzero(np.diff(np.asarray(arrays["docs.source.offsets"], dtype=np.int64)) > 0)
+        for i in suspects.tolist():
+            problem = name_problem(ids[i], sources[i])
+            if problem is not None:
+                raise CorruptIndex(where, f"the docs table holds {problem}")
+        for i in members.tolist():  # a member's id is SOURCE/#KEY (a cheap test, row by row)
+            if not ids[i].startswith(sources[i]) or not ids[i].startswith("/#", len(sources[i])):
+                raise CorruptIndex(where, f"the docs table holds {name_problem(ids[i], sources[i])}")
         return cls(ids, sources, cols)
 
     def identities(self) -> np.ndarray:

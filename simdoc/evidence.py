@@ -487,9 +487,13 @@ def _read(
         return None, f"{doc_id}: the index does not record its corpus folder; no passages"
     max_bytes = params.get("max_bytes")
     follow = params.get("follow_symlinks", False)
+    from simdoc.verify import confined_path
+
+    path = confined_path(root, source if source is not None else doc_id, follow)
+    if path is None:
+        return None, f"{doc_id}: a symbolic link now leads it out of the corpus; not read, no passages"
     if source is not None:
         # A document inside a JSON Lines or WARC file: read the file, find the member.
-        path = os.path.join(root, *source.split("/"))
         text = None
         try:
             if is_warc(source):
@@ -513,7 +517,7 @@ def _read(
         if digest and _text_digest(text) != digest:
             return text, CHANGED.format(doc=doc_id)
         return text, None
-    res = read_document(os.path.join(root, *doc_id.split("/")), max_bytes=max_bytes, follow_symlinks=follow)
+    res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
     if res.text is None:
         return None, f"{doc_id}: {res.warning}; no passages"
     text = res.text

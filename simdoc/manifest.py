@@ -11,7 +11,8 @@ shape, CRC-32); the manifest is checked against itself:
 * **schema**: every key simdoc reads is there and has the right type and
   range, no unknown key is (a damaged key name is one), the stages are
   known, each role names a file of its own stage (``<stem>.<build id>.<ext>``,
-  so no path leaves the index directory), each file's entry is complete,
+  so no path leaves the index directory), the corpus is an absolute,
+  normalised path, the skipped files' ids are paths inside it, each file's entry is complete,
   and the shapes agree with the document count and the parameters. A
   manifest that passes can be used without a ``KeyError`` or ``TypeError``.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from simdoc.doctable import ROLES as DOC_ROLES
+from simdoc.doctable import is_safe_relative
 
 from simdoc.errors import CorruptIndex
 
@@ -121,9 +124,20 @@ def _build_id(x: object) -> bool:
     return isinstance(x, str) and bool(_HEX16.match(x))
 
 
+def _corpus(x: object) -> bool:
+    # Documents are opened (and printed by `dedup --absolute`) under this folder: it is an
+    # absolute, normalised path, so that no id joined to it climbs out through a `..` here.
+    return isinstance(x, str) and x.startswith("/") and "\0" not in x and os.path.normpath(x) == x
+
+
+def _skipped_id(x: object) -> bool:
+    # Printed by `stats --skipped` as a place in the corpus ("." for the corpus itself).
+    return isinstance(x, str) and (x == "." or is_safe_relative(x))
+
+
 def _skipped(x: object) -> bool:
     return isinstance(x, list) and all(
-        isinstance(s, dict) and set(s) <= {"id", "reason"} and _str(s.get("id")) and _optional(_str)(s.get("reason"))
+        isinstance(s, dict) and set(s) <= {"id", "reason"} and _skipped_id(s.get("id")) and _optional(_str)(s.get("reason"))
         for s in x
     )
 
@@ -149,7 +163,7 @@ _STAGES: dict[str, dict] = {
     "shingle": {
         "keys": {
             "build_id": (_build_id, True),
-            "corpus": (_str, True),
+            "corpus": (_corpus, True),
             "n_docs": (_COUNT, True),
             "scan_id": (_optional(_build_id), False),
             "scanned_at_ns": (_COUNT, False),

@@ -268,6 +268,7 @@ def _build_shingles(
     id_field: str | None = None,
     signer: tuple[int, int, str] | None = None,
     force_read: set[str] | None = None,
+    before_publish: Callable[[LoadedIndex], None] | None = None,
 ) -> StageResult:
     """Read new and changed files; keep the rows of unchanged ones.
 
@@ -282,6 +283,9 @@ def _build_shingles(
     other file is read; if its bytes still have the digest recorded, its rows
     are kept (only its size and time are updated), as git does with an entry
     whose content hash matches. ``force_read``: ids to read whatever they say.
+    ``before_publish`` may add later stages to the manifest (given as a
+    LoadedIndex of the new build) before it is published, so that they are
+    published together.
     """
     t0 = time.perf_counter()
     jobs = _check_jobs(jobs)
@@ -515,6 +519,8 @@ def _build_shingles(
         manifest["stages"]["signature"] = sig_stage
     manifest["generation"] = generation
     manifest["simdoc_version"] = __version__
+    if before_publish is not None:
+        before_publish(LoadedIndex(store, manifest, table))
     store.write_manifest(manifest)
     detail = f"{n_docs} documents"
     if old is not None:
@@ -706,11 +712,18 @@ def _build_index(
     t0 = time.perf_counter()
     jobs = _check_jobs(jobs)
     loaded = open_index(index)
-    sig_stage = loaded.stage("signature")
     loaded.check_built_from("signature")
     params, report, current = _index_plan(loaded, threshold, bands, rows, bag_threshold)
     if current:
         return StageResult("index", False, time.perf_counter() - t0, "up to date"), report
+    result = _index_stage(loaded, params, report, jobs, t0)
+    loaded.store.write_manifest(loaded.manifest)
+    return result, report
+
+
+def _index_stage(loaded: LoadedIndex, params: dict, report: BandingReport, jobs: int, t0: float) -> StageResult:
+    """Band the signatures of ``loaded`` with ``params`` and put the index stage into its manifest (not published)."""
+    sig_stage = loaded.stage("signature")
     build = _build_id(sig_stage["build_id"], params, __version__)
     names = {"bands": f"bands.{build}.npy", "buckets": f"buckets.{build}.npy", "groups": f"groups.{build}.npy"}
     docs = loaded.docs()
@@ -729,8 +742,7 @@ def _build_index(
         "roles": names,
         "files": files,
     }
-    loaded.store.write_manifest(loaded.manifest)
-    return StageResult("index", True, time.perf_counter() - t0, report.describe()), report
+    return StageResult("index", True, time.perf_counter() - t0, report.describe())
 
 
 # ---------------------------------------------------------------- pairs
@@ -929,6 +941,25 @@ def _refresh_for_pairs(
 ):
     """Run the stages find_pairs needs; returns (stage results, threshold, banding report)."""
     stages: list[StageResult] = []
+    # A run without --threshold uses the documented default, never the last run's threshold.
+    t = threshold if threshold is not None else (DEFAULT_THRESHOLD if measure == "set" else DEFAULT_BAG_THRESHOLD)
+    bag_t = t if measure == "bag" else None
+
+    def band_threshold(loaded: LoadedIndex) -> float | None:
+        # A banding chosen by hand (--bands/--rows) stays until a run asks for a threshold.
+        stored = (loaded.manifest["stages"].get("index") or {}).get("params", {})
+        keep_hand_banding = threshold is None and stored.get("explicit") and stored.get("measure", "set") == measure
+        return None if keep_hand_banding else _banding_threshold(t, measure)
+
+    banded: list[tuple[StageResult, BandingReport]] = []
+
+    def band_new_build(loaded: LoadedIndex) -> None:
+        # The buckets of the new documents go into the manifest that publishes them: a
+        # reader (or a run killed in between) never finds new documents with old buckets.
+        params, report, current = _index_plan(loaded, band_threshold(loaded), bands, rows, bag_t)
+        if not current:
+            banded.append((_index_stage(loaded, params, report, _check_jobs(jobs), time.perf_counter()), report))
+
     if corpus is not None:
         # The signature parameters are settled first, so that the shingle workers can
         # compute the signatures of what they read (a parameter mismatch fails here, early).
@@ -938,7 +969,8 @@ def _refresh_for_pairs(
         stages.append(
             build_shingles(
                 corpus, index, unit=unit, k=k, lowercase=lowercase, jobs=jobs, rebuild=rebuild, progress=progress,
-                signer=(sig["num_perm"], sig["seed"], sig["scheme"]), force_read=force_read, **reading
+                signer=(sig["num_perm"], sig["seed"], sig["scheme"]), force_read=force_read,
+                before_publish=band_new_build, **reading
             )
         )
     else:
@@ -948,17 +980,13 @@ def _refresh_for_pairs(
     stages.append(
         build_signatures(index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, progress=progress, wait=wait)
     )
-    loaded = open_index(index)
-    stored = (loaded.manifest["stages"].get("index") or {}).get("params", {})
-    # A run without --threshold uses the documented default, never the last run's threshold;
-    # a banding chosen by hand (--bands/--rows) stays until a run asks for a threshold.
-    t = threshold if threshold is not None else (DEFAULT_THRESHOLD if measure == "set" else DEFAULT_BAG_THRESHOLD)
-    keep_hand_banding = threshold is None and stored.get("explicit") and stored.get("measure", "set") == measure
-    band_t = None if keep_hand_banding else _banding_threshold(t, measure)
-    result, report = build_index(
-        index, threshold=band_t, bands=bands, rows=rows, bag_threshold=t if measure == "bag" else None, jobs=jobs,
-        wait=wait,
-    )
+    if banded:  # built with the shingles, published by the same manifest
+        result, report = banded[0]
+    else:
+        result, report = build_index(
+            index, threshold=band_threshold(open_index(index)), bands=bands, rows=rows, bag_threshold=bag_t, jobs=jobs,
+            wait=wait,
+        )
     stages.append(result)
     return stages, t, report
 

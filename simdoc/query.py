@@ -55,7 +55,9 @@ def query_documents(
         loaded = open_index(index)
         loaded.stage("shingle")
         ix = loaded.stage("index")
-        loaded.stage("signature")
+        # Buckets or signatures of another build would name other documents: a mix of two
+        # builds, never an answer of either (a query changes nothing, so it cannot rebuild them).
+        loaded.check_built_from("signature", "index")
         t = threshold if threshold is not None else ix["params"].get("threshold")
         if t is None or not 0.0 < float(t) <= 1.0:
             raise UsageError(f"--threshold must be in (0, 1], got {t!r}")

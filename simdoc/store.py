@@ -447,6 +447,30 @@ def _array_info(path: Path, dtype, shape, crc: int) -> dict:
     return {"dtype": np.dtype(dtype).str, "shape": list(shape), "bytes": st.st_size, "crc32": crc}
 
 
+def _own_file(path: Path) -> os.stat_result:
+    """The stat of a file of the index, which simdoc always writes as a regular file (renamed into place).
+
+    A symbolic link in its place (even to a file whose size and checksum the
+    manifest was made to carry) is refused, so that nothing outside the index
+    directory is read as part of it.
+
+    Raises
+    ------
+    CorruptIndex
+        Missing, or not a regular file.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise CorruptIndex(str(path), "file is missing") from None
+    except OSError as exc:
+        raise CorruptIndex(str(path), f"cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+        raise CorruptIndex(str(path), f"is {what}; simdoc writes its index files as regular files")
+    return st
+
+
 def _verify_key(path: Path, st: os.stat_result, crc) -> tuple:
     return (str(path.resolve()), st.st_ino, st.st_mtime_ns, st.st_size, crc)
 
@@ -479,6 +503,7 @@ class IndexStore:
             if self.path.exists() and not self.path.is_dir():
                 raise IndexError_(f"index path {self.path} exists and is not a directory", hint="choose another --index")
             return self._empty_manifest()
+        _own_file(mpath)
         try:
             raw = mpath.read_bytes()
         except OSError as exc:
@@ -747,10 +772,7 @@ class IndexStore:
         if not force and info.get("bytes", 0) > VERIFY_ON_LOAD_BYTES:
             return
         path = self.path / name
-        try:
-            st = path.stat()
-        except OSError as exc:
-            raise CorruptIndex(str(path), f"cannot be read ({exc.strerror or exc})") from None
+        st = _own_file(path)
         key = _verify_key(path, st, info.get("crc32"))
         if "crc32" not in info or (key in _VERIFIED and not force):
             return
@@ -765,9 +787,7 @@ class IndexStore:
     def load_array(self, name: str, info: dict, mmap: bool = True, verify: bool = True, force: bool = False) -> np.ndarray:
         """Load an array and check it against its manifest entry (size, dtype, shape, checksum)."""
         path = self.path / name
-        if not path.is_file():
-            raise CorruptIndex(str(path), "file is missing")
-        size = path.stat().st_size
+        size = _own_file(path).st_size
         if "bytes" in info and size != info["bytes"]:
             raise CorruptIndex(str(path), f"size is {size} bytes, the manifest says {info['bytes']} (truncated?)")
         try:
@@ -786,6 +806,7 @@ class IndexStore:
     def iter_jsonl(self, name: str, info: dict) -> Iterator[dict]:
         """The records of a JSON-lines file, checked like :meth:`read_jsonl`, one at a time."""
         path = self.path / name
+        _own_file(path)
         try:
             raw = path.read_bytes()
         except OSError as exc:

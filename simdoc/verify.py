@@ -27,13 +27,14 @@ re-indexes (``simdoc pairs CORPUS``) or warns.
 from __future__ import annotations
 
 import os
+import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from simdoc.corpus import read_document
-from simdoc.doctable import HOW, DocsTable
+from simdoc.corpus import compression_of, read_document
+from simdoc.doctable import HOW, DocsTable, is_safe_relative
 from simdoc.documents import read_member_texts, warc_member_text
 from simdoc.errors import CorruptIndex
 from simdoc.shingling import ShingleSets, ShingleSpec
@@ -51,10 +52,40 @@ def safe_relative(doc_id: str, where: str) -> str:
     fill with ``../`` or absolute paths: nothing outside the corpus is ever
     opened or printed because of one.
     """
-    parts = doc_id.split("/")
-    if not doc_id or "\0" in doc_id or doc_id.startswith("/") or any(p in ("", ".", "..") for p in parts):
+    if not is_safe_relative(doc_id):
         raise CorruptIndex(where, f"the docs table holds an id that is not a path inside the corpus: {doc_id!r}")
     return doc_id
+
+
+def confined_path(root: str, rel: str, follow_symlinks: bool, where: str = "index", dirs: dict | None = None) -> str | None:
+    """``root/rel`` if it is still inside ``root``, else None; ``rel`` is a docs-table path.
+
+    ``rel`` itself cannot climb out (see :func:`safe_relative`), but a folder
+    or the file on the way may have become a symbolic link since the corpus
+    was indexed. Unless the index follows links (then that was asked for),
+    a path whose folder resolves outside the corpus, or that is itself a
+    link now, is not opened. ``dirs`` memoises the folders' answers: the
+    documents of one folder cost one ``realpath``.
+    """
+    path = os.path.join(root, safe_relative(rel, where))
+    if follow_symlinks:
+        return path
+    dirs = {} if dirs is None else dirs
+    parent = os.path.dirname(path)
+    inside = dirs.get(parent)
+    if inside is None:
+        if "" not in dirs:
+            dirs[""] = os.path.realpath(root)
+        real_root, real = dirs[""], os.path.realpath(parent)
+        inside = dirs[parent] = real == real_root or real.startswith(real_root.rstrip("/") + "/")
+    if not inside:
+        return None
+    try:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            return None
+    except OSError:
+        pass  # missing: reading it says so
+    return path
 
 
 @dataclass
@@ -69,10 +100,45 @@ class DocumentReader:
     fields: tuple[str, str | None] = ("text", None)
     where: str = "index"
     reads: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # document -> times read (tests)
+    _dirs: dict[str, object] = field(default_factory=dict, repr=False)  # folder -> inside the corpus (see confined_path)
 
     def path_of(self, doc: int) -> str:
         src = self.table.sources[doc] or self.table.ids[doc]
         return os.path.join(self.root, safe_relative(src, self.where))
+
+    def unchanged(self, doc: int) -> bool:
+        """Whether a document's file is still the one indexed: a regular file inside the corpus
+        with the size and modification time recorded (a stat, not a read)."""
+        path = self.confined(self.table.sources[doc] or self.table.ids[doc])
+        if path is None:
+            return False
+        try:
+            st = os.stat(path) if self.follow_symlinks else os.lstat(path)
+        except OSError:
+            return False
+        c = self.table.columns
+        return stat.S_ISREG(st.st_mode) and st.st_size == int(c["file_size"][doc]) and st.st_mtime_ns == int(c["mtime_ns"][doc])
+
+    def _same_size(self, path: str, doc: int) -> bool:
+        """A file read whole still has the size it had (else its digest cannot match: stale).
+
+        Checked before opening, so that a file that is not the one indexed (the
+        corpus changed, or a damaged manifest names another folder) is not read
+        at all. Not checked where the digest is not of the file's bytes: a
+        compressed file (the digest is of what it holds), or a --max-bytes
+        index (of a prefix, which a file that grew may still have).
+        """
+        if self.max_bytes is not None or compression_of(path) is not None:
+            return True
+        try:
+            st = os.stat(path) if self.follow_symlinks else os.lstat(path)
+        except OSError:
+            return True  # gone: reading it says so
+        return st.st_size == int(self.table.columns["file_size"][doc])
+
+    def confined(self, rel: str) -> str | None:
+        """The path of a file of the corpus to open, or None if a link now leads it out (see :func:`confined_path`)."""
+        return confined_path(self.root, rel, self.follow_symlinks, self.where, self._dirs)
 
     def read_sets(self, docs: list[int]) -> dict[int, ShingleSets | None]:
         """Each document's one-row 64-bit sets, or None if it is stale or gone."""
@@ -86,9 +152,13 @@ class DocumentReader:
             way = HOW[int(how[d])]
             if way == "jsonl":
                 members[self.table.sources[d]].append(d)
+                continue
+            path = self.confined(self.table.sources[d] or self.table.ids[d])
+            if path is None or (way != "warc" and not self._same_size(path, d)):
+                out[d] = None
             elif way == "warc":
                 text = warc_member_text(
-                    self.path_of(d), int(self.table.columns["offset"][d]), bytes(self.table.digest[d]), self.max_bytes
+                    path, int(self.table.columns["offset"][d]), bytes(self.table.digest[d]), self.max_bytes
                 )
                 if text is None:
                     out[d] = None
@@ -98,10 +168,10 @@ class DocumentReader:
             elif way == "streamed":
                 from simdoc.streaming import stream_document
 
-                res, row = stream_document(self.path_of(d), self.spec, self.max_bytes, self.follow_symlinks, form="sets64")
+                res, row = stream_document(path, self.spec, self.max_bytes, self.follow_symlinks, form="sets64")
                 out[d] = row if res.text is not None and res.digest == bytes(self.table.digest[d]).hex() else None
             else:
-                res = read_document(self.path_of(d), max_bytes=self.max_bytes, follow_symlinks=self.follow_symlinks, keep_ascii=way == "whole")
+                res = read_document(path, max_bytes=self.max_bytes, follow_symlinks=self.follow_symlinks, keep_ascii=way == "whole")
                 if res.text is None or res.digest != bytes(self.table.digest[d]).hex():
                     out[d] = None
                     continue
@@ -114,7 +184,10 @@ class DocumentReader:
                 order.append(d)
         for source, ds in members.items():
             wanted = {self.table.ids[d]: bytes(self.table.digest[d]) for d in ds}
-            path = os.path.join(self.root, safe_relative(source, self.where))
+            path = self.confined(source)
+            if path is None:
+                out.update((d, None) for d in ds)
+                continue
             got = read_member_texts(path, source, "jsonl", wanted, self.max_bytes, self.follow_symlinks, self.fields)
             for d in ds:
                 text = got.get(self.table.ids[d])

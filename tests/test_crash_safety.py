@@ -47,8 +47,8 @@ def make_corpus(root: Path, n: int, seed: int) -> None:
             (root / f"d{i % 7}" / f"copy{i:04d}.txt").write_text(body + " tail", encoding="utf-8")
 
 
-def fresh_output(corpus: Path, tmp: Path) -> str:
-    r = simdoc("pairs", corpus, "--index", tmp / "fresh", "-q", "-j", "1")
+def fresh_output(corpus: Path, tmp: Path, *options: str) -> str:
+    r = simdoc("pairs", corpus, "--index", tmp / "fresh", "-q", "-j", "1", *options)
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -62,44 +62,143 @@ def test_killed_at_each_write_point_leaves_a_usable_index(tmp_path, point):
     old = simdoc("pairs", "--index", idx, "-q").stdout
     # The corpus grows; the update dies at `point`.
     make_corpus(corpus / "new", 10, seed=2)
+    # A near copy of an old document, whose id sorts first: every old document's number
+    # changes, so that old buckets read with the new docs table would name other documents.
+    probe = tmp_path / "probe.txt"
+    probe.write_text((corpus / "d0" / "doc0000.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    (corpus / "0-new").mkdir()
+    (corpus / "0-new" / "probe-copy.txt").write_text(probe.read_text(encoding="utf-8") + " again", encoding="utf-8")
+    old_answer = _answer(idx, probe)
     died = simdoc("pairs", corpus, "--index", idx, "-q", "-j", "1", "--threshold", "0.5", env_extra={"SIMDOC_FAULT": point})
     assert died.returncode == 75, (point, died.stderr)
-    # Whatever was left is sound and readable...
+    # Whatever was left is sound, and a query answers from one build: the old one or the new.
     chk = simdoc("check", "--index", idx)
     assert chk.returncode == 0, (point, chk.stdout, chk.stderr)
+    left = _answer(idx, probe)
     readable = simdoc("pairs", "--index", idx, "-q")
     assert readable.returncode == 0, readable.stderr
     # ...and the next full run gives exactly what a fresh build gives.
-    again = simdoc("pairs", corpus, "--index", idx, "-q", "-j", "1")
+    again = simdoc("pairs", corpus, "--index", idx, "-q", "-j", "1", "--threshold", "0.5")
     assert again.returncode == 0, again.stderr
-    assert again.stdout == fresh_output(corpus, tmp_path)
+    assert again.stdout == fresh_output(corpus, tmp_path, "--threshold", "0.5")
     assert old  # the old index had pairs to lose
+    new_answer = _answer(idx, probe)
+    assert "d0/doc0000.txt" in old_answer[1] and "0-new/probe-copy.txt" not in old_answer[1]
+    assert "0-new/probe-copy.txt" in new_answer[1]
+    assert left in (old_answer, new_answer), (point, left)
+
+
+def _answer(idx: Path, probe: Path) -> tuple[int, str]:
+    """What `simdoc query` says of ``probe`` on ``idx``: (exit code, stdout); never a traceback."""
+    r = simdoc("query", probe, "--index", idx, "--threshold", "0.9", "-q")
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode in (0, 4), r.stderr
+    return r.returncode, r.stdout
 
 
 def test_sigkill_at_random_moments(tmp_path):
+    """Runs killed at random instants, first builds, updates and rebuilds: each time, what is
+    left passes `check`, and `query` answers as the index before the run or as the index the
+    run would have made (the next complete run's), never with a mix of the two."""
     corpus = tmp_path / "c"
-    make_corpus(corpus, 600, seed=3)
+    make_corpus(corpus, 400, seed=3)
+    probe = tmp_path / "probe.txt"
+    probe.write_text((corpus / "d0" / "doc0000.txt").read_text(encoding="utf-8"), encoding="utf-8")
     idx = tmp_path / "idx"
-    expected = fresh_output(corpus, tmp_path)
     rng = random.Random(7)
     env = dict(os.environ)
     env.pop("SIMDOC_INDEX", None)
-    for attempt in range(6):
+    old = _answer(idx, probe)  # no index yet: a clean exit 4
+    assert old == (4, "")
+    for attempt in range(4):
+        # Each run adds a near copy of the probe, so that the old and the new answer differ; its
+        # id sorts first, so that every document's number changes and a mix would show.
+        (corpus / f"{attempt}-new").mkdir()
+        (corpus / f"{attempt}-new" / "probe-copy.txt").write_text(probe.read_text(encoding="utf-8") + f" round {attempt}")
+        how = ["--rebuild"] if attempt % 2 else []
         proc = subprocess.Popen(
-            [sys.executable, "-m", "simdoc", "pairs", str(corpus), "--index", str(idx), "-q", "-j", "2", "--rebuild"],
+            [sys.executable, "-m", "simdoc", "pairs", str(corpus), "--index", str(idx), "-q", "-j", "2", *how],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env=env,
         )
-        time.sleep(rng.uniform(0.05, 1.5))
+        time.sleep(rng.uniform(0.05, 1.2))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        chk = simdoc("check", "--index", idx)
+        assert "Traceback" not in chk.stderr, chk.stderr
         if (idx / "manifest.json").exists():
-            chk = simdoc("check", "--index", idx)
             assert chk.returncode == 0, (attempt, chk.stdout, chk.stderr)
+        else:  # killed before its first manifest: still no index, and check says so
+            assert chk.returncode == 4 and "no simdoc index" in chk.stderr, chk.stderr
+        left = _answer(idx, probe)
+        # The next complete run carries on from what was left: its answer is the new one.
+        done = simdoc("pairs", corpus, "--index", idx, "-q", "-j", "2")
+        assert done.returncode == 0, done.stderr
+        new = _answer(idx, probe)
+        assert new[0] == 0 and f"{attempt}-new/probe-copy.txt" in new[1]
+        assert left in (old, new), (attempt, left, old, new)
+        old = new
     final = simdoc("pairs", corpus, "--index", idx, "-q")
     assert final.returncode == 0, final.stderr
-    assert final.stdout == expected
+    assert final.stdout == fresh_output(corpus, tmp_path)
+
+
+def test_stages_of_two_builds_are_named_by_check_and_refused_by_query(tmp_path):
+    """Stages run one by one can leave new shingles under old signatures and buckets: `check`
+    names each stage out of date (exit 0: nothing is damaged), and `query`, which changes
+    nothing, refuses them with one line instead of reading buckets that name other documents."""
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 20, seed=10)
+    idx = tmp_path / "idx"
+    runner = CliRunner()
+    for args in (["shingle", str(corpus)], ["signature"], ["index"]):
+        r = runner.invoke(cli, [*args, "--index", str(idx), "-q"])
+        assert r.exit_code == 0, r.output
+    probe = corpus / "d0" / "doc0000.txt"
+    before = runner.invoke(cli, ["query", str(probe), "--index", str(idx)])
+    assert before.exit_code == 0 and "d0/doc0000.txt\t1.0000" in before.stdout
+    (corpus / "0-first.txt").write_text("a document whose id sorts before every other one", encoding="utf-8")
+    assert runner.invoke(cli, ["shingle", str(corpus), "--index", str(idx), "-q"]).exit_code == 0
+    chk = runner.invoke(cli, ["check", "--index", str(idx)])
+    assert chk.exit_code == 0 and chk.stdout == "", chk.output
+    assert "check: signature: out of date" in chk.stderr and "check: index: out of date" in chk.stderr
+    r = runner.invoke(cli, ["query", str(probe), "--index", str(idx)])
+    assert r.exit_code == 4 and r.stdout == ""
+    assert "the signature stage of the index" in r.stderr and "built from another shingle build" in r.stderr
+    assert "Traceback" not in r.output
+    # A pairs run brings every stage up to date, and the query answers again.
+    assert runner.invoke(cli, ["pairs", "--index", str(idx), "-q"]).exit_code == 0
+    after = runner.invoke(cli, ["query", str(probe), "--index", str(idx)])
+    assert after.exit_code == 0 and after.stdout == before.stdout
+
+
+@pytest.mark.parametrize("point", ["manifest:after", "publish:verified"])
+def test_a_new_report_killed_before_it_printed_leaves_its_pairs_to_the_next(tmp_path, point):
+    """Issue 18.2: after a `--new` run killed between publishing its documents and printing
+    them, the next report (which adds documents of its own) has the killed run's pairs too:
+    `--new` means new since the last report that completed."""
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 20, seed=11)
+    idx = tmp_path / "idx"
+    first = simdoc("pairs", corpus, "--index", idx, "--new", "-q", "-j", "1")
+    assert first.returncode == 0 and first.stdout, first.stderr
+    body = (corpus / "d0" / "doc0000.txt").read_text(encoding="utf-8")
+    (corpus / "late").mkdir()
+    (corpus / "late" / "copy.txt").write_text(body + " late", encoding="utf-8")
+    died = simdoc("pairs", corpus, "--index", idx, "--new", "-q", "-j", "1", env_extra={"SIMDOC_FAULT": point})
+    assert died.returncode == 75 and died.stdout == "", died.stderr
+    # The next night brings a near copy of its own.
+    (corpus / "later").mkdir()
+    (corpus / "later" / "copy.txt").write_text(body + " later", encoding="utf-8")
+    report = simdoc("pairs", corpus, "--index", idx, "--new", "-q", "-j", "1")
+    assert report.returncode == 0, report.stderr
+    pairs = {tuple(line.split("\t")[:2]) for line in report.stdout.splitlines()}
+    assert ("d0/doc0000.txt", "late/copy.txt") in pairs and ("late/copy.txt", "later/copy.txt") in pairs, pairs
+    assert ("d0/doc0000.txt", "later/copy.txt") in pairs
+    # That report completed: the one after it has nothing new.
+    again = simdoc("pairs", corpus, "--index", idx, "--new", "-q", "-j", "1")
+    assert again.returncode == 0 and again.stdout == "", again.stdout
 
 
 def test_second_writer_fails_fast_with_exit_5(tmp_path):

@@ -240,6 +240,18 @@ def test_cache_clean_never_removes_an_index_in_use(built, lock_name, how):
     assert invoke("cache", "clean").exit_code == 0 and not idx.exists()
 
 
+def test_cache_clean_never_follows_a_readers_link(built, tmp_path):
+    """Issue 18.6 in `cache clean`: it opened `readers` with O_CREAT and no O_NOFOLLOW, so a
+    dangling link there made it create the link's target."""
+    corpus, idx = built
+    target = tmp_path / "made-by-simdoc"
+    (idx / "readers").unlink()
+    (idx / "readers").symlink_to(target)
+    r = invoke("cache", "clean", corpus)
+    assert r.exit_code == 4 and "symbolic link" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not target.exists() and (idx / "manifest.json").is_file()
+
+
 def test_cache_clean_ignores_simdoc_index(built, tmp_path, monkeypatch):
     """$SIMDOC_INDEX names an index outside the cache: `cache clean CORPUS` still means the cached one."""
     corpus, idx = built
