@@ -134,8 +134,8 @@ class _Windows:
 
 
 # Text shingled at once by :func:`sets64_of_texts`, in characters: shingling holds some 70
-# bytes per character (code points, window hashes of two seeds, the sort), so ~70 MB.
-PIECE_CHARS = 1 << 20
+# bytes per character (code points, window hashes of two seeds, the sort), so ~18 MB.
+PIECE_CHARS = 1 << 18
 
 
 def sets64_of_texts(texts: list[str | bytes], spec: ShingleSpec) -> ShingleSets:
