@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import tracemalloc
 from pathlib import Path
 
@@ -19,18 +20,29 @@ from simdoc.records import read_jsonl
 MB = 1 << 20
 
 
+# Started from a small launcher: the kernel keeps a process's peak RSS across exec, and a
+# child forked from pytest (hundreds of MB after importing every test module, dask and
+# pandas among them) would start its count there. The launcher's own children start small.
+_LAUNCHER = """
+import os, subprocess, sys
+proc = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(proc.pid, 0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def _rss_of(*args: object) -> tuple[float, subprocess.CompletedProcess]:
+    """Peak RSS in MB of ``simdoc ARGS`` (its own, see _LAUNCHER) and what it printed."""
     env = dict(os.environ)
     env.pop("SIMDOC_INDEX", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "simdoc", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
-    )
-    # wait4 reaps the child and gives its own peak (and that of its own reaped children).
-    out = proc.stdout.read()
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return usage.ru_maxrss / 1024, subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(), err.decode())
+    with tempfile.NamedTemporaryFile("r") as peak:
+        r = subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, peak.name, sys.executable, "-m", "simdoc", *map(str, args)],
+            capture_output=True, text=True, env=env,
+        )
+        return int(peak.read() or 0) / 1024, r
 
 
 def _gz_jsonl(path: Path, texts: list[str | bytes]) -> None:
