@@ -227,9 +227,6 @@ class DocsTable:
         """(n, 16) uint8: BLAKE2b-128 of each document's digest and how it was read (see module doc)."""
         return self.columns["identity"]
 
-    def is_member(self) -> np.ndarray:
-        return self.columns["offset"] >= 0
-
 
 def identity(digest: bytes, how: str, doc_id: str) -> bytes:
     """What identifies a document's text: its digest, how it was read, and (for a file) its

@@ -99,17 +99,6 @@ def _read_warc(path: str, doc_id: str, max_bytes: int | None) -> FileRead:
     return FileRead(ReadResult("", digest.hexdigest(), warning="; ".join(notes) or None), [Member(*d) for d in docs])
 
 
-@dataclass
-class Located:
-    """Where a document lives, from the docs table: enough to read it again."""
-
-    id: str
-    path: str  # the file: the document itself, or the JSON Lines / WARC file holding it
-    how: str
-    offset: int
-    digest: bytes
-
-
 def read_member_texts(path: str, source: str, how: str, wanted: dict[str, bytes], max_bytes, follow, fields) -> dict[str, str | None]:
     """Texts of some members of one JSON Lines or WARC file, in one pass over it (WARC: by offset).
 

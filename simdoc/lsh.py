@@ -241,18 +241,6 @@ def bucket_order(keys: np.ndarray, eligible: np.ndarray, threads: int = 1) -> np
     return out
 
 
-def keep_in_buckets(order: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """``order`` (from :func:`bucket_order`) without the documents where ``keep`` is False.
-
-    The same as calling bucket_order with only the kept documents eligible:
-    removing documents from a stable sort leaves the rest in order.
-    """
-    mask = keep[order]
-    if mask.all():
-        return order
-    return order[mask].reshape(order.shape[0], -1)
-
-
 @dataclass
 class BucketStats:
     n_candidates: int = 0

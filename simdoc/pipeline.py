@@ -991,6 +991,3 @@ def _refresh_for_pairs(
     return stages, t, report
 
 
-def iter_warnings(results: Iterable[StageResult]) -> Iterator[str]:
-    for r in results:
-        yield from r.warnings

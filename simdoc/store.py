@@ -1,18 +1,24 @@
-"""The index directory: manifest, atomic writes, validated memory-mapped loads.
+"""The index directory: manifest, atomic writes, validated memory-mapped loads, locks.
 
-Layout (one directory per corpus)::
+Layout of index format 3 (one directory per corpus; the store writes and
+checks any ``.npy`` file a stage names, these are the ones the stages make)::
 
     manifest.json                     format version, every stage's parameters,
                                       files, and what each stage was built from
-    docs.<build>.jsonl                one line per document: id, size, mtime, digest
-    shingles.indptr.<build>.npy       int64  (n_docs + 1,)   CSR offsets
-    shingles.data.<build>.npy         uint32 (nnz,)          sorted unique shingle hashes
-    shingles.counts.<build>.npy       uint8  (nnz,)          multiplicity of each shingle, 255 = see overflow
-    shingles.overflow.<build>.npy     int64  (m, 2)          (position, count) of counts >= 255
+    docs.<column>.<build>.npy         the docs table, a column a file (simdoc.doctable):
+                                      ids and sources as UTF-8 blobs with int64 offsets;
+                                      int64 offset, length, size, file_size, mtime_ns,
+                                      n_shingles, added; uint8 how, status;
+                                      uint8 (n_docs, 16) digest, file_digest, identity
     minhash.family.<build>.npy        uint32 (2, num_perm)   the a and b of each permutation
     signatures.<build>.npy            uint32 (n_docs, num_perm)
     bands.<build>.npy                 uint64 (bands, n_docs) band key of each document
     buckets.<build>.npy               int64  (bands, n_nonempty) documents sorted by key
+    groups.<build>.npy                int64  (n_docs,)       first document of each exact copy's group
+    verified.keys.<build>.npy         uint64 (m, 4)          identities of the two texts of a pair
+    verified.jaccard.<build>.npy      float64 (m, 2)          their exact set and bag Jaccard
+    shingles.{indptr,data,counts}.<build>.npy   only after `simdoc shingle` on its own:
+                                      CSR of sorted unique 32-bit shingle hashes and counts
 
 ``<build>`` is the stage's build id. Files are written under a temporary
 name, fsynced and renamed; the manifest is replaced last and only then are
@@ -46,16 +52,13 @@ the old index or the new one, never a mix.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
-import json
 import os
 import re
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -135,28 +138,6 @@ def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
     return crc1 ^ crc2
 
 
-def copy_range(src: Path, dst_fd: int, nbytes: int, dst_offset: int) -> None:
-    """Copy ``nbytes`` from the start of ``src`` to ``dst_fd`` at ``dst_offset``, inside the kernel when it can."""
-    with open(src, "rb") as fh:
-        left, offset = nbytes, 0
-        try:
-            while left:
-                n = os.copy_file_range(fh.fileno(), dst_fd, left, offset, dst_offset + offset)
-                if n == 0:
-                    raise OSError("short copy")
-                left -= n
-                offset += n
-        except (AttributeError, OSError):
-            fh.seek(offset)
-            while left:
-                chunk = fh.read(min(left, _CRC_CHUNK))
-                if not chunk:
-                    raise OSError(f"{src} is shorter than expected")
-                os.pwrite(dst_fd, chunk, dst_offset + offset)
-                left -= len(chunk)
-                offset += len(chunk)
-
-
 def crc32_file(path: Path, offset: int = 0) -> int:
     crc = 0
     with open(path, "rb") as fh:
@@ -173,18 +154,9 @@ _STEMS = (
     r"|digest|file_digest|identity)|shingles\.(indptr|data|counts)|minhash\.family|signatures|bands|buckets|groups"
     r"|verified\.(keys|jaccard))"
 )
+# jsonl: format 2 kept its docs table as JSON lines; a --rebuild deletes those files too.
 _OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json|lock|readers)$")
 _OWN_TMP = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|tmp\.jsonl|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
-
-
-# Temporary files this process is still filling across a manifest write (a stage may hand
-# one to the next): garbage collection spares them. A dead process's are not here.
-_SPARED: set[str] = set()
-
-
-def spare(path: Path, keep: bool = True) -> None:
-    """Protect (or stop protecting) one of this process's temporary files from garbage collection."""
-    (_SPARED.add if keep else _SPARED.discard)(str(Path(path).resolve()))
 
 
 # A write failed because the file system has no room (or takes no writes): the index is
@@ -199,36 +171,6 @@ def _no_room(path: Path, exc: OSError) -> OutputError:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
         else "choose an --index on a file system where you may write",
     )
-
-
-def _libc_fallocate():
-    """Linux's fallocate(2), which fails on a file system that cannot reserve blocks (glibc's
-    posix_fallocate would instead write a byte into every block: minutes on NFS)."""
-    try:
-        func = ctypes.CDLL(None, use_errno=True).fallocate64
-    except (OSError, AttributeError):  # not Linux
-        return None
-    func.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    func.restype = ctypes.c_int
-    return func
-
-
-_FALLOCATE = _libc_fallocate()
-
-
-def reserve(fd: int, size: int) -> None:
-    """Give a file its ``size`` bytes of disk now, where the file system can.
-
-    A memory map written into a sparse file kills the process with SIGBUS when
-    the disk fills; a reservation that fails is an OSError (ENOSPC) instead.
-    Where reserving is not supported the file just stays sparse.
-    """
-    if _FALLOCATE is None or size <= 0:
-        return
-    if _FALLOCATE(fd, 0, 0, size) != 0:
-        err = ctypes.get_errno()
-        if err not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-            raise OSError(err, os.strerror(err))
 
 
 def is_own_file(name: str) -> bool:
@@ -336,20 +278,6 @@ class NpyWriter:
         self.crc = crc32_combine(self.crc, crc, rows * self.row_bytes)
         self.rows += rows
 
-    def append_file(self, src: Path, nbytes: int, crc: int) -> None:
-        """Append a raw piece written elsewhere (a worker's shard), knowing its CRC-32."""
-        if nbytes % self.row_bytes:
-            raise ValueError(f"{src}: {nbytes} bytes is not a whole number of rows")
-        copy_range(src, self.fd, nbytes, self.position(self.rows))
-        self.written_elsewhere(nbytes // self.row_bytes, crc)
-
-    def close_unpublished(self) -> Path:
-        """Complete the file but keep its temporary name (a later stage publishes it)."""
-        os.pwrite(self.fd, _npy_header(self.dtype, (self.rows, *self.tail_shape)), 0)
-        os.ftruncate(self.fd, self.position(self.rows))
-        os.close(self.fd)
-        self.fd = -1
-        return self.tmp
 
     def finish(self) -> dict:
         os.pwrite(self.fd, _npy_header(self.dtype, (self.rows, *self.tail_shape)), 0)
@@ -367,71 +295,6 @@ class NpyWriter:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
             self.fd = -1
-        with contextlib.suppress(OSError):
-            self.tmp.unlink()
-
-
-# json.dumps with options builds a new encoder per call; one encoder for every record
-# saves ~0.8 us of the ~3.4 us a docs-table line costs.
-_RECORD_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
-
-
-class JsonlWriter:
-    """Write JSON lines one record at a time (no list of dicts in memory), then publish atomically.
-
-    ``columns``: fields whose values are also kept in lists as records are
-    added. Once the file is published, :meth:`IndexStore.published_columns`
-    hands them back in this process instead of parsing the file again (the
-    ``pairs`` command reads the ids of the docs table it has just written).
-    ``optional``: kept fields that some records lack (None in their place).
-    """
-
-    def __init__(
-        self, directory: Path, name: str, columns: tuple[str, ...] = (), optional: tuple[str, ...] = ()
-    ) -> None:
-        self.directory = Path(directory)
-        self.name = name
-        self.columns: dict[str, list] = {f: [] for f in columns}
-        self.optional: dict[str, list] = {f: [] for f in optional}
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
-        self.tmp = Path(tmp)
-        self.fh = os.fdopen(fd, "wb", buffering=1 << 20)
-        self.crc = 0
-        self.size = 0
-        self.count = 0
-
-    def add(self, record: dict) -> None:
-        # File names that are not UTF-8 arrive as surrogates: store their original bytes.
-        line = (_RECORD_ENCODER.encode(record) + "\n").encode("utf-8", "surrogateescape")
-        self.fh.write(line)
-        self.crc = crc32(line, self.crc)
-        self.size += len(line)
-        self.count += 1
-        for f in self.columns:
-            if f in record:
-                self.columns[f].append(record[f])
-        if any(len(col) != self.count for col in self.columns.values()):
-            # A record without a kept field: keep only the complete columns.
-            self.columns = {f: col for f, col in self.columns.items() if len(col) == self.count}
-        for f, col in self.optional.items():
-            col.append(record.get(f))
-
-    def finish(self) -> dict:
-        self.fh.flush()
-        os.fsync(self.fh.fileno())
-        self.fh.close()
-        fault_point(f"publish:{self.name.split('.')[0]}")
-        path = self.directory / self.name
-        os.replace(self.tmp, path)
-        _fsync_dir(self.directory)
-        _PUBLISHED_COLUMNS.clear()  # one file's columns at a time: they can be large
-        if self.columns or self.optional:
-            _PUBLISHED_COLUMNS[_verify_key(path, path.stat(), self.crc)] = self.columns | self.optional
-        return {"bytes": self.size, "crc32": self.crc}
-
-    def abort(self) -> None:
-        with contextlib.suppress(OSError):
-            self.fh.close()
         with contextlib.suppress(OSError):
             self.tmp.unlink()
 
@@ -557,8 +420,7 @@ class IndexStore:
                 return 0  # someone is reading: the next writer will clean up
             for p in self.path.iterdir():
                 # Only our own files: leftovers of older builds and temporary files of dead runs.
-                spared = str(p.resolve()) in _SPARED
-                if p.name not in keep and not spared and is_own_file(p.name) and p.is_file():
+                if p.name not in keep and is_own_file(p.name) and p.is_file():
                     with contextlib.suppress(OSError):
                         p.unlink()
                         removed += 1
@@ -623,7 +485,6 @@ class IndexStore:
         with contextlib.suppress(OSError):
             for p in self.path.iterdir():
                 if _OWN_TMP.match(p.name) and p.is_file():
-                    _SPARED.discard(str(p.resolve()))
                     with contextlib.suppress(OSError):
                         p.unlink()
         with contextlib.suppress(OSError, IndexError_):
@@ -728,37 +589,6 @@ class IndexStore:
         self.ensure_dir()
         return NpyWriter(self.path, name, dtype, tail_shape)
 
-    def create_array(self, name: str, dtype, shape: tuple[int, ...]) -> tuple[np.memmap, Path]:
-        """A writable memory-mapped array under a temporary name; publish with :meth:`publish`.
-
-        The header is the same fixed one :class:`NpyWriter` writes, so an array
-        filled in place by workers is byte-identical to one streamed here.
-        """
-        self.ensure_dir()
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.path)
-        header = _npy_header(np.dtype(dtype), tuple(shape))
-        size = len(header) + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(header)
-            fh.truncate(size)
-            fh.flush()
-            reserve(fh.fileno(), size)
-        arr = np.load(tmp, mmap_mode="r+")
-        return arr, Path(tmp)
-
-    def publish(self, tmp: Path, name: str, arr: np.memmap) -> dict:
-        arr.flush()
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        crc = crc32_file(Path(tmp), arr.offset)
-        fault_point(f"publish:{name.split('.')[0]}")
-        os.replace(tmp, self.path / name)
-        return _array_info(self.path / name, arr.dtype, arr.shape, crc)
-
-    def write_jsonl(self, name: str, records: Iterable[dict]) -> dict:
-        payload = "".join(_RECORD_ENCODER.encode(r) + "\n" for r in records)
-        # File names that are not UTF-8 arrive as surrogates: store their original bytes.
-        return self.write_bytes(name, payload.encode("utf-8", "surrogateescape"))
 
     # -- reading ----------------------------------------------------------
     def verify_crc(self, name: str, info: dict, offset: int = 0, force: bool = False) -> None:
@@ -803,61 +633,8 @@ class IndexStore:
             self.verify_crc(name, info, arr.offset if isinstance(arr, np.memmap) else _npy_offset(path), force)
         return arr
 
-    def iter_jsonl(self, name: str, info: dict) -> Iterator[dict]:
-        """The records of a JSON-lines file, checked like :meth:`read_jsonl`, one at a time."""
-        path = self.path / name
-        _own_file(path)
-        try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            raise CorruptIndex(str(path), f"cannot be read ({exc.strerror or exc})") from None
-        if "bytes" in info and len(raw) != info["bytes"]:
-            raise CorruptIndex(str(path), f"size is {len(raw)} bytes, the manifest says {info['bytes']} (truncated?)")
-        if "crc32" in info and crc32(raw) != info["crc32"]:
-            raise CorruptIndex(str(path), "checksum mismatch")
-        start = 0
-        try:
-            while start < len(raw):
-                # Parse ~4 MB of lines with one json.loads (as a JSON array): one call per
-                # line cost more than the parsing. A JSON line holds no raw newline.
-                end = raw.find(b"\n", start + _JSONL_CHUNK)
-                end = len(raw) if end < 0 else end
-                text = raw[start:end].decode("utf-8", "surrogateescape").strip("\n")
-                start = end + 1
-                if not text:
-                    continue
-                if "\n\n" in text:  # blank lines (not ours): one line at a time
-                    yield from (json.loads(line) for line in text.split("\n") if line)
-                else:
-                    yield from json.loads("[" + text.replace("\n", ",") + "]")
-        except ValueError as exc:
-            raise CorruptIndex(str(path), f"a line is not valid JSON ({exc})") from None
-
-    def published_columns(self, name: str, info: dict, fields: list[str]) -> list[list] | None:
-        """Columns of a JSON-lines file this process wrote (see :class:`JsonlWriter`), or None.
-
-        None unless the file is still the very one written (same inode,
-        mtime, size and checksum) and every record had every field asked for.
-        """
-        path = self.path / name
-        try:
-            key = _verify_key(path, path.stat(), info.get("crc32"))
-        except OSError:
-            return None
-        kept = _PUBLISHED_COLUMNS.get(key)
-        if kept is None or any(f not in kept for f in fields):
-            return None
-        return [kept[f] for f in fields]
-
-    def read_jsonl(self, name: str, info: dict) -> list[dict]:
-        """All records of a JSON-lines file, checked against the manifest (size, checksum)."""
-        return list(self.iter_jsonl(name, info))
-
 
 _VERIFIED: set = set()
-_PUBLISHED_COLUMNS: dict[tuple, dict[str, list]] = {}
-
-_JSONL_CHUNK = 4 << 20
 
 
 def _npy_offset(path: Path) -> int:

@@ -16,7 +16,6 @@ from simdoc.lsh import (
     check_bands_rows,
     choose_bands_rows,
     iter_candidates,
-    keep_in_buckets,
     s_curve_threshold,
 )
 
@@ -131,20 +130,6 @@ def test_candidates_equal_brute_force_and_are_unique(seed, n, bands, rows, chunk
     pairs = collect(keys, order, chunk)
     assert len(pairs) == len(set(pairs))
     assert set(pairs) == brute_candidates(sig, bands, rows, eligible)
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**31), st.integers(0, 40), st.integers(1, 6), st.floats(0.0, 1.0))
-def test_dropping_documents_from_buckets_equals_sorting_the_rest(seed, n, bands, drop):
-    # The index sorts every non-empty document's bands while it looks for exact copies,
-    # then drops the copies: that must give the order of sorting the representatives alone.
-    rng = np.random.default_rng(seed)
-    keys = band_keys(rng.integers(0, 3, size=(n, bands * 2)).astype(np.uint32), bands, 2)
-    nonempty = rng.random(n) > 0.1
-    keep = rng.random(n) >= drop
-    got = keep_in_buckets(bucket_order(keys, nonempty), keep)
-    assert got.shape == (bands, int((nonempty & keep).sum()))
-    assert np.array_equal(got, bucket_order(keys, nonempty & keep))
 
 
 @settings(max_examples=30, deadline=None)

@@ -209,22 +209,6 @@ def test_new_threshold_rebands_cheaply(tmp_path):
     assert all(p.jaccard >= 0.9 for p in r2)
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.lists(st.dictionaries(st.sampled_from(["id", "size", "note"]), st.one_of(st.text(), st.integers())), max_size=12), st.integers(1, 64))
-def test_jsonl_reading_in_chunks_gives_every_record(tmp_path_factory, records, chunk):
-    import simdoc.store as store
-
-    d = tmp_path_factory.mktemp("jsonl")
-    s = store.IndexStore(d)
-    info = s.write_jsonl("docs.0123456789abcdef.jsonl", records)
-    saved = store._JSONL_CHUNK
-    store._JSONL_CHUNK = chunk  # records parsed in many small arrays
-    try:
-        assert list(s.iter_jsonl("docs.0123456789abcdef.jsonl", info)) == records
-    finally:
-        store._JSONL_CHUNK = saved
-
-
 def test_the_shingle_stage_gives_the_cycle_collector_back(tmp_path):
     # The stage pauses Python's cycle collector; it must be running again afterwards,
     # after a failure too, and stay off if the caller had turned it off.
