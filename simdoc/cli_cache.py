@@ -16,7 +16,7 @@ import click
 
 from simdoc.cache import IndexInUse, cache_dir, cached_index_path, cached_indexes, remove_index
 from simdoc.cache import older_than as last_updated_before
-from simdoc.cli_options import quiet_option, reader_went_away, setup_logging, verbose_option
+from simdoc.cli_options import emit, quiet_option, setup_logging, verbose_option
 from simdoc.wording import count
 from simdoc.errors import EXIT_BUSY
 from simdoc.output import tsv_field
@@ -26,15 +26,6 @@ log = logging.getLogger("simdoc")
 
 def _utc(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-
-
-def _write(lines) -> None:
-    try:
-        for line in lines:
-            sys.stdout.write(line)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        reader_went_away()
 
 
 @click.group()
@@ -70,7 +61,7 @@ def cache_list(quiet, verbose) -> None:
     """
     setup_logging(quiet, verbose)
     found = cached_indexes()
-    _write(f"{tsv_field(str(i.path))}\t{tsv_field(i.corpus)}\t{i.size}\t{_utc(i.modified)}\n" for i in found)
+    emit(f"{tsv_field(str(i.path))}\t{tsv_field(i.corpus)}\t{i.size}\t{_utc(i.modified)}\n" for i in found)
     log.info(f"simdoc: {count(len(found), 'index', 'indexes')}, {sum(i.size for i in found):,} bytes in {cache_dir()}")
 
 
@@ -121,7 +112,7 @@ def cache_clean(targets, older_than, dry_run, wait, quiet, verbose) -> None:
     removed, in_use, freed = 0, 0, 0
     for index in chosen:
         if dry_run:
-            _write([f"{tsv_field(str(index.path))}\n"])
+            emit([f"{tsv_field(str(index.path))}\n"])
             continue
         try:
             left = remove_index(index.path, wait=wait)
@@ -136,7 +127,7 @@ def cache_clean(targets, older_than, dry_run, wait, quiet, verbose) -> None:
             log.warning(f"{index.path}: left the directory, which holds files simdoc did not write: {', '.join(left)}")
         removed += 1
         freed += index.size
-        _write([f"{tsv_field(str(index.path))}\n"])
+        emit([f"{tsv_field(str(index.path))}\n"])
     if dry_run:
         log.info(f"simdoc: would remove {count(len(chosen), 'index', 'indexes')} ({sum(i.size for i in chosen):,} bytes)")
         return

@@ -291,3 +291,13 @@ def empty_list(files_from, files0_from=None) -> CorpusError:
 
 def env_index() -> bool:
     return bool(os.environ.get("SIMDOC_INDEX"))
+
+
+def emit(lines) -> None:
+    """Write records to stdout; a reader that goes away (`| head`) ends the command quietly."""
+    try:
+        for line in lines:
+            sys.stdout.write(line)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        reader_went_away()

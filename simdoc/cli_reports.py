@@ -28,6 +28,7 @@ from simdoc.cli_options import (
     banding_options,
     corpus_arg,
     corpus_list_options,
+    emit,
     env_index,
     header_option,
     index_of,
@@ -122,16 +123,6 @@ def _verified_pairs(corpus, index, quiet, verbose, files_from=None, files0_from=
     return res, index
 
 
-def _emit(lines) -> None:
-    """Write records to stdout; a reader that goes away (`| head`) ends the command quietly."""
-    try:
-        for line in lines:
-            sys.stdout.write(line)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        reader_went_away()
-
-
 def _emit_null(records, end: bytes = b"\0") -> None:
     """Write records whose every field ends in NUL (or ``end``), names as the file system's raw
     bytes (for `xargs -0`)."""
@@ -203,13 +194,13 @@ def clusters(corpus, files_from, files0_from, fmt, null, header, index, quiet, v
         lines = ("\t".join([str(c.cluster_id), str(c.size), *map(tsv_field, c.members)]) + "\n" for c in found)
         if header:  # the members fill the third field and every one after it
             lines = itertools.chain([tsv_header(("cluster_id", "size", "members"))], lines)
-        _emit(lines)
+        emit(lines)
     else:
         lines = (
             json.dumps({"cluster_id": c.cluster_id, "size": c.size, "members": list(c.members)}, ensure_ascii=False) + "\n"
             for c in found
         )
-        _emit(lines)
+        emit(lines)
     held = sum(c.size for c in found)
     log.info(
         f"simdoc: {count(res.n_docs, 'document')}{_skipped(res)}, {count(len(res), 'pair')} ({_cut(res)}), "
@@ -300,7 +291,7 @@ def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, header, in
             + "\n"
             for d in decisions
         )
-    _emit(lines)
+    emit(lines)
     log.info(
         f"simdoc: {count(len(decisions), 'cluster')}: keep {len(decisions)}, "
         f"drop {count(n_drop, 'document')} ({count(drop_bytes, 'byte')}) ({_cut(res)}, --keep {keep}){_skipped(res)} "
@@ -396,13 +387,13 @@ def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
             + ("raise --num-perm" if not report.explicit else "more bands or fewer rows raise it")
         )
     if fmt == "json":
-        _emit([json.dumps(report.as_dict()) + "\n"])
+        emit([json.dumps(report.as_dict()) + "\n"])
         return
     lines = format_tune(report) + [""] + ["P(candidate) by similarity J"] + render_s_curve(report.bands, report.rows, report.threshold)
     if sys.stdout.isatty():
         _styled(lines)
     else:
-        _emit(line + "\n" for line in lines)
+        emit(line + "\n" for line in lines)
 
 
 # ---------------------------------------------------------------- stats
@@ -442,9 +433,9 @@ def stats(corpus, index, top, fmt, skipped, quiet, verbose) -> None:
         with IndexStore(index).reading():
             passed_over = sorted(open_index(index).stage("shingle").get("skipped", []), key=lambda s: s["id"])
         if fmt == "json":
-            _emit(json.dumps({"id": s["id"], "reason": s.get("reason")}, ensure_ascii=False) + "\n" for s in passed_over)
+            emit(json.dumps({"id": s["id"], "reason": s.get("reason")}, ensure_ascii=False) + "\n" for s in passed_over)
         else:
-            _emit(f"{tsv_field(s['id'])}\t{tsv_field(s.get('reason') or '')}\n" for s in passed_over)
+            emit(f"{tsv_field(s['id'])}\t{tsv_field(s.get('reason') or '')}\n" for s in passed_over)
         return
     with IndexStore(index).reading():
         result = index_stats(open_index(index), top)
@@ -452,9 +443,9 @@ def stats(corpus, index, top, fmt, skipped, quiet, verbose) -> None:
     if result.buckets is not None and not result.buckets.current:
         log.warning(f"the LSH buckets are out of date: run {result.buckets.next_step} (or `simdoc pairs`)")
     if fmt == "json":
-        _emit([json.dumps(result.as_dict(), ensure_ascii=False) + "\n"])
+        emit([json.dumps(result.as_dict(), ensure_ascii=False) + "\n"])
     else:
-        _emit(line + "\n" for line in format_stats(result))
+        emit(line + "\n" for line in format_stats(result))
 
 
 # ---------------------------------------------------------------- show
@@ -575,7 +566,7 @@ def show(args, index, min_words, context, full, fmt, num_perm, seed, scheme, job
     for w in ev.warnings:
         log.warning(w)
     if fmt == "json":
-        _emit([json.dumps(ev.as_dict(), ensure_ascii=False) + "\n"])
+        emit([json.dumps(ev.as_dict(), ensure_ascii=False) + "\n"])
         return
     _print_evidence(ev, None if full else context)
 
@@ -669,4 +660,4 @@ def _print_evidence(ev: PairEvidence, ctx: int | None) -> None:
             continue
         body = render_plain(ev.segments(side, ctx))
         lines += textwrap.wrap(body, PLAIN_WIDTH, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
-    _emit(line + "\n" for line in lines)
+    emit(line + "\n" for line in lines)

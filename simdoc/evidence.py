@@ -637,15 +637,14 @@ def _with_passages(
     # The passage search costs some 80 bytes of memory per byte of text: it looks at the
     # first PASSAGE_BYTES of each document (the numbers above are from all of it).
     cut = []
+    searched = []
     for doc, text in ((doc_a, text_a), (doc_b, text_b)):
-        searched = _cut_utf8(text, PASSAGE_BYTES) if text is not None and len(text) > PASSAGE_BYTES // 4 else text
-        cut.append(searched is not None and len(searched) < len(text))
+        part = _cut_utf8(text, PASSAGE_BYTES) if text is not None and len(text) > PASSAGE_BYTES // 4 else text
+        cut.append(part is not None and len(part) < len(text))
+        searched.append(part)
         if cut[-1]:
             warnings.append(f"{doc}: only its first {PASSAGE_BYTES} bytes are searched for shared passages")
-    if cut[0]:
-        text_a = _cut_utf8(text_a, PASSAGE_BYTES)
-    if cut[1]:
-        text_b = _cut_utf8(text_b, PASSAGE_BYTES)
+    text_a, text_b = searched
     keys_a, spans_a = split_words(text_a, lowercase) if text_a is not None else ([], [])
     keys_b, spans_b = split_words(text_b, lowercase) if text_b is not None else ([], [])
     runs = common_runs(keys_a, keys_b, min_words)

@@ -81,6 +81,16 @@ if ENABLED:
         return h
 
     @njit(cache=CACHE, nogil=True)
+    def _starts(cnt):
+        """Turn each row of byte counts into the start of each byte's run (exclusive prefix sums)."""
+        for p in range(cnt.shape[0]):
+            total = 0
+            for c in range(cnt.shape[1]):
+                t = cnt[p, c]
+                cnt[p, c] = total
+                total += t
+
+    @njit(cache=CACHE, nogil=True)
     def _radix_sort(a, tmp):
         """LSD radix sort of uint32 in 4 byte passes; the result ends in ``a``.
 
@@ -95,12 +105,7 @@ if ENABLED:
             cnt[1, (v >> 8) & 255] += 1
             cnt[2, (v >> 16) & 255] += 1
             cnt[3, v >> 24] += 1
-        for p in range(4):
-            total = 0
-            for c in range(256):
-                t = cnt[p, c]
-                cnt[p, c] = total
-                total += t
+        _starts(cnt)
         src = a
         dst = tmp
         for p in range(4):
@@ -348,12 +353,7 @@ if ENABLED:
             cnt[1, (v >> uint64(8)) & uint64(255)] += 1
             cnt[2, (v >> uint64(16)) & uint64(255)] += 1
             cnt[3, v >> uint64(24)] += 1
-        for p in range(4):
-            total = 0
-            for c in range(256):
-                t = cnt[p, c]
-                cnt[p, c] = total
-                total += t
+        _starts(cnt)
         src = a
         dst = tmp
         for p in range(4):

@@ -62,16 +62,17 @@ class MemberKeys:
         self.source = source
         self.taken: dict[str, object] = {}  # key -> where it was taken (a line number)
 
-    def take(self, key: str, where: object, warnings: list[str], what: str = "line") -> str:
-        """The id of a member whose wanted key is ``key``; says so in ``warnings`` if it had to change."""
+    def take(self, key: str, where: object, what: str = "line") -> tuple[str, str | None]:
+        """The id of a member whose wanted key is ``key``, and what to say if it had to change."""
+        said = None
         if key in self.taken:
             new = f"{key}@{where}"
             while new in self.taken:
                 new += f"@{where}"
-            warnings.append(f"{what} {where}: id {key!r} is taken (by {what} {self.taken[key]}); this one is {new!r}")
+            said = f"id {key!r} is taken (by {what} {self.taken[key]}); this one is {new!r}"
             key = new
         self.taken[key] = where
-        return member_id(self.source, key)
+        return member_id(self.source, key), said
 
 
 class _JsonlMembers:
@@ -127,10 +128,9 @@ class _JsonlMembers:
             self.cut = True
             what = f"text longer than --max-bytes {self.max_bytes}; only the first {self.max_bytes} bytes are indexed"
             self.note(what, lineno, what)
-        said: list[str] = []
-        doc_id = self.keys.take(key, lineno, said)
+        doc_id, said = self.keys.take(key, lineno)
         if said:
-            self.note("an id that repeats gets @LINE appended", lineno, said[0].split(": ", 1)[1])
+            self.note("an id that repeats gets @LINE appended", lineno, said)
         self.docs.append((doc_id, text, offset, length))
 
     def warnings(self) -> list[str]:
@@ -374,7 +374,10 @@ def split_warc(path: str, source: str, max_bytes: int | None = None) -> tuple[li
             key = uri.replace("\0", "%00")
             if key in keys.taken:
                 key = f"{key}#{rec.record_id}"
-            docs.append((keys.take(key, number, warnings, what="response"), text, rec.stream_pos))
+            doc_id, said = keys.take(key, number, what="response")
+            if said:
+                warnings.append(f"response {number}: {said}")
+            docs.append((doc_id, text, rec.stream_pos))
     following = {a: b - a for a, b in zip(starts, starts[1:])}
     return sorted((d, t, o, following.get(o, -1)) for d, t, o in docs), warnings
 

@@ -83,7 +83,7 @@ def test_the_summary_time_covers_the_printing(run, small_corpus, tmp_path, monke
         return write
 
     monkeypatch.setattr(cli_module, "write_records", slow_printing(cli_module.write_records))
-    monkeypatch.setattr(reports, "_emit", slow_printing(reports._emit))
+    monkeypatch.setattr(reports, "emit", slow_printing(reports.emit))
     for command in ("pairs", "clusters", "dedup"):
         r = run(command, small_corpus, "--index", tmp_path / "idx")
         assert r.exit_code == 0, r.stderr
