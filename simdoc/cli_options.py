@@ -232,10 +232,11 @@ def index_of(corpus: tuple, index: Path | None) -> Path:
         path = default_index_path(corpus[0] if len(corpus) == 1 else list(corpus))
         if not IndexStore(path).exists():
             names = " ".join(shlex.quote(str(c)) for c in corpus)
-            raise IndexError_(
-                f"no simdoc index of {names} at {path}",
-                hint=f"build it with `simdoc pairs {names}`, or name the index with --index",
-            )
+            if len(corpus) == 1 and IndexStore(corpus[0]).exists():  # an index given where a corpus goes
+                hint = f"{names} is an index itself: name it with --index {names}"
+            else:
+                hint = f"build it with `simdoc pairs {names}`, or name the index with --index"
+            raise IndexError_(f"no simdoc index of {names} at {path}", hint=hint)
         return announce_index(path)
     if env_index():
         return announce_index(Path(os.environ["SIMDOC_INDEX"]))

@@ -353,3 +353,9 @@ def test_property_cache_clean_removes_only_simdoc_files_of_indexes(built, tmp_pa
             if entries is not None:
                 assert sorted(q.name for q in (cache / name).iterdir()) == entries
     assert (pristine / "manifest.json").is_file()
+
+
+def test_an_index_given_where_a_corpus_goes_is_named_as_such(built):
+    corpus, idx = built
+    r = invoke("stats", idx)
+    assert_clean_error(r, 4, "no simdoc index of", f"is an index itself: name it with --index {idx}")
