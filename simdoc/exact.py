@@ -8,7 +8,7 @@ and the pairs inside a group (set Jaccard 1, bag Jaccard 1/2, estimate 1)
 are produced on the fly when printed, without being held in memory.
 
 Two documents are copies when their texts have the same identity (see
-:meth:`simdoc.doctable.DocsTable.identities`: a 128-bit BLAKE2b digest of
+:meth:`simdoc.store.doctable.DocsTable.identities`: a 128-bit BLAKE2b digest of
 the bytes, or of a member's text, and how it was read), so their shingles are
 identical without being compared. Documents with identical shingles but
 different bytes (a change of case or spacing) are not folded: they are
@@ -18,8 +18,6 @@ ordinary candidates in every band and verify to 1.
 from __future__ import annotations
 
 import numpy as np
-
-from simdoc.doctable import key_halves
 
 
 def representatives(identities: np.ndarray, nonempty: np.ndarray) -> np.ndarray:
@@ -64,3 +62,10 @@ def groups_of(rep: np.ndarray) -> list[np.ndarray]:
         lo, hi = np.searchsorted(sorted_rep, h, "left"), np.searchsorted(sorted_rep, h, "right")
         out.append(np.sort(order[lo:hi]))
     return out
+
+
+def key_halves(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(n, 16) uint8 keys as two big-endian uint64 columns (high, low), for sorting and searching."""
+    keys = np.ascontiguousarray(keys, dtype=np.uint8)
+    halves = keys.view(">u8").reshape(-1, 2).astype(np.uint64)
+    return halves[:, 0].copy(), halves[:, 1].copy()

@@ -120,7 +120,7 @@ def estimate_rules_out(
     Only pairs whose estimate the binomial bound holds for: any pair with
     classic MinHash; with OPH, pairs of documents whose bins are all filled by
     their own shingles (``dense``: no bin borrowed by densification, see
-    :func:`simdoc.results.filled_bins`).
+    :func:`simdoc.stages.results.filled_bins`).
     """
     matches = np.rint(np.asarray(est, dtype=np.float64) * num_perm)
     low = matches < min_matches(num_perm, threshold)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import TEXT_A, write
 
-from simdoc import records
-from simdoc.records import read_jsonl
+from simdoc.corpus import formats as records
+from simdoc.corpus.formats import read_jsonl
 
 MB = 1 << 20
 
@@ -153,7 +153,7 @@ def _long_text(n_words: int, seed: int = 1) -> str:
 
 
 def test_show_searches_only_the_first_part_of_a_huge_document_and_says_so(run, tmp_path, monkeypatch):
-    from simdoc import evidence
+    from simdoc.reports import evidence
 
     monkeypatch.setattr(evidence, "PASSAGE_BYTES", 4096)
     text = _long_text(3000)

@@ -615,7 +615,7 @@ def test_index_writing_commands_take_wait(run, cmd):
 
 
 def test_dedup_refuses_an_index_that_changed_under_it(run, built, monkeypatch):
-    import simdoc.cli_reports as reports
+    import simdoc.cli.reports as reports
 
     real = reports.find_pairs
 
@@ -638,8 +638,8 @@ def test_show_takes_paths_to_the_files(run, built, monkeypatch):
 
 
 def test_rich_rendering_has_the_plain_words(capsys):
-    from simdoc.cli_reports import _rich_document, _styled
-    from simdoc.evidence import Segment
+    from simdoc.cli.reports import _rich_document, _styled
+    from simdoc.reports.evidence import Segment
 
     text = _rich_document([Segment("own", None, "", 3, "a b"), Segment("shared", 1, "c d", 4, "e f"), Segment("own", None, "g")])
     assert text.plain == "(... 3 words ...) a b [1] c d (... 4 words ...) e f g"

@@ -7,7 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdoc.clusters import (
+from simdoc.errors import UsageError
+from simdoc.lsh import BucketStats
+from simdoc.reports.clusters import (
     KEEP_POLICIES,
     Cluster,
     DedupDecision,
@@ -16,9 +18,7 @@ from simdoc.clusters import (
     connected_components,
     plan_dedup,
 )
-from simdoc.errors import UsageError
-from simdoc.lsh import BucketStats
-from simdoc.results import PairsResult
+from simdoc.stages.results import PairsResult
 
 
 def result(doc_ids, edges, jaccard, threshold=0.5, verified=True) -> PairsResult:

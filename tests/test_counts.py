@@ -1,7 +1,7 @@
 """Shingles repeated far past 255 times count in full: bag Jaccard end to end.
 
 Index format 3 keeps no shingle counts (verification re-reads the documents,
-see simdoc.verify), so the uint8 counts and their overflow table are gone;
+see simdoc.stages.verify), so the uint8 counts and their overflow table are gone;
 what must still hold is that the printed bag Jaccard is exact however often
 a shingle repeats.
 """

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from simdoc.cli import cli
-from simdoc.store import IndexStore
+from simdoc.store.directory import IndexStore
 
 FAULT_POINTS = [
     "publish:verified",
@@ -255,7 +255,7 @@ def test_lock_left_by_a_dead_process_is_taken_over(tmp_path):
     idx = tmp_path / "idx"
     # A writer that dies while holding the lock: the kernel drops its flock.
     code = (
-        "import os, sys; from simdoc.store import IndexStore\n"
+        "import os, sys; from simdoc.store.directory import IndexStore\n"
         f"cm = IndexStore({str(idx)!r}).writing(); cm.__enter__(); os._exit(9)\n"
     )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 9
@@ -298,7 +298,7 @@ def test_a_writer_waiting_on_a_removed_lock_file_takes_the_new_one(tmp_path):
 
 
 def test_reader_keeps_its_files_while_a_writer_replaces_them(tmp_path):
-    from simdoc.loaded import open_index
+    from simdoc.store.loaded import open_index
 
     corpus = tmp_path / "c"
     make_corpus(corpus, 20, seed=8)
@@ -341,7 +341,7 @@ def test_check_reports_a_flipped_byte(tmp_path):
 def test_crc32_combine_matches_zlib():
     import zlib
 
-    from simdoc.store import crc32_combine
+    from simdoc.store.directory import crc32_combine
 
     rng = random.Random(3)
     for la, lb in [(0, 5), (7, 0), (1, 1), (1000, 12345), (3, 1 << 20), (rng.randrange(10**5), rng.randrange(10**6))]:
@@ -355,7 +355,7 @@ def test_fast_crc32_is_zlibs():
 
     import numpy as np
 
-    from simdoc.store import crc32
+    from simdoc.store.directory import crc32
 
     rng = random.Random(5)
     for n in (0, 1, 15, 16, 17, 63, 64, 65, 4095, 1 << 20, rng.randrange(10**6)):

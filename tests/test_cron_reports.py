@@ -67,8 +67,8 @@ def test_stats_lists_the_skipped_files_from_the_manifest(run, corpus_with_skips,
 
 
 def test_the_summary_time_covers_the_printing(run, small_corpus, tmp_path, monkeypatch):
-    import simdoc.cli as cli_module
-    import simdoc.cli_reports as reports
+    import simdoc.cli.reports as reports
+    import simdoc.cli.stages as cli_module
 
     real_clock = time.perf_counter
     slow = {"by": 0.0}

@@ -14,7 +14,7 @@ from test_pipeline import make_corpus  # noqa: E402
 
 
 def arrays(index: Path) -> dict[str, bytes]:
-    from simdoc.loaded import open_index
+    from simdoc.store.loaded import open_index
 
     loaded = open_index(index)
     out = {}

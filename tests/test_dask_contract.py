@@ -63,9 +63,9 @@ SLOW_READS = '''
 import os
 import time
 
-import simdoc.batches
+import simdoc.stages.scan
 
-_scan_batch = simdoc.batches.scan_batch
+_scan_batch = simdoc.stages.scan.scan_batch
 
 
 def scan_batch(task):
@@ -75,7 +75,7 @@ def scan_batch(task):
     return _scan_batch(task)
 
 
-simdoc.batches.scan_batch = scan_batch  # tasks name the function; they get this one
+simdoc.stages.scan.scan_batch = scan_batch  # tasks name the function; they get this one
 '''
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simdoc.errors import UsageError
-from simdoc.evidence import (
+from simdoc.reports.evidence import (
     Segment,
     common_runs,
     document_segments,
@@ -21,10 +21,10 @@ from simdoc.evidence import (
     shingle_overlap,
     split_words,
 )
-from simdoc.loaded import open_index
-from simdoc.pipeline import find_pairs
 from simdoc.shingling import ShingleSets, normalise
 from simdoc.similarity import bag_jaccard, jaccard
+from simdoc.stages.pipeline import find_pairs
+from simdoc.store.loaded import open_index
 
 P1 = "the harbour lantern festival returns to Port Ellery on the first Saturday of August"
 P2 = "stalls open at noon and the lantern parade leaves the old quay at nine"

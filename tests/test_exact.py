@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import simdoc
 from simdoc.cli import cli
 from simdoc.exact import groups_of, representatives
-from simdoc.loaded import open_index
+from simdoc.store.loaded import open_index
 
 
 @settings(max_examples=80, deadline=None)
@@ -82,7 +82,7 @@ def test_new_counts_group_pairs_with_a_changed_member(tmp_path):
     idx = tmp_path / "idx"
     first = simdoc.find_pairs(corpus, idx, jobs=1, new_only=True)
     assert len(first) == 10  # the first report: every pair is new to it
-    simdoc.pipeline.mark_reported(idx, first.generation)  # what the CLI does once it is printed
+    simdoc.stages.pipeline.mark_reported(idx, first.generation)  # what the CLI does once it is printed
     (corpus / "copy5.txt").write_text("the very same tiny page", encoding="utf-8")
     res = simdoc.find_pairs(corpus, idx, jobs=1, new_only=True)
     # 6 copies, 1 new: the pairs with the new one, and none of the 10 old pairs.
@@ -106,7 +106,7 @@ def test_check_accepts_an_index_with_folded_copies(tmp_path):
 def test_check_reports_groups_that_fold_different_texts(tmp_path):
     import json
 
-    from simdoc.store import _npy_offset, crc32_file
+    from simdoc.store.directory import _npy_offset, crc32_file
 
     corpus = tmp_path / "c"
     corpus.mkdir()
@@ -127,7 +127,7 @@ def test_check_reports_groups_that_fold_different_texts(tmp_path):
     np.save(idx / name, rep)
     path = idx / name
     ix["files"][name].update(bytes=path.stat().st_size, crc32=crc32_file(path, _npy_offset(path)))
-    from simdoc.manifest import dump
+    from simdoc.store.manifest import dump
 
     (idx / "manifest.json").write_bytes(dump(manifest))  # with its own checksum: only the meaning is wrong
     chk = runner.invoke(cli, ["check", "--index", str(idx)])
@@ -162,7 +162,7 @@ def test_text_identity_says_how_a_file_was_read(tmp_path):
 
 
 def test_text_identity_tells_a_streamed_file_from_one_read_whole(tmp_path, monkeypatch):
-    from simdoc import streaming
+    from simdoc.corpus import streaming
 
     # The same first bytes (--max-bytes), one file streamed for its size and one read whole:
     # documented to agree except at chunk boundaries, so they are compared, not assumed equal.

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import SAMPLE_CORPUS, assert_clean_error, write
+
 from simdoc.cli import cli
+from simdoc.corpus.filelists import chosen_list, read_file_list
 from simdoc.errors import UsageError
-from simdoc.filelists import chosen_list, read_file_list
 
 T1 = "The harbour festival opens at dawn with boats, lanterns and a brass band on the pier.\n"
 T2 = "Completely unrelated prose about tide tables, cranes, ropes and the price of coal.\n"

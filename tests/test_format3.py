@@ -14,16 +14,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simdoc
-import simdoc.documents
-import simdoc.loaded
-import simdoc.pipeline
-import simdoc.records
-import simdoc.verified
-import simdoc.verify
+import simdoc.corpus.formats
+import simdoc.corpus.read
+import simdoc.stages.pipeline
+import simdoc.stages.results
+import simdoc.stages.verify
+import simdoc.store.loaded
+import simdoc.store.verified
 from simdoc.cli import cli
-from simdoc.loaded import open_index
 from simdoc.shingling import ShingleSpec, normalise, shingle_texts
-from simdoc.store import IndexStore
+from simdoc.stages.reread import reader_of
+from simdoc.store.directory import IndexStore
+from simdoc.store.loaded import open_index
 
 BASE = (
     "the harbour festival opened on a grey morning with drums and a long parade of boats "
@@ -62,7 +64,7 @@ def test_the_index_keeps_no_shingles(tmp_path):
     assert not any(n.startswith("shingles.") for n in names)
     assert any(n.startswith("docs.digest.") for n in names) and any(n.startswith("verified.keys.") for n in names)
     # `simdoc shingle` on its own still keeps the textbook's intermediate.
-    simdoc.pipeline.build_shingles(tmp_path / "c", tmp_path / "staged")
+    simdoc.stages.pipeline.build_shingles(tmp_path / "c", tmp_path / "staged")
     assert open_index(tmp_path / "staged").has_shingle_sets()
 
 
@@ -89,7 +91,7 @@ def test_a_document_edited_between_indexing_and_verification_is_indexed_again(tm
     write(corpus / "b.txt", BASE.replace("grey", "gray"))
     write(corpus / "c.txt", "a wholly unrelated note about the price of bread in winter")
     age(corpus)
-    real = simdoc.pipeline._refresh_for_pairs
+    real = simdoc.stages.pipeline._refresh_for_pairs
     edits = []
 
     def refresh_then_edit(*args, **kwargs):
@@ -103,9 +105,9 @@ def test_a_document_edited_between_indexing_and_verification_is_indexed_again(tm
             edits.append(target)
         return out
 
-    monkeypatch.setattr(simdoc.pipeline, "_refresh_for_pairs", refresh_then_edit)
+    monkeypatch.setattr(simdoc.stages.pipeline, "_refresh_for_pairs", refresh_then_edit)
     res = simdoc.find_pairs(corpus, tmp_path / "idx", threshold=0.5, jobs=1)
-    monkeypatch.setattr(simdoc.pipeline, "_refresh_for_pairs", real)
+    monkeypatch.setattr(simdoc.stages.pipeline, "_refresh_for_pairs", real)
     assert edits
     fresh = simdoc.find_pairs(corpus, tmp_path / "fresh", threshold=0.5, jobs=1)
     assert list(res) == list(fresh)
@@ -123,7 +125,7 @@ def test_a_changed_document_is_left_out_by_a_reader_with_a_warning(tmp_path, mon
     write(corpus / "b.txt", "now something else entirely, nothing like the festival at all")
     (corpus / "c.txt").unlink()
     # Pairs in the verified-pairs table describe the texts indexed; the others are read again.
-    monkeypatch.setattr(simdoc.loaded.LoadedIndex, "verified_pairs", lambda self: simdoc.verified.VerifiedPairs())
+    monkeypatch.setattr(simdoc.store.loaded.LoadedIndex, "verified_pairs", lambda self: simdoc.store.verified.VerifiedPairs())
     r = CliRunner().invoke(cli, ["pairs", "--index", str(tmp_path / "idx"), "-t", "0.5", "--all-candidates"])
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""  # every pair has b.txt or c.txt in it: none is verified against stale text
@@ -141,14 +143,14 @@ def test_a_jsonl_file_with_many_candidates_is_read_once(tmp_path, monkeypatch):
     _jsonl_corpus(tmp_path / "c")
     simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", threshold=0.7, jobs=1, id_field="id")
     reads: list[str] = []
-    real = simdoc.documents.read_jsonl
+    real = simdoc.corpus.read.read_jsonl
 
     def counting(path, *a, **kw):
         reads.append(Path(path).name)
         return real(path, *a, **kw)
 
-    monkeypatch.setattr(simdoc.documents, "read_jsonl", counting)
-    monkeypatch.setattr(simdoc.loaded.LoadedIndex, "verified_pairs", lambda self: simdoc.verified.VerifiedPairs())
+    monkeypatch.setattr(simdoc.corpus.read, "read_jsonl", counting)
+    monkeypatch.setattr(simdoc.store.loaded.LoadedIndex, "verified_pairs", lambda self: simdoc.store.verified.VerifiedPairs())
     res = simdoc.find_pairs(None, tmp_path / "idx", threshold=0.7)
     assert len(res) == 12 * 11 // 2
     assert reads == ["data.jsonl"]
@@ -175,10 +177,10 @@ def test_a_warc_record_is_read_at_its_offset(tmp_path, monkeypatch):
     first = simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", threshold=0.7, jobs=1)
     assert len(first) == 15
     whole, at = [], []
-    real_split, real_at = simdoc.records.split_warc, simdoc.documents.warc_record_at
-    monkeypatch.setattr(simdoc.documents, "split_warc", lambda *a: whole.append(a) or real_split(*a))
-    monkeypatch.setattr(simdoc.documents, "warc_record_at", lambda p, o, m: at.append(o) or real_at(p, o, m))
-    monkeypatch.setattr(simdoc.loaded.LoadedIndex, "verified_pairs", lambda self: simdoc.verified.VerifiedPairs())
+    real_split, real_at = simdoc.corpus.formats.split_warc, simdoc.corpus.read.warc_record_at
+    monkeypatch.setattr(simdoc.corpus.read, "split_warc", lambda *a: whole.append(a) or real_split(*a))
+    monkeypatch.setattr(simdoc.corpus.read, "warc_record_at", lambda p, o, m: at.append(o) or real_at(p, o, m))
+    monkeypatch.setattr(simdoc.store.loaded.LoadedIndex, "verified_pairs", lambda self: simdoc.store.verified.VerifiedPairs())
     again = simdoc.find_pairs(None, tmp_path / "idx", threshold=0.7)
     assert list(again) == list(first)
     assert whole == [] and len(at) == len(set(at)) == 6  # each candidate record once, by its offset
@@ -193,19 +195,19 @@ def test_each_candidate_document_is_read_once_and_memory_budget_changes_nothing(
             write(corpus / f"g{g}" / f"d{i}.txt", BASE.replace("festival", f"festival {g}") + f" copy {i}")
     simdoc.find_pairs(corpus, tmp_path / "idx", threshold=0.6, jobs=1)
     readers = []
-    real_reader = simdoc.loaded.LoadedIndex.reader
+    real_reader = simdoc.stages.results.reader_of
 
-    def keep(self):
-        r = real_reader(self)
+    def keep(loaded):
+        r = real_reader(loaded)
         readers.append(r)
         return r
 
-    monkeypatch.setattr(simdoc.loaded.LoadedIndex, "reader", keep)
-    monkeypatch.setattr(simdoc.loaded.LoadedIndex, "verified_pairs", lambda self: simdoc.verified.VerifiedPairs())
+    monkeypatch.setattr(simdoc.stages.results, "reader_of", keep)
+    monkeypatch.setattr(simdoc.store.loaded.LoadedIndex, "verified_pairs", lambda self: simdoc.store.verified.VerifiedPairs())
     ample = simdoc.find_pairs(None, tmp_path / "idx", threshold=0.6)
     assert readers[-1].reads and set(readers[-1].reads.values()) == {1}
-    monkeypatch.setattr(simdoc.verify, "CACHE_BYTES", 1)  # hold one set at a time: documents are read again
-    monkeypatch.setattr(simdoc.verify, "CHUNK_PAIRS", 1)
+    monkeypatch.setattr(simdoc.stages.verify, "CACHE_BYTES", 1)  # hold one set at a time: documents are read again
+    monkeypatch.setattr(simdoc.stages.verify, "CHUNK_PAIRS", 1)
     tight = simdoc.find_pairs(None, tmp_path / "idx", threshold=0.6)
     assert list(tight) == list(ample) and len(ample) > 0
     assert max(readers[-1].reads.values()) > 1
@@ -234,7 +236,7 @@ def test_a_format_2_index_asks_for_a_rebuild(tmp_path):
     store = IndexStore(idx)
     manifest = store.read_manifest()
     manifest["format_version"] = 2
-    from simdoc.manifest import dump
+    from simdoc.store.manifest import dump
 
     (idx / "manifest.json").write_bytes(dump(manifest))
     r = CliRunner().invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(idx)])
@@ -243,7 +245,7 @@ def test_a_format_2_index_asks_for_a_rebuild(tmp_path):
 
 def test_ids_that_leave_the_corpus_are_never_opened(tmp_path):
     from simdoc.errors import CorruptIndex
-    from simdoc.verify import safe_relative
+    from simdoc.stages.reread import safe_relative
 
     for bad in ("../secret.txt", "/etc/passwd", "a/../../b", "a//b", "", "x\0y", "./a"):
         with pytest.raises(CorruptIndex):
@@ -285,7 +287,7 @@ def test_threads_shingling_at_once_do_not_share_scratch_space(tmp_path):
 
     _random_word_corpus(tmp_path / "c", 100, 3000)
     simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", jobs=1, verify=False)
-    reader = open_index(tmp_path / "idx").reader()
+    reader = reader_of(open_index(tmp_path / "idx"))
     groups = [list(range(i, i + 20)) for i in range(0, 200, 20)]
     one = [reader.read_sets(g) for g in groups]
     for _ in range(3):
@@ -300,9 +302,9 @@ def test_verification_does_not_depend_on_jobs_or_memory_budget(tmp_path):
     simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", jobs=1, verify=False)
     loaded = open_index(tmp_path / "idx")
     left, right = np.triu_indices(len(loaded.docs()), 1)
-    one = simdoc.verify.verify_pairs(loaded.reader(), left, right, jobs=1)
+    one = simdoc.stages.verify.verify_pairs(reader_of(loaded), left, right, jobs=1)
     for jobs, budget in ((2, None), (3, 5000), (1, 1)):
-        other = simdoc.verify.verify_pairs(loaded.reader(), left, right, jobs=jobs, budget=budget)
+        other = simdoc.stages.verify.verify_pairs(reader_of(loaded), left, right, jobs=jobs, budget=budget)
         assert np.array_equal(other.set_jaccard, one.set_jaccard)
         assert np.array_equal(other.bag_jaccard, one.bag_jaccard)
         assert other.ok.all()

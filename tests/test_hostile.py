@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import simdoc.corpus
-import simdoc.pipeline
+import simdoc.corpus.walk
+import simdoc.stages.pipeline
 from simdoc.cli import cli
-from simdoc.corpus import discover, read_document
+from simdoc.corpus.walk import discover, read_document
 
 TEXT = "The same text about gardens and bees and honey in the long summer evenings. "
 
@@ -86,7 +86,7 @@ def test_vanished_file_is_skipped_with_a_warning(tmp_path, monkeypatch):
     write(corpus / "a.txt")
     write(corpus / "b.txt")
     gone = write(corpus / "gone.txt")
-    real = simdoc.corpus.discover_sources
+    real = simdoc.corpus.walk.discover_sources
 
     def discover_then_delete(*args, **kw):
         base, found, skipped = real(*args, **kw)
@@ -97,7 +97,7 @@ def test_vanished_file_is_skipped_with_a_warning(tmp_path, monkeypatch):
 
         return base, then_delete(), skipped
 
-    monkeypatch.setattr(simdoc.pipeline, "discover_sources", discover_then_delete)
+    monkeypatch.setattr(simdoc.stages.pipeline, "discover_sources", discover_then_delete)
     r = run("pairs", corpus, "--index", tmp_path / "idx", "-j", "1")
     assert r.exit_code == 0, r.stderr
     assert r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
@@ -118,7 +118,7 @@ def test_file_changing_while_read_is_indexed_as_read_with_a_warning(tmp_path, mo
             return real_fstat(fd)
         return st
 
-    monkeypatch.setattr(simdoc.corpus.os, "fstat", fstat)
+    monkeypatch.setattr(simdoc.corpus.walk.os, "fstat", fstat)
     res = read_document(str(path))
     assert res.text == TEXT
     assert "changed while being read" in res.warning
@@ -195,7 +195,7 @@ def test_walk_yields_ids_in_sorted_order(tmp_path_factory, paths):
             pass
     files = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
     assert files == made
-    ids = [e.id for e in simdoc.corpus.walk(root)]
+    ids = [e.id for e in simdoc.corpus.walk.walk(root)]
     assert ids == sorted(files)
     assert [e.id for e in discover(root)[0]] == ids
 
@@ -203,7 +203,7 @@ def test_walk_yields_ids_in_sorted_order(tmp_path_factory, paths):
 def test_paths_passed_over_after_the_last_document_are_reported(tmp_path, monkeypatch):
     # A new build reads files while the walk goes on; what the walk passes over after the
     # last document still reaches the warnings and the index's list of skipped paths.
-    monkeypatch.setattr(simdoc.pipeline, "BATCH_DOCS", 1)
+    monkeypatch.setattr(simdoc.stages.pipeline, "BATCH_DOCS", 1)
     corpus = tmp_path / "c"
     for name in ("a.txt", "b.txt", "c.txt"):
         write(corpus / name)

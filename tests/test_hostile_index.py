@@ -28,9 +28,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simdoc.cli import cli
-from simdoc.doctable import _blob
-from simdoc.manifest import dump
-from simdoc.store import _npy_offset, crc32_file
+from simdoc.store.directory import _npy_offset, crc32_file
+from simdoc.store.doctable import _blob
+from simdoc.store.manifest import dump
 
 TEXT = "The quick brown fox jumps over the lazy dog while the farmer sleeps in the barn.\n"
 OTHER = "Completely unrelated prose about tide tables, harbour cranes and rope.\n"

@@ -9,10 +9,10 @@ import numpy as np
 from click.testing import CliRunner
 
 import simdoc
-import simdoc.corpus
-import simdoc.documents
+import simdoc.corpus.read
+import simdoc.corpus.walk
 from simdoc.cli import cli
-from simdoc.loaded import open_index
+from simdoc.store.loaded import open_index
 
 WORDS = "amber basil cedar delta ember fjord grove heron iris jade kelp lotus maple nutmeg olive".split()
 
@@ -126,13 +126,13 @@ def test_update_equals_full_rebuild_and_reads_only_what_changed(tmp_path, monkey
     mutate(corpus, random.Random(1))
 
     reads: list[str] = []
-    real = simdoc.corpus.read_document
+    real = simdoc.corpus.walk.read_document
 
     def counting(path, **kw):
         reads.append(Path(path).name)
         return real(path, **kw)
 
-    monkeypatch.setattr(simdoc.documents, "read_document", counting)
+    monkeypatch.setattr(simdoc.corpus.read, "read_document", counting)
     updated = simdoc.find_pairs(corpus, idx, jobs=1, verify=False)
     # Only the added, changed and touched files were read (the touched one only for its digest).
     assert sorted(reads) == sorted(["added.txt", "doc002.txt", "doc001.txt", "near004.txt"])
@@ -140,7 +140,7 @@ def test_update_equals_full_rebuild_and_reads_only_what_changed(tmp_path, monkey
     assert shingle["n_changed"] == 3 and shingle["n_removed"] == 1
     assert "read 4 files, 3 new or changed, 1 removed" in updated.stages[0].detail
 
-    monkeypatch.setattr(simdoc.documents, "read_document", real)
+    monkeypatch.setattr(simdoc.corpus.read, "read_document", real)
     updated = simdoc.find_pairs(corpus, idx, jobs=1)
     full = simdoc.find_pairs(corpus, tmp_path / "full", jobs=1)
     assert list(updated) == list(full)

@@ -18,11 +18,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import SAMPLE_CORPUS, assert_clean_error, write
-from simdoc.cache import cache_dir, cached_index_path, cached_indexes, remove_index
+
 from simdoc.cli import cli
-from simdoc.pipeline import default_index_path
+from simdoc.stages.pipeline import default_index_path
+from simdoc.store.cache import (
+    cache_dir,
+    cached_index_path,
+    cached_indexes,
+    remove_index,
+)
 
 T1 = "The harbour festival opens at dawn with boats, lanterns and a brass band on the long pier.\n"
 T2 = "Completely unrelated prose about tide tables, cranes, ropes and the price of coal in winter.\n"

@@ -1,15 +1,15 @@
 """Input selection and kinds: compressed files (.gz, .bz2, .xz, .zst), --include and --exclude globs."""
 
 import bz2
-import os
 import gzip
 import lzma
+import os
 
 import pytest
 from click.testing import CliRunner
 
 from simdoc.cli import cli
-from simdoc.corpus import read_document
+from simdoc.corpus.walk import read_document
 
 TEXT = "Compressed or not, this document tells the same long story about river barges and tides. " * 5
 
@@ -270,7 +270,7 @@ def test_a_problem_on_many_jsonl_lines_is_one_short_warning(tmp_path):
     # Issue 17.15: a misspelt --text-field on a 20,000-line file gave one 889 KB warning line.
     import json as _json
 
-    from simdoc.records import split_jsonl
+    from simdoc.corpus.formats import split_jsonl
 
     text = "".join(_json.dumps({"body": f"text number {i}", "n": i}) + "\n" for i in range(20_000))
     docs, warnings = split_jsonl(text, "data.jsonl")
@@ -287,7 +287,7 @@ def test_a_problem_on_many_jsonl_lines_is_one_short_warning(tmp_path):
 
 
 def test_jsonl_problems_are_counted_per_kind():
-    from simdoc.records import split_jsonl
+    from simdoc.corpus.formats import split_jsonl
 
     lines = ['{"id": "a", "text": "x"}', "nope", '{"id": "a", "text": "y"}', "nor this", '{"id": "a", "text": "z"}', "[1]"]
     docs, warnings = split_jsonl("\n".join(lines), "d.jsonl", id_field="id")

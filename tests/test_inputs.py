@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import TEXT_A, TEXT_C, records, summary, write
 
-import simdoc.corpus
-import simdoc.pipeline
-from simdoc.doctable import ROLES as DOC_ROLES
-from simdoc.loaded import open_index
+import simdoc.corpus.walk
+import simdoc.stages.pipeline
+from simdoc.store.doctable import ROLES as DOC_ROLES
+from simdoc.store.loaded import open_index
 
 OTHER = "An entirely different text about lighthouse keepers and their long winter logs.\n"
 
@@ -78,7 +78,7 @@ def test_unreadable_file_warns_and_continues(run, tmp_path, monkeypatch):
             raise PermissionError(13, "Permission denied", str(file))
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(simdoc.corpus.os, "open", fake_open)
+    monkeypatch.setattr(simdoc.corpus.walk.os, "open", fake_open)
     r = run("pairs", corpus, "--index", tmp_path / "idx", "--jobs", "1")
     assert r.exit_code == 0, (r.stderr, r.exception)
     assert r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
@@ -295,10 +295,10 @@ def _npy_bytes(idx: Path) -> dict[str, bytes]:
 
 def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
     # Small batches and signature tasks so that two workers really share the work.
-    monkeypatch.setattr(simdoc.pipeline, "BATCH_DOCS", 2)
-    monkeypatch.setattr(simdoc.pipeline, "SIGNATURE_TASK_DOCS", 3)
+    monkeypatch.setattr(simdoc.stages.pipeline, "BATCH_DOCS", 2)
+    monkeypatch.setattr(simdoc.stages.pipeline, "SIGNATURE_TASK_DOCS", 3)
     calls = []
-    real_pool_map = simdoc.pipeline._pool_map
+    real_pool_map = simdoc.stages.pipeline._pool_map
 
     def spy(func, tasks, jobs, *args):
         record = [func.__name__, 0, jobs]  # tasks are counted as the pool draws them
@@ -311,7 +311,7 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
 
         return real_pool_map(func, counted(), jobs, *args)
 
-    monkeypatch.setattr(simdoc.pipeline, "_pool_map", spy)
+    monkeypatch.setattr(simdoc.stages.pipeline, "_pool_map", spy)
     corpus = _make(tmp_path / "corpus", list(CORPUS_FILES))
     for i in range(12):
         write(corpus / "extra" / f"doc{i:02d}.txt", f"Document number {i} says {OTHER * (i % 3 + 1)}")

@@ -113,7 +113,7 @@ def test_verification_jaccard_of_two_rows_equals_counting(a, b):
     # The kernel verification uses, its numpy twin, and the definition (bags: MMDS's bag Jaccard).
     from collections import Counter
 
-    from simdoc.verify import _jaccard_numpy
+    from simdoc.stages.verify import _jaccard_numpy
 
     rows = []
     for x in (a, b):

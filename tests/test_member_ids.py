@@ -10,7 +10,7 @@ from conftest import TEXT_A, TEXT_C, records, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdoc.records import split_jsonl
+from simdoc.corpus.formats import split_jsonl
 
 OTHER = "Mountain goats climb steep paths at dawn, far from any harbour or tide table.\n"
 
@@ -98,8 +98,8 @@ def test_members_of_different_files_never_collide(run, tmp_path):
 
 def test_an_index_with_members_named_the_old_way_is_rebuilt_not_updated(tmp_path):
     import simdoc
-    from simdoc.manifest import dump
-    from simdoc.records import MEMBER_IDS
+    from simdoc.corpus.formats import MEMBER_IDS
+    from simdoc.store.manifest import dump
 
     corpus = tmp_path / "c"
     write(corpus / "a.jsonl", jsonl([{"text": TEXT_A}, {"text": TEXT_A}]))

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_kernels import both
 
 import simdoc
-from test_kernels import both
 from simdoc.errors import ParameterMismatch
 from simdoc.minhash import MinHasher, oph_probe
 from simdoc.shingling import ShingleSets

@@ -9,15 +9,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simdoc
-import simdoc.verify
-from simdoc.verified import VerifiedPairs
-import simdoc.loaded
-import simdoc.pipeline as pipeline
-import simdoc.results
 import simdoc.similarity
+import simdoc.stages.pipeline as pipeline
+import simdoc.stages.results
+import simdoc.stages.verify
+import simdoc.store.loaded
 from simdoc.errors import ParameterMismatch
 from simdoc.shingling import ShingleSpec, shingle_texts
 from simdoc.similarity import jaccard
+from simdoc.store.verified import VerifiedPairs
 
 WORDS = (
     "river stone lantern orchard copper meadow signal harbor velvet thunder cobalt willow "
@@ -96,15 +96,15 @@ def test_all_candidates_and_no_verify(tmp_path):
 def counting_verifications(monkeypatch) -> list[int]:
     """Patch verification to record how many pairs each call verifies (the list returned)."""
     counts: list[int] = []
-    real = simdoc.results.verify_pairs
+    real = simdoc.stages.results.verify_pairs
 
     def counting(reader, left, right, *args, **kwargs):
         counts.append(len(left))
         return real(reader, left, right, *args, **kwargs)
 
-    monkeypatch.setattr(simdoc.results, "verify_pairs", counting)
+    monkeypatch.setattr(simdoc.stages.results, "verify_pairs", counting)
     # Every pair is verified from the documents, not looked up in the verified-pairs table.
-    monkeypatch.setattr(simdoc.loaded.LoadedIndex, "verified_pairs", lambda self: VerifiedPairs())
+    monkeypatch.setattr(simdoc.store.loaded.LoadedIndex, "verified_pairs", lambda self: VerifiedPairs())
     return counts
 
 
@@ -147,9 +147,9 @@ def test_jobs_and_batch_sizes_do_not_change_anything(tmp_path, monkeypatch):
     make_corpus(tmp_path / "c", n_base=20)
     ref = simdoc.find_pairs(tmp_path / "c", tmp_path / "i1", jobs=1)
     monkeypatch.setattr(pipeline, "BATCH_DOCS", 3)
-    monkeypatch.setattr(simdoc.results, "SCORE_PAIRS", 5)
-    monkeypatch.setattr(simdoc.verify, "CHUNK_PAIRS", 2)  # many chunks, and a cache that holds few sets
-    monkeypatch.setattr(simdoc.verify, "CACHE_BYTES", 4000)
+    monkeypatch.setattr(simdoc.stages.results, "SCORE_PAIRS", 5)
+    monkeypatch.setattr(simdoc.stages.verify, "CHUNK_PAIRS", 2)  # many chunks, and a cache that holds few sets
+    monkeypatch.setattr(simdoc.stages.verify, "CACHE_BYTES", 4000)
     other = simdoc.find_pairs(tmp_path / "c", tmp_path / "i2", jobs=2)
     assert index_bytes(tmp_path / "i1") == index_bytes(tmp_path / "i2")
     assert list(ref) == list(other)

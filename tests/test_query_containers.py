@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_input_kinds import warc_record
 
 from simdoc.cli import cli
-from simdoc.file_texts import read_file_texts
-from test_input_kinds import warc_record
+from simdoc.corpus.file_texts import read_file_texts
 
 HARBOUR = "The harbour festival opens at dawn with boats, lanterns, a brass band and fried fish on the long pier. " * 3
 MUSEUM = "The town museum keeps winter hours: it opens at ten, closes at four, and is shut on every Monday. " * 3

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, SAMPLE_CORPUS
 from test_input_kinds import warc_record
 

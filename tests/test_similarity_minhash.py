@@ -9,7 +9,13 @@ import simdoc.minhash as minhash
 import simdoc.similarity as similarity
 from simdoc.minhash import MinHasher, signature_matrix, splitmix64
 from simdoc.shingling import ShingleSets
-from simdoc.similarity import bag_jaccard, estimate_jaccard, jaccard, pair_estimates, pair_jaccard
+from simdoc.similarity import (
+    bag_jaccard,
+    estimate_jaccard,
+    jaccard,
+    pair_estimates,
+    pair_jaccard,
+)
 
 S1, S2, S3, S4 = {"a", "d"}, {"c"}, {"b", "d", "e"}, {"a", "c", "d"}
 
@@ -233,7 +239,7 @@ def test_estimate_rules_out_only_where_the_bound_holds():
 
 
 def test_filled_bins_counts_the_bins_a_document_filled_itself():
-    from simdoc.results import filled_bins
+    from simdoc.stages.results import filled_bins
 
     hasher = MinHasher(128, 1)
     sets = ShingleSets.from_sets([range(5), range(5000)])

@@ -18,9 +18,9 @@ from conftest import TEXT_A, TEXT_C, assert_clean_error
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simdoc.check import check_index
 from simdoc.errors import OutputError
-from simdoc.store import LOCK, READERS
+from simdoc.reports.check import check_index
+from simdoc.store.directory import LOCK, READERS
 
 
 @pytest.fixture
@@ -133,7 +133,7 @@ def _assert_one_line_error_or_harmless(result, allow_ok: bool) -> None:
 
 def test_every_single_byte_flip_of_a_manifest_is_refused_on_load(sealed):
     from simdoc.errors import IndexError_
-    from simdoc.store import IndexStore
+    from simdoc.store.directory import IndexStore
 
     idx, raw, _ = sealed
     with tempfile.TemporaryDirectory() as tmp:

@@ -4,10 +4,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import simdoc.streaming as streaming
-from simdoc.corpus import read_document
+import simdoc.corpus.streaming as streaming
+from simdoc.corpus.streaming import stream_document
+from simdoc.corpus.walk import read_document
 from simdoc.shingling import ShingleSpec, shingle_texts
-from simdoc.streaming import stream_document
 
 WORDS = st.sampled_from(["the", "a", "of", "Bee", "honey", "ÉTÉ", "café", "x", "  ", "\n\t", "\u00a0", "ΣΑΣ"])
 

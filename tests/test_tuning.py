@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import TEXT_A, TEXT_C, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import TEXT_A, TEXT_C, write
 
 from simdoc.errors import UsageError
 from simdoc.lsh import candidate_probability
-from simdoc.loaded import open_index
-from simdoc.pipeline import find_pairs
-from simdoc.shingling import normalise, shingle_texts
-from simdoc.tuning import (
+from simdoc.reports.tuning import (
     BucketSummary,
     IndexStats,
     LargeBucket,
@@ -25,6 +22,9 @@ from simdoc.tuning import (
     summarise_buckets,
     tune,
 )
+from simdoc.shingling import normalise, shingle_texts
+from simdoc.stages.pipeline import find_pairs
+from simdoc.store.loaded import open_index
 
 # ---------------------------------------------------------------- tune
 

@@ -18,9 +18,9 @@ from click.testing import CliRunner
 from conftest import SAMPLE_CORPUS
 from test_crash_safety import fresh_output, make_corpus, simdoc
 
-from simdoc.check import check_index
 from simdoc.cli import cli
 from simdoc.errors import EXIT_WRITE
+from simdoc.reports.check import check_index
 
 DEV_FULL = Path("/dev/full")
 needs_dev_full = pytest.mark.skipif(not DEV_FULL.exists(), reason="no /dev/full here")

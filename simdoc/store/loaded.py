@@ -2,7 +2,7 @@
 
 :func:`open_index` opens the index at a path; :class:`LoadedIndex` hands out
 what each stage stored (the docs table, signatures, band keys and buckets,
-the verified pairs), each array checked as it is loaded (see simdoc.store).
+the verified pairs), each array checked as it is loaded (see simdoc.store.directory).
 Reports, the pairs scorer and both engines read an index through this
 module only; it imports no stage and no engine.
 """
@@ -14,15 +14,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simdoc.doctable import ROLES as DOC_ROLES
-from simdoc.doctable import DocsTable
 from simdoc.errors import CorruptIndex, IndexError_
 from simdoc.minhash import DEFAULT_SCHEME, MinHasher
 from simdoc.shingling import ShingleSets, ShingleSpec
-from simdoc.store import MANIFEST, IndexStore
-from simdoc.verified import VerifiedPairs
-from simdoc.verify import DocumentReader
-
+from simdoc.store.directory import MANIFEST, IndexStore
+from simdoc.store.doctable import ROLES as DOC_ROLES
+from simdoc.store.doctable import DocsTable
+from simdoc.store.verified import VerifiedPairs
 
 
 @dataclass
@@ -123,15 +121,6 @@ class LoadedIndex:
     def spec(self) -> ShingleSpec:
         p = self.stage("shingle")["params"]
         return ShingleSpec(p["unit"], p["k"], p["lowercase"])
-
-    def reader(self) -> DocumentReader:
-        """Reads this index's documents again from its corpus (see simdoc.verify)."""
-        st = self.stage("shingle")
-        p = st["params"]
-        return DocumentReader(
-            st.get("corpus", ""), self.docs(), self.spec(), p.get("max_bytes"), p.get("follow_symlinks", False),
-            (p.get("text_field", "text"), p.get("id_field")), str(self.store.path),
-        )
 
     def verified_pairs(self) -> VerifiedPairs:
         st = self.manifest["stages"].get("verified")

@@ -35,7 +35,6 @@ the verified-pairs table are keyed by it.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -139,6 +138,7 @@ class DocRow:
     status: str
     n_shingles: int
     added: int
+    identity: bytes  # see simdoc.corpus.read.identity
 
 
 @dataclass
@@ -167,10 +167,7 @@ class DocsTable:
         cols["how"] = np.fromiter((HOW.index(r.how) for r in rows), dtype=np.uint8, count=n)
         cols["status"] = np.fromiter((STATUSES.index(r.status) for r in rows), dtype=np.uint8, count=n)
         for c in _DIGEST_COLUMNS:
-            if c == "identity":
-                raw = b"".join(identity(r.digest, r.how, r.id) for r in rows)
-            else:
-                raw = b"".join(getattr(r, c) for r in rows)
+            raw = b"".join(getattr(r, c) for r in rows)
             cols[c] = np.frombuffer(raw, dtype=np.uint8).reshape(n, 16).copy() if n else np.zeros((0, 16), np.uint8)
         return cls([r.id for r in rows], [r.source for r in rows], cols)
 
@@ -180,6 +177,7 @@ class DocsTable:
             self.ids[i], self.sources[i], int(c["offset"][i]), int(c["length"][i]), int(c["size"][i]),
             int(c["file_size"][i]), int(c["mtime_ns"][i]), bytes(c["digest"][i]), bytes(c["file_digest"][i]),
             HOW[int(c["how"][i])], STATUSES[int(c["status"][i])], int(c["n_shingles"][i]), int(c["added"][i]),
+            bytes(c["identity"][i]),
         )
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -226,22 +224,6 @@ class DocsTable:
     def identities(self) -> np.ndarray:
         """(n, 16) uint8: BLAKE2b-128 of each document's digest and how it was read (see module doc)."""
         return self.columns["identity"]
-
-
-def identity(digest: bytes, how: str, doc_id: str) -> bytes:
-    """What identifies a document's text: its digest, how it was read, and (for a file) its
-    compression by name, since the same bytes read another way give another text."""
-    from simdoc.corpus import compression_of
-
-    extra = "" if how in ("jsonl", "warc") else (compression_of(doc_id) or "")
-    return hashlib.blake2b(digest + how.encode() + b"\0" + extra.encode(), digest_size=16).digest()
-
-
-def key_halves(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(n, 16) uint8 keys as two big-endian uint64 columns (high, low), for sorting and searching."""
-    keys = np.ascontiguousarray(keys, dtype=np.uint8)
-    halves = keys.view(">u8").reshape(-1, 2).astype(np.uint64)
-    return halves[:, 0].copy(), halves[:, 1].copy()
 
 
 class TableBuilder:

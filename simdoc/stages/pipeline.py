@@ -27,13 +27,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from simdoc.batches import BatchResult, ScanTask, scan_batch
-from simdoc.cache import cached_index_path
-from simdoc.corpus import FileEntry, discover_sources, resolve_sources
-from simdoc.doctable import DocRow, DocsTable, TableBuilder, key_halves
-from simdoc.documents import MEMBER_WAYS
+from simdoc.corpus.formats import MEMBER_IDS
+from simdoc.corpus.read import MEMBER_WAYS, identity
+from simdoc.corpus.walk import FileEntry, discover_sources, resolve_sources
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch, UsageError
-from simdoc.exact import groups_of, representatives
+from simdoc.exact import groups_of, key_halves, representatives
 from simdoc.lsh import (
     DEFAULT_RECALL,
     DEFAULT_THRESHOLD,
@@ -44,14 +42,16 @@ from simdoc.lsh import (
     check_threshold,
     choose_bands_rows,
 )
-from simdoc.loaded import LoadedIndex, open_index
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
-from simdoc.records import MEMBER_IDS
-from simdoc.results import PairsResult, StageResult, Verifier, score_candidates
 from simdoc.shingling import ShingleSets, ShingleSpec
 from simdoc.similarity import MEASURES
-from simdoc.store import IndexStore, crc32
-from simdoc.verified import VerifiedPairs
+from simdoc.stages.results import PairsResult, StageResult, Verifier, score_candidates
+from simdoc.stages.scan import BatchResult, ScanTask, scan_batch
+from simdoc.store.cache import cached_index_path
+from simdoc.store.directory import IndexStore, crc32
+from simdoc.store.doctable import DocRow, DocsTable, TableBuilder
+from simdoc.store.loaded import LoadedIndex, open_index
+from simdoc.store.verified import VerifiedPairs
 from simdoc.version import __version__
 from simdoc.wording import count
 
@@ -448,6 +448,7 @@ def _build_shingles(
                     builder.add_new(DocRow(
                         d.id, d.source, d.offset, d.length, d.size, e.size, e.mtime_ns, d.digest, outcome.file_digest,
                         d.how, d.status, d.n_shingles, int(old.added[j]) if same else generation,
+                        identity(d.digest, d.how, d.id),
                     ))
                 if sig_rows is not None and outcome.n_docs:
                     sig_rows.add(batch.signatures[at_doc : at_doc + outcome.n_docs])
@@ -850,9 +851,9 @@ def _find_pairs(
                 verifier = Verifier.of_index(loaded) if verify else None
                 t_score = time.perf_counter()
                 if _DASK_CLIENT is not None:
-                    from simdoc.engines import dask as dask_engine
+                    from simdoc.stages import cluster_pairs
 
-                    left, right, est, jac, n_cand, stats = dask_engine.score_candidates(
+                    left, right, est, jac, n_cand, stats = cluster_pairs.score_candidates(
                         _DASK_CLIENT, str(index), t, measure, verify, all_candidates, changed
                     )
                 else:

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from simdoc.errors import UsageError
-from simdoc.loaded import open_index
 from simdoc.lsh import band_keys
 from simdoc.shingling import ShingleSets, shingle_texts
 from simdoc.similarity import pair_estimates, pair_jaccard
-from simdoc.store import IndexStore
+from simdoc.stages.reread import reader_of
+from simdoc.store.directory import IndexStore
+from simdoc.store.loaded import open_index
 
 
 @dataclass
@@ -76,7 +77,7 @@ def query_documents(
         doc_ids = loaded.doc_ids()
         rep = loaded.representatives()
         folded = bool(np.any(rep != np.arange(len(rep))))
-        looked_up = _DocumentSets(loaded.reader(), rep, doc_ids) if verify else None
+        looked_up = _DocumentSets(reader_of(loaded), rep, doc_ids) if verify else None
         matches: list[Match] = []
         warnings: list[str] = []
         for q, (qid, _) in enumerate(documents):

@@ -2,10 +2,10 @@
 
 A file is read one of five ways (:func:`how_read`), by its name and size:
 
-* ``jsonl``: a JSON Lines file, one document per line (:mod:`simdoc.records`);
+* ``jsonl``: a JSON Lines file, one document per line (:mod:`simdoc.corpus.formats`);
 * ``warc``: a WARC crawl, one document per HTML or text response;
 * ``html``: an HTML page, its visible text;
-* ``streamed``: a file over :data:`simdoc.streaming.STREAM_BYTES`, or any
+* ``streamed``: a file over :data:`simdoc.corpus.streaming.STREAM_BYTES`, or any
   compressed file, shingled in chunks in bounded memory;
 * ``whole``: every other file, read at once.
 
@@ -19,15 +19,24 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from simdoc.corpus import ReadResult, compression_of, read_document
-from simdoc.records import WEB_EXTRA, html_to_text, is_html, is_jsonl, is_warc, read_jsonl, split_warc, warc_record_at
+from simdoc.corpus.formats import (
+    WEB_EXTRA,
+    html_to_text,
+    is_html,
+    is_jsonl,
+    is_warc,
+    read_jsonl,
+    split_warc,
+    warc_record_at,
+)
+from simdoc.corpus.walk import ReadResult, compression_of, read_document
 
 MEMBER_WAYS = ("jsonl", "warc")
 
 
 def how_read(path: str, size: int) -> str:
     """How a file of this name and size is read into documents (see the module docstring)."""
-    from simdoc import streaming
+    from simdoc.corpus import streaming
 
     if is_jsonl(path):
         return "jsonl"
@@ -123,3 +132,10 @@ def warc_member_text(path: str, offset: int, digest: bytes, max_bytes: int | Non
     if text is None or text_digest(text) != digest:
         return None
     return text
+
+
+def identity(digest: bytes, how: str, doc_id: str) -> bytes:
+    """What identifies a document's text: its digest, how it was read, and (for a file) its
+    compression by name, since the same bytes read another way give another text."""
+    extra = "" if how in ("jsonl", "warc") else (compression_of(doc_id) or "")
+    return hashlib.blake2b(digest + how.encode() + b"\0" + extra.encode(), digest_size=16).digest()

@@ -1,6 +1,6 @@
 """simdoc check: verify an index completely, file by file and array against array.
 
-Index format 3 (see :mod:`simdoc.doctable`, :mod:`simdoc.verified`) keeps the
+Index format 3 (see :mod:`simdoc.store.doctable`, :mod:`simdoc.store.verified`) keeps the
 docs table as columns, the signatures, the band keys, buckets and exact-copy
 groups, the verified-pairs table, and shingle sets only when ``simdoc
 shingle`` ran as a stage of its own. Every file is checked against the
@@ -24,12 +24,11 @@ import numpy as np
 
 from simdoc.errors import IndexError_
 from simdoc.exact import representatives
-from simdoc.loaded import LoadedIndex
 from simdoc.lsh import band_keys
 from simdoc.minhash import DEFAULT_SCHEME, MinHasher
-from simdoc.store import IndexStore
+from simdoc.store.directory import IndexStore
+from simdoc.store.loaded import LoadedIndex
 from simdoc.wording import count
-
 
 OUT_OF_DATE = ": out of date"  # the facts naming a stage built from an older build of the one before
 
@@ -134,7 +133,8 @@ def _check_docs(loaded: LoadedIndex, n: int, problems: list[str]):
         if docs.columns[c].shape != (n, 16):
             problems.append(f"docs column {c} has shape {docs.columns[c].shape}, expected ({n}, 16)")
             return None
-    from simdoc.doctable import HOW, identity
+    from simdoc.corpus.read import identity
+    from simdoc.store.doctable import HOW
 
     wrong = sum(
         bytes(docs.identities()[i]) != identity(bytes(docs.digest[i]), HOW[int(docs.how[i])], docs.ids[i])

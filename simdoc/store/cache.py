@@ -24,7 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simdoc.errors import EXIT_BUSY, IndexBusy, SimdocError
-from simdoc.store import FORMAT, LOCK, MANIFEST, READERS, IndexStore, is_own_file, open_lock_file
+from simdoc.store.directory import (
+    FORMAT,
+    LOCK,
+    MANIFEST,
+    READERS,
+    IndexStore,
+    is_own_file,
+    open_lock_file,
+)
 
 
 def cache_dir() -> Path:

@@ -3,7 +3,7 @@
 A pair is verified once and looked up afterwards for as long as neither
 document's text changes: a nightly update then verifies only the pairs its
 new and changed documents bring. Entries are keyed by the *identities* of
-the two texts (:meth:`simdoc.doctable.DocsTable.identities`), so a renamed
+the two texts (:meth:`simdoc.store.doctable.DocsTable.identities`), so a renamed
 or copied file keeps its verified pairs and an edited one does not.
 
 Stored as two arrays (``verified.keys``, ``verified.jaccard``), sorted by key:
@@ -26,7 +26,7 @@ import hashlib
 
 import numpy as np
 
-from simdoc.doctable import key_halves
+from simdoc.exact import key_halves
 
 
 def pair_keys(ident: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:

@@ -32,7 +32,7 @@ from simdoc.minhash import DEFAULT_NUM_PERM
 from simdoc.wording import count
 
 if TYPE_CHECKING:
-    from simdoc.loaded import LoadedIndex
+    from simdoc.store.loaded import LoadedIndex
 
 FP_OFFSET = 0.2  # the false-positive rate is reported this far below the threshold
 GRID = tuple(round(0.1 * i, 1) for i in range(1, 11))
@@ -426,7 +426,7 @@ def index_stats(loaded: LoadedIndex, top: int = 5) -> IndexStats:
     Parameters
     ----------
     loaded : LoadedIndex
-        From :func:`simdoc.loaded.open_index`; needs the shingle stage.
+        From :func:`simdoc.store.loaded.open_index`; needs the shingle stage.
     top : int
         How many of the largest buckets to list.
     """

@@ -5,7 +5,7 @@ where every command is registered. As there, each command parses options,
 calls the library and writes records: data on stdout, summaries and warnings
 on stderr, errors as :class:`~simdoc.errors.SimdocError` turned into
 ``Error: ...`` by the group. The options they share with the other commands
-come from :mod:`simdoc.cli_options`.
+come from :mod:`simdoc.cli.options`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import click
 
-from simdoc.cli_options import (
+from simdoc.cli.options import (
     announce_index,
     banding_options,
     corpus_arg,
@@ -53,9 +53,18 @@ from simdoc.cli_options import (
     wait_option,
     with_options,
 )
-from simdoc.clusters import KEEP_POLICIES, DedupDecision, cluster_pairs, plan_dedup
+from simdoc.corpus.file_texts import read_file_texts
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch
-from simdoc.evidence import (
+from simdoc.lsh import DEFAULT_RECALL, DEFAULT_THRESHOLD
+from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
+from simdoc.output import check_header, tsv_field, tsv_header
+from simdoc.reports.clusters import (
+    KEEP_POLICIES,
+    DedupDecision,
+    cluster_pairs,
+    plan_dedup,
+)
+from simdoc.reports.evidence import (
     DEFAULT_CONTEXT,
     DEFAULT_MIN_WORDS,
     PairEvidence,
@@ -64,22 +73,24 @@ from simdoc.evidence import (
     render_plain,
     text_evidence,
 )
-from simdoc.file_texts import read_file_texts
-from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
+from simdoc.reports.tuning import (
+    format_stats,
+    format_tune,
+    index_stats,
+    render_s_curve,
+    tune,
+)
 from simdoc.shingling import ShingleSpec
-from simdoc.lsh import DEFAULT_RECALL, DEFAULT_THRESHOLD
-from simdoc.output import check_header, tsv_field, tsv_header
-from simdoc.loaded import open_index
-from simdoc.pipeline import (
+from simdoc.stages.pipeline import (
     build_shingles,
     build_signatures,
     default_index_path,
     find_pairs,
 )
-from simdoc.results import PairsResult
-from simdoc.store import IndexStore
-from simdoc.tuning import format_stats, format_tune, index_stats, render_s_curve, tune
-from simdoc.verify import DocumentReader
+from simdoc.stages.reread import DocumentReader, reader_of
+from simdoc.stages.results import PairsResult
+from simdoc.store.directory import IndexStore
+from simdoc.store.loaded import open_index
 from simdoc.wording import count
 
 log = logging.getLogger("simdoc")
@@ -259,7 +270,7 @@ def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, header, in
         loaded = open_index(index)
         records = loaded.doc_records()
         root = loaded.stage("shingle").get("corpus", "")
-        reader = loaded.reader()
+        reader = reader_of(loaded)
     if [r["id"] for r in records] != res.doc_ids:
         # Another run updated the index between the pairs and this read: sizes and
         # times would belong to other documents than the clusters.
@@ -613,7 +624,7 @@ def _index_evidence(
     if corpus is not None:
         # As `pairs` does: the shingle stage signs what it reads and stores no shingle sets
         # (without a signer it would be `simdoc shingle` on its own, storing them all).
-        from simdoc.pipeline import _signature_params
+        from simdoc.stages.pipeline import _signature_params
 
         stored = None if rebuild else IndexStore(index).read_manifest()["stages"].get("signature")
         sig = _signature_params(stored, num_perm, seed, scheme, index, rebuild)

@@ -5,7 +5,7 @@ checks any ``.npy`` file a stage names, these are the ones the stages make)::
 
     manifest.json                     format version, every stage's parameters,
                                       files, and what each stage was built from
-    docs.<column>.<build>.npy         the docs table, a column a file (simdoc.doctable):
+    docs.<column>.<build>.npy         the docs table, a column a file (simdoc.store.doctable):
                                       ids and sources as UTF-8 blobs with int64 offsets;
                                       int64 offset, length, size, file_size, mtime_ns,
                                       n_shingles, added; uint8 how, status;
@@ -26,7 +26,7 @@ files of older builds deleted. A run killed at any point therefore leaves
 the previous manifest pointing at complete files of the previous build.
 
 The manifest carries the CRC-32 of its own bytes and is checked against a
-schema before anything in it is used (see :mod:`simdoc.manifest`).
+schema before anything in it is used (see :mod:`simdoc.store.manifest`).
 
 Every load checks the format version, and each file's size, dtype, shape and
 CRC-32 (of the bytes after the .npy header; recorded at write time) against
@@ -64,9 +64,9 @@ from pathlib import Path
 import numpy as np
 
 from simdoc.errors import CorruptIndex, IndexBusy, IndexError_, OutputError
-from simdoc.manifest import dump as dump_manifest
-from simdoc.manifest import parse as parse_manifest
-from simdoc.manifest import validate as validate_manifest
+from simdoc.store.manifest import dump as dump_manifest
+from simdoc.store.manifest import parse as parse_manifest
+from simdoc.store.manifest import validate as validate_manifest
 
 try:  # zlib's CRC-32, computed with SIMD: ~55 GB/s here against zlib's ~4.3 GB/s
     from zlib_ng.zlib_ng import crc32
@@ -398,7 +398,7 @@ class IndexStore:
         fault_point("manifest:before")
         manifest["format_version"] = FORMAT_VERSION
         raw = dump_manifest(manifest)
-        try:  # never publish what every reader would refuse (simdoc.manifest's tables are behind)
+        try:  # never publish what every reader would refuse (simdoc.store.manifest's tables are behind)
             validate_manifest(parse_manifest(raw, self.path / MANIFEST), self.path / MANIFEST)
         except CorruptIndex as exc:
             raise RuntimeError(f"simdoc made a manifest its own schema refuses: {exc.message}") from None

@@ -4,7 +4,7 @@ For two documents A and B of an index this gives
 
 * from the documents themselves, re-read from the corpus and shingled with
   the index's parameters to 64-bit hashes (the index keeps no shingles, see
-  :mod:`simdoc.verify`): the set Jaccard ``|A∩B| / |A∪B|``, the bag Jaccard
+  :mod:`simdoc.stages.verify`): the set Jaccard ``|A∩B| / |A∪B|``, the bag Jaccard
   (MMDS §3.1.1, at most 1/2), and the containment each way, ``|A∩B| / |A|``
   ("how much of A is in B") and ``|A∩B| / |B|``: a short document quoted
   whole inside a long one has a low Jaccard but a containment near 1;
@@ -44,8 +44,8 @@ from simdoc.errors import UsageError
 from simdoc.shingling import ShingleSets, ShingleSpec
 
 if TYPE_CHECKING:
-    from simdoc.loaded import LoadedIndex
     from simdoc.minhash import MinHasher
+    from simdoc.store.loaded import LoadedIndex
 
 DEFAULT_MIN_WORDS = 5
 DEFAULT_CONTEXT = 12
@@ -480,14 +480,21 @@ def _read(
     document is read the way the index read it (a ``--max-bytes`` prefix,
     links followed or not); a JSON Lines file line by line.
     """
-    from simdoc.corpus import read_document
-    from simdoc.records import html_to_text, is_html, is_warc, read_jsonl, split_warc, warc_record_at
+    from simdoc.corpus.formats import (
+        html_to_text,
+        is_html,
+        is_warc,
+        read_jsonl,
+        split_warc,
+        warc_record_at,
+    )
+    from simdoc.corpus.walk import read_document
 
     if root is None:
         return None, f"{doc_id}: the index does not record its corpus folder; no passages"
     max_bytes = params.get("max_bytes")
     follow = params.get("follow_symlinks", False)
-    from simdoc.verify import confined_path
+    from simdoc.stages.reread import confined_path
 
     path = confined_path(root, source if source is not None else doc_id, follow)
     if path is None:
@@ -565,7 +572,7 @@ def pair_evidence(
         sigs = loaded.signatures()
         estimated, num_perm = estimate_jaccard(sigs[a], sigs[b]), sigs.shape[1]
         scheme = sig["params"].get("scheme", "classic")
-    from simdoc.doctable import HOW
+    from simdoc.store.doctable import HOW
 
     warnings = []
     texts = []
@@ -579,7 +586,7 @@ def pair_evidence(
     text_a, text_b = texts
     overlap = None
     if text_a is not None and text_b is not None:
-        from simdoc.streaming import sets64_of_texts
+        from simdoc.corpus.streaming import sets64_of_texts
 
         overlap = shingle_overlap(sets64_of_texts([text_a, text_b], loaded.spec()), 0, 1)
     indexed = _indexed_jaccard(loaded, a, b) if warnings else None
@@ -605,7 +612,7 @@ def text_evidence(
     doc_a, doc_b : str
         Names to show for the two texts.
     text_a, text_b : str
-        The texts, as an index would read them (see :mod:`simdoc.file_texts`).
+        The texts, as an index would read them (see :mod:`simdoc.corpus.file_texts`).
     spec : ShingleSpec
         How to shingle them.
     hasher : MinHasher
@@ -619,7 +626,7 @@ def text_evidence(
     if min_words < 1:
         raise UsageError(f"--min-words must be at least 1, got {min_words}")
     sigs = hasher.signatures(shingle_texts([text_a, text_b], spec, form="stream"))
-    from simdoc.streaming import sets64_of_texts
+    from simdoc.corpus.streaming import sets64_of_texts
 
     overlap = shingle_overlap(sets64_of_texts([text_a, text_b], spec), 0, 1)
     estimated = estimate_jaccard(sigs[0], sigs[1])
@@ -632,7 +639,7 @@ def _with_passages(
     doc_a, doc_b, text_a, text_b, overlap, estimated, num_perm, scheme, lowercase: bool, min_words: int,
     warnings: list[str], indexed: tuple[float, float] | None = None,
 ) -> PairEvidence:
-    from simdoc.records import _cut_utf8
+    from simdoc.corpus.formats import _cut_utf8
 
     # The passage search costs some 80 bytes of memory per byte of text: it looks at the
     # first PASSAGE_BYTES of each document (the numbers above are from all of it).
@@ -660,7 +667,7 @@ def _with_passages(
 
 def _indexed_jaccard(loaded: LoadedIndex, a: int, b: int) -> tuple[float, float] | None:
     """(set, bag) Jaccard of documents a and b as indexed, if the pair was verified (or they are copies)."""
-    from simdoc.verified import pair_keys
+    from simdoc.store.verified import pair_keys
 
     docs = loaded.docs()
     ident = docs.identities()[[a, b]]

@@ -5,8 +5,8 @@ yet) documents of an index. They must be read the way ``simdoc pairs`` reads
 a corpus, or their shingles would not be comparable: a JSON Lines file is
 one document per line, a WARC file one per HTML or text response, an HTML
 page its visible text, a compressed file its decompressed text. Which of
-these applies is :func:`simdoc.documents.how_read`'s decision, and the
-reading is :func:`simdoc.documents.read_file`'s, as for the index itself.
+these applies is :func:`simdoc.corpus.read.how_read`'s decision, and the
+reading is :func:`simdoc.corpus.read.read_file`'s, as for the index itself.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from simdoc.documents import MEMBER_WAYS, how_read, read_file
+from simdoc.corpus.read import MEMBER_WAYS, how_read, read_file
 
 
 @dataclass

@@ -17,11 +17,12 @@ import numpy as np
 
 from simdoc.lsh import BandingReport, BucketStats, iter_candidates
 from simdoc.similarity import estimate_rules_out, pair_estimates
-from simdoc.verified import VerifiedPairs, pair_keys
-from simdoc.verify import DocumentReader, verify_pairs
+from simdoc.stages.reread import DocumentReader, reader_of
+from simdoc.stages.verify import verify_pairs
+from simdoc.store.verified import VerifiedPairs, pair_keys
 
 if TYPE_CHECKING:
-    from simdoc.loaded import LoadedIndex
+    from simdoc.store.loaded import LoadedIndex
 
 
 @dataclass
@@ -121,7 +122,7 @@ class PairsResult:
 
 
 # Candidate pairs scored at once: bounds memory (~64 bytes a pair), and gives verification
-# many pairs of a component of the candidate graph at once (see simdoc.verify).
+# many pairs of a component of the candidate graph at once (see simdoc.stages.verify).
 SCORE_PAIRS = 1 << 20
 
 
@@ -160,7 +161,7 @@ class Verifier:
     def of_index(cls, loaded: LoadedIndex) -> Verifier:
         """A verifier of ``loaded``'s pairs: its documents, its verified-pairs table, its signature parameters."""
         sig = loaded.stage("signature")["params"]
-        return cls(loaded.reader(), loaded.verified_pairs(), loaded.docs().identities(), sig["num_perm"], sig.get("scheme", "oph"))
+        return cls(reader_of(loaded), loaded.verified_pairs(), loaded.docs().identities(), sig["num_perm"], sig.get("scheme", "oph"))
 
     def jaccard(self, signatures: np.ndarray, left: np.ndarray, right: np.ndarray, est: np.ndarray, how: Scoring) -> tuple[np.ndarray, np.ndarray]:
         """(jaccard by ``how.measure``, ok) of the pairs; 0 where the estimate rules the threshold out."""

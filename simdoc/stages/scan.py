@@ -1,7 +1,7 @@
 """The shingle stage's tasks: read a batch of files, shingle and sign every document.
 
 A :class:`ScanTask` names some files. The worker reads each (a JSON Lines or
-WARC file gives one document per member, see :mod:`simdoc.documents`), and
+WARC file gives one document per member, see :mod:`simdoc.corpus.read`), and
 computes every document's MinHash signature straight from the stream of its
 window hashes: a minimum needs neither sorted nor unique shingles, so no
 per-document sort is done on this path. Only when ``simdoc shingle`` runs as
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simdoc.documents import how_read, read_file, text_digest, text_size
+from simdoc.corpus.read import how_read, read_file, text_digest, text_size
 from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
 
 _UNREAD = ("binary", "unreadable")  # statuses of files that give no document
@@ -56,7 +56,7 @@ class FileOutcome:
 
 @dataclass
 class DocOut:
-    """One document a batch produced (see :class:`simdoc.doctable.DocRow` for the meanings)."""
+    """One document a batch produced (see :class:`simdoc.store.doctable.DocRow` for the meanings)."""
 
     id: str
     source: str
@@ -93,7 +93,7 @@ def _hasher(signer: tuple):
 
 def scan_batch(task: ScanTask) -> BatchResult:
     """Read, shingle and sign one batch of files (runs in a worker process)."""
-    from simdoc import streaming
+    from simdoc.corpus import streaming
 
     files: list[FileOutcome] = []
     docs: list[DocOut] = []

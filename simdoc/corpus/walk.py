@@ -57,7 +57,7 @@ def is_warc(path: str) -> bool:
 def walk_key(doc_id: str) -> str:
     """What a file's id sorts by: a file of many documents sorts as its members' ids do.
 
-    A member's id is ``PATH/#KEY`` (see :mod:`simdoc.records`). Since PATH is
+    A member's id is ``PATH/#KEY`` (see :mod:`simdoc.corpus.formats`). Since PATH is
     a file, no other file's id starts with ``PATH/``: member ids never equal
     another document's id. Sorting such a file as ``PATH/``, the way a
     directory sorts, keeps the ids of all documents in sorted order.

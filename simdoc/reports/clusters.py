@@ -26,7 +26,7 @@ import numpy as np
 from simdoc.errors import UsageError
 
 if TYPE_CHECKING:  # only for annotations: clusters need the arrays, not the pipeline
-    from simdoc.results import PairsResult
+    from simdoc.stages.results import PairsResult
 
 KEEP_POLICIES = ("first", "longest", "shortest", "newest", "oldest")
 
@@ -143,7 +143,7 @@ def build_clusters(doc_ids: Sequence[str], left: np.ndarray, right: np.ndarray) 
 
 
 def cluster_pairs(result: PairsResult) -> list[Cluster]:
-    """Clusters of the verified pairs of a :func:`~simdoc.pipeline.find_pairs` result.
+    """Clusters of the verified pairs of a :func:`~simdoc.stages.pipeline.find_pairs` result.
 
     Only pairs whose exact similarity reaches ``result.threshold`` are edges,
     the same test ``pairs`` prints by, so a result made with

@@ -30,10 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from simdoc.doctable import ROLES as DOC_ROLES
-from simdoc.doctable import is_safe_relative
-
 from simdoc.errors import CorruptIndex
+from simdoc.store.doctable import ROLES as DOC_ROLES
+from simdoc.store.doctable import is_safe_relative
 
 try:
     from zlib_ng.zlib_ng import crc32

@@ -7,8 +7,8 @@ list of them, with :func:`with_options`. (``--format`` and ``--null`` are
 still declared by each command that prints records.) The helpers turn what the options say into what the
 library takes: :func:`corpus_arg` and :func:`index_of` resolve CORPUS and
 ``--index``, :func:`setup_logging` and :func:`report_stages` put warnings and
-timings on stderr. Imported by :mod:`simdoc.cli`, :mod:`simdoc.cli_reports`
-and :mod:`simdoc.cli_cache`; it imports none of them.
+timings on stderr. Imported by :mod:`simdoc.cli`, :mod:`simdoc.cli.reports`
+and :mod:`simdoc.cli.cache`; it imports none of them.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from pathlib import Path
 
 import click
 
+from simdoc.corpus.filelists import chosen_list
 from simdoc.engines.dask import DEFAULT_WAIT_WORKERS
 from simdoc.errors import CorpusError, IndexError_
-from simdoc.filelists import chosen_list
 from simdoc.lsh import DEFAULT_THRESHOLD
-from simdoc.pipeline import default_index_path
-from simdoc.results import StageResult
 from simdoc.shingling import UNITS
-from simdoc.store import IndexStore
+from simdoc.stages.pipeline import default_index_path
+from simdoc.stages.results import StageResult
+from simdoc.store.directory import IndexStore
 from simdoc.wording import count, plural
 
 log = logging.getLogger("simdoc")

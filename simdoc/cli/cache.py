@@ -14,12 +14,18 @@ from pathlib import Path
 
 import click
 
-from simdoc.cache import IndexInUse, cache_dir, cached_index_path, cached_indexes, remove_index
-from simdoc.cache import older_than as last_updated_before
-from simdoc.cli_options import emit, quiet_option, setup_logging, verbose_option
-from simdoc.wording import count
+from simdoc.cli.options import emit, quiet_option, setup_logging, verbose_option
 from simdoc.errors import EXIT_BUSY
 from simdoc.output import tsv_field
+from simdoc.store.cache import (
+    IndexInUse,
+    cache_dir,
+    cached_index_path,
+    cached_indexes,
+    remove_index,
+)
+from simdoc.store.cache import older_than as last_updated_before
+from simdoc.wording import count
 
 log = logging.getLogger("simdoc")
 

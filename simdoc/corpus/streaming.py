@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from simdoc.corpus import (
+from simdoc.corpus.walk import (
     BINARY_SNIFF,
     ReadResult,
     compression_of,

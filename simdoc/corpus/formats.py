@@ -13,7 +13,7 @@ A member's id is ``PATH/#KEY``: PATH is the file's id and KEY the value of
 ``id_field`` when one is named, else the line number (from 1). PATH is a
 file, so no plain file's id starts with ``PATH/`` and members of two files
 never share an id: ids are unique by construction across the corpus (and
-sort together, see :func:`simdoc.corpus.walk_key`). Within one file, a key
+sort together, see :func:`simdoc.corpus.walk.walk_key`). Within one file, a key
 that is already taken gets ``@LINE`` appended (again, until it is free),
 with a warning naming both lines; a key with a NUL byte is replaced by the
 line number, with a warning.
@@ -27,19 +27,21 @@ import json
 import os
 from collections.abc import Iterator
 
-from simdoc.corpus import (
+from simdoc.corpus.streaming import STREAM_BYTES
+from simdoc.corpus.walk import (  # noqa: F401  (the names of member files)
     BINARY_SNIFF,
     COMPRESSED,
+    JSONL_SUFFIXES,
     MEMBER_SEPARATOR,
+    WARC_SUFFIXES,
     ReadResult,
     _Undecompressable,
     compression_of,
     decompressing_reader,
+    is_jsonl,
+    is_warc,
     open_regular,
 )
-from simdoc.corpus import JSONL_SUFFIXES, WARC_SUFFIXES, is_jsonl, is_warc  # noqa: F401  (the names of member files)
-from simdoc.streaming import STREAM_BYTES
-
 
 # How member ids are formed, recorded with the shingle stage's parameters: an index whose
 # members were named another way (version 1: PATH#KEY, which a plain file could repeat)

@@ -1,0 +1,13 @@
+"""The corpus: which files there are, and how each becomes documents.
+
+* :mod:`~simdoc.corpus.walk`: discover the files of a corpus (include/exclude
+  globs, symlinks, ``--files-from``), open them safely, read and decompress.
+* :mod:`~simdoc.corpus.filelists`: ``--files-from`` and ``--files0-from`` lists.
+* :mod:`~simdoc.corpus.read`: the one place that decides how a file is read
+  (whole, streamed, JSON Lines lines, WARC records, HTML).
+* :mod:`~simdoc.corpus.formats`: JSON Lines and WARC members, by line or by offset.
+* :mod:`~simdoc.corpus.streaming`: huge texts shingled in bounded pieces.
+* :mod:`~simdoc.corpus.file_texts`: the documents of a file named outside an index.
+
+Nothing here knows about the index directory.
+"""

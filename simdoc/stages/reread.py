@@ -1,0 +1,196 @@
+"""Indexed documents read again from the corpus, checked against their digests.
+
+:class:`DocumentReader` is how verification, ``query`` and ``dedup`` get
+back at a document the index holds: the docs table says where it lives and
+how it was read (whole, streamed, HTML, a JSON Lines line, a WARC record at
+its offset), and the digest recorded then says whether these are still the
+same bytes. A document whose bytes changed is *stale*, one that cannot be
+read is *gone*; the reader gives None for both and the caller decides.
+
+Paths come from the docs table, which a damaged or crafted index could
+fill with ``../``: :func:`safe_relative` and :func:`confined_path` keep
+every open inside the corpus.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from simdoc.corpus.read import read_member_texts, warc_member_text
+from simdoc.corpus.streaming import sets64_of_texts
+from simdoc.corpus.walk import compression_of, read_document
+from simdoc.errors import CorruptIndex
+from simdoc.shingling import ShingleSets, ShingleSpec
+from simdoc.store.doctable import HOW, DocsTable, is_safe_relative
+from simdoc.store.loaded import LoadedIndex
+
+
+def safe_relative(doc_id: str, where: str) -> str:
+    """``doc_id`` as a relative path that stays inside its root, or CorruptIndex.
+
+    Ids come from the docs table, which a damaged or crafted index could
+    fill with ``../`` or absolute paths: nothing outside the corpus is ever
+    opened or printed because of one.
+    """
+    if not is_safe_relative(doc_id):
+        raise CorruptIndex(where, f"the docs table holds an id that is not a path inside the corpus: {doc_id!r}")
+    return doc_id
+
+
+def confined_path(root: str, rel: str, follow_symlinks: bool, where: str = "index", dirs: dict | None = None) -> str | None:
+    """``root/rel`` if it is still inside ``root``, else None; ``rel`` is a docs-table path.
+
+    ``rel`` itself cannot climb out (see :func:`safe_relative`), but a folder
+    or the file on the way may have become a symbolic link since the corpus
+    was indexed. Unless the index follows links (then that was asked for),
+    a path whose folder resolves outside the corpus, or that is itself a
+    link now, is not opened. ``dirs`` memoises the folders' answers: the
+    documents of one folder cost one ``realpath``.
+    """
+    path = os.path.join(root, safe_relative(rel, where))
+    if follow_symlinks:
+        return path
+    dirs = {} if dirs is None else dirs
+    parent = os.path.dirname(path)
+    inside = dirs.get(parent)
+    if inside is None:
+        if "" not in dirs:
+            dirs[""] = os.path.realpath(root)
+        real_root, real = dirs[""], os.path.realpath(parent)
+        inside = dirs[parent] = real == real_root or real.startswith(real_root.rstrip("/") + "/")
+    if not inside:
+        return None
+    try:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            return None
+    except OSError:
+        pass  # missing: reading it says so
+    return path
+
+
+@dataclass
+class DocumentReader:
+    """Reads indexed documents again from the corpus, as 64-bit shingle sets."""
+
+    root: str
+    table: DocsTable
+    spec: ShingleSpec
+    max_bytes: int | None = None
+    follow_symlinks: bool = False
+    fields: tuple[str, str | None] = ("text", None)
+    where: str = "index"
+    reads: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # document -> times read (tests)
+    _dirs: dict[str, object] = field(default_factory=dict, repr=False)  # folder -> inside the corpus (see confined_path)
+
+    def path_of(self, doc: int) -> str:
+        src = self.table.sources[doc] or self.table.ids[doc]
+        return os.path.join(self.root, safe_relative(src, self.where))
+
+    def unchanged(self, doc: int) -> bool:
+        """Whether a document's file is still the one indexed: a regular file inside the corpus
+        with the size and modification time recorded (a stat, not a read)."""
+        path = self.confined(self.table.sources[doc] or self.table.ids[doc])
+        if path is None:
+            return False
+        try:
+            st = os.stat(path) if self.follow_symlinks else os.lstat(path)
+        except OSError:
+            return False
+        c = self.table.columns
+        return stat.S_ISREG(st.st_mode) and st.st_size == int(c["file_size"][doc]) and st.st_mtime_ns == int(c["mtime_ns"][doc])
+
+    def _same_size(self, path: str, doc: int) -> bool:
+        """A file read whole still has the size it had (else its digest cannot match: stale).
+
+        Checked before opening, so that a file that is not the one indexed (the
+        corpus changed, or a damaged manifest names another folder) is not read
+        at all. Not checked where the digest is not of the file's bytes: a
+        compressed file (the digest is of what it holds), or a --max-bytes
+        index (of a prefix, which a file that grew may still have).
+        """
+        if self.max_bytes is not None or compression_of(path) is not None:
+            return True
+        try:
+            st = os.stat(path) if self.follow_symlinks else os.lstat(path)
+        except OSError:
+            return True  # gone: reading it says so
+        return st.st_size == int(self.table.columns["file_size"][doc])
+
+    def confined(self, rel: str) -> str | None:
+        """The path of a file of the corpus to open, or None if a link now leads it out (see :func:`confined_path`)."""
+        return confined_path(self.root, rel, self.follow_symlinks, self.where, self._dirs)
+
+    def read_sets(self, docs: list[int]) -> dict[int, ShingleSets | None]:
+        """Each document's one-row 64-bit sets, or None if it is stale or gone."""
+        out: dict[int, ShingleSets | None] = {}
+        texts: list[str | bytes] = []
+        order: list[int] = []
+        members: dict[str, list[int]] = defaultdict(list)
+        how = self.table.columns["how"]
+        for d in docs:
+            self.reads[d] += 1
+            way = HOW[int(how[d])]
+            if way == "jsonl":
+                members[self.table.sources[d]].append(d)
+                continue
+            path = self.confined(self.table.sources[d] or self.table.ids[d])
+            if path is None or (way != "warc" and not self._same_size(path, d)):
+                out[d] = None
+            elif way == "warc":
+                text = warc_member_text(
+                    path, int(self.table.columns["offset"][d]), bytes(self.table.digest[d]), self.max_bytes
+                )
+                if text is None:
+                    out[d] = None
+                else:
+                    texts.append(text)
+                    order.append(d)
+            elif way == "streamed":
+                from simdoc.corpus.streaming import stream_document
+
+                res, row = stream_document(path, self.spec, self.max_bytes, self.follow_symlinks, form="sets64")
+                out[d] = row if res.text is not None and res.digest == bytes(self.table.digest[d]).hex() else None
+            else:
+                res = read_document(path, max_bytes=self.max_bytes, follow_symlinks=self.follow_symlinks, keep_ascii=way == "whole")
+                if res.text is None or res.digest != bytes(self.table.digest[d]).hex():
+                    out[d] = None
+                    continue
+                text = res.text
+                if way == "html":
+                    from simdoc.corpus.formats import html_to_text
+
+                    text = html_to_text(text)
+                texts.append(text)
+                order.append(d)
+        for source, ds in members.items():
+            wanted = {self.table.ids[d]: bytes(self.table.digest[d]) for d in ds}
+            path = self.confined(source)
+            if path is None:
+                out.update((d, None) for d in ds)
+                continue
+            got = read_member_texts(path, source, "jsonl", wanted, self.max_bytes, self.follow_symlinks, self.fields)
+            for d in ds:
+                text = got.get(self.table.ids[d])
+                if text is None:
+                    out[d] = None
+                else:
+                    texts.append(text)
+                    order.append(d)
+        if texts:
+            sets = sets64_of_texts(texts, self.spec)
+            for i, d in enumerate(order):
+                out[d] = sets.slice(i, i + 1)
+        return out
+
+
+def reader_of(loaded: LoadedIndex) -> DocumentReader:
+    """A reader of ``loaded``'s documents, with the parameters its shingle stage read them with."""
+    st = loaded.stage("shingle")
+    p = st["params"]
+    return DocumentReader(
+        st.get("corpus", ""), loaded.docs(), loaded.spec(), p.get("max_bytes"), p.get("follow_symlinks", False),
+        (p.get("text_field", "text"), p.get("id_field")), str(loaded.store.path),
+    )

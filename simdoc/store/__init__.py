@@ -1,0 +1,9 @@
+"""The index directory: what is on disk, written atomically, read back checked.
+
+* :mod:`~simdoc.store.directory`: :class:`IndexStore` (locks, publish, checked loads).
+* :mod:`~simdoc.store.manifest`: ``manifest.json``, its checksum and schema.
+* :mod:`~simdoc.store.doctable`: the columnar docs table (where each document lives).
+* :mod:`~simdoc.store.verified`: the verified-pairs table (exact Jaccards already computed).
+* :mod:`~simdoc.store.loaded`: an index opened for reading (:func:`open_index`).
+* :mod:`~simdoc.store.cache`: the indexes kept in ``$XDG_CACHE_HOME/simdoc``.
+"""
