@@ -10,8 +10,12 @@ A file is read one of five ways (:func:`how_read`), by its name and size:
 * ``whole``: every other file, read at once.
 
 The shingle stage reads files with :func:`read_file` (every document of a
-file); verification re-reads single documents with :func:`read_document_again`,
-the same way, and checks that their digest is still the one indexed.
+file). Verification and ``simdoc show`` read an indexed document again with
+:func:`read_again`, the way the docs table says it was read, and learn
+whether its digest is still the one indexed; verification reads the members
+of one JSON Lines file in one pass with :func:`read_member_texts`, and
+shingles a ``streamed`` document in pieces (:mod:`simdoc.corpus.streaming`)
+rather than hold its text.
 """
 
 from __future__ import annotations
@@ -123,15 +127,66 @@ def read_member_texts(path: str, source: str, how: str, wanted: dict[str, bytes]
     return out
 
 
-def warc_member_text(path: str, offset: int, digest: bytes, max_bytes: int | None) -> str | None:
-    """A WARC member's text read at its offset (cut to ``max_bytes`` as when indexed), or None if it is not the text indexed."""
-    try:
-        text = warc_record_at(path, offset, max_bytes)
-    except ImportError:
-        return None
-    if text is None or text_digest(text) != digest:
-        return None
-    return text
+@dataclass
+class Reread:
+    """An indexed document read again: today's text and whether it is the text indexed.
+
+    ``text`` is None when the document cannot be read any more (``problem``
+    says why: a message fragment naming no path); ``same`` is False when it
+    can, but its digest is not the one in the docs table.
+    """
+
+    text: str | None
+    same: bool
+    problem: str | None = None
+
+
+def read_again(
+    path: str, doc_id: str, how: str, digest: bytes, *, source: str | None = None, offset: int = -1,
+    max_bytes: int | None = None, follow: bool = False, fields: tuple = ("text", None), search: bool = False,
+    ascii_bytes: bool = False,
+) -> Reread:
+    """One indexed document read again from ``path``, the way the index read it (``how``).
+
+    A file (``whole``, ``html``, ``streamed``: read whole here) is compared by
+    the digest of its bytes; a member (``jsonl``, ``warc``) by the digest of
+    its text. A WARC member is read at ``offset``, where its record started;
+    with ``search``, a member no longer there is looked for by id in the
+    whole archive (``simdoc show`` wants today's text even if it moved).
+    With ``ascii_bytes``, an all-ASCII file read whole comes back as bytes
+    (the shingling kernels take them as they are; see ``read_document``).
+    """
+    if how in MEMBER_WAYS:
+        try:
+            text = None
+            if how == "warc":
+                text = warc_record_at(path, offset, max_bytes) if offset >= 0 else None
+                if text is not None and text_digest(text) == digest:
+                    return Reread(text, True)
+                if search:
+                    text = {m[0]: m[1] for m in split_warc(path, source or doc_id, max_bytes)[0]}.get(doc_id)
+            else:
+                res, members, _ = read_jsonl(path, source or doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
+                if res.text is None:
+                    return Reread(None, False, res.warning)
+                text = {m[0]: m[1] for m in members}.get(doc_id)
+        except ImportError:
+            return Reread(None, False, f"{how.upper()} needs {WEB_EXTRA}")
+        except Exception as exc:  # fastwarc raises its own errors on damaged archives
+            return Reread(None, False, f"cannot read {source or doc_id} ({exc})")
+        if text is None:
+            return Reread(None, False, f"no longer in {source or doc_id}")
+        return Reread(text, text_digest(text) == digest)
+    res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow, keep_ascii=ascii_bytes and how == "whole")
+    if res.text is None:
+        return Reread(None, False, res.warning)
+    text = res.text
+    if how == "html":
+        try:
+            text = html_to_text(text)
+        except ImportError:
+            pass  # the index could not have read it either: the markup is today's text
+    return Reread(text, res.digest == digest.hex())
 
 
 def identity(digest: bytes, how: str, doc_id: str) -> bytes:

@@ -30,7 +30,6 @@ with a warning; one that cannot be read gives no numbers or passages.
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import os
 import re
@@ -40,8 +39,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from simdoc.corpus.read import read_again
 from simdoc.errors import UsageError
 from simdoc.shingling import ShingleSets, ShingleSpec
+from simdoc.stages.reread import confined_path
 
 if TYPE_CHECKING:
     from simdoc.minhash import MinHasher
@@ -461,81 +462,30 @@ def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None) -> int:
     )
 
 
-def _text_digest(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-
-
 CHANGED = "{doc} changed since it was indexed: the numbers and passages are from today's text"
 
 
-def _read(
-    root: str | None, doc_id: str, digest: str | None, params: dict, source: str | None = None, html: bool = False,
-    offset: int = -1,
-) -> tuple[str | None, str | None]:
-    """Today's text of a document (None if it cannot be read) and a warning, if any.
+def _read(root: str | None, doc_id: str, how: str, digest: bytes, params: dict, source: str | None, offset: int) -> tuple[str | None, str | None]:
+    """Today's text of an indexed document (None if it cannot be read) and a warning, if any.
 
-    ``digest``: hex BLAKE2b-128 recorded in the docs table, compared with
-    today's bytes (a file) or text (a member); ``html``: the index read it as
-    HTML; ``offset``: where a WARC member's record started when indexed. The
-    document is read the way the index read it (a ``--max-bytes`` prefix,
-    links followed or not); a JSON Lines file line by line.
+    Read as the index read it (:func:`simdoc.corpus.read.read_again`: a
+    ``--max-bytes`` prefix, links followed or not, a WARC member at its
+    offset or else by id); a text whose digest is not the one indexed is
+    still shown, with a warning saying so.
     """
-    from simdoc.corpus.formats import (
-        html_to_text,
-        is_html,
-        is_warc,
-        read_jsonl,
-        split_warc,
-        warc_record_at,
-    )
-    from simdoc.corpus.walk import read_document
-
     if root is None:
         return None, f"{doc_id}: the index does not record its corpus folder; no passages"
-    max_bytes = params.get("max_bytes")
     follow = params.get("follow_symlinks", False)
-    from simdoc.stages.reread import confined_path
-
     path = confined_path(root, source if source is not None else doc_id, follow)
     if path is None:
         return None, f"{doc_id}: a symbolic link now leads it out of the corpus; not read, no passages"
-    if source is not None:
-        # A document inside a JSON Lines or WARC file: read the file, find the member.
-        text = None
-        try:
-            if is_warc(source):
-                # The record where it was indexed; else (the archive changed) look for it by id.
-                at = warc_record_at(path, offset, max_bytes) if offset >= 0 else None
-                if at is not None and (not digest or _text_digest(at) == digest):
-                    text = at
-                else:
-                    text = {m[0]: m[1] for m in split_warc(path, source, max_bytes)[0]}.get(doc_id)
-            else:
-                res, members, _ = read_jsonl(
-                    path, source, params.get("text_field", "text"), params.get("id_field"), max_bytes, follow
-                )
-                if res.text is None:
-                    return None, f"{doc_id}: {res.warning}; no passages"
-                text = {m[0]: m[1] for m in members}.get(doc_id)
-        except Exception as exc:  # a missing extra or a damaged archive
-            return None, f"{doc_id}: cannot read {source} ({exc}); no passages"
-        if text is None:
-            return None, f"{doc_id} is no longer in {source}; no passages"
-        if digest and _text_digest(text) != digest:
-            return text, CHANGED.format(doc=doc_id)
-        return text, None
-    res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow)
-    if res.text is None:
-        return None, f"{doc_id}: {res.warning}; no passages"
-    text = res.text
-    if html or is_html(doc_id):
-        try:
-            text = html_to_text(text)
-        except ImportError:
-            pass  # the index could not have read it either; show the markup
-    if digest and res.digest != digest:
-        return text, CHANGED.format(doc=doc_id)
-    return text, None
+    got = read_again(
+        path, doc_id, how, digest, source=source, offset=offset, max_bytes=params.get("max_bytes"), follow=follow,
+        fields=(params.get("text_field", "text"), params.get("id_field")), search=True,
+    )
+    if got.text is None:
+        return None, f"{doc_id}: {got.problem}; no passages"
+    return got.text, None if got.same else CHANGED.format(doc=doc_id)
 
 
 def pair_evidence(
@@ -578,8 +528,8 @@ def pair_evidence(
     texts = []
     for d in (a, b):
         text, warn = _read(
-            root, ids[d], bytes(docs.digest[d]).hex(), shingle["params"], docs.sources[d] or None,
-            html=HOW[int(docs.how[d])] == "html", offset=int(docs.offset[d]),
+            root, ids[d], HOW[int(docs.how[d])], bytes(docs.digest[d]), shingle["params"], docs.sources[d] or None,
+            int(docs.offset[d]),
         )
         texts.append(text)
         warnings += [warn] if warn else []

@@ -19,9 +19,9 @@ import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from simdoc.corpus.read import read_member_texts, warc_member_text
+from simdoc.corpus.read import read_again, read_member_texts
 from simdoc.corpus.streaming import sets64_of_texts
-from simdoc.corpus.walk import compression_of, read_document
+from simdoc.corpus.walk import compression_of
 from simdoc.errors import CorruptIndex
 from simdoc.shingling import ShingleSets, ShingleSpec
 from simdoc.store.doctable import HOW, DocsTable, is_safe_relative
@@ -139,32 +139,21 @@ class DocumentReader:
             path = self.confined(self.table.sources[d] or self.table.ids[d])
             if path is None or (way != "warc" and not self._same_size(path, d)):
                 out[d] = None
-            elif way == "warc":
-                text = warc_member_text(
-                    path, int(self.table.columns["offset"][d]), bytes(self.table.digest[d]), self.max_bytes
-                )
-                if text is None:
-                    out[d] = None
-                else:
-                    texts.append(text)
-                    order.append(d)
-            elif way == "streamed":
+            elif way == "streamed":  # shingled in pieces, never held whole
                 from simdoc.corpus.streaming import stream_document
 
                 res, row = stream_document(path, self.spec, self.max_bytes, self.follow_symlinks, form="sets64")
                 out[d] = row if res.text is not None and res.digest == bytes(self.table.digest[d]).hex() else None
             else:
-                res = read_document(path, max_bytes=self.max_bytes, follow_symlinks=self.follow_symlinks, keep_ascii=way == "whole")
-                if res.text is None or res.digest != bytes(self.table.digest[d]).hex():
+                got = read_again(
+                    path, self.table.ids[d], way, bytes(self.table.digest[d]), offset=int(self.table.columns["offset"][d]),
+                    max_bytes=self.max_bytes, follow=self.follow_symlinks, ascii_bytes=True,
+                )
+                if got.text is None or not got.same:
                     out[d] = None
-                    continue
-                text = res.text
-                if way == "html":
-                    from simdoc.corpus.formats import html_to_text
-
-                    text = html_to_text(text)
-                texts.append(text)
-                order.append(d)
+                else:
+                    texts.append(got.text)
+                    order.append(d)
         for source, ds in members.items():
             wanted = {self.table.ids[d]: bytes(self.table.digest[d]) for d in ds}
             path = self.confined(source)
