@@ -341,7 +341,7 @@ def test_check_reports_a_flipped_byte(tmp_path):
 def test_crc32_combine_matches_zlib():
     import zlib
 
-    from simdoc.store.directory import crc32_combine
+    from simdoc.store.npyfiles import crc32_combine
 
     rng = random.Random(3)
     for la, lb in [(0, 5), (7, 0), (1, 1), (1000, 12345), (3, 1 << 20), (rng.randrange(10**5), rng.randrange(10**6))]:

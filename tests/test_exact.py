@@ -106,7 +106,7 @@ def test_check_accepts_an_index_with_folded_copies(tmp_path):
 def test_check_reports_groups_that_fold_different_texts(tmp_path):
     import json
 
-    from simdoc.store.directory import _npy_offset, crc32_file
+    from simdoc.store.npyfiles import crc32_file, data_offset
 
     corpus = tmp_path / "c"
     corpus.mkdir()
@@ -126,7 +126,7 @@ def test_check_reports_groups_that_fold_different_texts(tmp_path):
     rep[3] = 0
     np.save(idx / name, rep)
     path = idx / name
-    ix["files"][name].update(bytes=path.stat().st_size, crc32=crc32_file(path, _npy_offset(path)))
+    ix["files"][name].update(bytes=path.stat().st_size, crc32=crc32_file(path, data_offset(path)))
     from simdoc.store.manifest import dump
 
     (idx / "manifest.json").write_bytes(dump(manifest))  # with its own checksum: only the meaning is wrong

@@ -28,9 +28,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simdoc.cli import cli
-from simdoc.store.directory import _npy_offset, crc32_file
 from simdoc.store.doctable import _blob
 from simdoc.store.manifest import dump
+from simdoc.store.npyfiles import crc32_file, data_offset
 
 TEXT = "The quick brown fox jumps over the lazy dog while the farmer sleeps in the barn.\n"
 OTHER = "Completely unrelated prose about tide tables, harbour cranes and rope.\n"
@@ -117,7 +117,7 @@ def _put(idx: Path, stage: dict, role: str, arr: np.ndarray) -> None:
     path = idx / name
     path.unlink()
     np.save(path, arr)
-    stage["files"][name].update(bytes=path.stat().st_size, shape=list(arr.shape), crc32=crc32_file(path, _npy_offset(path)))
+    stage["files"][name].update(bytes=path.stat().st_size, shape=list(arr.shape), crc32=crc32_file(path, data_offset(path)))
 
 
 def _set_text_column(idx: Path, shingle: dict, column: str, values: list[str]) -> None:

@@ -46,7 +46,7 @@ are published and the manifest is replaced atomically, a reader sees either
 the old index or the new one, never a mix.
 
 ``SIMDOC_FAULT=<point>`` makes the process exit abruptly at a named point
-(see :func:`fault_point`); the tests use it to kill writes at every step.
+(see :func:`simdoc.store.npyfiles.fault_point`); the tests use it to kill writes at every step.
 """
 
 from __future__ import annotations
@@ -63,15 +63,22 @@ from pathlib import Path
 
 import numpy as np
 
-from simdoc.errors import CorruptIndex, IndexBusy, IndexError_, OutputError
+from simdoc.errors import CorruptIndex, IndexBusy, IndexError_
 from simdoc.store.manifest import dump as dump_manifest
 from simdoc.store.manifest import parse as parse_manifest
 from simdoc.store.manifest import validate as validate_manifest
-
-try:  # zlib's CRC-32, computed with SIMD: ~55 GB/s here against zlib's ~4.3 GB/s
-    from zlib_ng.zlib_ng import crc32
-except ImportError:  # pragma: no cover - zlib-ng is a dependency; same values, slower
-    from zlib import crc32
+from simdoc.store.npyfiles import (
+    NO_ROOM,
+    VERIFIED,
+    NpyWriter,
+    crc32,
+    crc32_file,
+    data_offset,
+    fault_point,
+    fsync_dir,
+    no_room,
+    verify_key,
+)
 
 FORMAT = "simdoc-index"
 # Version 3 keeps no shingles (verification reads the documents again); versions 1 and 2
@@ -82,69 +89,6 @@ MANIFEST = "manifest.json"
 VERIFY_ON_LOAD_BYTES = 1 << 30  # larger files: CRC checked by `simdoc check` only
 LOCK = "lock"
 READERS = "readers"
-_CRC_CHUNK = 1 << 24
-
-
-def fault_point(name: str) -> None:
-    """Die here, without cleanup, if SIMDOC_FAULT names this point (crash tests only)."""
-    if os.environ.get("SIMDOC_FAULT") == name:
-        os._exit(75)
-
-
-def _gf2_times(mat: list[int], vec: int) -> int:
-    out, i = 0, 0
-    while vec:
-        if vec & 1:
-            out ^= mat[i]
-        vec >>= 1
-        i += 1
-    return out
-
-
-def _gf2_square(mat: list[int]) -> list[int]:
-    return [_gf2_times(mat, mat[n]) for n in range(32)]
-
-
-def _zero_byte_operators() -> list[list[int]]:
-    """ops[k] appends 2**k zero bytes to a CRC-32 (GF(2) matrices, as in zlib)."""
-    one_bit = [0xEDB88320] + [1 << (n - 1) for n in range(1, 32)]
-    op = _gf2_square(_gf2_square(_gf2_square(one_bit)))  # 8 zero bits = one zero byte
-    ops = [op]
-    for _ in range(63):
-        op = _gf2_square(op)
-        ops.append(op)
-    return ops
-
-
-_ZERO_OPS: list[list[int]] = []
-
-
-def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
-    """CRC-32 of A+B from crc(A), crc(B) and len(B), as zlib's crc32_combine.
-
-    Lets workers checksum the pieces they write, so that the pieces can be
-    concatenated into one file without reading them back.
-    """
-    if len2 <= 0:
-        return crc1
-    if not _ZERO_OPS:
-        _ZERO_OPS.extend(_zero_byte_operators())
-    k = 0
-    while len2:
-        if len2 & 1:
-            crc1 = _gf2_times(_ZERO_OPS[k], crc1)
-        len2 >>= 1
-        k += 1
-    return crc1 ^ crc2
-
-
-def crc32_file(path: Path, offset: int = 0) -> int:
-    crc = 0
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        while chunk := fh.read(_CRC_CHUNK):
-            crc = crc32(chunk, crc)
-    return crc
 
 
 # Names simdoc writes: <stem>.<16 hex build id>.<ext>, the manifest, and temporary
@@ -159,25 +103,9 @@ _OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json|lock
 _OWN_TMP = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|tmp\.jsonl|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
 
 
-# A write failed because the file system has no room (or takes no writes): the index is
-# not at fault, and the previous one is still whole (its files are never written again).
-_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
-
-
-def _no_room(path: Path, exc: OSError) -> OutputError:
-    return OutputError(
-        f"cannot write the index at {path}: {exc.strerror or exc}; it stays as its last completed stage left it",
-        hint="free some space on that file system, or choose another --index"
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-        else "choose an --index on a file system where you may write",
-    )
-
-
 def is_own_file(name: str) -> bool:
     """True for the names of files simdoc writes in an index directory (and their temporaries)."""
     return bool(_OWN.match(name) or _OWN_TMP.match(name))
-
-_NPY_HEADER = 128  # fixed header length of the arrays we stream, so it can be rewritten in place
 
 
 def open_lock_file(path: Path) -> int:
@@ -211,105 +139,6 @@ def open_lock_file(path: Path) -> int:
     return fd
 
 
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
-    """A version-1.0 .npy header padded to exactly _NPY_HEADER bytes."""
-    d = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": tuple(shape)}
-    body = repr(d).encode("latin1")
-    pad = _NPY_HEADER - 10 - len(body) - 1
-    if pad < 0:
-        raise ValueError("shape too long for a fixed .npy header")
-    return b"\x93NUMPY\x01\x00" + (_NPY_HEADER - 10).to_bytes(2, "little") + body + b" " * pad + b"\n"
-
-
-def npy_offset(element: int, itemsize: int) -> int:
-    """Byte offset of ``element`` in a .npy file with the fixed header :class:`NpyWriter` writes."""
-    return _NPY_HEADER + element * itemsize
-
-
-class NpyWriter:
-    """Write rows to a .npy file of unknown final length, then publish it atomically.
-
-    Rows are written in order, but not necessarily by this object: worker
-    processes may write a piece of rows straight into :attr:`tmp` at a place
-    handed to them (see ``batches.Sequencer``), and :meth:`written_elsewhere`
-    then accounts for that piece. The CRC-32 is built in file order from the
-    pieces' own CRCs, so the file is never read back.
-    """
-
-    def __init__(self, directory: Path, name: str, dtype, tail_shape: tuple[int, ...] = ()) -> None:
-        self.directory = Path(directory)
-        self.name = name
-        self.dtype = np.dtype(dtype)
-        self.tail_shape = tuple(tail_shape)
-        self.row_bytes = self.dtype.itemsize * int(np.prod(self.tail_shape, dtype=np.int64))
-        self.fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
-        self.tmp = Path(tmp)
-        os.write(self.fd, _npy_header(self.dtype, (0, *self.tail_shape)))
-        self.rows = 0
-        self.crc = 0
-
-    def position(self, row: int) -> int:
-        """Byte offset in the file of ``row``."""
-        return npy_offset(row, self.row_bytes)
-
-    def append(self, arr: np.ndarray) -> None:
-        arr = np.ascontiguousarray(arr, dtype=self.dtype)
-        if arr.shape[1:] != self.tail_shape:
-            raise ValueError(f"{self.name}: rows of shape {arr.shape[1:]}, expected {self.tail_shape}")
-        view = memoryview(arr.reshape(-1).view(np.uint8))
-        pos = self.position(self.rows)
-        while view:
-            n = os.pwrite(self.fd, view, pos)
-            view, pos = view[n:], pos + n
-        self.crc = crc32(arr.data, self.crc)
-        self.rows += arr.shape[0]
-
-    def written_elsewhere(self, rows: int, crc: int) -> None:
-        """Account for ``rows`` rows another process wrote in place, whose CRC-32 is ``crc``."""
-        self.crc = crc32_combine(self.crc, crc, rows * self.row_bytes)
-        self.rows += rows
-
-
-    def finish(self) -> dict:
-        os.pwrite(self.fd, _npy_header(self.dtype, (self.rows, *self.tail_shape)), 0)
-        # Pieces written in place past the last row would be garbage: the file ends at the last row.
-        os.ftruncate(self.fd, self.position(self.rows))
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
-        fault_point(f"publish:{self.name.split('.')[0]}")
-        os.replace(self.tmp, self.directory / self.name)
-        return _array_info(self.directory / self.name, self.dtype, (self.rows, *self.tail_shape), self.crc)
-
-    def abort(self) -> None:
-        if self.fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self.fd)
-            self.fd = -1
-        with contextlib.suppress(OSError):
-            self.tmp.unlink()
-
-
-def _array_info(path: Path, dtype, shape, crc: int) -> dict:
-    """The manifest entry of an array this process has just published.
-
-    Its checksum was computed from the bytes written, so later loads in this
-    process need not read the file again to check it (``simdoc check`` does).
-    """
-    st = path.stat()
-    _VERIFIED.add(_verify_key(path, st, crc))
-    return {"dtype": np.dtype(dtype).str, "shape": list(shape), "bytes": st.st_size, "crc32": crc}
-
-
 def _own_file(path: Path) -> os.stat_result:
     """The stat of a file of the index, which simdoc always writes as a regular file (renamed into place).
 
@@ -332,10 +161,6 @@ def _own_file(path: Path) -> os.stat_result:
         what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
         raise CorruptIndex(str(path), f"is {what}; simdoc writes its index files as regular files")
     return st
-
-
-def _verify_key(path: Path, st: os.stat_result, crc) -> tuple:
-    return (str(path.resolve()), st.st_ino, st.st_mtime_ns, st.st_size, crc)
 
 
 class IndexStore:
@@ -451,8 +276,8 @@ class IndexStore:
         try:
             fd = self._lock(wait)
         except OSError as exc:  # the lock file cannot even be opened for writing
-            if exc.errno in (*_NO_ROOM, errno.EACCES, errno.EPERM):
-                raise _no_room(self.path, exc) from None
+            if exc.errno in (*NO_ROOM, errno.EACCES, errno.EPERM):
+                raise no_room(self.path, exc) from None
             raise
         try:
             with contextlib.suppress(OSError):  # who holds the lock is a note for IndexBusy, nothing more
@@ -462,12 +287,12 @@ class IndexStore:
             try:
                 yield
             except BaseException as exc:
-                no_room = isinstance(exc, OSError) and exc.errno in _NO_ROOM
+                full = isinstance(exc, OSError) and exc.errno in NO_ROOM
                 self._discard_failed_run()  # temporaries hold the space the next run needs
                 if created:
                     self._remove_unused_dir()
-                if no_room:
-                    raise _no_room(self.path, exc) from None
+                if full:
+                    raise no_room(self.path, exc) from None
                 raise
             finally:
                 _HELD.pop(key, None)
@@ -573,7 +398,7 @@ class IndexStore:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
         return {"bytes": len(payload), "crc32": crc32(payload)}
 
     def save_array(self, name: str, arr: np.ndarray) -> dict:
@@ -603,8 +428,8 @@ class IndexStore:
             return
         path = self.path / name
         st = _own_file(path)
-        key = _verify_key(path, st, info.get("crc32"))
-        if "crc32" not in info or (key in _VERIFIED and not force):
+        key = verify_key(path, st, info.get("crc32"))
+        if "crc32" not in info or (key in VERIFIED and not force):
             return
         try:
             crc = crc32_file(path, offset)
@@ -612,7 +437,7 @@ class IndexStore:
             raise CorruptIndex(str(path), f"cannot be read ({exc.strerror or exc})") from None
         if crc != info["crc32"]:
             raise CorruptIndex(str(path), f"checksum mismatch (crc32 {crc:08x}, the manifest says {info['crc32']:08x})")
-        _VERIFIED.add(key)
+        VERIFIED.add(key)
 
     def load_array(self, name: str, info: dict, mmap: bool = True, verify: bool = True, force: bool = False) -> np.ndarray:
         """Load an array and check it against its manifest entry (size, dtype, shape, checksum)."""
@@ -630,21 +455,8 @@ class IndexStore:
                 f"holds {arr.dtype.str} {list(arr.shape)}, the manifest says {info.get('dtype')} {info.get('shape')}",
             )
         if verify:
-            self.verify_crc(name, info, arr.offset if isinstance(arr, np.memmap) else _npy_offset(path), force)
+            self.verify_crc(name, info, arr.offset if isinstance(arr, np.memmap) else data_offset(path), force)
         return arr
-
-
-_VERIFIED: set = set()
-
-
-def _npy_offset(path: Path) -> int:
-    with open(path, "rb") as fh:
-        major, _ = np.lib.format.read_magic(fh)
-        if major == 1:
-            np.lib.format.read_array_header_1_0(fh)
-        else:
-            np.lib.format.read_array_header_2_0(fh)
-        return fh.tell()
 
 
 _HELD: dict[str, int] = {}  # writer locks this process holds, so nested stages do not deadlock
