@@ -11,14 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simdoc.errors import UsageError
-from simdoc.reports.evidence import (
+from simdoc.reports.evidence import pair_evidence, resolve_doc, shingle_overlap
+from simdoc.reports.passages import (
     Segment,
     common_runs,
     document_segments,
-    pair_evidence,
     render_plain,
-    resolve_doc,
-    shingle_overlap,
     split_words,
 )
 from simdoc.shingling import ShingleSets, normalise

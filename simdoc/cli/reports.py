@@ -64,14 +64,12 @@ from simdoc.reports.clusters import (
     cluster_pairs,
     plan_dedup,
 )
-from simdoc.reports.evidence import (
+from simdoc.reports.evidence import PairEvidence, pair_evidence, text_evidence
+from simdoc.reports.passages import (
     DEFAULT_CONTEXT,
     DEFAULT_MIN_WORDS,
-    PairEvidence,
     Segment,
-    pair_evidence,
     render_plain,
-    text_evidence,
 )
 from simdoc.reports.tuning import (
     format_stats,
