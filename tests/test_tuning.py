@@ -10,18 +10,16 @@ from hypothesis import strategies as st
 
 from simdoc.errors import UsageError
 from simdoc.lsh import candidate_probability
-from simdoc.reports.tuning import (
+from simdoc.reports.stats import (
     BucketSummary,
     IndexStats,
     LargeBucket,
     format_stats,
-    format_tune,
     index_stats,
-    render_s_curve,
     size_histogram,
     summarise_buckets,
-    tune,
 )
+from simdoc.reports.tuning import format_tune, render_s_curve, tune
 from simdoc.shingling import normalise, shingle_texts
 from simdoc.stages.pipeline import find_pairs
 from simdoc.store.loaded import open_index

@@ -71,13 +71,8 @@ from simdoc.reports.passages import (
     Segment,
     render_plain,
 )
-from simdoc.reports.tuning import (
-    format_stats,
-    format_tune,
-    index_stats,
-    render_s_curve,
-    tune,
-)
+from simdoc.reports.stats import format_stats, index_stats
+from simdoc.reports.tuning import format_tune, render_s_curve, tune
 from simdoc.shingling import ShingleSpec
 from simdoc.stages.pipeline import (
     build_shingles,
