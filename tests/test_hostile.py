@@ -12,10 +12,11 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import simdoc.corpus.walk
+import simdoc.corpus.files
 import simdoc.stages.pipeline
 from simdoc.cli import cli
-from simdoc.corpus.walk import discover, read_document
+from simdoc.corpus.files import read_document
+from simdoc.corpus.walk import discover
 
 TEXT = "The same text about gardens and bees and honey in the long summer evenings. "
 
@@ -118,7 +119,7 @@ def test_file_changing_while_read_is_indexed_as_read_with_a_warning(tmp_path, mo
             return real_fstat(fd)
         return st
 
-    monkeypatch.setattr(simdoc.corpus.walk.os, "fstat", fstat)
+    monkeypatch.setattr(simdoc.corpus.files.os, "fstat", fstat)
     res = read_document(str(path))
     assert res.text == TEXT
     assert "changed while being read" in res.warning

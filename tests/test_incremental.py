@@ -126,7 +126,7 @@ def test_update_equals_full_rebuild_and_reads_only_what_changed(tmp_path, monkey
     mutate(corpus, random.Random(1))
 
     reads: list[str] = []
-    real = simdoc.corpus.walk.read_document
+    real = simdoc.corpus.files.read_document
 
     def counting(path, **kw):
         reads.append(Path(path).name)

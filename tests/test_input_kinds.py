@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from simdoc.cli import cli
-from simdoc.corpus.walk import read_document
+from simdoc.corpus.files import read_document
 
 TEXT = "Compressed or not, this document tells the same long story about river barges and tides. " * 5
 

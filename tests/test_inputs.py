@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import TEXT_A, TEXT_C, records, summary, write
 
-import simdoc.corpus.walk
+import simdoc.corpus.files
 import simdoc.stages.pipeline
 from simdoc.store.doctable import ROLES as DOC_ROLES
 from simdoc.store.loaded import open_index
@@ -78,7 +78,7 @@ def test_unreadable_file_warns_and_continues(run, tmp_path, monkeypatch):
             raise PermissionError(13, "Permission denied", str(file))
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(simdoc.corpus.walk.os, "open", fake_open)
+    monkeypatch.setattr(simdoc.corpus.files.os, "open", fake_open)
     r = run("pairs", corpus, "--index", tmp_path / "idx", "--jobs", "1")
     assert r.exit_code == 0, (r.stderr, r.exception)
     assert r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"

@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simdoc.corpus.streaming as streaming
+from simdoc.corpus.files import read_document
 from simdoc.corpus.streaming import stream_document
-from simdoc.corpus.walk import read_document
 from simdoc.shingling import ShingleSpec, shingle_texts
 
 WORDS = st.sampled_from(["the", "a", "of", "Bee", "honey", "ÉTÉ", "café", "x", "  ", "\n\t", "\u00a0", "ΣΑΣ"])

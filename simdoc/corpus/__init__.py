@@ -1,8 +1,9 @@
 """The corpus: which files there are, and how each becomes documents.
 
 * :mod:`~simdoc.corpus.walk`: discover the files of a corpus (include/exclude
-  globs, symlinks, ``--files-from``), open them safely, read and decompress.
+  globs, symlinks, hidden files, the index folder left out).
 * :mod:`~simdoc.corpus.filelists`: ``--files-from`` and ``--files0-from`` lists.
+* :mod:`~simdoc.corpus.files`: one file read safely (non-blocking, checked, decompressed, decoded).
 * :mod:`~simdoc.corpus.read`: the one place that decides how a file is read
   (whole, streamed, JSON Lines lines, WARC records, HTML).
 * :mod:`~simdoc.corpus.formats`: JSON Lines and WARC members, by line or by offset.

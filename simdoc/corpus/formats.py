@@ -27,20 +27,18 @@ import json
 import os
 from collections.abc import Iterator
 
-from simdoc.corpus.streaming import STREAM_BYTES
-from simdoc.corpus.walk import (  # noqa: F401  (the names of member files)
+from simdoc.corpus.files import (
     BINARY_SNIFF,
     COMPRESSED,
-    JSONL_SUFFIXES,
-    MEMBER_SEPARATOR,
-    WARC_SUFFIXES,
     ReadResult,
     _Undecompressable,
     compression_of,
     decompressing_reader,
-    is_jsonl,
-    is_warc,
     open_regular,
+)
+from simdoc.corpus.streaming import STREAM_BYTES
+from simdoc.corpus.walk import (
+    MEMBER_SEPARATOR,
 )
 
 # How member ids are formed, recorded with the shingle stage's parameters: an index whose

@@ -23,17 +23,16 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from simdoc.corpus.files import ReadResult, compression_of, read_document
 from simdoc.corpus.formats import (
     WEB_EXTRA,
     html_to_text,
     is_html,
-    is_jsonl,
-    is_warc,
     read_jsonl,
     split_warc,
     warc_record_at,
 )
-from simdoc.corpus.walk import ReadResult, compression_of, read_document
+from simdoc.corpus.walk import is_jsonl, is_warc
 
 MEMBER_WAYS = ("jsonl", "warc")
 

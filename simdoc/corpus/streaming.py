@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from simdoc.corpus.walk import (
+from simdoc.corpus.files import (
     BINARY_SNIFF,
     ReadResult,
     compression_of,

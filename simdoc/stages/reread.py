@@ -19,9 +19,9 @@ import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from simdoc.corpus.files import compression_of
 from simdoc.corpus.read import read_again, read_member_texts
 from simdoc.corpus.streaming import sets64_of_texts
-from simdoc.corpus.walk import compression_of
 from simdoc.errors import CorruptIndex
 from simdoc.shingling import ShingleSets, ShingleSpec
 from simdoc.store.doctable import HOW, DocsTable, is_safe_relative

@@ -1,0 +1,236 @@
+"""Read one file of the corpus safely: opened without blocking, checked, decompressed, decoded.
+
+A file whose first 8 KiB hold a NUL byte is binary and skipped; a file that
+cannot be read is skipped; both with a warning. Text is decoded as UTF-8 (a
+leading byte-order mark is dropped); invalid bytes become U+FFFD with a
+warning, and the document is kept. Files are opened non-blocking and
+checked again after opening (a FIFO or device put in a file's place is
+never read); ``--max-bytes`` caps how much of one file is read (with a
+warning naming it); a file that changes while being read is indexed as
+read, with a warning. Compression is known by the file's name
+(:data:`COMPRESSED`); zstd needs the ``zstandard`` package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+
+BINARY_SNIFF = 8192
+
+
+COMPRESSED = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".zst": "zstd"}
+
+
+DECOMPRESS_ERRORS: tuple = (OSError, EOFError, ValueError)
+
+
+def compression_of(path: str) -> str | None:
+    """The compression a file name says it has (.gz, .bz2, .xz, .zst), or None."""
+    for suffix, kind in COMPRESSED.items():
+        if path.endswith(suffix):
+            return kind
+    return None
+
+
+def decompressing_reader(fileobj, kind: str):
+    """A file-like object with read(n) giving the decompressed bytes.
+
+    gzip, bzip2 and xz come with Python; zstd needs the ``zstandard`` package
+    (``pip install zstandard``, or ``pip install '.[zstd]'`` in simdoc's source folder),
+    and a clear error says so.
+    """
+    if kind == "gzip":
+        import gzip
+
+        return gzip.GzipFile(fileobj=fileobj, mode="rb")
+    if kind == "bzip2":
+        import bz2
+
+        return bz2.BZ2File(fileobj, mode="rb")
+    if kind == "xz":
+        import lzma
+
+        return lzma.LZMAFile(fileobj, mode="rb")
+    try:
+        import zstandard
+    except ImportError:
+        raise OSError("zstd-compressed, and the zstandard package is not installed (pip install zstandard)") from None
+    return zstandard.ZstdDecompressor().stream_reader(fileobj)
+
+
+@dataclass
+class ReadResult:
+    text: str | bytes | None  # bytes only when asked for (read_document(keep_ascii=True)): ASCII text
+    digest: str = ""
+    warning: str | None = None
+    status: str = "ok"  # ok | replaced | binary | unreadable
+
+
+def open_regular(path: str, follow_symlinks: bool = False) -> tuple[int, os.stat_result] | ReadResult:
+    """Open a file to read without ever blocking, and check it is still a regular file.
+
+    A FIFO or device that replaced the file since the scan would block a
+    plain open; O_NONBLOCK plus an fstat afterwards skips it. Symbolic links
+    are refused unless ``follow_symlinks``. Returns (descriptor, its stat),
+    or the ReadResult saying why the file is skipped.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return ReadResult(None, warning="vanished before it could be read, skipped", status="unreadable")
+    except OSError as exc:
+        if exc.errno == getattr(os, "ELOOP", -1) and not follow_symlinks:
+            return ReadResult(None, warning="became a symbolic link, not followed", status="unreadable")
+        return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            return ReadResult(None, warning="not a regular file any more (FIFO, device or socket?), skipped", status="unreadable")
+        # O_NONBLOCK stays set: it has no effect on regular files (open(2)), and clearing
+        # it would cost two more system calls per file.
+    except OSError as exc:
+        os.close(fd)
+        return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
+    return fd, st
+
+
+def read_document(
+    path: str,
+    max_bytes: int | None = None,
+    follow_symlinks: bool = False,
+    keep_ascii: bool = False,
+    opened: tuple[int, os.stat_result] | ReadResult | None = None,
+) -> ReadResult:
+    """Read and decode one file; never raises for a file's own problems, never blocks.
+
+    The file is opened non-blocking and checked to be a regular file after
+    opening (it may have been replaced by a FIFO or device since the scan),
+    without following a symbolic link unless ``follow_symlinks``. At most
+    ``max_bytes`` are read, with a warning if the file is longer. A file that
+    changes while it is read is indexed as read, with a warning. With
+    ``keep_ascii``, a file that is all ASCII comes back as its bytes, not
+    decoded (the shingle workers turn them into code points without a str).
+    ``opened`` is what :func:`open_regular` returned for ``path``, when the
+    caller opened it ahead (to prefetch it); the descriptor is closed here.
+    """
+    if opened is None:
+        opened = open_regular(path, follow_symlinks)
+    if isinstance(opened, ReadResult):
+        return opened
+    fd, before = opened
+    warnings: list[str] = []
+    try:
+        kind = compression_of(path)
+        if kind is not None:
+            raw = _read_decompressed(fd, kind, max_bytes)
+        else:
+            limit = before.st_size + 1 if max_bytes is None else max_bytes + 1
+            chunks, got = [], 0
+            while got < limit:
+                chunk = os.read(fd, min(1 << 24, limit - got))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
+                if got == before.st_size > 0 and max_bytes is None:
+                    break  # all of it; growth since is caught by the fstat below, without one more read
+            raw = b"".join(chunks)
+            if max_bytes is None and len(raw) > before.st_size:
+                # It grew while we read: take the rest too, and say so below.
+                while chunk := os.read(fd, 1 << 24):
+                    raw += chunk
+        if max_bytes is not None and len(raw) > max_bytes:
+            raw = raw[:max_bytes]
+            warnings.append(f"longer than --max-bytes {max_bytes}; only the first {max_bytes} bytes are indexed")
+        after = os.fstat(fd)
+        if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+            warnings.append("changed while being read; indexed as read (run again to pick up the final version)")
+    except _Undecompressable as exc:
+        return ReadResult(None, warning=f"cannot decompress: {exc}", status="unreadable")
+    except OSError as exc:
+        return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
+    finally:
+        os.close(fd)
+    digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
+    if b"\x00" in raw[:BINARY_SNIFF]:
+        return ReadResult(None, digest, warning="binary file (NUL byte), skipped", status="binary")
+    if keep_ascii and raw.isascii():
+        return ReadResult(raw, digest, warning="; ".join(warnings) or None, status=_status(warnings))
+    try:
+        text = raw.decode("utf-8-sig")
+        status = "ok"
+    except UnicodeDecodeError as exc:
+        text = raw.decode("utf-8-sig", errors="replace")
+        warnings.append(f"invalid UTF-8 at byte {exc.start}, undecodable bytes replaced by U+FFFD")
+        status = "replaced"
+    if status == "ok":
+        status = _status(warnings)
+    return ReadResult(text, digest, warning="; ".join(warnings) or None, status=status)
+
+
+def file_digest(path: str, max_bytes: int | None = None, follow_symlinks: bool = False) -> str | None:
+    """BLAKE2b-128 of the bytes a file is indexed from (decompressed; the first ``max_bytes``), read in chunks.
+
+    The digest :func:`read_document` gives, without holding the file: for a
+    caller that reads only part of a file but must know whether the whole
+    is still the one indexed. None if it cannot be read.
+    """
+    opened = open_regular(path, follow_symlinks)
+    if isinstance(opened, ReadResult):
+        return None
+    fd, _ = opened
+    digest = hashlib.blake2b(digest_size=16)
+    raw_file = os.fdopen(fd, "rb")
+    try:
+        kind = compression_of(path)
+        reader = decompressing_reader(raw_file, kind) if kind is not None else raw_file
+        left = max_bytes
+        while left is None or left > 0:
+            chunk = reader.read(1 << 24 if left is None else min(1 << 24, left))
+            if not chunk:
+                break
+            digest.update(chunk)
+            if left is not None:
+                left -= len(chunk)
+    except Exception:  # unreadable, or a damaged archive: each decompressor has its own errors
+        return None
+    finally:
+        raw_file.close()
+    return digest.hexdigest()
+
+
+def _status(warnings: list[str]) -> str:
+    return "partial" if any("max-bytes" in w for w in warnings) else "ok"
+
+
+class _Undecompressable(Exception):
+    pass
+
+
+def _read_decompressed(fd: int, kind: str, max_bytes: int | None) -> bytes:
+    """All the decompressed bytes (up to max_bytes + 1, to tell that there are more)."""
+    raw_file = os.fdopen(os.dup(fd), "rb")
+    try:
+        reader = decompressing_reader(raw_file, kind)
+        out, got = [], 0
+        while True:
+            want = 1 << 24 if max_bytes is None else min(1 << 24, max_bytes + 1 - got)
+            if want <= 0:
+                break
+            chunk = reader.read(want)
+            if not chunk:
+                break
+            out.append(chunk)
+            got += len(chunk)
+        return b"".join(out)
+    except Exception as exc:  # every decompressor raises its own kinds of errors on bad data
+        raise _Undecompressable(str(exc) or type(exc).__name__) from None
+    finally:
+        raw_file.close()
