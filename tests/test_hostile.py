@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simdoc.corpus.files
+import simdoc.corpus.walk
 import simdoc.stages.pipeline
 from simdoc.cli import cli
 from simdoc.corpus.files import read_document
