@@ -17,7 +17,7 @@ import numpy as np
 
 from simdoc import kernels
 from simdoc.minhash import MinHasher
-from simdoc.shingling import ShingleSets
+from simdoc.shinglesets import ShingleSets
 from simdoc.similarity import estimate_jaccard
 
 

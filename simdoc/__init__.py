@@ -16,7 +16,8 @@ and the whole pipeline over a folder, with the index kept on disk::
 from simdoc.errors import SimdocError
 from simdoc.lsh import candidate_probability, choose_bands_rows, s_curve_threshold
 from simdoc.minhash import MinHasher
-from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
+from simdoc.shinglesets import ShingleSets
+from simdoc.shingling import ShingleSpec, shingle_texts
 from simdoc.similarity import bag_jaccard, estimate_jaccard, jaccard
 from simdoc.version import __version__
 
@@ -25,6 +26,7 @@ __all__ = [
     "ShingleSets",
     "ShingleSpec",
     "SimdocError",
+    "__version__",
     "bag_jaccard",
     "candidate_probability",
     "choose_bands_rows",

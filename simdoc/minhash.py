@@ -51,7 +51,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from simdoc.errors import UsageError
-from simdoc.shingling import ShingleSets, fmix32
+from simdoc.murmur import fmix32
+from simdoc.shinglesets import ShingleSets
 
 DEFAULT_NUM_PERM = 128
 DEFAULT_SEED = 1

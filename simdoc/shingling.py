@@ -29,14 +29,14 @@ An empty document (nothing left after normalisation) has no shingles; nor
 has a ``stopword`` document without a stop word that starts a full shingle.
 Documents with no shingles are never candidates, not even of each other.
 
-The Murmur rounds are written out with numpy ``uint32`` arithmetic, which
-wraps modulo 2**32 exactly as the reference C code does.
+MurmurHash3 over token windows is :mod:`simdoc.murmur`; the sets of a batch
+are one CSR structure, :class:`simdoc.shinglesets.ShingleSets`.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -45,18 +45,14 @@ import mmh3
 import numpy as np
 
 from simdoc.errors import UsageError
+from simdoc.murmur import murmur_windows
+from simdoc.shinglesets import ShingleSets
 
 SHINGLE_SEED = 0
 UNITS = ("char", "word", "stopword")
 DEFAULT_K = {"char": 5, "word": 3, "stopword": 3}
 MAX_K = 256
 
-_C1 = np.uint32(0xCC9E2D51)
-_C2 = np.uint32(0x1B873593)
-_M5 = np.uint32(5)
-_N1 = np.uint32(0xE6546B64)
-_F1 = np.uint32(0x85EBCA6B)
-_F2 = np.uint32(0xC2B2AE35)
 _PUNCT = "\"'`.,;:!?()[]{}<>«»“”‘’„…–—-*_/\\|#&%$@^~+="
 
 
@@ -93,82 +89,6 @@ class ShingleSpec:
         return {"unit": self.unit, "k": self.k, "lowercase": self.lowercase, "hash_seed": SHINGLE_SEED}
 
 
-class ShingleSets:
-    """Shingle sets of many documents in CSR form.
-
-    Attributes
-    ----------
-    indptr : ndarray of shape (n_docs + 1,), dtype int64
-        Row i is ``data[indptr[i]:indptr[i + 1]]``.
-    data : ndarray of shape (nnz,), dtype uint32 (or uint64 for verification's 64-bit shingles)
-        Shingle hashes, sorted ascending and unique within each row (but for
-        ``shingle_texts(form="stream")``, which keeps every window in text order).
-    counts : ndarray of shape (nnz,), dtype uint32
-        How often each shingle occurs in its document (for bag similarity).
-    """
-
-    __slots__ = ("indptr", "data", "counts")
-
-    def __init__(self, indptr: np.ndarray, data: np.ndarray, counts: np.ndarray | None = None) -> None:
-        self.indptr = np.asarray(indptr, dtype=np.int64)
-        # 32-bit shingle hashes, or 64-bit ones for exact verification (shingle_texts(form="sets64")).
-        self.data = data if isinstance(data, np.ndarray) and data.dtype == np.uint64 else np.asarray(data, dtype=np.uint32)
-        if counts is None:
-            self.counts = np.ones(len(self.data), dtype=np.uint32)
-        else:
-            self.counts = np.asarray(counts, dtype=np.uint32)
-        if self.indptr.ndim != 1 or len(self.indptr) < 1 or self.indptr[0] != 0:
-            raise ValueError("indptr must be 1-D and start at 0")
-        if self.indptr[-1] != len(self.data) or len(self.counts) != len(self.data):
-            raise ValueError("indptr, data and counts disagree on the number of shingles")
-
-    @classmethod
-    def from_sets(cls, sets: Iterable[Iterable[int]]) -> ShingleSets:
-        """Build from explicit integer sets (e.g. textbook examples); duplicates are counted."""
-        rows = [np.asarray(sorted(s), dtype=np.uint64) for s in sets]
-        indptr = [0]
-        data, counts = [], []
-        for row in rows:
-            if len(row) and (row.max() >= 2**32):
-                raise ValueError("shingle ids must fit in 32 bits")
-            uniq, cnt = np.unique(row.astype(np.uint32), return_counts=True)
-            data.append(uniq)
-            counts.append(cnt.astype(np.uint32))
-            indptr.append(indptr[-1] + len(uniq))
-        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.uint32))
-        return cls(np.array(indptr, np.int64), cat(data), cat(counts))
-
-    @classmethod
-    def concatenate(cls, parts: Sequence[ShingleSets]) -> ShingleSets:
-        if not parts:
-            return cls(np.zeros(1, np.int64), np.zeros(0, np.uint32))
-        offsets = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
-        indptr = np.concatenate([[0]] + [p.indptr[1:] + off for p, off in zip(parts, offsets)])
-        counts = np.concatenate([np.asarray(p.counts) for p in parts])
-        return cls(indptr, np.concatenate([p.data for p in parts]), counts)
-
-    @property
-    def n_docs(self) -> int:
-        return len(self.indptr) - 1
-
-    def __len__(self) -> int:
-        return self.n_docs
-
-    def sizes(self) -> np.ndarray:
-        """Number of distinct shingles per document, int64."""
-        return np.diff(self.indptr)
-
-    def row(self, i: int) -> np.ndarray:
-        return self.data[self.indptr[i] : self.indptr[i + 1]]
-
-    def row_counts(self, i: int) -> np.ndarray:
-        return self.counts[self.indptr[i] : self.indptr[i + 1]]
-
-    def slice(self, start: int, stop: int) -> ShingleSets:
-        lo, hi = self.indptr[start], self.indptr[stop]
-        return ShingleSets(self.indptr[start : stop + 1] - lo, self.data[lo:hi], self.counts[lo:hi])
-
-
 def normalise(text: str, lowercase: bool = True) -> str:
     """Lowercase (optionally) and collapse every whitespace run to one blank, trimmed."""
     if lowercase:
@@ -187,66 +107,6 @@ def stop_words() -> frozenset[str]:
     """The shipped English stop-word list (``simdoc/data/stopwords.txt``)."""
     raw = resources.files("simdoc").joinpath("data/stopwords.txt").read_text(encoding="utf-8")
     return frozenset(w.strip() for w in raw.splitlines() if w.strip() and not w.startswith("#"))
-
-
-def _rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
-
-
-def _premix(tokens: np.ndarray) -> np.ndarray:
-    """The per-block part of MurmurHash3 (k1 = rotl(t*c1, 15)*c2), done once per token."""
-    k1 = tokens * _C1
-    k1 = _rotl(k1, 15)
-    k1 *= _C2
-    return k1
-
-
-def fmix32(h: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 32-bit finaliser, in place on a uint32 array; returns it."""
-    h ^= h >> np.uint32(16)
-    h *= _F1
-    h ^= h >> np.uint32(13)
-    h *= _F2
-    h ^= h >> np.uint32(16)
-    return h
-
-
-def murmur_windows(tokens: np.ndarray, k: int, starts: np.ndarray | None = None, seed: int = SHINGLE_SEED) -> np.ndarray:
-    """MurmurHash3_x86_32 of every window of k uint32 tokens.
-
-    Parameters
-    ----------
-    tokens : ndarray of shape (n,), dtype uint32
-    k : int
-        Window length; the hashed key is 4*k bytes.
-    starts : ndarray of int, optional
-        Window start positions; default every position 0..n-k.
-
-    Returns
-    -------
-    ndarray of shape (n_windows,), dtype uint32
-        Equal to ``mmh3.hash(tokens[s:s+k].astype('<u4').tobytes(), seed, signed=False)``.
-    """
-    tokens = np.ascontiguousarray(tokens, dtype=np.uint32)
-    blocks = _premix(tokens)
-    if starts is None:
-        n_win = max(len(tokens) - k + 1, 0)
-        h = np.full(n_win, seed, dtype=np.uint32)
-        for j in range(k):
-            h ^= blocks[j : j + n_win]
-            h[:] = _rotl(h, 13)
-            h *= _M5
-            h += _N1
-    else:
-        starts = np.asarray(starts, dtype=np.int64)
-        h = np.full(len(starts), seed, dtype=np.uint32)
-        for j in range(k):
-            h ^= blocks[starts + j]
-            h[:] = _rotl(h, 13)
-            h *= _M5
-            h += _N1
-    h ^= np.uint32((4 * k) & 0xFFFFFFFF)
-    return fmix32(h)
 
 
 def _word_hashes(words: list[str]) -> np.ndarray:

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from simdoc.memory import release
-from simdoc.shingling import ShingleSets
+from simdoc.shinglesets import ShingleSets
 
 MEASURES = ("set", "bag")
 SIGNATURE_BATCH_PAIRS = 1 << 16

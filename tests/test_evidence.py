@@ -19,7 +19,8 @@ from simdoc.reports.passages import (
     render_plain,
     split_words,
 )
-from simdoc.shingling import ShingleSets, normalise
+from simdoc.shinglesets import ShingleSets
+from simdoc.shingling import normalise
 from simdoc.similarity import bag_jaccard, jaccard
 from simdoc.stages.pipeline import find_pairs
 from simdoc.store.loaded import open_index

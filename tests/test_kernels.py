@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from simdoc import kernels
 from simdoc.minhash import MinHasher
-from simdoc.shingling import ShingleSets, ShingleSpec, normalise, shingle_texts
+from simdoc.shinglesets import ShingleSets
+from simdoc.shingling import ShingleSpec, normalise, shingle_texts
 
 pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="numba disabled by SIMDOC_NO_NUMBA")
 

@@ -9,7 +9,7 @@ from test_kernels import both
 import simdoc
 from simdoc.errors import ParameterMismatch
 from simdoc.minhash import MinHasher, oph_probe
-from simdoc.shingling import ShingleSets
+from simdoc.shinglesets import ShingleSets
 from simdoc.similarity import estimate_jaccard
 
 

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simdoc.murmur import murmur_windows
+from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import (
     SHINGLE_SEED,
-    ShingleSets,
     ShingleSpec,
-    murmur_windows,
     normalise,
     shingle_texts,
     stop_words,

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import simdoc.minhash as minhash
 import simdoc.similarity as similarity
 from simdoc.minhash import MinHasher, signature_matrix, splitmix64
-from simdoc.shingling import ShingleSets
+from simdoc.shinglesets import ShingleSets
 from simdoc.similarity import (
     bag_jaccard,
     estimate_jaccard,

@@ -26,7 +26,8 @@ from simdoc.corpus.files import (
     decompressing_reader,
     open_regular,
 )
-from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
+from simdoc.shinglesets import ShingleSets
+from simdoc.shingling import ShingleSpec, shingle_texts
 
 STREAM_BYTES = 64 << 20  # files larger than this are streamed
 CHUNK_BYTES = 8 << 20

@@ -44,7 +44,8 @@ from simdoc.reports.passages import (
     document_segments,
     split_words,
 )
-from simdoc.shingling import ShingleSets, ShingleSpec
+from simdoc.shinglesets import ShingleSets
+from simdoc.shingling import ShingleSpec
 from simdoc.stages.reread import confined_path
 
 if TYPE_CHECKING:

@@ -18,7 +18,8 @@ import numpy as np
 
 from simdoc.errors import UsageError
 from simdoc.lsh import band_keys
-from simdoc.shingling import ShingleSets, shingle_texts
+from simdoc.shinglesets import ShingleSets
+from simdoc.shingling import shingle_texts
 from simdoc.similarity import pair_estimates, pair_jaccard
 from simdoc.stages.reread import reader_of
 from simdoc.store.directory import IndexStore

@@ -43,7 +43,8 @@ from simdoc.lsh import (
     choose_bands_rows,
 )
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
-from simdoc.shingling import ShingleSets, ShingleSpec
+from simdoc.shinglesets import ShingleSets
+from simdoc.shingling import ShingleSpec
 from simdoc.similarity import MEASURES
 from simdoc.stages.results import PairsResult, StageResult, Verifier, score_candidates
 from simdoc.stages.scan import BatchResult, ScanTask, scan_batch

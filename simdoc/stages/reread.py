@@ -23,7 +23,8 @@ from simdoc.corpus.files import compression_of
 from simdoc.corpus.read import read_again, read_member_texts
 from simdoc.corpus.streaming import sets64_of_texts
 from simdoc.errors import CorruptIndex
-from simdoc.shingling import ShingleSets, ShingleSpec
+from simdoc.shinglesets import ShingleSets
+from simdoc.shingling import ShingleSpec
 from simdoc.store.doctable import HOW, DocsTable, is_safe_relative
 from simdoc.store.loaded import LoadedIndex
 

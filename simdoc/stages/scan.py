@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simdoc.corpus.read import how_read, read_file, text_digest, text_size
-from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
+from simdoc.shinglesets import ShingleSets
+from simdoc.shingling import ShingleSpec, shingle_texts
 
 _UNREAD = ("binary", "unreadable")  # statuses of files that give no document
 

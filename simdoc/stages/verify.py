@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simdoc.shingling import ShingleSets
+from simdoc.shinglesets import ShingleSets
 from simdoc.stages.reread import DocumentReader
 
 CACHE_BYTES = 512 << 20  # shingle sets held at once (64-bit hashes and counts: ~12 bytes a shingle)

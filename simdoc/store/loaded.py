@@ -16,7 +16,8 @@ import numpy as np
 
 from simdoc.errors import CorruptIndex, IndexError_
 from simdoc.minhash import DEFAULT_SCHEME, MinHasher
-from simdoc.shingling import ShingleSets, ShingleSpec
+from simdoc.shinglesets import ShingleSets
+from simdoc.shingling import ShingleSpec
 from simdoc.store.directory import MANIFEST, IndexStore
 from simdoc.store.doctable import ROLES as DOC_ROLES
 from simdoc.store.doctable import DocsTable
