@@ -152,7 +152,7 @@ def read_document(
         after = os.fstat(fd)
         if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
             warnings.append("changed while being read; indexed as read (run again to pick up the final version)")
-    except _Undecompressable as exc:
+    except Undecompressable as exc:
         return ReadResult(None, warning=f"cannot decompress: {exc}", status="unreadable")
     except OSError as exc:
         return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
@@ -210,7 +210,7 @@ def _status(warnings: list[str]) -> str:
     return "partial" if any("max-bytes" in w for w in warnings) else "ok"
 
 
-class _Undecompressable(Exception):
+class Undecompressable(Exception):
     pass
 
 
@@ -231,6 +231,6 @@ def _read_decompressed(fd: int, kind: str, max_bytes: int | None) -> bytes:
             got += len(chunk)
         return b"".join(out)
     except Exception as exc:  # every decompressor raises its own kinds of errors on bad data
-        raise _Undecompressable(str(exc) or type(exc).__name__) from None
+        raise Undecompressable(str(exc) or type(exc).__name__) from None
     finally:
         raw_file.close()

@@ -31,7 +31,7 @@ from simdoc.corpus.files import (
     BINARY_SNIFF,
     COMPRESSED,
     ReadResult,
-    _Undecompressable,
+    Undecompressable,
     compression_of,
     decompressing_reader,
     open_regular,
@@ -124,7 +124,7 @@ class _JsonlMembers:
                 what = f"no field {self.id_field!r}, its id is the line number"
                 self.note(what, lineno, what)
         if self.max_bytes is not None and len(text) > self.max_bytes // 4 and _utf8_size(text) > self.max_bytes:
-            text = _cut_utf8(text, self.max_bytes)
+            text = cut_utf8(text, self.max_bytes)
             self.cut = True
             what = f"text longer than --max-bytes {self.max_bytes}; only the first {self.max_bytes} bytes are indexed"
             self.note(what, lineno, what)
@@ -154,7 +154,7 @@ def _utf8_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def _cut_utf8(text: str, n: int) -> str:
+def cut_utf8(text: str, n: int) -> str:
     """The longest prefix of ``text`` that is at most ``n`` bytes of UTF-8."""
     raw = text.encode("utf-8", "surrogatepass")[:n]
     for trim in range(4):  # a character cut in two is left out
@@ -220,7 +220,7 @@ def read_jsonl(
         try:
             stream = decompressing_reader(source_file, kind) if kind is not None else source_file
         except OSError as exc:  # zstd without the zstandard package
-            raise _Undecompressable(str(exc)) from None
+            raise Undecompressable(str(exc)) from None
         try:
             for lineno, line, offset, length in _lines(_reading(stream, kind), digest, MEMBER_BYTES):
                 if line is None:
@@ -243,7 +243,7 @@ def read_jsonl(
                 stream.close()
     except _Binary:
         return ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary"), [], []
-    except _Undecompressable as exc:
+    except Undecompressable as exc:
         return ReadResult(None, warning=f"cannot decompress: {exc}", status="unreadable"), [], []
     except OSError as exc:
         return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"), [], []
@@ -269,7 +269,7 @@ class _Binary(Exception):
 
 
 def _reading(stream, kind: str | None):
-    """read(n) of a file or a decompressor, a decompressor's own errors turned into _Undecompressable."""
+    """read(n) of a file or a decompressor, a decompressor's own errors turned into Undecompressable."""
     if kind is None:
         return stream.read
 
@@ -277,7 +277,7 @@ def _reading(stream, kind: str | None):
         try:
             return stream.read(n)
         except Exception as exc:  # every decompressor raises its own kinds of errors on bad data
-            raise _Undecompressable(str(exc) or type(exc).__name__) from None
+            raise Undecompressable(str(exc) or type(exc).__name__) from None
 
     return read
 

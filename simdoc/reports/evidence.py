@@ -39,9 +39,9 @@ from simdoc.reports.passages import (
     DEFAULT_MIN_WORDS,
     Passage,
     Segment,
-    _join,
     common_runs,
     document_segments,
+    join_spans,
     split_words,
 )
 from simdoc.shinglesets import ShingleSets
@@ -396,14 +396,14 @@ def _with_passages(
     doc_a, doc_b, text_a, text_b, overlap, estimated, num_perm, scheme, lowercase: bool, min_words: int,
     warnings: list[str], indexed: tuple[float, float] | None = None,
 ) -> PairEvidence:
-    from simdoc.corpus.formats import _cut_utf8
+    from simdoc.corpus.formats import cut_utf8
 
     # The passage search costs some 80 bytes of memory per byte of text: it looks at the
     # first PASSAGE_BYTES of each document (the numbers above are from all of it).
     cut = []
     searched = []
     for doc, text in ((doc_a, text_a), (doc_b, text_b)):
-        part = _cut_utf8(text, PASSAGE_BYTES) if text is not None and len(text) > PASSAGE_BYTES // 4 else text
+        part = cut_utf8(text, PASSAGE_BYTES) if text is not None and len(text) > PASSAGE_BYTES // 4 else text
         cut.append(part is not None and len(part) < len(text))
         searched.append(part)
         if cut[-1]:
@@ -413,7 +413,7 @@ def _with_passages(
     keys_b, spans_b = split_words(text_b, lowercase) if text_b is not None else ([], [])
     runs = common_runs(keys_a, keys_b, min_words)
     passages = [
-        Passage(n, i, i + length, j, j + length, _join(text_a, spans_a, i, i + length))
+        Passage(n, i, i + length, j, j + length, join_spans(text_a, spans_a, i, i + length))
         for n, (i, j, length) in enumerate(runs, start=1)
     ]
     return PairEvidence(

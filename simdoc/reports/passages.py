@@ -153,7 +153,7 @@ class Segment:
     tail: str = ""
 
 
-def _join(text: str, spans: list[tuple[int, int]], start: int, stop: int) -> str:
+def join_spans(text: str, spans: list[tuple[int, int]], start: int, stop: int) -> str:
     return " ".join(text[s:e] for s, e in spans[start:stop])
 
 
@@ -197,15 +197,15 @@ def document_segments(
             elif length > 2 * context:
                 keep_head = keep_tail = context
         if keep_head + keep_tail >= length:
-            out.append(Segment(kind, number, _join(text, spans, s, e)))
+            out.append(Segment(kind, number, join_spans(text, spans, s, e)))
         else:
             out.append(
                 Segment(
                     kind,
                     number,
-                    _join(text, spans, s, s + keep_head),
+                    join_spans(text, spans, s, s + keep_head),
                     length - keep_head - keep_tail,
-                    _join(text, spans, e - keep_tail, e),
+                    join_spans(text, spans, e - keep_tail, e),
                 )
             )
 
