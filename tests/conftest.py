@@ -79,3 +79,16 @@ def small_corpus(tmp_path) -> Path:
     write(root / "b.txt", TEXT_A)
     write(root / "c.txt", TEXT_C)
     return root
+
+
+def warc_record(uri: str, body: str, rid: int) -> bytes:
+    """One WARC response record (uncompressed) whose HTTP body is ``body``, as text/plain."""
+    http = f"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{body}".encode()
+    head = (
+        "WARC/1.0\r\nWARC-Type: response\r\n"
+        f"WARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-{rid:012d}>\r\n"
+        f"WARC-Target-URI: {uri}\r\nWARC-Date: 2024-01-01T00:00:00Z\r\n"
+        "Content-Type: application/http; msgtype=response\r\n"
+        f"Content-Length: {len(http)}\r\n\r\n"
+    ).encode()
+    return head + http + b"\r\n\r\n"

@@ -21,6 +21,8 @@ import simdoc.stages.results
 import simdoc.stages.verify
 import simdoc.store.loaded
 import simdoc.store.verified
+from conftest import warc_record
+
 from simdoc.cli import cli
 from simdoc.shingling import ShingleSpec, normalise, shingle_texts
 from simdoc.stages.reread import reader_of
@@ -156,22 +158,10 @@ def test_a_jsonl_file_with_many_candidates_is_read_once(tmp_path, monkeypatch):
     assert reads == ["data.jsonl"]
 
 
-def _warc_record(uri: str, body: str, rid: int) -> bytes:
-    http = f"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{body}".encode()
-    head = (
-        "WARC/1.0\r\nWARC-Type: response\r\n"
-        f"WARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-{rid:012d}>\r\n"
-        f"WARC-Target-URI: {uri}\r\nWARC-Date: 2024-01-01T00:00:00Z\r\n"
-        "Content-Type: application/http; msgtype=response\r\n"
-        f"Content-Length: {len(http)}\r\n\r\n"
-    ).encode()
-    return head + http + b"\r\n\r\n"
-
-
 def test_a_warc_record_is_read_at_its_offset(tmp_path, monkeypatch):
     pytest.importorskip("fastwarc")
-    records = [_warc_record(f"http://example.org/{i}", BASE + f" page {i}", i + 1) for i in range(6)]
-    records.append(_warc_record("http://example.org/x", "a wholly unrelated note about bread", 99))
+    records = [warc_record(f"http://example.org/{i}", BASE + f" page {i}", i + 1) for i in range(6)]
+    records.append(warc_record("http://example.org/x", "a wholly unrelated note about bread", 99))
     write(tmp_path / "c" / "keep.txt", "not part of the crawl at all, just a note")
     (tmp_path / "c" / "crawl.warc.gz").write_bytes(b"".join(gzip.compress(r) for r in records))
     first = simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", threshold=0.7, jobs=1)
