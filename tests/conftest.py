@@ -19,6 +19,11 @@ SUMMARY_RE = re.compile(
 
 # Three documents: a.txt and b.txt are exact copies, c.txt is unrelated.
 TEXT_A = "The quick brown fox jumps over the lazy dog while the farmer sleeps.\n"
+# Two documents sharing two passages, moved (simdoc show, reports.passages).
+P1 = "the harbour lantern festival returns to Port Ellery on the first Saturday of August"
+P2 = "stalls open at noon and the lantern parade leaves the old quay at nine"
+DOC_A = f"Header of site A. {P1}. Something only in A here. {P2}.\n"
+DOC_B = f"{P2}! Totally different words in B now.\n\n{P1}, footer.\n"
 TEXT_C = "Completely unrelated prose about tide tables, harbour cranes and rope.\n"
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import warc_record
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,8 +22,6 @@ import simdoc.stages.results
 import simdoc.stages.verify
 import simdoc.store.loaded
 import simdoc.store.verified
-from conftest import warc_record
-
 from simdoc.cli import cli
 from simdoc.shingling import ShingleSpec, normalise, shingle_texts
 from simdoc.stages.reread import reader_of

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdoc.murmur import murmur_windows
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import (
     SHINGLE_SEED,
@@ -42,15 +41,6 @@ def test_pinned_hash_value():
     sets = shingle_texts(["hello"], ShingleSpec("char", 5))
     assert sets.row(0).tolist() == [char_hash("hello")]
     assert char_hash("hello") == mmh3.hash("hello".encode("utf-32-le"), 0, signed=False)
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(0, 2**32 - 1), min_size=0, max_size=40), st.integers(1, 8), st.integers(0, 2**32 - 1))
-def test_murmur_windows_equal_mmh3(tokens, k, seed):
-    arr = np.array(tokens, dtype=np.uint32)
-    got = murmur_windows(arr, k, seed=seed)
-    want = [mmh3.hash(arr[i : i + k].astype("<u4").tobytes(), seed, signed=False) for i in range(len(arr) - k + 1)]
-    assert got.tolist() == want
 
 
 @settings(max_examples=80, deadline=None)
