@@ -28,6 +28,7 @@ from simdoc.cli.options import (
 )
 from simdoc.corpus.filelists import chosen_list
 from simdoc.output import FORMATS, check_header, write_records
+from simdoc.params import DEFAULT_TEXT_FIELD
 from simdoc.reports.check import check_index, out_of_date
 from simdoc.store.loaded import open_index
 from simdoc.wording import count
@@ -102,7 +103,7 @@ def query(
             name,
             max_bytes=stored.get("max_bytes"),
             follow_symlinks=bool(stored.get("follow_symlinks")),
-            text_field=text_field or stored.get("text_field") or "text",
+            text_field=text_field or stored.get("text_field") or DEFAULT_TEXT_FIELD,
             id_field=id_field or stored.get("id_field"),
         )
         documents += got.documents

@@ -25,7 +25,7 @@ import click
 from simdoc.corpus.filelists import chosen_list
 from simdoc.engines.dask import DEFAULT_WAIT_WORKERS
 from simdoc.errors import CorpusError, IndexError_
-from simdoc.lsh import DEFAULT_THRESHOLD
+from simdoc.params import DEFAULT_THRESHOLD
 from simdoc.shingling import UNITS
 from simdoc.stages.pipeline import default_index_path
 from simdoc.stages.results import StageResult

@@ -55,9 +55,10 @@ from simdoc.cli.options import (
 )
 from simdoc.corpus.file_texts import read_file_texts
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch
-from simdoc.lsh import DEFAULT_RECALL, DEFAULT_THRESHOLD
-from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
+from simdoc.lsh import DEFAULT_RECALL
 from simdoc.output import check_header, tsv_field, tsv_header
+from simdoc.minhash import MinHasher
+from simdoc.params import DEFAULT_TEXT_FIELD, DEFAULT_THRESHOLD, ShingleParams, SignatureParams
 from simdoc.reports.clusters import (
     KEEP_POLICIES,
     DedupDecision,
@@ -80,7 +81,6 @@ from simdoc.reports.tuning import (
     render_s_curve,
     tune,
 )
-from simdoc.shingling import ShingleSpec
 from simdoc.stages.pipeline import (
     build_shingles,
     build_signatures,
@@ -387,7 +387,7 @@ def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
       simdoc tune --threshold 0.8 --bands 20 --rows 5 --format json
     """
     setup_logging(quiet, verbose)
-    report = tune(DEFAULT_THRESHOLD if threshold is None else threshold, num_perm or 128, bands, rows)
+    report = tune(DEFAULT_THRESHOLD if threshold is None else threshold, SignatureParams(num_perm).resolved().num_perm, bands, rows)
     if not report.explicit:
         log.debug(
             f"tune: of all b*r <= {report.num_perm} with P(T) >= {DEFAULT_RECALL}, the least false-positive area below T"
@@ -595,7 +595,7 @@ def _file_evidence(doc_a: str, doc_b: str, *, min_words: int, num_perm, seed, sc
             name,
             max_bytes=shingle.get("max_bytes"),
             follow_symlinks=bool(shingle.get("follow_symlinks")),
-            text_field=shingle.get("text_field") or "text",
+            text_field=shingle.get("text_field") or DEFAULT_TEXT_FIELD,
             id_field=shingle.get("id_field"),
         )
         if not got.documents:
@@ -608,8 +608,9 @@ def _file_evidence(doc_a: str, doc_b: str, *, min_words: int, num_perm, seed, sc
         for w in got.warnings:
             log.warning(w)
         texts.append(got.documents[0][1])
-    spec = ShingleSpec(shingle.get("unit") or "char", shingle.get("k"), shingle.get("lowercase") is not False)
-    hasher = MinHasher(num_perm or DEFAULT_NUM_PERM, DEFAULT_SEED if seed is None else seed, scheme=scheme or DEFAULT_SCHEME)
+    spec = ShingleParams(**shingle).resolved().spec
+    sig = SignatureParams(num_perm, seed, scheme).resolved()
+    hasher = MinHasher(sig.num_perm, sig.seed, scheme=sig.scheme)
     return text_evidence(doc_a, texts[0], doc_b, texts[1], spec, hasher, min_words)
 
 

@@ -34,7 +34,6 @@ from simdoc.errors import CorpusError, IndexError_, ParameterMismatch, UsageErro
 from simdoc.exact import groups_of, key_halves, representatives
 from simdoc.lsh import (
     DEFAULT_RECALL,
-    DEFAULT_THRESHOLD,
     BandingReport,
     band_keys,
     bucket_order,
@@ -42,7 +41,8 @@ from simdoc.lsh import (
     check_threshold,
     choose_bands_rows,
 )
-from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
+from simdoc.minhash import MinHasher
+from simdoc.params import DEFAULT_BAG_THRESHOLD, DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, DEFAULT_THRESHOLD
 from simdoc.shingling import ShingleSets, ShingleSpec
 from simdoc.similarity import MEASURES
 from simdoc.stages.results import PairsResult, StageResult, Verifier, score_candidates
@@ -60,7 +60,6 @@ log = logging.getLogger("simdoc")
 BATCH_BYTES = 4 << 20  # text per shingling task
 BATCH_DOCS = 2000
 SIGNATURE_TASK_DOCS = 4096  # rows of stored shingle sets signed per task (simdoc signature)
-DEFAULT_BAG_THRESHOLD = 0.4
 RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT has 2 s)
 
 
