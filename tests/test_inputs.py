@@ -330,7 +330,7 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
                 *args, "--index", tmp_path / f"i{i}", "-q"
             )
             assert r.exit_code == 0, r.stderr
-    assert ("_signature_task", 2) in {(name, jobs) for name, n_tasks, jobs in calls if n_tasks > 1}, calls
+    assert ("sign_rows", 2) in {(name, jobs) for name, n_tasks, jobs in calls if n_tasks > 1}, calls
     assert _npy_bytes(tmp_path / "i3") == _npy_bytes(tmp_path / "i4")
     # Signatures computed while reading (pairs) are the signature stage's, byte for byte; only
     # the stage-by-stage build keeps shingle sets, and only pairs keeps verified pairs.

@@ -15,6 +15,7 @@ import simdoc.stages.results
 import simdoc.stages.verify
 import simdoc.store.loaded
 from simdoc.errors import ParameterMismatch
+from simdoc.params import BandingParams
 from simdoc.shingling import ShingleSpec, shingle_texts
 from simdoc.similarity import jaccard
 from simdoc.store.verified import VerifiedPairs
@@ -173,7 +174,7 @@ def test_one_command_equals_stage_by_stage(tmp_path):
     one = simdoc.find_pairs(tmp_path / "c", tmp_path / "i1", threshold=0.7)
     pipeline.build_shingles(tmp_path / "c", tmp_path / "i2")
     pipeline.build_signatures(tmp_path / "i2")
-    pipeline.build_index(tmp_path / "i2", threshold=0.7)
+    pipeline.build_index(tmp_path / "i2", BandingParams(threshold=0.7))
     staged = simdoc.find_pairs(None, tmp_path / "i2", threshold=0.7)
     assert list(one) == list(staged)
 

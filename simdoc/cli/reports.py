@@ -54,11 +54,11 @@ from simdoc.cli.options import (
     with_options,
 )
 from simdoc.corpus.file_texts import read_file_texts
-from simdoc.errors import CorpusError, IndexError_, ParameterMismatch
+from simdoc.errors import CorpusError, IndexError_
 from simdoc.lsh import DEFAULT_RECALL
 from simdoc.output import check_header, tsv_field, tsv_header
 from simdoc.minhash import MinHasher
-from simdoc.params import DEFAULT_TEXT_FIELD, DEFAULT_THRESHOLD, ShingleParams, SignatureParams
+from simdoc.params import DEFAULT_THRESHOLD, Params, ShingleParams, SignatureParams
 from simdoc.reports.clusters import (
     KEEP_POLICIES,
     DedupDecision,
@@ -81,12 +81,7 @@ from simdoc.reports.tuning import (
     render_s_curve,
     tune,
 )
-from simdoc.stages.pipeline import (
-    build_shingles,
-    build_signatures,
-    default_index_path,
-    find_pairs,
-)
+from simdoc.stages.pipeline import default_index_path, refresh_signatures, run_pairs
 from simdoc.stages.reread import DocumentReader, reader_of
 from simdoc.stages.results import PairsResult
 from simdoc.store.directory import IndexStore
@@ -124,10 +119,18 @@ def _check_corpus_index(corpus: Path | None, index: Path | None, rebuild: bool) 
     return announce_index(default_index_path(corpus) if corpus is not None else need_index(None))
 
 
-def _verified_pairs(corpus, index, quiet, verbose, files_from=None, files0_from=None, **options) -> tuple[PairsResult, Path]:
-    corpus = corpus_arg(tuple(corpus) if isinstance(corpus, (tuple, list)) else (() if corpus is None else (corpus,)), files_from, files0_from)
-    index = _check_corpus_index(corpus, index, options["rebuild"])
-    res = find_pairs(corpus, index, verify=True, all_candidates=False, progress=show_progress(quiet), **options)
+def _verified_pairs(
+    corpus: tuple, files_from, files0_from, index: Path | None, stage_options: dict, *, jobs, scheduler, wait_workers,
+    rebuild: bool, wait: float, quiet: bool, verbose: bool,
+) -> tuple[PairsResult, Path]:
+    """The verified pairs of `pairs` run with these options, for a command that groups them."""
+    params = Params.of({**stage_options, "verify": True, "all_candidates": False})
+    corpus = corpus_arg(corpus, files_from, files0_from)
+    index = _check_corpus_index(corpus, index, rebuild)
+    res = run_pairs(
+        corpus, index, params, jobs=jobs, rebuild=rebuild, progress=show_progress(quiet), wait=wait, scheduler=scheduler,
+        wait_workers=wait_workers,
+    )
     report_stages(res.stages, verbose)
     if verbose and res.banding:
         log.debug(f"banding: {res.banding.describe()}")
@@ -176,7 +179,10 @@ def _skipped(res: PairsResult) -> str:
 )
 @header_option
 @with_options(pair_options)
-def clusters(corpus, files_from, files0_from, fmt, null, header, index, quiet, verbose, **options) -> None:
+def clusters(
+    corpus, files_from, files0_from, fmt, null, header, index, jobs, scheduler, wait_workers, rebuild, wait, quiet, verbose,
+    **stage_options,
+) -> None:
     """Print groups of near-duplicates: connected components of the verified pairs.
 
     Only pairs whose exact Jaccard reaches the threshold link documents, never
@@ -197,7 +203,10 @@ def clusters(corpus, files_from, files0_from, fmt, null, header, index, quiet, v
     if null and fmt is not None:
         raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
     check_header(header, "null" if null else fmt)
-    res, index = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, files0_from=files0_from, **options)
+    res, index = _verified_pairs(
+        corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
+        rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose,
+    )
     found = cluster_pairs(res)
     if null:
         _emit_null([str(c.cluster_id), str(c.size), *c.members] for c in found)
@@ -245,7 +254,10 @@ def clusters(corpus, files_from, files0_from, fmt, null, header, index, quiet, v
 )
 @header_option
 @with_options(pair_options)
-def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, header, index, quiet, verbose, **options) -> None:
+def dedup(
+    corpus, files_from, files0_from, keep, null, absolute, fmt, header, index, jobs, scheduler, wait_workers, rebuild, wait,
+    quiet, verbose, **stage_options,
+) -> None:
     """Print the documents that can go: all but one of every cluster.
 
     Clusters are those of `simdoc clusters`; of each, the --keep document
@@ -265,7 +277,10 @@ def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, header, in
     if null and fmt != "paths":
         raise click.UsageError("-0/--null goes with the default path list (--format paths)")
     check_header(header, fmt)
-    res, index = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, files0_from=files0_from, **options)
+    res, index = _verified_pairs(
+        corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
+        rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose,
+    )
     with IndexStore(index).reading():
         loaded = open_index(index)
         records = loaded.doc_records()
@@ -544,7 +559,9 @@ def _rich_document(segments: list[Segment]):
 @wait_option
 @quiet_option
 @verbose_option
-def show(args, index, min_words, context, full, fmt, num_perm, seed, scheme, jobs, rebuild, wait, quiet, verbose, **shingle) -> None:
+def show(
+    args, index, min_words, context, full, fmt, num_perm, seed, scheme, jobs, rebuild, wait, quiet, verbose, **shingle_options
+) -> None:
     """Show the evidence for one pair: similarities and the passages they share.
 
     DOC_A and DOC_B are document ids as `simdoc pairs` prints them (or paths
@@ -566,13 +583,15 @@ def show(args, index, min_words, context, full, fmt, num_perm, seed, scheme, job
     setup_logging(quiet, verbose)
     if len(args) < 2:
         raise click.UsageError(f"give DOC_A DOC_B, or CORPUS... DOC_A DOC_B ({len(args)} arguments given)")
+    shingle = ShingleParams(**shingle_options)
+    signature = SignatureParams(num_perm=num_perm, seed=seed, scheme=scheme)
     *corpora, doc_a, doc_b = args
     if not corpora and index is None and not env_index():
-        ev = _file_evidence(doc_a, doc_b, min_words=min_words, num_perm=num_perm, seed=seed, scheme=scheme, shingle=shingle)
+        ev = _file_evidence(doc_a, doc_b, shingle.resolved(), signature.resolved(), min_words)
     else:
         ev = _index_evidence(
-            corpora, doc_a, doc_b, index=index, min_words=min_words, num_perm=num_perm, seed=seed, scheme=scheme,
-            jobs=jobs, rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose, shingle=shingle,
+            corpora, doc_a, doc_b, shingle, signature, index=index, min_words=min_words, jobs=jobs, rebuild=rebuild,
+            wait=wait, quiet=quiet, verbose=verbose,
         )
     for w in ev.warnings:
         log.warning(w)
@@ -582,8 +601,10 @@ def show(args, index, min_words, context, full, fmt, num_perm, seed, scheme, job
     _print_evidence(ev, None if full else context)
 
 
-def _file_evidence(doc_a: str, doc_b: str, *, min_words: int, num_perm, seed, scheme, shingle: dict) -> PairEvidence:
-    """The evidence for two files outside any index (`simdoc show A B`)."""
+def _file_evidence(
+    doc_a: str, doc_b: str, shingle: ShingleParams, signature: SignatureParams, min_words: int
+) -> PairEvidence:
+    """The evidence for two files outside any index (`simdoc show A B`), with resolved parameters."""
     texts = []
     for name in (doc_a, doc_b):
         if not os.path.lexists(name):
@@ -593,10 +614,10 @@ def _file_evidence(doc_a: str, doc_b: str, *, min_words: int, num_perm, seed, sc
             )
         got = read_file_texts(
             name,
-            max_bytes=shingle.get("max_bytes"),
-            follow_symlinks=bool(shingle.get("follow_symlinks")),
-            text_field=shingle.get("text_field") or DEFAULT_TEXT_FIELD,
-            id_field=shingle.get("id_field"),
+            max_bytes=shingle.max_bytes,
+            follow_symlinks=shingle.follow_symlinks,
+            text_field=shingle.text_field,
+            id_field=shingle.id_field,
         )
         if not got.documents:
             raise CorpusError(f"cannot compare {name}: " + ("; ".join(got.warnings) or "it holds no document"))
@@ -608,43 +629,19 @@ def _file_evidence(doc_a: str, doc_b: str, *, min_words: int, num_perm, seed, sc
         for w in got.warnings:
             log.warning(w)
         texts.append(got.documents[0][1])
-    spec = ShingleParams(**shingle).resolved().spec
-    sig = SignatureParams(num_perm, seed, scheme).resolved()
-    hasher = MinHasher(sig.num_perm, sig.seed, scheme=sig.scheme)
-    return text_evidence(doc_a, texts[0], doc_b, texts[1], spec, hasher, min_words)
+    hasher = MinHasher(signature.num_perm, signature.seed, scheme=signature.scheme)
+    return text_evidence(doc_a, texts[0], doc_b, texts[1], shingle.spec, hasher, min_words)
 
 
 def _index_evidence(
-    corpora, doc_a: str, doc_b: str, *, index, min_words: int, num_perm, seed, scheme, jobs, rebuild, wait, quiet, verbose, shingle: dict
+    corpora, doc_a: str, doc_b: str, shingle: ShingleParams, signature: SignatureParams, *, index, min_words: int, jobs,
+    rebuild: bool, wait: float, quiet: bool, verbose: bool,
 ) -> PairEvidence:
-    """The evidence for two documents of an index, bringing its stages up to date from CORPUS first."""
+    """The evidence for two documents of an index, bringing its stages up to date from CORPUS first (as `pairs` does)."""
     corpus = corpus_arg(tuple(Path(c) for c in corpora), None)
     index = _check_corpus_index(corpus, index, rebuild)
-    progress = show_progress(quiet)
-    stages = []
-    if corpus is not None:
-        # As `pairs` does: the shingle stage signs what it reads and stores no shingle sets
-        # (without a signer it would be `simdoc shingle` on its own, storing them all).
-        from simdoc.stages.pipeline import _signature_params
-
-        stored = None if rebuild else IndexStore(index).read_manifest()["stages"].get("signature")
-        sig = _signature_params(stored, num_perm, seed, scheme, index, rebuild)
-        stages.append(
-            build_shingles(
-                corpus, index, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait,
-                signer=(sig["num_perm"], sig["seed"], sig["scheme"]), **shingle,
-            )
-        )
-    else:
-        # The shingle options (--unit, --k, ...) must agree with the index, as for `pairs`.
-        stored = open_index(index).stage("shingle")["params"]
-        for name, value in shingle.items():
-            if value is not None and name in stored and stored[name] != value:
-                raise ParameterMismatch("shingle", name, stored[name], value, str(index))
-    stages.append(
-        build_signatures(
-            index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait
-        )
+    stages = refresh_signatures(
+        corpus, index, shingle, signature, jobs=jobs, rebuild=rebuild, progress=show_progress(quiet), wait=wait
     )
     report_stages(stages, verbose)
     with IndexStore(index).reading():

@@ -42,13 +42,14 @@ from simdoc.cli.options import (
     with_options,
 )
 from simdoc.output import FORMATS, check_header, write_records
+from simdoc.params import BandingParams, Params, ShingleParams, SignatureParams
 from simdoc.stages.pipeline import (
     build_index,
     build_shingles,
     build_signatures,
     default_index_path,
-    find_pairs,
     mark_reported,
+    run_pairs,
 )
 from simdoc.stages.results import PairsResult
 from simdoc.store.directory import IndexStore
@@ -68,7 +69,9 @@ log = logging.getLogger("simdoc")
 @wait_option
 @quiet_option
 @verbose_option
-def shingle(corpus, files_from, files0_from, null, index, quiet, verbose, **options) -> None:
+def shingle(
+    corpus, files_from, files0_from, null, index, jobs, scheduler, wait_workers, rebuild, wait, quiet, verbose, **shingle_options
+) -> None:
     """Turn every document under CORPUS into its set of hashed shingles.
 
     \b
@@ -85,7 +88,10 @@ def shingle(corpus, files_from, files0_from, null, index, quiet, verbose, **opti
     if corpus is None:
         raise click.UsageError("give a CORPUS (folders or files), --files-from or --files0-from")
     index = announce_index(index or default_index_path(corpus))
-    res = build_shingles(corpus, index, progress=show_progress(quiet), **options)
+    res = build_shingles(
+        corpus, index, ShingleParams(**shingle_options), jobs=jobs, rebuild=rebuild, progress=show_progress(quiet),
+        wait=wait, scheduler=scheduler, wait_workers=wait_workers,
+    )
     report_stages([res], verbose)
     n_skipped = len(IndexStore(index).read_manifest()["stages"]["shingle"].get("skipped", []))
     up_to_date = "up to date" + (f" ({skipped_text(n_skipped)})" if n_skipped else "")
@@ -115,9 +121,7 @@ def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, wait_worke
     index = index_of(corpus, index)
     res = build_signatures(
         index,
-        num_perm=num_perm,
-        seed=seed,
-        scheme=scheme,
+        SignatureParams(num_perm=num_perm, seed=seed, scheme=scheme),
         jobs=jobs,
         rebuild=rebuild,
         progress=show_progress(quiet),
@@ -152,8 +156,10 @@ def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait_workers, wa
       simdoc index my_corpus --threshold 0.9       # the default index of my_corpus (not read)
     """
     setup_logging(quiet, verbose)
+    banding = BandingParams(threshold=threshold, bands=bands, rows=rows)
     index = index_of(corpus, index)
-    res, report = build_index(index, threshold=threshold, bands=bands, rows=rows, wait=wait, scheduler=scheduler)
+    # --scheduler is taken and not used: banding is a few sorts, done here on every engine.
+    res, report = build_index(index, banding, wait=wait)
     report_stages([res], verbose)
     log.info(f"index: {report.describe()}" + ("" if res.built else " (up to date)"))
 
@@ -179,7 +185,10 @@ def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait_workers, wa
 @wait_option
 @quiet_option
 @verbose_option
-def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only, header, quiet, verbose, **options) -> None:
+def pairs(
+    corpus, files_from, files0_from, index, fmt, no_verify, null, new_only, header, jobs, scheduler, wait_workers, rebuild,
+    wait, quiet, verbose, **stage_options,
+) -> None:
     """Print near-duplicate pairs: doc_a, doc_b, estimated and exact Jaccard.
 
     With CORPUS, missing or out-of-date stages are built first (with the
@@ -198,23 +207,20 @@ def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only
     started = time.perf_counter()
     setup_logging(quiet, verbose)
     check_header(header, "null" if null else fmt)
+    params = Params.of({**stage_options, "verify": not no_verify, "new_only": new_only})
     corpus = corpus_arg(corpus, files_from, files0_from)
     if corpus is None and index is None and not env_index():
         raise click.UsageError("give a CORPUS, an --index, or both")
     if index is None:
         index = default_index_path(corpus) if corpus is not None else need_index(None)
     announce_index(index)
-    if options["rebuild"] and corpus is None:
+    if rebuild and corpus is None:
         raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
     if null and fmt is not None:
         raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
-    res = find_pairs(
-        corpus,
-        index,
-        verify=not no_verify,
-        new_only=new_only,
-        progress=show_progress(quiet),
-        **options,
+    res = run_pairs(
+        corpus, index, params, jobs=jobs, rebuild=rebuild, progress=show_progress(quiet), wait=wait, scheduler=scheduler,
+        wait_workers=wait_workers,
     )
     report_stages(res.stages, verbose)
     if verbose and res.banding:
@@ -230,7 +236,7 @@ def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only
     if new_only:
         # Only a report written in full counts: a run killed before this line leaves its
         # documents new for the next --new report.
-        mark_reported(res.index, res.generation, options.get("wait") or 0.0)
+        mark_reported(res.index, res.generation, wait)
     _summary(res, time.perf_counter() - started)
     note_skipped(res.n_skipped, index, quiet)
 

@@ -22,6 +22,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,19 +33,10 @@ from simdoc.corpus.read import MEMBER_WAYS, identity
 from simdoc.corpus.walk import FileEntry, discover_sources, resolve_sources
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch, UsageError
 from simdoc.exact import groups_of, key_halves, representatives
-from simdoc.lsh import (
-    DEFAULT_RECALL,
-    BandingReport,
-    band_keys,
-    bucket_order,
-    check_bands_rows,
-    check_threshold,
-    choose_bands_rows,
-)
+from simdoc.lsh import DEFAULT_RECALL, BandingReport, band_keys, bucket_order, check_bands_rows, choose_bands_rows
 from simdoc.minhash import MinHasher
-from simdoc.params import DEFAULT_BAG_THRESHOLD, DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, DEFAULT_THRESHOLD
-from simdoc.shingling import ShingleSets, ShingleSpec
-from simdoc.similarity import MEASURES
+from simdoc.params import DEFAULT_THRESHOLD, BandingParams, PairsParams, Params, ShingleParams, SignatureParams
+from simdoc.shingling import ShingleSets
 from simdoc.stages.results import PairsResult, StageResult, Verifier, score_candidates
 from simdoc.stages.scan import BatchResult, ScanTask, scan_batch
 from simdoc.store.cache import cached_index_path
@@ -196,18 +188,30 @@ def _scan_signature(entries: list[FileEntry], skipped) -> list:
 def build_shingles(
     corpus: str | os.PathLike | list,
     index: str | os.PathLike | None = None,
+    params: ShingleParams = ShingleParams(),
     *,
+    signature: SignatureParams | None = None,
+    jobs: int | None = None,
+    rebuild: bool = False,
+    progress: bool = False,
     wait: float = 0.0,
-    **options,
+    force_read: set[str] | None = None,
+    before_publish: Callable[[LoadedIndex], None] | None = None,
+    scheduler: str | None = None,
+    wait_workers: float | None = None,
 ) -> StageResult:
     """Bring the shingle stage of ``index`` up to date with ``corpus`` (holding the writer lock).
 
-    ``options``: unit, k, lowercase, jobs, rebuild, progress (see :func:`find_pairs`).
+    With ``signature`` (resolved parameters), the fused stage of `simdoc pairs`:
+    see :func:`_build_shingles`, which also says what ``force_read`` and
+    ``before_publish`` do. ``progress``: a bar on stderr.
     """
     index = Path(index) if index is not None else default_index_path(corpus)
-    scheduler, wait_workers = options.pop("scheduler", None), options.pop("wait_workers", None)
     with IndexStore(index).writing(wait), using_scheduler(scheduler, wait_workers, index, corpus), _collector_paused():
-        return _build_shingles(corpus, index, **options)
+        return _build_shingles(
+            corpus, index, params, signer=signature, jobs=jobs, rebuild=rebuild, progress=progress,
+            force_read=force_read, before_publish=before_publish,
+        )
 
 
 @contextlib.contextmanager
@@ -225,6 +229,10 @@ def _collector_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+# `simdoc shingle` on its own stores shingle sets; the tasks' signatures, of length 1, go unused.
+_NO_SIGNATURES = SignatureParams(1).resolved()
 
 
 class _SignatureRows:
@@ -251,27 +259,19 @@ class _SignatureRows:
 
 def _build_shingles(
     corpus: str | os.PathLike,
-    index: str | os.PathLike | None = None,
+    index: Path,
+    asked: ShingleParams,
     *,
-    unit: str | None = None,
-    k: int | None = None,
-    lowercase: bool | None = None,
-    jobs: int | None = None,
-    rebuild: bool = False,
-    progress: bool = False,
-    max_bytes: int | None = None,
-    follow_symlinks: bool | None = None,
-    include: list[str] | None = None,
-    exclude: list[str] | None = None,
-    text_field: str | None = None,
-    id_field: str | None = None,
-    signer: tuple[int, int, str] | None = None,
-    force_read: set[str] | None = None,
-    before_publish: Callable[[LoadedIndex], None] | None = None,
+    signer: SignatureParams | None,
+    jobs: int | None,
+    rebuild: bool,
+    progress: bool,
+    force_read: set[str] | None,
+    before_publish: Callable[[LoadedIndex], None] | None,
 ) -> StageResult:
     """Read new and changed files; keep the rows of unchanged ones.
 
-    With ``signer`` (num_perm, seed, scheme) this is ``simdoc pairs``'s fused
+    With ``signer`` (resolved signature parameters) this is ``simdoc pairs``'s fused
     stage: every document read gets its MinHash row and no shingle sets are
     stored; the docs table and the signatures are published together, by one
     manifest. Without it, ``simdoc shingle`` on its own: the sorted shingle
@@ -288,55 +288,23 @@ def _build_shingles(
     """
     t0 = time.perf_counter()
     jobs = _check_jobs(jobs)
-    index = Path(index) if index is not None else default_index_path(corpus)
     store = IndexStore(index)
     manifest = store.read_manifest(discard_damaged=rebuild)
     if rebuild:
         manifest["stages"] = {}
     stored = manifest["stages"].get("shingle")
     corpus_abs = resolve_sources(corpus)[0]
-    include = sorted(set(include)) if include else None
-    exclude = sorted(set(exclude)) if exclude else None
-    asked = {
-        "unit": unit,
-        "k": k,
-        "lowercase": lowercase,
-        "max_bytes": max_bytes,
-        "follow_symlinks": follow_symlinks,
-        "include": include,
-        "exclude": exclude,
-        "text_field": text_field,
-        "id_field": id_field,
-    }
-    if max_bytes is not None and max_bytes < 1:
-        raise UsageError(f"--max-bytes must be at least 1, got {max_bytes}")
     if stored and not rebuild and stored.get("corpus") != corpus_abs:
         raise IndexError_(
             f"the index at {index} was built for the corpus {stored.get('corpus')}, not {corpus_abs}",
             hint="pass --rebuild to rebuild it for this corpus, or choose another --index",
         )
-    changed_params = stored is not None and _mismatch("shingle", stored["params"], asked, index, rebuild)
-    base = stored["params"] if (stored and not changed_params and not rebuild) else {}
-    u = unit if unit is not None else base.get("unit", "char")
-    spec = ShingleSpec(
-        u,
-        k if k is not None else (base.get("k") if base.get("unit") == u else None),
-        lowercase if lowercase is not None else base.get("lowercase", True),
-    )
-    reading = {
-        "max_bytes": max_bytes if max_bytes is not None else base.get("max_bytes"),
-        "follow_symlinks": follow_symlinks if follow_symlinks is not None else base.get("follow_symlinks", False),
-        "include": include if include is not None else base.get("include", []),
-        "exclude": exclude if exclude is not None else base.get("exclude", []),
-        "text_field": text_field if text_field is not None else base.get("text_field", "text"),
-        "id_field": id_field if id_field is not None else base.get("id_field"),
-    }
-    params = {**spec.as_params(), **reading, "member_ids": MEMBER_IDS}
+    changed_params = stored is not None and _mismatch("shingle", stored["params"], asked.asked(), index, rebuild)
+    shingle = asked.resolved(stored["params"] if (stored and not changed_params and not rebuild) else None)
+    params = {**shingle.manifest(), "member_ids": MEMBER_IDS}
     keep_sets = signer is None
     stored_sig = manifest["stages"].get("signature")
-    sig_params = None
-    if signer is not None:
-        sig_params = {"num_perm": signer[0], "seed": signer[1], "scheme": signer[2]}
+    sig_params = signer.manifest() if signer is not None else None
     # Rows can be kept from the current build only if they describe the same thing.
     reuse = (
         bool(stored) and not rebuild and not changed_params and stored["params"] == params and not keep_sets
@@ -345,9 +313,9 @@ def _build_shingles(
     _, entries, skipped = discover_sources(
         corpus,
         exclude=[index],
-        follow_symlinks=reading["follow_symlinks"],
-        include_globs=tuple(reading["include"]),
-        exclude_globs=tuple(reading["exclude"]),
+        follow_symlinks=shingle.follow_symlinks,
+        include_globs=shingle.include or (),
+        exclude_globs=shingle.exclude or (),
     )
     entries = list(entries)
     if not entries:
@@ -390,8 +358,7 @@ def _build_shingles(
     store.ensure_dir()
     generation = int(manifest.get("generation", 0)) + 1
     builder = TableBuilder(old)
-    num_perm = signer[0] if signer else DEFAULT_NUM_PERM
-    sig_rows = _SignatureRows(store, num_perm, old_sigs) if signer is not None else None
+    sig_rows = _SignatureRows(store, signer.num_perm, old_sigs) if signer is not None else None
     sets_parts: list[ShingleSets] = []
     old_pos = {doc_id: j for j, doc_id in enumerate(old.ids)} if old is not None else {}
     warnings = [f"{s.id}: {s.reason}" for s in skipped]
@@ -403,10 +370,7 @@ def _build_shingles(
         digests = {e.id: d for e, d, keep in plan if not keep}
         for b in _batches(to_read):
             files = [(e.id, e.path, e.size, digests[e.id]) for e in b]
-            yield ScanTask(
-                files, spec, reading["max_bytes"], reading["follow_symlinks"],
-                (reading["text_field"], reading["id_field"]), signer or (1, DEFAULT_SEED, "oph"), keep_sets,
-            )
+            yield ScanTask(files, shingle, signer or _NO_SIGNATURES, keep_sets)
 
     def keep_rows(e: FileEntry, stat: tuple[int, int] | None) -> None:
         nonlocal n_kept_old
@@ -488,7 +452,7 @@ def _build_shingles(
         sig_stage = None
         if sig_rows is not None:
             sig_rows.flush()
-            hasher = MinHasher(*signer[:2], scheme=signer[2])
+            hasher = MinHasher(signer.num_perm, signer.seed, scheme=signer.scheme)
             sig_build = _build_id(build, sig_params, __version__)
             sig_names = {"signatures": f"signatures.{sig_build}.npy", "family": f"minhash.family.{sig_build}.npy"}
             sig_rows.writer.name = sig_names["signatures"]
@@ -530,68 +494,75 @@ def _build_shingles(
     if not_docs:
         detail += f", {len(not_docs)} files skipped"
     if sig_stage is not None:
-        detail += f"; {n_docs} x {num_perm} signatures"
+        detail += f"; {n_docs} x {signer.num_perm} signatures"
     return StageResult("shingle", True, time.perf_counter() - t0, detail, warnings)
 
 
 # ---------------------------------------------------------------- signature stage
 
 
-def _signature_task(task: tuple) -> np.ndarray:
-    """Signatures of rows [a, b) of the stored shingle sets (worker process)."""
-    index, a, b, num_perm, seed, scheme = task
-    sets = open_index(index).shingle_sets().slice(a, b)
-    return MinHasher(num_perm, seed, scheme=scheme).signatures(sets)
+@dataclass(frozen=True)
+class SignatureTask:
+    """Rows [start, stop) of the stored shingle sets of the index at ``index`` (an absolute path), to sign."""
+
+    index: str
+    start: int
+    stop: int
+    signature: SignatureParams
 
 
-def build_signatures(index: str | os.PathLike, *, wait: float = 0.0, **options) -> StageResult:
-    """Bring the signature stage up to date with the shingle stage (holding the writer lock).
-
-    ``options``: num_perm, seed, scheme, jobs, rebuild, progress. A stage the
-    last published manifest shows up to date is left alone without taking the
-    lock, so that a reader never waits for a writer.
-    """
-    loaded = open_index(index)
-    scheduler, wait_workers = options.pop("scheduler", None), options.pop("wait_workers", None)
-    if not options.get("rebuild"):
-        _check_jobs(options.get("jobs"))
-        stored = loaded.manifest["stages"].get("signature")
-        params = _signature_params(stored, options.get("num_perm"), options.get("seed"), options.get("scheme"), index, False)
-        if stored and stored["params"] == params and stored.get("built_from") == loaded.stage("shingle")["build_id"]:
-            return StageResult("signature", False, 0.0, "up to date")
-    with loaded.store.writing(wait), using_scheduler(scheduler, wait_workers, index, needs_corpus=False):
-        return _build_signatures(index, **options)
+def sign_rows(task: SignatureTask) -> np.ndarray:
+    """Signatures of one task's rows (worker process)."""
+    sets = open_index(task.index).shingle_sets().slice(task.start, task.stop)
+    p = task.signature
+    return MinHasher(p.num_perm, p.seed, scheme=p.scheme).signatures(sets)
 
 
-def _signature_params(stored: dict | None, num_perm, seed, scheme, index, rebuild: bool) -> dict:
-    """The signature parameters a run will use: those asked, else the index's, else the defaults."""
-    asked = {"num_perm": num_perm, "seed": seed, "scheme": scheme}
-    changed = stored is not None and _mismatch("signature", stored["params"], asked, Path(index), rebuild)
-    base = stored["params"] if (stored and not changed and not rebuild) else {}
-    return {
-        "num_perm": num_perm if num_perm is not None else base.get("num_perm", DEFAULT_NUM_PERM),
-        "seed": seed if seed is not None else base.get("seed", DEFAULT_SEED),
-        "scheme": scheme if scheme is not None else base.get("scheme", DEFAULT_SCHEME),
-    }
-
-
-def _build_signatures(
+def build_signatures(
     index: str | os.PathLike,
+    params: SignatureParams = SignatureParams(),
     *,
-    num_perm: int | None = None,
-    seed: int | None = None,
-    scheme: str | None = None,
     jobs: int | None = None,
     rebuild: bool = False,
     progress: bool = False,
+    wait: float = 0.0,
+    scheduler: str | None = None,
+    wait_workers: float | None = None,
 ) -> StageResult:
+    """Bring the signature stage up to date with the shingle stage (holding the writer lock).
+
+    A stage the last published manifest shows up to date is left alone
+    without taking the lock, so that a reader never waits for a writer.
+    """
+    loaded = open_index(index)
+    if not rebuild:
+        _check_jobs(jobs)
+        if _signatures_current(loaded, signature_params(loaded.manifest["stages"].get("signature"), params, index, False)):
+            return StageResult("signature", False, 0.0, "up to date")
+    with loaded.store.writing(wait), using_scheduler(scheduler, wait_workers, index, needs_corpus=False):
+        return _build_signatures(index, params, jobs=jobs, rebuild=rebuild, progress=progress)
+
+
+def signature_params(stored: dict | None, asked: SignatureParams, index: str | os.PathLike, rebuild: bool) -> SignatureParams:
+    """The signature parameters a run will use: those asked, else the index's (``stored``
+    stage), else the defaults. One asked that differs from the index's is a
+    ParameterMismatch, unless ``rebuild``."""
+    changed = stored is not None and _mismatch("signature", stored["params"], asked.asked(), Path(index), rebuild)
+    return asked.resolved(stored["params"] if (stored and not changed and not rebuild) else None)
+
+
+def _signatures_current(loaded: LoadedIndex, params: SignatureParams) -> bool:
+    stored = loaded.manifest["stages"].get("signature")
+    return bool(stored) and stored["params"] == params.manifest() and stored.get("built_from") == loaded.stage("shingle")["build_id"]
+
+
+def _build_signatures(index: str | os.PathLike, asked: SignatureParams, *, jobs: int | None, rebuild: bool, progress: bool) -> StageResult:
     t0 = time.perf_counter()
     jobs = _check_jobs(jobs)
     loaded = open_index(index)
     shingle = loaded.stage("shingle")
-    stored = loaded.manifest["stages"].get("signature")
-    params = _signature_params(stored, num_perm, seed, scheme, index, rebuild)
-    if stored and stored["params"] == params and stored.get("built_from") == shingle["build_id"]:
+    params = signature_params(loaded.manifest["stages"].get("signature"), asked, index, rebuild)
+    if _signatures_current(loaded, params):
         return StageResult("signature", False, time.perf_counter() - t0, "up to date")
     if not loaded.has_shingle_sets():
         raise IndexError_(
@@ -600,16 +571,17 @@ def _build_signatures(
             "or `simdoc shingle CORPUS --index ...` first",
         )
     store = loaded.store
-    hasher = MinHasher(params["num_perm"], params["seed"], scheme=params["scheme"])
+    hasher = MinHasher(params.num_perm, params.seed, scheme=params.scheme)
     n = shingle["n_docs"]
-    build = _build_id(shingle["build_id"], params, __version__)
+    build = _build_id(shingle["build_id"], params.manifest(), __version__)
     names = {"signatures": f"signatures.{build}.npy", "family": f"minhash.family.{build}.npy"}
     step = SIGNATURE_TASK_DOCS
-    tasks = [(os.path.abspath(store.path), a, min(a + step, n), params["num_perm"], params["seed"], params["scheme"]) for a in range(0, n, step)]
-    writer = store.array_writer(names["signatures"], np.uint32, (params["num_perm"],))
+    where = os.path.abspath(store.path)  # workers run in folders of their own
+    tasks = [SignatureTask(where, a, min(a + step, n), params) for a in range(0, n, step)]
+    writer = store.array_writer(names["signatures"], np.uint32, (params.num_perm,))
     try:
         bar = _progress(n, "signature", progress)
-        for rows in _pool_map(_signature_task, tasks, jobs):
+        for rows in _pool_map(sign_rows, tasks, jobs):
             writer.append(rows)
             bar.update(len(rows))
         bar.close()
@@ -619,14 +591,14 @@ def _build_signatures(
         writer.abort()
         raise
     loaded.manifest["stages"]["signature"] = {
-        "params": params,
+        "params": params.manifest(),
         "built_from": shingle["build_id"],
         "build_id": build,
         "roles": names,
         "files": files,
     }
     store.write_manifest(loaded.manifest)
-    return StageResult("signature", True, time.perf_counter() - t0, f"{n} x {params['num_perm']} signature matrix")
+    return StageResult("signature", True, time.perf_counter() - t0, f"{n} x {params.num_perm} signature matrix")
 
 
 # ---------------------------------------------------------------- index stage
@@ -640,13 +612,9 @@ def resolve_banding(
     rows: int | None,
     recall: float = DEFAULT_RECALL,
 ) -> dict:
-    """The banding parameters to use, from what was asked and what the index holds."""
-    if (bands is None) != (rows is None):
-        raise UsageError("--bands and --rows go together: give both, or neither and let --threshold choose")
-    if threshold is not None:
-        check_threshold(threshold)
+    """The banding parameters to use, from what was asked (checked: see BandingParams) and what the index holds."""
     if bands is not None:
-        check_bands_rows(bands, rows, num_perm)
+        check_bands_rows(bands, rows, num_perm)  # b*r against the signature length, which only the index knows
         t = threshold if threshold is not None else (1.0 / bands) ** (1.0 / rows)
         return {"bands": bands, "rows": rows, "threshold": round(t, 6), "explicit": True}
     # A hand-chosen banding stays until a different threshold is asked for: `--threshold`
@@ -660,33 +628,50 @@ def resolve_banding(
     return {"bands": b, "rows": r, "threshold": t, "explicit": False}
 
 
-def build_index(index: str | os.PathLike, *, wait: float = 0.0, **options) -> tuple[StageResult, BandingReport]:
+def build_index(
+    index: str | os.PathLike,
+    params: BandingParams = BandingParams(),
+    *,
+    pairs: PairsParams | None = None,
+    jobs: int | None = None,
+    wait: float = 0.0,
+) -> tuple[StageResult, BandingReport]:
     """Bring the band keys and buckets up to date with the signatures (holding the writer lock).
 
-    ``options``: threshold, bands, rows, bag_threshold (see :func:`_build_index`).
+    With ``pairs``, banded for those pairs' threshold (see :func:`_index_plan`). Banding is a few sorts of the band keys: it runs in this process, on
+    ``jobs`` threads (default: all cores), whatever engine the other stages use.
     Buckets the last published manifest shows up to date are left alone
     without taking the lock, so that a reader never waits for a writer.
     """
     loaded = open_index(index)
-    options.pop("scheduler", None)  # banding is a few sorts: it runs here on every engine
-    options.pop("wait_workers", None)
-    _check_jobs(options.get("jobs"))
+    _check_jobs(jobs)
     # Signatures older than the shingles would be banded as if current: name the stage to run.
     loaded.check_built_from("signature")
-    _, report, current = _index_plan(
-        loaded, options.get("threshold"), options.get("bands"), options.get("rows"), options.get("bag_threshold")
-    )
+    _, report, current = _index_plan(loaded, params, pairs)
     if current:
         return StageResult("index", False, 0.0, "up to date"), report
     with loaded.store.writing(wait):
-        return _build_index(index, **options)
+        return _build_index(index, params, pairs, jobs)
 
 
-def _index_plan(loaded: LoadedIndex, threshold, bands, rows, bag_threshold) -> tuple[dict, BandingReport, bool]:
-    """The banding parameters asked for, their report, and whether the stored buckets already have them."""
+def _index_plan(
+    loaded: LoadedIndex, banding: BandingParams, pairs: PairsParams | None = None
+) -> tuple[dict, BandingReport, bool]:
+    """The banding parameters asked for, their report, and whether the stored buckets already have them.
+
+    With ``pairs`` (a `simdoc pairs` run), the threshold is the pairs' (a bag
+    threshold banded at its set equivalent), except that a banding chosen by
+    hand (--bands/--rows) stays until a run asks for a threshold.
+    """
     sig_stage = loaded.stage("signature")
     stored = loaded.manifest["stages"].get("index")
-    params = resolve_banding(stored["params"] if stored else None, sig_stage["params"]["num_perm"], threshold, bands, rows)
+    held = stored["params"] if stored else None
+    threshold, bag_threshold = banding.threshold, None
+    if pairs is not None:
+        hand = pairs.threshold is None and held and held.get("explicit") and held.get("measure", "set") == pairs.measure
+        threshold = None if hand else pairs.banding_threshold
+        bag_threshold = pairs.cut if pairs.measure == "bag" else None
+    params = resolve_banding(held, sig_stage["params"]["num_perm"], threshold, banding.bands, banding.rows)
     params["measure"] = "bag" if bag_threshold is not None else "set"
     if bag_threshold is not None:
         params["bag_threshold"] = bag_threshold
@@ -696,24 +681,14 @@ def _index_plan(loaded: LoadedIndex, threshold, bands, rows, bag_threshold) -> t
 
 
 def _build_index(
-    index: str | os.PathLike,
-    *,
-    threshold: float | None = None,
-    bands: int | None = None,
-    rows: int | None = None,
-    bag_threshold: float | None = None,
-    jobs: int | None = None,
+    index: str | os.PathLike, banding: BandingParams, pairs: PairsParams | None, jobs: int | None
 ) -> tuple[StageResult, BandingReport]:
-    """Bring the band keys and buckets up to date with the signatures.
-
-    ``bag_threshold`` records that the banding threshold was derived from a
-    bag-Jaccard threshold. ``jobs``: threads sorting the bands (default: all cores).
-    """
+    """Bring the band keys and buckets up to date with the signatures (under the writer lock)."""
     t0 = time.perf_counter()
     jobs = _check_jobs(jobs)
     loaded = open_index(index)
     loaded.check_built_from("signature")
-    params, report, current = _index_plan(loaded, threshold, bands, rows, bag_threshold)
+    params, report, current = _index_plan(loaded, banding, pairs)
     if current:
         return StageResult("index", False, time.perf_counter() - t0, "up to date"), report
     result = _index_stage(loaded, params, report, jobs, t0)
@@ -748,11 +723,6 @@ def _index_stage(loaded: LoadedIndex, params: dict, report: BandingReport, jobs:
 # ---------------------------------------------------------------- pairs
 
 
-def _banding_threshold(threshold: float, measure: str) -> float:
-    # A bag Jaccard of t corresponds to a set Jaccard of t/(1-t) when no shingle repeats.
-    return min(threshold / (1.0 - threshold), 1.0) if measure == "bag" else threshold
-
-
 def find_pairs(
     corpus: str | os.PathLike | list | None = None,
     index: str | os.PathLike | None = None,
@@ -785,51 +755,57 @@ def find_pairs(
 ) -> PairsResult:
     """Near-duplicate pairs of a corpus, building or refreshing its index first.
 
-    With ``corpus``, every stage that is missing or out of date is (re)built;
-    without it, the index is used as it is (missing signature or index stages
-    are still built, as they need only the index). ``new_only`` keeps the
-    pairs with a document that the latest shingle update added or changed.
+    The keywords are the flags of `simdoc pairs` (see :mod:`simdoc.params`
+    for what each means and its default). With ``corpus``, every stage that
+    is missing or out of date is (re)built; without it, the index is used as
+    it is (missing signature or index stages are still built, as they need
+    only the index). ``new_only`` keeps the pairs with a document that the
+    latest shingle update added or changed.
     """
+    params = Params(
+        shingle=ShingleParams(
+            unit=unit, k=k, lowercase=lowercase, max_bytes=max_bytes, follow_symlinks=follow_symlinks,
+            include=include, exclude=exclude, text_field=text_field, id_field=id_field,
+        ),
+        signature=SignatureParams(num_perm=num_perm, seed=seed, scheme=scheme),
+        banding=BandingParams(bands=bands, rows=rows),
+        pairs=PairsParams(threshold=threshold, measure=measure, verify=verify, all_candidates=all_candidates, new_only=new_only),
+    )
+    return run_pairs(
+        corpus, index, params, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait, scheduler=scheduler,
+        wait_workers=wait_workers,
+    )
+
+
+def run_pairs(
+    corpus: str | os.PathLike | list | None,
+    index: str | os.PathLike | None,
+    params: Params,
+    *,
+    jobs: int | None = None,
+    rebuild: bool = False,
+    progress: bool = False,
+    wait: float = 0.0,
+    scheduler: str | None = None,
+    wait_workers: float | None = None,
+) -> PairsResult:
+    """:func:`find_pairs` with the parameters made (and so checked) already."""
     t0 = time.perf_counter()
-    if measure not in MEASURES:
-        raise UsageError(f"--measure must be one of {', '.join(MEASURES)}, got {measure!r}")
-    if threshold is not None:
-        check_threshold(threshold)
-        if measure == "bag" and threshold > 0.5:
-            raise UsageError(
-                f"bag Jaccard is at most 0.5 (identical bags), so --threshold {threshold} can never be met",
-                hint="use a threshold in (0, 0.5] with --measure bag",
-            )
     if corpus is None and index is None:
         raise UsageError("give a CORPUS, an --index, or both")
     index = Path(index) if index is not None else default_index_path(corpus)
     if corpus is None:
         open_index(index)  # fail before creating anything
-    with using_scheduler(scheduler, wait_workers, index, corpus, needs_corpus=verify):
-        return _find_pairs(
-            corpus, index, t0, threshold, measure, verify, all_candidates, unit, k, lowercase, num_perm, seed, scheme,
-            bands, rows, jobs, rebuild, progress, wait, new_only, max_bytes, follow_symlinks, include, exclude,
-            text_field, id_field,
-        )
+    with using_scheduler(scheduler, wait_workers, index, corpus, needs_corpus=params.pairs.verify):
+        return _find_pairs(corpus, index, params, jobs, rebuild, progress, wait, t0)
 
 
 MAX_REINDEX = 2  # times a run re-reads documents that changed while it verified them
 
 
-def _find_pairs(
-    corpus, index, t0, threshold, measure, verify, all_candidates, unit, k, lowercase, num_perm, seed, scheme,
-    bands, rows, jobs, rebuild, progress, wait, new_only, max_bytes, follow_symlinks, include, exclude,
-    text_field, id_field,
-) -> PairsResult:
+def _find_pairs(corpus, index: Path, params: Params, jobs, rebuild: bool, progress: bool, wait: float, t0: float) -> PairsResult:
     store = IndexStore(index)
-    reading = {
-        "max_bytes": max_bytes,
-        "follow_symlinks": follow_symlinks,
-        "include": sorted(set(include)) if include else None,
-        "exclude": sorted(set(exclude)) if exclude else None,
-        "text_field": text_field,
-        "id_field": id_field,
-    }
+    want = params.pairs
     # A run given the corpus writes the index, and after scoring the pairs it verified: it
     # holds the writer lock throughout. Without a corpus the index is only read (missing
     # derived stages are still built, under the lock, by the stage functions).
@@ -837,27 +813,28 @@ def _find_pairs(
     force: set[str] = set()
     with writer:
         for attempt in range(MAX_REINDEX + 1):
-            stages, t, report = _refresh_for_pairs(
-                corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, scheme, bands, rows, jobs,
-                rebuild and attempt == 0, progress, reading, force, wait,
+            stages, report = _refresh_for_pairs(
+                corpus, index, params, jobs=jobs, rebuild=rebuild and attempt == 0, progress=progress, force_read=force,
+                wait=wait,
             )
             with store.reading():
                 loaded = open_index(index)
                 loaded.check_built_from("signature", "index")
                 docs = loaded.docs()
                 reported = int(loaded.manifest.get("reported_generation", 0))
-                changed = docs.added > reported if new_only else None
-                verifier = Verifier.of_index(loaded) if verify else None
+                changed = docs.added > reported if want.new_only else None
+                verifier = Verifier.of_index(loaded) if want.verify else None
                 t_score = time.perf_counter()
                 if _DASK_CLIENT is not None:
                     from simdoc.stages import cluster_pairs
 
                     left, right, est, jac, n_cand, stats = cluster_pairs.score_candidates(
-                        _DASK_CLIENT, str(index), t, measure, verify, all_candidates, changed
+                        _DASK_CLIENT, str(index), want.cut, want.measure, want.verify, want.all_candidates, changed
                     )
                 else:
                     left, right, est, jac, n_cand, stats = score_candidates(
-                        loaded, t, measure, verify, all_candidates, changed, _check_jobs(jobs), verifier
+                        loaded, want.cut, want.measure, want.verify, want.all_candidates, changed, _check_jobs(jobs),
+                        verifier,
                     )
                 shingle = loaded.stage("shingle")
                 groups = groups_of(loaded.representatives())
@@ -877,19 +854,19 @@ def _find_pairs(
         right,
         est,
         jac,
-        t,
-        measure,
+        want.cut,
+        want.measure,
         n_cand,
         stats,
         stages,
         report,
-        all_candidates=all_candidates,
+        all_candidates=want.all_candidates,
         n_docs=shingle["n_docs"],
         n_skipped=len(shingle.get("skipped", [])),
         seconds=time.perf_counter() - t0,
         changed=changed,
         groups=groups,
-        group_value=(1.0, (0.5 if measure == "bag" else 1.0) if verify else None),
+        group_value=(1.0, (0.5 if want.measure == "bag" else 1.0) if want.verify else None),
     )
     result.generation = int(loaded.manifest.get("generation", 0))
     result.index = index
@@ -935,59 +912,64 @@ def mark_reported(index: str | os.PathLike, generation: int, wait: float = 0.0) 
             store.write_manifest(manifest)
 
 
-def _refresh_for_pairs(
-    corpus, index, threshold, measure, unit, k, lowercase, num_perm, seed, scheme, bands, rows, jobs, rebuild, progress,
-    reading, force_read=None, wait=0.0,
-):
-    """Run the stages find_pairs needs; returns (stage results, threshold, banding report)."""
+def refresh_signatures(
+    corpus: str | os.PathLike | list | None,
+    index: str | os.PathLike,
+    shingle: ShingleParams,
+    signature: SignatureParams,
+    *,
+    jobs: int | None = None,
+    rebuild: bool = False,
+    progress: bool = False,
+    wait: float = 0.0,
+    force_read: set[str] | None = None,
+    before_publish: Callable[[LoadedIndex], None] | None = None,
+) -> list[StageResult]:
+    """Bring the shingle and signature stages up to date, as `simdoc pairs` does.
+
+    With ``corpus``, the fused stage: the documents are read once and signed
+    as they are read, and no shingle sets are stored. Without it, the index
+    is used as it is, and the shingle parameters given must be the index's.
+    """
     stages: list[StageResult] = []
-    # A run without --threshold uses the documented default, never the last run's threshold.
-    t = threshold if threshold is not None else (DEFAULT_THRESHOLD if measure == "set" else DEFAULT_BAG_THRESHOLD)
-    bag_t = t if measure == "bag" else None
-
-    def band_threshold(loaded: LoadedIndex) -> float | None:
-        # A banding chosen by hand (--bands/--rows) stays until a run asks for a threshold.
-        stored = (loaded.manifest["stages"].get("index") or {}).get("params", {})
-        keep_hand_banding = threshold is None and stored.get("explicit") and stored.get("measure", "set") == measure
-        return None if keep_hand_banding else _banding_threshold(t, measure)
-
-    banded: list[tuple[StageResult, BandingReport]] = []
-
-    def band_new_build(loaded: LoadedIndex) -> None:
-        # The buckets of the new documents go into the manifest that publishes them: a
-        # reader (or a run killed in between) never finds new documents with old buckets.
-        params, report, current = _index_plan(loaded, band_threshold(loaded), bands, rows, bag_t)
-        if not current:
-            banded.append((_index_stage(loaded, params, report, _check_jobs(jobs), time.perf_counter()), report))
-
     if corpus is not None:
         # The signature parameters are settled first, so that the shingle workers can
         # compute the signatures of what they read (a parameter mismatch fails here, early).
         manifest = IndexStore(index).read_manifest(discard_damaged=rebuild)
         stored_sig = None if rebuild else manifest["stages"].get("signature")
-        sig = _signature_params(stored_sig, num_perm, seed, scheme, index, rebuild)
+        signer = signature_params(stored_sig, signature, index, rebuild)
         stages.append(
             build_shingles(
-                corpus, index, unit=unit, k=k, lowercase=lowercase, jobs=jobs, rebuild=rebuild, progress=progress,
-                signer=(sig["num_perm"], sig["seed"], sig["scheme"]), force_read=force_read,
-                before_publish=band_new_build, **reading
+                corpus, index, shingle, signature=signer, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait,
+                force_read=force_read, before_publish=before_publish,
             )
         )
     else:
-        loaded = open_index(index)
-        asked = {"unit": unit, "k": k, "lowercase": lowercase, **reading}
-        _mismatch("shingle", loaded.stage("shingle")["params"], asked, index, False)
-    stages.append(
-        build_signatures(index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, progress=progress, wait=wait)
+        _mismatch("shingle", open_index(index).stage("shingle")["params"], shingle.asked(), Path(index), False)
+    stages.append(build_signatures(index, signature, jobs=jobs, progress=progress, wait=wait))
+    return stages
+
+
+def _refresh_for_pairs(
+    corpus, index: Path, params: Params, *, jobs, rebuild: bool, progress: bool, force_read: set[str], wait: float
+) -> tuple[list[StageResult], BandingReport]:
+    """Run the stages find_pairs needs; returns (stage results, banding report)."""
+    banded: list[tuple[StageResult, BandingReport]] = []
+
+    def band_new_build(loaded: LoadedIndex) -> None:
+        # The buckets of the new documents go into the manifest that publishes them: a
+        # reader (or a run killed in between) never finds new documents with old buckets.
+        plan, report, current = _index_plan(loaded, params.banding, params.pairs)
+        if not current:
+            banded.append((_index_stage(loaded, plan, report, _check_jobs(jobs), time.perf_counter()), report))
+
+    stages = refresh_signatures(
+        corpus, index, params.shingle, params.signature, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait,
+        force_read=force_read, before_publish=band_new_build,
     )
     if banded:  # built with the shingles, published by the same manifest
         result, report = banded[0]
     else:
-        result, report = build_index(
-            index, threshold=band_threshold(open_index(index)), bands=bands, rows=rows, bag_threshold=bag_t, jobs=jobs,
-            wait=wait,
-        )
+        result, report = build_index(index, params.banding, pairs=params.pairs, jobs=jobs, wait=wait)
     stages.append(result)
-    return stages, t, report
-
-
+    return stages, report

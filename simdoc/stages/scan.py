@@ -24,21 +24,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simdoc.corpus.read import how_read, read_file, text_digest, text_size
-from simdoc.shingling import ShingleSets, ShingleSpec, shingle_texts
+from simdoc.params import ShingleParams, SignatureParams
+from simdoc.shingling import ShingleSets, shingle_texts
 
 _UNREAD = ("binary", "unreadable")  # statuses of files that give no document
 
 
 @dataclass(frozen=True)
 class ScanTask:
-    """One batch of files for a worker: (id, path, size, digest indexed before or None) each."""
+    """One batch of files for a worker: (id, path, size, digest indexed before or None) each,
+    read and shingled as ``shingle`` says and signed as ``signature`` says (both resolved)."""
 
     files: list[tuple[str, str, int, bytes | None]]
-    spec: ShingleSpec
-    max_bytes: int | None
-    follow_symlinks: bool
-    fields: tuple[str, str | None]  # JSON Lines text field, id field
-    signer: tuple[int, int, str]  # num_perm, seed, scheme
+    shingle: ShingleParams
+    signature: SignatureParams
     keep_sets: bool = False
 
 
@@ -78,16 +77,15 @@ class BatchResult:
     warnings: list[str] = field(default_factory=list)
 
 
-_HASHERS: dict[tuple, object] = {}
+_HASHERS: dict[SignatureParams, object] = {}  # a worker draws each hash family once
 
 
-def _hasher(signer: tuple):
+def _hasher(signature: SignatureParams):
     from simdoc.minhash import MinHasher
 
-    hasher = _HASHERS.get(signer)
+    hasher = _HASHERS.get(signature)
     if hasher is None:
-        num_perm, seed, scheme = signer
-        hasher = _HASHERS[signer] = MinHasher(num_perm, seed, scheme=scheme)
+        hasher = _HASHERS[signature] = MinHasher(signature.num_perm, signature.seed, scheme=signature.scheme)
     return hasher
 
 
@@ -95,6 +93,8 @@ def scan_batch(task: ScanTask) -> BatchResult:
     """Read, shingle and sign one batch of files (runs in a worker process)."""
     from simdoc.corpus import streaming
 
+    spec, reading = task.shingle.spec, task.shingle
+    fields = (reading.text_field, reading.id_field)
     files: list[FileOutcome] = []
     docs: list[DocOut] = []
     texts: list[str | bytes] = []  # documents shingled together, in document order
@@ -104,7 +104,7 @@ def scan_batch(task: ScanTask) -> BatchResult:
         if how == "streamed":
             # A huge file is shingled in chunks, in bounded memory; so is every compressed
             # file, whose size says nothing of what it holds.
-            res, row = streaming.stream_document(path, task.spec, task.max_bytes, task.follow_symlinks)
+            res, row = streaming.stream_document(path, spec, reading.max_bytes, reading.follow_symlinks)
             outcome = FileOutcome(_raw(res.digest), res.status, res.warning, False, how)
             if res.text is not None:
                 streamed[len(docs)] = row
@@ -112,7 +112,7 @@ def scan_batch(task: ScanTask) -> BatchResult:
                 outcome.n_docs = 1
             files.append(outcome)
             continue
-        got = read_file(path, doc_id, how, task.max_bytes, task.follow_symlinks, task.fields)
+        got = read_file(path, doc_id, how, reading.max_bytes, reading.follow_symlinks, fields)
         res = got.result
         digest = _raw(res.digest)
         if expected is not None and digest == expected and res.status not in _UNREAD:
@@ -129,12 +129,12 @@ def scan_batch(task: ScanTask) -> BatchResult:
             docs.append(DocOut(doc_id, "", -1, -1, size, digest, how, res.status, 0))
             outcome.n_docs = 1
         files.append(outcome)
-    hasher = _hasher(task.signer)
-    sigs = np.empty((len(docs), task.signer[0]), dtype=np.uint32)
+    hasher = _hasher(task.signature)
+    sigs = np.empty((len(docs), task.signature.num_perm), dtype=np.uint32)
     sets_parts: list[ShingleSets] = []
     in_texts = np.array([i for i in range(len(docs)) if i not in streamed], dtype=np.int64)
     if len(in_texts):
-        stream = shingle_texts(texts, task.spec, form="stream", views=True)
+        stream = shingle_texts(texts, spec, form="stream", views=True)
         sigs[in_texts] = hasher.signatures(stream)
         sizes = np.diff(stream.indptr)
         for i, n in zip(in_texts.tolist(), sizes.tolist()):
@@ -143,7 +143,7 @@ def scan_batch(task: ScanTask) -> BatchResult:
         sigs[i] = hasher.signatures(row)[0]
     sets = None
     if task.keep_sets:
-        text_sets = shingle_texts(texts, task.spec) if texts else None
+        text_sets = shingle_texts(texts, spec) if texts else None
         t = 0
         for i in range(len(docs)):
             if i in streamed:
