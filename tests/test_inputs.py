@@ -10,6 +10,7 @@ import pytest
 from conftest import TEXT_A, TEXT_C, records, summary, write
 
 import simdoc.corpus.walk
+import simdoc.engines.local
 import simdoc.stages.pipeline
 from simdoc.store.doctable import ROLES as DOC_ROLES
 from simdoc.store.loaded import open_index
@@ -298,10 +299,10 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
     monkeypatch.setattr(simdoc.stages.pipeline, "BATCH_DOCS", 2)
     monkeypatch.setattr(simdoc.stages.pipeline, "SIGNATURE_TASK_DOCS", 3)
     calls = []
-    real_pool_map = simdoc.stages.pipeline._pool_map
+    real_map = simdoc.engines.local.LocalEngine.map
 
-    def spy(func, tasks, jobs, *args):
-        record = [func.__name__, 0, jobs]  # tasks are counted as the pool draws them
+    def spy(self, func, tasks, **kw):
+        record = [func.__name__, 0, self.jobs]  # tasks are counted as the pool draws them
         calls.append(record)
 
         def counted():
@@ -309,9 +310,9 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
                 record[1] += 1
                 yield task
 
-        return real_pool_map(func, counted(), jobs, *args)
+        return real_map(self, func, counted(), **kw)
 
-    monkeypatch.setattr(simdoc.stages.pipeline, "_pool_map", spy)
+    monkeypatch.setattr(simdoc.engines.local.LocalEngine, "map", spy)
     corpus = _make(tmp_path / "corpus", list(CORPUS_FILES))
     for i in range(12):
         write(corpus / "extra" / f"doc{i:02d}.txt", f"Document number {i} says {OTHER * (i % 3 + 1)}")

@@ -15,6 +15,7 @@ import simdoc.stages.results
 import simdoc.stages.verify
 import simdoc.store.loaded
 from simdoc.errors import ParameterMismatch
+from simdoc.engines.local import LocalEngine
 from simdoc.params import BandingParams
 from simdoc.shingling import ShingleSpec, shingle_texts
 from simdoc.similarity import jaccard
@@ -221,14 +222,14 @@ def test_the_shingle_stage_gives_the_cycle_collector_back(tmp_path):
     corpus.mkdir()
     (corpus / "a.txt").write_text("a few words of text", encoding="utf-8")
     assert gc.isenabled()
-    pipeline.build_shingles(corpus, tmp_path / "idx", jobs=1)
+    pipeline.build_shingles(corpus, tmp_path / "idx", engine=LocalEngine(1))
     assert gc.isenabled()
     with pytest.raises(CorpusError):
-        pipeline.build_shingles(tmp_path / "missing", tmp_path / "idx2", jobs=1)
+        pipeline.build_shingles(tmp_path / "missing", tmp_path / "idx2", engine=LocalEngine(1))
     assert gc.isenabled()
     gc.disable()
     try:
-        pipeline.build_shingles(corpus, tmp_path / "idx3", jobs=1)
+        pipeline.build_shingles(corpus, tmp_path / "idx3", engine=LocalEngine(1))
         assert not gc.isenabled()
     finally:
         gc.enable()

@@ -54,6 +54,7 @@ from simdoc.cli.options import (
     with_options,
 )
 from simdoc.corpus.file_texts import read_file_texts
+from simdoc.engines import open_engine
 from simdoc.errors import CorpusError, IndexError_
 from simdoc.lsh import DEFAULT_RECALL
 from simdoc.output import check_header, tsv_field, tsv_header
@@ -81,7 +82,7 @@ from simdoc.reports.tuning import (
     render_s_curve,
     tune,
 )
-from simdoc.stages.pipeline import default_index_path, refresh_signatures, run_pairs
+from simdoc.stages.pipeline import default_index_path, pairs_index, refresh_signatures, run_pairs
 from simdoc.stages.reread import DocumentReader, reader_of
 from simdoc.stages.results import PairsResult
 from simdoc.store.directory import IndexStore
@@ -126,11 +127,9 @@ def _verified_pairs(
     """The verified pairs of `pairs` run with these options, for a command that groups them."""
     params = Params.of({**stage_options, "verify": True, "all_candidates": False})
     corpus = corpus_arg(corpus, files_from, files0_from)
-    index = _check_corpus_index(corpus, index, rebuild)
-    res = run_pairs(
-        corpus, index, params, jobs=jobs, rebuild=rebuild, progress=show_progress(quiet), wait=wait, scheduler=scheduler,
-        wait_workers=wait_workers,
-    )
+    index = pairs_index(corpus, _check_corpus_index(corpus, index, rebuild))
+    with open_engine(jobs, scheduler, wait_workers, index=index, corpus=corpus) as engine:
+        res = run_pairs(corpus, index, params, engine=engine, rebuild=rebuild, progress=show_progress(quiet), wait=wait)
     report_stages(res.stages, verbose)
     if verbose and res.banding:
         log.debug(f"banding: {res.banding.describe()}")
@@ -640,9 +639,11 @@ def _index_evidence(
     """The evidence for two documents of an index, bringing its stages up to date from CORPUS first (as `pairs` does)."""
     corpus = corpus_arg(tuple(Path(c) for c in corpora), None)
     index = _check_corpus_index(corpus, index, rebuild)
-    stages = refresh_signatures(
-        corpus, index, shingle, signature, jobs=jobs, rebuild=rebuild, progress=show_progress(quiet), wait=wait
-    )
+    # No --scheduler here, but $SIMDOC_SCHEDULER is honoured, as by every command that builds stages.
+    with open_engine(jobs, index=index, corpus=corpus, needs_corpus=corpus is not None) as engine:
+        stages = refresh_signatures(
+            corpus, index, shingle, signature, engine=engine, rebuild=rebuild, progress=show_progress(quiet), wait=wait
+        )
     report_stages(stages, verbose)
     with IndexStore(index).reading():
         return pair_evidence(open_index(index), doc_a, doc_b, min_words)

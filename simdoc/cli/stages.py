@@ -42,6 +42,8 @@ from simdoc.cli.options import (
     with_options,
 )
 from simdoc.output import FORMATS, check_header, write_records
+from simdoc.engines import open_engine
+from simdoc.engines.local import check_jobs
 from simdoc.params import BandingParams, Params, ShingleParams, SignatureParams
 from simdoc.stages.pipeline import (
     build_index,
@@ -49,7 +51,9 @@ from simdoc.stages.pipeline import (
     build_signatures,
     default_index_path,
     mark_reported,
+    pairs_index,
     run_pairs,
+    signatures_up_to_date,
 )
 from simdoc.stages.results import PairsResult
 from simdoc.store.directory import IndexStore
@@ -87,11 +91,10 @@ def shingle(
     corpus = corpus_arg(corpus, files_from, files0_from)
     if corpus is None:
         raise click.UsageError("give a CORPUS (folders or files), --files-from or --files0-from")
+    params = ShingleParams(**shingle_options)
     index = announce_index(index or default_index_path(corpus))
-    res = build_shingles(
-        corpus, index, ShingleParams(**shingle_options), jobs=jobs, rebuild=rebuild, progress=show_progress(quiet),
-        wait=wait, scheduler=scheduler, wait_workers=wait_workers,
-    )
+    with open_engine(jobs, scheduler, wait_workers, index=index, corpus=corpus) as engine:
+        res = build_shingles(corpus, index, params, engine=engine, rebuild=rebuild, progress=show_progress(quiet), wait=wait)
     report_stages([res], verbose)
     n_skipped = len(IndexStore(index).read_manifest()["stages"]["shingle"].get("skipped", []))
     up_to_date = "up to date" + (f" ({skipped_text(n_skipped)})" if n_skipped else "")
@@ -118,17 +121,14 @@ def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, wait_worke
       simdoc signature my_corpus --num-perm 256    # the default index of my_corpus (not read)
     """
     setup_logging(quiet, verbose)
+    params = SignatureParams(num_perm=num_perm, seed=seed, scheme=scheme)
+    check_jobs(jobs)
     index = index_of(corpus, index)
-    res = build_signatures(
-        index,
-        SignatureParams(num_perm=num_perm, seed=seed, scheme=scheme),
-        jobs=jobs,
-        rebuild=rebuild,
-        progress=show_progress(quiet),
-        wait=wait,
-        scheduler=scheduler,
-        wait_workers=wait_workers,
-    )
+    # Up to date: no lock to wait for, and no cluster to connect to.
+    res = None if rebuild else signatures_up_to_date(index, params)
+    if res is None:
+        with open_engine(jobs, scheduler, wait_workers, index=index, needs_corpus=False) as engine:
+            res = build_signatures(index, params, engine=engine, rebuild=rebuild, progress=show_progress(quiet), wait=wait)
     report_stages([res], verbose)
     log.info(f"signature: {res.detail if res.built else 'up to date'}")
 
@@ -218,10 +218,9 @@ def pairs(
         raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
     if null and fmt is not None:
         raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
-    res = run_pairs(
-        corpus, index, params, jobs=jobs, rebuild=rebuild, progress=show_progress(quiet), wait=wait, scheduler=scheduler,
-        wait_workers=wait_workers,
-    )
+    index = pairs_index(corpus, index)
+    with open_engine(jobs, scheduler, wait_workers, index=index, corpus=corpus, needs_corpus=params.pairs.verify) as engine:
+        res = run_pairs(corpus, index, params, engine=engine, rebuild=rebuild, progress=show_progress(quiet), wait=wait)
     report_stages(res.stages, verbose)
     if verbose and res.banding:
         log.debug(f"banding: {res.banding.describe()}")

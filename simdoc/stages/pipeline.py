@@ -14,10 +14,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import itertools
 import json
 import logging
-import multiprocessing
 import os
 import sys
 import time
@@ -32,11 +30,14 @@ from simdoc.corpus.formats import MEMBER_IDS
 from simdoc.corpus.read import MEMBER_WAYS, identity
 from simdoc.corpus.walk import FileEntry, discover_sources, resolve_sources
 from simdoc.errors import CorpusError, IndexError_, ParameterMismatch, UsageError
+from simdoc.engines import DaskEngine, Engine, open_engine
+from simdoc.engines.local import LocalEngine
 from simdoc.exact import groups_of, key_halves, representatives
 from simdoc.lsh import DEFAULT_RECALL, BandingReport, band_keys, bucket_order, check_bands_rows, choose_bands_rows
 from simdoc.minhash import MinHasher
 from simdoc.params import DEFAULT_THRESHOLD, BandingParams, PairsParams, Params, ShingleParams, SignatureParams
 from simdoc.shingling import ShingleSets
+from simdoc.stages import cluster_pairs
 from simdoc.stages.results import PairsResult, StageResult, Verifier, score_candidates
 from simdoc.stages.scan import BatchResult, ScanTask, scan_batch
 from simdoc.store.cache import cached_index_path
@@ -56,13 +57,6 @@ RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT has 2 s)
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def default_jobs() -> int:
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # not on Linux
-        return max(os.cpu_count() or 1, 1)
 
 
 def default_index_path(corpus: str | os.PathLike) -> Path:
@@ -86,72 +80,11 @@ def _build_id(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-_DASK_CLIENT = None  # set while a stage runs on a Dask cluster (see using_scheduler)
-
-
-@contextlib.contextmanager
-def using_scheduler(scheduler: str | None, wait_workers: float | None = None, index=None, corpus=None, needs_corpus=True):
-    """Run the stages inside on a Dask cluster (host:port or local[N]); None: this machine.
-
-    The workers are checked first against the index and corpus paths (see
-    simdoc.engines.dask.check_contract), waiting up to ``wait_workers`` s for one.
-    """
-    global _DASK_CLIENT
-    scheduler = scheduler or os.environ.get("SIMDOC_SCHEDULER") or None
-    if scheduler is None or _DASK_CLIENT is not None:
-        yield
-        return
-    from simdoc.engines.dask import connect
-
-    with connect(scheduler, wait_workers, index, corpus, needs_corpus) as client:
-        _DASK_CLIENT = client
-        try:
-            yield
-        finally:
-            _DASK_CLIENT = None
-
-
-def _pool_context():
-    return multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-
-
-def _pool_map(func: Callable, tasks: Iterable, jobs: int) -> Iterator:
-    """Results of func over tasks, in task order, on ``jobs`` processes (1: in this process).
-
-    ``tasks`` may be a generator: the pool's feeder thread draws from it as
-    workers take tasks, so tasks can be made while the first ones run.
-    """
-    if _DASK_CLIENT is not None:
-        from simdoc.engines.dask import map_ordered
-
-        yield from map_ordered(_DASK_CLIENT, func, tasks)  # a bounded stream, as the pool's feeder
-        return
-    tasks = iter(tasks)
-    head = list(itertools.islice(tasks, max(jobs, 1)))  # fewer than jobs: that is all of them
-    if jobs <= 1 or len(head) <= 1:
-        for task in itertools.chain(head, tasks):
-            yield func(task)
-        return
-    from simdoc.kernels import warm_up
-
-    warm_up()  # compiled once here; forked workers inherit the machine code
-    with _pool_context().Pool(len(head)) as pool:
-        yield from pool.imap(func, itertools.chain(head, tasks), chunksize=1)
-
-
 def _progress(total: int | None, desc: str, enabled: bool, unit: str = " docs") -> tqdm:
     """A bar on stderr; with a total it shows the share done and the time left. No work, no bar."""
     return tqdm(
         total=total, desc=desc, unit=unit, disable=not enabled or total == 0, file=sys.stderr, leave=False, dynamic_ncols=True
     )
-
-
-def _check_jobs(jobs: int | None) -> int:
-    if jobs is None:
-        return default_jobs()
-    if jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {jobs}")
-    return jobs
 
 
 def _mismatch(stage: str, stored: dict, asked: dict, index: Path, rebuild: bool) -> bool:
@@ -191,25 +124,24 @@ def build_shingles(
     params: ShingleParams = ShingleParams(),
     *,
     signature: SignatureParams | None = None,
-    jobs: int | None = None,
+    engine: Engine | None = None,
     rebuild: bool = False,
     progress: bool = False,
     wait: float = 0.0,
     force_read: set[str] | None = None,
     before_publish: Callable[[LoadedIndex], None] | None = None,
-    scheduler: str | None = None,
-    wait_workers: float | None = None,
 ) -> StageResult:
     """Bring the shingle stage of ``index`` up to date with ``corpus`` (holding the writer lock).
 
     With ``signature`` (resolved parameters), the fused stage of `simdoc pairs`:
     see :func:`_build_shingles`, which also says what ``force_read`` and
-    ``before_publish`` do. ``progress``: a bar on stderr.
+    ``before_publish`` do. The files are read by the tasks of ``engine``
+    (default: a LocalEngine on all cores). ``progress``: a bar on stderr.
     """
     index = Path(index) if index is not None else default_index_path(corpus)
-    with IndexStore(index).writing(wait), using_scheduler(scheduler, wait_workers, index, corpus), _collector_paused():
+    with IndexStore(index).writing(wait), _collector_paused():
         return _build_shingles(
-            corpus, index, params, signer=signature, jobs=jobs, rebuild=rebuild, progress=progress,
+            corpus, index, params, signer=signature, engine=engine or LocalEngine(), rebuild=rebuild, progress=progress,
             force_read=force_read, before_publish=before_publish,
         )
 
@@ -263,7 +195,7 @@ def _build_shingles(
     asked: ShingleParams,
     *,
     signer: SignatureParams | None,
-    jobs: int | None,
+    engine: Engine,
     rebuild: bool,
     progress: bool,
     force_read: set[str] | None,
@@ -287,7 +219,6 @@ def _build_shingles(
     published together.
     """
     t0 = time.perf_counter()
-    jobs = _check_jobs(jobs)
     store = IndexStore(index)
     manifest = store.read_manifest(discard_damaged=rebuild)
     if rebuild:
@@ -380,7 +311,7 @@ def _build_shingles(
                 sig_rows.keep(j)
             n_kept_old += 1
 
-    results = _pool_map(scan_batch, make_tasks(), jobs)
+    results = engine.map(scan_batch, make_tasks())
     bar = _progress(len(entries), "shingle", progress, unit="file")
     try:
         batch: BatchResult | None = None
@@ -522,25 +453,41 @@ def build_signatures(
     index: str | os.PathLike,
     params: SignatureParams = SignatureParams(),
     *,
-    jobs: int | None = None,
+    engine: Engine | None = None,
     rebuild: bool = False,
     progress: bool = False,
     wait: float = 0.0,
-    scheduler: str | None = None,
-    wait_workers: float | None = None,
 ) -> StageResult:
     """Bring the signature stage up to date with the shingle stage (holding the writer lock).
 
-    A stage the last published manifest shows up to date is left alone
-    without taking the lock, so that a reader never waits for a writer.
+    The stored shingle sets are signed by the tasks of ``engine`` (default: a
+    LocalEngine on all cores). A stage the last published manifest shows up
+    to date is left alone without taking the lock, so that a reader never
+    waits for a writer (see :func:`signatures_up_to_date`).
     """
     loaded = open_index(index)
     if not rebuild:
-        _check_jobs(jobs)
-        if _signatures_current(loaded, signature_params(loaded.manifest["stages"].get("signature"), params, index, False)):
-            return StageResult("signature", False, 0.0, "up to date")
-    with loaded.store.writing(wait), using_scheduler(scheduler, wait_workers, index, needs_corpus=False):
-        return _build_signatures(index, params, jobs=jobs, rebuild=rebuild, progress=progress)
+        done = _nothing_to_sign(loaded, params)
+        if done is not None:
+            return done
+    with loaded.store.writing(wait):
+        return _build_signatures(index, params, engine=engine or LocalEngine(), rebuild=rebuild, progress=progress)
+
+
+def signatures_up_to_date(index: str | os.PathLike, params: SignatureParams) -> StageResult | None:
+    """The result of a signature stage with nothing to do, if the published manifest shows one; else None.
+
+    Neither the lock nor an engine is needed to know it: a command can ask
+    first, and connect to a cluster only when there is work for it.
+    """
+    return _nothing_to_sign(open_index(index), params)
+
+
+def _nothing_to_sign(loaded: LoadedIndex, params: SignatureParams) -> StageResult | None:
+    stored = loaded.manifest["stages"].get("signature")
+    if _signatures_current(loaded, signature_params(stored, params, loaded.store.path, False)):
+        return StageResult("signature", False, 0.0, "up to date")
+    return None
 
 
 def signature_params(stored: dict | None, asked: SignatureParams, index: str | os.PathLike, rebuild: bool) -> SignatureParams:
@@ -556,9 +503,8 @@ def _signatures_current(loaded: LoadedIndex, params: SignatureParams) -> bool:
     return bool(stored) and stored["params"] == params.manifest() and stored.get("built_from") == loaded.stage("shingle")["build_id"]
 
 
-def _build_signatures(index: str | os.PathLike, asked: SignatureParams, *, jobs: int | None, rebuild: bool, progress: bool) -> StageResult:
+def _build_signatures(index: str | os.PathLike, asked: SignatureParams, *, engine: Engine, rebuild: bool, progress: bool) -> StageResult:
     t0 = time.perf_counter()
-    jobs = _check_jobs(jobs)
     loaded = open_index(index)
     shingle = loaded.stage("shingle")
     params = signature_params(loaded.manifest["stages"].get("signature"), asked, index, rebuild)
@@ -581,7 +527,7 @@ def _build_signatures(index: str | os.PathLike, asked: SignatureParams, *, jobs:
     writer = store.array_writer(names["signatures"], np.uint32, (params.num_perm,))
     try:
         bar = _progress(n, "signature", progress)
-        for rows in _pool_map(sign_rows, tasks, jobs):
+        for rows in engine.map(sign_rows, tasks):
             writer.append(rows)
             bar.update(len(rows))
         bar.close()
@@ -633,25 +579,26 @@ def build_index(
     params: BandingParams = BandingParams(),
     *,
     pairs: PairsParams | None = None,
-    jobs: int | None = None,
+    engine: Engine | None = None,
     wait: float = 0.0,
 ) -> tuple[StageResult, BandingReport]:
     """Bring the band keys and buckets up to date with the signatures (holding the writer lock).
 
-    With ``pairs``, banded for those pairs' threshold (see :func:`_index_plan`). Banding is a few sorts of the band keys: it runs in this process, on
-    ``jobs`` threads (default: all cores), whatever engine the other stages use.
+    With ``pairs``, banded for those pairs' threshold (see :func:`_index_plan`).
+    Banding is a few sorts of the band keys: it runs in this process, on
+    ``engine.jobs`` threads (default: all cores), whatever the engine.
     Buckets the last published manifest shows up to date are left alone
     without taking the lock, so that a reader never waits for a writer.
     """
+    threads = (engine or LocalEngine()).jobs
     loaded = open_index(index)
-    _check_jobs(jobs)
     # Signatures older than the shingles would be banded as if current: name the stage to run.
     loaded.check_built_from("signature")
     _, report, current = _index_plan(loaded, params, pairs)
     if current:
         return StageResult("index", False, 0.0, "up to date"), report
     with loaded.store.writing(wait):
-        return _build_index(index, params, pairs, jobs)
+        return _build_index(index, params, pairs, threads)
 
 
 def _index_plan(
@@ -681,22 +628,21 @@ def _index_plan(
 
 
 def _build_index(
-    index: str | os.PathLike, banding: BandingParams, pairs: PairsParams | None, jobs: int | None
+    index: str | os.PathLike, banding: BandingParams, pairs: PairsParams | None, threads: int
 ) -> tuple[StageResult, BandingReport]:
     """Bring the band keys and buckets up to date with the signatures (under the writer lock)."""
     t0 = time.perf_counter()
-    jobs = _check_jobs(jobs)
     loaded = open_index(index)
     loaded.check_built_from("signature")
     params, report, current = _index_plan(loaded, banding, pairs)
     if current:
         return StageResult("index", False, time.perf_counter() - t0, "up to date"), report
-    result = _index_stage(loaded, params, report, jobs, t0)
+    result = _index_stage(loaded, params, report, threads, t0)
     loaded.store.write_manifest(loaded.manifest)
     return result, report
 
 
-def _index_stage(loaded: LoadedIndex, params: dict, report: BandingReport, jobs: int, t0: float) -> StageResult:
+def _index_stage(loaded: LoadedIndex, params: dict, report: BandingReport, threads: int, t0: float) -> StageResult:
     """Band the signatures of ``loaded`` with ``params`` and put the index stage into its manifest (not published)."""
     sig_stage = loaded.stage("signature")
     build = _build_id(sig_stage["build_id"], params, __version__)
@@ -706,7 +652,7 @@ def _index_stage(loaded: LoadedIndex, params: dict, report: BandingReport, jobs:
     keys = band_keys(sigs, params["bands"], params["rows"])
     # Exact copies are folded onto their first member: only representatives are banded.
     rep = representatives(docs.identities(), docs.n_shingles > 0)
-    order = bucket_order(keys, (docs.n_shingles > 0) & (rep == np.arange(len(rep))), threads=jobs)
+    order = bucket_order(keys, (docs.n_shingles > 0) & (rep == np.arange(len(rep))), threads=threads)
     files = {names["bands"]: loaded.store.save_array(names["bands"], keys)}
     files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
     files[names["groups"]] = loaded.store.save_array(names["groups"], rep)
@@ -771,10 +717,26 @@ def find_pairs(
         banding=BandingParams(bands=bands, rows=rows),
         pairs=PairsParams(threshold=threshold, measure=measure, verify=verify, all_candidates=all_candidates, new_only=new_only),
     )
-    return run_pairs(
-        corpus, index, params, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait, scheduler=scheduler,
-        wait_workers=wait_workers,
-    )
+    index = pairs_index(corpus, index)
+    with open_engine(jobs, scheduler, wait_workers, index=index, corpus=corpus, needs_corpus=verify) as engine:
+        return run_pairs(corpus, index, params, engine=engine, rebuild=rebuild, progress=progress, wait=wait)
+
+
+def pairs_index(corpus: str | os.PathLike | list | None, index: str | os.PathLike | None) -> Path:
+    """The index a pairs run uses: ``index``, else the corpus's default one.
+
+    Without a corpus it must be there: checked before anything is made or
+    a cluster is connected to.
+    """
+    if corpus is None and index is None:
+        raise UsageError("give a CORPUS, an --index, or both")
+    index = Path(index) if index is not None else default_index_path(corpus)
+    if corpus is None:
+        open_index(index)
+    return index
+
+
+MAX_REINDEX = 2  # times a run re-reads documents that changed while it verified them
 
 
 def run_pairs(
@@ -782,28 +744,16 @@ def run_pairs(
     index: str | os.PathLike | None,
     params: Params,
     *,
-    jobs: int | None = None,
+    engine: Engine | None = None,
     rebuild: bool = False,
     progress: bool = False,
     wait: float = 0.0,
-    scheduler: str | None = None,
-    wait_workers: float | None = None,
 ) -> PairsResult:
-    """:func:`find_pairs` with the parameters made (and so checked) already."""
+    """:func:`find_pairs` with the parameters made (and so checked) already, on ``engine``
+    (default: a LocalEngine on all cores)."""
     t0 = time.perf_counter()
-    if corpus is None and index is None:
-        raise UsageError("give a CORPUS, an --index, or both")
-    index = Path(index) if index is not None else default_index_path(corpus)
-    if corpus is None:
-        open_index(index)  # fail before creating anything
-    with using_scheduler(scheduler, wait_workers, index, corpus, needs_corpus=params.pairs.verify):
-        return _find_pairs(corpus, index, params, jobs, rebuild, progress, wait, t0)
-
-
-MAX_REINDEX = 2  # times a run re-reads documents that changed while it verified them
-
-
-def _find_pairs(corpus, index: Path, params: Params, jobs, rebuild: bool, progress: bool, wait: float, t0: float) -> PairsResult:
+    index = pairs_index(corpus, index)
+    engine = engine or LocalEngine()
     store = IndexStore(index)
     want = params.pairs
     # A run given the corpus writes the index, and after scoring the pairs it verified: it
@@ -814,8 +764,8 @@ def _find_pairs(corpus, index: Path, params: Params, jobs, rebuild: bool, progre
     with writer:
         for attempt in range(MAX_REINDEX + 1):
             stages, report = _refresh_for_pairs(
-                corpus, index, params, jobs=jobs, rebuild=rebuild and attempt == 0, progress=progress, force_read=force,
-                wait=wait,
+                corpus, index, params, engine=engine, rebuild=rebuild and attempt == 0, progress=progress,
+                force_read=force, wait=wait,
             )
             with store.reading():
                 loaded = open_index(index)
@@ -825,16 +775,13 @@ def _find_pairs(corpus, index: Path, params: Params, jobs, rebuild: bool, progre
                 changed = docs.added > reported if want.new_only else None
                 verifier = Verifier.of_index(loaded) if want.verify else None
                 t_score = time.perf_counter()
-                if _DASK_CLIENT is not None:
-                    from simdoc.stages import cluster_pairs
-
+                if isinstance(engine, DaskEngine):
                     left, right, est, jac, n_cand, stats = cluster_pairs.score_candidates(
-                        _DASK_CLIENT, str(index), want.cut, want.measure, want.verify, want.all_candidates, changed
+                        engine.client, str(index), want.cut, want.measure, want.verify, want.all_candidates, changed
                     )
                 else:
                     left, right, est, jac, n_cand, stats = score_candidates(
-                        loaded, want.cut, want.measure, want.verify, want.all_candidates, changed, _check_jobs(jobs),
-                        verifier,
+                        loaded, want.cut, want.measure, want.verify, want.all_candidates, changed, engine.jobs, verifier
                     )
                 shingle = loaded.stage("shingle")
                 groups = groups_of(loaded.representatives())
@@ -918,7 +865,7 @@ def refresh_signatures(
     shingle: ShingleParams,
     signature: SignatureParams,
     *,
-    jobs: int | None = None,
+    engine: Engine | None = None,
     rebuild: bool = False,
     progress: bool = False,
     wait: float = 0.0,
@@ -940,18 +887,18 @@ def refresh_signatures(
         signer = signature_params(stored_sig, signature, index, rebuild)
         stages.append(
             build_shingles(
-                corpus, index, shingle, signature=signer, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait,
+                corpus, index, shingle, signature=signer, engine=engine, rebuild=rebuild, progress=progress, wait=wait,
                 force_read=force_read, before_publish=before_publish,
             )
         )
     else:
         _mismatch("shingle", open_index(index).stage("shingle")["params"], shingle.asked(), Path(index), False)
-    stages.append(build_signatures(index, signature, jobs=jobs, progress=progress, wait=wait))
+    stages.append(build_signatures(index, signature, engine=engine, progress=progress, wait=wait))
     return stages
 
 
 def _refresh_for_pairs(
-    corpus, index: Path, params: Params, *, jobs, rebuild: bool, progress: bool, force_read: set[str], wait: float
+    corpus, index: Path, params: Params, *, engine: Engine, rebuild: bool, progress: bool, force_read: set[str], wait: float
 ) -> tuple[list[StageResult], BandingReport]:
     """Run the stages find_pairs needs; returns (stage results, banding report)."""
     banded: list[tuple[StageResult, BandingReport]] = []
@@ -961,15 +908,15 @@ def _refresh_for_pairs(
         # reader (or a run killed in between) never finds new documents with old buckets.
         plan, report, current = _index_plan(loaded, params.banding, params.pairs)
         if not current:
-            banded.append((_index_stage(loaded, plan, report, _check_jobs(jobs), time.perf_counter()), report))
+            banded.append((_index_stage(loaded, plan, report, engine.jobs, time.perf_counter()), report))
 
     stages = refresh_signatures(
-        corpus, index, params.shingle, params.signature, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait,
+        corpus, index, params.shingle, params.signature, engine=engine, rebuild=rebuild, progress=progress, wait=wait,
         force_read=force_read, before_publish=band_new_build,
     )
     if banded:  # built with the shingles, published by the same manifest
         result, report = banded[0]
     else:
-        result, report = build_index(index, params.banding, pairs=params.pairs, jobs=jobs, wait=wait)
+        result, report = build_index(index, params.banding, pairs=params.pairs, engine=engine, wait=wait)
     stages.append(result)
     return stages, report
