@@ -23,7 +23,7 @@ from simdoc.reports.evidence import (
 )
 from simdoc.shingling import ShingleSets, normalise
 from simdoc.similarity import bag_jaccard, jaccard
-from simdoc.stages.pipeline import find_pairs
+from simdoc.stages.pairs import find_pairs
 from simdoc.store.loaded import open_index
 
 P1 = "the harbour lantern festival returns to Port Ellery on the first Saturday of August"

@@ -11,7 +11,8 @@ from conftest import TEXT_A, TEXT_C, records, summary, write
 
 import simdoc.corpus.walk
 import simdoc.engines.local
-import simdoc.stages.pipeline
+import simdoc.stages.scan
+import simdoc.stages.signature
 from simdoc.store.doctable import ROLES as DOC_ROLES
 from simdoc.store.loaded import open_index
 
@@ -296,8 +297,8 @@ def _npy_bytes(idx: Path) -> dict[str, bytes]:
 
 def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
     # Small batches and signature tasks so that two workers really share the work.
-    monkeypatch.setattr(simdoc.stages.pipeline, "BATCH_DOCS", 2)
-    monkeypatch.setattr(simdoc.stages.pipeline, "SIGNATURE_TASK_DOCS", 3)
+    monkeypatch.setattr(simdoc.stages.scan, "BATCH_DOCS", 2)
+    monkeypatch.setattr(simdoc.stages.signature, "SIGNATURE_TASK_DOCS", 3)
     calls = []
     real_map = simdoc.engines.local.LocalEngine.map
 

@@ -23,7 +23,7 @@ from simdoc.reports.tuning import (
     tune,
 )
 from simdoc.shingling import normalise, shingle_texts
-from simdoc.stages.pipeline import find_pairs
+from simdoc.stages.pairs import find_pairs
 from simdoc.store.loaded import open_index
 
 # ---------------------------------------------------------------- tune

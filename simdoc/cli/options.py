@@ -27,7 +27,7 @@ from simdoc.engines.dask import DEFAULT_WAIT_WORKERS
 from simdoc.errors import CorpusError, IndexError_
 from simdoc.params import DEFAULT_THRESHOLD
 from simdoc.shingling import UNITS
-from simdoc.stages.pipeline import default_index_path
+from simdoc.stages.common import default_index_path
 from simdoc.stages.results import StageResult
 from simdoc.store.directory import IndexStore
 from simdoc.wording import count, plural

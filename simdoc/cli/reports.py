@@ -82,7 +82,8 @@ from simdoc.reports.tuning import (
     render_s_curve,
     tune,
 )
-from simdoc.stages.pipeline import default_index_path, pairs_index, refresh_signatures, run_pairs
+from simdoc.stages.common import default_index_path
+from simdoc.stages.pairs import pairs_index, refresh_signatures, run_pairs
 from simdoc.stages.reread import DocumentReader, reader_of
 from simdoc.stages.results import PairsResult
 from simdoc.store.directory import IndexStore

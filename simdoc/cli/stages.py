@@ -45,16 +45,11 @@ from simdoc.output import FORMATS, check_header, write_records
 from simdoc.engines import open_engine
 from simdoc.engines.local import check_jobs
 from simdoc.params import BandingParams, Params, ShingleParams, SignatureParams
-from simdoc.stages.pipeline import (
-    build_index,
-    build_shingles,
-    build_signatures,
-    default_index_path,
-    mark_reported,
-    pairs_index,
-    run_pairs,
-    signatures_up_to_date,
-)
+from simdoc.stages.common import default_index_path
+from simdoc.stages.index import build_index
+from simdoc.stages.pairs import mark_reported, pairs_index, run_pairs
+from simdoc.stages.shingle import build_shingles
+from simdoc.stages.signature import build_signatures, signatures_up_to_date
 from simdoc.stages.results import PairsResult
 from simdoc.store.directory import IndexStore
 from simdoc.wording import count

@@ -13,21 +13,29 @@ digest: its size or time changed, or it was racily clean) is not shingled
 at all: the parent keeps its rows, as git keeps an index entry whose content
 hash still matches.
 
-Tasks are top-level, picklable dataclasses; results travel back to the parent
-(a few hundred bytes per document plus its signature row).
+Tasks are top-level, picklable dataclasses, made by :func:`scan_tasks` as the
+engine draws them: consecutive files, cut at BATCH_BYTES or BATCH_DOCS files.
+Results travel back to the parent (a few hundred bytes per document plus its
+signature row).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from simdoc.corpus.read import how_read, read_file, text_digest, text_size
+from simdoc.corpus.walk import FileEntry
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.shingling import ShingleSets, shingle_texts
 
+BATCH_BYTES = 4 << 20  # text per shingling task
+BATCH_DOCS = 2000
 _UNREAD = ("binary", "unreadable")  # statuses of files that give no document
+# `simdoc shingle` on its own stores shingle sets; the tasks' signatures, of length 1, go unused.
+_NO_SIGNATURES = SignatureParams(1).resolved()
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,33 @@ class BatchResult:
     signatures: np.ndarray  # (len(docs), num_perm) uint32
     sets: ShingleSets | None = None  # with keep_sets: the sorted shingle sets of docs
     warnings: list[str] = field(default_factory=list)
+
+
+def batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
+    """Consecutive entries, cut where a batch reaches BATCH_BYTES of files or BATCH_DOCS files."""
+    cur, size = [], 0
+    for e in entries:
+        cur.append(e)
+        size += e.size
+        if size >= BATCH_BYTES or len(cur) >= BATCH_DOCS:
+            yield cur
+            cur, size = [], 0
+    if cur:
+        yield cur
+
+
+def scan_tasks(
+    plan: Iterable[tuple[FileEntry, bytes | None, bool]], shingle: ShingleParams, signature: SignatureParams | None
+) -> Iterator[ScanTask]:
+    """The tasks for the files of ``plan`` (entry, digest indexed, keep without reading) not kept, in order.
+
+    Without ``signature`` (a stage of its own) the tasks return the shingle sets.
+    """
+    plan = list(plan)
+    digests = {e.id: d for e, d, keep in plan if not keep}
+    for b in batches(e for e, _, keep in plan if not keep):
+        files = [(e.id, e.path, e.size, digests[e.id]) for e in b]
+        yield ScanTask(files, shingle, signature or _NO_SIGNATURES, signature is None)
 
 
 _HASHERS: dict[SignatureParams, object] = {}  # a worker draws each hash family once
