@@ -24,18 +24,22 @@ from pathlib import Path
 import click
 
 from simdoc.cli.options import (
+    REPORT_FORMATS,
     announce_index,
+    check_output_flags,
     banding_options,
     corpus_arg,
     corpus_list_options,
     emit,
     env_index,
+    format_option,
     header_option,
     index_of,
     index_option,
     jobs_option,
     need_index,
     note_skipped,
+    null_option,
     opt,
     quiet_option,
     reader_corpus_argument,
@@ -57,7 +61,7 @@ from simdoc.corpus.file_texts import read_file_texts
 from simdoc.engines import open_engine
 from simdoc.errors import CorpusError, IndexError_
 from simdoc.lsh import DEFAULT_RECALL
-from simdoc.output import check_header, tsv_field, tsv_header
+from simdoc.output import tsv_field, tsv_header
 from simdoc.minhash import MinHasher
 from simdoc.params import DEFAULT_THRESHOLD, Params, ShingleParams, SignatureParams
 from simdoc.reports.clusters import (
@@ -168,14 +172,10 @@ def _skipped(res: PairsResult) -> str:
 @click.command()
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
 @with_options(corpus_list_options)
-@opt("--format", "-f", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None, help="Output format. Default: tsv.")
-@opt(
-    "--null",
-    "-0",
-    "null",
-    is_flag=True,
-    help="End every field with NUL instead of tab or newline, names as raw bytes: "
-    "cluster_id, size, then size members (for xargs -0 and `read -d ''`).",
+@format_option(("tsv", "jsonl"), "Output format. Default: tsv.")
+@null_option(
+    "End every field with NUL instead of tab or newline, names as raw bytes: "
+    "cluster_id, size, then size members (for xargs -0 and `read -d ''`)."
 )
 @header_option
 @with_options(pair_options)
@@ -200,9 +200,7 @@ def clusters(
     """
     started = time.perf_counter()
     setup_logging(quiet, verbose)
-    if null and fmt is not None:
-        raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
-    check_header(header, "null" if null else fmt)
+    check_output_flags(null, fmt, header)
     res, index = _verified_pairs(
         corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
         rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose,
@@ -242,15 +240,12 @@ def clusters(
     help="Which member of a cluster to keep: first (smallest id), longest/shortest (bytes), "
     "newest/oldest (modification time); ties go to the smallest id. Default: first.",
 )
-@opt("--null", "-0", "null", is_flag=True, help="End each path with NUL instead of newline (for `xargs -0`).")
+@null_option("End each path with NUL instead of newline (for `xargs -0`).")
 @opt("--absolute", is_flag=True, help="Print absolute paths instead of paths relative to the corpus.")
-@opt(
-    "--format",
-    "-f",
-    "fmt",
-    type=click.Choice(["paths", "tsv", "jsonl"]),
+@format_option(
+    ("paths", "tsv", "jsonl"),
+    "paths: one droppable path per line; tsv: drop<TAB>keep; jsonl: one cluster per line. Default: paths.",
     default="paths",
-    help="paths: one droppable path per line; tsv: drop<TAB>keep; jsonl: one cluster per line. Default: paths.",
 )
 @header_option
 @with_options(pair_options)
@@ -274,9 +269,7 @@ def dedup(
     """
     started = time.perf_counter()
     setup_logging(quiet, verbose)
-    if null and fmt != "paths":
-        raise click.UsageError("-0/--null goes with the default path list (--format paths)")
-    check_header(header, fmt)
+    check_output_flags(null, fmt, header, null_format="paths")
     res, index = _verified_pairs(
         corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
         rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose,
@@ -383,7 +376,7 @@ def _styled(lines: list[str]) -> None:
 @opt("--threshold", "-t", type=float, default=None, help=f"Jaccard threshold T in (0, 1]. Default: {DEFAULT_THRESHOLD}.")
 @signature_options[0]  # --num-perm
 @with_options(banding_options)
-@opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text (with the S-curve) or one JSON object. Default: text.")
+@format_option(REPORT_FORMATS, "text (with the S-curve) or one JSON object. Default: text.", default="text")
 @quiet_option
 @verbose_option
 def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
@@ -429,7 +422,7 @@ def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
 @reader_corpus_argument
 @index_option
 @opt("--top", type=click.IntRange(0), default=5, help="How many of the largest buckets to list. Default: 5.")
-@opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text or one JSON object. Default: text.")
+@format_option(REPORT_FORMATS, "text or one JSON object. Default: text.", default="text")
 @opt(
     "--skipped",
     is_flag=True,
@@ -551,7 +544,7 @@ def _rich_document(segments: list[Segment]):
 @opt("--min-words", type=click.IntRange(1), default=DEFAULT_MIN_WORDS, help=f"Shortest shared passage, in words. Default: {DEFAULT_MIN_WORDS}.")
 @opt("--context", type=click.IntRange(1), default=DEFAULT_CONTEXT, help=f"Words kept at each end of a long stretch. Default: {DEFAULT_CONTEXT}.")
 @opt("--full", is_flag=True, help="Print both documents whole, without shortening long stretches.")
-@opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text or one JSON object. Default: text.")
+@format_option(REPORT_FORMATS, "text or one JSON object. Default: text.", default="text")
 @with_options(shingle_options)
 @with_options(signature_options)
 @jobs_option

@@ -13,17 +13,21 @@ from pathlib import Path
 import click
 
 from simdoc.cli.options import (
+    RECORD_FORMATS,
     announce_index,
+    check_output_flags,
     banding_options,
     corpus_arg,
     corpus_list_options,
     env_index,
+    format_option,
     header_option,
     index_of,
     index_option,
     jobs_option,
     need_index,
     note_skipped,
+    null_option,
     opt,
     quiet_option,
     reader_corpus_argument,
@@ -41,7 +45,7 @@ from simdoc.cli.options import (
     wait_option,
     with_options,
 )
-from simdoc.output import FORMATS, check_header, write_records
+from simdoc.output import write_records
 from simdoc.engines import open_engine
 from simdoc.engines.local import check_jobs
 from simdoc.params import BandingParams, Params, ShingleParams, SignatureParams
@@ -59,7 +63,7 @@ log = logging.getLogger("simdoc")
 @click.command()
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
 @with_options(corpus_list_options)
-@opt("--null", "-0", "null", is_flag=True, hidden=True)  # kept only to say where NUL-separated lists went
+@null_option()  # hidden: kept only to say where NUL-separated lists went
 @index_option
 @with_options(shingle_options)
 @jobs_option
@@ -164,11 +168,14 @@ def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait_workers, wa
 @with_options(corpus_list_options)
 @index_option
 @threshold_option
-@opt("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None, help="Output format. Default: table on a terminal, tsv otherwise.")
+@format_option(RECORD_FORMATS, "Output format. Default: table on a terminal, tsv otherwise.")
 @opt("--no-verify", is_flag=True, help="Skip exact Jaccard; filter and sort by the MinHash estimate.")
 @opt("--all-candidates", is_flag=True, help="Print every candidate pair with both numbers, whatever its similarity.")
 @opt("--measure", type=click.Choice(["set", "bag"]), default="set", help="Verified similarity: set or bag Jaccard.")
-@opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0). Output only: a NUL-separated list of files is read with --files0-from.")
+@null_option(
+    "NUL-terminate every field and write names as raw bytes (for xargs -0). "
+    "Output only: a NUL-separated list of files is read with --files0-from."
+)
 @opt("--new", "new_only", is_flag=True, help="Only pairs with a document the latest update added or changed; adds a 5th field: a, b or both.")
 @header_option
 @with_options(shingle_options)
@@ -201,7 +208,7 @@ def pairs(
     """
     started = time.perf_counter()
     setup_logging(quiet, verbose)
-    check_header(header, "null" if null else fmt)
+    check_output_flags(null, fmt, header)
     params = Params.of({**stage_options, "verify": not no_verify, "new_only": new_only})
     corpus = corpus_arg(corpus, files_from, files0_from)
     if corpus is None and index is None and not env_index():
@@ -211,8 +218,6 @@ def pairs(
     announce_index(index)
     if rebuild and corpus is None:
         raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
-    if null and fmt is not None:
-        raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
     index = pairs_index(corpus, index)
     with open_engine(jobs, scheduler, wait_workers, index=index, corpus=corpus, needs_corpus=params.pairs.verify) as engine:
         res = run_pairs(corpus, index, params, engine=engine, rebuild=rebuild, progress=show_progress(quiet), wait=wait)
