@@ -638,7 +638,8 @@ def test_show_takes_paths_to_the_files(run, built, monkeypatch):
 
 
 def test_rich_rendering_has_the_plain_words(capsys):
-    from simdoc.cli.reports import _rich_document, _styled
+    from simdoc.cli.show import _rich_document
+    from simdoc.cli.tuning import _styled
     from simdoc.reports.evidence import Segment
 
     text = _rich_document([Segment("own", None, "", 3, "a b"), Segment("shared", 1, "c d", 4, "e f"), Segment("own", None, "g")])

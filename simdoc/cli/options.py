@@ -6,10 +6,11 @@ each defined here once and applied to a command as a decorator or, for a
 list of them, with :func:`with_options`; ``--format`` and ``-0/--null`` too
 (:func:`format_option`, :func:`null_option`), whose combinations a command
 checks first of all (:func:`check_output_flags`). The helpers turn what the
-options say into what the library takes: :func:`corpus_arg` and :func:`index_of` resolve CORPUS and
-``--index``, :func:`setup_logging` and :func:`report_stages` put warnings and
-timings on stderr. Imported by :mod:`simdoc.cli`, :mod:`simdoc.cli.reports`
-and :mod:`simdoc.cli.cache`; it imports none of them.
+options say into what the library takes: :func:`corpus_arg`, :func:`index_of`
+and :func:`check_corpus_index` resolve CORPUS and ``--index``,
+:func:`setup_logging` and :func:`report_stages` put warnings and timings on
+stderr. Imported by every command module of :mod:`simdoc.cli`; it imports
+none of them.
 """
 
 from __future__ import annotations
@@ -271,6 +272,17 @@ def index_of(corpus: tuple, index: Path | None) -> Path:
     if env_index():
         return announce_index(Path(os.environ["SIMDOC_INDEX"]))
     raise click.UsageError("give a CORPUS or --index (or set SIMDOC_INDEX)")
+
+
+def check_corpus_index(corpus: Path | None, index: Path | None, rebuild: bool) -> Path:
+    """The index directory of a command that builds stages as `pairs` does (clusters, dedup, show), with its rules."""
+    if corpus is None and index is None and not env_index():
+        raise click.UsageError("give a CORPUS, an --index, or both")
+    if rebuild and corpus is None:
+        raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
+    if index is not None:
+        return announce_index(index)
+    return announce_index(default_index_path(corpus) if corpus is not None else need_index(None))
 
 
 # A reader's CORPUS only names its default index: the corpus itself is not read.

@@ -15,8 +15,8 @@ import click
 from simdoc.cli.options import (
     RECORD_FORMATS,
     announce_index,
-    check_output_flags,
     banding_options,
+    check_output_flags,
     corpus_arg,
     corpus_list_options,
     env_index,
