@@ -41,7 +41,7 @@ __all__ = [
 def __getattr__(name: str):
     # The pipeline pulls in file I/O and multiprocessing; load it only when asked.
     if name == "find_pairs":
-        from simdoc.stages.pipeline import find_pairs
+        from simdoc.stages.pairs import find_pairs
 
         return find_pairs
     raise AttributeError(name)

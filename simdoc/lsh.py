@@ -37,7 +37,6 @@ import numpy as np
 
 from simdoc.errors import UsageError
 
-DEFAULT_THRESHOLD = 0.6
 DEFAULT_RECALL = 0.95
 PAIR_CHUNK = 1 << 21  # candidate pairs handed out at once
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -15,7 +15,7 @@ import pytest
 from conftest import SAMPLE_CORPUS, TEXT_A, assert_clean_error, records, summary, write
 
 from simdoc import __version__
-from simdoc.lsh import DEFAULT_THRESHOLD
+from simdoc.params import DEFAULT_THRESHOLD
 
 NUM = re.compile(r"^\d\.\d{4}$")
 PRESS_PAIR = ("press/hosepipe-ban-lifted.txt", "press/treatment-works-upgrade.txt")

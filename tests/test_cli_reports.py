@@ -617,14 +617,14 @@ def test_index_writing_commands_take_wait(run, cmd):
 def test_dedup_refuses_an_index_that_changed_under_it(run, built, monkeypatch):
     import simdoc.cli.reports as reports
 
-    real = reports.find_pairs
+    real = reports.run_pairs
 
     def racing(*a, **kw):
         res = real(*a, **kw)
         res.doc_ids = [*res.doc_ids[:-1], "renamed.txt"]  # as if another run re-indexed meanwhile
         return res
 
-    monkeypatch.setattr(reports, "find_pairs", racing)
+    monkeypatch.setattr(reports, "run_pairs", racing)
     _, idx = built
     assert_clean_error(run("dedup", "--index", idx), 4, "changed while dedup ran")
 
@@ -638,7 +638,8 @@ def test_show_takes_paths_to_the_files(run, built, monkeypatch):
 
 
 def test_rich_rendering_has_the_plain_words(capsys):
-    from simdoc.cli.reports import _rich_document, _styled
+    from simdoc.cli.show import _rich_document
+    from simdoc.cli.tuning import _styled
     from simdoc.reports.passages import Segment
 
     text = _rich_document([Segment("own", None, "", 3, "a b"), Segment("shared", 1, "c d", 4, "e f"), Segment("own", None, "g")])

@@ -15,7 +15,7 @@ from simdoc.reports.evidence import pair_evidence, resolve_doc, shingle_overlap
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import normalise
 from simdoc.similarity import bag_jaccard, jaccard
-from simdoc.stages.pipeline import find_pairs
+from simdoc.stages.pairs import find_pairs
 from simdoc.store.loaded import open_index
 
 # ---------------------------------------------------------------- shingle numbers

@@ -82,7 +82,7 @@ def test_new_counts_group_pairs_with_a_changed_member(tmp_path):
     idx = tmp_path / "idx"
     first = simdoc.find_pairs(corpus, idx, jobs=1, new_only=True)
     assert len(first) == 10  # the first report: every pair is new to it
-    simdoc.stages.pipeline.mark_reported(idx, first.generation)  # what the CLI does once it is printed
+    simdoc.stages.pairs.mark_reported(idx, first.generation)  # what the CLI does once it is printed
     (corpus / "copy5.txt").write_text("the very same tiny page", encoding="utf-8")
     res = simdoc.find_pairs(corpus, idx, jobs=1, new_only=True)
     # 6 copies, 1 new: the pairs with the new one, and none of the 10 old pairs.

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 import simdoc
 import simdoc.corpus.formats
 import simdoc.corpus.read
-import simdoc.stages.pipeline
+import simdoc.stages.pairs
 import simdoc.stages.results
+import simdoc.stages.shingle
 import simdoc.stages.verify
 import simdoc.store.loaded
 import simdoc.store.verified
@@ -65,7 +66,7 @@ def test_the_index_keeps_no_shingles(tmp_path):
     assert not any(n.startswith("shingles.") for n in names)
     assert any(n.startswith("docs.digest.") for n in names) and any(n.startswith("verified.keys.") for n in names)
     # `simdoc shingle` on its own still keeps the textbook's intermediate.
-    simdoc.stages.pipeline.build_shingles(tmp_path / "c", tmp_path / "staged")
+    simdoc.stages.shingle.build_shingles(tmp_path / "c", tmp_path / "staged")
     assert open_index(tmp_path / "staged").has_shingle_sets()
 
 
@@ -92,7 +93,7 @@ def test_a_document_edited_between_indexing_and_verification_is_indexed_again(tm
     write(corpus / "b.txt", BASE.replace("grey", "gray"))
     write(corpus / "c.txt", "a wholly unrelated note about the price of bread in winter")
     age(corpus)
-    real = simdoc.stages.pipeline._refresh_for_pairs
+    real = simdoc.stages.pairs._refresh_for_pairs
     edits = []
 
     def refresh_then_edit(*args, **kwargs):
@@ -106,9 +107,9 @@ def test_a_document_edited_between_indexing_and_verification_is_indexed_again(tm
             edits.append(target)
         return out
 
-    monkeypatch.setattr(simdoc.stages.pipeline, "_refresh_for_pairs", refresh_then_edit)
+    monkeypatch.setattr(simdoc.stages.pairs, "_refresh_for_pairs", refresh_then_edit)
     res = simdoc.find_pairs(corpus, tmp_path / "idx", threshold=0.5, jobs=1)
-    monkeypatch.setattr(simdoc.stages.pipeline, "_refresh_for_pairs", real)
+    monkeypatch.setattr(simdoc.stages.pairs, "_refresh_for_pairs", real)
     assert edits
     fresh = simdoc.find_pairs(corpus, tmp_path / "fresh", threshold=0.5, jobs=1)
     assert list(res) == list(fresh)

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 import simdoc.corpus.files
 import simdoc.corpus.walk
-import simdoc.stages.pipeline
+import simdoc.stages.scan
+import simdoc.stages.shingle
 from simdoc.cli import cli
 from simdoc.corpus.files import read_document
 from simdoc.corpus.walk import discover
@@ -99,7 +100,7 @@ def test_vanished_file_is_skipped_with_a_warning(tmp_path, monkeypatch):
 
         return base, then_delete(), skipped
 
-    monkeypatch.setattr(simdoc.stages.pipeline, "discover_sources", discover_then_delete)
+    monkeypatch.setattr(simdoc.stages.shingle, "discover_sources", discover_then_delete)
     r = run("pairs", corpus, "--index", tmp_path / "idx", "-j", "1")
     assert r.exit_code == 0, r.stderr
     assert r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
@@ -205,7 +206,7 @@ def test_walk_yields_ids_in_sorted_order(tmp_path_factory, paths):
 def test_paths_passed_over_after_the_last_document_are_reported(tmp_path, monkeypatch):
     # A new build reads files while the walk goes on; what the walk passes over after the
     # last document still reaches the warnings and the index's list of skipped paths.
-    monkeypatch.setattr(simdoc.stages.pipeline, "BATCH_DOCS", 1)
+    monkeypatch.setattr(simdoc.stages.scan, "BATCH_DOCS", 1)
     corpus = tmp_path / "c"
     for name in ("a.txt", "b.txt", "c.txt"):
         write(corpus / name)

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from conftest import SAMPLE_CORPUS, assert_clean_error, write
 
 from simdoc.cli import cli
-from simdoc.stages.pipeline import default_index_path
+from simdoc.stages.common import default_index_path
 from simdoc.store.cache import (
     cache_dir,
     cached_index_path,

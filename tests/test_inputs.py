@@ -10,7 +10,10 @@ import pytest
 from conftest import TEXT_A, TEXT_C, records, summary, write
 
 import simdoc.corpus.files
-import simdoc.stages.pipeline
+import simdoc.corpus.walk
+import simdoc.engines.local
+import simdoc.stages.scan
+import simdoc.stages.signature
 from simdoc.store.doctable import ROLES as DOC_ROLES
 from simdoc.store.loaded import open_index
 
@@ -295,13 +298,13 @@ def _npy_bytes(idx: Path) -> dict[str, bytes]:
 
 def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
     # Small batches and signature tasks so that two workers really share the work.
-    monkeypatch.setattr(simdoc.stages.pipeline, "BATCH_DOCS", 2)
-    monkeypatch.setattr(simdoc.stages.pipeline, "SIGNATURE_TASK_DOCS", 3)
+    monkeypatch.setattr(simdoc.stages.scan, "BATCH_DOCS", 2)
+    monkeypatch.setattr(simdoc.stages.signature, "SIGNATURE_TASK_DOCS", 3)
     calls = []
-    real_pool_map = simdoc.stages.pipeline._pool_map
+    real_map = simdoc.engines.local.LocalEngine.map
 
-    def spy(func, tasks, jobs, *args):
-        record = [func.__name__, 0, jobs]  # tasks are counted as the pool draws them
+    def spy(self, func, tasks, **kw):
+        record = [func.__name__, 0, self.jobs]  # tasks are counted as the pool draws them
         calls.append(record)
 
         def counted():
@@ -309,9 +312,9 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
                 record[1] += 1
                 yield task
 
-        return real_pool_map(func, counted(), jobs, *args)
+        return real_map(self, func, counted(), **kw)
 
-    monkeypatch.setattr(simdoc.stages.pipeline, "_pool_map", spy)
+    monkeypatch.setattr(simdoc.engines.local.LocalEngine, "map", spy)
     corpus = _make(tmp_path / "corpus", list(CORPUS_FILES))
     for i in range(12):
         write(corpus / "extra" / f"doc{i:02d}.txt", f"Document number {i} says {OTHER * (i % 3 + 1)}")
@@ -330,7 +333,7 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
                 *args, "--index", tmp_path / f"i{i}", "-q"
             )
             assert r.exit_code == 0, r.stderr
-    assert ("_signature_task", 2) in {(name, jobs) for name, n_tasks, jobs in calls if n_tasks > 1}, calls
+    assert ("sign_rows", 2) in {(name, jobs) for name, n_tasks, jobs in calls if n_tasks > 1}, calls
     assert _npy_bytes(tmp_path / "i3") == _npy_bytes(tmp_path / "i4")
     # Signatures computed while reading (pairs) are the signature stage's, byte for byte; only
     # the stage-by-stage build keeps shingle sets, and only pairs keeps verified pairs.

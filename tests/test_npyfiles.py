@@ -20,7 +20,7 @@ def test_fast_crc32_is_zlibs():
 
     import numpy as np
 
-    from simdoc.store.directory import crc32
+    from simdoc.store.npyfiles import crc32
 
     rng = random.Random(5)
     for n in (0, 1, 15, 16, 17, 63, 64, 65, 4095, 1 << 20, rng.randrange(10**6)):

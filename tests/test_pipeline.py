@@ -10,13 +10,19 @@ from hypothesis import strategies as st
 
 import simdoc
 import simdoc.similarity
-import simdoc.stages.pipeline as pipeline
 import simdoc.stages.results
+import simdoc.stages.scan
 import simdoc.stages.verify
 import simdoc.store.loaded
+from simdoc.engines.local import LocalEngine
 from simdoc.errors import ParameterMismatch
+from simdoc.params import BandingParams
 from simdoc.shingling import ShingleSpec, shingle_texts
 from simdoc.similarity import jaccard
+from simdoc.stages.index import build_index
+from simdoc.stages.pairs import find_pairs
+from simdoc.stages.shingle import build_shingles
+from simdoc.stages.signature import build_signatures
 from simdoc.store.verified import VerifiedPairs
 
 WORDS = (
@@ -146,7 +152,7 @@ def test_same_seed_gives_byte_identical_arrays(tmp_path):
 def test_jobs_and_batch_sizes_do_not_change_anything(tmp_path, monkeypatch):
     make_corpus(tmp_path / "c", n_base=20)
     ref = simdoc.find_pairs(tmp_path / "c", tmp_path / "i1", jobs=1)
-    monkeypatch.setattr(pipeline, "BATCH_DOCS", 3)
+    monkeypatch.setattr(simdoc.stages.scan, "BATCH_DOCS", 3)
     monkeypatch.setattr(simdoc.stages.results, "SCORE_PAIRS", 5)
     monkeypatch.setattr(simdoc.stages.verify, "CHUNK_PAIRS", 2)  # many chunks, and a cache that holds few sets
     monkeypatch.setattr(simdoc.stages.verify, "CACHE_BYTES", 4000)
@@ -171,9 +177,9 @@ def test_file_creation_order_does_not_matter(tmp_path_factory, rnd):
 def test_one_command_equals_stage_by_stage(tmp_path):
     make_corpus(tmp_path / "c")
     one = simdoc.find_pairs(tmp_path / "c", tmp_path / "i1", threshold=0.7)
-    pipeline.build_shingles(tmp_path / "c", tmp_path / "i2")
-    pipeline.build_signatures(tmp_path / "i2")
-    pipeline.build_index(tmp_path / "i2", threshold=0.7)
+    build_shingles(tmp_path / "c", tmp_path / "i2")
+    build_signatures(tmp_path / "i2")
+    build_index(tmp_path / "i2", BandingParams(threshold=0.7))
     staged = simdoc.find_pairs(None, tmp_path / "i2", threshold=0.7)
     assert list(one) == list(staged)
 
@@ -220,14 +226,14 @@ def test_the_shingle_stage_gives_the_cycle_collector_back(tmp_path):
     corpus.mkdir()
     (corpus / "a.txt").write_text("a few words of text", encoding="utf-8")
     assert gc.isenabled()
-    pipeline.build_shingles(corpus, tmp_path / "idx", jobs=1)
+    build_shingles(corpus, tmp_path / "idx", engine=LocalEngine(1))
     assert gc.isenabled()
     with pytest.raises(CorpusError):
-        pipeline.build_shingles(tmp_path / "missing", tmp_path / "idx2", jobs=1)
+        build_shingles(tmp_path / "missing", tmp_path / "idx2", engine=LocalEngine(1))
     assert gc.isenabled()
     gc.disable()
     try:
-        pipeline.build_shingles(corpus, tmp_path / "idx3", jobs=1)
+        build_shingles(corpus, tmp_path / "idx3", engine=LocalEngine(1))
         assert not gc.isenabled()
     finally:
         gc.enable()
@@ -251,13 +257,13 @@ def test_progress_bars_know_their_total(tmp_path, capsys):
     idx = tmp_path / "idx"
     capsys.readouterr()
     # A first build lists the corpus while it reads it: the bar learns the total when the listing ends.
-    list(pipeline.find_pairs(corpus, idx, progress=True, jobs=1))
+    list(find_pairs(corpus, idx, progress=True, jobs=1))
     first = _bars(capsys)
     assert re.search(_BAR_WITH_TOTAL.format(n=n), first), first
     assert "signature:" not in first  # computed while shingling: nothing to show
     # An update knows the list first.
     (corpus / "new.txt").write_text("a new document about harbour cranes and tide tables", encoding="utf-8")
-    list(pipeline.find_pairs(corpus, idx, progress=True, jobs=1))
+    list(find_pairs(corpus, idx, progress=True, jobs=1))
     update = _bars(capsys)
     assert re.search(_BAR_WITH_TOTAL.format(n=n + 1), update), update
 
@@ -266,5 +272,5 @@ def test_no_progress_bars_unless_asked(tmp_path, capsys):
     corpus = tmp_path / "c"
     make_corpus(corpus)
     capsys.readouterr()
-    list(pipeline.find_pairs(corpus, tmp_path / "idx", progress=False, jobs=1))
+    list(find_pairs(corpus, tmp_path / "idx", progress=False, jobs=1))
     assert capsys.readouterr().err == ""

@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import SAMPLE_CORPUS, records, summary
 
-from simdoc.lsh import DEFAULT_THRESHOLD
+from simdoc.params import DEFAULT_THRESHOLD
 
 ROW = re.compile(r"^\|\s*(?P<a>[^|]+?)\s*\|\s*(?P<b>[^|]+?)\s*\|\s*(?P<kind>[^|]+?)\s*\|\s*(?P<j>\d\.\d{4})\s*\|")
 

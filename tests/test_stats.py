@@ -15,7 +15,7 @@ from simdoc.reports.stats import (
     summarise_buckets,
 )
 from simdoc.shingling import normalise, shingle_texts
-from simdoc.stages.pipeline import find_pairs
+from simdoc.stages.pairs import find_pairs
 from simdoc.store.loaded import open_index
 
 

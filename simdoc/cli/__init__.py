@@ -18,9 +18,11 @@ import click
 from simdoc.cli.cache import cache
 from simdoc.cli.lookup import check, query
 from simdoc.cli.options import MAX_WARNINGS, reader_went_away
-from simdoc.cli.reports import clusters, dedup, show, stats, tune_cmd
+from simdoc.cli.reports import clusters, dedup
+from simdoc.cli.show import show
 from simdoc.cli.stages import index_cmd, pairs, shingle, signature
 from simdoc.cli.stdio import discard_stdout, guarded_stdout, open_closed_descriptors
+from simdoc.cli.tuning import stats, tune_cmd
 from simdoc.errors import OutputError, SimdocError
 from simdoc.version import __version__
 

@@ -12,11 +12,15 @@ from pathlib import Path
 import click
 
 from simdoc.cli.options import (
+    RECORD_FORMATS,
+    check_output_flags,
     empty_list,
     file_list_options,
+    format_option,
     header_option,
     index_of,
     index_option,
+    null_option,
     opt,
     quiet_option,
     reader_corpus_argument,
@@ -27,7 +31,8 @@ from simdoc.cli.options import (
     with_options,
 )
 from simdoc.corpus.filelists import chosen_list
-from simdoc.output import FORMATS, check_header, write_records
+from simdoc.output import write_records
+from simdoc.params import DEFAULT_TEXT_FIELD
 from simdoc.reports.check import check_index, out_of_date
 from simdoc.store.loaded import open_index
 from simdoc.wording import count
@@ -46,8 +51,11 @@ log = logging.getLogger("simdoc")
 )
 @threshold_option
 @with_options(file_list_options("the paths to query"))
-@opt("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None, help="Output format. Default: table on a terminal, tsv otherwise.")
-@opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0). Output only: a NUL-separated list of paths is read with --files0-from.")
+@format_option(RECORD_FORMATS, "Output format. Default: table on a terminal, tsv otherwise.")
+@null_option(
+    "NUL-terminate every field and write names as raw bytes (for xargs -0). "
+    "Output only: a NUL-separated list of paths is read with --files0-from."
+)
 @opt("--no-verify", is_flag=True, help="Skip exact Jaccard; filter and sort by the MinHash estimate.")
 @opt("--all-candidates", is_flag=True, help="Print every candidate, whatever its similarity.")
 @opt("--text-field", default=None, help="JSON Lines queries: the field holding a document's text. Default: the index's.")
@@ -81,10 +89,8 @@ def query(
     from simdoc.reports.query import query_documents
 
     setup_logging(quiet, verbose)
-    check_header(header, "null" if null else fmt)
+    check_output_flags(null, fmt, header)
     index = index_of(corpus, index)
-    if null and fmt is not None:
-        raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
     listed = chosen_list(files_from, files0_from)
     if listed is not None and not listed and not files:
         raise empty_list(files_from, files0_from)
@@ -102,7 +108,7 @@ def query(
             name,
             max_bytes=stored.get("max_bytes"),
             follow_symlinks=bool(stored.get("follow_symlinks")),
-            text_field=text_field or stored.get("text_field") or "text",
+            text_field=text_field or stored.get("text_field") or DEFAULT_TEXT_FIELD,
             id_field=id_field or stored.get("id_field"),
         )
         documents += got.documents

@@ -3,12 +3,14 @@
 The options several commands take (``--index``, ``--threshold``, the
 shingle, signature and banding options, ``--files-from``/``--files0-from``...),
 each defined here once and applied to a command as a decorator or, for a
-list of them, with :func:`with_options`. (``--format`` and ``--null`` are
-still declared by each command that prints records.) The helpers turn what the options say into what the
-library takes: :func:`corpus_arg` and :func:`index_of` resolve CORPUS and
-``--index``, :func:`setup_logging` and :func:`report_stages` put warnings and
-timings on stderr. Imported by :mod:`simdoc.cli`, :mod:`simdoc.cli.reports`
-and :mod:`simdoc.cli.cache`; it imports none of them.
+list of them, with :func:`with_options`; ``--format`` and ``-0/--null`` too
+(:func:`format_option`, :func:`null_option`), whose combinations a command
+checks first of all (:func:`check_output_flags`). The helpers turn what the
+options say into what the library takes: :func:`corpus_arg`, :func:`index_of`
+and :func:`check_corpus_index` resolve CORPUS and ``--index``,
+:func:`setup_logging` and :func:`report_stages` put warnings and timings on
+stderr. Imported by every command module of :mod:`simdoc.cli`; it imports
+none of them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import logging
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
@@ -25,9 +27,10 @@ import click
 from simdoc.corpus.filelists import chosen_list
 from simdoc.engines.dask import DEFAULT_WAIT_WORKERS
 from simdoc.errors import CorpusError, IndexError_
-from simdoc.lsh import DEFAULT_THRESHOLD
+from simdoc.output import FORMATS, check_header
+from simdoc.params import DEFAULT_THRESHOLD
 from simdoc.shingling import UNITS
-from simdoc.stages.pipeline import default_index_path
+from simdoc.stages.common import default_index_path
 from simdoc.stages.results import StageResult
 from simdoc.store.directory import IndexStore
 from simdoc.wording import count, plural
@@ -112,6 +115,34 @@ wait_workers_option = opt(
 def scheduler_option(f: Callable) -> Callable:
     """--scheduler and --wait-workers, which go together."""
     return _scheduler_flag(wait_workers_option(f))
+
+
+RECORD_FORMATS = FORMATS  # tsv, csv, jsonl, table: records of fields (pairs, query)
+REPORT_FORMATS = ("text", "json")  # a report for people, or one JSON object (tune, stats, show)
+
+
+def format_option(choices: Sequence[str], help: str, default: str | None = None) -> Callable:
+    """--format/-f, into ``fmt``: one spelling for every command that can print in more than one way."""
+    return opt("--format", "-f", "fmt", type=click.Choice(list(choices)), default=default, help=help)
+
+
+def null_option(help: str | None = None) -> Callable:
+    """-0/--null, into ``null``: NUL-terminated output. Without ``help`` it is hidden (a command that
+    prints no records takes it only to say where NUL-separated input lists went)."""
+    return opt("--null", "-0", "null", is_flag=True, hidden=help is None, help=help)
+
+
+def check_output_flags(null: bool, fmt: str | None, header: bool | None = None, *, null_format: str | None = None) -> None:
+    """Refuse output flags that contradict each other: a command's first check, before any work.
+
+    -0 is a format of its own, so it goes with no --format; except where it
+    only changes how ``null_format`` (dedup's path list) ends its lines.
+    """
+    if null and fmt is not None and fmt != null_format:
+        if null_format is None:
+            raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
+        raise click.UsageError(f"-0/--null goes with the default path list (--format {null_format})")
+    check_header(header, "null" if null and null_format is None else fmt)
 
 
 header_option = opt(
@@ -241,6 +272,17 @@ def index_of(corpus: tuple, index: Path | None) -> Path:
     if env_index():
         return announce_index(Path(os.environ["SIMDOC_INDEX"]))
     raise click.UsageError("give a CORPUS or --index (or set SIMDOC_INDEX)")
+
+
+def check_corpus_index(corpus: Path | None, index: Path | None, rebuild: bool) -> Path:
+    """The index directory of a command that builds stages as `pairs` does (clusters, dedup, show), with its rules."""
+    if corpus is None and index is None and not env_index():
+        raise click.UsageError("give a CORPUS, an --index, or both")
+    if rebuild and corpus is None:
+        raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
+    if index is not None:
+        return announce_index(index)
+    return announce_index(default_index_path(corpus) if corpus is not None else need_index(None))
 
 
 # A reader's CORPUS only names its default index: the corpus itself is not read.

@@ -1,4 +1,4 @@
-"""The report commands: clusters, dedup, tune, stats, show.
+"""The commands that group the verified pairs: ``simdoc clusters`` and ``simdoc dedup``.
 
 Plain click commands, added to the ``simdoc`` group by :mod:`simdoc.cli`,
 where every command is registered. As there, each command parses options,
@@ -14,31 +14,27 @@ import itertools
 import json
 import logging
 import os
-import re
-import shlex
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import click
 
 from simdoc.cli.options import (
-    announce_index,
     banding_options,
+    check_corpus_index,
+    check_output_flags,
     corpus_arg,
     corpus_list_options,
     emit,
-    env_index,
+    format_option,
     header_option,
-    index_of,
     index_option,
     jobs_option,
-    need_index,
     note_skipped,
+    null_option,
     opt,
     quiet_option,
-    reader_corpus_argument,
     reader_went_away,
     rebuild_option,
     report_stages,
@@ -53,33 +49,17 @@ from simdoc.cli.options import (
     wait_option,
     with_options,
 )
-from simdoc.corpus.file_texts import read_file_texts
-from simdoc.errors import CorpusError, IndexError_, ParameterMismatch
-from simdoc.lsh import DEFAULT_RECALL, DEFAULT_THRESHOLD
-from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, MinHasher
-from simdoc.output import check_header, tsv_field, tsv_header
+from simdoc.engines import open_engine
+from simdoc.errors import IndexError_
+from simdoc.output import tsv_field, tsv_header
+from simdoc.params import Params
 from simdoc.reports.clusters import (
     KEEP_POLICIES,
     DedupDecision,
     cluster_pairs,
     plan_dedup,
 )
-from simdoc.reports.evidence import PairEvidence, pair_evidence, text_evidence
-from simdoc.reports.passages import (
-    DEFAULT_CONTEXT,
-    DEFAULT_MIN_WORDS,
-    Segment,
-    render_plain,
-)
-from simdoc.reports.stats import format_stats, index_stats
-from simdoc.reports.tuning import format_tune, render_s_curve, tune
-from simdoc.shingling import ShingleSpec
-from simdoc.stages.pipeline import (
-    build_shingles,
-    build_signatures,
-    default_index_path,
-    find_pairs,
-)
+from simdoc.stages.pairs import pairs_index, run_pairs
 from simdoc.stages.reread import DocumentReader, reader_of
 from simdoc.stages.results import PairsResult
 from simdoc.store.directory import IndexStore
@@ -87,7 +67,6 @@ from simdoc.store.loaded import open_index
 from simdoc.wording import count
 
 log = logging.getLogger("simdoc")
-PLAIN_WIDTH = 80  # `show` wraps document text to this width when stdout is not a terminal
 
 # The options of `pairs` that decide which pairs there are (not how they are printed).
 pair_options = [
@@ -106,21 +85,16 @@ pair_options = [
 ]
 
 
-def _check_corpus_index(corpus: Path | None, index: Path | None, rebuild: bool) -> Path:
-    """The index directory to use, with the same rules as `pairs`."""
-    if corpus is None and index is None and not env_index():
-        raise click.UsageError("give a CORPUS, an --index, or both")
-    if rebuild and corpus is None:
-        raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
-    if index is not None:
-        return announce_index(index)
-    return announce_index(default_index_path(corpus) if corpus is not None else need_index(None))
-
-
-def _verified_pairs(corpus, index, quiet, verbose, files_from=None, files0_from=None, **options) -> tuple[PairsResult, Path]:
-    corpus = corpus_arg(tuple(corpus) if isinstance(corpus, (tuple, list)) else (() if corpus is None else (corpus,)), files_from, files0_from)
-    index = _check_corpus_index(corpus, index, options["rebuild"])
-    res = find_pairs(corpus, index, verify=True, all_candidates=False, progress=show_progress(quiet), **options)
+def _verified_pairs(
+    corpus: tuple, files_from, files0_from, index: Path | None, stage_options: dict, *, jobs, scheduler, wait_workers,
+    rebuild: bool, wait: float, quiet: bool, verbose: bool,
+) -> tuple[PairsResult, Path]:
+    """The verified pairs of `pairs` run with these options, for a command that groups them."""
+    params = Params.of({**stage_options, "verify": True, "all_candidates": False})
+    corpus = corpus_arg(corpus, files_from, files0_from)
+    index = pairs_index(corpus, check_corpus_index(corpus, index, rebuild))
+    with open_engine(jobs, scheduler, wait_workers, index=index, corpus=corpus) as engine:
+        res = run_pairs(corpus, index, params, engine=engine, rebuild=rebuild, progress=show_progress(quiet), wait=wait)
     report_stages(res.stages, verbose)
     if verbose and res.banding:
         log.debug(f"banding: {res.banding.describe()}")
@@ -158,18 +132,17 @@ def _skipped(res: PairsResult) -> str:
 @click.command()
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
 @with_options(corpus_list_options)
-@opt("--format", "-f", "fmt", type=click.Choice(["tsv", "jsonl"]), default=None, help="Output format. Default: tsv.")
-@opt(
-    "--null",
-    "-0",
-    "null",
-    is_flag=True,
-    help="End every field with NUL instead of tab or newline, names as raw bytes: "
-    "cluster_id, size, then size members (for xargs -0 and `read -d ''`).",
+@format_option(("tsv", "jsonl"), "Output format. Default: tsv.")
+@null_option(
+    "End every field with NUL instead of tab or newline, names as raw bytes: "
+    "cluster_id, size, then size members (for xargs -0 and `read -d ''`)."
 )
 @header_option
 @with_options(pair_options)
-def clusters(corpus, files_from, files0_from, fmt, null, header, index, quiet, verbose, **options) -> None:
+def clusters(
+    corpus, files_from, files0_from, fmt, null, header, index, jobs, scheduler, wait_workers, rebuild, wait, quiet, verbose,
+    **stage_options,
+) -> None:
     """Print groups of near-duplicates: connected components of the verified pairs.
 
     Only pairs whose exact Jaccard reaches the threshold link documents, never
@@ -187,10 +160,11 @@ def clusters(corpus, files_from, files0_from, fmt, null, header, index, quiet, v
     """
     started = time.perf_counter()
     setup_logging(quiet, verbose)
-    if null and fmt is not None:
-        raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
-    check_header(header, "null" if null else fmt)
-    res, index = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, files0_from=files0_from, **options)
+    check_output_flags(null, fmt, header)
+    res, index = _verified_pairs(
+        corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
+        rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose,
+    )
     found = cluster_pairs(res)
     if null:
         _emit_null([str(c.cluster_id), str(c.size), *c.members] for c in found)
@@ -226,19 +200,19 @@ def clusters(corpus, files_from, files0_from, fmt, null, header, index, quiet, v
     help="Which member of a cluster to keep: first (smallest id), longest/shortest (bytes), "
     "newest/oldest (modification time); ties go to the smallest id. Default: first.",
 )
-@opt("--null", "-0", "null", is_flag=True, help="End each path with NUL instead of newline (for `xargs -0`).")
+@null_option("End each path with NUL instead of newline (for `xargs -0`).")
 @opt("--absolute", is_flag=True, help="Print absolute paths instead of paths relative to the corpus.")
-@opt(
-    "--format",
-    "-f",
-    "fmt",
-    type=click.Choice(["paths", "tsv", "jsonl"]),
+@format_option(
+    ("paths", "tsv", "jsonl"),
+    "paths: one droppable path per line; tsv: drop<TAB>keep; jsonl: one cluster per line. Default: paths.",
     default="paths",
-    help="paths: one droppable path per line; tsv: drop<TAB>keep; jsonl: one cluster per line. Default: paths.",
 )
 @header_option
 @with_options(pair_options)
-def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, header, index, quiet, verbose, **options) -> None:
+def dedup(
+    corpus, files_from, files0_from, keep, null, absolute, fmt, header, index, jobs, scheduler, wait_workers, rebuild, wait,
+    quiet, verbose, **stage_options,
+) -> None:
     """Print the documents that can go: all but one of every cluster.
 
     Clusters are those of `simdoc clusters`; of each, the --keep document
@@ -255,10 +229,11 @@ def dedup(corpus, files_from, files0_from, keep, null, absolute, fmt, header, in
     """
     started = time.perf_counter()
     setup_logging(quiet, verbose)
-    if null and fmt != "paths":
-        raise click.UsageError("-0/--null goes with the default path list (--format paths)")
-    check_header(header, fmt)
-    res, index = _verified_pairs(corpus, index, quiet, verbose, files_from=files_from, files0_from=files0_from, **options)
+    check_output_flags(null, fmt, header, null_format="paths")
+    res, index = _verified_pairs(
+        corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
+        rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose,
+    )
     with IndexStore(index).reading():
         loaded = open_index(index)
         records = loaded.doc_records()
@@ -332,336 +307,3 @@ def _still_indexed(decisions: list[DedupDecision], reader: DocumentReader) -> li
         if drop:
             out.append(DedupDecision(d.cluster_id, d.keep, tuple(drop)))
     return out
-
-
-# ---------------------------------------------------------------- tune
-
-
-_PLOT_ROW = re.compile(r"^[ \d.]{4} [|+]")  # a row of the plot: 4-character label, blank, axis
-
-
-def _styled(lines: list[str]) -> None:
-    """Print the tune report on a terminal: curve in cyan, threshold marks in yellow (rich honours NO_COLOR)."""
-    from rich.console import Console
-    from rich.text import Text
-
-    console = Console(highlight=False, soft_wrap=True)
-    for line in lines:
-        text = Text(line)
-        text.highlight_regex(r"\*+", "cyan")
-        text.highlight_regex(r"<- T\S*|\^ T=\S+|T=\S+ \^", "yellow")
-        if _PLOT_ROW.match(line):  # the threshold column, right of the axis
-            for i, ch in enumerate(line[6:], start=6):
-                if ch in "|+":
-                    text.stylize("yellow", i, i + 1)
-        console.print(text)
-
-
-@click.command("tune")
-@opt("--threshold", "-t", type=float, default=None, help=f"Jaccard threshold T in (0, 1]. Default: {DEFAULT_THRESHOLD}.")
-@signature_options[0]  # --num-perm
-@with_options(banding_options)
-@opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text (with the S-curve) or one JSON object. Default: text.")
-@quiet_option
-@verbose_option
-def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
-    """Show the bands and rows for a threshold, and the pairs they will miss or add.
-
-    Prints the b and r that `simdoc index` would choose (or evaluates the
-    --bands/--rows given), the probability that a pair of similarity s
-    becomes a candidate, 1-(1-s^r)^b, at several s, the false-negative rate
-    1-P(T) at the threshold, the false-positive rate P(T-0.2), and the
-    S-curve with the threshold marked. Needs no index.
-
-    \b
-    Examples:
-      simdoc tune --threshold 0.8
-      simdoc tune --threshold 0.5 --num-perm 256
-      simdoc tune --threshold 0.8 --bands 20 --rows 5 --format json
-    """
-    setup_logging(quiet, verbose)
-    report = tune(DEFAULT_THRESHOLD if threshold is None else threshold, num_perm or 128, bands, rows)
-    if not report.explicit:
-        log.debug(
-            f"tune: of all b*r <= {report.num_perm} with P(T) >= {DEFAULT_RECALL}, the least false-positive area below T"
-        )
-    if not report.recall_reached:
-        log.warning(
-            f"P(J={report.threshold:g}) = {1 - report.false_negative_rate:.4f} is below {DEFAULT_RECALL}: "
-            + ("raise --num-perm" if not report.explicit else "more bands or fewer rows raise it")
-        )
-    if fmt == "json":
-        emit([json.dumps(report.as_dict()) + "\n"])
-        return
-    lines = format_tune(report) + [""] + ["P(candidate) by similarity J"] + render_s_curve(report.bands, report.rows, report.threshold)
-    if sys.stdout.isatty():
-        _styled(lines)
-    else:
-        emit(line + "\n" for line in lines)
-
-
-# ---------------------------------------------------------------- stats
-
-
-@click.command()
-@reader_corpus_argument
-@index_option
-@opt("--top", type=click.IntRange(0), default=5, help="How many of the largest buckets to list. Default: 5.")
-@opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text or one JSON object. Default: text.")
-@opt(
-    "--skipped",
-    is_flag=True,
-    help="Instead, list the files the index skipped, from its manifest: id<TAB>reason per line "
-    "(--format json: one object per line).",
-)
-@quiet_option
-@verbose_option
-def stats(corpus, index, top, fmt, skipped, quiet, verbose) -> None:
-    """Describe an index: documents, shingles per document (with repeats), LSH bucket sizes.
-
-    The bucket-size histogram counts the buckets of every band by size;
-    the largest buckets, with one member each, are usually exact copies or
-    shared boilerplate, and cost candidate pairs quadratic in their size.
-
-    \b
-    Examples:
-      simdoc stats --index /tmp/idx
-      simdoc stats --index /tmp/idx --top 20 --format json
-      simdoc stats my_corpus                      # the default index of my_corpus
-      simdoc stats --index /tmp/idx --skipped     # id<TAB>reason of each file skipped
-    """
-    setup_logging(quiet, verbose)
-    t0 = time.perf_counter()
-    index = index_of(corpus, index)
-    if skipped:
-        with IndexStore(index).reading():
-            passed_over = sorted(open_index(index).stage("shingle").get("skipped", []), key=lambda s: s["id"])
-        if fmt == "json":
-            emit(json.dumps({"id": s["id"], "reason": s.get("reason")}, ensure_ascii=False) + "\n" for s in passed_over)
-        else:
-            emit(f"{tsv_field(s['id'])}\t{tsv_field(s.get('reason') or '')}\n" for s in passed_over)
-        return
-    with IndexStore(index).reading():
-        result = index_stats(open_index(index), top)
-    log.debug(f"stats: {index} read in {time.perf_counter() - t0:.2f} s")
-    if result.buckets is not None and not result.buckets.current:
-        log.warning(f"the LSH buckets are out of date: run {result.buckets.next_step} (or `simdoc pairs`)")
-    if fmt == "json":
-        emit([json.dumps(result.as_dict(), ensure_ascii=False) + "\n"])
-    else:
-        emit(line + "\n" for line in format_stats(result))
-
-
-# ---------------------------------------------------------------- show
-
-
-def _pct(part: int, whole: int) -> str:
-    return f"{100.0 * part / whole:.1f}%" if whole else "-"
-
-
-def _show_header(ev: PairEvidence) -> list[str]:
-    o = ev.overlap
-    how = f"{ev.num_perm} permutations" if ev.scheme == "classic" else f"one permutation, {ev.num_perm} bins"
-    est = f"{ev.estimated:.4f}  (MinHash, {how})" if ev.estimated is not None else "n/a (no signatures)"
-    first = f" in its first {ev.searched_bytes} bytes" if ev.searched_bytes else ""
-    if o is None:
-        gone = "n/a  (a document could not be read)"
-        lines = [
-            f"A  {ev.doc_a}  ({count(ev.words_a, 'word')})",
-            f"B  {ev.doc_b}  ({count(ev.words_b, 'word')})",
-            f"set jaccard      {gone}",
-            f"bag jaccard      {gone}",
-            f"estimated        {est}",
-        ]
-    else:
-        lines = [
-            f"A  {ev.doc_a}  ({count(ev.words_a, 'word')}{first if ev.cut_a else ''}, {count(o.n_a, 'shingle')})",
-            f"B  {ev.doc_b}  ({count(ev.words_b, 'word')}{first if ev.cut_b else ''}, {count(o.n_b, 'shingle')})",
-            f"set jaccard      {o.set_jaccard:.4f}  ({o.n_common} of {o.n_union} distinct shingles shared)",
-            f"bag jaccard      {o.bag_jaccard:.4f}  (identical bags score 0.5)",
-            f"estimated        {est}",
-            f"A in B           {o.containment_a:.4f}  (|A∩B|/|A|: share of A's shingles found in B)",
-            f"B in A           {o.containment_b:.4f}  (|A∩B|/|B|)",
-        ]
-    if ev.indexed is not None:
-        lines.append(f"as indexed       set jaccard {ev.indexed[0]:.4f}, bag jaccard {ev.indexed[1]:.4f}  (verified then)")
-    if not ev.passages:
-        searched = f" in the first {ev.searched_bytes} bytes of each document" if ev.searched_bytes else ""
-        lines.append(f"shared passages  none of {ev.min_words} or more words{searched}")
-        return lines
-    shared = ev.shared_words
-    searched = f", in the first {ev.searched_bytes} bytes of each document" if ev.searched_bytes else ""
-    lines.append(
-        f"shared passages  {len(ev.passages)} of {ev.min_words} or more words: {count(shared, 'word')}, "
-        f"{_pct(shared, ev.words_a)} of A and {_pct(shared, ev.words_b)} of B{searched}"
-    )
-    lines.append("")
-    lines.append(f"{'passage':>7}  {'A words':>13}  {'B words':>13}  {'words':>6}")
-    for p in ev.passages:
-        a, b = f"{p.a_start + 1}-{p.a_end}", f"{p.b_start + 1}-{p.b_end}"
-        lines.append(f"{p.number:>7}  {a:>13}  {b:>13}  {p.words:>6}")
-    return lines
-
-
-def _rich_document(segments: list[Segment]):
-    from rich.text import Text
-
-    out = Text()
-    for i, seg in enumerate(segments):
-        if i:
-            out.append(" ")
-        style = "bold green" if seg.kind == "shared" else ""
-        if seg.kind == "shared":
-            out.append(f"[{seg.passage}]", style="bold magenta")
-            out.append(" ")
-        out.append(seg.head, style=style)
-        if seg.elided:
-            out.append((" " if seg.head else "") + f"(... {seg.elided} words ...)", style="dim")
-            if seg.tail:
-                out.append(" ")
-                out.append(seg.tail, style=style)
-    return out
-
-
-@click.command()
-@click.argument("args", nargs=-1, required=True, metavar="[CORPUS] DOC_A DOC_B")
-@index_option
-@opt("--min-words", type=click.IntRange(1), default=DEFAULT_MIN_WORDS, help=f"Shortest shared passage, in words. Default: {DEFAULT_MIN_WORDS}.")
-@opt("--context", type=click.IntRange(1), default=DEFAULT_CONTEXT, help=f"Words kept at each end of a long stretch. Default: {DEFAULT_CONTEXT}.")
-@opt("--full", is_flag=True, help="Print both documents whole, without shortening long stretches.")
-@opt("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", help="text or one JSON object. Default: text.")
-@with_options(shingle_options)
-@with_options(signature_options)
-@jobs_option
-@rebuild_option
-@wait_option
-@quiet_option
-@verbose_option
-def show(args, index, min_words, context, full, fmt, num_perm, seed, scheme, jobs, rebuild, wait, quiet, verbose, **shingle) -> None:
-    """Show the evidence for one pair: similarities and the passages they share.
-
-    DOC_A and DOC_B are document ids as `simdoc pairs` prints them (or paths
-    to the files). Prints set and bag Jaccard, the MinHash estimate, the
-    containment each way, the shared passages (maximal common runs of words,
-    found even when moved), and both documents with the shared passages
-    marked: highlighted on a terminal, as [[n: ...]] otherwise. With CORPUS,
-    the shingle and signature stages are brought up to date first. With
-    neither CORPUS nor --index (nor $SIMDOC_INDEX), DOC_A and DOC_B are two
-    files, read as `simdoc pairs` would read them and compared with the
-    shingle and MinHash options given (or their defaults); no index is used.
-
-    \b
-    Examples:
-      simdoc show sample_corpus policies/remote-work-policy-2023.txt policies/remote-work-policy-2024.txt
-      simdoc show --index /tmp/idx web/harbor-festival.txt web/mirror-harbor-festival.txt --full
-      simdoc show draft-v1.txt draft-v2.txt --unit word --k 3
-    """
-    setup_logging(quiet, verbose)
-    if len(args) < 2:
-        raise click.UsageError(f"give DOC_A DOC_B, or CORPUS... DOC_A DOC_B ({len(args)} arguments given)")
-    *corpora, doc_a, doc_b = args
-    if not corpora and index is None and not env_index():
-        ev = _file_evidence(doc_a, doc_b, min_words=min_words, num_perm=num_perm, seed=seed, scheme=scheme, shingle=shingle)
-    else:
-        ev = _index_evidence(
-            corpora, doc_a, doc_b, index=index, min_words=min_words, num_perm=num_perm, seed=seed, scheme=scheme,
-            jobs=jobs, rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose, shingle=shingle,
-        )
-    for w in ev.warnings:
-        log.warning(w)
-    if fmt == "json":
-        emit([json.dumps(ev.as_dict(), ensure_ascii=False) + "\n"])
-        return
-    _print_evidence(ev, None if full else context)
-
-
-def _file_evidence(doc_a: str, doc_b: str, *, min_words: int, num_perm, seed, scheme, shingle: dict) -> PairEvidence:
-    """The evidence for two files outside any index (`simdoc show A B`)."""
-    texts = []
-    for name in (doc_a, doc_b):
-        if not os.path.lexists(name):
-            raise click.UsageError(
-                f"{name} is not a file; without a CORPUS or --index, DOC_A and DOC_B are two files to compare "
-                "(give CORPUS... DOC_A DOC_B or --index IDX to name documents by id)"
-            )
-        got = read_file_texts(
-            name,
-            max_bytes=shingle.get("max_bytes"),
-            follow_symlinks=bool(shingle.get("follow_symlinks")),
-            text_field=shingle.get("text_field") or "text",
-            id_field=shingle.get("id_field"),
-        )
-        if not got.documents:
-            raise CorpusError(f"cannot compare {name}: " + ("; ".join(got.warnings) or "it holds no document"))
-        if len(got.documents) > 1:
-            raise click.UsageError(
-                f"{name} holds {len(got.documents)} documents; to compare two of them, name them in a corpus: "
-                f"simdoc show {shlex.quote(name)} {shlex.quote(got.documents[0][0])} {shlex.quote(got.documents[1][0])}"
-            )
-        for w in got.warnings:
-            log.warning(w)
-        texts.append(got.documents[0][1])
-    spec = ShingleSpec(shingle.get("unit") or "char", shingle.get("k"), shingle.get("lowercase") is not False)
-    hasher = MinHasher(num_perm or DEFAULT_NUM_PERM, DEFAULT_SEED if seed is None else seed, scheme=scheme or DEFAULT_SCHEME)
-    return text_evidence(doc_a, texts[0], doc_b, texts[1], spec, hasher, min_words)
-
-
-def _index_evidence(
-    corpora, doc_a: str, doc_b: str, *, index, min_words: int, num_perm, seed, scheme, jobs, rebuild, wait, quiet, verbose, shingle: dict
-) -> PairEvidence:
-    """The evidence for two documents of an index, bringing its stages up to date from CORPUS first."""
-    corpus = corpus_arg(tuple(Path(c) for c in corpora), None)
-    index = _check_corpus_index(corpus, index, rebuild)
-    progress = show_progress(quiet)
-    stages = []
-    if corpus is not None:
-        # As `pairs` does: the shingle stage signs what it reads and stores no shingle sets
-        # (without a signer it would be `simdoc shingle` on its own, storing them all).
-        from simdoc.stages.pipeline import _signature_params
-
-        stored = None if rebuild else IndexStore(index).read_manifest()["stages"].get("signature")
-        sig = _signature_params(stored, num_perm, seed, scheme, index, rebuild)
-        stages.append(
-            build_shingles(
-                corpus, index, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait,
-                signer=(sig["num_perm"], sig["seed"], sig["scheme"]), **shingle,
-            )
-        )
-    else:
-        # The shingle options (--unit, --k, ...) must agree with the index, as for `pairs`.
-        stored = open_index(index).stage("shingle")["params"]
-        for name, value in shingle.items():
-            if value is not None and name in stored and stored[name] != value:
-                raise ParameterMismatch("shingle", name, stored[name], value, str(index))
-    stages.append(
-        build_signatures(
-            index, num_perm=num_perm, seed=seed, scheme=scheme, jobs=jobs, rebuild=rebuild, progress=progress, wait=wait
-        )
-    )
-    report_stages(stages, verbose)
-    with IndexStore(index).reading():
-        return pair_evidence(open_index(index), doc_a, doc_b, min_words)
-
-
-def _print_evidence(ev: PairEvidence, ctx: int | None) -> None:
-    header = _show_header(ev)
-    if sys.stdout.isatty():
-        from rich.console import Console
-
-        console = Console(highlight=False)
-        for line in header:
-            console.print(line, markup=False)
-        for side, doc in (("a", ev.doc_a), ("b", ev.doc_b)):
-            console.print()
-            console.print(f"{side.upper()}: {doc}", style="bold", markup=False)
-            console.print(_rich_document(ev.segments(side, ctx)))
-        return
-    lines = list(header)
-    for side, doc in (("a", ev.doc_a), ("b", ev.doc_b)):
-        lines += ["", f"{side.upper()}: {doc}"]
-        if (ev.text_a if side == "a" else ev.text_b) is None:
-            lines.append("  (could not be read)")
-            continue
-        body = render_plain(ev.segments(side, ctx))
-        lines += textwrap.wrap(body, PLAIN_WIDTH, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
-    emit(line + "\n" for line in lines)

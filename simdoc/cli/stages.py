@@ -13,17 +13,21 @@ from pathlib import Path
 import click
 
 from simdoc.cli.options import (
+    RECORD_FORMATS,
     announce_index,
     banding_options,
+    check_output_flags,
     corpus_arg,
     corpus_list_options,
     env_index,
+    format_option,
     header_option,
     index_of,
     index_option,
     jobs_option,
     need_index,
     note_skipped,
+    null_option,
     opt,
     quiet_option,
     reader_corpus_argument,
@@ -41,16 +45,16 @@ from simdoc.cli.options import (
     wait_option,
     with_options,
 )
-from simdoc.output import FORMATS, check_header, write_records
-from simdoc.stages.pipeline import (
-    build_index,
-    build_shingles,
-    build_signatures,
-    default_index_path,
-    find_pairs,
-    mark_reported,
-)
+from simdoc.engines import open_engine
+from simdoc.engines.local import check_jobs
+from simdoc.output import write_records
+from simdoc.params import BandingParams, Params, ShingleParams, SignatureParams
+from simdoc.stages.common import default_index_path
+from simdoc.stages.index import build_index
+from simdoc.stages.pairs import mark_reported, pairs_index, run_pairs
 from simdoc.stages.results import PairsResult
+from simdoc.stages.shingle import build_shingles
+from simdoc.stages.signature import build_signatures, signatures_up_to_date
 from simdoc.store.directory import IndexStore
 from simdoc.wording import count
 
@@ -59,7 +63,7 @@ log = logging.getLogger("simdoc")
 @click.command()
 @click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
 @with_options(corpus_list_options)
-@opt("--null", "-0", "null", is_flag=True, hidden=True)  # kept only to say where NUL-separated lists went
+@null_option()  # hidden: kept only to say where NUL-separated lists went
 @index_option
 @with_options(shingle_options)
 @jobs_option
@@ -68,7 +72,9 @@ log = logging.getLogger("simdoc")
 @wait_option
 @quiet_option
 @verbose_option
-def shingle(corpus, files_from, files0_from, null, index, quiet, verbose, **options) -> None:
+def shingle(
+    corpus, files_from, files0_from, null, index, jobs, scheduler, wait_workers, rebuild, wait, quiet, verbose, **shingle_options
+) -> None:
     """Turn every document under CORPUS into its set of hashed shingles.
 
     \b
@@ -84,8 +90,10 @@ def shingle(corpus, files_from, files0_from, null, index, quiet, verbose, **opti
     corpus = corpus_arg(corpus, files_from, files0_from)
     if corpus is None:
         raise click.UsageError("give a CORPUS (folders or files), --files-from or --files0-from")
+    params = ShingleParams(**shingle_options)
     index = announce_index(index or default_index_path(corpus))
-    res = build_shingles(corpus, index, progress=show_progress(quiet), **options)
+    with open_engine(jobs, scheduler, wait_workers, index=index, corpus=corpus) as engine:
+        res = build_shingles(corpus, index, params, engine=engine, rebuild=rebuild, progress=show_progress(quiet), wait=wait)
     report_stages([res], verbose)
     n_skipped = len(IndexStore(index).read_manifest()["stages"]["shingle"].get("skipped", []))
     up_to_date = "up to date" + (f" ({skipped_text(n_skipped)})" if n_skipped else "")
@@ -112,19 +120,14 @@ def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, wait_worke
       simdoc signature my_corpus --num-perm 256    # the default index of my_corpus (not read)
     """
     setup_logging(quiet, verbose)
+    params = SignatureParams(num_perm=num_perm, seed=seed, scheme=scheme)
+    check_jobs(jobs)
     index = index_of(corpus, index)
-    res = build_signatures(
-        index,
-        num_perm=num_perm,
-        seed=seed,
-        scheme=scheme,
-        jobs=jobs,
-        rebuild=rebuild,
-        progress=show_progress(quiet),
-        wait=wait,
-        scheduler=scheduler,
-        wait_workers=wait_workers,
-    )
+    # Up to date: no lock to wait for, and no cluster to connect to.
+    res = None if rebuild else signatures_up_to_date(index, params)
+    if res is None:
+        with open_engine(jobs, scheduler, wait_workers, index=index, needs_corpus=False) as engine:
+            res = build_signatures(index, params, engine=engine, rebuild=rebuild, progress=show_progress(quiet), wait=wait)
     report_stages([res], verbose)
     log.info(f"signature: {res.detail if res.built else 'up to date'}")
 
@@ -152,8 +155,10 @@ def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait_workers, wa
       simdoc index my_corpus --threshold 0.9       # the default index of my_corpus (not read)
     """
     setup_logging(quiet, verbose)
+    banding = BandingParams(threshold=threshold, bands=bands, rows=rows)
     index = index_of(corpus, index)
-    res, report = build_index(index, threshold=threshold, bands=bands, rows=rows, wait=wait, scheduler=scheduler)
+    # --scheduler is taken and not used: banding is a few sorts, done here on every engine.
+    res, report = build_index(index, banding, wait=wait)
     report_stages([res], verbose)
     log.info(f"index: {report.describe()}" + ("" if res.built else " (up to date)"))
 
@@ -163,11 +168,14 @@ def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait_workers, wa
 @with_options(corpus_list_options)
 @index_option
 @threshold_option
-@opt("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None, help="Output format. Default: table on a terminal, tsv otherwise.")
+@format_option(RECORD_FORMATS, "Output format. Default: table on a terminal, tsv otherwise.")
 @opt("--no-verify", is_flag=True, help="Skip exact Jaccard; filter and sort by the MinHash estimate.")
 @opt("--all-candidates", is_flag=True, help="Print every candidate pair with both numbers, whatever its similarity.")
 @opt("--measure", type=click.Choice(["set", "bag"]), default="set", help="Verified similarity: set or bag Jaccard.")
-@opt("--null", "-0", "null", is_flag=True, help="NUL-terminate every field and write names as raw bytes (for xargs -0). Output only: a NUL-separated list of files is read with --files0-from.")
+@null_option(
+    "NUL-terminate every field and write names as raw bytes (for xargs -0). "
+    "Output only: a NUL-separated list of files is read with --files0-from."
+)
 @opt("--new", "new_only", is_flag=True, help="Only pairs with a document the latest update added or changed; adds a 5th field: a, b or both.")
 @header_option
 @with_options(shingle_options)
@@ -179,7 +187,10 @@ def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait_workers, wa
 @wait_option
 @quiet_option
 @verbose_option
-def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only, header, quiet, verbose, **options) -> None:
+def pairs(
+    corpus, files_from, files0_from, index, fmt, no_verify, null, new_only, header, jobs, scheduler, wait_workers, rebuild,
+    wait, quiet, verbose, **stage_options,
+) -> None:
     """Print near-duplicate pairs: doc_a, doc_b, estimated and exact Jaccard.
 
     With CORPUS, missing or out-of-date stages are built first (with the
@@ -197,25 +208,19 @@ def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only
     """
     started = time.perf_counter()
     setup_logging(quiet, verbose)
-    check_header(header, "null" if null else fmt)
+    check_output_flags(null, fmt, header)
+    params = Params.of({**stage_options, "verify": not no_verify, "new_only": new_only})
     corpus = corpus_arg(corpus, files_from, files0_from)
     if corpus is None and index is None and not env_index():
         raise click.UsageError("give a CORPUS, an --index, or both")
     if index is None:
         index = default_index_path(corpus) if corpus is not None else need_index(None)
     announce_index(index)
-    if options["rebuild"] and corpus is None:
+    if rebuild and corpus is None:
         raise click.UsageError("--rebuild needs the CORPUS (the shingles are rebuilt from it)")
-    if null and fmt is not None:
-        raise click.UsageError("--null and --format go separately: -0 writes NUL-terminated fields")
-    res = find_pairs(
-        corpus,
-        index,
-        verify=not no_verify,
-        new_only=new_only,
-        progress=show_progress(quiet),
-        **options,
-    )
+    index = pairs_index(corpus, index)
+    with open_engine(jobs, scheduler, wait_workers, index=index, corpus=corpus, needs_corpus=params.pairs.verify) as engine:
+        res = run_pairs(corpus, index, params, engine=engine, rebuild=rebuild, progress=show_progress(quiet), wait=wait)
     report_stages(res.stages, verbose)
     if verbose and res.banding:
         log.debug(f"banding: {res.banding.describe()}")
@@ -230,7 +235,7 @@ def pairs(corpus, files_from, files0_from, index, fmt, no_verify, null, new_only
     if new_only:
         # Only a report written in full counts: a run killed before this line leaves its
         # documents new for the next --new report.
-        mark_reported(res.index, res.generation, options.get("wait") or 0.0)
+        mark_reported(res.index, res.generation, wait)
     _summary(res, time.perf_counter() - started)
     note_skipped(res.n_skipped, index, quiet)
 

@@ -143,7 +143,7 @@ def build_clusters(doc_ids: Sequence[str], left: np.ndarray, right: np.ndarray) 
 
 
 def cluster_pairs(result: PairsResult) -> list[Cluster]:
-    """Clusters of the verified pairs of a :func:`~simdoc.stages.pipeline.find_pairs` result.
+    """Clusters of the verified pairs of a :func:`~simdoc.stages.pairs.find_pairs` result.
 
     Only pairs whose exact similarity reaches ``result.threshold`` are edges,
     the same test ``pairs`` prints by, so a result made with

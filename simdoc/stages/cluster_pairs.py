@@ -65,7 +65,7 @@ def _score_partition(frame, index: str, threshold: float, measure: str, verify: 
 
 
 def score_candidates(client, index: str, threshold: float, measure: str, verify: bool, all_candidates: bool, only_docs, npartitions: int | None = None):
-    """The distributed counterpart of :func:`simdoc.stages.pipeline.score_candidates` (same return value)."""
+    """The distributed counterpart of :func:`simdoc.stages.results.score_candidates` (same return value)."""
     import dask
     import dask.dataframe as dd
     import pandas as pd

@@ -65,7 +65,7 @@ class PairsResult:
     changed: np.ndarray | None = None  # with new_only: per document, added or changed by the latest update
     groups: list[np.ndarray] = field(default_factory=list)  # exact copies: every pair inside is printed
     group_value: tuple[float, float | None] = (1.0, 1.0)  # (estimated, jaccard) of a pair inside a group
-    generation: int = 0  # the index update these pairs come from (see pipeline.mark_reported)
+    generation: int = 0  # the index update these pairs come from (see simdoc.stages.pairs.mark_reported)
     index: object = None  # the index directory they come from
 
     def n_group_pairs(self) -> int:

@@ -13,33 +13,40 @@ digest: its size or time changed, or it was racily clean) is not shingled
 at all: the parent keeps its rows, as git keeps an index entry whose content
 hash still matches.
 
-Tasks are top-level, picklable dataclasses; results travel back to the parent
-(a few hundred bytes per document plus its signature row).
+Tasks are top-level, picklable dataclasses, made by :func:`scan_tasks` as the
+engine draws them: consecutive files, cut at BATCH_BYTES or BATCH_DOCS files.
+Results travel back to the parent (a few hundred bytes per document plus its
+signature row).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from simdoc.corpus.read import how_read, read_file, text_digest, text_size
+from simdoc.corpus.walk import FileEntry
+from simdoc.params import ShingleParams, SignatureParams
 from simdoc.shinglesets import ShingleSets
-from simdoc.shingling import ShingleSpec, shingle_texts
+from simdoc.shingling import shingle_texts
 
+BATCH_BYTES = 4 << 20  # text per shingling task
+BATCH_DOCS = 2000
 _UNREAD = ("binary", "unreadable")  # statuses of files that give no document
+# `simdoc shingle` on its own stores shingle sets; the tasks' signatures, of length 1, go unused.
+_NO_SIGNATURES = SignatureParams(1).resolved()
 
 
 @dataclass(frozen=True)
 class ScanTask:
-    """One batch of files for a worker: (id, path, size, digest indexed before or None) each."""
+    """One batch of files for a worker: (id, path, size, digest indexed before or None) each,
+    read and shingled as ``shingle`` says and signed as ``signature`` says (both resolved)."""
 
     files: list[tuple[str, str, int, bytes | None]]
-    spec: ShingleSpec
-    max_bytes: int | None
-    follow_symlinks: bool
-    fields: tuple[str, str | None]  # JSON Lines text field, id field
-    signer: tuple[int, int, str]  # num_perm, seed, scheme
+    shingle: ShingleParams
+    signature: SignatureParams
     keep_sets: bool = False
 
 
@@ -79,16 +86,42 @@ class BatchResult:
     warnings: list[str] = field(default_factory=list)
 
 
-_HASHERS: dict[tuple, object] = {}
+def batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
+    """Consecutive entries, cut where a batch reaches BATCH_BYTES of files or BATCH_DOCS files."""
+    cur, size = [], 0
+    for e in entries:
+        cur.append(e)
+        size += e.size
+        if size >= BATCH_BYTES or len(cur) >= BATCH_DOCS:
+            yield cur
+            cur, size = [], 0
+    if cur:
+        yield cur
 
 
-def _hasher(signer: tuple):
+def scan_tasks(
+    plan: Iterable[tuple[FileEntry, bytes | None, bool]], shingle: ShingleParams, signature: SignatureParams | None
+) -> Iterator[ScanTask]:
+    """The tasks for the files of ``plan`` (entry, digest indexed, keep without reading) not kept, in order.
+
+    Without ``signature`` (a stage of its own) the tasks return the shingle sets.
+    """
+    plan = list(plan)
+    digests = {e.id: d for e, d, keep in plan if not keep}
+    for b in batches(e for e, _, keep in plan if not keep):
+        files = [(e.id, e.path, e.size, digests[e.id]) for e in b]
+        yield ScanTask(files, shingle, signature or _NO_SIGNATURES, signature is None)
+
+
+_HASHERS: dict[SignatureParams, object] = {}  # a worker draws each hash family once
+
+
+def _hasher(signature: SignatureParams):
     from simdoc.minhash import MinHasher
 
-    hasher = _HASHERS.get(signer)
+    hasher = _HASHERS.get(signature)
     if hasher is None:
-        num_perm, seed, scheme = signer
-        hasher = _HASHERS[signer] = MinHasher(num_perm, seed, scheme=scheme)
+        hasher = _HASHERS[signature] = MinHasher(signature.num_perm, signature.seed, scheme=signature.scheme)
     return hasher
 
 
@@ -96,6 +129,8 @@ def scan_batch(task: ScanTask) -> BatchResult:
     """Read, shingle and sign one batch of files (runs in a worker process)."""
     from simdoc.corpus import streaming
 
+    spec, reading = task.shingle.spec, task.shingle
+    fields = (reading.text_field, reading.id_field)
     files: list[FileOutcome] = []
     docs: list[DocOut] = []
     texts: list[str | bytes] = []  # documents shingled together, in document order
@@ -105,7 +140,7 @@ def scan_batch(task: ScanTask) -> BatchResult:
         if how == "streamed":
             # A huge file is shingled in chunks, in bounded memory; so is every compressed
             # file, whose size says nothing of what it holds.
-            res, row = streaming.stream_document(path, task.spec, task.max_bytes, task.follow_symlinks)
+            res, row = streaming.stream_document(path, spec, reading.max_bytes, reading.follow_symlinks)
             outcome = FileOutcome(_raw(res.digest), res.status, res.warning, False, how)
             if res.text is not None:
                 streamed[len(docs)] = row
@@ -113,7 +148,7 @@ def scan_batch(task: ScanTask) -> BatchResult:
                 outcome.n_docs = 1
             files.append(outcome)
             continue
-        got = read_file(path, doc_id, how, task.max_bytes, task.follow_symlinks, task.fields)
+        got = read_file(path, doc_id, how, reading.max_bytes, reading.follow_symlinks, fields)
         res = got.result
         digest = _raw(res.digest)
         if expected is not None and digest == expected and res.status not in _UNREAD:
@@ -130,12 +165,12 @@ def scan_batch(task: ScanTask) -> BatchResult:
             docs.append(DocOut(doc_id, "", -1, -1, size, digest, how, res.status, 0))
             outcome.n_docs = 1
         files.append(outcome)
-    hasher = _hasher(task.signer)
-    sigs = np.empty((len(docs), task.signer[0]), dtype=np.uint32)
+    hasher = _hasher(task.signature)
+    sigs = np.empty((len(docs), task.signature.num_perm), dtype=np.uint32)
     sets_parts: list[ShingleSets] = []
     in_texts = np.array([i for i in range(len(docs)) if i not in streamed], dtype=np.int64)
     if len(in_texts):
-        stream = shingle_texts(texts, task.spec, form="stream", views=True)
+        stream = shingle_texts(texts, spec, form="stream", views=True)
         sigs[in_texts] = hasher.signatures(stream)
         sizes = np.diff(stream.indptr)
         for i, n in zip(in_texts.tolist(), sizes.tolist()):
@@ -144,7 +179,7 @@ def scan_batch(task: ScanTask) -> BatchResult:
         sigs[i] = hasher.signatures(row)[0]
     sets = None
     if task.keep_sets:
-        text_sets = shingle_texts(texts, task.spec) if texts else None
+        text_sets = shingle_texts(texts, spec) if texts else None
         t = 0
         for i in range(len(docs)):
             if i in streamed:

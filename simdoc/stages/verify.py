@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simdoc.engines.local import LocalEngine, can_fork
 from simdoc.shinglesets import ShingleSets
 from simdoc.stages.reread import DocumentReader
 
@@ -95,19 +96,14 @@ def verify_pairs(
     units = _units(label, jobs)
     work = _Work(reader, ol, orr, budget)
     bad: set[int] = set()
-    if jobs > 1 and len(units) > 1 and _can_fork():
-        import multiprocessing
-
-        from simdoc.kernels import warm_up
-
-        warm_up()  # compiled once here; the forked workers inherit the machine code
-        with multiprocessing.get_context("fork").Pool(min(jobs, len(units)), _install, (work,)) as pool:
-            results = pool.imap_unordered(_verify_unit, units)
-            for start, stop, s_j, b_j, k, unread, reads in results:
-                _take(order, start, stop, s_j, b_j, k, set_j, bag_j, ok)
-                bad |= unread
-                for d, n in reads.items():
-                    reader.reads[d] += n
+    if jobs > 1 and len(units) > 1 and can_fork():
+        # The workers are forked holding the work (pairs, reader): only unit bounds travel.
+        results = LocalEngine(jobs).map(_verify_unit, units, initializer=_install, initargs=(work,), ordered=False)
+        for start, stop, s_j, b_j, k, unread, reads in results:
+            _take(order, start, stop, s_j, b_j, k, set_j, bag_j, ok)
+            bad |= unread
+            for d, n in reads.items():
+                reader.reads[d] += n
     else:
         for start, stop in units:
             _, _, s_j, b_j, k, unread, _ = work.run(start, stop)
@@ -115,12 +111,6 @@ def verify_pairs(
             bad |= unread
     stale = {d for d in bad if os.path.exists(reader.path_of(d))}
     return Verified(set_j, bag_j, ok, stale, bad - stale)
-
-
-def _can_fork() -> bool:
-    import multiprocessing
-
-    return "fork" in multiprocessing.get_all_start_methods()
 
 
 def _units(label: np.ndarray, jobs: int) -> list[tuple[int, int]]:

@@ -1,0 +1,104 @@
+"""The local engine: the stages' tasks on a pool of processes of this machine.
+
+:class:`LocalEngine` maps a top-level task function over tasks, in task
+order, on ``jobs`` processes (1: in this process, with no pool at all). It
+knows nothing of the tasks: a stage that needs its workers to hold some state
+before the first task (the pairs being verified) hands an ``initializer``,
+as :class:`multiprocessing.pool.Pool` takes one, so the engine never imports
+the stages.
+
+On Linux the workers are forked: they inherit the compiled kernels (warmed
+up once, here) and the initializer's arguments without pickling them.
+Elsewhere they are spawned (fork is unsafe with some system libraries),
+except for a pool whose initializer's arguments must be shared, not copied.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from simdoc.errors import UsageError
+
+
+def default_jobs() -> int:
+    """The cores this process may run on (all cores where that is not known)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # not on Linux
+        return max(os.cpu_count() or 1, 1)
+
+
+def check_jobs(jobs: int | None) -> int:
+    """``--jobs`` as given, or all cores; below 1 is a usage error."""
+    if jobs is None:
+        return default_jobs()
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    return jobs
+
+
+def can_fork() -> bool:
+    """Whether workers can be forked here, sharing this process's memory at the start."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def pool_context(share: bool = False) -> multiprocessing.context.BaseContext:
+    """Fork on Linux, else spawn; fork wherever it exists when the workers must ``share`` this process's memory."""
+    return multiprocessing.get_context("fork" if sys.platform.startswith("linux") or (share and can_fork()) else "spawn")
+
+
+class LocalEngine:
+    """Runs tasks on ``jobs`` processes of this machine; ``jobs`` also sizes the stages' threads.
+
+    Parameters
+    ----------
+    jobs : int or None
+        Worker processes (and threads for sorting bands and verifying). None:
+        all cores. Results never depend on it.
+    """
+
+    def __init__(self, jobs: int | None = None) -> None:
+        self.jobs = check_jobs(jobs)
+
+    def __repr__(self) -> str:
+        return f"LocalEngine(jobs={self.jobs})"
+
+    def map(
+        self,
+        func: Callable[[Any], Any],
+        tasks: Iterable,
+        *,
+        initializer: Callable[..., None] | None = None,
+        initargs: tuple = (),
+        ordered: bool = True,
+    ) -> Iterator:
+        """Results of ``func`` over ``tasks`` (in task order unless not ``ordered``).
+
+        ``func`` must be a top-level function, and the tasks picklable. ``tasks``
+        may be a generator: the pool's feeder thread draws from it as workers
+        take tasks, so tasks can be made while the first ones run. With fewer
+        than two tasks, or one job, everything runs in this process (which
+        then runs ``initializer`` itself, as a worker would).
+        """
+        tasks = iter(tasks)
+        head = list(itertools.islice(tasks, max(self.jobs, 1)))  # fewer than jobs: that is all of them
+        if self.jobs <= 1 or len(head) <= 1:
+            if initializer is not None:
+                initializer(*initargs)
+            for task in itertools.chain(head, tasks):
+                yield func(task)
+            return
+        from simdoc.kernels import warm_up
+
+        warm_up()  # compiled once here; forked workers inherit the machine code
+        context = pool_context(share=initializer is not None)
+        with context.Pool(len(head), initializer, initargs) as pool:
+            if ordered:
+                yield from pool.imap(func, itertools.chain(head, tasks), chunksize=1)
+            else:
+                yield from pool.imap_unordered(func, itertools.chain(head, tasks), chunksize=1)

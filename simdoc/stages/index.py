@@ -1,0 +1,169 @@
+"""The index stage: band the signatures into LSH buckets (`simdoc index`, and `simdoc pairs`).
+
+:func:`resolve_banding` chooses bands b and rows r: by hand (``--bands``/``--rows``),
+the index's, or for the threshold (:func:`simdoc.lsh.choose_bands_rows`).
+:func:`_index_plan` adds what a `simdoc pairs` run asks (its threshold, a bag
+threshold's set equivalent) and says whether the stored buckets already have
+it. Exact copies are folded onto their first member before banding, so only
+representatives are in the buckets.
+
+Banding is a few sorts of the band keys: it runs in this process, on the
+engine's ``jobs`` threads, whatever the engine.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from simdoc.engines import Engine
+from simdoc.engines.local import LocalEngine
+from simdoc.exact import representatives
+from simdoc.lsh import (
+    DEFAULT_RECALL,
+    BandingReport,
+    band_keys,
+    bucket_order,
+    check_bands_rows,
+    choose_bands_rows,
+)
+from simdoc.params import DEFAULT_THRESHOLD, BandingParams, PairsParams
+from simdoc.stages.common import build_id
+from simdoc.stages.results import StageResult
+from simdoc.store.loaded import LoadedIndex, open_index
+from simdoc.version import __version__
+
+
+def resolve_banding(
+    stored: dict | None,
+    num_perm: int,
+    threshold: float | None,
+    bands: int | None,
+    rows: int | None,
+    recall: float = DEFAULT_RECALL,
+) -> dict:
+    """The banding parameters to use, from what was asked (checked: see BandingParams) and what the index holds."""
+    if bands is not None:
+        check_bands_rows(bands, rows, num_perm)  # b*r against the signature length, which only the index knows
+        t = threshold if threshold is not None else (1.0 / bands) ** (1.0 / rows)
+        return {"bands": bands, "rows": rows, "threshold": round(t, 6), "explicit": True}
+    # A hand-chosen banding stays until a different threshold is asked for: `--threshold`
+    # alone means "band for this threshold", whatever was chosen before.
+    keep = threshold is None or (stored is not None and stored.get("explicit") and round(threshold, 6) == stored["threshold"])
+    if stored is not None and keep:
+        if stored["bands"] * stored["rows"] <= num_perm:
+            return {k: stored[k] for k in ("bands", "rows", "threshold", "explicit")}
+    t = threshold if threshold is not None else (stored or {}).get("threshold", DEFAULT_THRESHOLD)
+    b, r = choose_bands_rows(t, num_perm, recall)
+    return {"bands": b, "rows": r, "threshold": t, "explicit": False}
+
+
+def build_index(
+    index: str | os.PathLike,
+    params: BandingParams = BandingParams(),
+    *,
+    pairs: PairsParams | None = None,
+    engine: Engine | None = None,
+    wait: float = 0.0,
+) -> tuple[StageResult, BandingReport]:
+    """Bring the band keys and buckets up to date with the signatures (holding the writer lock).
+
+    With ``pairs``, banded for those pairs' threshold (see :func:`_index_plan`).
+    Banding is a few sorts of the band keys: it runs in this process, on
+    ``engine.jobs`` threads (default: all cores), whatever the engine.
+    Buckets the last published manifest shows up to date are left alone
+    without taking the lock, so that a reader never waits for a writer.
+    """
+    threads = (engine or LocalEngine()).jobs
+    loaded = open_index(index)
+    # Signatures older than the shingles would be banded as if current: name the stage to run.
+    loaded.check_built_from("signature")
+    _, report, current = _index_plan(loaded, params, pairs)
+    if current:
+        return StageResult("index", False, 0.0, "up to date"), report
+    with loaded.store.writing(wait):
+        return _build_index(index, params, pairs, threads)
+
+
+def _index_plan(
+    loaded: LoadedIndex, banding: BandingParams, pairs: PairsParams | None = None
+) -> tuple[dict, BandingReport, bool]:
+    """The banding parameters asked for, their report, and whether the stored buckets already have them.
+
+    With ``pairs`` (a `simdoc pairs` run), the threshold is the pairs' (a bag
+    threshold banded at its set equivalent), except that a banding chosen by
+    hand (--bands/--rows) stays until a run asks for a threshold.
+    """
+    sig_stage = loaded.stage("signature")
+    stored = loaded.manifest["stages"].get("index")
+    held = stored["params"] if stored else None
+    threshold, bag_threshold = banding.threshold, None
+    if pairs is not None:
+        hand = pairs.threshold is None and held and held.get("explicit") and held.get("measure", "set") == pairs.measure
+        threshold = None if hand else pairs.banding_threshold
+        bag_threshold = pairs.cut if pairs.measure == "bag" else None
+    params = resolve_banding(held, sig_stage["params"]["num_perm"], threshold, banding.bands, banding.rows)
+    params["measure"] = "bag" if bag_threshold is not None else "set"
+    if bag_threshold is not None:
+        params["bag_threshold"] = bag_threshold
+    report = BandingReport.of(params["bands"], params["rows"], params["threshold"])
+    current = bool(stored) and stored["params"] == params and stored.get("built_from") == sig_stage["build_id"]
+    return params, report, current
+
+
+def _build_index(
+    index: str | os.PathLike, banding: BandingParams, pairs: PairsParams | None, threads: int
+) -> tuple[StageResult, BandingReport]:
+    """Bring the band keys and buckets up to date with the signatures (under the writer lock)."""
+    t0 = time.perf_counter()
+    loaded = open_index(index)
+    loaded.check_built_from("signature")
+    params, report, current = _index_plan(loaded, banding, pairs)
+    if current:
+        return StageResult("index", False, time.perf_counter() - t0, "up to date"), report
+    result = _index_stage(loaded, params, report, threads, t0)
+    loaded.store.write_manifest(loaded.manifest)
+    return result, report
+
+
+def _index_stage(loaded: LoadedIndex, params: dict, report: BandingReport, threads: int, t0: float) -> StageResult:
+    """Band the signatures of ``loaded`` with ``params`` and put the index stage into its manifest (not published)."""
+    sig_stage = loaded.stage("signature")
+    build = build_id(sig_stage["build_id"], params, __version__)
+    names = {"bands": f"bands.{build}.npy", "buckets": f"buckets.{build}.npy", "groups": f"groups.{build}.npy"}
+    docs = loaded.docs()
+    sigs = loaded.signatures()
+    keys = band_keys(sigs, params["bands"], params["rows"])
+    # Exact copies are folded onto their first member: only representatives are banded.
+    rep = representatives(docs.identities(), docs.n_shingles > 0)
+    order = bucket_order(keys, (docs.n_shingles > 0) & (rep == np.arange(len(rep))), threads=threads)
+    files = {names["bands"]: loaded.store.save_array(names["bands"], keys)}
+    files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
+    files[names["groups"]] = loaded.store.save_array(names["groups"], rep)
+    loaded.manifest["stages"]["index"] = {
+        "params": params,
+        "built_from": sig_stage["build_id"],
+        "build_id": build,
+        "roles": names,
+        "files": files,
+    }
+    return StageResult("index", True, time.perf_counter() - t0, report.describe())
+
+
+
+
+def add_index_stage(
+    loaded: LoadedIndex, banding: BandingParams, pairs: PairsParams | None = None, threads: int = 1
+) -> tuple[StageResult, BandingReport] | None:
+    """Band the signatures of ``loaded`` into its manifest, not published, unless its buckets are current.
+
+    For a stage that publishes the buckets with its own files (the fused
+    shingle stage of `simdoc pairs`: a reader never sees new documents with
+    old buckets). None: nothing to do.
+    """
+    params, report, current = _index_plan(loaded, banding, pairs)
+    if current:
+        return None
+    return _index_stage(loaded, params, report, threads, time.perf_counter()), report

@@ -1,0 +1,421 @@
+"""The shingle stage: read the corpus where it changed, keep the rest, publish the docs table.
+
+:func:`build_shingles` brings the stage up to date in five steps:
+
+1. :func:`_settle`: the parameters this build uses (asked, else the index's,
+   else the defaults), and whether rows of the current build can be kept.
+2. :func:`_scan`: the corpus walked; the current docs table, if its rows describe
+   the same thing (:func:`_same_build`: nothing to do). :func:`_reading_plan`:
+   which files to read, and which to keep without reading.
+3. :func:`simdoc.stages.scan.scan_tasks`: the files to read, in batches, as
+   tasks for the engine (:func:`~simdoc.stages.scan.scan_batch` reads, shingles
+   and signs them). :class:`_Collector`: the next docs table in corpus order, from kept rows and the
+   tasks' results, with the signature rows (or the shingle sets) alongside.
+4. :func:`_write_build` and :func:`_publish`: the new files, then one manifest
+   naming them.
+
+In `simdoc pairs` the stage is fused with the signature stage (``signature``
+given): each document read is signed by the same task and its shingles are
+dropped, and the docs table and the signatures are published by one
+manifest. Run on its own (`simdoc shingle`), the sorted shingle sets are
+stored instead, for `simdoc signature`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from simdoc.corpus.formats import MEMBER_IDS
+from simdoc.corpus.read import MEMBER_WAYS, identity
+from simdoc.corpus.walk import FileEntry, Skipped, discover_sources, resolve_sources
+from simdoc.engines import Engine
+from simdoc.engines.local import LocalEngine
+from simdoc.errors import CorpusError, IndexError_
+from simdoc.params import ShingleParams, SignatureParams
+from simdoc.shinglesets import ShingleSets
+from simdoc.stages.common import (
+    build_id,
+    corpus_name,
+    default_index_path,
+    mismatch,
+    progress_bar,
+)
+from simdoc.stages.results import StageResult
+from simdoc.stages.scan import BatchResult, FileOutcome, scan_batch, scan_tasks
+from simdoc.stages.signature import SignatureRows, finish_signatures
+from simdoc.store.directory import IndexStore
+from simdoc.store.doctable import DocRow, DocsTable, TableBuilder
+from simdoc.store.loaded import LoadedIndex
+from simdoc.version import __version__
+from simdoc.wording import count
+
+RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT has 2 s)
+
+
+def build_shingles(
+    corpus: str | os.PathLike | list,
+    index: str | os.PathLike | None = None,
+    params: ShingleParams = ShingleParams(),
+    *,
+    signature: SignatureParams | None = None,
+    engine: Engine | None = None,
+    rebuild: bool = False,
+    progress: bool = False,
+    wait: float = 0.0,
+    force_read: set[str] | None = None,
+    before_publish: Callable[[LoadedIndex], None] | None = None,
+) -> StageResult:
+    """Bring the shingle stage of ``index`` up to date with ``corpus`` (holding the writer lock).
+
+    Read new and changed files; keep the rows of unchanged ones. A file is
+    unchanged if its size and mtime are those recorded and it was not racily
+    clean (modified within RACY_NS of the previous scan). Any other file is
+    read; if its bytes still have the digest recorded, its rows are kept
+    (only its size and time are updated), as git does with an entry whose
+    content hash matches.
+
+    ``signature`` (resolved parameters): the fused stage of `simdoc pairs`,
+    see the module. ``force_read``: ids to read whatever they say.
+    ``before_publish`` may add later stages to the manifest (given as a
+    LoadedIndex of the new build) before it is published, so that they are
+    published together. The files are read by the tasks of ``engine``
+    (default: a LocalEngine on all cores). ``progress``: a bar on stderr.
+    """
+    index = Path(index) if index is not None else default_index_path(corpus)
+    with IndexStore(index).writing(wait), _collector_paused():
+        t0 = time.perf_counter()
+        store = IndexStore(index)
+        manifest = store.read_manifest(discard_damaged=rebuild)
+        if rebuild:
+            manifest["stages"] = {}
+        settings = _settle(manifest, corpus, index, params, signature, rebuild)
+        scan = _scan(store, manifest, corpus, index, settings)
+        if _same_build(settings, scan) and not scan.racy() and not force_read:
+            return StageResult("shingle", False, time.perf_counter() - t0, "up to date")
+        plan = _reading_plan(scan, settings.reuse, force_read or set())
+        store.ensure_dir()
+        old_sigs = LoadedIndex(store, manifest).signatures() if settings.reuse else None
+        collector = _Collector(store, settings, scan, int(manifest.get("generation", 0)) + 1, old_sigs)
+        try:
+            tasks = scan_tasks(plan, settings.shingle, settings.signer)
+            results = (engine or LocalEngine()).map(scan_batch, tasks)
+            collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
+            if _same_build(settings, scan) and collector.nothing_new():
+                # Only racily clean files were read, and their bytes are the ones indexed.
+                collector.abort()
+                detail = f"up to date ({collector.n_read} racily clean files re-read)"
+                return StageResult("shingle", False, time.perf_counter() - t0, detail, collector.warnings)
+            collector.check_some_read(corpus)
+            table, stage, sig_stage = _write_build(store, settings, scan, collector)
+        except BaseException:
+            collector.abort()
+            raise
+        _publish(store, manifest, table, stage, sig_stage, collector.generation, before_publish)
+        return StageResult("shingle", True, time.perf_counter() - t0, collector.detail(scan, stage), collector.warnings)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cycle collector for a stage that only makes acyclic objects.
+
+    The shingle stage keeps a few objects per document alive until its end;
+    each collection would walk all of them again. Nothing it makes holds a cycle.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+# ---------------------------------------------------------------- 1. parameters
+
+
+@dataclass
+class _Settings:
+    """What this build is: its parameters, and what of the current build it may keep."""
+
+    shingle: ShingleParams  # resolved
+    params: dict  # as the manifest keeps them
+    signer: SignatureParams | None  # resolved; None: store shingle sets instead
+    corpus_abs: str
+    stored: dict | None  # the current shingle stage (None after --rebuild)
+    same_params: bool  # the current build has these parameters: its docs table is the base
+    reuse: bool  # rows of the current build, and their signature rows, can be kept
+
+    @property
+    def keep_sets(self) -> bool:
+        return self.signer is None
+
+
+def _settle(
+    manifest: dict, corpus, index: Path, asked: ShingleParams, signer: SignatureParams | None, rebuild: bool
+) -> _Settings:
+    """The parameters of this build; a corpus or parameter the index was not built with is an error."""
+    stored = manifest["stages"].get("shingle")
+    corpus_abs = resolve_sources(corpus)[0]
+    if stored and not rebuild and stored.get("corpus") != corpus_abs:
+        raise IndexError_(
+            f"the index at {index} was built for the corpus {stored.get('corpus')}, not {corpus_abs}",
+            hint="pass --rebuild to rebuild it for this corpus, or choose another --index",
+        )
+    changed = stored is not None and mismatch("shingle", stored["params"], asked.asked(), index, rebuild)
+    shingle = asked.resolved(stored["params"] if (stored and not changed and not rebuild) else None)
+    params = {**shingle.manifest(), "member_ids": MEMBER_IDS}
+    same_params = bool(stored) and not rebuild and not changed and stored["params"] == params
+    stored_sig = manifest["stages"].get("signature")
+    # Rows can be kept from the current build only if they describe the same thing.
+    reuse = (
+        same_params and signer is not None and stored_sig is not None and stored_sig["params"] == signer.manifest()
+        and stored_sig.get("built_from") == stored.get("build_id")
+    )
+    return _Settings(shingle, params, signer, corpus_abs, stored, same_params, reuse)
+
+
+# ---------------------------------------------------------------- 2. the corpus, and what to read
+
+
+@dataclass
+class _Scan:
+    """The corpus as walked now, and the current build's rows to compare it with."""
+
+    entries: list[FileEntry]
+    skipped: list[Skipped]
+    scan_id: str  # a hash of every path, size and time: the same scan, the same id
+    scanned_at: int
+    old: DocsTable | None  # the current docs table, if its parameters are this build's
+    old_rows: dict[str, list[int]]  # file id -> its rows in it (a JSON Lines or WARC file: several)
+    racy_after: int  # a file modified at or after this was racily clean at the last scan
+
+    def racy(self) -> list[FileEntry]:
+        return [e for e in self.entries if e.id in self.old_rows and e.mtime_ns >= self.racy_after]
+
+
+def _scan(store: IndexStore, manifest: dict, corpus, index: Path, settings: _Settings) -> _Scan:
+    shingle = settings.shingle
+    _, entries, skipped = discover_sources(
+        corpus,
+        exclude=[index],
+        follow_symlinks=shingle.follow_symlinks,
+        include_globs=shingle.include or (),
+        exclude_globs=shingle.exclude or (),
+    )
+    entries = list(entries)
+    if not entries:
+        raise CorpusError(
+            f"corpus {corpus_name(corpus)} has no documents" + (f" ({count(len(skipped), 'path')} passed over)" if skipped else ""),
+            hint="point simdoc at a folder that holds text files (hidden files are ignored)",
+        )
+    scan_id = build_id([[e.id, e.size, e.mtime_ns] for e in entries] + [[s.id, s.reason] for s in skipped])
+    scan = _Scan(entries, skipped, scan_id, time.time_ns(), None, {}, 0)
+    if settings.same_params:
+        scan.racy_after = int(settings.stored.get("scanned_at_ns", 0)) - RACY_NS
+        scan.old = LoadedIndex(store, manifest).docs()
+        for j, (doc_id, src) in enumerate(zip(scan.old.ids, scan.old.sources)):
+            scan.old_rows.setdefault(src or doc_id, []).append(j)
+    return scan
+
+
+def _same_build(settings: _Settings, scan: _Scan) -> bool:
+    """The current build is what this one would be, and its scan looked as this one does.
+
+    Then nothing needs reading but racily clean files, and if their bytes are
+    the ones indexed, the stage is up to date.
+    """
+    stored = settings.stored
+    same = settings.reuse or (settings.keep_sets and settings.same_params and "indptr" in stored.get("roles", {}))
+    return same and stored.get("scan_id") == scan.scan_id
+
+
+def _reading_plan(scan: _Scan, reuse: bool, force_read: set[str]) -> list[tuple[FileEntry, bytes | None, bool]]:
+    """(entry, digest indexed, keep without reading) of every file, in corpus order."""
+    old = scan.old
+    plan = []
+    for e in scan.entries:
+        rows = scan.old_rows.get(e.id) if reuse else None
+        if rows is None:
+            plan.append((e, None, False))
+            continue
+        j = rows[0]
+        unchanged = (
+            int(old.file_size[j]) == e.size and int(old.mtime_ns[j]) == e.mtime_ns and e.mtime_ns < scan.racy_after
+            and e.id not in force_read and not any(old.ids[r] in force_read for r in rows)
+        )
+        plan.append((e, None if e.id in force_read else bytes(old.file_digest[j]), unchanged))
+    return plan
+
+
+# ---------------------------------------------------------------- 3. collecting the results
+
+
+class _Collector:
+    """The next docs table, in corpus order, from rows kept and the tasks' results; the
+    signature rows (fused stage) or the shingle sets (stage on its own) alongside."""
+
+    def __init__(self, store: IndexStore, settings: _Settings, scan: _Scan, generation: int, old_sigs) -> None:
+        self.settings = settings
+        self.old = scan.old
+        self.old_rows = scan.old_rows
+        self.old_pos = {doc_id: j for j, doc_id in enumerate(scan.old.ids)} if scan.old is not None else {}
+        self.generation = generation
+        self.builder = TableBuilder(scan.old)
+        signer = settings.signer
+        self.sig_rows = SignatureRows(store, signer.num_perm, old_sigs) if signer is not None else None
+        self.sets_parts: list[ShingleSets] = []
+        self.warnings = [f"{s.id}: {s.reason}" for s in scan.skipped]
+        self.not_docs: list[dict] = [{"id": s.id, "reason": s.reason} for s in scan.skipped]
+        self.n_read = self.n_changed = self.n_kept_old = 0
+
+    def collect(self, plan: list[tuple[FileEntry, bytes | None, bool]], results: Iterator[BatchResult], bar) -> None:
+        """Every file of the plan in order: kept, or taken from the next result of the tasks."""
+        batch: BatchResult | None = None
+        at_file = at_doc = 0
+        for e, _, keep in plan:
+            if keep:
+                self.keep(e, None)
+            else:
+                if batch is None or at_file == len(batch.files):
+                    batch = next(results)
+                    at_file = at_doc = 0
+                outcome = batch.files[at_file]
+                at_file += 1
+                self.read(e, outcome, batch, at_doc)
+                at_doc += outcome.n_docs
+            bar.update(1)
+        bar.close()
+
+    def keep(self, e: FileEntry, stat: tuple[int, int] | None) -> None:
+        """The file's rows of the current table (``stat``: its new size and time, if it was read)."""
+        for j in self.old_rows[e.id]:
+            self.builder.add_old(j, stat)
+            if self.sig_rows is not None:
+                self.sig_rows.keep(j)
+            self.n_kept_old += 1
+
+    def read(self, e: FileEntry, outcome: FileOutcome, batch: BatchResult, at_doc: int) -> None:
+        """What reading the file gave: its documents start at ``at_doc`` of the batch."""
+        self.n_read += 1
+        if outcome.warning:
+            self.warnings.append(f"{e.id}: {outcome.warning}")
+        if outcome.unchanged:
+            self.keep(e, (e.size, e.mtime_ns))
+            return
+        if outcome.how not in MEMBER_WAYS and outcome.status in ("binary", "unreadable"):
+            self.not_docs.append({"id": e.id, "reason": outcome.warning})
+            return
+        if outcome.how in MEMBER_WAYS and outcome.n_docs == 0:
+            self.not_docs.append({"id": e.id, "reason": outcome.warning or "no documents in this file"})
+        old = self.old
+        for d in batch.docs[at_doc : at_doc + outcome.n_docs]:
+            j = self.old_pos.get(d.id, -1)
+            same = j >= 0 and bytes(old.digest[j]) == d.digest
+            self.n_changed += not same
+            self.n_kept_old += j >= 0
+            self.builder.add_new(DocRow(
+                d.id, d.source, d.offset, d.length, d.size, e.size, e.mtime_ns, d.digest, outcome.file_digest,
+                d.how, d.status, d.n_shingles, int(old.added[j]) if same else self.generation,
+                identity(d.digest, d.how, d.id),
+            ))
+        if self.sig_rows is not None and outcome.n_docs:
+            self.sig_rows.add(batch.signatures[at_doc : at_doc + outcome.n_docs])
+        if self.settings.keep_sets and outcome.n_docs:
+            self.sets_parts.append(batch.sets.slice(at_doc, at_doc + outcome.n_docs))
+
+    def nothing_new(self) -> bool:
+        """Every row is the current table's, and every document read has the digest indexed."""
+        return self.n_changed == 0 and len(self.builder) == len(self.old_pos) == self.n_kept_old
+
+    def check_some_read(self, corpus) -> None:
+        if not len(self.builder):
+            err = CorpusError(
+                f"corpus {corpus_name(corpus)} has no readable documents ({count(len(self.not_docs), 'file skipped')})",
+                hint="see the warnings above for why each file was skipped",
+            )
+            err.warnings = self.warnings
+            raise err
+
+    def abort(self) -> None:
+        """Remove the signature rows written so far (nothing else is written before the end)."""
+        if self.sig_rows is not None:
+            self.sig_rows.writer.abort()
+
+    def detail(self, scan: _Scan, stage: dict) -> str:
+        """What the build did, for --verbose."""
+        out = f"{stage['n_docs']} documents"
+        if scan.old is not None:
+            out += f"; read {self.n_read} files, {self.n_changed} new or changed, {stage['n_removed']} removed"
+        if stage["n_empty"]:
+            out += f", {stage['n_empty']} with no shingles (never candidates)"
+        if self.not_docs:
+            out += f", {len(self.not_docs)} files skipped"
+        if self.settings.signer is not None:
+            out += f"; {stage['n_docs']} x {self.settings.signer.num_perm} signatures"
+        return out
+
+
+# ---------------------------------------------------------------- 4. writing and publishing
+
+
+def _write_build(store: IndexStore, settings: _Settings, scan: _Scan, collector: _Collector) -> tuple[DocsTable, dict, dict | None]:
+    """Write the new build's files: the docs table, and the shingle sets or the signatures.
+
+    Returns the table and the manifest entries of the shingle stage and of the
+    signature stage (None when shingle sets are stored instead).
+    """
+    table = collector.builder.finish()
+    build = build_id(scan.scan_id, settings.params, __version__, collector.generation)
+    roles: dict[str, str] = {}
+    files: dict[str, dict] = {}
+    for role, arr in table.arrays().items():
+        roles[role] = f"{role}.{build}.npy"
+        files[roles[role]] = store.save_array(roles[role], arr)
+    if settings.keep_sets:
+        sets = ShingleSets.concatenate(collector.sets_parts)
+        for role, arr in (("indptr", sets.indptr), ("data", sets.data), ("counts", sets.counts)):
+            roles[role] = f"shingles.{role}.{build}.npy"
+            files[roles[role]] = store.save_array(roles[role], np.ascontiguousarray(arr))
+    stage = {
+        "params": settings.params,
+        "corpus": settings.corpus_abs,
+        "scan_id": scan.scan_id,
+        "scanned_at_ns": scan.scanned_at,
+        "build_id": build,
+        "n_docs": len(table),
+        "n_empty": int(np.count_nonzero(table.n_shingles == 0)),
+        "n_changed": collector.n_changed,
+        "n_removed": len(collector.old_pos) - collector.n_kept_old,
+        "skipped": collector.not_docs,
+        "roles": roles,
+        "files": files,
+    }
+    sig_stage = None
+    if collector.sig_rows is not None:
+        collector.sig_rows.flush()
+        sig_stage = finish_signatures(store, collector.sig_rows.writer, settings.signer, build)
+    return table, stage, sig_stage
+
+
+def _publish(
+    store: IndexStore, manifest: dict, table: DocsTable, stage: dict, sig_stage: dict | None, generation: int,
+    before_publish: Callable[[LoadedIndex], None] | None,
+) -> None:
+    """Put the new build into the manifest (with what ``before_publish`` adds) and publish it."""
+    manifest["stages"]["shingle"] = stage
+    if sig_stage is not None:
+        manifest["stages"]["signature"] = sig_stage
+    manifest["generation"] = generation
+    manifest["simdoc_version"] = __version__
+    if before_publish is not None:
+        before_publish(LoadedIndex(store, manifest, table))
+    store.write_manifest(manifest)

@@ -1,0 +1,181 @@
+"""The signature stage: the MinHash matrix of the stored shingle sets (`simdoc signature`).
+
+`simdoc pairs` signs documents as it reads them (the fused shingle stage,
+:mod:`simdoc.stages.shingle`); this stage is for an index built stage by
+stage, whose shingle stage kept the sorted shingle sets. Rows are signed in
+tasks of SIGNATURE_TASK_DOCS on the engine, each task reading its rows of
+the stored sets itself (workers run in folders of their own: the index path
+is absolute), and the matrix is written in row order.
+
+:func:`signature_params` settles the parameters of a run (asked, else the
+index's, else the defaults) for this stage and for the fused one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from simdoc.engines import Engine
+from simdoc.engines.local import LocalEngine
+from simdoc.errors import IndexError_
+from simdoc.minhash import MinHasher
+from simdoc.params import SignatureParams
+from simdoc.stages.common import build_id, mismatch, progress_bar
+from simdoc.stages.results import StageResult
+from simdoc.store.directory import IndexStore
+from simdoc.store.loaded import LoadedIndex, open_index
+from simdoc.store.npyfiles import NpyWriter
+from simdoc.version import __version__
+
+SIGNATURE_TASK_DOCS = 4096  # rows of stored shingle sets signed per task
+
+
+@dataclass(frozen=True)
+class SignatureTask:
+    """Rows [start, stop) of the stored shingle sets of the index at ``index`` (an absolute path), to sign."""
+
+    index: str
+    start: int
+    stop: int
+    signature: SignatureParams
+
+
+def sign_rows(task: SignatureTask) -> np.ndarray:
+    """Signatures of one task's rows (worker process)."""
+    sets = open_index(task.index).shingle_sets().slice(task.start, task.stop)
+    p = task.signature
+    return MinHasher(p.num_perm, p.seed, scheme=p.scheme).signatures(sets)
+
+
+def build_signatures(
+    index: str | os.PathLike,
+    params: SignatureParams = SignatureParams(),
+    *,
+    engine: Engine | None = None,
+    rebuild: bool = False,
+    progress: bool = False,
+    wait: float = 0.0,
+) -> StageResult:
+    """Bring the signature stage up to date with the shingle stage (holding the writer lock).
+
+    The stored shingle sets are signed by the tasks of ``engine`` (default: a
+    LocalEngine on all cores). A stage the last published manifest shows up
+    to date is left alone without taking the lock, so that a reader never
+    waits for a writer (see :func:`signatures_up_to_date`).
+    """
+    loaded = open_index(index)
+    if not rebuild:
+        done = _nothing_to_sign(loaded, params)
+        if done is not None:
+            return done
+    with loaded.store.writing(wait):
+        return _build_signatures(index, params, engine=engine or LocalEngine(), rebuild=rebuild, progress=progress)
+
+
+def signatures_up_to_date(index: str | os.PathLike, params: SignatureParams) -> StageResult | None:
+    """The result of a signature stage with nothing to do, if the published manifest shows one; else None.
+
+    Neither the lock nor an engine is needed to know it: a command can ask
+    first, and connect to a cluster only when there is work for it.
+    """
+    return _nothing_to_sign(open_index(index), params)
+
+
+def _nothing_to_sign(loaded: LoadedIndex, params: SignatureParams) -> StageResult | None:
+    stored = loaded.manifest["stages"].get("signature")
+    if _signatures_current(loaded, signature_params(stored, params, loaded.store.path, False)):
+        return StageResult("signature", False, 0.0, "up to date")
+    return None
+
+
+def signature_params(stored: dict | None, asked: SignatureParams, index: str | os.PathLike, rebuild: bool) -> SignatureParams:
+    """The signature parameters a run will use: those asked, else the index's (``stored``
+    stage), else the defaults. One asked that differs from the index's is a
+    ParameterMismatch, unless ``rebuild``."""
+    changed = stored is not None and mismatch("signature", stored["params"], asked.asked(), index, rebuild)
+    return asked.resolved(stored["params"] if (stored and not changed and not rebuild) else None)
+
+
+def _signatures_current(loaded: LoadedIndex, params: SignatureParams) -> bool:
+    stored = loaded.manifest["stages"].get("signature")
+    return bool(stored) and stored["params"] == params.manifest() and stored.get("built_from") == loaded.stage("shingle")["build_id"]
+
+
+def _build_signatures(index: str | os.PathLike, asked: SignatureParams, *, engine: Engine, rebuild: bool, progress: bool) -> StageResult:
+    t0 = time.perf_counter()
+    loaded = open_index(index)
+    shingle = loaded.stage("shingle")
+    params = signature_params(loaded.manifest["stages"].get("signature"), asked, index, rebuild)
+    if _signatures_current(loaded, params):
+        return StageResult("signature", False, time.perf_counter() - t0, "up to date")
+    if not loaded.has_shingle_sets():
+        raise IndexError_(
+            f"the signatures of the index at {loaded.store.path} need computing again, and it keeps no shingle sets",
+            hint="run `simdoc pairs CORPUS` with these options (it reads the documents), "
+            "or `simdoc shingle CORPUS --index ...` first",
+        )
+    store = loaded.store
+    n = shingle["n_docs"]
+    _, names = _names(shingle["build_id"], params)
+    step = SIGNATURE_TASK_DOCS
+    where = os.path.abspath(store.path)  # workers run in folders of their own
+    tasks = [SignatureTask(where, a, min(a + step, n), params) for a in range(0, n, step)]
+    writer = store.array_writer(names["signatures"], np.uint32, (params.num_perm,))
+    try:
+        bar = progress_bar(n, "signature", progress)
+        for rows in engine.map(sign_rows, tasks):
+            writer.append(rows)
+            bar.update(len(rows))
+        bar.close()
+        loaded.manifest["stages"]["signature"] = finish_signatures(store, writer, params, shingle["build_id"])
+    except BaseException:
+        writer.abort()
+        raise
+    store.write_manifest(loaded.manifest)
+    return StageResult("signature", True, time.perf_counter() - t0, f"{n} x {params.num_perm} signature matrix")
+
+
+
+def _names(built_from: str, params: SignatureParams) -> tuple[str, dict[str, str]]:
+    build = build_id(built_from, params.manifest(), __version__)
+    return build, {"signatures": f"signatures.{build}.npy", "family": f"minhash.family.{build}.npy"}
+
+
+def finish_signatures(store: IndexStore, writer: NpyWriter, params: SignatureParams, built_from: str) -> dict:
+    """Publish the matrix ``writer`` wrote under its build's name, with its hash family; the stage's manifest entry.
+
+    ``built_from``: the shingle build signed. The entry goes into a manifest
+    the caller writes (here, or with the fused stage's docs table).
+    """
+    build, names = _names(built_from, params)
+    writer.name = names["signatures"]
+    files = {names["signatures"]: writer.finish()}
+    hasher = MinHasher(params.num_perm, params.seed, scheme=params.scheme)
+    files[names["family"]] = store.save_array(names["family"], hasher.family())
+    return {"params": params.manifest(), "built_from": built_from, "build_id": build, "roles": names, "files": files}
+
+
+class SignatureRows:
+    """The next signature matrix of the fused stage, in document order: rows kept from the current one, and new rows."""
+
+    def __init__(self, store: IndexStore, num_perm: int, old: np.ndarray | None) -> None:
+        self.writer = store.array_writer("signatures.tmp.npy", np.uint32, (num_perm,))
+        self.old = old
+        self.pending: list[int] = []
+
+    def keep(self, j: int) -> None:
+        self.pending.append(j)
+
+    def add(self, rows: np.ndarray) -> None:
+        self.flush()
+        self.writer.append(rows)
+
+    def flush(self) -> None:
+        for s in range(0, len(self.pending), 1 << 16):
+            idx = np.asarray(self.pending[s : s + (1 << 16)], dtype=np.int64)
+            self.writer.append(np.asarray(self.old[idx]))
+        self.pending.clear()

@@ -1,0 +1,78 @@
+"""The local engine: task order, an initializer for the workers' state, lazy tasks, and the engine a command gets."""
+
+import os
+
+import pytest
+
+from simdoc.engines import open_engine
+from simdoc.engines.local import LocalEngine, check_jobs
+from simdoc.errors import UsageError
+
+_STATE: dict = {}
+
+
+def _install(offset: int) -> None:
+    _STATE["offset"] = offset
+
+
+def _shifted(x: int) -> tuple[int, int]:
+    return x + _STATE["offset"], os.getpid()
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+@pytest.fixture(autouse=True)
+def _clean_state():
+    _STATE.clear()
+    yield
+    _STATE.clear()
+
+
+def test_results_come_back_in_task_order_on_several_processes():
+    got = list(LocalEngine(2).map(_square, range(40)))
+    assert got == [x * x for x in range(40)]
+
+
+def test_every_worker_runs_the_initializer_before_its_tasks():
+    got = list(LocalEngine(2).map(_shifted, range(20), initializer=_install, initargs=(100,)))
+    assert [v for v, _ in got] == [x + 100 for x in range(20)]
+    assert os.getpid() not in {pid for _, pid in got}  # run by the pool's workers
+    assert "offset" not in _STATE  # not in this process
+
+
+def test_one_job_runs_here_and_runs_the_initializer_here():
+    got = list(LocalEngine(1).map(_shifted, range(5), initializer=_install, initargs=(7,)))
+    assert got == [(x + 7, os.getpid()) for x in range(5)]
+
+
+def test_unordered_results_are_all_there():
+    assert sorted(LocalEngine(2).map(_square, range(30), ordered=False)) == [x * x for x in range(30)]
+
+
+def test_tasks_are_drawn_as_they_are_needed():
+    drawn = []
+
+    def tasks():
+        for x in range(10):
+            drawn.append(x)
+            yield x
+
+    results = LocalEngine(1).map(_square, tasks())
+    assert next(results) == 0
+    assert drawn == [0]  # in this process, one task is made per result taken
+
+
+def test_jobs_below_one_is_a_usage_error_and_none_is_all_cores():
+    with pytest.raises(UsageError, match="--jobs must be at least 1, got 0"):
+        LocalEngine(0)
+    assert check_jobs(None) >= 1 and check_jobs(3) == 3
+
+
+def test_without_a_scheduler_a_command_gets_the_local_engine(monkeypatch):
+    monkeypatch.delenv("SIMDOC_SCHEDULER", raising=False)
+    with open_engine(3) as engine:
+        assert isinstance(engine, LocalEngine) and engine.jobs == 3
+    with pytest.raises(UsageError, match="--jobs must be at least 1"), open_engine(0, "local[1]"):
+        pass  # --jobs is checked before any cluster is started
