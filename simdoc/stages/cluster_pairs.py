@@ -28,7 +28,7 @@ def _band_frame(index: str, band: int):
     return pd.DataFrame({"band": np.full(len(docs), band, np.int32), "key": np.asarray(keys[band])[docs], "doc": docs})
 
 
-def _score_partition(frame, index: str, threshold: float, measure: str, verify: bool, all_candidates: bool, only_docs):
+def score_partition(frame, index: str, threshold: float, measure: str, verify: bool, all_candidates: bool, only_docs):
     """Pairs of the buckets in one partition, first-band rule, expanded, scored, filtered."""
     from simdoc.lsh import pairs_in_runs
     from simdoc.stages.results import Scoring, _members, score_pairs
@@ -85,7 +85,7 @@ def score_candidates(client, index: str, threshold: float, measure: str, verify:
     n_workers = max(len(client.scheduler_info().get("workers", {})), 1)
     frame = frame.shuffle(on="key", npartitions=npartitions or max(2 * n_workers, 2))
     parts = [
-        dask.delayed(_score_partition)(p, str(index), threshold, measure, verify, all_candidates, only_docs)
+        dask.delayed(score_partition)(p, str(index), threshold, measure, verify, all_candidates, only_docs)
         for p in frame.to_delayed()
     ]
     results = client.compute(parts, sync=True)
