@@ -854,7 +854,7 @@ def _find_pairs(
                     from simdoc.stages import cluster_pairs
 
                     left, right, est, jac, n_cand, stats = cluster_pairs.score_candidates(
-                        _DASK_CLIENT, str(index), t, measure, verify, all_candidates, changed
+                        _DASK_CLIENT, str(index), t, measure, verify, all_candidates, changed, verifier
                     )
                 else:
                     left, right, est, jac, n_cand, stats = score_candidates(
