@@ -18,6 +18,7 @@ speed:
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -47,8 +48,15 @@ import time
 _module = importlib.import_module({module!r})
 
 
+# Dask may run a preload twice in one namespace: keep the real function from the first time.
+_real = getattr(_module, "_test_real", None) or getattr(_module, {function!r})
+_module._test_real = _real
+
+
 def _hang(*args, **kwargs):
     """Say that the task has started (a marker file), then hang until this worker is killed."""
+    if not ({condition}):
+        return _real(*args, **kwargs)
     open(os.environ["SIMDOC_TEST_MARKER"], "a").close()
     while True:
         time.sleep(60)
@@ -66,11 +74,31 @@ def cluster(tmp_path):
     c.stop()
 
 
-def hanging_worker(cluster: Cluster, tmp_path: Path, stage: str) -> tuple[subprocess.Popen, Path]:
-    """A worker on which the first task of ``stage`` hangs; and the marker that task leaves."""
+# A worker that records the part file of every scoring task it runs.
+RECORD = '''
+import os
+
+import simdoc.stages.cluster_pairs as cp
+
+_real = getattr(cp, "_test_real", None) or cp.score_partition  # as in HANG
+cp._test_real = _real
+
+
+def score_partition(task):
+    with open(os.environ["SIMDOC_TEST_RAN"], "a") as f:
+        f.write(os.path.basename(task.part or "?") + "\\n")
+    return _real(task)
+
+
+cp.score_partition = score_partition
+'''
+
+
+def hanging_worker(cluster: Cluster, tmp_path: Path, stage: str, condition: str = "True") -> tuple[subprocess.Popen, Path]:
+    """A worker on which the first task of ``stage`` (that meets ``condition``) hangs; and the marker it leaves."""
     module, function = STAGES[stage]
     preload = tmp_path / f"hang_{stage}.py"
-    preload.write_text(HANG.format(module=module, function=function))
+    preload.write_text(HANG.format(module=module, function=function, condition=condition))
     marker = tmp_path / f"in_{stage}"
     worker = cluster.start_worker("--preload", str(preload), env={"SIMDOC_TEST_MARKER": str(marker)})
     cluster.wait_for_workers(1)
@@ -151,7 +179,8 @@ def test_the_client_killed_mid_run_leaves_the_index_sound_and_the_next_run_right
     want = local_answer(corpus, tmp_path, *ARGS)
     before = (index / "manifest.json").read_bytes()
 
-    doomed, marker = hanging_worker(cluster, tmp_path, stage)
+    # Scoring hangs in the second band's task: the first band's may have finished (and written its part).
+    doomed, marker = hanging_worker(cluster, tmp_path, stage, "stage != 'score' or args[0].band == 1".replace("stage", repr(stage)))
     run = start_pairs(corpus, "--index", index, *ARGS, "--scheduler", cluster.address, cwd=tmp_path)
     try:
         wait_for(marker, run, cluster)
@@ -169,9 +198,21 @@ def test_the_client_killed_mid_run_leaves_the_index_sound_and_the_next_run_right
         assert (index / "manifest.json").read_bytes() == before
     leftovers = [p.name for p in index.iterdir() if p.name.endswith(".tmp")]
     # A run killed while writing may leave its temporary files; the next writer removes them.
-    cluster.start_worker()
+    finished = {p.name for p in index.glob("dask-parts/*/*.npz")}
+    if stage == "scan":
+        assert not finished
+    record = tmp_path / "record.py"
+    record.write_text(RECORD)
+    ran = tmp_path / "ran"
+    cluster.start_worker("--preload", str(record), env={"SIMDOC_TEST_RAN": str(ran)})
     again = simdoc("pairs", corpus, "--index", index, *ARGS, "--scheduler", cluster.address, cwd=tmp_path, timeout=240)
     assert again.returncode == 0, again.stderr + cluster.logs()
     assert again.stdout == want
+    # The scoring tasks that had finished were not run again; the others were, once each.
+    bands = json.loads((index / "manifest.json").read_text())["stages"]["index"]["params"]["bands"]
+    names = ran.read_text().split()
+    assert len(names) == len(set(names)) and not set(names) & finished, (names, finished)
+    assert len(names) + len(finished) == bands, (names, finished)
+    assert not (index / "dask-parts").exists()
     assert not [p.name for p in index.iterdir() if p.name.endswith(".tmp") and p.name in leftovers]
     assert simdoc("check", "--index", index, cwd=tmp_path).returncode == 0

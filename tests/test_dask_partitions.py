@@ -11,6 +11,7 @@ once, each task and result pickled as Dask would send them.
 from __future__ import annotations
 
 import math
+import shutil
 import pickle
 from pathlib import Path
 
@@ -177,3 +178,78 @@ def test_the_copies_file_is_removed_after_the_run(index):
     loaded = open_index(index)
     cluster_pairs.score_candidates(InProcessClient(), str(index), 0.5, "set", False, False, None, None)
     assert not (loaded.store.path / cluster_pairs.PARTS).exists()
+
+
+class ClientKilled(Exception):
+    """The client died here (its process killed): nothing after this runs."""
+
+
+class DyingClient(InProcessClient):
+    """Runs ``lives`` tasks, then dies as the next one is submitted."""
+
+    def __init__(self, lives: int) -> None:
+        super().__init__()
+        self.lives = lives
+
+    def submit(self, func, task, pure=True):
+        if len(self.submitted) == self.lives:
+            raise ClientKilled
+        return super().submit(func, task, pure)
+
+
+def test_a_killed_clients_finished_tasks_are_reused_by_the_next_run(index):
+    loaded = open_index(index)
+    n_rows = len(loaded.bands()[1][0])
+    n_tasks = loaded.stage("index")["params"]["bands"] * 3
+    args = (str(index), 0.3, "set", True, True, None)
+    size = math.ceil(n_rows * cluster_pairs.ROW_BYTES / 3)
+    v_local = Verifier.of_index(loaded)
+    local = score_candidates(loaded, 0.3, "set", True, True, None, 1, v_local)
+    dying = DyingClient(lives=5)
+    with pytest.raises(ClientKilled):
+        cluster_pairs.score_candidates(dying, *args, Verifier.of_index(loaded), partition_bytes=size)
+    parts = loaded.store.path / cluster_pairs.PARTS
+    written = sorted(p.name for p in parts.rglob("*.npz"))
+    assert len(written) == 5  # the tasks that finished wrote their parts (their completion records)
+    again = InProcessClient()
+    v_cluster = Verifier.of_index(loaded)
+    cluster = cluster_pairs.score_candidates(again, *args, v_cluster, partition_bytes=size)
+    assert len(again.submitted) == n_tasks - 5  # the finished ones were not run again
+    ran = {f"{t.band:03d}-{cluster_pairs.key_ranges(3).index((t.lo, t.hi)):06d}.npz" for t in again.submitted}
+    assert not ran & set(written)
+    assert_same(local, cluster, v_local, v_cluster)
+    assert not parts.exists()  # a run that ends removes its parts
+
+
+def test_parts_of_other_questions_are_not_taken(index):
+    """A part is reused only by a run of the same index asking the same (threshold, measure, ...)."""
+    loaded = open_index(index)
+    with pytest.raises(ClientKilled):
+        cluster_pairs.score_candidates(DyingClient(lives=13), str(index), 0.3, "set", True, True, None, Verifier.of_index(loaded))
+    other = InProcessClient()
+    v = Verifier.of_index(loaded)
+    cluster = cluster_pairs.score_candidates(other, str(index), 0.8, "set", True, False, None, v)
+    assert len(other.submitted) == loaded.stage("index")["params"]["bands"]
+    v_local = Verifier.of_index(loaded)
+    assert_same(score_candidates(loaded, 0.8, "set", True, False, None, 1, v_local), cluster, v_local, v)
+    # Parts of this manifest asking another question stay (another run may be asking it now).
+    assert len(list((loaded.store.path / cluster_pairs.PARTS).rglob("*.npz"))) == 13
+    shutil.rmtree(loaded.store.path / cluster_pairs.PARTS)
+
+
+def test_a_part_round_trips():
+    r = cluster_pairs.PartitionResult(
+        4, (np.array([1, 2]), np.array([3, 4]), np.array([0.5, 0.75]), None), 7, 5, 3, 1, 2, 0, {9}, {8, 10},
+        np.arange(8, dtype=np.uint64).reshape(2, 4), np.ones((2, 2)),
+    )
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        cluster_pairs.write_part(f"{d}/p.npz", r)
+        back = cluster_pairs.read_part(f"{d}/p.npz")
+        assert back.scored[3] is None and back.stale == {9} and back.gone == {8, 10}
+        assert (back.band, back.n_candidates, back.n_pairs, back.largest_bucket, back.large_buckets) == (4, 7, 5, 3, 1)
+        assert np.array_equal(back.verified_keys, r.verified_keys) and np.array_equal(back.scored[2], r.scored[2])
+        (Path(d) / "p.npz").write_bytes(b"half a file")
+        assert cluster_pairs.read_part(f"{d}/p.npz") is None
+        assert cluster_pairs.read_part(f"{d}/none.npz") is None

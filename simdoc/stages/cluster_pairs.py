@@ -25,6 +25,17 @@ output is byte-identical whatever the number of workers or ranges.
 A worker opens the index once per manifest (:func:`_opened`), not once per
 task: the docs table (paths, identities) that verification needs is read
 once per worker process.
+
+Workers write what they compute: each task writes its result (printed pairs,
+newly verified pairs, changed documents) to a part file of the index,
+``dask-parts/<manifest>-<question>/<band>-<range>.npz``, atomically, so a part
+that exists is that task's completion record (as datatrove's
+``completions/``). A client killed mid-stage leaves them; the next run of the
+same index asking the same question (threshold, measure, ...) takes them
+instead of running those tasks again. A run that ends removes its parts, and
+those of manifests that are no more. The client still receives each task's
+result too (the pairs it prints and the verified pairs it merges into the
+index's one verified-pairs table).
 """
 
 from __future__ import annotations
@@ -33,11 +44,14 @@ import bisect
 import contextlib
 import dataclasses
 import hashlib
+import json
 import math
 import os
+import shutil
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -66,6 +80,7 @@ class PartitionTask:
     scoring: Scoring  # without only_docs: that is n bytes, made on the worker from new_after
     new_after: int | None  # --new: pairs with a document added after this generation
     copies: str | np.ndarray | None  # the copies table (see copies_table), as a .npy path, or None: no copies
+    part: str | None = None  # where the task writes its result (its completion record); None: nowhere
 
 
 @dataclass
@@ -152,7 +167,19 @@ def _members_of(docs: np.ndarray, copies: np.ndarray | None):
 
 
 def score_partition(task: PartitionTask) -> PartitionResult:
-    """Pairs of the buckets of one key range of one band: first-band rule, expanded, scored, filtered."""
+    """Pairs of the buckets of one key range of one band: first-band rule, expanded, scored, filtered.
+
+    The result is also written to the task's part file, which a client killed
+    before the end reads instead of running the task again.
+    """
+    result = _score(task)
+    if task.part is not None:
+        with contextlib.suppress(OSError):  # no room, or a read-only index: then the run is not resumable
+            write_part(task.part, result)
+    return result
+
+
+def _score(task: PartitionTask) -> PartitionResult:
     loaded, only_docs = _opened(task.index, task.manifest, task.new_after)
     keys, buckets = loaded.bands()
     band_keys, order = keys[task.band], buckets[task.band]
@@ -166,13 +193,15 @@ def score_partition(task: PartitionTask) -> PartitionResult:
         verifier = Verifier.of_index(loaded)
         verifier.table = _Recording(verifier.table)
     result = PartitionResult(task.band, (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0) if how.verify else None), 0, 0)
-    if len(docs) < 2:
+    if not len(docs):
         return result
     starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
     ends = np.append(starts[1:], len(docs))
     sizes = ends - starts
     result.largest_bucket = int(sizes.max())
     result.large_buckets = int(np.count_nonzero(sizes >= LARGE_BUCKET))
+    if len(docs) < 2:
+        return result
     after = np.repeat(ends, sizes) - np.arange(len(docs)) - 1
     cum = np.cumsum(after)
     total = int(cum[-1])
@@ -271,29 +300,49 @@ def score_candidates(
     how = Scoring(threshold, measure, verify, all_candidates)
     # The same generation pipeline compared with to make only_docs: the workers make it again.
     new_after = None if only_docs is None else int(loaded.manifest.get("reported_generation", 0))
+    ranges = ranges_per_band(n_rows, partition_bytes)
+    folder = run_folder(loaded, manifest, how, new_after, ranges)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only index: nothing is written, nothing can be resumed
+        folder = None
+    stats = BucketStats()
+    parts: list[tuple] = []
+    n_cand = 0
+
+    def take(r: PartitionResult) -> None:
+        nonlocal n_cand
+        parts.append(r.scored)
+        n_cand += r.n_candidates
+        stats.n_candidates += r.n_pairs
+        stats.large_buckets += r.large_buckets
+        if (r.largest_bucket, -r.band) > (stats.largest_bucket, -stats.largest_bucket_band):  # first band wins ties
+            stats.largest_bucket, stats.largest_bucket_band = r.largest_bucket, r.band
+        if verifier is not None:
+            verifier.n_verified += r.n_verified
+            verifier.n_cached += r.n_cached
+            verifier.stale |= r.stale
+            verifier.gone |= r.gone
+            if r.verified_keys is not None:
+                verifier.table.add(r.verified_keys, r.verified_jaccard)
+
     with _copies_file(loaded, manifest) as copies:
-        tasks = (
-            PartitionTask(index, manifest, t, lo, hi, how, new_after, copies)
-            for t in range(n_bands)
-            for lo, hi in key_ranges(ranges_per_band(n_rows, partition_bytes))
-        )
-        stats = BucketStats()
-        parts = []
-        n_cand = 0
-        for r in map_ordered(client, score_partition, tasks):
-            parts.append(r.scored)
-            n_cand += r.n_candidates
-            stats.n_candidates += r.n_pairs
-            stats.large_buckets += r.large_buckets
-            if r.largest_bucket > stats.largest_bucket:  # tasks come back in band order: the first band wins ties
-                stats.largest_bucket, stats.largest_bucket_band = r.largest_bucket, r.band
-            if verifier is not None:
-                verifier.n_verified += r.n_verified
-                verifier.n_cached += r.n_cached
-                verifier.stale |= r.stale
-                verifier.gone |= r.gone
-                if r.verified_keys is not None:
-                    verifier.table.add(r.verified_keys, r.verified_jaccard)
+
+        def to_run() -> Iterator[PartitionTask]:
+            """The tasks whose parts are not there: those of a killed client's run are taken as they are."""
+            for t in range(n_bands):
+                for i, (lo, hi) in enumerate(key_ranges(ranges)):
+                    part = None if folder is None else str(folder / f"{t:03d}-{i:06d}.npz")
+                    done = None if part is None else read_part(part)
+                    if done is not None:
+                        take(done)
+                    else:
+                        yield PartitionTask(index, manifest, t, lo, hi, how, new_after, copies, part)
+
+        for r in map_ordered(client, score_partition, to_run()):
+            take(r)
+    if folder is not None:
+        _remove_parts(folder, manifest)
     left, right, est, jac = in_print_order(parts, verify)
     return left, right, est, jac, n_cand, stats
 
@@ -326,3 +375,62 @@ def _copies_file(loaded, manifest: str) -> Iterator[str | np.ndarray | None]:
             path.unlink()
         with contextlib.suppress(OSError):
             folder.rmdir()  # unless parts are left in it
+
+
+# ---------------------------------------------------------------- parts: what the workers write
+
+_COUNTS = ("band", "n_candidates", "n_pairs", "largest_bucket", "large_buckets", "n_verified", "n_cached", "verified")
+
+
+def write_part(path: str, r: PartitionResult) -> None:
+    """Write one task's result where its part goes, atomically: a part that exists is complete."""
+    left, right, est, jac = r.scored
+    verified = jac is not None
+    counts = [r.band, r.n_candidates, r.n_pairs, r.largest_bucket, r.large_buckets, r.n_verified, r.n_cached, verified]
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "wb") as f:
+        np.savez(
+            f, counts=np.array(counts, np.int64), left=left, right=right, est=est, jac=jac if verified else np.zeros(0),
+            stale=np.array(sorted(r.stale), np.int64), gone=np.array(sorted(r.gone), np.int64),
+            verified_keys=r.verified_keys if r.verified_keys is not None else np.zeros((0, 4), np.uint64),
+            verified_jaccard=r.verified_jaccard if r.verified_jaccard is not None else np.zeros((0, 2)),
+        )
+    os.replace(tmp, path)
+
+
+def read_part(path: str) -> PartitionResult | None:
+    """A task's result from its part, or None if there is none (or it cannot be read: run the task again)."""
+    try:
+        with np.load(path) as z:
+            c = dict(zip(_COUNTS, z["counts"].tolist()))
+            jac = z["jac"] if c["verified"] else None
+            keys, vjac = z["verified_keys"], z["verified_jaccard"]
+            return PartitionResult(
+                c["band"], (z["left"], z["right"], z["est"], jac), c["n_candidates"], c["n_pairs"], c["largest_bucket"],
+                c["large_buckets"], c["n_verified"], c["n_cached"], set(z["stale"].tolist()), set(z["gone"].tolist()),
+                keys if len(keys) else None, vjac if len(keys) else None,
+            )
+    except (OSError, ValueError, KeyError, EOFError):
+        return None
+
+
+def run_folder(loaded, manifest: str, how: Scoring, new_after: int | None, ranges: int) -> Path:
+    """The folder of one run's parts: named by the manifest and everything the results depend on,
+    so that only a run of the same index, asking the same, finds and reuses them."""
+    from simdoc.version import __version__
+
+    asked = [manifest, how.threshold, how.measure, how.verify, how.all_candidates, new_after, ranges, __version__]
+    key = hashlib.sha256(json.dumps(asked).encode()).hexdigest()[:16]
+    return loaded.store.path / PARTS / f"{manifest[:16]}-{key}"
+
+
+def _remove_parts(folder: Path, manifest: str) -> None:
+    """After a run: its parts, and those of runs of manifests that are no more (never to be reused)."""
+    with contextlib.suppress(OSError):
+        shutil.rmtree(folder)
+    with contextlib.suppress(OSError):
+        for other in folder.parent.iterdir():
+            if other.is_dir() and not other.name.startswith(manifest[:16]):
+                shutil.rmtree(other, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        folder.parent.rmdir()  # unless another run's parts, or the copies table of one, are in it
