@@ -1,5 +1,6 @@
 """The Dask engine gives the local engine's answers (LocalCluster with 2 worker processes)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,30 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path):
     assert r.exit_code == 2 and "cannot reach the Dask scheduler" in r.stderr
     bad = CliRunner().invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "i"), "--scheduler", "bogus"])
     assert bad.exit_code == 2 and "Traceback" not in bad.stderr and "host:port" in bad.stderr
+
+
+def test_what_the_workers_verified_is_kept_and_reported_as_locally(tmp_path):
+    """The cluster's verification feeds the verified-pairs table and the warnings, as the local engine's does."""
+    docs = make_corpus(tmp_path / "c", seed=7, n_base=12)
+    runner = CliRunner()
+    idx = tmp_path / "idx"
+    common = ["--threshold", "0.6", "-v"]
+    first = runner.invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(idx), "--scheduler", "local[2]", *common])
+    assert first.exit_code == 0, first.stderr
+    verified = [line for line in first.stderr.splitlines() if line.startswith("verify: ")]
+    assert verified and re.match(r"verify: [1-9]\d* pairs verified from the documents", verified[0]), first.stderr
+    # The table the workers' pairs went into: a second run, here, verifies nothing again.
+    again = runner.invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(idx), "-j", "1", *common])
+    assert again.exit_code == 0 and again.stdout == first.stdout
+    assert "verify: up to date" in again.stderr.splitlines(), again.stderr  # all from the table
+    # A document changed since it was indexed (and never verified: an index built with --no-verify):
+    # both engines leave its pairs out, with the same warning.
+    bare = tmp_path / "bare"
+    assert runner.invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(bare), "--no-verify", "-j", "1"]).exit_code == 0
+    (tmp_path / "c" / "base/doc01.txt").write_text(docs["base/doc01.txt"] + " and a tail", encoding="utf-8")
+    local = runner.invoke(cli, ["pairs", "--index", str(bare), "--threshold", "0.6", "-j", "1"])
+    dask = runner.invoke(cli, ["pairs", "--index", str(bare), "--threshold", "0.6", "--scheduler", "local[2]"])
+    assert local.exit_code == dask.exit_code == 0, dask.stderr
+    assert dask.stdout == local.stdout and "base/doc01.txt" not in local.stdout
+    warning = [line for line in local.stderr.splitlines() if "changed since it was indexed" in line]
+    assert warning and warning == [line for line in dask.stderr.splitlines() if "changed since it was indexed" in line]

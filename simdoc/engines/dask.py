@@ -10,13 +10,13 @@
   (:func:`map_ordered`). Workers read the documents and send back their
   docs-table rows and signature rows; the client writes the index. The corpus must be on a file system every worker sees.
 * Banding runs on the client (a few sorts of the band keys).
-* Candidates: the (band, key, document) triples of all bands are shuffled by
-  key with dask.dataframe, so every bucket lands in one partition; each
-  partition emits its buckets' pairs, keeps a pair only in the first band
-  where its documents share a key (so pairs are unique without a second
-  shuffle), expands folded exact copies, and scores its pairs on the
-  worker, verifying them against the documents, re-read from the shared
-  file system (simdoc.stages.verify). Only the pairs that are printed travel back.
+* Candidates (simdoc.stages.cluster_pairs): each band is cut into key ranges,
+  one task each, as many as the data volume asks for; a task reads its
+  range's slice of the sorted bands, keeps a pair only in the first band
+  where its documents share a key, expands folded exact copies, and scores
+  its pairs on the worker, verifying them against the documents, re-read
+  from the shared file system (simdoc.stages.verify). Only the pairs that
+  are printed, and what verification learnt, travel back.
 
 The client sorts the pairs exactly as the local engine does, so the output
 is byte-identical whatever the number of workers or partitions.

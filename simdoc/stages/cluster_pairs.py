@@ -1,77 +1,299 @@
-"""Candidates scored on a Dask cluster: the pairs stage's shuffle by band key.
+"""Candidates scored on a Dask cluster: each band cut by key range, every piece a task sized by volume.
 
-The (band, key, document) triples of all bands are shuffled by key with
-dask.dataframe, so every bucket lands in one partition; each partition emits
-its buckets' pairs, keeps a pair only in the first band where its documents
-share a key (so pairs are unique without a second shuffle), expands folded
-exact copies, and scores its pairs on the worker, verifying them against the
-documents re-read from the shared file system. Only the pairs that are
-printed travel back; the client sorts them exactly as the local engine does
-(:func:`simdoc.stages.results.in_print_order`), so the output is
-byte-identical whatever the number of workers or partitions.
+The index stage stores each band's documents sorted by their key in that
+band (``buckets``), so the documents of a key range are one contiguous
+slice of it, and a bucket (the documents of one key) never straddles two
+ranges. As datatrove does with its sorted band files, each band is cut into
+key ranges of equal width (band keys are hashes, so equal widths hold
+about equal numbers of documents); a task reads its range's slice of the
+memory-mapped arrays and nothing else of the band, so no shuffle is needed
+and no task holds a whole band. The number of ranges per band is set by the
+data volume: :data:`PARTITION_BYTES` of bucket rows (8-byte key, 8-byte
+document number) per task.
+
+Each task emits its buckets' pairs, keeps a pair only in the first band
+where its documents share a key (so pairs are unique across tasks), expands
+folded exact copies (only those of its own documents: :data:`copies` is a
+table of the documents that have a copy, sorted by representative, looked
+up by binary search), and scores its pairs on the worker, verifying them
+against the documents re-read from the shared file system. The pairs that
+are printed, and what verification learnt (pairs newly verified, documents
+changed or gone), travel back; the client sorts the pairs exactly as the
+local engine does (:func:`simdoc.stages.results.in_print_order`), so the
+output is byte-identical whatever the number of workers or ranges.
+
+A worker opens the index once per manifest (:func:`_opened`), not once per
+task: the docs table (paths, identities) that verification needs is read
+once per worker process.
+
+Workers write what they compute: each task writes its result (printed pairs,
+newly verified pairs, changed documents) to a part file of the index,
+``dask-parts/<manifest>-<question>/<band>-<range>.npz``, atomically, so a part
+that exists is that task's completion record (as datatrove's
+``completions/``). A client killed mid-stage leaves them; the next run of the
+same index asking the same question (threshold, measure, ...) takes them
+instead of running those tasks again. A run that ends removes its parts, and
+those of manifests that are no more. The client still receives each task's
+result too (the pairs it prints and the verified pairs it merges into the
+index's one verified-pairs table).
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import dataclasses
+import hashlib
+import json
+import math
 import os
+import shutil
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from simdoc.lsh import LARGE_BUCKET, BucketStats, pairs_in_runs
+from simdoc.stages.results import (
+    SCORE_PAIRS,
+    Scoring,
+    Verifier,
+    _expand,
+    in_print_order,
+    score_pairs,
+)
+from simdoc.store.verified import VerifiedPairs
 
-def _band_frame(index: str, band: int):
-    import pandas as pd
+# Bucket rows (8-byte key + 8-byte document number) one scoring task reads: 64 MiB is 4.2
+# million documents of one band. With 13 bands, 10^6 documents make 13 tasks (one per band),
+# 10^9 about 3,100 per band. A task's memory is this, plus the pairs of its buckets, scored
+# SCORE_PAIRS at a time (~64 bytes a pair), plus the docs table the worker holds once.
+PARTITION_BYTES = 64 << 20
+ROW_BYTES = 16
+KEY_SPACE = 1 << 64
 
+
+@dataclass(frozen=True)
+class PartitionTask:
+    """One key range of one band, and how to score its pairs."""
+
+    index: str  # absolute path
+    manifest: str  # sha256 of the manifest the client read: a worker's open index must be this one
+    band: int
+    lo: int  # keys in [lo, hi)
+    hi: int
+    scoring: Scoring  # without only_docs: that is n bytes, made on the worker from new_after
+    new_after: int | None  # --new: pairs with a document added after this generation
+    copies: str | np.ndarray | None  # the copies table (see copies_table), as a .npy path, or None: no copies
+    part: str | None = None  # where the task writes its result (its completion record); None: nowhere
+
+
+@dataclass
+class PartitionResult:
+    """What one task sends back: the pairs to print and what verification learnt."""
+
+    band: int
+    scored: tuple  # (left, right, est, jac or None)
+    n_candidates: int  # after expanding copies and --new, as score_pairs counts them
+    n_pairs: int  # before: pairs of representatives, as BucketStats counts them
+    largest_bucket: int = 0
+    large_buckets: int = 0
+    n_verified: int = 0
+    n_cached: int = 0
+    stale: set = field(default_factory=set)
+    gone: set = field(default_factory=set)
+    verified_keys: np.ndarray | None = None  # pairs newly verified: keys (m, 4), jaccards (m, 2)
+    verified_jaccard: np.ndarray | None = None
+
+
+class _Recording(VerifiedPairs):
+    """The index's verified-pairs table, recording what a task adds to it, to send back."""
+
+    def __init__(self, table: VerifiedPairs) -> None:
+        super().__init__(table.keys, table.jaccard)
+        self.added_keys: list[np.ndarray] = []
+        self.added_jaccard: list[np.ndarray] = []
+
+    def add(self, keys: np.ndarray, jaccard: np.ndarray) -> None:
+        super().add(keys, jaccard)
+        if len(keys):
+            self.added_keys.append(np.asarray(keys, dtype=np.uint64))
+            self.added_jaccard.append(np.asarray(jaccard, dtype=np.float64))
+
+
+_OPEN: dict = {}  # (index, manifest digest) -> (LoadedIndex, {new_after: only_docs}), in this worker process
+_OPEN_LOCK = threading.Lock()
+
+
+def _opened(index: str, manifest: str, new_after: int | None):
+    """The index, opened once per worker process and manifest (its docs table loaded once), and the
+    --new mask of its documents (None without --new)."""
     from simdoc.store.loaded import open_index
 
-    keys, buckets = open_index(index).bands()
-    docs = np.asarray(buckets[band])
-    return pd.DataFrame({"band": np.full(len(docs), band, np.int32), "key": np.asarray(keys[band])[docs], "doc": docs})
+    with _OPEN_LOCK:
+        entry = _OPEN.get((index, manifest))
+        if entry is None:
+            _OPEN.clear()  # one index at a time: an older manifest's arrays are of no more use
+            entry = _OPEN[(index, manifest)] = (open_index(index), {})
+        loaded, masks = entry
+        if new_after is not None and new_after not in masks:
+            masks[new_after] = np.asarray(loaded.docs().added) > new_after
+        return loaded, masks.get(new_after)
 
 
-def _score_partition(frame, index: str, threshold: float, measure: str, verify: bool, all_candidates: bool, only_docs):
-    """Pairs of the buckets in one partition, first-band rule, expanded, scored, filtered."""
-    from simdoc.lsh import pairs_in_runs
-    from simdoc.stages.results import Scoring, _members, score_pairs
-    from simdoc.store.loaded import open_index
+def _first_at_least(keys: np.ndarray, order: np.ndarray, key: int) -> int:
+    """Position of the first document of ``order`` (sorted by ``keys``) whose key is >= key.
 
-    loaded = open_index(index)
-    keys, _ = loaded.bands()
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0) if verify else None, 0)
-    if len(frame) < 2:
-        return empty
-    band = frame["band"].to_numpy()
-    key = frame["key"].to_numpy()
-    doc = frame["doc"].to_numpy()
-    order = np.lexsort((doc, key, band))
-    band, key, doc = band[order], key[order], doc[order]
-    new_group = np.concatenate(([True], (band[1:] != band[:-1]) | (key[1:] != key[:-1])))
-    starts = np.flatnonzero(new_group)
-    ends = np.append(starts[1:], len(doc))
-    after = np.repeat(ends, ends - starts) - np.arange(len(doc)) - 1
-    firsts, seconds = pairs_in_runs(after, 0, len(doc))
-    if not len(firsts):
-        return empty
-    a, b = doc[firsts], doc[seconds]
-    left, right, found_in = np.minimum(a, b), np.maximum(a, b), band[firsts]
-    keep = np.ones(len(firsts), bool)
-    for u in range(int(found_in.max())):
-        idx = np.flatnonzero(keep & (found_in > u))
-        keep[idx] = np.asarray(keys[u])[left[idx]] != np.asarray(keys[u])[right[idx]]
-    scored, n_cand = score_pairs(
-        loaded, left[keep], right[keep], Scoring(threshold, measure, verify, all_candidates, only_docs),
-        _members(loaded.representatives()),
-    )
-    return (*scored, n_cand)
+    A binary search through the memory-mapped arrays: log2(n) reads, not n.
+    """
+    if key >= KEY_SPACE:
+        return len(order)
+    return bisect.bisect_left(range(len(order)), key, key=lambda i: int(keys[order[i]]))
 
 
-def score_candidates(client, index: str, threshold: float, measure: str, verify: bool, all_candidates: bool, only_docs, npartitions: int | None = None):
-    """The distributed counterpart of :func:`simdoc.stages.results.score_candidates` (same return value)."""
-    import dask
-    import dask.dataframe as dd
-    import pandas as pd
+def _members_of(docs: np.ndarray, copies: np.ndarray | None):
+    """(indptr, members) over ``docs`` (sorted representatives): each one's group, itself first,
+    from the copies table; None when none of them has a copy."""
+    if copies is None or not len(docs):
+        return None
+    reps, members = copies[0], copies[1]
+    start = np.searchsorted(reps, docs, "left")
+    count = np.searchsorted(reps, docs, "right") - start
+    if not count.any():
+        return None
+    indptr = np.zeros(len(docs) + 1, np.int64)
+    np.cumsum(np.maximum(count, 1), out=indptr[1:])
+    out = np.repeat(docs, np.maximum(count, 1))  # a document with no copy stands for itself
+    has = np.flatnonzero(count)
+    c = count[has]
+    ramp = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
+    out[np.repeat(indptr[has], c) + ramp] = members[np.repeat(start[has], c) + ramp]
+    return indptr, out
 
-    from simdoc.lsh import BucketStats
-    from simdoc.stages.results import in_print_order
+
+def score_partition(task: PartitionTask) -> PartitionResult:
+    """Pairs of the buckets of one key range of one band: first-band rule, expanded, scored, filtered.
+
+    The result is also written to the task's part file, which a client killed
+    before the end reads instead of running the task again.
+    """
+    result = _score(task)
+    if task.part is not None:
+        with contextlib.suppress(OSError):  # no room, or a read-only index: then the run is not resumable
+            write_part(task.part, result)
+    return result
+
+
+def _score(task: PartitionTask) -> PartitionResult:
+    loaded, only_docs = _opened(task.index, task.manifest, task.new_after)
+    keys, buckets = loaded.bands()
+    band_keys, order = keys[task.band], buckets[task.band]
+    p0 = _first_at_least(band_keys, order, task.lo)
+    p1 = _first_at_least(band_keys, order, task.hi)
+    docs = np.asarray(order[p0:p1], dtype=np.int64)
+    k = np.asarray(band_keys[docs])
+    how = dataclasses.replace(task.scoring, only_docs=only_docs)
+    verifier = None
+    if how.verify:
+        verifier = Verifier.of_index(loaded)
+        verifier.table = _Recording(verifier.table)
+    result = PartitionResult(task.band, (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0) if how.verify else None), 0, 0)
+    if not len(docs):
+        return result
+    starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+    ends = np.append(starts[1:], len(docs))
+    sizes = ends - starts
+    result.largest_bucket = int(sizes.max())
+    result.large_buckets = int(np.count_nonzero(sizes >= LARGE_BUCKET))
+    if len(docs) < 2:
+        return result
+    after = np.repeat(ends, sizes) - np.arange(len(docs)) - 1
+    cum = np.cumsum(after)
+    total = int(cum[-1])
+    copies = np.load(task.copies, mmap_mode="r") if isinstance(task.copies, str) else task.copies
+    parts = []
+    done = q0 = 0
+    while done < total:  # SCORE_PAIRS pairs at a time: a big bucket does not take all memory
+        q1 = max(int(np.searchsorted(cum, done + SCORE_PAIRS, side="right")), q0 + 1)
+        firsts, seconds = pairs_in_runs(after, q0, q1)
+        done += len(firsts)
+        q0 = q1
+        if not len(firsts):
+            continue
+        a, b = docs[firsts], docs[seconds]
+        left, right = np.minimum(a, b), np.maximum(a, b)
+        keep = np.ones(len(left), bool)
+        for u in range(task.band):
+            idx = np.flatnonzero(keep)
+            if not len(idx):
+                break
+            keep[idx] = keys[u][left[idx]] != keys[u][right[idx]]
+        left, right = left[keep], right[keep]
+        result.n_pairs += len(left)
+        if not len(left):
+            continue
+        used = np.unique(np.concatenate([left, right]))
+        members = _members_of(used, copies)
+        if members is not None:
+            left, right = _expand(np.searchsorted(used, left), np.searchsorted(used, right), members)
+        scored, n = score_pairs(loaded, left, right, how, None, verifier)
+        parts.append(scored)
+        result.n_candidates += n
+    if parts:
+        result.scored = in_print_order(parts, how.verify)
+    if verifier is not None:
+        result.n_verified, result.n_cached = verifier.n_verified, verifier.n_cached
+        result.stale, result.gone = verifier.stale, verifier.gone
+        if verifier.table.added_keys:
+            result.verified_keys = np.concatenate(verifier.table.added_keys)
+            result.verified_jaccard = np.concatenate(verifier.table.added_jaccard)
+    return result
+
+
+def ranges_per_band(n_rows: int, partition_bytes: int | None = None) -> int:
+    """Key ranges each band is cut into: PARTITION_BYTES of bucket rows per task."""
+    return max(1, math.ceil(n_rows * ROW_BYTES / (partition_bytes or PARTITION_BYTES)))
+
+
+def key_ranges(n: int) -> list[tuple[int, int]]:
+    """``n`` key ranges of equal width covering all 64-bit keys."""
+    bounds = [i * KEY_SPACE // n for i in range(n + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def copies_table(rep: np.ndarray) -> np.ndarray | None:
+    """(2, m) int64: [representative, member] of every document in a group of exact copies,
+    sorted by representative then member (the representative, the smallest, first); None if none."""
+    copies = np.flatnonzero(rep != np.arange(len(rep)))
+    if not len(copies):
+        return None
+    docs = np.union1d(copies, rep[copies])
+    of = np.asarray(rep[docs], dtype=np.int64)
+    order = np.lexsort((docs, of))
+    return np.stack([of[order], docs[order].astype(np.int64)])
+
+
+def score_candidates(
+    client,
+    index: str,
+    threshold: float,
+    measure: str,
+    verify: bool,
+    all_candidates: bool,
+    only_docs,
+    verifier: Verifier | None = None,
+    partition_bytes: int | None = None,
+):
+    """The distributed counterpart of :func:`simdoc.stages.results.score_candidates` (same return value).
+
+    ``verifier``: the client's, given what the workers verified (new pairs for
+    the verified-pairs table, documents changed or gone), as the local
+    engine's would have it.
+    """
+    from simdoc.engines.dask import map_ordered
+    from simdoc.store.directory import MANIFEST
     from simdoc.store.loaded import open_index
 
     index = os.path.abspath(index)  # workers run in folders of their own
@@ -79,16 +301,143 @@ def score_candidates(client, index: str, threshold: float, measure: str, verify:
     loaded.signatures()  # damaged files are an error here, as with the local engine
     if verify:
         loaded.docs()
+    manifest = hashlib.sha256((loaded.store.path / MANIFEST).read_bytes()).hexdigest()
     n_bands = loaded.stage("index")["params"]["bands"]
-    meta = pd.DataFrame({"band": np.zeros(0, np.int32), "key": np.zeros(0, np.uint64), "doc": np.zeros(0, np.int64)})
-    frame = dd.from_delayed([dask.delayed(_band_frame)(str(index), t) for t in range(n_bands)], meta=meta)
-    n_workers = max(len(client.scheduler_info().get("workers", {})), 1)
-    frame = frame.shuffle(on="key", npartitions=npartitions or max(2 * n_workers, 2))
-    parts = [
-        dask.delayed(_score_partition)(p, str(index), threshold, measure, verify, all_candidates, only_docs)
-        for p in frame.to_delayed()
-    ]
-    results = client.compute(parts, sync=True)
-    n_cand = sum(r[4] for r in results)
-    left, right, est, jac = in_print_order([r[:4] for r in results], verify)
-    return left, right, est, jac, n_cand, BucketStats(n_candidates=n_cand)
+    n_rows = len(loaded.bands()[1][0]) if n_bands else 0
+    how = Scoring(threshold, measure, verify, all_candidates)
+    # The same generation pipeline compared with to make only_docs: the workers make it again.
+    new_after = None if only_docs is None else int(loaded.manifest.get("reported_generation", 0))
+    ranges = ranges_per_band(n_rows, partition_bytes)
+    folder = run_folder(loaded, manifest, how, new_after, ranges)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only index: nothing is written, nothing can be resumed
+        folder = None
+    stats = BucketStats()
+    parts: list[tuple] = []
+    n_cand = 0
+
+    def take(r: PartitionResult) -> None:
+        nonlocal n_cand
+        parts.append(r.scored)
+        n_cand += r.n_candidates
+        stats.n_candidates += r.n_pairs
+        stats.large_buckets += r.large_buckets
+        if (r.largest_bucket, -r.band) > (stats.largest_bucket, -stats.largest_bucket_band):  # first band wins ties
+            stats.largest_bucket, stats.largest_bucket_band = r.largest_bucket, r.band
+        if verifier is not None:
+            verifier.n_verified += r.n_verified
+            verifier.n_cached += r.n_cached
+            verifier.stale |= r.stale
+            verifier.gone |= r.gone
+            if r.verified_keys is not None:
+                verifier.table.add(r.verified_keys, r.verified_jaccard)
+
+    with _copies_file(loaded, manifest) as copies:
+
+        def to_run() -> Iterator[PartitionTask]:
+            """The tasks whose parts are not there: those of a killed client's run are taken as they are."""
+            for t in range(n_bands):
+                for i, (lo, hi) in enumerate(key_ranges(ranges)):
+                    part = None if folder is None else str(folder / f"{t:03d}-{i:06d}.npz")
+                    done = None if part is None else read_part(part)
+                    if done is not None:
+                        take(done)
+                    else:
+                        yield PartitionTask(index, manifest, t, lo, hi, how, new_after, copies, part)
+
+        for r in map_ordered(client, score_partition, to_run()):
+            take(r)
+    if folder is not None:
+        _remove_parts(folder, manifest)
+    left, right, est, jac = in_print_order(parts, verify)
+    return left, right, est, jac, n_cand, stats
+
+
+PARTS = "dask-parts"  # a folder of the index: what the client hands the workers, and (later) what they write
+
+
+@contextlib.contextmanager
+def _copies_file(loaded, manifest: str) -> Iterator[str | np.ndarray | None]:
+    """The copies table where every worker can read it: a file in the index's PARTS folder,
+    removed after the run; in the tasks themselves if the index cannot be written here."""
+    table = copies_table(loaded.representatives())
+    if table is None:
+        yield None
+        return
+    folder = loaded.store.path / PARTS
+    path = folder / f"copies.{manifest[:16]}.npy"
+    try:
+        folder.mkdir(exist_ok=True)
+        tmp = folder / f".copies.{os.getpid()}.tmp.npy"
+        np.save(tmp, table)
+        os.replace(tmp, path)
+    except OSError:  # a read-only index: the table is 16 bytes per document with a copy
+        yield table
+        return
+    try:
+        yield str(path)
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # unless parts are left in it
+
+
+# ---------------------------------------------------------------- parts: what the workers write
+
+_COUNTS = ("band", "n_candidates", "n_pairs", "largest_bucket", "large_buckets", "n_verified", "n_cached", "verified")
+
+
+def write_part(path: str, r: PartitionResult) -> None:
+    """Write one task's result where its part goes, atomically: a part that exists is complete."""
+    left, right, est, jac = r.scored
+    verified = jac is not None
+    counts = [r.band, r.n_candidates, r.n_pairs, r.largest_bucket, r.large_buckets, r.n_verified, r.n_cached, verified]
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "wb") as f:
+        np.savez(
+            f, counts=np.array(counts, np.int64), left=left, right=right, est=est, jac=jac if verified else np.zeros(0),
+            stale=np.array(sorted(r.stale), np.int64), gone=np.array(sorted(r.gone), np.int64),
+            verified_keys=r.verified_keys if r.verified_keys is not None else np.zeros((0, 4), np.uint64),
+            verified_jaccard=r.verified_jaccard if r.verified_jaccard is not None else np.zeros((0, 2)),
+        )
+    os.replace(tmp, path)
+
+
+def read_part(path: str) -> PartitionResult | None:
+    """A task's result from its part, or None if there is none (or it cannot be read: run the task again)."""
+    try:
+        with np.load(path) as z:
+            c = dict(zip(_COUNTS, z["counts"].tolist()))
+            jac = z["jac"] if c["verified"] else None
+            keys, vjac = z["verified_keys"], z["verified_jaccard"]
+            return PartitionResult(
+                c["band"], (z["left"], z["right"], z["est"], jac), c["n_candidates"], c["n_pairs"], c["largest_bucket"],
+                c["large_buckets"], c["n_verified"], c["n_cached"], set(z["stale"].tolist()), set(z["gone"].tolist()),
+                keys if len(keys) else None, vjac if len(keys) else None,
+            )
+    except (OSError, ValueError, KeyError, EOFError):
+        return None
+
+
+def run_folder(loaded, manifest: str, how: Scoring, new_after: int | None, ranges: int) -> Path:
+    """The folder of one run's parts: named by the manifest and everything the results depend on,
+    so that only a run of the same index, asking the same, finds and reuses them."""
+    from simdoc.version import __version__
+
+    asked = [manifest, how.threshold, how.measure, how.verify, how.all_candidates, new_after, ranges, __version__]
+    key = hashlib.sha256(json.dumps(asked).encode()).hexdigest()[:16]
+    return loaded.store.path / PARTS / f"{manifest[:16]}-{key}"
+
+
+def _remove_parts(folder: Path, manifest: str) -> None:
+    """After a run: its parts, and those of runs of manifests that are no more (never to be reused)."""
+    with contextlib.suppress(OSError):
+        shutil.rmtree(folder)
+    with contextlib.suppress(OSError):
+        for other in folder.parent.iterdir():
+            if other.is_dir() and not other.name.startswith(manifest[:16]):
+                shutil.rmtree(other, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        folder.parent.rmdir()  # unless another run's parts, or the copies table of one, are in it

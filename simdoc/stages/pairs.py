@@ -204,7 +204,8 @@ def _score(loaded: LoadedIndex, want: PairsParams, engine: Engine) -> _Scored:
     verifier = Verifier.of_index(loaded) if want.verify else None
     if isinstance(engine, DaskEngine):
         scores = cluster_pairs.score_candidates(
-            engine.client, str(loaded.store.path), want.cut, want.measure, want.verify, want.all_candidates, changed
+            engine.client, str(loaded.store.path), want.cut, want.measure, want.verify, want.all_candidates, changed,
+            verifier,
         )
     else:
         scores = score_candidates(

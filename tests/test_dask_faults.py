@@ -1,0 +1,217 @@
+"""A worker or the client killed mid-run, on a cluster of separate processes (issue 20).
+
+The cluster is a `dask scheduler` and `dask worker` processes (see
+test_dask_contract.Cluster). The kill is made deterministic without sleeps:
+the first worker is started alone, with a preload that makes one stage's task
+leave a marker file and then hang until it is killed. The test waits for the
+marker, so the kill always lands inside that task, whatever the machine's
+speed:
+
+* a worker killed mid-task (while reading the corpus, and while scoring the
+  candidates): a second worker joins, the first is killed with SIGKILL, the
+  scheduler runs its tasks again, and the output is byte for byte the local
+  engine's;
+* the client (the ``simdoc pairs --scheduler`` process) killed mid-task: the
+  index is as its last completed stage left it (``simdoc check`` passes), and
+  the next run, on a healthy worker, prints the local engine's answer.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed")
+pytest.importorskip("dask.dataframe")
+
+from test_dask_contract import START_TIMEOUT, Cluster, _env, simdoc  # noqa: E402
+from test_pipeline import make_corpus  # noqa: E402
+
+# Where each stage's tasks run on a worker: (module, function the task names).
+STAGES = {
+    "scan": ("simdoc.stages.scan", "scan_batch"),
+    "score": ("simdoc.stages.cluster_pairs", "score_partition"),
+}
+
+HANG = '''
+import importlib
+import os
+import time
+
+_module = importlib.import_module({module!r})
+
+
+# Dask may run a preload twice in one namespace: keep the real function from the first time.
+_real = getattr(_module, "_test_real", None) or getattr(_module, {function!r})
+_module._test_real = _real
+
+
+def _hang(*args, **kwargs):
+    """Say that the task has started (a marker file), then hang until this worker is killed."""
+    if not ({condition}):
+        return _real(*args, **kwargs)
+    open(os.environ["SIMDOC_TEST_MARKER"], "a").close()
+    while True:
+        time.sleep(60)
+
+
+setattr(_module, {function!r}, _hang)  # tasks name the function by module and name; they get this one
+'''
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path / "cluster")
+    c.start_scheduler()
+    yield c
+    c.stop()
+
+
+# A worker that records the part file of every scoring task it runs.
+RECORD = '''
+import os
+
+import simdoc.stages.cluster_pairs as cp
+
+_real = getattr(cp, "_test_real", None) or cp.score_partition  # as in HANG
+cp._test_real = _real
+
+
+def score_partition(task):
+    with open(os.environ["SIMDOC_TEST_RAN"], "a") as f:
+        f.write(os.path.basename(task.part or "?") + "\\n")
+    return _real(task)
+
+
+cp.score_partition = score_partition
+'''
+
+
+def hanging_worker(cluster: Cluster, tmp_path: Path, stage: str, condition: str = "True") -> tuple[subprocess.Popen, Path]:
+    """A worker on which the first task of ``stage`` (that meets ``condition``) hangs; and the marker it leaves."""
+    module, function = STAGES[stage]
+    preload = tmp_path / f"hang_{stage}.py"
+    preload.write_text(HANG.format(module=module, function=function, condition=condition))
+    marker = tmp_path / f"in_{stage}"
+    worker = cluster.start_worker("--preload", str(preload), env={"SIMDOC_TEST_MARKER": str(marker)})
+    cluster.wait_for_workers(1)
+    return worker, marker
+
+
+def wait_for(marker: Path, run: subprocess.Popen, cluster: Cluster) -> None:
+    deadline = time.monotonic() + START_TIMEOUT * 3
+    while not marker.exists():
+        if run.poll() is not None:
+            out, err = run.communicate()
+            pytest.fail(f"the run ended (exit {run.returncode}) before the hanging task started:\n{err}\n{cluster.logs()}")
+        assert time.monotonic() < deadline, "the hanging task never started\n" + cluster.logs()
+        time.sleep(0.05)
+
+
+def start_pairs(*args: object, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "simdoc", "pairs", *map(str, args)],
+        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+    )
+
+
+def finish(run: subprocess.Popen, timeout: float = 240) -> subprocess.CompletedProcess:
+    try:
+        out, err = run.communicate(timeout=timeout)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    return subprocess.CompletedProcess(run.args, run.returncode, out, err)
+
+
+def local_answer(corpus: Path, tmp_path: Path, *args: str) -> str:
+    r = simdoc("pairs", corpus, "--index", tmp_path / "local.idx", *args, "-j", "1", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout, r.stderr
+    return r.stdout
+
+
+ARGS = ("-t", "0.6", "--all-candidates")
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_a_worker_killed_mid_task_gives_the_local_answer(tmp_path, cluster, stage):
+    corpus = tmp_path / "c"
+    make_corpus(corpus, seed=41, n_base=12)
+    want = local_answer(corpus, tmp_path, *ARGS)
+    doomed, marker = hanging_worker(cluster, tmp_path, stage)
+    index = tmp_path / "idx"
+    run = start_pairs(corpus, "--index", index, *ARGS, "--scheduler", cluster.address, cwd=tmp_path)
+    try:
+        wait_for(marker, run, cluster)
+        cluster.start_worker()  # the one that will finish the job
+        cluster.wait_for_workers(2)
+        cluster.kill(doomed)  # mid-task: its task is running and has not returned
+    finally:
+        r = finish(run)
+    assert r.returncode == 0, r.stderr + cluster.logs()
+    assert "Traceback" not in r.stderr
+    assert r.stdout == want
+    # The index the cluster built is sound, and gives the same answer again, here.
+    assert simdoc("check", "--index", index, cwd=tmp_path).returncode == 0
+    again = simdoc("pairs", corpus, "--index", index, *ARGS, "-j", "1", cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout == want, again.stderr
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_the_client_killed_mid_run_leaves_the_index_sound_and_the_next_run_right(tmp_path, cluster, stage):
+    corpus = tmp_path / "c"
+    docs = make_corpus(corpus, seed=42, n_base=12)
+    index = tmp_path / "idx"
+    # An index of yesterday's corpus; today's has more documents, and one changed.
+    first = simdoc("pairs", corpus, "--index", index, *ARGS, "-j", "1", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    make_corpus(corpus / "more", seed=43, n_base=6)
+    changed = corpus / sorted(d for d in docs if d.startswith("edit"))[0]
+    changed.write_text(docs["base/doc01.txt"] + " and one more sentence at the end", encoding="utf-8")
+    want = local_answer(corpus, tmp_path, *ARGS)
+    before = (index / "manifest.json").read_bytes()
+
+    # Scoring hangs in the second band's task: the first band's may have finished (and written its part).
+    doomed, marker = hanging_worker(cluster, tmp_path, stage, "args[0].band == 1" if stage == "score" else "True")
+    run = start_pairs(corpus, "--index", index, *ARGS, "--scheduler", cluster.address, cwd=tmp_path)
+    try:
+        wait_for(marker, run, cluster)
+        run.send_signal(signal.SIGKILL)
+    finally:
+        r = finish(run)
+    assert r.returncode == -signal.SIGKILL
+    cluster.kill(doomed)
+
+    # The index is sound: the last completed stages (yesterday's while reading; today's new
+    # stages, published by one manifest, while scoring).
+    check = simdoc("check", "--index", index, cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    if stage == "scan":
+        assert (index / "manifest.json").read_bytes() == before
+    leftovers = [p.name for p in index.iterdir() if p.name.endswith(".tmp")]
+    # A run killed while writing may leave its temporary files; the next writer removes them.
+    finished = {p.name for p in index.glob("dask-parts/*/*.npz")}
+    if stage == "scan":
+        assert not finished
+    record = tmp_path / "record.py"
+    record.write_text(RECORD)
+    ran = tmp_path / "ran"
+    cluster.start_worker("--preload", str(record), env={"SIMDOC_TEST_RAN": str(ran)})
+    again = simdoc("pairs", corpus, "--index", index, *ARGS, "--scheduler", cluster.address, cwd=tmp_path, timeout=240)
+    assert again.returncode == 0, again.stderr + cluster.logs()
+    assert again.stdout == want
+    # The scoring tasks that had finished were not run again; the others were, once each.
+    bands = json.loads((index / "manifest.json").read_text())["stages"]["index"]["params"]["bands"]
+    names = ran.read_text().split()
+    assert len(names) == len(set(names)) and not set(names) & finished, (names, finished)
+    assert len(names) + len(finished) == bands, (names, finished)
+    assert not (index / "dask-parts").exists()
+    assert not [p.name for p in index.iterdir() if p.name.endswith(".tmp") and p.name in leftovers]
+    assert simdoc("check", "--index", index, cwd=tmp_path).returncode == 0
