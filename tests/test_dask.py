@@ -9,7 +9,6 @@ from click.testing import CliRunner
 from simdoc.cli import cli
 
 pytest.importorskip("distributed")
-pytest.importorskip("dask.dataframe")
 
 from test_pipeline import make_corpus  # noqa: E402
 

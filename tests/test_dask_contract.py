@@ -26,7 +26,6 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("distributed")
-pytest.importorskip("dask.dataframe")
 
 from test_pipeline import make_corpus  # noqa: E402
 

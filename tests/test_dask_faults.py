@@ -28,7 +28,6 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("distributed")
-pytest.importorskip("dask.dataframe")
 
 from test_dask_contract import START_TIMEOUT, Cluster, _env, simdoc  # noqa: E402
 from test_pipeline import make_corpus  # noqa: E402

@@ -56,7 +56,7 @@ def connect(address: str, wait_workers: float | None = None, index=None, corpus=
         from distributed import Client, LocalCluster
     except ImportError:
         raise UsageError(
-            "--scheduler needs Dask", hint="pip install 'dask[distributed,dataframe]' (or, in simdoc's source folder, pip install '.[dask]')"
+            "--scheduler needs Dask", hint="pip install 'dask[distributed]' (or, in simdoc's source folder, pip install '.[dask]')"
         ) from None
     wait = DEFAULT_WAIT_WORKERS if wait_workers is None else wait_workers
     # Dask logs its own bookkeeping (shuffle start/stop) as warnings, and a lost scheduler as
