@@ -86,9 +86,10 @@ def small_corpus(tmp_path) -> Path:
     return root
 
 
-def warc_record(uri: str, body: str, rid: int) -> bytes:
-    """One WARC response record (uncompressed) whose HTTP body is ``body``, as text/plain."""
-    http = f"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{body}".encode()
+def warc_record(uri: str, body: str | bytes, rid: int, content_type: str = "text/plain; charset=utf-8") -> bytes:
+    """One WARC response record (uncompressed) whose HTTP body is ``body``, with record id number ``rid``."""
+    raw = body.encode() if isinstance(body, str) else body
+    http = f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n\r\n".encode() + raw
     head = (
         "WARC/1.0\r\nWARC-Type: response\r\n"
         f"WARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-{rid:012d}>\r\n"

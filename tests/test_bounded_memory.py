@@ -124,13 +124,13 @@ def test_max_bytes_cuts_each_jsonl_member_not_the_file(run, tmp_path):
 
 def test_warc_bodies_are_cut_at_the_bound(tmp_path, monkeypatch):
     pytest.importorskip("fastwarc")
-    from test_input_kinds import warc_record
+    from conftest import warc_record
 
     body = ("word " * 400).encode()
     path = tmp_path / "c.warc.gz"
     path.write_bytes(
-        gzip.compress(warc_record("http://example.org/big", "text/plain", body, "00000000-0000-0000-0000-000000000001"))
-        + gzip.compress(warc_record("http://example.org/small", "text/plain", b"small", "00000000-0000-0000-0000-000000000002"))
+        gzip.compress(warc_record("http://example.org/big", body, 1, "text/plain"))
+        + gzip.compress(warc_record("http://example.org/small", b"small", 2, "text/plain"))
     )
     monkeypatch.setattr(records, "MEMBER_BYTES", 100)
     docs, notes = records.split_warc(str(path), "c.warc.gz")

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from simdoc.stages.pairs import find_pairs, mark_reported
 from test_pipeline import make_corpus
 
 from simdoc.stages import cluster_pairs
+from simdoc.stages.pairs import find_pairs, mark_reported
 from simdoc.stages.results import Verifier, score_candidates
 from simdoc.store.loaded import open_index
 

@@ -7,6 +7,7 @@ import os
 
 import pytest
 from click.testing import CliRunner
+from conftest import warc_record
 
 from simdoc.cli import cli
 from simdoc.corpus.files import read_document
@@ -173,26 +174,15 @@ def test_jsonl_ids_default_to_line_numbers(tmp_path):
     assert r.stdout == "d.ndjson/#1\td.ndjson/#2\t1.0000\t1.0000\n"
 
 
-def warc_record(uri: str, content_type: str, body: bytes, rid: str) -> bytes:
-    http = b"HTTP/1.1 200 OK\r\nContent-Type: " + content_type.encode() + b"\r\n\r\n" + body
-    head = (
-        "WARC/1.0\r\nWARC-Type: response\r\n"
-        f"WARC-Target-URI: {uri}\r\nWARC-Record-ID: <urn:uuid:{rid}>\r\n"
-        "WARC-Date: 2026-01-01T00:00:00Z\r\nContent-Type: application/http; msgtype=response\r\n"
-        f"Content-Length: {len(http)}\r\n\r\n"
-    ).encode()
-    return head + http + b"\r\n\r\n"
-
-
 def test_warc_and_html_pages(tmp_path):
     pytest.importorskip("resiliparse")
     page = "<html><head><script>var x = 1;</script><style>p{}</style></head><body><p>" + TEXT + "</p></body></html>"
     other = "<html><body><p>A page about something else: opening hours of the town museum.</p></body></html>"
     records = [
-        warc_record("http://example.org/a", "text/html; charset=utf-8", page.encode(), "00000000-0000-0000-0000-000000000001"),
-        warc_record("http://example.org/b", "text/html", other.encode(), "00000000-0000-0000-0000-000000000002"),
-        warc_record("http://example.org/a", "text/html", page.encode(), "00000000-0000-0000-0000-000000000003"),
-        warc_record("http://example.org/img", "image/png", b"\x89PNG...", "00000000-0000-0000-0000-000000000004"),
+        warc_record("http://example.org/a", page.encode(), 1, "text/html; charset=utf-8"),
+        warc_record("http://example.org/b", other.encode(), 2, "text/html"),
+        warc_record("http://example.org/a", page.encode(), 3, "text/html"),
+        warc_record("http://example.org/img", b"\x89PNG...", 4, "image/png"),
     ]
     corpus = tmp_path / "c"
     corpus.mkdir()
@@ -250,8 +240,8 @@ def test_show_reads_a_warc_member_at_its_offset(tmp_path):
     page = "<html><body><p>" + TEXT + "</p></body></html>"
     other = "<html><body><p>A page about something else: opening hours of the town museum.</p></body></html>"
     records = [
-        warc_record("http://example.org/b", "text/html", other.encode(), "00000000-0000-0000-0000-000000000001"),
-        warc_record("http://example.org/a", "text/html", page.encode(), "00000000-0000-0000-0000-000000000002"),
+        warc_record("http://example.org/b", other.encode(), 1, "text/html"),
+        warc_record("http://example.org/a", page.encode(), 2, "text/html"),
     ]
     corpus = tmp_path / "c"
     corpus.mkdir()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_input_kinds import warc_record
+from conftest import warc_record
 
 from simdoc.cli import cli
 from simdoc.corpus.file_texts import read_file_texts
@@ -85,8 +85,8 @@ def test_warc_members_are_queries(index, tmp_path):
     html = f"<html><head><script>var x = 1;</script></head><body><p>{HARBOUR}</p></body></html>"
     crawl = tmp_path / "crawl.warc.gz"
     crawl.write_bytes(
-        gzip.compress(warc_record("http://example.org/fest", "text/html", html.encode(), "00000000-0000-0000-0000-000000000001"))
-        + gzip.compress(warc_record("http://example.org/q", "text/plain", UNRELATED.encode(), "00000000-0000-0000-0000-000000000002"))
+        gzip.compress(warc_record("http://example.org/fest", html.encode(), 1, "text/html"))
+        + gzip.compress(warc_record("http://example.org/q", UNRELATED.encode(), 2, "text/plain"))
     )
     r = invoke("query", crawl, "--index", index)
     assert r.exit_code == 0, r.stderr

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SAMPLE_CORPUS
-from test_input_kinds import warc_record
+from conftest import REPO, SAMPLE_CORPUS, warc_record
 
 README = REPO / "README.md"
 VENV_BIN = Path(sys.executable).parent
@@ -123,7 +122,7 @@ def _make_folder(work: Path) -> None:
     pages.append(("http://mirror.example.org/soup", pages[0][1].replace("<p>", "<p><b>")))  # a copy of the first page
     (work / "crawl.warc.gz").write_bytes(
         b"".join(
-            gzip.compress(warc_record(uri, "text/html; charset=utf-8", body.encode(), f"00000000-0000-0000-0000-{n:012d}"))
+            gzip.compress(warc_record(uri, body.encode(), n, "text/html; charset=utf-8"))
             for n, (uri, body) in enumerate(pages)
         )
     )
