@@ -98,3 +98,7 @@ def warc_record(uri: str, body: str | bytes, rid: int, content_type: str = "text
         f"Content-Length: {len(http)}\r\n\r\n"
     ).encode()
     return head + http + b"\r\n\r\n"
+
+
+def random_sets(rng, n, size=300, universe=2**32):
+    return [set(rng.integers(0, universe, size=rng.integers(1, size)).tolist()) for _ in range(n)]
