@@ -69,3 +69,29 @@ def key_halves(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     keys = np.ascontiguousarray(keys, dtype=np.uint8)
     halves = keys.view(">u8").reshape(-1, 2).astype(np.uint64)
     return halves[:, 0].copy(), halves[:, 1].copy()
+
+
+def group_members(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """CSR of each representative's group (itself first), or None when there are no copies."""
+    n = len(rep)
+    if np.all(rep == np.arange(n)):
+        return None
+    order = np.argsort(rep, kind="stable")  # members of a group by document number
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rep, minlength=n), out=indptr[1:])
+    return indptr, order
+
+
+def expand_pairs(left: np.ndarray, right: np.ndarray, members: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair of representatives stands for every pair of their groups' members."""
+    indptr, order = members
+    na = indptr[left + 1] - indptr[left]
+    nb = indptr[right + 1] - indptr[right]
+    if np.all((na == 1) & (nb == 1)):
+        return left, right
+    n_out = na * nb
+    pair = np.repeat(np.arange(len(left)), n_out)
+    within = np.arange(int(n_out.sum())) - np.repeat(np.cumsum(n_out) - n_out, n_out)
+    a = order[indptr[left[pair]] + within // nb[pair]]
+    b = order[indptr[right[pair]] + within % nb[pair]]
+    return np.minimum(a, b), np.maximum(a, b)

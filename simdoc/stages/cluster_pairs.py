@@ -55,12 +55,12 @@ from pathlib import Path
 
 import numpy as np
 
+from simdoc.exact import expand_pairs
 from simdoc.lsh import LARGE_BUCKET, BucketStats, pairs_in_runs
 from simdoc.stages.results import (
     SCORE_PAIRS,
     Scoring,
     Verifier,
-    _expand,
     in_print_order,
     score_pairs,
 )
@@ -237,7 +237,7 @@ def _score(task: PartitionTask) -> PartitionResult:
         used = np.unique(np.concatenate([left, right]))
         members = _members_of(used, copies)
         if members is not None:
-            left, right = _expand(np.searchsorted(used, left), np.searchsorted(used, right), members)
+            left, right = expand_pairs(np.searchsorted(used, left), np.searchsorted(used, right), members)
         scored, n = score_pairs(loaded, left, right, how, None, verifier)
         parts.append(scored)
         result.n_candidates += n

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from simdoc.exact import expand_pairs, group_members
 from simdoc.lsh import BandingReport, BucketStats, iter_candidates
 from simdoc.similarity import estimate_rules_out, pair_estimates
 from simdoc.stages.reread import DocumentReader, reader_of
@@ -201,7 +202,7 @@ def score_pairs(
     without verification. Used by the local engine and by each Dask partition.
     """
     if members is not None:
-        left, right = _expand(left, right, members)
+        left, right = expand_pairs(left, right, members)
     if how.only_docs is not None:
         mine = how.only_docs[left] | how.only_docs[right]
         left, right = left[mine], right[mine]
@@ -265,7 +266,7 @@ def score_candidates(
     loaded.signatures()
     if verify and verifier is None:
         verifier = Verifier.of_index(loaded)
-    members = _members(loaded.representatives())
+    members = group_members(loaded.representatives())
     how = Scoring(threshold, measure, verify, all_candidates, only_docs, threads)
     stats = BucketStats()
     parts: list[tuple] = []
@@ -295,27 +296,3 @@ def score_candidates(
     return (*in_print_order(parts, verify), n_candidates, stats)
 
 
-def _members(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """CSR of each representative's group (itself first), or None when there are no copies."""
-    n = len(rep)
-    if np.all(rep == np.arange(n)):
-        return None
-    order = np.argsort(rep, kind="stable")  # members of a group by document number
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rep, minlength=n), out=indptr[1:])
-    return indptr, order
-
-
-def _expand(left: np.ndarray, right: np.ndarray, members: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Each pair of representatives stands for every pair of their groups' members."""
-    indptr, order = members
-    na = indptr[left + 1] - indptr[left]
-    nb = indptr[right + 1] - indptr[right]
-    if np.all((na == 1) & (nb == 1)):
-        return left, right
-    n_out = na * nb
-    pair = np.repeat(np.arange(len(left)), n_out)
-    within = np.arange(int(n_out.sum())) - np.repeat(np.cumsum(n_out) - n_out, n_out)
-    a = order[indptr[left[pair]] + within // nb[pair]]
-    b = order[indptr[right[pair]] + within % nb[pair]]
-    return np.minimum(a, b), np.maximum(a, b)
