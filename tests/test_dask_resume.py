@@ -237,3 +237,24 @@ def test_cache_clean_never_follows_a_link_in_the_parts(tmp_path, monkeypatch):
     (index / PARTS / SCAN_PARTS).symlink_to(outside)
     assert cache.remove_index(index) == [PARTS]
     assert (outside / ("b" * 32 + ".npz")).exists()
+
+
+def test_a_link_in_place_of_the_parts_folder_is_not_written_through(tmp_path, small_batches):
+    c = corpus(tmp_path / "c")
+    index = tmp_path / "idx"
+    build(c, index, LocalEngine(1))
+    make_corpus(c / "more", seed=65, n_base=10)
+    old = time.time_ns() - HOUR_NS
+    for p in (c / "more").rglob("*.txt"):
+        os.utime(p, ns=(old, old))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    theirs = outside / ("c" * 32 + ".npz")  # named as a part, but not one: it stays
+    theirs.write_bytes(b"someone else's")
+    (index / PARTS).mkdir()
+    (index / PARTS / SCAN_PARTS).symlink_to(outside)
+    with pytest.raises(ClientKilled):
+        build(c, index, DaskEngine(DyingClient(lives=2), 1))
+    assert list(outside.iterdir()) == [theirs]
+    build(c, index, DaskEngine(InProcessClient(), 1))  # published: the parts are removed, never through the link
+    assert list(outside.iterdir()) == [theirs] and (index / PARTS / SCAN_PARTS).is_symlink()

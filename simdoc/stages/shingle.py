@@ -382,6 +382,8 @@ def _scan_parts(store: IndexStore) -> str | None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
+    if folder.parent.is_symlink() or folder.is_symlink():
+        return None  # never write through a link an index holds: it may point anywhere
     return str(folder)
 
 

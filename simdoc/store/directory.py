@@ -120,6 +120,13 @@ def remove_parts(folder: Path) -> bool:
     folders: a symbolic link is never followed, and anything else stays
     (and so does the folder that holds it), as with the index's own files.
     """
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return False  # a link (never followed) or a file: not what simdoc made
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
     with contextlib.suppress(OSError):
         with os.scandir(folder) as entries:
             for entry in entries:
