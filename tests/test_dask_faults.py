@@ -13,12 +13,16 @@ speed:
   engine's;
 * the client (the ``simdoc pairs --scheduler`` process) killed mid-task: the
   index is as its last completed stage left it (``simdoc check`` passes), and
-  the next run, on a healthy worker, prints the local engine's answer.
+  the next run, on a healthy worker, prints the local engine's answer, taking
+  the parts of the tasks that had finished (reading or scoring) instead of
+  running them again.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import signal
 import subprocess
 import sys
@@ -72,14 +76,17 @@ def cluster(tmp_path):
     c.stop()
 
 
-# A worker that records the part file of every scoring task it runs.
+# A worker that records the part file of every scoring and reading task it runs.
 RECORD = '''
 import os
 
 import simdoc.stages.cluster_pairs as cp
+import simdoc.stages.scan as sc
 
 _real = getattr(cp, "_test_real", None) or cp.score_partition  # as in HANG
 cp._test_real = _real
+_real_scan = getattr(sc, "_test_real_scan", None) or sc.scan_batch
+sc._test_real_scan = _real_scan
 
 
 def score_partition(task):
@@ -88,8 +95,28 @@ def score_partition(task):
     return _real(task)
 
 
+def scan_batch(task):
+    with open(os.environ["SIMDOC_TEST_RAN"] + ".scan", "a") as f:
+        f.write(os.path.basename(task.part or "?") + "\\n")
+    return _real_scan(task)
+
+
 cp.score_partition = score_partition
+sc.scan_batch = scan_batch
 '''
+
+# The client, reading BATCH files a task, so that a small corpus makes several reading tasks.
+BATCH = 3
+SMALL_BATCHES = f"import simdoc.stages.scan as s; s.BATCH_DOCS = {BATCH}; from simdoc.cli import main; main()"
+# The third task a worker runs hangs: the two before it have finished, and written their parts.
+THIRD = "(globals().setdefault('_seen', []).append(1), len(globals()['_seen']) >= 3)[1]"
+
+
+def _an_hour_ago(folder: Path, *files: Path) -> None:
+    """Date the files of ``folder``, and ``files``, an hour back."""
+    old = time.time_ns() - 3600 * 10**9
+    for p in [*folder.rglob("*.txt"), *files]:
+        os.utime(p, ns=(old, old))
 
 
 def hanging_worker(cluster: Cluster, tmp_path: Path, stage: str, condition: str = "True") -> tuple[subprocess.Popen, Path]:
@@ -113,9 +140,10 @@ def wait_for(marker: Path, run: subprocess.Popen, cluster: Cluster) -> None:
         time.sleep(0.05)
 
 
-def start_pairs(*args: object, cwd: Path) -> subprocess.Popen:
+def start_pairs(*args: object, cwd: Path, small_batches: bool = False) -> subprocess.Popen:
+    how = ["-c", SMALL_BATCHES] if small_batches else ["-m", "simdoc"]
     return subprocess.Popen(
-        [sys.executable, "-m", "simdoc", "pairs", *map(str, args)],
+        [sys.executable, *how, "pairs", *map(str, args)],
         cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
     )
 
@@ -168,18 +196,24 @@ def test_the_client_killed_mid_run_leaves_the_index_sound_and_the_next_run_right
     corpus = tmp_path / "c"
     docs = make_corpus(corpus, seed=42, n_base=12)
     index = tmp_path / "idx"
-    # An index of yesterday's corpus; today's has more documents, and one changed.
+    # An index of yesterday's corpus; today's has more documents, and one changed. Every file
+    # was last modified an hour ago: none is racily clean, and the reading tasks' parts are trusted.
+    _an_hour_ago(corpus)
     first = simdoc("pairs", corpus, "--index", index, *ARGS, "-j", "1", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     make_corpus(corpus / "more", seed=43, n_base=6)
     changed = corpus / sorted(d for d in docs if d.startswith("edit"))[0]
     changed.write_text(docs["base/doc01.txt"] + " and one more sentence at the end", encoding="utf-8")
+    _an_hour_ago(corpus / "more", changed)
+    n_scan = math.ceil((len(list((corpus / "more").rglob("*.txt"))) + 1) / BATCH)  # the new files and the changed one
+    assert n_scan >= 3
     want = local_answer(corpus, tmp_path, *ARGS)
     before = (index / "manifest.json").read_bytes()
 
     # Scoring hangs in the second band's task: the first band's may have finished (and written its part).
-    doomed, marker = hanging_worker(cluster, tmp_path, stage, "args[0].band == 1" if stage == "score" else "True")
-    run = start_pairs(corpus, "--index", index, *ARGS, "--scheduler", cluster.address, cwd=tmp_path)
+    # Reading hangs in the third task: the first two have finished.
+    doomed, marker = hanging_worker(cluster, tmp_path, stage, "args[0].band == 1" if stage == "score" else THIRD)
+    run = start_pairs(corpus, "--index", index, *ARGS, "--scheduler", cluster.address, cwd=tmp_path, small_batches=True)
     try:
         wait_for(marker, run, cluster)
         run.send_signal(signal.SIGKILL)
@@ -196,16 +230,28 @@ def test_the_client_killed_mid_run_leaves_the_index_sound_and_the_next_run_right
         assert (index / "manifest.json").read_bytes() == before
     leftovers = [p.name for p in index.iterdir() if p.name.endswith(".tmp")]
     # A run killed while writing may leave its temporary files; the next writer removes them.
-    finished = {p.name for p in index.glob("dask-parts/*/*.npz")}
+    finished = {p.name for p in index.glob("dask-parts/*-*/*.npz")}
+    read = {p.name for p in index.glob("dask-parts/scan/*.npz")}
     if stage == "scan":
         assert not finished
+        assert len(read) == 2, read
+    else:
+        assert not read  # the reading stage was published, and its parts removed
     record = tmp_path / "record.py"
     record.write_text(RECORD)
     ran = tmp_path / "ran"
     cluster.start_worker("--preload", str(record), env={"SIMDOC_TEST_RAN": str(ran)})
-    again = simdoc("pairs", corpus, "--index", index, *ARGS, "--scheduler", cluster.address, cwd=tmp_path, timeout=240)
+    again = subprocess.run(
+        [sys.executable, "-c", SMALL_BATCHES, "pairs", corpus, "--index", index, *ARGS, "--scheduler", cluster.address],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240, env=_env(),
+    )
     assert again.returncode == 0, again.stderr + cluster.logs()
     assert again.stdout == want
+    # The reading tasks that had finished were not run again; the others were, once each.
+    scanned = (tmp_path / "ran.scan").read_text().split() if stage == "scan" else []
+    assert len(scanned) == len(set(scanned)) and not set(scanned) & read, (scanned, read)
+    if stage == "scan":
+        assert len(scanned) + len(read) == n_scan, (scanned, read)
     # The scoring tasks that had finished were not run again; the others were, once each.
     bands = json.loads((index / "manifest.json").read_text())["stages"]["index"]["params"]["bands"]
     names = ran.read_text().split()

@@ -24,6 +24,7 @@ from test_pipeline import make_corpus
 from simdoc.stages import cluster_pairs
 from simdoc.stages.pairs import find_pairs, mark_reported
 from simdoc.stages.results import Verifier, score_candidates
+from simdoc.store.directory import PARTS
 from simdoc.store.loaded import open_index
 
 
@@ -177,7 +178,7 @@ def test_copies_table_lists_each_group_representative_first():
 def test_the_copies_file_is_removed_after_the_run(index):
     loaded = open_index(index)
     cluster_pairs.score_candidates(InProcessClient(), str(index), 0.5, "set", False, False, None, None)
-    assert not (loaded.store.path / cluster_pairs.PARTS).exists()
+    assert not (loaded.store.path / PARTS).exists()
 
 
 class ClientKilled(Exception):
@@ -208,7 +209,7 @@ def test_a_killed_clients_finished_tasks_are_reused_by_the_next_run(index):
     dying = DyingClient(lives=5)
     with pytest.raises(ClientKilled):
         cluster_pairs.score_candidates(dying, *args, Verifier.of_index(loaded), partition_bytes=size)
-    parts = loaded.store.path / cluster_pairs.PARTS
+    parts = loaded.store.path / PARTS
     written = sorted(p.name for p in parts.rglob("*.npz"))
     assert len(written) == 5  # the tasks that finished wrote their parts (their completion records)
     again = InProcessClient()
@@ -233,8 +234,8 @@ def test_parts_of_other_questions_are_not_taken(index):
     v_local = Verifier.of_index(loaded)
     assert_same(score_candidates(loaded, 0.8, "set", True, False, None, 1, v_local), cluster, v_local, v)
     # Parts of this manifest asking another question stay (another run may be asking it now).
-    assert len(list((loaded.store.path / cluster_pairs.PARTS).rglob("*.npz"))) == 13
-    shutil.rmtree(loaded.store.path / cluster_pairs.PARTS)
+    assert len(list((loaded.store.path / PARTS).rglob("*.npz"))) == 13
+    shutil.rmtree(loaded.store.path / PARTS)
 
 
 def test_a_part_round_trips():

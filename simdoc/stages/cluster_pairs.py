@@ -64,6 +64,7 @@ from simdoc.stages.results import (
     in_print_order,
     score_pairs,
 )
+from simdoc.store.directory import PARTS
 from simdoc.store.verified import VerifiedPairs
 
 # Bucket rows (8-byte key + 8-byte document number) one scoring task reads: 64 MiB is 4.2
@@ -352,9 +353,6 @@ def score_candidates(
         _remove_parts(folder, manifest)
     left, right, est, jac = in_print_order(parts, verify)
     return left, right, est, jac, n_cand, stats
-
-
-PARTS = "dask-parts"  # a folder of the index: what the client hands the workers, and (later) what they write
 
 
 @contextlib.contextmanager

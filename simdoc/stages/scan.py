@@ -17,12 +17,34 @@ Tasks are top-level, picklable dataclasses, made by :func:`scan_tasks` as the
 engine draws them: consecutive files, cut at BATCH_BYTES or BATCH_DOCS files.
 Results travel back to the parent (a few hundred bytes per document plus its
 signature row).
+
+On a Dask cluster a task also writes its result to a part file of the index
+(``dask-parts/scan/<key>.npz``, :func:`write_part`), atomically: a part that
+exists is that task's completion record, as in datatrove's ``completions/``.
+Its name is a hash of everything the result depends on (:func:`part_key`:
+each file's id, path, size, mtime and the digest indexed before, the
+parameters, the simdoc version), so a client killed while reading is
+followed by a run that takes the parts of the same work instead of running
+it again, and never takes a part of other work. A part is written only if
+every file of the task was last modified RACY_NS before the task began: a
+file changed in the same mtime tick as it was read would look unchanged.
+Parts hold arrays and JSON only (read with ``allow_pickle=False``): an index
+directory is not trusted to hold code.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import threading
+import time
+import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -34,6 +56,7 @@ from simdoc.shingling import shingle_texts
 
 BATCH_BYTES = 4 << 20  # text per shingling task
 BATCH_DOCS = 2000
+RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT has 2 s)
 _UNREAD = ("binary", "unreadable")  # statuses of files that give no document
 # `simdoc shingle` on its own stores shingle sets; the tasks' signatures, of length 1, go unused.
 _NO_SIGNATURES = SignatureParams(1).resolved()
@@ -48,6 +71,8 @@ class ScanTask:
     shingle: ShingleParams
     signature: SignatureParams
     keep_sets: bool = False
+    part: str | None = None  # where the task writes its result (its completion record); None: nowhere
+    newest_ns: int = 0  # the latest mtime of its files, as the client saw them
 
 
 @dataclass
@@ -100,17 +125,40 @@ def batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
 
 
 def scan_tasks(
-    plan: Iterable[tuple[FileEntry, bytes | None, bool]], shingle: ShingleParams, signature: SignatureParams | None
+    plan: Iterable[tuple[FileEntry, bytes | None, bool]],
+    shingle: ShingleParams,
+    signature: SignatureParams | None,
+    parts: str | os.PathLike | None = None,
 ) -> Iterator[ScanTask]:
     """The tasks for the files of ``plan`` (entry, digest indexed, keep without reading) not kept, in order.
 
     Without ``signature`` (a stage of its own) the tasks return the shingle sets.
+    ``parts``: the folder (absolute) where each task writes its part, named by
+    :func:`part_key`; None: nowhere.
     """
     plan = list(plan)
     digests = {e.id: d for e, d, keep in plan if not keep}
     for b in batches(e for e, _, keep in plan if not keep):
         files = [(e.id, e.path, e.size, digests[e.id]) for e in b]
-        yield ScanTask(files, shingle, signature or _NO_SIGNATURES, signature is None)
+        task = ScanTask(files, shingle, signature or _NO_SIGNATURES, signature is None)
+        if parts is not None:
+            name = f"{part_key(task, [e.mtime_ns for e in b])}.npz"
+            task = dataclasses.replace(task, part=str(Path(parts) / name), newest_ns=max(e.mtime_ns for e in b))
+        yield task
+
+
+def part_key(task: ScanTask, mtimes: list[int]) -> str:
+    """The name of a task's part: a hash of all its result depends on, so that only the same work finds it.
+
+    The files (id, path, size, ``mtimes``, digest indexed before: a file whose
+    bytes have that digest is reported unchanged), every reading, shingling and
+    signing parameter, whether shingle sets are kept, and the simdoc version.
+    """
+    from simdoc.version import __version__
+
+    files = [[i, p, s, m, d.hex() if d is not None else None] for (i, p, s, d), m in zip(task.files, mtimes)]
+    what = [__version__, repr(task.shingle), repr(task.signature), task.keep_sets, files]
+    return hashlib.sha256(json.dumps(what).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 _HASHERS: dict[SignatureParams, object] = {}  # a worker draws each hash family once
@@ -126,7 +174,20 @@ def _hasher(signature: SignatureParams):
 
 
 def scan_batch(task: ScanTask) -> BatchResult:
-    """Read, shingle and sign one batch of files (runs in a worker process)."""
+    """Read, shingle and sign one batch of files (runs in a worker process).
+
+    With ``task.part``, the result is also written there (see the module), for
+    a client killed before the end to take instead of running the task again.
+    """
+    started = time.time_ns()
+    result = _scan(task)
+    if task.part is not None and task.newest_ns < started - RACY_NS:
+        with contextlib.suppress(OSError):  # no room, or a read-only index: then the run is not resumable
+            write_part(task.part, result)
+    return result
+
+
+def _scan(task: ScanTask) -> BatchResult:
     from simdoc.corpus import streaming
 
     spec, reading = task.shingle.spec, task.shingle
@@ -189,6 +250,68 @@ def scan_batch(task: ScanTask) -> BatchResult:
                 t += 1
         sets = ShingleSets.concatenate(sets_parts)
     return BatchResult(files, docs, sigs, sets)
+
+
+# ---------------------------------------------------------------- parts: what the workers write
+
+
+def write_part(path: str, r: BatchResult) -> None:
+    """Write one task's result to its part, atomically (temporary file, fsync, rename): a part that exists is complete.
+
+    The outcomes and documents go as JSON (``ensure_ascii``: ids that are not
+    valid UTF-8 come back as they were), the arrays as arrays.
+    """
+    meta = {
+        "key": Path(path).stem,
+        "files": [[f.file_digest.hex(), f.status, f.warning, f.unchanged, f.how, f.n_docs] for f in r.files],
+        "docs": [[d.id, d.source, d.offset, d.length, d.size, d.digest.hex(), d.how, d.status, d.n_shingles] for d in r.docs],
+        "warnings": r.warnings,
+    }
+    arrays = {"meta": np.frombuffer(json.dumps(meta).encode("ascii"), np.uint8), "signatures": r.signatures}
+    if r.sets is not None:
+        arrays.update(indptr=r.sets.indptr, data=r.sets.data, counts=r.sets.counts)
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # the rename itself, on disk
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def read_part(path: str) -> BatchResult | None:
+    """A task's result from its part, or None if there is none, or it cannot be read or is
+    not the part its name says (then the task runs again)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(z["meta"].tobytes().decode("ascii"))
+            if meta["key"] != Path(path).stem:
+                return None
+            files = [FileOutcome(bytes.fromhex(d), s, w, bool(u), h, int(n)) for d, s, w, u, h, n in meta["files"]]
+            docs = [
+                DocOut(i, src, int(o), int(ln), int(sz), bytes.fromhex(dg), h, st, int(n))
+                for i, src, o, ln, sz, dg, h, st, n in meta["docs"]
+            ]
+            sigs = np.asarray(z["signatures"], dtype=np.uint32)
+            sets = ShingleSets(z["indptr"], z["data"], z["counts"]) if "indptr" in z.files else None
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
+        return None
+    if sigs.ndim != 2 or len(sigs) != len(docs) or sum(f.n_docs for f in files) != len(docs):
+        return None
+    if sets is not None and len(sets.indptr) != len(docs) + 1:
+        return None
+    return BatchResult(files, docs, sigs, sets, list(meta["warnings"]))
 
 
 def _raw(hexdigest: str) -> bytes:

@@ -28,10 +28,12 @@ from simdoc.store.directory import (
     FORMAT,
     LOCK,
     MANIFEST,
+    PARTS,
     READERS,
     IndexStore,
     is_own_file,
     open_lock_file,
+    remove_parts,
 )
 
 
@@ -128,7 +130,8 @@ def remove_index(path: Path, wait: float = 0.0) -> list[str] | None:
     exclusive lock on its readers' lock file, so neither a writer nor a
     reader is using it. The manifest goes first: from then on the directory
     is no index, whatever happens. Files simdoc did not write stay, and so
-    does the directory that holds them.
+    does the directory that holds them; the parts Dask workers wrote
+    (``dask-parts``) go with the index (see :func:`remove_parts`).
 
     Raises
     ------
@@ -163,6 +166,8 @@ def _remove_locked(path: Path) -> list[str] | None:
             p = path / entry
             if (is_own_file(entry) or entry in (LOCK, READERS)) and stat.S_ISREG(os.lstat(p).st_mode):
                 p.unlink()
+            elif entry == PARTS and stat.S_ISDIR(os.lstat(p).st_mode) and remove_parts(p):
+                pass  # what the workers of a Dask run wrote, and nothing else
             else:
                 left.append(entry)
     finally:

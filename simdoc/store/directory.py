@@ -103,9 +103,53 @@ _OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json|lock
 _OWN_TMP = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|tmp\.jsonl|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
 
 
+# The folder where the tasks of a Dask cluster write their parts (simdoc.stages.scan and
+# simdoc.stages.cluster_pairs), and the names they write in it, at any depth.
+PARTS = "dask-parts"
+_OWN_PART = re.compile(
+    r"^(scan|[0-9a-f]{16}-[0-9a-f]{16}|copies\.[0-9a-f]{16}\.npy|\.copies\.[0-9]+\.tmp\.npy"
+    r"|[0-9]{3}-[0-9]{6}\.npz(\.[0-9]+\.[0-9]+\.tmp)?|\.?[0-9a-f]{32}\.npz(\.[0-9]+\.[0-9]+\.tmp)?)$"
+)
+
+
+def remove_parts(folder: Path) -> bool:
+    """Remove ``folder`` (the PARTS folder of an index, or one in it) with what simdoc wrote in it;
+    True if it is gone.
+
+    Only names simdoc writes there go, and only regular files and real
+    folders: a symbolic link is never followed, and anything else stays
+    (and so does the folder that holds it), as with the index's own files.
+    """
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return False  # a link (never followed) or a file: not what simdoc made
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if not _OWN_PART.match(entry.name):
+                    continue
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        remove_parts(Path(entry.path))
+                    elif entry.is_file(follow_symlinks=False):
+                        os.unlink(entry.path)
+        folder.rmdir()
+    return not os.path.lexists(folder)
+
+
 def is_own_file(name: str) -> bool:
     """True for the names of files simdoc writes in an index directory (and their temporaries)."""
     return bool(_OWN.match(name) or _OWN_TMP.match(name))
+
+
+def _own_entry(path: Path) -> bool:
+    """An entry of an index directory simdoc made: one of its files, or the PARTS folder
+    (a first build killed on a Dask cluster leaves that, and no manifest yet)."""
+    return is_own_file(path.name) or (path.name == PARTS and path.is_dir() and not path.is_symlink())
 
 
 def open_lock_file(path: Path) -> int:
@@ -184,7 +228,7 @@ class IndexStore:
             try:
                 return self.read_manifest()
             except IndexError_:
-                if all(is_own_file(p.name) for p in self.path.iterdir()):
+                if all(_own_entry(p) for p in self.path.iterdir()):
                     return self._empty_manifest()
                 raise
         if not mpath.exists():
@@ -373,7 +417,7 @@ class IndexStore:
 
     # -- writing ----------------------------------------------------------
     def ensure_dir(self) -> None:
-        if self.path.is_dir() and not self.exists() and any(not is_own_file(p.name) for p in self.path.iterdir()):
+        if self.path.is_dir() and not self.exists() and any(not _own_entry(p) for p in self.path.iterdir()):
             raise IndexError_(
                 f"{self.path} already holds other files and is not a simdoc index",
                 hint="choose an empty or new directory for --index",
