@@ -37,6 +37,9 @@ class FutureClient:
         self.calls: dict[str, int] = {}
         self.largest_input = 0  # edges given to one task, at most
 
+    def scatter(self, data: list, hash=True) -> list:
+        return [Done(pickle.loads(pickle.dumps(x))) for x in data]
+
     def submit(self, func, *args, pure=True):
         args = tuple(a.value if isinstance(a, Done) else a for a in args)
         name = func.__name__

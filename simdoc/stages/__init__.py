@@ -17,5 +17,6 @@ signatures, so asking for another threshold simply re-bands.
 * :mod:`~simdoc.stages.reread`: indexed documents read again, checked against their digests.
 * :mod:`~simdoc.stages.verify`: candidate pairs compared exactly, component by component.
 * :mod:`~simdoc.stages.cluster_pairs`: candidates shuffled by band key and scored on a Dask cluster.
+* :mod:`~simdoc.stages.cluster_components`: connected components of the verified pairs on a Dask cluster.
 * :mod:`~simdoc.stages.common`: the default index, build ids, the parameter check, progress bars.
 """

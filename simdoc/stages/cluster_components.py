@@ -101,9 +101,10 @@ def _grouped(pieces: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return keys, nbrs, starts
 
 
-def orient(left: np.ndarray, right: np.ndarray, n_parts: int) -> tuple[Pieces, tuple[int, int]]:
-    """The first task on a chunk of the client's edges: self-loops dropped (they link nothing),
-    every edge filed under both ends for the first large-star step."""
+def orient(edges: tuple[np.ndarray, np.ndarray], n_parts: int) -> tuple[Pieces, tuple[int, int]]:
+    """The first task on a chunk of the client's edges (left, right): self-loops dropped (they
+    link nothing), every edge filed under both ends for the first large-star step."""
+    left, right = edges
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
     proper = left != right
@@ -180,10 +181,10 @@ def components(
     n_parts = partitions_for(len(left), partition_bytes)
     rounds.partitions = n_parts
     per_chunk = max(1, math.ceil(len(left) / n_parts))
-    outs = [
-        client.submit(orient, left[i : i + per_chunk], right[i : i + per_chunk], n_parts, pure=False)
-        for i in range(0, len(left), per_chunk)
-    ]
+    # Scattered, not put in the task graph: a chunk is up to PARTITION_BYTES, sent once to a worker.
+    chunks = [(left[i : i + per_chunk], right[i : i + per_chunk]) for i in range(0, len(left), per_chunk)]
+    outs = [client.submit(orient, chunk, n_parts, pure=False) for chunk in client.scatter(chunks, hash=False)] if chunks else []
+    del chunks
 
     def step(func, outs: list) -> list:
         # Partition p's task takes the piece for p of every output: worker to worker, not through here.
