@@ -183,8 +183,9 @@ def components(
     per_chunk = max(1, math.ceil(len(left) / n_parts))
     # Scattered, not put in the task graph: a chunk is up to PARTITION_BYTES, sent once to a worker.
     chunks = [(left[i : i + per_chunk], right[i : i + per_chunk]) for i in range(0, len(left), per_chunk)]
-    outs = [client.submit(orient, chunk, n_parts, pure=False) for chunk in client.scatter(chunks, hash=False)] if chunks else []
-    del chunks
+    scattered = client.scatter(chunks, hash=False) if chunks else []
+    outs = [client.submit(orient, chunk, n_parts, pure=False) for chunk in scattered]
+    del chunks, scattered  # the workers hold the chunks now; the futures' tasks keep them
 
     def step(func, outs: list) -> list:
         # Partition p's task takes the piece for p of every output: worker to worker, not through here.
