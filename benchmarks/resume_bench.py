@@ -34,8 +34,9 @@ from simdoc.engines import DaskEngine
 from simdoc.engines.local import LocalEngine
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.stages import scan
-from simdoc.stages.shingle import SCAN_PARTS, build_shingles
-from simdoc.store.directory import PARTS
+from simdoc.stages.shingle import build_shingles
+from simdoc.stages.resume import SCAN_PARTS
+from simdoc.store.names import PARTS
 
 
 class Killed(Exception):

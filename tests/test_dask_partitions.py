@@ -24,8 +24,8 @@ from test_pipeline import make_corpus
 from simdoc.stages import cluster_pairs
 from simdoc.stages.pairs import find_pairs, mark_reported
 from simdoc.stages.results import Verifier, score_candidates
-from simdoc.store.directory import PARTS
 from simdoc.store.loaded import open_index
+from simdoc.store.names import PARTS
 
 
 class InProcessClient:

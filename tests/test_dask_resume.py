@@ -26,9 +26,10 @@ from simdoc.engines.local import LocalEngine
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.reports.check import check_index
 from simdoc.stages import scan
-from simdoc.stages.shingle import SCAN_PARTS, build_shingles
+from simdoc.stages.resume import SCAN_PARTS
+from simdoc.stages.shingle import build_shingles
 from simdoc.store import cache
-from simdoc.store.directory import PARTS
+from simdoc.store.names import PARTS
 
 SIGNER = SignatureParams().resolved()
 HOUR_NS = 3600 * 10**9

@@ -49,16 +49,18 @@ from simdoc.cli.options import (
     wait_option,
     with_options,
 )
-from simdoc.engines import open_engine
+from simdoc.engines import DaskEngine, open_engine
 from simdoc.errors import IndexError_
 from simdoc.output import tsv_field, tsv_header
 from simdoc.params import Params
 from simdoc.reports.clusters import (
     KEEP_POLICIES,
+    Cluster,
     DedupDecision,
     cluster_pairs,
     plan_dedup,
 )
+from simdoc.stages.cluster_components import Rounds
 from simdoc.stages.pairs import pairs_index, run_pairs
 from simdoc.stages.reread import DocumentReader, reader_of
 from simdoc.stages.results import PairsResult
@@ -85,20 +87,29 @@ pair_options = [
 ]
 
 
-def _verified_pairs(
+def _verified_clusters(
     corpus: tuple, files_from, files0_from, index: Path | None, stage_options: dict, *, jobs, scheduler, wait_workers,
     rebuild: bool, wait: float, quiet: bool, verbose: bool,
-) -> tuple[PairsResult, Path]:
-    """The verified pairs of `pairs` run with these options, for a command that groups them."""
+) -> tuple[PairsResult, Path, list[Cluster]]:
+    """The verified pairs of `pairs` run with these options, and their clusters, for a command that
+    groups them. With a Dask engine, the components are found on its cluster too (while the
+    engine is open, so that a lost scheduler is a ClusterError there as well)."""
     params = Params.of({**stage_options, "verify": True, "all_candidates": False})
     corpus = corpus_arg(corpus, files_from, files0_from)
     index = pairs_index(corpus, check_corpus_index(corpus, index, rebuild))
+    rounds = Rounds()
     with open_engine(jobs, scheduler, wait_workers, index=index, corpus=corpus) as engine:
         res = run_pairs(corpus, index, params, engine=engine, rebuild=rebuild, progress=show_progress(quiet), wait=wait)
+        found = cluster_pairs(res, engine.client if isinstance(engine, DaskEngine) else None, rounds)
     report_stages(res.stages, verbose)
     if verbose and res.banding:
         log.debug(f"banding: {res.banding.describe()}")
-    return res, index
+    if verbose and rounds.rounds:
+        log.debug(
+            f"components on the cluster: {count(rounds.rounds, 'round')} over {count(rounds.partitions, 'partition')}; "
+            f"edges per round {rounds.edges}"
+        )
+    return res, index, found
 
 
 def _emit_null(records, end: bytes = b"\0") -> None:
@@ -161,11 +172,10 @@ def clusters(
     started = time.perf_counter()
     setup_logging(quiet, verbose)
     check_output_flags(null, fmt, header)
-    res, index = _verified_pairs(
+    res, index, found = _verified_clusters(
         corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
         rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose,
     )
-    found = cluster_pairs(res)
     if null:
         _emit_null([str(c.cluster_id), str(c.size), *c.members] for c in found)
     elif fmt in (None, "tsv"):
@@ -230,7 +240,7 @@ def dedup(
     started = time.perf_counter()
     setup_logging(quiet, verbose)
     check_output_flags(null, fmt, header, null_format="paths")
-    res, index = _verified_pairs(
+    res, index, found = _verified_clusters(
         corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
         rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose,
     )
@@ -243,7 +253,7 @@ def dedup(
         # Another run updated the index between the pairs and this read: sizes and
         # times would belong to other documents than the clusters.
         raise IndexError_(f"the index at {index} changed while dedup ran", hint="run dedup again")
-    decisions = _still_indexed(plan_dedup(cluster_pairs(res), records, keep), reader)
+    decisions = _still_indexed(plan_dedup(found, records, keep), reader)
 
     def name(doc_id: str) -> str:
         return os.path.join(root, *doc_id.split("/")) if absolute else doc_id

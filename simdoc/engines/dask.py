@@ -17,6 +17,9 @@
   its pairs on the worker, verifying them against the documents, re-read
   from the shared file system (simdoc.stages.verify). Only the pairs that
   are printed, and what verification learnt, travel back.
+* Clusters (simdoc.stages.cluster_components): ``clusters`` and ``dedup``
+  find the connected components of the verified pairs there, the edges
+  cut into hash partitions passed from task to task as futures.
 
 The client sorts the pairs exactly as the local engine does, so the output
 is byte-identical whatever the number of workers or partitions.

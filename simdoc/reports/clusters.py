@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from simdoc.errors import UsageError
+from simdoc.stages import cluster_components
 
 if TYPE_CHECKING:  # only for annotations: clusters need the arrays, not the pipeline
     from simdoc.stages.results import PairsResult
@@ -131,8 +132,30 @@ def build_clusters(doc_ids: Sequence[str], left: np.ndarray, right: np.ndarray) 
     linked[left[proper]] = True
     linked[right[proper]] = True
     docs = np.flatnonzero(linked)
-    docs = docs[np.argsort(labels[docs], kind="stable")]  # one contiguous run per component
-    groups = np.split(docs, np.flatnonzero(np.diff(labels[docs])) + 1) if len(docs) else []
+    return clusters_of_labels(doc_ids, docs, labels[docs])
+
+
+def clusters_of_labels(doc_ids: Sequence[str], docs: np.ndarray, labels: np.ndarray) -> list[Cluster]:
+    """Clusters from the linked documents and their components' labels, however these were found.
+
+    The one place clusters are named and ordered, so that components found on
+    a Dask cluster (:mod:`simdoc.stages.cluster_components`) print exactly as
+    those found here.
+
+    Parameters
+    ----------
+    doc_ids : sequence of str
+        Document id of each document number.
+    docs : ndarray of shape (n_linked,), int
+        The documents in at least one edge that is not a self-loop, sorted.
+    labels : ndarray of shape (n_linked,), int
+        The same label for the documents of one component, a different one for another.
+    """
+    docs = np.asarray(docs, dtype=np.int64)
+    labels = np.asarray(labels, dtype=np.int64)
+    docs = docs[np.argsort(labels, kind="stable")]  # one contiguous run per component
+    labels = np.sort(labels, kind="stable")
+    groups = np.split(docs, np.flatnonzero(np.diff(labels)) + 1) if len(docs) else []
     # Sort by id strings, not document numbers: the ids are what the user sees.
     named = []
     for group in groups:
@@ -142,8 +165,8 @@ def build_clusters(doc_ids: Sequence[str], left: np.ndarray, right: np.ndarray) 
     return [Cluster(n, members, rows) for n, (members, rows) in enumerate(named, start=1)]
 
 
-def cluster_pairs(result: PairsResult) -> list[Cluster]:
-    """Clusters of the verified pairs of a :func:`~simdoc.stages.pairs.find_pairs` result.
+def cluster_edges(result: PairsResult) -> tuple[np.ndarray, np.ndarray]:
+    """The edges of the clusters of a :func:`~simdoc.stages.pairs.find_pairs` result: (left, right).
 
     Only pairs whose exact similarity reaches ``result.threshold`` are edges,
     the same test ``pairs`` prints by, so a result made with
@@ -161,13 +184,31 @@ def cluster_pairs(result: PairsResult) -> list[Cluster]:
             hint="drop --no-verify (verify=False)",
         )
     keep = np.asarray(result.jaccard) >= result.threshold
-    left, right = [np.asarray(result.left)[keep]], [np.asarray(result.right)[keep]]
+    left = [np.asarray(result.left, dtype=np.int64)[keep]]
+    right = [np.asarray(result.right, dtype=np.int64)[keep]]
     # Exact copies are folded into groups (simdoc.exact); their pairs reach any threshold,
     # and a star from the first member links each group without listing its n^2 pairs.
     for g in result.groups:
         left.append(np.full(len(g) - 1, g[0], dtype=np.int64))
         right.append(np.asarray(g[1:], dtype=np.int64))
-    return build_clusters(result.doc_ids, np.concatenate(left), np.concatenate(right))
+    return np.concatenate(left), np.concatenate(right)
+
+
+def cluster_pairs(
+    result: PairsResult, client: Any = None, rounds: cluster_components.Rounds | None = None
+) -> list[Cluster]:
+    """Clusters of the verified pairs of a :func:`~simdoc.stages.pairs.find_pairs` result.
+
+    The edges are those of :func:`cluster_edges`. With a Dask ``client``, the
+    components are found on its cluster (:func:`simdoc.stages.cluster_components.components`),
+    edges cut into partitions, one task each; the clusters are the same.
+    ``rounds`` (if given) receives that run's per-round summaries.
+    """
+    left, right = cluster_edges(result)
+    if client is None:
+        return build_clusters(result.doc_ids, left, right)
+    docs, labels = cluster_components.components(client, left, right, rounds=rounds)
+    return clusters_of_labels(result.doc_ids, docs, labels)
 
 
 @dataclass(frozen=True)

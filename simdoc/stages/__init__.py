@@ -10,12 +10,14 @@ signatures, so asking for another threshold simply re-bands.
 
 * :mod:`~simdoc.stages.shingle`: read the corpus where it changed; the docs table (and, fused, the signatures).
 * :mod:`~simdoc.stages.scan`: the shingle stage's tasks (read a batch, shingle, sign).
+* :mod:`~simdoc.stages.resume`: on a cluster, finished reading tasks' parts reused after a kill.
 * :mod:`~simdoc.stages.signature`: the MinHash matrix of stored shingle sets.
 * :mod:`~simdoc.stages.index`: the band keys and buckets.
 * :mod:`~simdoc.stages.pairs`: every stage brought up to date, then the candidates scored (find_pairs).
 * :mod:`~simdoc.stages.results`: candidates scored and verified, in print order.
 * :mod:`~simdoc.stages.reread`: indexed documents read again, checked against their digests.
 * :mod:`~simdoc.stages.verify`: candidate pairs compared exactly, component by component.
-* :mod:`~simdoc.stages.cluster_pairs`: candidates shuffled by band key and scored on a Dask cluster.
+* :mod:`~simdoc.stages.cluster_pairs`: candidates scored on a Dask cluster, each band cut into key ranges.
+* :mod:`~simdoc.stages.cluster_components`: connected components of the verified pairs on a Dask cluster.
 * :mod:`~simdoc.stages.common`: the default index, build ids, the parameter check, progress bars.
 """

@@ -64,7 +64,7 @@ from simdoc.stages.results import (
     in_print_order,
     score_pairs,
 )
-from simdoc.store.directory import PARTS
+from simdoc.store.names import PARTS
 from simdoc.store.verified import VerifiedPairs
 
 # Bucket rows (8-byte key + 8-byte document number) one scoring task reads: 64 MiB is 4.2

@@ -12,7 +12,7 @@
    and signs them). :class:`_Collector`: the next docs table in corpus order, from kept rows and the
    tasks' results, with the signature rows (or the shingle sets) alongside.
    On a Dask cluster each task also writes its result to a part file of the
-   index; :func:`_resumed` takes the parts a killed client's run left instead
+   index; :func:`simdoc.stages.resume.resumed` takes the parts a killed client's run left instead
    of running those tasks again (see :mod:`simdoc.stages.scan`).
 4. :func:`_write_build` and :func:`_publish`: the new files, then one manifest
    naming them; then the parts, all used or stale, are removed.
@@ -26,7 +26,6 @@ stored instead, for `simdoc signature`.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import gc
 import os
@@ -53,15 +52,20 @@ from simdoc.stages.common import (
     progress_bar,
 )
 from simdoc.stages.results import StageResult
-from simdoc.stages.scan import RACY_NS, BatchResult, FileOutcome, ScanTask, read_part, scan_batch, scan_tasks
+from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
+from simdoc.stages.scan import (
+    RACY_NS,
+    BatchResult,
+    FileOutcome,
+    scan_batch,
+    scan_tasks,
+)
 from simdoc.stages.signature import SignatureRows, finish_signatures
-from simdoc.store.directory import PARTS, IndexStore, remove_parts
+from simdoc.store.directory import IndexStore
 from simdoc.store.doctable import DocRow, DocsTable, TableBuilder
 from simdoc.store.loaded import LoadedIndex
 from simdoc.version import __version__
 from simdoc.wording import count
-
-SCAN_PARTS = "scan"  # the folder of PARTS where the reading tasks write theirs
 
 
 def build_shingles(
@@ -104,7 +108,7 @@ def build_shingles(
         settings = _settle(manifest, corpus, index, params, signature, rebuild)
         scan = _scan(store, manifest, corpus, index, settings)
         if _same_build(settings, scan) and not scan.racy() and not force_read:
-            _remove_scan_parts(store)
+            remove_scan_parts(store)
             return StageResult("shingle", False, time.perf_counter() - t0, "up to date")
         plan = _reading_plan(scan, settings.reuse, force_read or set())
         store.ensure_dir()
@@ -112,14 +116,14 @@ def build_shingles(
         collector = _Collector(store, settings, scan, int(manifest.get("generation", 0)) + 1, old_sigs)
         try:
             engine = engine or LocalEngine()
-            parts = _scan_parts(store) if isinstance(engine, DaskEngine) else None
+            parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
             tasks = scan_tasks(plan, settings.shingle, settings.signer, parts)
-            results = _resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
+            results = resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
             collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
             if _same_build(settings, scan) and collector.nothing_new():
                 # Only racily clean files were read, and their bytes are the ones indexed.
                 collector.abort()
-                _remove_scan_parts(store)
+                remove_scan_parts(store)
                 detail = f"up to date ({collector.n_read} racily clean files re-read)"
                 return StageResult("shingle", False, time.perf_counter() - t0, detail, collector.warnings)
             collector.check_some_read(corpus)
@@ -128,7 +132,7 @@ def build_shingles(
             collector.abort()
             raise
         _publish(store, manifest, table, stage, sig_stage, collector.generation, before_publish)
-        _remove_scan_parts(store)
+        remove_scan_parts(store)
         return StageResult("shingle", True, time.perf_counter() - t0, collector.detail(scan, stage), collector.warnings)
 
 
@@ -372,63 +376,6 @@ class _Collector:
         if self.settings.signer is not None:
             out += f"; {stage['n_docs']} x {self.settings.signer.num_perm} signatures"
         return out
-
-
-def _scan_parts(store: IndexStore) -> str | None:
-    """The folder (absolute: workers run in folders of their own) where the reading tasks write
-    their parts; None if it cannot be made (a read-only index: the run is not resumable)."""
-    folder = store.path.absolute() / PARTS / SCAN_PARTS
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    if folder.parent.is_symlink() or folder.is_symlink():
-        return None  # never write through a link an index holds: it may point anywhere
-    return str(folder)
-
-
-def _resumed(engine: Engine, tasks: Iterator[ScanTask]) -> Iterator[BatchResult]:
-    """The tasks' results in task order: from its part, for a task that left one; else run on ``engine``.
-
-    Only whether a part is there is asked as the tasks are drawn; it is read
-    when its turn comes, so the parts a killed run left are not all in memory
-    at once. A part that cannot be read after all is run again, on its own.
-    """
-    order: collections.deque[ScanTask | None] = collections.deque()  # each task drawn: itself if its part is there
-
-    def to_run() -> Iterator[ScanTask]:
-        for task in tasks:
-            there = task.part is not None and os.path.isfile(task.part)
-            order.append(task if there else None)
-            if not there:
-                yield task
-
-    results = engine.map(scan_batch, to_run())
-    ran: collections.deque[BatchResult] = collections.deque()  # results drawn to learn the next tasks
-    while True:
-        if not order:
-            try:
-                ran.append(next(results))  # draws tasks, parts and not, up to the next that runs
-            except StopIteration:
-                if not order:
-                    return
-        task = order.popleft()
-        if task is None:
-            yield ran.popleft() if ran else next(results)
-            continue
-        done = read_part(task.part)
-        if done is None or len(done.files) != len(task.files):
-            done = next(iter(engine.map(scan_batch, [task])))
-        yield done
-
-
-def _remove_scan_parts(store: IndexStore) -> None:
-    """The reading tasks' parts, once the stage is published (or up to date): all used or stale."""
-    folder = store.path / PARTS
-    if folder.is_dir():
-        remove_parts(folder / SCAN_PARTS)
-        with contextlib.suppress(OSError):
-            folder.rmdir()  # unless the scoring stage's parts are in it
 
 
 # ---------------------------------------------------------------- 4. writing and publishing

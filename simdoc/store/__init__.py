@@ -1,6 +1,7 @@
 """The index directory: what is on disk, written atomically, read back checked.
 
 * :mod:`~simdoc.store.directory`: :class:`IndexStore` (locks, publish, checked loads).
+* :mod:`~simdoc.store.names`: which entries of an index directory are simdoc's own.
 * :mod:`~simdoc.store.npyfiles`: checked .npy files: streamed writes, CRC-32, fault points.
 * :mod:`~simdoc.store.manifest`: ``manifest.json``, its checksum and schema.
 * :mod:`~simdoc.store.doctable`: the columnar docs table (where each document lives).

@@ -28,13 +28,11 @@ from simdoc.store.directory import (
     FORMAT,
     LOCK,
     MANIFEST,
-    PARTS,
     READERS,
     IndexStore,
-    is_own_file,
     open_lock_file,
-    remove_parts,
 )
+from simdoc.store.names import PARTS, is_own_file, remove_parts
 
 
 def cache_dir() -> Path:

@@ -55,7 +55,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import re
 import stat
 import tempfile
 import time
@@ -67,6 +66,7 @@ from simdoc.errors import CorruptIndex, IndexBusy, IndexError_
 from simdoc.store.manifest import dump as dump_manifest
 from simdoc.store.manifest import parse as parse_manifest
 from simdoc.store.manifest import validate as validate_manifest
+from simdoc.store.names import OWN_TEMPORARY, is_own_file, own_entry
 from simdoc.store.npyfiles import (
     NO_ROOM,
     VERIFIED,
@@ -89,67 +89,6 @@ MANIFEST = "manifest.json"
 VERIFY_ON_LOAD_BYTES = 1 << 30  # larger files: CRC checked by `simdoc check` only
 LOCK = "lock"
 READERS = "readers"
-
-
-# Names simdoc writes: <stem>.<16 hex build id>.<ext>, the manifest, and temporary
-# files of those (".<name>.<random>.tmp"). Nothing else in a directory is ours.
-_STEMS = (
-    r"(docs|shingles\.(overflow|origin)|docs\.(id|source)(\.offsets)?|docs\.(offset|length|size|file_size|mtime_ns|n_shingles|added|how|status"
-    r"|digest|file_digest|identity)|shingles\.(indptr|data|counts)|minhash\.family|signatures|bands|buckets|groups"
-    r"|verified\.(keys|jaccard))"
-)
-# jsonl: format 2 kept its docs table as JSON lines; a --rebuild deletes those files too.
-_OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json|lock|readers)$")
-_OWN_TMP = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|tmp\.jsonl|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
-
-
-# The folder where the tasks of a Dask cluster write their parts (simdoc.stages.scan and
-# simdoc.stages.cluster_pairs), and the names they write in it, at any depth.
-PARTS = "dask-parts"
-_OWN_PART = re.compile(
-    r"^(scan|[0-9a-f]{16}-[0-9a-f]{16}|copies\.[0-9a-f]{16}\.npy|\.copies\.[0-9]+\.tmp\.npy"
-    r"|[0-9]{3}-[0-9]{6}\.npz(\.[0-9]+\.[0-9]+\.tmp)?|\.?[0-9a-f]{32}\.npz(\.[0-9]+\.[0-9]+\.tmp)?)$"
-)
-
-
-def remove_parts(folder: Path) -> bool:
-    """Remove ``folder`` (the PARTS folder of an index, or one in it) with what simdoc wrote in it;
-    True if it is gone.
-
-    Only names simdoc writes there go, and only regular files and real
-    folders: a symbolic link is never followed, and anything else stays
-    (and so does the folder that holds it), as with the index's own files.
-    """
-    try:
-        if not stat.S_ISDIR(os.lstat(folder).st_mode):
-            return False  # a link (never followed) or a file: not what simdoc made
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    with contextlib.suppress(OSError):
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if not _OWN_PART.match(entry.name):
-                    continue
-                with contextlib.suppress(OSError):
-                    if entry.is_dir(follow_symlinks=False):
-                        remove_parts(Path(entry.path))
-                    elif entry.is_file(follow_symlinks=False):
-                        os.unlink(entry.path)
-        folder.rmdir()
-    return not os.path.lexists(folder)
-
-
-def is_own_file(name: str) -> bool:
-    """True for the names of files simdoc writes in an index directory (and their temporaries)."""
-    return bool(_OWN.match(name) or _OWN_TMP.match(name))
-
-
-def _own_entry(path: Path) -> bool:
-    """An entry of an index directory simdoc made: one of its files, or the PARTS folder
-    (a first build killed on a Dask cluster leaves that, and no manifest yet)."""
-    return is_own_file(path.name) or (path.name == PARTS and path.is_dir() and not path.is_symlink())
 
 
 def open_lock_file(path: Path) -> int:
@@ -228,7 +167,7 @@ class IndexStore:
             try:
                 return self.read_manifest()
             except IndexError_:
-                if all(_own_entry(p) for p in self.path.iterdir()):
+                if all(own_entry(p) for p in self.path.iterdir()):
                     return self._empty_manifest()
                 raise
         if not mpath.exists():
@@ -353,7 +292,7 @@ class IndexStore:
         """
         with contextlib.suppress(OSError):
             for p in self.path.iterdir():
-                if _OWN_TMP.match(p.name) and p.is_file():
+                if OWN_TEMPORARY.match(p.name) and p.is_file():
                     with contextlib.suppress(OSError):
                         p.unlink()
         with contextlib.suppress(OSError, IndexError_):
@@ -417,7 +356,7 @@ class IndexStore:
 
     # -- writing ----------------------------------------------------------
     def ensure_dir(self) -> None:
-        if self.path.is_dir() and not self.exists() and any(not _own_entry(p) for p in self.path.iterdir()):
+        if self.path.is_dir() and not self.exists() and any(not own_entry(p) for p in self.path.iterdir()):
             raise IndexError_(
                 f"{self.path} already holds other files and is not a simdoc index",
                 hint="choose an empty or new directory for --index",

@@ -1,0 +1,85 @@
+"""Which entries of an index directory are simdoc's own, and removing the Dask parts folder.
+
+An index directory may sit inside a user's folder, or be handed to simdoc
+damaged or crafted: simdoc deletes, overwrites or counts as its own only the
+names it writes. Those are ``<stem>.<16 hex build id>.npy``, the manifest,
+the lock files, temporaries of those (``.<name>.<random>.tmp``), and the
+folder :data:`PARTS` where the tasks of a Dask cluster write their parts
+(:mod:`simdoc.stages.scan`, :mod:`simdoc.stages.cluster_pairs`), with the
+names they write in it. Nothing else is touched, and a symbolic link is
+never followed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import stat
+from pathlib import Path
+
+# Names simdoc writes: <stem>.<16 hex build id>.<ext>, the manifest, and temporary
+# files of those (".<name>.<random>.tmp"). Nothing else in a directory is ours.
+_STEMS = (
+    r"(docs|shingles\.(overflow|origin)|docs\.(id|source)(\.offsets)?|docs\.(offset|length|size|file_size|mtime_ns|n_shingles|added|how|status"
+    r"|digest|file_digest|identity)|shingles\.(indptr|data|counts)|minhash\.family|signatures|bands|buckets|groups"
+    r"|verified\.(keys|jaccard))"
+)
+
+
+# jsonl: format 2 kept its docs table as JSON lines; a --rebuild deletes those files too.
+_OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json|lock|readers)$")
+
+
+OWN_TEMPORARY = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|tmp\.jsonl|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
+
+
+# The folder where the tasks of a Dask cluster write their parts (simdoc.stages.scan and
+# simdoc.stages.cluster_pairs), and the names they write in it, at any depth.
+PARTS = "dask-parts"
+
+
+_OWN_PART = re.compile(
+    r"^(scan|[0-9a-f]{16}-[0-9a-f]{16}|copies\.[0-9a-f]{16}\.npy|\.copies\.[0-9]+\.tmp\.npy"
+    r"|[0-9]{3}-[0-9]{6}\.npz(\.[0-9]+\.[0-9]+\.tmp)?|\.?[0-9a-f]{32}\.npz(\.[0-9]+\.[0-9]+\.tmp)?)$"
+)
+
+
+def remove_parts(folder: Path) -> bool:
+    """Remove ``folder`` (the PARTS folder of an index, or one in it) with what simdoc wrote in it;
+    True if it is gone.
+
+    Only names simdoc writes there go, and only regular files and real
+    folders: a symbolic link is never followed, and anything else stays
+    (and so does the folder that holds it), as with the index's own files.
+    """
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return False  # a link (never followed) or a file: not what simdoc made
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if not _OWN_PART.match(entry.name):
+                    continue
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        remove_parts(Path(entry.path))
+                    elif entry.is_file(follow_symlinks=False):
+                        os.unlink(entry.path)
+        folder.rmdir()
+    return not os.path.lexists(folder)
+
+
+def is_own_file(name: str) -> bool:
+    """True for the names of files simdoc writes in an index directory (and their temporaries)."""
+    return bool(_OWN.match(name) or OWN_TEMPORARY.match(name))
+
+
+def own_entry(path: Path) -> bool:
+    """An entry of an index directory simdoc made: one of its files, or the PARTS folder
+    (a first build killed on a Dask cluster leaves that, and no manifest yet)."""
+    return is_own_file(path.name) or (path.name == PARTS and path.is_dir() and not path.is_symlink())
