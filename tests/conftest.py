@@ -102,3 +102,15 @@ def warc_record(uri: str, body: str | bytes, rid: int, content_type: str = "text
 
 def random_sets(rng, n, size=300, universe=2**32):
     return [set(rng.integers(0, universe, size=rng.integers(1, size)).tolist()) for _ in range(n)]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """A `dask scheduler` process in a folder of its own (workers: ``cluster.start_worker``), stopped after the test."""
+    from test_dask_contract import Cluster  # only the cluster tests need distributed
+
+    c = Cluster(tmp_path / "cluster")
+    c.start_scheduler()
+    yield c
+    c.stop()
+

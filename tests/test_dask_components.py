@@ -12,11 +12,11 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from test_dask_contract import cluster, simdoc  # noqa: E402,F401  (cluster: the fixture)
+from test_dask_contract import simdoc  # noqa: E402
 from test_pipeline import make_corpus  # noqa: E402
 
 
-def test_clusters_and_dedup_on_the_cluster_print_the_local_bytes(tmp_path, cluster):  # noqa: F811
+def test_clusters_and_dedup_on_the_cluster_print_the_local_bytes(tmp_path, cluster):
     here = tmp_path / "client"
     docs = make_corpus(here / "c", seed=61, n_base=12)
     for name in ("copies/a.txt", "copies/b.txt"):

@@ -141,14 +141,6 @@ class Cluster:
             proc.wait()
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path / "cluster")
-    c.start_scheduler()
-    yield c
-    c.stop()
-
-
 def simdoc(*args: object, cwd: Path, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "simdoc", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout,

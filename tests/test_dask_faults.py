@@ -68,14 +68,6 @@ setattr(_module, {function!r}, _hang)  # tasks name the function by module and n
 '''
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path / "cluster")
-    c.start_scheduler()
-    yield c
-    c.stop()
-
-
 # A worker that records the part file of every scoring and reading task it runs.
 RECORD = '''
 import os
