@@ -97,3 +97,18 @@ def test_what_the_workers_verified_is_kept_and_reported_as_locally(tmp_path):
     assert dask.stdout == local.stdout and "base/doc01.txt" not in local.stdout
     warning = [line for line in local.stderr.splitlines() if "changed since it was indexed" in line]
     assert warning and warning == [line for line in dask.stderr.splitlines() if "changed since it was indexed" in line]
+
+
+def test_a_local_cluster_that_fails_to_start_is_a_cluster_error(tmp_path, monkeypatch):
+    """distributed can fail to start its IO loop in time (a bare AssertionError): exit 7, one Error line."""
+    import distributed
+
+    def failing(*args, **kwargs):
+        raise AssertionError
+
+    monkeypatch.setattr(distributed, "LocalCluster", failing)
+    make_corpus(tmp_path / "c", seed=3, n_base=4)
+    r = CliRunner().invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "idx"), "--scheduler", "local[2]"])
+    assert r.exit_code == 7, (r.exit_code, r.stderr)
+    assert "could not start the local Dask cluster local[2]: AssertionError" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -69,9 +69,16 @@ def connect(address: str, wait_workers: float | None = None, index=None, corpus=
     m = _LOCAL.match(address)
     if m:
         n = int(m.group(1) or os.cpu_count() or 1)
-        with LocalCluster(
-            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
-        ) as cluster:
+        try:
+            cluster = LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+            )
+        except Exception as exc:  # e.g. distributed's IO-loop thread not started within its 10 s: a bare AssertionError
+            raise ClusterError(
+                f"could not start the local Dask cluster {address}: {type(exc).__name__} {exc}".rstrip(),
+                hint="run the command again, or without --scheduler",
+            ) from exc
+        with cluster:
             with Client(cluster) as client, _cluster_errors(client, address):
                 check_contract(client, address, wait, index, corpus, needs_corpus)
                 yield client
