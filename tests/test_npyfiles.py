@@ -30,3 +30,41 @@ def test_fast_crc32_is_zlibs():
         assert crc32(data[cut:], crc32(data[:cut])) == zlib.crc32(data)
         arr = np.frombuffer(data[: n - n % 4], dtype=np.uint32)  # as the workers pass arrays
         assert crc32(arr.data) == zlib.crc32(arr.tobytes())
+
+
+def test_an_array_written_in_pieces_by_others_is_the_array_saved_whole(tmp_path):
+    """PieceWriter: pieces written in any order, some through the path as a worker does, give
+    the file and CRC-32 that writing the array at once gives; it loads as a checked array."""
+    import numpy as np
+    import pytest
+
+    from simdoc.store.directory import IndexStore
+    from simdoc.store.npyfiles import PieceWriter, write_piece
+
+    rng = np.random.default_rng(8)
+    arr = rng.integers(0, 2**32, size=(37, 5), dtype=np.uint32)
+    store = IndexStore(tmp_path / "idx")
+    whole = store.save_array("signatures.0000000000000000.npy", arr)
+    writer = PieceWriter(store.path, "signatures.1111111111111111.npy", np.uint32, arr.shape)
+    flat = arr.reshape(-1)
+    cuts = [0, 5, 6, 60, 100, 185]
+    pieces = list(zip(cuts[:-1], cuts[1:]))
+    rng.shuffle(pieces)
+    for i, (a, b) in enumerate(pieces):
+        if i % 2:
+            writer.write(a, flat[a:b])
+        else:
+            writer.written(a, b - a, write_piece(str(writer.tmp), a, flat[a:b]))
+    info = writer.finish()
+    assert info == whole
+    assert (store.path / "signatures.1111111111111111.npy").read_bytes() == (store.path / "signatures.0000000000000000.npy").read_bytes()
+    assert np.array_equal(store.load_array("signatures.1111111111111111.npy", info, force=True), arr)
+
+    for missing in ([(0, 5), (6, 185)], [(0, 100), (90, 185)]):  # a hole, an overlap
+        writer = PieceWriter(store.path, "signatures.2222222222222222.npy", np.uint32, arr.shape)
+        for a, b in missing:
+            writer.write(a, flat[a:b])
+        with pytest.raises(RuntimeError, match="pieces cover"):
+            writer.finish()
+        writer.abort()
+        assert not writer.tmp.exists() and not (store.path / "signatures.2222222222222222.npy").exists()

@@ -5,7 +5,9 @@ header (:data:`_NPY_HEADER`), so that a writer can stream rows of unknown
 count and rewrite the header once it knows the shape. The CRC-32 of the
 bytes after the header is computed while writing (zlib-ng: ~55 GB/s here)
 and recorded in the manifest with size, dtype and shape (:func:`array_info`);
-:func:`crc32_combine` joins the CRCs of parts written elsewhere without
+:class:`PieceWriter` makes an array of known shape whose pieces other
+processes (the workers of a Dask cluster) write in place with
+:func:`write_piece`; :func:`crc32_combine` joins the pieces' CRCs without
 reading them again. A write that fails for want of room is an
 :class:`~simdoc.errors.OutputError` naming the file (exit 6).
 """
@@ -126,13 +128,11 @@ def npy_offset(element: int, itemsize: int) -> int:
 
 
 class NpyWriter:
-    """Write rows to a .npy file of unknown final length, then publish it atomically.
+    """Write rows to a .npy file of unknown final length, in order, then publish it atomically.
 
-    Rows are written in order, but not necessarily by this object: worker
-    processes may write a piece of rows straight into :attr:`tmp` at a place
-    handed to them (see ``batches.Sequencer``), and :meth:`written_elsewhere`
-    then accounts for that piece. The CRC-32 is built in file order from the
-    pieces' own CRCs, so the file is never read back.
+    The CRC-32 is computed from the rows as they are written, so the file is
+    never read back. (An array of known shape whose pieces other processes
+    write is a :class:`PieceWriter`.)
     """
 
     def __init__(self, directory: Path, name: str, dtype, tail_shape: tuple[int, ...] = ()) -> None:
@@ -163,12 +163,6 @@ class NpyWriter:
         self.crc = crc32(arr.data, self.crc)
         self.rows += arr.shape[0]
 
-    def written_elsewhere(self, rows: int, crc: int) -> None:
-        """Account for ``rows`` rows another process wrote in place, whose CRC-32 is ``crc``."""
-        self.crc = crc32_combine(self.crc, crc, rows * self.row_bytes)
-        self.rows += rows
-
-
     def finish(self) -> dict:
         os.pwrite(self.fd, _npy_header(self.dtype, (self.rows, *self.tail_shape)), 0)
         # Pieces written in place past the last row would be garbage: the file ends at the last row.
@@ -187,6 +181,93 @@ class NpyWriter:
             self.fd = -1
         with contextlib.suppress(OSError):
             self.tmp.unlink()
+
+
+class PieceWriter:
+    """An array of known shape whose pieces other processes write in place, then published atomically.
+
+    The data plane of a Dask cluster: the client makes the file (header and
+    room for every element, under a temporary name it owns), hands workers
+    its path and where each piece goes, and each worker writes its piece with
+    :func:`write_piece` and sends back only the piece's place and CRC-32.
+    :meth:`finish` checks that the pieces cover the array exactly once,
+    joins their CRCs in file order (:func:`crc32_combine`) and publishes the
+    file: no byte of it passes through the client.
+    """
+
+    def __init__(self, directory: Path, name: str, dtype, shape: tuple[int, ...]) -> None:
+        self.directory = Path(directory)
+        self.name = name
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(x) for x in shape)
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
+        self.tmp = Path(tmp)
+        self.pieces: dict[int, tuple[int, int]] = {}  # first element -> (elements, crc)
+        try:
+            os.write(self.fd, _npy_header(self.dtype, self.shape))
+            os.ftruncate(self.fd, npy_offset(self.size, self.dtype.itemsize))  # sparse until written
+        except BaseException:
+            self.abort()
+            raise
+
+    def written(self, start: int, length: int, crc: int) -> None:
+        """Account for ``length`` elements from element ``start`` (of the flattened array), written elsewhere."""
+        if length:
+            self.pieces[int(start)] = (int(length), int(crc))
+
+    def write(self, start: int, arr: np.ndarray) -> None:
+        """Write a piece from this process."""
+        self.written(start, arr.size, write_piece(self.fd, start, arr, self.dtype))
+
+    def finish(self) -> dict:
+        crc, at = 0, 0
+        for start in sorted(self.pieces):
+            length, piece_crc = self.pieces[start]
+            if start != at:
+                break
+            crc = crc32_combine(crc, piece_crc, length * self.dtype.itemsize)
+            at += length
+        if at != self.size:
+            raise RuntimeError(f"{self.name}: pieces cover elements [0, {at}) of {self.size}, or overlap")
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = -1
+        fault_point(f"publish:{self.name.split('.')[0]}")
+        os.replace(self.tmp, self.directory / self.name)
+        return array_info(self.directory / self.name, self.dtype, self.shape, crc)
+
+    def abort(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+        with contextlib.suppress(OSError):
+            self.tmp.unlink()
+
+
+def write_piece(target: str | int, start: int, arr: np.ndarray, dtype=None) -> int:
+    """Write ``arr`` at element ``start`` of the .npy file ``target`` (a path, or an open descriptor)
+    made by :class:`PieceWriter`; its CRC-32.
+
+    A path is opened without following a symbolic link, and the piece is
+    fsynced before this returns (the client publishes the file only after
+    every piece is on disk).
+    """
+    arr = np.ascontiguousarray(arr, dtype=dtype or arr.dtype)
+    view = memoryview(arr.reshape(-1).view(np.uint8))
+    pos = npy_offset(start, arr.dtype.itemsize)
+    fd = target if isinstance(target, int) else os.open(target, os.O_WRONLY | os.O_NOFOLLOW)
+    try:
+        while view:
+            n = os.pwrite(fd, view, pos)
+            view, pos = view[n:], pos + n
+        if not isinstance(target, int):
+            os.fsync(fd)
+    finally:
+        if not isinstance(target, int):
+            os.close(fd)
+    return crc32(arr.data)
 
 
 def array_info(path: Path, dtype, shape, crc: int) -> dict:
