@@ -15,21 +15,23 @@ hash still matches.
 
 Tasks are top-level, picklable dataclasses, made by :func:`scan_tasks` as the
 engine draws them: consecutive files, cut at BATCH_BYTES or BATCH_DOCS files.
-Results travel back to the parent (a few hundred bytes per document plus its
-signature row).
+Results travel back to the parent: a few hundred bytes per document, plus
+its signature row with the local engine.
 
 On a Dask cluster a task also writes its result to a part file of the index
-(``dask-parts/scan/<key>.npz``, :func:`write_part`), atomically: a part that
-exists is that task's completion record, as in datatrove's ``completions/``.
-Its name is a hash of everything the result depends on (:func:`part_key`:
-each file's id, path, size, mtime and the digest indexed before, the
-parameters, the simdoc version), so a client killed while reading is
-followed by a run that takes the parts of the same work instead of running
-it again, and never takes a part of other work. A part is written only if
-every file of the task was last modified RACY_NS before the task began: a
-file changed in the same mtime tick as it was read would look unchanged.
-Parts hold arrays and JSON only (read with ``allow_pickle=False``): an index
-directory is not trusted to hold code.
+(``dask-parts/scan/<key>.npz``, :func:`write_part`), atomically, and sends
+back its docs-table rows without the signature rows: those stay in the part
+until workers copy them into the index (:mod:`simdoc.stages.cluster_signatures`).
+A part that exists is that task's completion record, as in datatrove's
+``completions/``. Its name is a hash of everything the result depends on
+(:func:`part_key`: each file's id, path, size, mtime and the digest indexed
+before, the parameters, the simdoc version), so a client killed while
+reading is followed by a run that takes the parts of the same work instead
+of running it again, and never takes a part of other work. A part is
+reusable only if every file of the task was last modified RACY_NS before
+the task began: a file changed in the same mtime tick as it was read would
+look unchanged. Parts hold arrays and JSON only (read with
+``allow_pickle=False``): an index directory is not trusted to hold code.
 """
 
 from __future__ import annotations
@@ -106,9 +108,10 @@ class DocOut:
 class BatchResult:
     files: list[FileOutcome]
     docs: list[DocOut]
-    signatures: np.ndarray  # (len(docs), num_perm) uint32
+    signatures: np.ndarray | None  # (len(docs), num_perm) uint32; None: they are in ``part``
     sets: ShingleSets | None = None  # with keep_sets: the sorted shingle sets of docs
     warnings: list[str] = field(default_factory=list)
+    part: str | None = None  # the part file the task wrote, which holds its signature rows
 
 
 def batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
@@ -176,13 +179,25 @@ def _hasher(signature: SignatureParams):
 def scan_batch(task: ScanTask) -> BatchResult:
     """Read, shingle and sign one batch of files (runs in a worker process).
 
-    With ``task.part``, the result is also written there (see the module), for
-    a client killed before the end to take instead of running the task again.
+    With ``task.part``, the result is written there (see the module), and
+    the signature rows stay there: the result sent back names the part
+    instead (the rows are copied into the index by workers too, see
+    :mod:`simdoc.stages.cluster_signatures`). A client killed before the
+    end takes the part instead of running the task again, unless a file of
+    the batch was modified less than RACY_NS before the task began (a change
+    within the same mtime tick would not show). A part that cannot be
+    written (no room) leaves the rows in the result.
     """
     started = time.time_ns()
     result = _scan(task)
-    if task.part is not None and task.newest_ns < started - RACY_NS:
-        with contextlib.suppress(OSError):  # no room, or a read-only index: then the run is not resumable
+    if task.part is not None and not task.keep_sets:
+        try:
+            write_part(task.part, result, reusable=task.newest_ns < started - RACY_NS)
+        except OSError:
+            return result
+        result.signatures, result.part = None, task.part
+    elif task.part is not None and task.newest_ns < started - RACY_NS:
+        with contextlib.suppress(OSError):  # no room: then the run is not resumable
             write_part(task.part, result)
     return result
 
@@ -255,14 +270,16 @@ def _scan(task: ScanTask) -> BatchResult:
 # ---------------------------------------------------------------- parts: what the workers write
 
 
-def write_part(path: str, r: BatchResult) -> None:
+def write_part(path: str, r: BatchResult, reusable: bool = True) -> None:
     """Write one task's result to its part, atomically (temporary file, fsync, rename): a part that exists is complete.
 
     The outcomes and documents go as JSON (``ensure_ascii``: ids that are not
-    valid UTF-8 come back as they were), the arrays as arrays.
+    valid UTF-8 come back as they were), the arrays as arrays. A part that is
+    not ``reusable`` serves this run only (its signature rows), never a later one.
     """
     meta = {
         "key": Path(path).stem,
+        "reusable": reusable,
         "files": [[f.file_digest.hex(), f.status, f.warning, f.unchanged, f.how, f.n_docs] for f in r.files],
         "docs": [[d.id, d.source, d.offset, d.length, d.size, d.digest.hex(), d.how, d.status, d.n_shingles] for d in r.docs],
         "warnings": r.warnings,
@@ -290,28 +307,41 @@ def write_part(path: str, r: BatchResult) -> None:
             os.close(fd)
 
 
-def read_part(path: str) -> BatchResult | None:
-    """A task's result from its part, or None if there is none, or it cannot be read or is
-    not the part its name says (then the task runs again)."""
+def read_part(path: str, rows: bool = True) -> BatchResult | None:
+    """A task's result from a part a run left, or None if there is none, or it cannot be read, is
+    not the part its name says or not reusable (then the task runs again).
+
+    Without ``rows`` the signature rows stay in the part (the result names it).
+    """
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(z["meta"].tobytes().decode("ascii"))
-            if meta["key"] != Path(path).stem:
+            if meta["key"] != Path(path).stem or not meta.get("reusable", True):
                 return None
             files = [FileOutcome(bytes.fromhex(d), s, w, bool(u), h, int(n)) for d, s, w, u, h, n in meta["files"]]
             docs = [
                 DocOut(i, src, int(o), int(ln), int(sz), bytes.fromhex(dg), h, st, int(n))
                 for i, src, o, ln, sz, dg, h, st, n in meta["docs"]
             ]
-            sigs = np.asarray(z["signatures"], dtype=np.uint32)
+            sigs = np.asarray(z["signatures"], dtype=np.uint32) if rows else None
+            shape, dtype = _member_shape(z, "signatures")
             sets = ShingleSets(z["indptr"], z["data"], z["counts"]) if "indptr" in z.files else None
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
         return None
-    if sigs.ndim != 2 or len(sigs) != len(docs) or sum(f.n_docs for f in files) != len(docs):
+    if len(shape) != 2 or shape[0] != len(docs) or dtype != np.uint32 or sum(f.n_docs for f in files) != len(docs):
         return None
     if sets is not None and len(sets.indptr) != len(docs) + 1:
         return None
-    return BatchResult(files, docs, sigs, sets, list(meta["warnings"]))
+    return BatchResult(files, docs, sigs, sets, list(meta["warnings"]), None if rows else path)
+
+
+def _member_shape(z, name: str) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype of an array of an .npz file, from its header only."""
+    with z.zip.open(f"{name}.npy") as f:
+        version = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(f)
+    return shape, dtype
 
 
 def _raw(hexdigest: str) -> bytes:

@@ -44,6 +44,7 @@ from simdoc.engines.local import LocalEngine
 from simdoc.errors import CorpusError, IndexError_
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.shinglesets import ShingleSets
+from simdoc.stages.cluster_signatures import PlacedRows
 from simdoc.stages.common import (
     build_id,
     corpus_name,
@@ -112,11 +113,10 @@ def build_shingles(
             return StageResult("shingle", False, time.perf_counter() - t0, "up to date")
         plan = _reading_plan(scan, settings.reuse, force_read or set())
         store.ensure_dir()
-        old_sigs = LoadedIndex(store, manifest).signatures() if settings.reuse else None
-        collector = _Collector(store, settings, scan, int(manifest.get("generation", 0)) + 1, old_sigs)
+        engine = engine or LocalEngine()
+        parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
+        collector = _Collector(store, manifest, settings, scan, placed=parts is not None)
         try:
-            engine = engine or LocalEngine()
-            parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
             tasks = scan_tasks(plan, settings.shingle, settings.signer, parts)
             results = resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
             collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
@@ -127,7 +127,7 @@ def build_shingles(
                 detail = f"up to date ({collector.n_read} racily clean files re-read)"
                 return StageResult("shingle", False, time.perf_counter() - t0, detail, collector.warnings)
             collector.check_some_read(corpus)
-            table, stage, sig_stage = _write_build(store, settings, scan, collector)
+            table, stage, sig_stage = _write_build(store, settings, scan, collector, engine)
         except BaseException:
             collector.abort()
             raise
@@ -277,15 +277,14 @@ class _Collector:
     """The next docs table, in corpus order, from rows kept and the tasks' results; the
     signature rows (fused stage) or the shingle sets (stage on its own) alongside."""
 
-    def __init__(self, store: IndexStore, settings: _Settings, scan: _Scan, generation: int, old_sigs) -> None:
+    def __init__(self, store: IndexStore, manifest: dict, settings: _Settings, scan: _Scan, placed: bool) -> None:
         self.settings = settings
         self.old = scan.old
         self.old_rows = scan.old_rows
         self.old_pos = {doc_id: j for j, doc_id in enumerate(scan.old.ids)} if scan.old is not None else {}
-        self.generation = generation
+        self.generation = int(manifest.get("generation", 0)) + 1
         self.builder = TableBuilder(scan.old)
-        signer = settings.signer
-        self.sig_rows = SignatureRows(store, signer.num_perm, old_sigs) if signer is not None else None
+        self.sig_rows = _signature_rows(store, manifest, settings, placed)
         self.sets_parts: list[ShingleSets] = []
         self.warnings = [f"{s.id}: {s.reason}" for s in scan.skipped]
         self.not_docs: list[dict] = [{"id": s.id, "reason": s.reason} for s in scan.skipped]
@@ -342,7 +341,10 @@ class _Collector:
                 identity(d.digest, d.how, d.id),
             ))
         if self.sig_rows is not None and outcome.n_docs:
-            self.sig_rows.add(batch.signatures[at_doc : at_doc + outcome.n_docs])
+            if batch.signatures is None:  # left in the task's part, for the workers to copy
+                self.sig_rows.add_part(batch.part, at_doc, outcome.n_docs)
+            else:
+                self.sig_rows.add(batch.signatures[at_doc : at_doc + outcome.n_docs])
         if self.settings.keep_sets and outcome.n_docs:
             self.sets_parts.append(batch.sets.slice(at_doc, at_doc + outcome.n_docs))
 
@@ -362,7 +364,7 @@ class _Collector:
     def abort(self) -> None:
         """Remove the signature rows written so far (nothing else is written before the end)."""
         if self.sig_rows is not None:
-            self.sig_rows.writer.abort()
+            self.sig_rows.abort()
 
     def detail(self, scan: _Scan, stage: dict) -> str:
         """What the build did, for --verbose."""
@@ -378,11 +380,27 @@ class _Collector:
         return out
 
 
+def _signature_rows(store: IndexStore, manifest: dict, settings: _Settings, placed: bool) -> SignatureRows | PlacedRows | None:
+    """Where the next signature matrix is made: here (the local engine), or by the workers
+    from the reading tasks' parts (``placed``: a cluster); None when shingle sets are kept."""
+    signer = settings.signer
+    if signer is None:
+        return None
+    if placed:
+        old = manifest["stages"]["signature"]["roles"]["signatures"] if settings.reuse else None
+        return PlacedRows(store, signer.num_perm, str(store.path.absolute() / old) if old else None)
+    old_sigs = LoadedIndex(store, manifest).signatures() if settings.reuse else None
+    return SignatureRows(store, signer.num_perm, old_sigs)
+
+
 # ---------------------------------------------------------------- 4. writing and publishing
 
 
-def _write_build(store: IndexStore, settings: _Settings, scan: _Scan, collector: _Collector) -> tuple[DocsTable, dict, dict | None]:
-    """Write the new build's files: the docs table, and the shingle sets or the signatures.
+def _write_build(
+    store: IndexStore, settings: _Settings, scan: _Scan, collector: _Collector, engine: Engine
+) -> tuple[DocsTable, dict, dict | None]:
+    """Write the new build's files: the docs table, and the shingle sets or the signatures
+    (on a cluster, written by the workers of ``engine``).
 
     Returns the table and the manifest entries of the shingle stage and of the
     signature stage (None when shingle sets are stored instead).
@@ -415,8 +433,7 @@ def _write_build(store: IndexStore, settings: _Settings, scan: _Scan, collector:
     }
     sig_stage = None
     if collector.sig_rows is not None:
-        collector.sig_rows.flush()
-        sig_stage = finish_signatures(store, collector.sig_rows.writer, settings.signer, build)
+        sig_stage = finish_signatures(store, collector.sig_rows.written(engine), settings.signer, build)
     return table, stage, sig_stage
 
 

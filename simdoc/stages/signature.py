@@ -5,7 +5,9 @@
 stage, whose shingle stage kept the sorted shingle sets. Rows are signed in
 tasks of SIGNATURE_TASK_DOCS on the engine, each task reading its rows of
 the stored sets itself (workers run in folders of their own: the index path
-is absolute), and the matrix is written in row order.
+is absolute) and writing its signatures into the new matrix in place
+(:class:`simdoc.store.npyfiles.PieceWriter`): only each piece's place and
+CRC-32 come back.
 
 :func:`signature_params` settles the parameters of a run (asked, else the
 index's, else the defaults) for this stage and for the fused one.
@@ -28,7 +30,7 @@ from simdoc.stages.common import build_id, mismatch, progress_bar
 from simdoc.stages.results import StageResult
 from simdoc.store.directory import IndexStore
 from simdoc.store.loaded import LoadedIndex, open_index
-from simdoc.store.npyfiles import NpyWriter
+from simdoc.store.npyfiles import NpyWriter, PieceWriter, write_piece
 from simdoc.version import __version__
 
 SIGNATURE_TASK_DOCS = 4096  # rows of stored shingle sets signed per task
@@ -36,19 +38,23 @@ SIGNATURE_TASK_DOCS = 4096  # rows of stored shingle sets signed per task
 
 @dataclass(frozen=True)
 class SignatureTask:
-    """Rows [start, stop) of the stored shingle sets of the index at ``index`` (an absolute path), to sign."""
+    """Rows [start, stop) of the stored shingle sets of the index at ``index`` (an absolute path), to sign
+    and write into the matrix at ``target`` (the new file, made by the stage)."""
 
     index: str
     start: int
     stop: int
     signature: SignatureParams
+    target: str
 
 
-def sign_rows(task: SignatureTask) -> np.ndarray:
-    """Signatures of one task's rows (worker process)."""
+def sign_rows(task: SignatureTask) -> tuple[int, int, int]:
+    """Sign one task's rows and write them in place (worker process); (first element, elements, CRC-32)."""
     sets = open_index(task.index).shingle_sets().slice(task.start, task.stop)
     p = task.signature
-    return MinHasher(p.num_perm, p.seed, scheme=p.scheme).signatures(sets)
+    rows = MinHasher(p.num_perm, p.seed, scheme=p.scheme).signatures(sets)
+    start = task.start * p.num_perm
+    return start, rows.size, write_piece(task.target, start, rows, np.uint32)
 
 
 def build_signatures(
@@ -123,13 +129,15 @@ def _build_signatures(index: str | os.PathLike, asked: SignatureParams, *, engin
     _, names = _names(shingle["build_id"], params)
     step = SIGNATURE_TASK_DOCS
     where = os.path.abspath(store.path)  # workers run in folders of their own
-    tasks = [SignatureTask(where, a, min(a + step, n), params) for a in range(0, n, step)]
-    writer = store.array_writer(names["signatures"], np.uint32, (params.num_perm,))
+    store.ensure_dir()
+    writer = PieceWriter(store.path, names["signatures"], np.uint32, (n, params.num_perm))
+    target = os.path.abspath(writer.tmp)
+    tasks = [SignatureTask(where, a, min(a + step, n), params, target) for a in range(0, n, step)]
     try:
         bar = progress_bar(n, "signature", progress)
-        for rows in engine.map(sign_rows, tasks):
-            writer.append(rows)
-            bar.update(len(rows))
+        for piece in engine.map(sign_rows, tasks):
+            writer.written(*piece)
+            bar.update(piece[1] // params.num_perm)
         bar.close()
         loaded.manifest["stages"]["signature"] = finish_signatures(store, writer, params, shingle["build_id"])
     except BaseException:
@@ -145,7 +153,7 @@ def _names(built_from: str, params: SignatureParams) -> tuple[str, dict[str, str
     return build, {"signatures": f"signatures.{build}.npy", "family": f"minhash.family.{build}.npy"}
 
 
-def finish_signatures(store: IndexStore, writer: NpyWriter, params: SignatureParams, built_from: str) -> dict:
+def finish_signatures(store: IndexStore, writer: NpyWriter | PieceWriter, params: SignatureParams, built_from: str) -> dict:
     """Publish the matrix ``writer`` wrote under its build's name, with its hash family; the stage's manifest entry.
 
     ``built_from``: the shingle build signed. The entry goes into a manifest
@@ -179,3 +187,11 @@ class SignatureRows:
             idx = np.asarray(self.pending[s : s + (1 << 16)], dtype=np.int64)
             self.writer.append(np.asarray(self.old[idx]))
         self.pending.clear()
+
+    def written(self, engine: Engine | None = None) -> NpyWriter:
+        """The matrix, every row written (by this process: ``engine`` is not needed)."""
+        self.flush()
+        return self.writer
+
+    def abort(self) -> None:
+        self.writer.abort()
