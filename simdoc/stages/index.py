@@ -7,8 +7,11 @@ threshold's set equivalent) and says whether the stored buckets already have
 it. Exact copies are folded onto their first member before banding, so only
 representatives are in the buckets.
 
-Banding is a few sorts of the band keys: it runs in this process, on the
-engine's ``jobs`` threads, whatever the engine.
+Banding is a few sorts of the band keys: with the local engine it runs in
+this process, on the engine's ``jobs`` threads; on a Dask cluster the
+workers compute and write the keys and buckets
+(:mod:`simdoc.stages.cluster_index`), and this process only the groups of
+exact copies.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import time
 
 import numpy as np
 
-from simdoc.engines import Engine
+from simdoc.engines import DaskEngine, Engine
 from simdoc.engines.local import LocalEngine
 from simdoc.exact import representatives
 from simdoc.lsh import (
@@ -30,6 +33,7 @@ from simdoc.lsh import (
     choose_bands_rows,
 )
 from simdoc.params import DEFAULT_THRESHOLD, BandingParams, PairsParams
+from simdoc.stages.cluster_index import band_on_cluster
 from simdoc.stages.common import build_id
 from simdoc.stages.results import StageResult
 from simdoc.store.loaded import LoadedIndex, open_index
@@ -71,12 +75,12 @@ def build_index(
     """Bring the band keys and buckets up to date with the signatures (holding the writer lock).
 
     With ``pairs``, banded for those pairs' threshold (see :func:`_index_plan`).
-    Banding is a few sorts of the band keys: it runs in this process, on
-    ``engine.jobs`` threads (default: all cores), whatever the engine.
-    Buckets the last published manifest shows up to date are left alone
-    without taking the lock, so that a reader never waits for a writer.
+    Banding runs in this process, on ``engine.jobs`` threads (default: all
+    cores), or on the workers of a Dask engine. Buckets the last published
+    manifest shows up to date are left alone without taking the lock, so
+    that a reader never waits for a writer.
     """
-    threads = (engine or LocalEngine()).jobs
+    engine = engine or LocalEngine()
     loaded = open_index(index)
     # Signatures older than the shingles would be banded as if current: name the stage to run.
     loaded.check_built_from("signature")
@@ -84,7 +88,7 @@ def build_index(
     if current:
         return StageResult("index", False, 0.0, "up to date"), report
     with loaded.store.writing(wait):
-        return _build_index(index, params, pairs, threads)
+        return _build_index(index, params, pairs, engine)
 
 
 def _index_plan(
@@ -114,7 +118,7 @@ def _index_plan(
 
 
 def _build_index(
-    index: str | os.PathLike, banding: BandingParams, pairs: PairsParams | None, threads: int
+    index: str | os.PathLike, banding: BandingParams, pairs: PairsParams | None, engine: Engine
 ) -> tuple[StageResult, BandingReport]:
     """Bring the band keys and buckets up to date with the signatures (under the writer lock)."""
     t0 = time.perf_counter()
@@ -123,25 +127,27 @@ def _build_index(
     params, report, current = _index_plan(loaded, banding, pairs)
     if current:
         return StageResult("index", False, time.perf_counter() - t0, "up to date"), report
-    result = _index_stage(loaded, params, report, threads, t0)
+    result = _index_stage(loaded, params, report, engine, t0)
     loaded.store.write_manifest(loaded.manifest)
     return result, report
 
 
-def _index_stage(loaded: LoadedIndex, params: dict, report: BandingReport, threads: int, t0: float) -> StageResult:
+def _index_stage(loaded: LoadedIndex, params: dict, report: BandingReport, engine: Engine, t0: float) -> StageResult:
     """Band the signatures of ``loaded`` with ``params`` and put the index stage into its manifest (not published)."""
     sig_stage = loaded.stage("signature")
     build = build_id(sig_stage["build_id"], params, __version__)
     names = {"bands": f"bands.{build}.npy", "buckets": f"buckets.{build}.npy", "groups": f"groups.{build}.npy"}
     docs = loaded.docs()
-    sigs = loaded.signatures()
-    keys = band_keys(sigs, params["bands"], params["rows"])
     # Exact copies are folded onto their first member: only representatives are banded.
     rep = representatives(docs.identities(), docs.n_shingles > 0)
-    order = bucket_order(keys, (docs.n_shingles > 0) & (rep == np.arange(len(rep))), threads=threads)
-    files = {names["bands"]: loaded.store.save_array(names["bands"], keys)}
-    files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
-    files[names["groups"]] = loaded.store.save_array(names["groups"], rep)
+    files = {names["groups"]: loaded.store.save_array(names["groups"], rep)}
+    if isinstance(engine, DaskEngine):
+        files.update(band_on_cluster(loaded, params, names, rep, engine))
+    else:
+        keys = band_keys(loaded.signatures(), params["bands"], params["rows"])
+        order = bucket_order(keys, (docs.n_shingles > 0) & (rep == np.arange(len(rep))), threads=engine.jobs)
+        files[names["bands"]] = loaded.store.save_array(names["bands"], keys)
+        files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
     loaded.manifest["stages"]["index"] = {
         "params": params,
         "built_from": sig_stage["build_id"],
@@ -155,7 +161,7 @@ def _index_stage(loaded: LoadedIndex, params: dict, report: BandingReport, threa
 
 
 def add_index_stage(
-    loaded: LoadedIndex, banding: BandingParams, pairs: PairsParams | None = None, threads: int = 1
+    loaded: LoadedIndex, banding: BandingParams, pairs: PairsParams | None = None, engine: Engine | None = None
 ) -> tuple[StageResult, BandingReport] | None:
     """Band the signatures of ``loaded`` into its manifest, not published, unless its buckets are current.
 
@@ -166,4 +172,4 @@ def add_index_stage(
     params, report, current = _index_plan(loaded, banding, pairs)
     if current:
         return None
-    return _index_stage(loaded, params, report, threads, time.perf_counter()), report
+    return _index_stage(loaded, params, report, engine or LocalEngine(1), time.perf_counter()), report

@@ -298,7 +298,7 @@ def _refresh_for_pairs(
     def band_new_build(loaded: LoadedIndex) -> None:
         # The buckets of the new documents go into the manifest that publishes them: a
         # reader (or a run killed in between) never finds new documents with old buckets.
-        done = add_index_stage(loaded, params.banding, params.pairs, engine.jobs)
+        done = add_index_stage(loaded, params.banding, params.pairs, engine)
         if done is not None:
             banded.append(done)
 

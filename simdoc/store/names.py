@@ -5,8 +5,8 @@ damaged or crafted: simdoc deletes, overwrites or counts as its own only the
 names it writes. Those are ``<stem>.<16 hex build id>.npy``, the manifest,
 the lock files, temporaries of those (``.<name>.<random>.tmp``), and the
 folder :data:`PARTS` where the tasks of a Dask cluster write their parts
-(:mod:`simdoc.stages.scan`, :mod:`simdoc.stages.cluster_pairs`), with the
-names they write in it. Nothing else is touched, and a symbolic link is
+(:mod:`simdoc.stages.scan`, :mod:`simdoc.stages.cluster_index`,
+:mod:`simdoc.stages.cluster_pairs`), with the names they write in it. Nothing else is touched, and a symbolic link is
 never followed.
 """
 
@@ -34,14 +34,16 @@ _OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json|lock
 OWN_TEMPORARY = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|tmp\.jsonl|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
 
 
-# The folder where the tasks of a Dask cluster write their parts (simdoc.stages.scan and
-# simdoc.stages.cluster_pairs), and the names they write in it, at any depth.
+# The folder where the tasks of a Dask cluster write their parts (simdoc.stages.scan,
+# simdoc.stages.cluster_index and simdoc.stages.cluster_pairs), and the names they write
+# in it, at any depth.
 PARTS = "dask-parts"
 
 
 _OWN_PART = re.compile(
-    r"^(scan|[0-9a-f]{16}-[0-9a-f]{16}|copies\.[0-9a-f]{16}\.npy|\.copies\.[0-9]+\.tmp\.npy"
-    r"|[0-9]{3}-[0-9]{6}\.npz(\.[0-9]+\.[0-9]+\.tmp)?|\.?[0-9a-f]{32}\.npz(\.[0-9]+\.[0-9]+\.tmp)?)$"
+    r"^(scan|[0-9a-f]{16}-[0-9a-f]{16}|band-[0-9a-f]{16}|copies\.[0-9a-f]{16}\.npy|\.copies\.[0-9]+\.tmp\.npy"
+    r"|[0-9]{3}-[0-9]{6}\.npz(\.[0-9]+\.[0-9]+\.tmp)?|\.?[0-9a-f]{32}\.npz(\.[0-9]+\.[0-9]+\.tmp)?"
+    r"|[0-9]{6}\.(keys|docs)\.npy(\.[0-9]+\.tmp)?)$"
 )
 
 

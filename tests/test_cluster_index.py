@@ -1,0 +1,121 @@
+"""Banding on a Dask cluster (simdoc.stages.cluster_index) writes the local engine's bands and buckets.
+
+Whatever the size of the keys tasks (rows of signatures each) and of the
+buckets tasks (key ranges per band), the files are byte-identical to those
+the local engine writes, for a corpus with exact copies and documents
+without shingles (which are not banded). The tasks go through a client that
+runs them at once in this process, pickled there and back (see
+test_dask_partitions).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_cluster_signatures import RecordingClient
+from test_dask_partitions import InProcessClient
+from test_pipeline import make_corpus
+
+from simdoc.engines import DaskEngine
+from simdoc.params import BandingParams
+from simdoc.stages import cluster_index, cluster_pairs
+from simdoc.stages.index import add_index_stage
+from simdoc.stages.pairs import find_pairs
+from simdoc.store.loaded import open_index
+from simdoc.store.names import PARTS
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> Path:
+    """An index built by the local engine, of a corpus with exact copies and empty documents."""
+    root = tmp_path_factory.mktemp("banding")
+    docs = make_corpus(root / "c", seed=81, n_base=30)
+    for name in ("copies/a.txt", "copies/b.txt"):
+        (root / "c" / name).write_text(docs["base/doc03.txt"], encoding="utf-8")
+    (root / "c" / "copies/c.txt").write_text(docs["base/doc05.txt"], encoding="utf-8")
+    (root / "c" / "empty.txt").write_text("", encoding="utf-8")
+    (root / "c" / "blank.txt").write_text(" \n\t ", encoding="utf-8")
+    find_pairs(root / "c", root / "idx", threshold=0.5, jobs=1)
+    return root / "idx"
+
+
+def band_again(index: Path, where: Path, client) -> dict:
+    """Band ``index``'s signatures again on ``client``, in a copy at ``where``; {role: bytes} of the new files."""
+    shutil.copytree(index, where)
+    loaded = open_index(where)
+    held = loaded.manifest["stages"].pop("index")
+    for name in held["roles"].values():
+        (where / name).unlink()
+    add_index_stage(loaded, BandingParams(bands=held["params"]["bands"], rows=held["params"]["rows"]), engine=DaskEngine(client, 1))
+    return files_of(where, loaded.manifest["stages"]["index"])
+
+
+def files_of(index: Path, stage: dict) -> dict:
+    """{role: (manifest entry, bytes)} of the index stage's files."""
+    return {role: (stage["files"][name], (index / name).read_bytes()) for role, name in stage["roles"].items()}
+
+
+def local_files(index: Path) -> dict:
+    return files_of(index, open_index(index).stage("index"))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys_rows=st.sampled_from([1, 2, 7, 20, 10**6]), ranges=st.integers(1, 40))
+def test_any_cut_gives_the_local_engines_bands_and_buckets(index, tmp_path_factory, keys_rows, ranges):
+    loaded = open_index(index)
+    num_perm = loaded.stage("signature")["params"]["num_perm"]
+    n_banded = open_index(index).bands()[1].shape[1]
+    saved = cluster_index.KEYS_TASK_BYTES, cluster_pairs.PARTITION_BYTES
+    cluster_index.KEYS_TASK_BYTES = keys_rows * 4 * num_perm
+    cluster_pairs.PARTITION_BYTES = max(1, -(-n_banded * cluster_pairs.ROW_BYTES // ranges))
+    try:
+        n_ranges = cluster_pairs.ranges_per_band(n_banded)
+        client = InProcessClient()
+        got = band_again(index, tmp_path_factory.mktemp("again") / "idx", client)
+    finally:
+        cluster_index.KEYS_TASK_BYTES, cluster_pairs.PARTITION_BYTES = saved
+    assert got == local_files(index)
+    bands = loaded.stage("index")["params"]["bands"]
+    n_keys = sum(isinstance(t, cluster_index.KeysTask) for t in client.submitted)
+    n_buckets = sum(isinstance(t, cluster_index.BucketsTask) for t in client.submitted)
+    assert n_keys == -(-len(loaded.docs()) // keys_rows)
+    assert n_buckets == bands * n_ranges and n_ranges >= min(ranges, n_banded) // 2
+
+
+def test_only_places_and_checksums_come_back_and_the_runs_go(index, tmp_path):
+    client = RecordingClient()
+    band_again(index, tmp_path / "idx", client)
+    for result in client.results:
+        flat = np.asarray(result[0] if isinstance(result[0], list) else [result], dtype=object).ravel()
+        assert all(isinstance(x, int) for x in flat) and len(flat) <= 3 * 64  # (start, length, crc) per band, at most
+    assert not (tmp_path / "idx" / PARTS).exists()
+
+
+def test_documents_without_shingles_and_later_copies_are_not_in_the_buckets(index):
+    loaded = open_index(index)
+    docs = loaded.docs()
+    rep = loaded.representatives()
+    keys, buckets = loaded.bands()
+    banded = set(np.flatnonzero((docs.n_shingles > 0) & (rep == np.arange(len(rep)))).tolist())
+    assert len(banded) < len(docs) - 3  # two empty documents, three later copies
+    for t in range(len(buckets)):
+        assert set(np.asarray(buckets[t]).tolist()) == banded
+        sorted_keys = np.asarray(keys[t])[np.asarray(buckets[t])]
+        assert (sorted_keys[1:] >= sorted_keys[:-1]).all()
+
+
+def test_a_failed_banding_leaves_no_run_and_no_file(index, tmp_path, monkeypatch):
+    def fails(task):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cluster_index, "bucket_range", fails)
+    with pytest.raises(OSError):
+        band_again(index, tmp_path / "idx", InProcessClient())
+    left = sorted(p.name for p in (tmp_path / "idx").iterdir())
+    assert not (tmp_path / "idx" / PARTS).exists()
+    assert not [name for name in left if name.startswith((".bands", ".buckets", "bands", "buckets"))]
