@@ -23,8 +23,10 @@ local engine does (:func:`simdoc.stages.results.in_print_order`), so the
 output is byte-identical whatever the number of workers or ranges.
 
 A worker opens the index once per manifest (:func:`_opened`), not once per
-task: the docs table (paths, identities) that verification needs is read
-once per worker process.
+task: the docs table (paths, identities) that verification needs is
+checked once per worker process and stays memory-mapped, its ids decoded
+only for the documents a task reads again
+(:class:`simdoc.store.doctable.Strings`).
 
 Workers write what they compute: each task writes its result (printed pairs,
 newly verified pairs, changed documents) to a part file of the index,
@@ -137,7 +139,8 @@ def _opened(index: str, manifest: str, new_after: int | None):
         entry = _OPEN.get((index, manifest))
         if entry is None:
             _OPEN.clear()  # one index at a time: an older manifest's arrays are of no more use
-            entry = _OPEN[(index, manifest)] = (open_index(index), {})
+            # The docs table's ids stay mapped: a task reads the few rows of the documents it verifies.
+            entry = _OPEN[(index, manifest)] = (open_index(index, lazy_ids=True), {})
         loaded, masks = entry
         if new_after is not None and new_after not in masks:
             masks[new_after] = np.asarray(loaded.docs().added) > new_after

@@ -35,6 +35,7 @@ the verified-pairs table are keyed by it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -121,6 +122,31 @@ def _unblob(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
     return [raw[a:b].decode("utf-8", "surrogateescape") for a, b in zip(bounds[:-1], bounds[1:])]
 
 
+class Strings(Sequence):
+    """The strings of a blob column (UTF-8 blob + int64 offsets), each decoded when it is asked for.
+
+    For a process that needs a few rows of a large table (a scoring task on
+    a Dask worker): the memory-mapped blob stays in the page cache, shared
+    by the workers of a host, instead of becoming a Python string per row.
+    """
+
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray) -> None:
+        self.blob, self.offsets = blob, offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(i)
+        i = int(i) % n
+        a, b = int(self.offsets[i]), int(self.offsets[i + 1])
+        return bytes(self.blob[a:b]).decode("utf-8", "surrogateescape")
+
+
 @dataclass(slots=True)
 class DocRow:
     """One document's row, as the shingle stage builds the table."""
@@ -145,8 +171,8 @@ class DocRow:
 class DocsTable:
     """The docs table in memory: Python lists for the ids, numpy arrays for the rest."""
 
-    ids: list[str]
-    sources: list[str]
+    ids: list[str] | Strings
+    sources: list[str] | Strings
     columns: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -192,10 +218,15 @@ class DocsTable:
         return out
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], where: str) -> DocsTable:
-        """The table from its stored columns, checked for agreeing lengths (``where`` names the index)."""
-        ids = _unblob(arrays["docs.id"], arrays["docs.id.offsets"])
-        sources = _unblob(arrays["docs.source"], arrays["docs.source.offsets"])
+    def from_arrays(cls, arrays: dict[str, np.ndarray], where: str, lazy: bool = False) -> DocsTable:
+        """The table from its stored columns, checked for agreeing lengths (``where`` names the index).
+
+        ``lazy``: ids and sources as :class:`Strings`, decoded row by row when
+        asked for (the rows are checked all the same).
+        """
+        unblob = Strings if lazy else _unblob
+        ids = unblob(arrays["docs.id"], arrays["docs.id.offsets"])
+        sources = unblob(arrays["docs.source"], arrays["docs.source.offsets"])
         n = len(ids)
         cols = {c: np.asarray(arrays[f"docs.{c}"]) for c in _INT_COLUMNS + _BYTE_COLUMNS + _DIGEST_COLUMNS}
         for c, arr in cols.items():

@@ -31,6 +31,7 @@ class LoadedIndex:
     store: IndexStore
     manifest: dict
     _docs: DocsTable | None = field(default=None, repr=False)
+    lazy_ids: bool = False  # the docs table's ids and sources decoded row by row (see DocsTable.from_arrays)
 
     def stage(self, name: str) -> dict:
         stage = self.manifest["stages"].get(name)
@@ -72,7 +73,7 @@ class LoadedIndex:
         """The docs table (loaded once)."""
         if self._docs is None:
             arrays = {role: self._array("shingle", role) for role in DOC_ROLES}
-            self._docs = DocsTable.from_arrays(arrays, str(self.store.path))
+            self._docs = DocsTable.from_arrays(arrays, str(self.store.path), lazy=self.lazy_ids)
         return self._docs
 
     def doc_ids(self) -> list[str]:
@@ -130,8 +131,9 @@ class LoadedIndex:
         return VerifiedPairs(np.asarray(self._array("verified", "keys")), np.asarray(self._array("verified", "jaccard")))
 
 
-def open_index(index: str | os.PathLike) -> LoadedIndex:
+def open_index(index: str | os.PathLike, lazy_ids: bool = False) -> LoadedIndex:
+    """The index at ``index``; ``lazy_ids``: for a process that reads few rows of its docs table."""
     store = IndexStore(index)
     if not store.exists():
         raise IndexError_(f"no simdoc index at {index}", hint="build one with `simdoc pairs CORPUS --index ...`")
-    return LoadedIndex(store, store.read_manifest())
+    return LoadedIndex(store, store.read_manifest(), lazy_ids=lazy_ids)
