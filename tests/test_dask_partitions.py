@@ -254,3 +254,17 @@ def test_a_part_round_trips():
         (Path(d) / "p.npz").write_bytes(b"half a file")
         assert cluster_pairs.read_part(f"{d}/p.npz") is None
         assert cluster_pairs.read_part(f"{d}/none.npz") is None
+
+
+def test_a_scoring_run_removes_only_scoring_parts(index):
+    """A run that only reads the index must not remove a writer's reading or banding parts (the
+    signature rows of a build in progress are in them), only scoring runs of other manifests."""
+    parts = index / PARTS
+    kept = [parts / "scan" / ("0" * 32 + ".npz"), parts / "band-0123456789abcdef" / "000000.keys.npy"]
+    stale = parts / "fedcba9876543210-0123456789abcdef" / "000-000000.npz"
+    for p in (*kept, stale):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"a part")
+    cluster_pairs.score_candidates(InProcessClient(), str(index), 0.5, "set", False, False, None, None)
+    assert all(p.exists() for p in kept) and not stale.parent.exists()
+    shutil.rmtree(parts)

@@ -138,6 +138,8 @@ def band_on_cluster(loaded: LoadedIndex, params: dict, names: dict[str, str], re
     bands, rows = params["bands"], params["rows"]
     n_banded = int(np.count_nonzero((loaded.docs().n_shingles > 0) & (rep == np.arange(len(rep)))))
     folder = where / PARTS / f"band-{names['bands'].split('.')[1]}"
+    for stale in (where / PARTS).glob("band-*"):  # a killed writer's (this one holds the writer lock)
+        remove_parts(stale)
     folder.mkdir(parents=True, exist_ok=True)
     keys = PieceWriter(store.path, names["bands"], np.uint64, (bands, n))
     buckets = PieceWriter(store.path, names["buckets"], np.int64, (bands, n_banded))

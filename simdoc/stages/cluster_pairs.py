@@ -49,6 +49,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import threading
 from collections.abc import Iterator
@@ -432,13 +433,21 @@ def run_folder(loaded, manifest: str, how: Scoring, new_after: int | None, range
     return loaded.store.path / PARTS / f"{manifest[:16]}-{key}"
 
 
+_RUN_FOLDER = re.compile(r"^[0-9a-f]{16}-[0-9a-f]{16}$")  # see run_folder
+
+
 def _remove_parts(folder: Path, manifest: str) -> None:
-    """After a run: its parts, and those of runs of manifests that are no more (never to be reused)."""
+    """After a run: its parts, and those of scoring runs of manifests that are no more (never to be reused).
+
+    Only scoring runs' folders: the reading and banding parts of a build in
+    progress (a writer may be at work while this run only reads) are that
+    build's to remove.
+    """
     with contextlib.suppress(OSError):
         shutil.rmtree(folder)
     with contextlib.suppress(OSError):
         for other in folder.parent.iterdir():
-            if other.is_dir() and not other.name.startswith(manifest[:16]):
+            if _RUN_FOLDER.match(other.name) and other.is_dir() and not other.name.startswith(manifest[:16]):
                 shutil.rmtree(other, ignore_errors=True)
     with contextlib.suppress(OSError):
         folder.parent.rmdir()  # unless another run's parts, or the copies table of one, are in it
