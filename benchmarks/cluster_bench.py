@@ -10,8 +10,10 @@ their own) and reports:
 * wall time of the simdoc command;
 * the client's peak RSS (getrusage of the simdoc process itself, read as it
   exits) and the bytes it wrote (/proc/self/io write_bytes: what it sent to
-  the storage layer; wchar: what it passed to write()), plus the same for
-  every worker, read from /proc/PID/io before the workers are stopped;
+  the storage layer; wchar: what it passed to write(), sockets included)
+  and read (rchar: from files and sockets, the page cache included), plus
+  the bytes written for every worker, read from /proc/PID/io before the
+  workers are stopped;
 * per task on the workers (a preload wraps the reading and scoring tasks):
   the worker's peak RSS during the task (VmHWM, reset before each task by
   writing 5 to /proc/self/clear_refs; workers run one task at a time), its
@@ -48,7 +50,7 @@ def _record():
     with open(os.environ["BENCH_CLIENT_OUT"], "w") as f:
         json.dump({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                    "write_bytes": int(io["write_bytes"]), "wchar": int(io["wchar"]),
-                   "read_bytes": int(io["read_bytes"])}, f)
+                   "read_bytes": int(io["read_bytes"]), "rchar": int(io["rchar"])}, f)
 
 atexit.register(_record)
 from simdoc.cli import main
@@ -60,7 +62,9 @@ main()
 PRELOAD = r"""
 import json, os, time
 
+import simdoc.stages.cluster_index as _ci
 import simdoc.stages.cluster_pairs as _cp
+import simdoc.stages.cluster_signatures as _cs
 import simdoc.stages.scan as _scan
 
 _OUT = os.environ["BENCH_TASKS_OUT"]
@@ -98,6 +102,9 @@ def _measured(kind, func):
 
 _scan.scan_batch = _measured("read", _scan.scan_batch)
 _cp.score_partition = _measured("score", _cp.score_partition)
+_cs.place_rows = _measured("copy rows", _cs.place_rows)
+_ci.band_rows = _measured("band keys", _ci.band_rows)
+_ci.bucket_range = _measured("buckets", _ci.bucket_range)
 """
 
 
@@ -117,6 +124,7 @@ def run_client(python: str, args: list[str], out: Path, record: Path, cwd: Path)
     client = json.loads(record.read_text())
     return {"wall_s": round(wall, 2), "client_peak_rss_mb": round(client["peak_rss_mb"]),
             "client_write_mb": round(client["write_bytes"] / 1e6, 1), "client_wchar_mb": round(client["wchar"] / 1e6, 1),
+            "client_rchar_mb": round(client["rchar"] / 1e6, 1),
             "summary": err.strip().splitlines()[-1]}
 
 
