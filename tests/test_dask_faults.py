@@ -7,15 +7,16 @@ leave a marker file and then hang until it is killed. The test waits for the
 marker, so the kill always lands inside that task, whatever the machine's
 speed:
 
-* a worker killed mid-task (while reading the corpus, and while scoring the
-  candidates): a second worker joins, the first is killed with SIGKILL, the
-  scheduler runs its tasks again, and the output is byte for byte the local
-  engine's;
-* the client (the ``simdoc pairs --scheduler`` process) killed mid-task: the
-  index is as its last completed stage left it (``simdoc check`` passes), and
-  the next run, on a healthy worker, prints the local engine's answer, taking
-  the parts of the tasks that had finished (reading or scoring) instead of
-  running them again.
+* a worker killed mid-task (while reading the corpus, copying signature
+  rows into the index, computing band keys, merging buckets, and scoring
+  the candidates): a second worker joins, the first is killed with SIGKILL,
+  the scheduler runs its tasks again, and the output is byte for byte the
+  local engine's;
+* the client (the ``simdoc pairs --scheduler`` process) killed mid-task, in
+  each of those stages: the index is as its last completed stage left it
+  (``simdoc check`` passes), and the next run, on a healthy worker, prints
+  the local engine's answer, taking the parts of the tasks that had
+  finished (reading or scoring) instead of running them again.
 """
 
 from __future__ import annotations
@@ -36,9 +37,13 @@ pytest.importorskip("distributed")
 from test_dask_contract import START_TIMEOUT, Cluster, _env, simdoc  # noqa: E402
 from test_pipeline import make_corpus  # noqa: E402
 
-# Where each stage's tasks run on a worker: (module, function the task names).
+# Where each stage's tasks run on a worker: (module, function the task names). Between reading
+# and scoring, the workers copy the signature rows into the index and band them.
 STAGES = {
     "scan": ("simdoc.stages.scan", "scan_batch"),
+    "copy": ("simdoc.stages.cluster_signatures", "place_rows"),
+    "keys": ("simdoc.stages.cluster_index", "band_rows"),
+    "buckets": ("simdoc.stages.cluster_index", "bucket_range"),
     "score": ("simdoc.stages.cluster_pairs", "score_partition"),
 }
 
@@ -203,8 +208,9 @@ def test_the_client_killed_mid_run_leaves_the_index_sound_and_the_next_run_right
     before = (index / "manifest.json").read_bytes()
 
     # Scoring hangs in the second band's task: the first band's may have finished (and written its part).
-    # Reading hangs in the third task: the first two have finished.
-    doomed, marker = hanging_worker(cluster, tmp_path, stage, "args[0].band == 1" if stage == "score" else THIRD)
+    # Reading hangs in the third task: the first two have finished. The others hang in their first task.
+    condition = {"score": "args[0].band == 1", "scan": THIRD}.get(stage, "True")
+    doomed, marker = hanging_worker(cluster, tmp_path, stage, condition)
     run = start_pairs(corpus, "--index", index, *ARGS, "--scheduler", cluster.address, cwd=tmp_path, small_batches=True)
     try:
         wait_for(marker, run, cluster)
@@ -218,17 +224,17 @@ def test_the_client_killed_mid_run_leaves_the_index_sound_and_the_next_run_right
     # stages, published by one manifest, while scoring).
     check = simdoc("check", "--index", index, cwd=tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
-    if stage == "scan":
+    if stage != "score":  # the new build is published with its buckets, before scoring
         assert (index / "manifest.json").read_bytes() == before
     leftovers = [p.name for p in index.iterdir() if p.name.endswith(".tmp")]
     # A run killed while writing may leave its temporary files; the next writer removes them.
     finished = {p.name for p in index.glob("dask-parts/*-*/*.npz")}
     read = {p.name for p in index.glob("dask-parts/scan/*.npz")}
-    if stage == "scan":
-        assert not finished
-        assert len(read) == 2, read
-    else:
+    if stage == "score":
         assert not read  # the reading stage was published, and its parts removed
+    else:
+        assert not finished
+        assert len(read) == (2 if stage == "scan" else n_scan), read
     record = tmp_path / "record.py"
     record.write_text(RECORD)
     ran = tmp_path / "ran"
@@ -240,10 +246,9 @@ def test_the_client_killed_mid_run_leaves_the_index_sound_and_the_next_run_right
     assert again.returncode == 0, again.stderr + cluster.logs()
     assert again.stdout == want
     # The reading tasks that had finished were not run again; the others were, once each.
-    scanned = (tmp_path / "ran.scan").read_text().split() if stage == "scan" else []
+    scanned = (tmp_path / "ran.scan").read_text().split() if (tmp_path / "ran.scan").exists() else []
     assert len(scanned) == len(set(scanned)) and not set(scanned) & read, (scanned, read)
-    if stage == "scan":
-        assert len(scanned) + len(read) == n_scan, (scanned, read)
+    assert len(scanned) + len(read) == (0 if stage == "score" else n_scan), (scanned, read)
     # The scoring tasks that had finished were not run again; the others were, once each.
     bands = json.loads((index / "manifest.json").read_text())["stages"]["index"]["params"]["bands"]
     names = ran.read_text().split()
