@@ -164,3 +164,23 @@ def test_copying_tasks_cover_the_matrix_in_contiguous_blocks(runs, per_task):
             got[t.start + i] = row
     assert got == want
     assert placed.rows == len(want)
+
+
+@pytest.mark.parametrize("engine", ["local", "dask"])
+def test_an_update_refuses_a_damaged_current_matrix_on_either_engine(tmp_path, engine):
+    """The kept rows are copied from the current matrix: it is checked first, as the local engine checks it."""
+    from simdoc.errors import CorruptIndex
+    from simdoc.store.loaded import open_index
+
+    c = tmp_path / "c"
+    docs = make_corpus(c, seed=75, n_base=8)
+    age(c)
+    make = (lambda: DaskEngine(InProcessClient(), 1)) if engine == "dask" else (lambda: LocalEngine(1))
+    build(c, tmp_path / "idx", make())
+    sigs = tmp_path / "idx" / open_index(tmp_path / "idx").stage("signature")["roles"]["signatures"]
+    raw = bytearray(sigs.read_bytes())
+    raw[-1] ^= 0xFF
+    sigs.write_bytes(bytes(raw))
+    (c / "base/doc02.txt").write_text(docs["base/doc02.txt"] + " changed", encoding="utf-8")
+    with pytest.raises(CorruptIndex, match="checksum"):
+        build(c, tmp_path / "idx", make())

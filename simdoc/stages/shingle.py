@@ -386,10 +386,11 @@ def _signature_rows(store: IndexStore, manifest: dict, settings: _Settings, plac
     signer = settings.signer
     if signer is None:
         return None
+    # The current matrix is checked here either way (size, dtype, shape; its CRC up to 1 GiB).
+    old_sigs = LoadedIndex(store, manifest).signatures() if settings.reuse else None
     if placed:
         old = manifest["stages"]["signature"]["roles"]["signatures"] if settings.reuse else None
         return PlacedRows(store, signer.num_perm, str(store.path.absolute() / old) if old else None)
-    old_sigs = LoadedIndex(store, manifest).signatures() if settings.reuse else None
     return SignatureRows(store, signer.num_perm, old_sigs)
 
 
