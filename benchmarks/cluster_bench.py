@@ -10,10 +10,12 @@ their own) and reports:
 * wall time of the simdoc command;
 * the client's peak RSS (getrusage of the simdoc process itself, read as it
   exits) and the bytes it wrote (/proc/self/io write_bytes: what it sent to
-  the storage layer; wchar: what it passed to write(), sockets included)
-  and read (rchar: from files and sockets, the page cache included), plus
-  the bytes written for every worker, read from /proc/PID/io before the
-  workers are stopped;
+  the storage layer; wchar: what it passed to write() for files and pipes)
+  and read (rchar: read() from files and pipes, the page cache included;
+  not a socket's recv()), and the size of the tasks' results it received
+  (each pickled again as it arrives: a measure of what crossed the wire),
+  plus the bytes written by every worker, read from /proc/PID/io before
+  the workers are stopped;
 * per task on the workers (a preload wraps the reading and scoring tasks):
   the worker's peak RSS during the task (VmHWM, reset before each task by
   writing 5 to /proc/self/clear_refs; workers run one task at a time), its
@@ -43,15 +45,34 @@ from pathlib import Path
 # Run simdoc's command in this process, then record what the process used (simdoc exits via
 # SystemExit, so atexit runs). The local engine's pool processes are not the client.
 CLIENT = r"""
-import atexit, json, os, resource, sys
+import atexit, json, os, pickle, resource, sys
+
+_received = [0]  # bytes of the tasks' results, pickled: what came back to this process
+
 
 def _record():
     io = dict(line.split(": ") for line in open("/proc/self/io").read().splitlines())
     with open(os.environ["BENCH_CLIENT_OUT"], "w") as f:
         json.dump({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                    "write_bytes": int(io["write_bytes"]), "wchar": int(io["wchar"]),
-                   "read_bytes": int(io["read_bytes"]), "rchar": int(io["rchar"])}, f)
+                   "read_bytes": int(io["read_bytes"]), "rchar": int(io["rchar"]),
+                   "results_bytes": _received[0]}, f)
 
+
+def _counted(stream):
+    def run(*args, **kwargs):
+        for result in stream(*args, **kwargs):
+            _received[0] += len(pickle.dumps(result, protocol=5))
+            yield result
+    return run
+
+
+import simdoc.engines as _engines
+import simdoc.engines.dask as _dask
+import simdoc.engines.local as _local
+
+_engines.map_ordered = _dask.map_ordered = _counted(_dask.map_ordered)
+_local.LocalEngine.map = _counted(_local.LocalEngine.map)
 atexit.register(_record)
 from simdoc.cli import main
 sys.argv[0] = "simdoc"
@@ -91,7 +112,8 @@ def _measured(kind, func):
         result = func(task)
         after = _status()
         with open(_OUT, "a") as f:
-            f.write(json.dumps({"kind": kind, "seconds": time.perf_counter() - t0, "rss_before_mb": before,
+            f.write(json.dumps({"kind": kind, "band": getattr(task, "band", None),
+                                "seconds": time.perf_counter() - t0, "rss_before_mb": before,
                                 "peak_mb": after["VmHWM"], "anon_after_mb": after["RssAnon"],
                                 "file_after_mb": after["RssFile"]}) + "\n")
         return result
@@ -124,7 +146,7 @@ def run_client(python: str, args: list[str], out: Path, record: Path, cwd: Path)
     client = json.loads(record.read_text())
     return {"wall_s": round(wall, 2), "client_peak_rss_mb": round(client["peak_rss_mb"]),
             "client_write_mb": round(client["write_bytes"] / 1e6, 1), "client_wchar_mb": round(client["wchar"] / 1e6, 1),
-            "client_rchar_mb": round(client["rchar"] / 1e6, 1),
+            "client_rchar_mb": round(client["rchar"] / 1e6, 1), "results_mb": round(client["results_bytes"] / 1e6, 1),
             "summary": err.strip().splitlines()[-1]}
 
 
