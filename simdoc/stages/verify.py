@@ -151,7 +151,11 @@ class _Work:
 
     def __init__(self, reader: DocumentReader, ol: np.ndarray, orr: np.ndarray, budget: int) -> None:
         self.reader, self.ol, self.orr, self.budget = reader, ol, orr, budget
-        self.cost = reader.table.columns["n_shingles"] * 12 + 64
+        self.shingles = reader.table.columns["n_shingles"]  # (memory-mapped on a Dask worker: read per document)
+
+    def cost(self, doc: int) -> int:
+        """Bytes a document's 64-bit shingle set holds while it is cached (with counts), roughly."""
+        return int(self.shingles[doc]) * 12 + 64
 
     def run(self, lo: int, hi: int) -> tuple:
         """Verify ordered pairs [lo, hi): (lo, hi, set, bag, ok, unread documents, reads)."""
@@ -181,7 +185,7 @@ class _Work:
             extra = 0
             while stop < n and stop - start < CHUNK_PAIRS:
                 add = [d for d in (int(ol[stop]), int(orr[stop])) if d not in cache and d not in seen]
-                more = sum(int(cost[d]) for d in add)
+                more = sum(cost(d) for d in add)
                 if stop > start and held + extra + more > budget:
                     break
                 for d in add:
@@ -194,13 +198,13 @@ class _Work:
             _compare(cache, ol, orr, start, stop, identity, set_j, bag_j, ok, bad, kernels)
             # Drop the sets no later pair needs.
             for d in [d for d in cache if last[d] < stop]:
-                held -= int(cost[d])
+                held -= cost(d)
                 del cache[d]
             if held > budget:  # a component larger than the budget: keep what comes soonest
                 for d in sorted(cache, key=lambda d: -last[d]):
                     if held <= budget // 2:
                         break
-                    held -= int(cost[d])
+                    held -= cost(d)
                     del cache[d]
             start = stop
         reads = {d: c - before.get(d, 0) for d, c in reader.reads.items() if c != before.get(d, 0)}
