@@ -170,10 +170,11 @@ class Verifier:
         ok = np.ones(len(left), dtype=bool)
         todo = np.ones(len(left), dtype=bool)
         if how.measure == "set" and not how.all_candidates and len(left):
+            # Per document of these pairs only: a scoring task on a cluster holds a few of n.
             docs = np.unique(np.concatenate([left, right]))
-            dense = np.zeros(len(self.identities), dtype=bool)
-            dense[docs] = filled_bins(signatures, docs) == self.num_perm
-            todo &= ~estimate_rules_out(est, dense[left], dense[right], self.num_perm, self.scheme, how.threshold)
+            dense = filled_bins(signatures, docs) == self.num_perm
+            dense_l, dense_r = dense[np.searchsorted(docs, left)], dense[np.searchsorted(docs, right)]
+            todo &= ~estimate_rules_out(est, dense_l, dense_r, self.num_perm, self.scheme, how.threshold)
         idx = np.flatnonzero(todo)
         keys = pair_keys(self.identities, left[idx], right[idx])
         found, cached = self.table.lookup(keys)
