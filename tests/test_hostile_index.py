@@ -410,3 +410,28 @@ def test_a_corpus_folder_or_file_turned_into_a_link_is_not_followed(pristine, wh
             assert _escapes(seen, work, pristine) == [], args
             if args[0] == "pairs":
                 assert "changed since it was indexed; its pairs are left out" in result.stderr
+
+
+def test_a_scoring_worker_opens_no_path_outside_though_it_checks_rows_only_as_it_reads_them(pristine):
+    """A Dask scoring task maps the docs table and checks a row's path when it reads the document
+    (simdoc.store.doctable.Strings): a crafted id is refused there, and nothing outside is opened.
+    (The client refuses the whole table before it submits anything; this is the worker alone.)"""
+    from test_dask_partitions import InProcessClient
+
+    from simdoc.errors import CorruptIndex
+    from simdoc.stages import cluster_pairs
+    from simdoc.stages.results import Verifier
+    from simdoc.store.loaded import open_index
+
+    global _RECORD
+    with _example(pristine) as tmp:
+        work = Path(tmp)
+        damage(work, pristine, [("id", 2, "../outside/secret.txt")])  # c.txt: a candidate, read to verify
+        verifier = Verifier.of_index(open_index(work / "idx", lazy_ids=True))
+        _RECORD = []
+        try:
+            with pytest.raises(CorruptIndex, match="not a path inside the corpus"):
+                cluster_pairs.score_candidates(InProcessClient(), str(work / "idx"), 0.5, "set", True, False, None, verifier)
+        finally:
+            seen, _RECORD = _RECORD, None
+        assert _escapes(seen, work, pristine) == []

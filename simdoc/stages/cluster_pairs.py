@@ -88,7 +88,7 @@ class PartitionTask:
     band: int
     lo: int  # keys in [lo, hi)
     hi: int
-    scoring: Scoring  # without only_docs: that is n bytes, made on the worker from new_after
+    scoring: Scoring  # without only_docs: the worker reads it from the docs table (AddedAfter new_after)
     new_after: int | None  # --new: pairs with a document added after this generation
     copies: str | np.ndarray | None  # the copies table (see copies_table), as a .npy path, or None: no copies
     part: str | None = None  # where the task writes its result (its completion record); None: nowhere
@@ -127,25 +127,36 @@ class _Recording(VerifiedPairs):
             self.added_jaccard.append(np.asarray(jaccard, dtype=np.float64))
 
 
-_OPEN: dict = {}  # (index, manifest digest) -> (LoadedIndex, {new_after: only_docs}), in this worker process
+_OPEN: dict = {}  # (index, manifest digest) -> LoadedIndex, in this worker process
 _OPEN_LOCK = threading.Lock()
 
 
+class AddedAfter:
+    """The --new mask of a scoring task: ``mask[docs]`` is True for documents added after ``generation``.
+
+    Read from the docs table's memory-mapped ``added`` column for the
+    documents asked about: no n-long array on the worker.
+    """
+
+    def __init__(self, added: np.ndarray, generation: int) -> None:
+        self.added, self.generation = added, generation
+
+    def __getitem__(self, docs: np.ndarray) -> np.ndarray:
+        return np.asarray(self.added[docs]) > self.generation
+
+
 def _opened(index: str, manifest: str, new_after: int | None):
-    """The index, opened once per worker process and manifest (its docs table loaded once), and the
+    """The index, opened once per worker process and manifest (its docs table checked once), and the
     --new mask of its documents (None without --new)."""
     from simdoc.store.loaded import open_index
 
     with _OPEN_LOCK:
-        entry = _OPEN.get((index, manifest))
-        if entry is None:
+        loaded = _OPEN.get((index, manifest))
+        if loaded is None:
             _OPEN.clear()  # one index at a time: an older manifest's arrays are of no more use
             # The docs table's ids stay mapped: a task reads the few rows of the documents it verifies.
-            entry = _OPEN[(index, manifest)] = (open_index(index, lazy_ids=True), {})
-        loaded, masks = entry
-        if new_after is not None and new_after not in masks:
-            masks[new_after] = np.asarray(loaded.docs().added) > new_after
-        return loaded, masks.get(new_after)
+            loaded = _OPEN[(index, manifest)] = open_index(index, lazy_ids=True)
+        return loaded, None if new_after is None else AddedAfter(loaded.docs().added, new_after)
 
 
 def _first_at_least(keys: np.ndarray, order: np.ndarray, key: int) -> int:
@@ -310,7 +321,7 @@ def score_candidates(
     n_bands = loaded.stage("index")["params"]["bands"]
     n_rows = len(loaded.bands()[1][0]) if n_bands else 0
     how = Scoring(threshold, measure, verify, all_candidates)
-    # The same generation pipeline compared with to make only_docs: the workers make it again.
+    # The generation the client compared with to make only_docs: the workers compare with it too.
     new_after = None if only_docs is None else int(loaded.manifest.get("reported_generation", 0))
     ranges = ranges_per_band(n_rows, partition_bytes)
     folder = run_folder(loaded, manifest, how, new_after, ranges)

@@ -135,7 +135,9 @@ class Scoring:
     measure: str = "set"
     verify: bool = True
     all_candidates: bool = False
-    only_docs: np.ndarray | None = None  # keep pairs with at least one of these documents (--new)
+    # Keep pairs with at least one of these documents (--new): a bool per document, or anything
+    # that gives one for an array of documents (simdoc.stages.cluster_pairs.AddedAfter).
+    only_docs: np.ndarray | None = None
     threads: int = 1  # verify on this many processes
 
 

@@ -222,7 +222,9 @@ class DocsTable:
         """The table from its stored columns, checked for agreeing lengths (``where`` names the index).
 
         ``lazy``: ids and sources as :class:`Strings`, decoded row by row when
-        asked for (the rows are checked all the same).
+        asked for, and checked as paths only when used (for a process that
+        reads a few rows and opens nothing but through
+        :class:`simdoc.stages.reread.DocumentReader`, which checks each path).
         """
         unblob = Strings if lazy else _unblob
         ids = unblob(arrays["docs.id"], arrays["docs.id.offsets"])
@@ -236,6 +238,11 @@ class DocsTable:
             raise CorruptIndex(where, f"docs column source has {len(sources)} rows, the ids {n}")
         if n and (cols["how"].max() >= len(HOW) or cols["status"].max() >= len(STATUSES)):
             raise CorruptIndex(where, "docs table holds an unknown reading or status code")
+        if lazy:
+            # Rows are checked as they are used: DocumentReader opens only paths that stay inside
+            # the corpus (simdoc.stages.reread.safe_relative). Checking all n here would read the
+            # whole blob in every process that opens the table for a few rows.
+            return cls(ids, sources, cols)
         # Every path simdoc opens or prints is built from these: a damaged or crafted table must
         # not name anything outside the corpus (`../`, an absolute path, a NUL).
         suspects = np.union1d(
