@@ -215,11 +215,26 @@ def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return out
 
 
-def bucket_order(keys: np.ndarray, eligible: np.ndarray, threads: int = 1) -> np.ndarray:
+def bucket_pairs(sorted_keys: np.ndarray) -> int:
+    """Pairs inside the buckets of one band, ``sum s(s-1)/2`` over its runs of equal keys.
+
+    ``sorted_keys``: the band's keys in bucket order (or any slice of it
+    that no bucket straddles).
+    """
+    if len(sorted_keys) < 2:
+        return 0
+    starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
+    sizes = np.diff(np.append(starts, len(sorted_keys)))
+    return int(np.sum(sizes * (sizes - 1) // 2))
+
+
+def bucket_order(keys: np.ndarray, eligible: np.ndarray, threads: int = 1, pairs: np.ndarray | None = None) -> np.ndarray:
     """Per band, the eligible documents sorted by key (stable, so ties keep document order).
 
     numpy sorts without holding the GIL, so ``threads`` threads sort bands at
     once (13 bands of 10^6 documents: 1.3 s on one, 0.7 s on two).
+    ``pairs`` (int64, one per band), if given, receives each band's
+    :func:`bucket_pairs`.
 
     Returns
     -------
@@ -229,7 +244,11 @@ def bucket_order(keys: np.ndarray, eligible: np.ndarray, threads: int = 1) -> np
     out = np.empty((keys.shape[0], len(docs)), dtype=np.int64)
 
     def sort_band(t: int) -> None:
-        out[t] = docs[np.argsort(keys[t, docs], kind="stable")]
+        band = keys[t, docs]
+        order = np.argsort(band, kind="stable")
+        out[t] = docs[order]
+        if pairs is not None:
+            pairs[t] = bucket_pairs(band[order])
 
     if threads <= 1:
         for t in range(keys.shape[0]):

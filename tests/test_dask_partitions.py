@@ -117,6 +117,24 @@ def test_any_number_of_key_ranges_gives_the_local_answer(index, ranges, threshol
     assert_same(local, cluster, v_local, v_cluster)
 
 
+@pytest.mark.parametrize("pairs_per_task", [1, 7, 50])
+def test_bands_with_more_pairs_are_cut_into_more_tasks_and_the_answer_stays(index, pairs_per_task):
+    """Band 0 keeps every pair its buckets give: its tasks are sized by the pairs inside its
+    buckets (the index stage records them per band), not only by its rows."""
+    loaded = open_index(index)
+    stage = loaded.stage("index")
+    pairs = stage["bucket_pairs"]
+    assert len(pairs) == stage["params"]["bands"] and max(pairs) > 50
+    ranges = cluster_pairs.scoring_ranges(stage, len(loaded.bands()[1][0]), pairs_per_task=pairs_per_task)
+    assert ranges == [max(1, -(-p // pairs_per_task)) for p in pairs]
+    v_local, v_cluster = Verifier.of_index(loaded), Verifier.of_index(loaded)
+    local = score_candidates(loaded, 0.5, "set", True, False, None, 1, v_local)
+    client = InProcessClient()
+    cluster = cluster_pairs.score_candidates(client, str(index), 0.5, "set", True, False, None, v_cluster, pairs_per_task=pairs_per_task)
+    assert len(client.submitted) == sum(ranges)
+    assert_same(local, cluster, v_local, v_cluster)
+
+
 def test_the_case_has_pairs_copies_and_new_documents(index):
     """The property above is not vacuous: pairs, pairs of copies and --new all occur."""
     local, cluster, _, _ = local_and_cluster(index, 3, 0.3, "set", True, True, True)

@@ -12,6 +12,7 @@ from simdoc.lsh import (
     BucketStats,
     band_keys,
     bucket_order,
+    bucket_pairs,
     candidate_probability,
     check_bands_rows,
     choose_bands_rows,
@@ -165,3 +166,26 @@ def test_band_keys_shape_and_equality():
     sig2 = np.array([[7, 7, 7, 7]], dtype=np.uint32)
     k2 = band_keys(sig2, 2, 2)
     assert k2[0, 0] != k2[1, 0]
+
+
+def test_bucket_pairs_counts_the_pairs_inside_runs_of_equal_keys():
+    assert bucket_pairs(np.array([], np.uint64)) == 0
+    assert bucket_pairs(np.array([7], np.uint64)) == 0
+    # Runs of 3, 1, 2 and 4: 3 + 0 + 1 + 6 pairs.
+    assert bucket_pairs(np.array([1, 1, 1, 2, 5, 5, 9, 9, 9, 9], np.uint64)) == 10
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31), st.integers(0, 40), st.integers(1, 5))
+def test_bucket_order_reports_each_bands_pairs(seed, n, bands):
+    """What bucket_order records per band is the number of pairs iter_candidates walks in that band."""
+    rng = np.random.default_rng(seed)
+    sig = rng.integers(0, 3, size=(n, bands * 2)).astype(np.uint32)
+    eligible = rng.random(n) > 0.2
+    keys = band_keys(sig, bands, 2)
+    pairs = np.full(bands, -1, np.int64)
+    bucket_order(keys, eligible, threads=2, pairs=pairs)
+    for t in range(bands):
+        docs = np.flatnonzero(eligible)
+        want = sum(1 for i in range(len(docs)) for j in range(i + 1, len(docs)) if keys[t, docs[i]] == keys[t, docs[j]])
+        assert pairs[t] == want

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from simdoc.engines import Engine
-from simdoc.lsh import band_keys
+from simdoc.lsh import band_keys, bucket_pairs
 from simdoc.stages.cluster_pairs import key_ranges, ranges_per_band
 from simdoc.store.loaded import LoadedIndex
 from simdoc.store.names import PARTS, remove_parts
@@ -106,8 +106,9 @@ def _save(path: str, arr: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
-def bucket_range(task: BucketsTask) -> tuple[int, int, int]:
-    """One key range of one band, merged from the runs and written in place (worker); its piece."""
+def bucket_range(task: BucketsTask) -> tuple[tuple[int, int, int], int, int]:
+    """One key range of one band, merged from the runs and written in place (worker); its piece
+    (first element, elements, CRC-32), its band, and the pairs inside its buckets."""
     at, keys, docs = 0, [], []
     for run in task.runs:
         run_keys = np.load(f"{run}.keys.npy", mmap_mode="r", allow_pickle=False)[task.band]
@@ -118,17 +119,22 @@ def bucket_range(task: BucketsTask) -> tuple[int, int, int]:
             keys.append(np.asarray(run_keys[p0:p1]))
             docs.append(np.asarray(np.load(f"{run}.docs.npy", mmap_mode="r", allow_pickle=False)[task.band, p0:p1]))
     if not docs:
-        return task.band * task.n_banded + at, 0, 0
-    merged = np.concatenate(docs)[np.argsort(np.concatenate(keys), kind="stable")]
+        return (task.band * task.n_banded + at, 0, 0), task.band, 0
+    keys = np.concatenate(keys)
+    order = np.argsort(keys, kind="stable")
+    merged = np.concatenate(docs)[order]
     start = task.band * task.n_banded + at
-    return start, len(merged), write_piece(task.buckets, start, merged)
+    return (start, len(merged), write_piece(task.buckets, start, merged)), task.band, bucket_pairs(keys[order])
 
 
-def band_on_cluster(loaded: LoadedIndex, params: dict, names: dict[str, str], rep: np.ndarray, engine: Engine) -> dict:
+def band_on_cluster(
+    loaded: LoadedIndex, params: dict, names: dict[str, str], rep: np.ndarray, engine: Engine
+) -> tuple[dict, list[int]]:
     """The bands and buckets files of ``names`` for ``loaded``'s signatures, written by ``engine``'s workers.
 
     ``rep``: the groups of exact copies, already saved as ``names["groups"]``.
-    Returns the files' manifest entries.
+    Returns the files' manifest entries, and the pairs inside each band's
+    buckets (:func:`simdoc.lsh.bucket_pairs`).
     """
     store = loaded.store
     where = store.path.absolute()
@@ -163,9 +169,11 @@ def band_on_cluster(loaded: LoadedIndex, params: dict, names: dict[str, str], re
         target = str(buckets.tmp.absolute())
         ranges = key_ranges(ranges_per_band(n_banded))
         tasks = (BucketsTask(tuple(runs), t, lo, hi, n_banded, target) for t in range(bands) for lo, hi in ranges)
-        for piece in engine.map(bucket_range, tasks):
+        pairs = [0] * bands
+        for piece, band, n_pairs in engine.map(bucket_range, tasks):
             buckets.written(*piece)
-        return {names["bands"]: keys.finish(), names["buckets"]: buckets.finish()}
+            pairs[band] += n_pairs
+        return {names["bands"]: keys.finish(), names["buckets"]: buckets.finish()}, pairs
     except BaseException:
         keys.abort()
         buckets.abort()

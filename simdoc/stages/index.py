@@ -142,16 +142,20 @@ def _index_stage(loaded: LoadedIndex, params: dict, report: BandingReport, engin
     rep = representatives(docs.identities(), docs.n_shingles > 0)
     files = {names["groups"]: loaded.store.save_array(names["groups"], rep)}
     if isinstance(engine, DaskEngine):
-        files.update(band_on_cluster(loaded, params, names, rep, engine))
+        banded, pairs = band_on_cluster(loaded, params, names, rep, engine)
+        files.update(banded)
     else:
         keys = band_keys(loaded.signatures(), params["bands"], params["rows"])
-        order = bucket_order(keys, (docs.n_shingles > 0) & (rep == np.arange(len(rep))), threads=engine.jobs)
+        pairs = np.zeros(params["bands"], np.int64)
+        order = bucket_order(keys, (docs.n_shingles > 0) & (rep == np.arange(len(rep))), engine.jobs, pairs)
         files[names["bands"]] = loaded.store.save_array(names["bands"], keys)
         files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
     loaded.manifest["stages"]["index"] = {
         "params": params,
         "built_from": sig_stage["build_id"],
         "build_id": build,
+        # Pairs inside each band's buckets: the volume a Dask run sizes its scoring tasks by.
+        "bucket_pairs": [int(p) for p in pairs],
         "roles": names,
         "files": files,
     }

@@ -214,7 +214,11 @@ _STAGES: dict[str, dict] = {
         },
     },
     "index": {
-        "keys": {"build_id": (_build_id, True), "built_from": (_build_id, True)},
+        "keys": {
+            "build_id": (_build_id, True),
+            "built_from": (_build_id, True),
+            "bucket_pairs": (lambda x: isinstance(x, list) and all(_COUNT(v) for v in x), False),
+        },
         "params": {
             "bands": (_int(1), True),
             "rows": (_int(1), True),
