@@ -35,6 +35,16 @@ def _no_user_cache(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _no_scheduler_from_the_environment():
+    """A SIMDOC_SCHEDULER of the shell would put every command run here on that cluster
+    (local[N]: a cluster in this process, which the next fixture refuses). Session-wide, so
+    that the module-scoped fixtures that run `simdoc pairs` do without it too."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("SIMDOC_SCHEDULER", raising=False)
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _no_dask_io_loop_in_the_test_process():
     """Refuse, at once, a Dask client or cluster in the pytest process: run simdoc as a command.
 
