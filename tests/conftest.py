@@ -34,6 +34,40 @@ def _no_user_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_scheduler_from_the_environment():
+    """A SIMDOC_SCHEDULER of the shell would put every command run here on that cluster
+    (local[N]: a cluster in this process, which the next fixture refuses). Session-wide, so
+    that the module-scoped fixtures that run `simdoc pairs` do without it too."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("SIMDOC_SCHEDULER", raising=False)
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_dask_io_loop_in_the_test_process():
+    """Refuse, at once, a Dask client or cluster in the pytest process: run simdoc as a command.
+
+    Each one starts an IO-loop thread while holding a lock of distributed's (LoopRunner._lock),
+    and waits 10 s for the thread. A client left unclosed in a reference cycle (``--scheduler
+    bogus``: a ValueError after its loop started) takes that lock in its ``__del__``, in whichever
+    thread the garbage collector runs; when that is the new loop thread, the start fails with a
+    bare AssertionError (exit 7, "could not start the local Dask cluster"), now and then.
+    """
+    try:
+        from distributed.utils import LoopRunner
+    except ImportError:  # the Dask tests skip themselves
+        yield
+        return
+
+    def refuse(self):
+        raise RuntimeError("a Dask client or cluster in the pytest process: run simdoc as a command instead")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LoopRunner, "start", refuse)
+        yield
+
+
 @pytest.fixture
 def run():
     """run(*args) -> click Result; stdout and stderr are captured separately."""

@@ -1,4 +1,10 @@
-"""The Dask engine gives the local engine's answers (LocalCluster with 2 worker processes)."""
+"""The Dask engine gives the local engine's answers: `--scheduler 'local[2]'` (a LocalCluster of 2
+worker processes) and a `dask scheduler` with 2 `dask worker` processes.
+
+simdoc runs as a command wherever it uses a cluster: a Dask client or cluster in the pytest
+process can fail to start (see conftest, _no_dask_io_loop_in_the_test_process). The local
+engine's runs, which need none, run in this process.
+"""
 
 import re
 from pathlib import Path
@@ -10,6 +16,7 @@ from simdoc.cli import cli
 
 pytest.importorskip("distributed")
 
+from test_dask_contract import simdoc  # noqa: E402
 from test_pipeline import make_corpus  # noqa: E402
 
 
@@ -25,33 +32,41 @@ def arrays(index: Path) -> dict[str, bytes]:
     return out
 
 
+def two_workers(cluster) -> None:
+    cluster.start_worker()
+    cluster.start_worker()
+    cluster.wait_for_workers(2)
+
+
 def test_local_cluster_gives_the_same_pairs_and_arrays(tmp_path):
+    """`--scheduler 'local[2]'` as the README has users run it: one command, which starts the LocalCluster."""
     make_corpus(tmp_path / "c", seed=4, n_base=25)
-    runner = CliRunner()
     common = ["--threshold", "0.6", "--all-candidates"]
-    local = runner.invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "local"), "-j", "2", *common])
+    local = CliRunner().invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "local"), "-j", "2", *common])
     assert local.exit_code == 0, local.stderr
-    dask = runner.invoke(
-        cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "dask"), "--scheduler", "local[2]", *common]
-    )
-    assert dask.exit_code == 0, dask.stderr
+    dask = simdoc("pairs", tmp_path / "c", "--index", tmp_path / "dask", "--scheduler", "local[2]", *common, cwd=tmp_path)
+    assert dask.returncode == 0, dask.stderr
     assert dask.stdout == local.stdout and local.stdout
     assert arrays(tmp_path / "dask") == arrays(tmp_path / "local")
     # Candidates are counted alike too.
     assert local.stderr.split(" candidates")[0].split()[-1] == dask.stderr.split(" candidates")[0].split()[-1]
 
 
-def test_stage_commands_take_the_scheduler_too(tmp_path, monkeypatch):
+def test_stage_commands_take_the_scheduler_too(tmp_path, cluster):
     make_corpus(tmp_path / "c", seed=5, n_base=8)
+    two_workers(cluster)
     runner = CliRunner()
     idx = tmp_path / "idx"
-    monkeypatch.setenv("SIMDOC_SCHEDULER", "local[2]")
-    assert runner.invoke(cli, ["shingle", str(tmp_path / "c"), "--index", str(idx)]).exit_code == 0
-    assert runner.invoke(cli, ["signature", "--index", str(idx)]).exit_code == 0
-    assert runner.invoke(cli, ["index", "--index", str(idx), "--threshold", "0.6"]).exit_code == 0
+    on_cluster = {"SIMDOC_SCHEDULER": cluster.address}  # the variable, not --scheduler
+    r = simdoc("shingle", tmp_path / "c", "--index", idx, env=on_cluster, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = simdoc("signature", "--index", idx, env=on_cluster, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = simdoc("index", "--index", idx, "--threshold", "0.6", env=on_cluster, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
     # Re-banding on the cluster reuses the exact-copy groups it found.
-    assert runner.invoke(cli, ["index", "--index", str(idx), "--threshold", "0.7"]).exit_code == 0
-    monkeypatch.delenv("SIMDOC_SCHEDULER")
+    r = simdoc("index", "--index", idx, "--threshold", "0.7", env=on_cluster, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
     local = runner.invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "local"), "-t", "0.7"])
     staged = runner.invoke(cli, ["pairs", "--index", str(idx), "-t", "0.7"])
     assert staged.stdout == local.stdout
@@ -64,22 +79,21 @@ def test_stage_commands_take_the_scheduler_too(tmp_path, monkeypatch):
 
 def test_unreachable_scheduler_is_a_clear_error(tmp_path):
     make_corpus(tmp_path / "c", seed=6, n_base=3)
-    r = CliRunner().invoke(
-        cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "i"), "--scheduler", "127.0.0.1:9"]
-    )
-    assert r.exit_code == 2 and "cannot reach the Dask scheduler" in r.stderr
-    bad = CliRunner().invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "i"), "--scheduler", "bogus"])
-    assert bad.exit_code == 2 and "Traceback" not in bad.stderr and "host:port" in bad.stderr
+    r = simdoc("pairs", tmp_path / "c", "--index", tmp_path / "i", "--scheduler", "127.0.0.1:9", cwd=tmp_path)
+    assert r.returncode == 2 and "cannot reach the Dask scheduler" in r.stderr, r.stderr
+    bad = simdoc("pairs", tmp_path / "c", "--index", tmp_path / "i", "--scheduler", "bogus", cwd=tmp_path)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "host:port" in bad.stderr, bad.stderr
 
 
-def test_what_the_workers_verified_is_kept_and_reported_as_locally(tmp_path):
+def test_what_the_workers_verified_is_kept_and_reported_as_locally(tmp_path, cluster):
     """The cluster's verification feeds the verified-pairs table and the warnings, as the local engine's does."""
     docs = make_corpus(tmp_path / "c", seed=7, n_base=12)
+    two_workers(cluster)
     runner = CliRunner()
     idx = tmp_path / "idx"
     common = ["--threshold", "0.6", "-v"]
-    first = runner.invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(idx), "--scheduler", "local[2]", *common])
-    assert first.exit_code == 0, first.stderr
+    first = simdoc("pairs", tmp_path / "c", "--index", idx, "--scheduler", cluster.address, *common, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
     verified = [line for line in first.stderr.splitlines() if line.startswith("verify: ")]
     assert verified and re.match(r"verify: [1-9]\d* pairs verified from the documents", verified[0]), first.stderr
     # The table the workers' pairs went into: a second run, here, verifies nothing again.
@@ -92,8 +106,8 @@ def test_what_the_workers_verified_is_kept_and_reported_as_locally(tmp_path):
     assert runner.invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(bare), "--no-verify", "-j", "1"]).exit_code == 0
     (tmp_path / "c" / "base/doc01.txt").write_text(docs["base/doc01.txt"] + " and a tail", encoding="utf-8")
     local = runner.invoke(cli, ["pairs", "--index", str(bare), "--threshold", "0.6", "-j", "1"])
-    dask = runner.invoke(cli, ["pairs", "--index", str(bare), "--threshold", "0.6", "--scheduler", "local[2]"])
-    assert local.exit_code == dask.exit_code == 0, dask.stderr
+    dask = simdoc("pairs", "--index", bare, "--threshold", "0.6", "--scheduler", cluster.address, cwd=tmp_path)
+    assert local.exit_code == dask.returncode == 0, dask.stderr
     assert dask.stdout == local.stdout and "base/doc01.txt" not in local.stdout
     warning = [line for line in local.stderr.splitlines() if "changed since it was indexed" in line]
     assert warning and warning == [line for line in dask.stderr.splitlines() if "changed since it was indexed" in line]

@@ -78,6 +78,16 @@ simdoc.stages.scan.scan_batch = scan_batch  # tasks name the function; they get 
 '''
 
 
+WAIT_FOR_WORKERS = """
+import sys
+
+from distributed import Client
+
+with Client(sys.argv[1], timeout="10s") as client:
+    client.wait_for_workers(int(sys.argv[2]), timeout=float(sys.argv[3]))
+"""
+
+
 class Cluster:
     """A `dask scheduler` and `dask worker` processes, started in ``home`` (not the client's folder)."""
 
@@ -121,10 +131,13 @@ class Cluster:
         ], env=env, cwd=cwd)
 
     def wait_for_workers(self, n: int) -> None:
-        from distributed import Client
-
-        with Client(self.address, timeout="10s") as client:
-            client.wait_for_workers(n, timeout=START_TIMEOUT)
+        # In a process of its own: a distributed Client in the pytest process can fail to start
+        # (see tests/conftest.py, _no_dask_io_loop_in_the_test_process).
+        r = subprocess.run(
+            [sys.executable, "-c", WAIT_FOR_WORKERS, self.address, str(n), str(START_TIMEOUT)],
+            capture_output=True, text=True, env=_env(), timeout=START_TIMEOUT * 2,
+        )
+        assert r.returncode == 0, f"{n} workers did not join\n{r.stderr}\n{self.logs()}"
 
     def kill(self, proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -141,10 +154,11 @@ class Cluster:
             proc.wait()
 
 
-def simdoc(*args: object, cwd: Path, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+def simdoc(*args: object, cwd: Path, timeout: float = 120, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    """`simdoc ARGS` as a command, in ``cwd``; ``env``: variables on top of :func:`_env`."""
     return subprocess.run(
         [sys.executable, "-m", "simdoc", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-        env=_env(), **kw,
+        env=_env(env), **kw,
     )
 
 
