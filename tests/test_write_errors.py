@@ -230,3 +230,30 @@ def test_a_read_only_file_system_under_the_index(small_tmpfs, tmp_path):
     finally:
         subprocess.run(["mount", "-o", "remount,rw", str(small_tmpfs)])
     assert_one_error(r, f"cannot write the index at {idx}: Read-only file system", "where you may write")
+
+
+def test_a_full_tmpfs_under_the_index_on_a_cluster(small_tmpfs, tmp_path, cluster):
+    """The workers write the index too (parts, signature rows, band keys, buckets): no room for
+    them is the same one Error line and exit 6, the index stays sound, and with room again the
+    same command gives the answer of a fresh build."""
+    pytest.importorskip("distributed")
+    corpus = tmp_path / "c"
+    make_corpus(corpus, 60, seed=7)
+    idx = small_tmpfs / "idx"
+    cluster.start_worker()
+    cluster.wait_for_workers(1)
+    on_cluster = ("--scheduler", cluster.address)
+    first = simdoc("pairs", corpus, "--index", idx, "-q", *on_cluster)
+    assert first.returncode == 0, first.stderr
+    make_corpus(corpus / "new", 200, seed=8)
+    filler = _fill(small_tmpfs, 64 << 10)
+    r = simdoc("pairs", corpus, "--index", idx, *on_cluster)
+    assert_one_error(r, f"cannot write the index at {idx}: No space left on device")
+    assert r.stdout == ""
+    assert [p.name for p in idx.iterdir() if p.name.endswith(".tmp")] == []
+    assert simdoc("check", "--index", idx).returncode == 0
+    filler.unlink()
+    again = simdoc("pairs", corpus, "--index", idx, "-q", *on_cluster)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == fresh_output(corpus, tmp_path)
+    assert not (idx / "dask-parts").exists()
