@@ -3,8 +3,10 @@
 * The contract first (:func:`connect`, :func:`check_contract`): before any
   work, the client waits for workers (``--wait-workers``), and checks that
   every worker imports the same simdoc version and sees the corpus and the
-  index at the client's absolute paths. Any breach, a scheduler lost later,
-  or a task that kept killing its workers is a :class:`ClusterError`.
+  index at the client's absolute paths; a worker that does not answer within
+  max(--wait-workers, :data:`ANSWER_FLOOR`) seconds is named, never waited
+  for. Any breach, a scheduler lost later, or a task that kept killing its
+  workers is a :class:`ClusterError`.
 * Reading and signatures: the batches the local engine gives to its
   process pool are Dask tasks instead, submitted as a bounded stream
   (:func:`map_ordered`). Workers read the documents and send back their
@@ -38,6 +40,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from simdoc.errors import ClusterError, SimdocError, UsageError
 
@@ -45,6 +48,7 @@ ENV = "SIMDOC_SCHEDULER"
 DEFAULT_WAIT_WORKERS = 30.0  # seconds to wait for a first worker (--wait-workers)
 _LOCAL = re.compile(r"^local(?:\[(\d+)\])?$")
 _SAMPLE = 8  # corpus entries each worker must see, besides the corpus folder itself
+ANSWER_FLOOR = 10.0  # seconds a worker has at least to answer the contract's check (else max(--wait-workers, this))
 
 
 @contextlib.contextmanager
@@ -196,16 +200,18 @@ def check_contract(client, address: str, wait: float, index=None, corpus=None, n
     """Wait up to ``wait`` seconds for a worker, then check every worker: simdoc, its version, the paths.
 
     Raises ClusterError naming the first worker at fault, and the path or
-    the problem; the client has submitted no work yet. A worker that went
-    away as it was asked, or paths that changed here meanwhile (a manifest
-    another run published), are looked at again (until the wait is over, and
-    at least twice).
+    the problem; the client has submitted no work yet. A worker that does not
+    answer within max(``wait``, :data:`ANSWER_FLOOR`) seconds is at fault
+    too. A worker that went away as it was asked, or paths that changed here
+    meanwhile (a manifest another run published), are looked at again (until
+    the wait is over, and at least twice).
     """
     probe = _probe_function()
+    limit = max(wait, ANSWER_FLOOR)
     deadline = time.monotonic() + wait
     for attempt in itertools.count():
         checks = contract_checks(index, corpus, needs_corpus)
-        answers = client.run(probe, checks, on_error="return")
+        answers = _ask(client, probe, checks, limit)
         faults = _faults(answers)
         gone = bool(faults) and all(transient for *_, transient in faults)
         # A manifest published by another run meanwhile, a corpus entry just deleted: look again.
@@ -227,30 +233,68 @@ def check_contract(client, address: str, wait: float, index=None, corpus=None, n
     raise ClusterError(f"Dask worker {worker} {problem}{more}", hint=hint)
 
 
+class _NoAnswer:
+    """A worker that did not answer the check within ``limit`` seconds."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+
+
+def _ask(client, probe: Callable, checks: list, limit: float) -> dict:
+    """The probe's answer of each worker the scheduler knows (client.run), waiting ``limit`` seconds at most.
+
+    Each worker is asked on its own, all at once: one that does not answer
+    (stopped, its event loop stuck) is a :class:`_NoAnswer`, and the others'
+    answers are kept. One the scheduler cannot reach is the exception that says so.
+    """
+    workers = sorted(client.scheduler_info()["workers"])
+
+    async def one(worker: str) -> tuple[str, Any]:
+        asked = client.run(probe, checks, workers=[worker], on_error="return", asynchronous=True)
+        try:
+            answer = await asyncio.wait_for(asked, limit)
+        except asyncio.TimeoutError:
+            return worker, _NoAnswer(limit)
+        except Exception as exc:  # the scheduler could not reach it: gone, or going
+            return worker, exc
+        return worker, answer.get(worker, ConnectionError("the scheduler no longer knows it"))
+
+    async def every() -> dict:
+        return dict(await asyncio.gather(*map(one, workers)))
+
+    return client.sync(every) if workers else {}
+
+
 def _faults(answers: dict) -> list[tuple[str, str, str, bool]]:
     """(worker, what is wrong, hint, whether it may pass) for each worker that breaks the contract."""
     version = _version()
-    faults = []
-    for worker, out in sorted(answers.items()):
-        if isinstance(out, BaseException) or not isinstance(out, dict):
-            first = (str(out).splitlines() or [""])[0]
-            faults.append((worker, f"could not run simdoc's check: {type(out).__name__}: {first}",
-                           "see the worker's log; its Python needs simdoc and the same Dask as this client",
-                           isinstance(out, OSError)))  # gone: the scheduler will drop it
-            continue
-        where = f"{worker} (host {out['host']}, Python {out['python']})"
-        if out.get("import_error"):
-            faults.append((where, f"cannot import simdoc: {out['import_error']}",
-                           f"install simdoc {version} in that worker's Python, or stop that worker", False))
-        elif out["version"] != version:
-            faults.append((where, f"runs simdoc {out['version']}, this client {version}",
-                           f"install simdoc {version} on every worker (the same as here), or stop that worker", False))
-        elif out["problems"]:
-            what, path, problem = out["problems"][0]
-            faults.append((where, f"cannot see {what} at {path}: {problem}",
-                           "the corpus and the index must be at the same absolute paths on every worker "
-                           "(a shared file system); start workers that see them, or run without --scheduler", False))
-    return faults
+    return [fault for worker, out in sorted(answers.items()) if (fault := _fault(worker, out, version))]
+
+
+def _fault(worker: str, out: Any, version: str) -> tuple[str, str, str, bool] | None:
+    """(worker, what is wrong, hint, whether it may pass) if the probe's answer ``out`` breaks the contract."""
+    if isinstance(out, _NoAnswer):
+        return (worker, f"did not answer simdoc's check within {out.limit:g} s",
+                "see the worker's log (is it stuck, or overloaded?); stop that worker, "
+                "or give it longer with --wait-workers SECONDS", False)
+    if isinstance(out, BaseException) or not isinstance(out, dict):
+        first = (str(out).splitlines() or [""])[0]
+        return (worker, f"could not run simdoc's check: {type(out).__name__}: {first}",
+                "see the worker's log; its Python needs simdoc and the same Dask as this client",
+                isinstance(out, OSError))  # gone: the scheduler will drop it
+    where = f"{worker} (host {out['host']}, Python {out['python']})"
+    if out.get("import_error"):
+        return (where, f"cannot import simdoc: {out['import_error']}",
+                f"install simdoc {version} in that worker's Python, or stop that worker", False)
+    if out["version"] != version:
+        return (where, f"runs simdoc {out['version']}, this client {version}",
+                f"install simdoc {version} on every worker (the same as here), or stop that worker", False)
+    if out["problems"]:
+        what, path, problem = out["problems"][0]
+        return (where, f"cannot see {what} at {path}: {problem}",
+                "the corpus and the index must be at the same absolute paths on every worker "
+                "(a shared file system); start workers that see them, or run without --scheduler", False)
+    return None
 
 
 # ---------------------------------------------------------------- a cluster lost while in use
