@@ -12,7 +12,8 @@ its task, and every task after it, can only run on the late worker.
 * a late worker that cannot see the corpus (an empty folder mounted over it)
   stops the run with exit 7 naming it, and no pairs are printed: before the
   tasks checked their worker, it read every file as "vanished" and the run
-  printed fewer pairs, with exit 0;
+  printed fewer pairs, with exit 0; one that cannot see the index, joining
+  while the candidates are scored: exit 7 naming it;
 * a late worker whose Python has no simdoc: exit 7 naming it (before, it
   died unpickling the task, and the run waited for a worker for ever); one
   with another simdoc version: exit 7 naming it (before, it ran the tasks);
@@ -88,17 +89,23 @@ def replaced_mid_stage(cluster: Cluster, tmp_path: Path, stage: str, condition: 
 
 
 @pytest.mark.skipif(not _can_hide_folders(), reason="needs unshare -rm (user and mount namespaces) to hide a folder")
-def test_a_late_worker_that_cannot_see_the_corpus_stops_the_run(tmp_path, cluster):
+@pytest.mark.parametrize("hide", ["corpus", "index"])
+def test_a_late_worker_that_cannot_see_the_corpus_or_the_index_stops_the_run(tmp_path, cluster, hide):
     corpus = tmp_path / "c"
     make_corpus(corpus, seed=51, n_base=12)
     index = tmp_path / "idx"
-    # Three files a reading task: the first worker reads two batches, and hangs in the third.
-    late, r = replaced_mid_stage(cluster, tmp_path, "scan", THIRD, corpus, index, prefix=hidden(corpus))
-    line = assert_cluster_error(r, f"Dask worker {late} (host ", "cannot see the corpus at", str(corpus))
+    if hide == "corpus":
+        # Three files a reading task: the first worker reads two batches, and hangs in the third.
+        late, r = replaced_mid_stage(cluster, tmp_path, "scan", THIRD, corpus, index, prefix=hidden(corpus))
+        line = assert_cluster_error(r, f"Dask worker {late} (host ", "cannot see the corpus at", str(corpus))
+        assert not (index / "manifest.json").exists()  # nothing it read was published
+    else:
+        # While scoring: the index, and the run's token in it, were made since the start check.
+        late, r = replaced_mid_stage(cluster, tmp_path, "score", "True", corpus, index, prefix=hidden(index))
+        line = assert_cluster_error(r, f"Dask worker {late} (host ", f"cannot see the index at {index / PARTS}/contract.")
     assert f"Python {sys.executable})" in line
     assert "vanished" not in r.stderr
     assert "the corpus and the index must be at the same absolute paths" in r.stderr
-    assert not (index / "manifest.json").exists()  # nothing it read was published
 
 
 @pytest.mark.parametrize("late", ["without simdoc", "another simdoc"])
