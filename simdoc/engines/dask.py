@@ -425,8 +425,20 @@ class Contract:
             if not stat.S_ISDIR(os.lstat(folder).st_mode):
                 return None  # a link: never written through
             _remove_dead_tokens(folder)
-            path = folder / f"contract.{secrets.token_hex(16)}"
-            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        except OSError:
+            return None
+        for _ in range(3):  # another client may take a new token for a dead one's before it is locked: another
+            digest = self._new_token(folder)
+            if digest is not None:
+                return digest
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # if this made it, and nothing else is there
+        return None
+
+    def _new_token(self, folder: Path) -> str | None:
+        path = folder / f"contract.{secrets.token_hex(16)}"
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
             fd = os.open(path, flags, 0o644)
         except OSError:
             return None
@@ -442,6 +454,9 @@ class Contract:
             if os.lstat(path).st_ino != os.fstat(fd).st_ino:
                 raise FileNotFoundError(path)  # taken for a dead client's before it was locked
         except OSError:
+            with contextlib.suppress(OSError):
+                if os.lstat(path).st_ino == os.fstat(fd).st_ino:
+                    os.unlink(path)
             os.close(fd)
             return None
         self.token, self._fd = str(path), fd
