@@ -9,7 +9,10 @@ command (issue 20, cases 1-4):
 2. a worker that cannot see the corpus stops the run before any work (exit 7);
 3. no worker, or a worker that cannot import simdoc: exit 7 after
    --wait-workers, never a hang;
-4. the scheduler killed mid-run: exit 7 and one error line, no traceback.
+4. the scheduler killed mid-run: exit 7 and one error line, no traceback;
+5. a worker that does not answer the check (stopped): exit 7 naming it, never a hang.
+
+Workers that join after the check: test_dask_late_workers.
 """
 
 from __future__ import annotations
@@ -87,6 +90,16 @@ with Client(sys.argv[1], timeout="10s") as client:
     client.wait_for_workers(int(sys.argv[2]), timeout=float(sys.argv[3]))
 """
 
+WORKERS = """
+import json
+import sys
+
+from distributed import Client
+
+with Client(sys.argv[1], timeout="10s") as client:
+    print(json.dumps(sorted(client.scheduler_info()["workers"])))
+"""
+
 
 class Cluster:
     """A `dask scheduler` and `dask worker` processes, started in ``home`` (not the client's folder)."""
@@ -138,6 +151,14 @@ class Cluster:
             capture_output=True, text=True, env=_env(), timeout=START_TIMEOUT * 2,
         )
         assert r.returncode == 0, f"{n} workers did not join\n{r.stderr}\n{self.logs()}"
+
+    def workers(self) -> list[str]:
+        """The addresses of the workers the scheduler lists, sorted (asked in a process of its own, as above)."""
+        r = subprocess.run(
+            [sys.executable, "-c", WORKERS, self.address], capture_output=True, text=True, env=_env(), timeout=START_TIMEOUT,
+        )
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
 
     def kill(self, proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -287,6 +308,26 @@ def test_the_scheduler_killed_mid_run_is_a_cluster_error(tmp_path, cluster):
     r = subprocess.CompletedProcess(run.args, run.returncode, out, err)
     assert_cluster_error(r, "lost the Dask scheduler at", cluster.address)
     # The index is as it was: there was none, and no stage was published.
+    assert not (index / "manifest.json").exists()
+
+
+def test_a_worker_that_does_not_answer_the_check_is_named_not_waited_for(tmp_path, cluster):
+    """Case 5: the scheduler lists the worker, stopped with SIGSTOP; the client asks each worker on its own."""
+    corpus = tmp_path / "c"
+    make_corpus(corpus, seed=36, n_base=4)
+    index = tmp_path / "idx"
+    stuck = cluster.start_worker()
+    cluster.wait_for_workers(1)
+    address = cluster.workers()[0]
+    os.killpg(stuck.pid, signal.SIGSTOP)  # it answers nothing, and stays listed
+    try:
+        # --wait-workers 1: a worker has max(1 s, 10 s) to answer.
+        r = simdoc("pairs", corpus, "--index", index, "--scheduler", cluster.address, "--wait-workers", "1",
+                   cwd=tmp_path, timeout=240)  # a safety net: before, the client waited for ever
+    finally:
+        os.killpg(stuck.pid, signal.SIGCONT)
+    assert_cluster_error(r, f"Dask worker {address} did not answer simdoc's check within 10 s")
+    assert "--wait-workers" in r.stderr
     assert not (index / "manifest.json").exists()
 
 

@@ -10,7 +10,9 @@ top-level, picklable task function over the tasks, in task order.
 * :class:`DaskEngine`: the tasks on a Dask cluster (the optional extra
   ``dask``: ``pip install '.[dask]'``), streamed by
   :func:`simdoc.engines.dask.map_ordered`; the stages that have a cluster
-  counterpart of their own (scoring the candidates) use its ``client``.
+  counterpart of their own (scoring the candidates, connected components)
+  use its ``client``, a :class:`~simdoc.engines.dask.CheckedClient`: every
+  task it submits runs only on a worker that has met the run's contract.
 
 :func:`open_engine` makes the one a command asks for. Engines import no stage.
 """
@@ -35,7 +37,8 @@ class Engine(Protocol):
 
 
 class DaskEngine:
-    """The tasks on the Dask cluster of ``client``, whose contract was checked (see :func:`open_engine`).
+    """The tasks on the Dask cluster of ``client``, whose contract was checked (see :func:`open_engine`),
+    and is checked again by every task on its worker (a CheckedClient).
 
     ``jobs`` sizes the threads of the work that stays in this process.
     """
@@ -67,7 +70,8 @@ def open_engine(
     A cluster is connected to and its contract checked here, before any work
     (:func:`simdoc.engines.dask.connect`: every worker runs this simdoc and sees
     ``index`` and ``corpus``, the latter only if ``needs_corpus``), waiting up
-    to ``wait_workers`` seconds for a first worker. ``jobs`` is checked first.
+    to ``wait_workers`` seconds for a first worker; a worker that joins later
+    is checked before its first task. ``jobs`` is checked first.
     """
     local = LocalEngine(jobs)
     scheduler = scheduler or os.environ.get(ENV) or None
