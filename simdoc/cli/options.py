@@ -25,7 +25,7 @@ from pathlib import Path
 import click
 
 from simdoc.corpus.filelists import chosen_list
-from simdoc.engines.dask import DEFAULT_WAIT_WORKERS
+from simdoc.engines.dask import ANSWER_FLOOR, DEFAULT_WAIT_WORKERS
 from simdoc.errors import CorpusError, IndexError_
 from simdoc.output import FORMATS, check_header
 from simdoc.params import DEFAULT_THRESHOLD
@@ -107,8 +107,8 @@ wait_workers_option = opt(
     type=click.FloatRange(0),
     default=None,
     metavar="SECONDS",
-    help=f"With --scheduler: seconds to wait for a first Dask worker before giving up (exit 7). "
-    f"Default: {DEFAULT_WAIT_WORKERS:g}.",
+    help=f"With --scheduler: seconds to wait for a first Dask worker before giving up (exit 7), and "
+    f"for each worker to answer simdoc's check (at least {ANSWER_FLOOR:g}). Default: {DEFAULT_WAIT_WORKERS:g}.",
 )
 
 

@@ -17,9 +17,12 @@
   a :class:`ClusterError`.
 * Reading and signatures: the batches the local engine gives to its
   process pool are Dask tasks instead, submitted as a bounded stream
-  (:func:`map_ordered`). Workers read the documents and send back their
-  docs-table rows and signature rows; the client writes the index. The corpus must be on a file system every worker sees.
-* Banding runs on the client (a few sorts of the band keys).
+  (:func:`map_ordered`). Workers read the documents, leave the signature
+  rows in part files of the index and send back the docs-table rows; then
+  workers copy the rows into the new matrix (simdoc.stages.cluster_signatures).
+  The corpus and the index must be on a file system every worker sees.
+* Banding (simdoc.stages.cluster_index): workers compute the band keys by
+  row range and merge the buckets by key range, writing both in place.
 * Candidates (simdoc.stages.cluster_pairs): each band is cut into key ranges,
   one task each, as many as the data volume asks for; a task reads its
   range's slice of the sorted bands, keeps a pair only in the first band
