@@ -52,9 +52,33 @@ def test_local_cluster_gives_the_same_pairs_and_arrays(tmp_path):
     assert local.stderr.split(" candidates")[0].split()[-1] == dask.stderr.split(" candidates")[0].split()[-1]
 
 
+# A worker preload that notes, in the file $SIMDOC_TEST_RAN, the name of every stage task it runs.
+RECORD_TASKS = '''
+import importlib
+import os
+
+for module, name in [("simdoc.stages.scan", "scan_batch"), ("simdoc.stages.signature", "sign_rows"),
+                     ("simdoc.stages.cluster_index", "band_rows"), ("simdoc.stages.cluster_index", "bucket_range")]:
+    mod = importlib.import_module(module)
+    real = getattr(mod, "_test_real_" + name, None) or getattr(mod, name)  # a preload may run twice
+    setattr(mod, "_test_real_" + name, real)
+
+    def noted(task, real=real, name=name):
+        with open(os.environ["SIMDOC_TEST_RAN"], "a") as f:
+            f.write(name + "\\n")
+        return real(task)
+
+    setattr(mod, name, noted)
+'''
+
+
 def test_stage_commands_take_the_scheduler_too(tmp_path, cluster):
     make_corpus(tmp_path / "c", seed=5, n_base=8)
-    two_workers(cluster)
+    (tmp_path / "record.py").write_text(RECORD_TASKS)
+    ran = tmp_path / "ran"
+    for _ in range(2):
+        cluster.start_worker("--preload", str(tmp_path / "record.py"), env={"SIMDOC_TEST_RAN": str(ran)})
+    cluster.wait_for_workers(2)
     runner = CliRunner()
     idx = tmp_path / "idx"
     on_cluster = {"SIMDOC_SCHEDULER": cluster.address}  # the variable, not --scheduler
@@ -67,6 +91,8 @@ def test_stage_commands_take_the_scheduler_too(tmp_path, cluster):
     # Re-banding on the cluster reuses the exact-copy groups it found.
     r = simdoc("index", "--index", idx, "--threshold", "0.7", env=on_cluster, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    # Each stage's work ran on the workers (the variable was not ignored).
+    assert set(ran.read_text().split()) == {"scan_batch", "sign_rows", "band_rows", "bucket_range"}
     local = runner.invoke(cli, ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "local"), "-t", "0.7"])
     staged = runner.invoke(cli, ["pairs", "--index", str(idx), "-t", "0.7"])
     assert staged.stdout == local.stdout

@@ -50,7 +50,7 @@ from simdoc.engines.local import check_jobs
 from simdoc.output import write_records
 from simdoc.params import BandingParams, Params, ShingleParams, SignatureParams
 from simdoc.stages.common import default_index_path
-from simdoc.stages.index import build_index
+from simdoc.stages.index import build_index, index_up_to_date
 from simdoc.stages.pairs import mark_reported, pairs_index, run_pairs
 from simdoc.stages.results import PairsResult
 from simdoc.stages.shingle import build_shingles
@@ -157,8 +157,12 @@ def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait_workers, wa
     setup_logging(quiet, verbose)
     banding = BandingParams(threshold=threshold, bands=bands, rows=rows)
     index = index_of(corpus, index)
-    # --scheduler is taken and not used: banding is a few sorts, done here on every engine.
-    res, report = build_index(index, banding, wait=wait)
+    # Up to date: no lock to wait for, and no cluster to connect to.
+    done = index_up_to_date(index, banding)
+    if done is None:
+        with open_engine(None, scheduler, wait_workers, index=index, needs_corpus=False) as engine:
+            done = build_index(index, banding, engine=engine, wait=wait)
+    res, report = done
     report_stages([res], verbose)
     log.info(f"index: {report.describe()}" + ("" if res.built else " (up to date)"))
 

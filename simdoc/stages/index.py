@@ -91,6 +91,18 @@ def build_index(
         return _build_index(index, params, pairs, engine)
 
 
+def index_up_to_date(index: str | os.PathLike, params: BandingParams) -> tuple[StageResult, BandingReport] | None:
+    """The result of an index stage with nothing to do, if the published manifest shows one; else None.
+
+    Neither the lock nor an engine is needed to know it: a command can ask
+    first, and connect to a cluster only when there is work for it.
+    """
+    loaded = open_index(index)
+    loaded.check_built_from("signature")
+    _, report, current = _index_plan(loaded, params)
+    return (StageResult("index", False, 0.0, "up to date"), report) if current else None
+
+
 def _index_plan(
     loaded: LoadedIndex, banding: BandingParams, pairs: PairsParams | None = None
 ) -> tuple[dict, BandingReport, bool]:
