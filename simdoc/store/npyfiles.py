@@ -127,7 +127,40 @@ def npy_offset(element: int, itemsize: int) -> int:
     return _NPY_HEADER + element * itemsize
 
 
-class NpyWriter:
+class _TemporaryArray:
+    """A .npy file written under a temporary name of ``directory`` (``.<name>.<random>.tmp``), then
+    published atomically as ``name``; :meth:`abort` removes it."""
+
+    def __init__(self, directory: Path, name: str, dtype, header_shape: tuple[int, ...]) -> None:
+        self.directory = Path(directory)
+        self.name = name
+        self.dtype = np.dtype(dtype)
+        self.fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
+        self.tmp = Path(tmp)
+        try:
+            os.write(self.fd, _npy_header(self.dtype, header_shape))
+        except BaseException:
+            self.abort()
+            raise
+
+    def _publish(self, shape: tuple[int, ...], crc: int) -> dict:
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = -1
+        fault_point(f"publish:{self.name.split('.')[0]}")
+        os.replace(self.tmp, self.directory / self.name)
+        return array_info(self.directory / self.name, self.dtype, shape, crc)
+
+    def abort(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+        with contextlib.suppress(OSError):
+            self.tmp.unlink()
+
+
+class NpyWriter(_TemporaryArray):
     """Write rows to a .npy file of unknown final length, in order, then publish it atomically.
 
     The CRC-32 is computed from the rows as they are written, so the file is
@@ -136,14 +169,9 @@ class NpyWriter:
     """
 
     def __init__(self, directory: Path, name: str, dtype, tail_shape: tuple[int, ...] = ()) -> None:
-        self.directory = Path(directory)
-        self.name = name
-        self.dtype = np.dtype(dtype)
+        super().__init__(directory, name, dtype, (0, *tail_shape))
         self.tail_shape = tuple(tail_shape)
         self.row_bytes = self.dtype.itemsize * int(np.prod(self.tail_shape, dtype=np.int64))
-        self.fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
-        self.tmp = Path(tmp)
-        os.write(self.fd, _npy_header(self.dtype, (0, *self.tail_shape)))
         self.rows = 0
         self.crc = 0
 
@@ -155,11 +183,7 @@ class NpyWriter:
         arr = np.ascontiguousarray(arr, dtype=self.dtype)
         if arr.shape[1:] != self.tail_shape:
             raise ValueError(f"{self.name}: rows of shape {arr.shape[1:]}, expected {self.tail_shape}")
-        view = memoryview(arr.reshape(-1).view(np.uint8))
-        pos = self.position(self.rows)
-        while view:
-            n = os.pwrite(self.fd, view, pos)
-            view, pos = view[n:], pos + n
+        _pwrite_all(self.fd, arr, self.position(self.rows))
         self.crc = crc32(arr.data, self.crc)
         self.rows += arr.shape[0]
 
@@ -167,23 +191,10 @@ class NpyWriter:
         os.pwrite(self.fd, _npy_header(self.dtype, (self.rows, *self.tail_shape)), 0)
         # Pieces written in place past the last row would be garbage: the file ends at the last row.
         os.ftruncate(self.fd, self.position(self.rows))
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
-        fault_point(f"publish:{self.name.split('.')[0]}")
-        os.replace(self.tmp, self.directory / self.name)
-        return array_info(self.directory / self.name, self.dtype, (self.rows, *self.tail_shape), self.crc)
-
-    def abort(self) -> None:
-        if self.fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self.fd)
-            self.fd = -1
-        with contextlib.suppress(OSError):
-            self.tmp.unlink()
+        return self._publish((self.rows, *self.tail_shape), self.crc)
 
 
-class PieceWriter:
+class PieceWriter(_TemporaryArray):
     """An array of known shape whose pieces other processes write in place, then published atomically.
 
     The data plane of a Dask cluster: the client makes the file (header and
@@ -196,16 +207,11 @@ class PieceWriter:
     """
 
     def __init__(self, directory: Path, name: str, dtype, shape: tuple[int, ...]) -> None:
-        self.directory = Path(directory)
-        self.name = name
-        self.dtype = np.dtype(dtype)
+        super().__init__(directory, name, dtype, tuple(int(x) for x in shape))
         self.shape = tuple(int(x) for x in shape)
         self.size = int(np.prod(self.shape, dtype=np.int64))
-        self.fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
-        self.tmp = Path(tmp)
         self.pieces: dict[int, tuple[int, int]] = {}  # first element -> (elements, crc)
         try:
-            os.write(self.fd, _npy_header(self.dtype, self.shape))
             os.ftruncate(self.fd, npy_offset(self.size, self.dtype.itemsize))  # sparse until written
         except BaseException:
             self.abort()
@@ -230,20 +236,15 @@ class PieceWriter:
             at += length
         if at != self.size:
             raise RuntimeError(f"{self.name}: pieces cover elements [0, {at}) of {self.size}, or overlap")
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
-        fault_point(f"publish:{self.name.split('.')[0]}")
-        os.replace(self.tmp, self.directory / self.name)
-        return array_info(self.directory / self.name, self.dtype, self.shape, crc)
+        return self._publish(self.shape, crc)
 
-    def abort(self) -> None:
-        if self.fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self.fd)
-            self.fd = -1
-        with contextlib.suppress(OSError):
-            self.tmp.unlink()
+
+def _pwrite_all(fd: int, arr: np.ndarray, pos: int) -> None:
+    """Write the bytes of the contiguous ``arr`` at ``pos``, however many calls it takes."""
+    view = memoryview(arr.reshape(-1).view(np.uint8))
+    while view:
+        n = os.pwrite(fd, view, pos)
+        view, pos = view[n:], pos + n
 
 
 def write_piece(target: str | int, start: int, arr: np.ndarray, dtype=None) -> int:
@@ -255,13 +256,9 @@ def write_piece(target: str | int, start: int, arr: np.ndarray, dtype=None) -> i
     every piece is on disk).
     """
     arr = np.ascontiguousarray(arr, dtype=dtype or arr.dtype)
-    view = memoryview(arr.reshape(-1).view(np.uint8))
-    pos = npy_offset(start, arr.dtype.itemsize)
     fd = target if isinstance(target, int) else os.open(target, os.O_WRONLY | os.O_NOFOLLOW)
     try:
-        while view:
-            n = os.pwrite(fd, view, pos)
-            view, pos = view[n:], pos + n
+        _pwrite_all(fd, arr, npy_offset(start, arr.dtype.itemsize))
         if not isinstance(target, int):
             os.fsync(fd)
     finally:
