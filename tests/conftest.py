@@ -111,6 +111,14 @@ def write(path: Path, content: str | bytes) -> Path:
     return path
 
 
+def add_exact_copies(corpus: Path, docs: dict[str, str]) -> None:
+    """Exact copies in a corpus of test_pipeline.make_corpus (its ``docs``): a group of three
+    (base/doc03.txt, copies/a.txt, copies/b.txt) and one of two (base/doc05.txt, copies/c.txt)."""
+    for name in ("copies/a.txt", "copies/b.txt"):
+        write(corpus / name, docs["base/doc03.txt"])
+    write(corpus / "copies/c.txt", docs["base/doc05.txt"])
+
+
 @pytest.fixture
 def small_corpus(tmp_path) -> Path:
     root = tmp_path / "corpus"

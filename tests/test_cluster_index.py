@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cluster_signatures import RecordingClient
 from test_dask_partitions import InProcessClient
+from conftest import add_exact_copies
 from test_pipeline import make_corpus
 
 from simdoc.engines import DaskEngine
@@ -35,9 +36,7 @@ def index(tmp_path_factory) -> Path:
     """An index built by the local engine, of a corpus with exact copies and empty documents."""
     root = tmp_path_factory.mktemp("banding")
     docs = make_corpus(root / "c", seed=81, n_base=30)
-    for name in ("copies/a.txt", "copies/b.txt"):
-        (root / "c" / name).write_text(docs["base/doc03.txt"], encoding="utf-8")
-    (root / "c" / "copies/c.txt").write_text(docs["base/doc05.txt"], encoding="utf-8")
+    add_exact_copies(root / "c", docs)
     (root / "c" / "empty.txt").write_text("", encoding="utf-8")
     (root / "c" / "blank.txt").write_text(" \n\t ", encoding="utf-8")
     find_pairs(root / "c", root / "idx", threshold=0.5, jobs=1)

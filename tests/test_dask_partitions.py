@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from conftest import add_exact_copies
 from test_pipeline import make_corpus
 
 from simdoc.stages import cluster_pairs
@@ -56,9 +57,7 @@ def index(tmp_path_factory) -> Path:
     """An index of a corpus with exact copies (groups of 2 and 3), updated once (for --new)."""
     root = tmp_path_factory.mktemp("partitions")
     docs = make_corpus(root / "c", seed=51, n_base=30)
-    for name in ("copies/a.txt", "copies/b.txt"):
-        (root / "c" / name).write_text(docs["base/doc03.txt"], encoding="utf-8")
-    (root / "c" / "copies/c.txt").write_text(docs["base/doc05.txt"], encoding="utf-8")
+    add_exact_copies(root / "c", docs)
     idx = root / "idx"
     first = find_pairs(root / "c", idx, threshold=0.5, jobs=1)
     mark_reported(idx, first.generation)
