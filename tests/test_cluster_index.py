@@ -43,9 +43,11 @@ def index(tmp_path_factory) -> Path:
     return root / "idx"
 
 
-def band_again(index: Path, where: Path, client) -> dict:
-    """Band ``index``'s signatures again on ``client``, in a copy at ``where``; {role: bytes} of the new files."""
-    shutil.copytree(index, where)
+def band_again(index: Path, where: Path, client, copied: bool = False) -> dict:
+    """Band ``index``'s signatures again on ``client``, in a copy at ``where`` (made here unless
+    ``copied``); {role: (manifest entry, bytes)} of the new files."""
+    if not copied:
+        shutil.copytree(index, where)
     loaded = open_index(where)
     held = loaded.manifest["stages"].pop("index")
     for name in held["roles"].values():
@@ -124,3 +126,17 @@ def test_a_failed_banding_leaves_no_run_and_no_file(index, tmp_path, monkeypatch
     left = sorted(p.name for p in (tmp_path / "idx").iterdir())
     assert not (tmp_path / "idx" / PARTS).exists()
     assert not [name for name in left if name.startswith((".bands", ".buckets", "bands", "buckets"))]
+
+
+def test_a_parts_folder_that_is_a_link_is_not_written_through(index, tmp_path):
+    """A crafted index whose dask-parts is a symbolic link: the runs would go wherever it points,
+    so the banding is done here instead, with the same files."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    where = tmp_path / "idx"
+    shutil.copytree(index, where)
+    (where / PARTS).symlink_to(outside)
+    client = InProcessClient()
+    assert band_again(index, where, client, copied=True) == local_files(index)
+    assert not any(isinstance(t, cluster_index.KeysTask) for t in client.submitted)
+    assert list(outside.iterdir()) == []

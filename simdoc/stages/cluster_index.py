@@ -129,12 +129,13 @@ def bucket_range(task: BucketsTask) -> tuple[tuple[int, int, int], int, int]:
 
 def band_on_cluster(
     loaded: LoadedIndex, params: dict, names: dict[str, str], rep: np.ndarray, engine: Engine
-) -> tuple[dict, list[int]]:
+) -> tuple[dict, list[int]] | None:
     """The bands and buckets files of ``names`` for ``loaded``'s signatures, written by ``engine``'s workers.
 
     ``rep``: the groups of exact copies, already saved as ``names["groups"]``.
     Returns the files' manifest entries, and the pairs inside each band's
-    buckets (:func:`simdoc.lsh.bucket_pairs`).
+    buckets (:func:`simdoc.lsh.bucket_pairs`); None if the index's parts
+    folder is a symbolic link (nothing is written through one: band here).
     """
     store = loaded.store
     where = store.path.absolute()
@@ -144,12 +145,15 @@ def band_on_cluster(
     bands, rows = params["bands"], params["rows"]
     n_banded = int(np.count_nonzero((loaded.docs().n_shingles > 0) & (rep == np.arange(len(rep)))))
     folder = where / PARTS / f"band-{names['bands'].split('.')[1]}"
+    if (where / PARTS).is_symlink():
+        return None
     for stale in (where / PARTS).glob("band-*"):  # a killed writer's (this one holds the writer lock)
         remove_parts(stale)
     folder.mkdir(parents=True, exist_ok=True)
-    keys = PieceWriter(store.path, names["bands"], np.uint64, (bands, n))
-    buckets = PieceWriter(store.path, names["buckets"], np.int64, (bands, n_banded))
+    keys = buckets = None
     try:
+        keys = PieceWriter(store.path, names["bands"], np.uint64, (bands, n))
+        buckets = PieceWriter(store.path, names["buckets"], np.int64, (bands, n_banded))
         step = max(1, KEYS_TASK_BYTES // (4 * num_perm))
         runs = [str(folder / f"{i:06d}") for i in range(math.ceil(n / step))]
         tasks = (
@@ -175,8 +179,9 @@ def band_on_cluster(
             pairs[band] += n_pairs
         return {names["bands"]: keys.finish(), names["buckets"]: buckets.finish()}, pairs
     except BaseException:
-        keys.abort()
-        buckets.abort()
+        for writer in (keys, buckets):
+            if writer is not None:
+                writer.abort()
         raise
     finally:
         remove_parts(folder)

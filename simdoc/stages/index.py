@@ -153,8 +153,9 @@ def _index_stage(loaded: LoadedIndex, params: dict, report: BandingReport, engin
     # Exact copies are folded onto their first member: only representatives are banded.
     rep = representatives(docs.identities(), docs.n_shingles > 0)
     files = {names["groups"]: loaded.store.save_array(names["groups"], rep)}
-    if isinstance(engine, DaskEngine):
-        banded, pairs = band_on_cluster(loaded, params, names, rep, engine)
+    on_cluster = band_on_cluster(loaded, params, names, rep, engine) if isinstance(engine, DaskEngine) else None
+    if on_cluster is not None:
+        banded, pairs = on_cluster
         files.update(banded)
     else:
         keys = band_keys(loaded.signatures(), params["bands"], params["rows"])
