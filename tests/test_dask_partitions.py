@@ -11,8 +11,10 @@ once, each task and result pickled as Dask would send them.
 from __future__ import annotations
 
 import math
+import os
 import pickle
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -285,3 +287,30 @@ def test_a_scoring_run_removes_only_scoring_parts(index):
     cluster_pairs.score_candidates(InProcessClient(), str(index), 0.5, "set", False, False, None, None)
     assert all(p.exists() for p in kept) and not stale.parent.exists()
     shutil.rmtree(parts)
+
+
+_OPENED: list | None = None  # paths opened while a test records them (an audit hook cannot be removed)
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _OPENED is not None and event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        _OPENED.append(os.fsdecode(args[0]))
+
+
+def test_a_parts_folder_that_is_a_link_is_not_written_through(index, tmp_path):
+    """A crafted index whose dask-parts is a symbolic link: the scoring run opens nothing through
+    it (no part, no copies table: it is not resumable then), and gives the local answer."""
+    global _OPENED
+    sys.addaudithook(_audit)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (index / PARTS).symlink_to(outside)
+    _OPENED = []
+    try:
+        local, cluster, v_local, v_cluster = local_and_cluster(index, 2, 0.5, "set", True, False, False)
+        through = [p for p in _OPENED if os.path.realpath(p).startswith(str(outside))]
+    finally:
+        _OPENED = None
+        (index / PARTS).unlink()
+    assert_same(local, cluster, v_local, v_cluster)
+    assert through == []

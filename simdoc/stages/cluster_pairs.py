@@ -347,8 +347,10 @@ def score_candidates(
     ranges = scoring_ranges(loaded.stage("index"), n_rows, partition_bytes, pairs_per_task)
     folder = run_folder(loaded, manifest, how, new_after, ranges)
     try:
+        if folder.parent.is_symlink():
+            raise OSError("never through a link: it may point anywhere")
         folder.mkdir(parents=True, exist_ok=True)
-    except OSError:  # a read-only index: nothing is written, nothing can be resumed
+    except OSError:  # a read-only index, or dask-parts a link: nothing is written, nothing can be resumed
         folder = None
     stats = BucketStats()
     parts: list[tuple] = []
@@ -402,11 +404,13 @@ def _copies_file(loaded, manifest: str) -> Iterator[str | np.ndarray | None]:
     folder = loaded.store.path / PARTS
     path = folder / f"copies.{manifest[:16]}.npy"
     try:
+        if folder.is_symlink():
+            raise OSError("never through a link: it may point anywhere")
         folder.mkdir(exist_ok=True)
         tmp = folder / f".copies.{os.getpid()}.tmp.npy"
         np.save(tmp, table)
         os.replace(tmp, path)
-    except OSError:  # a read-only index: the table is 16 bytes per document with a copy
+    except OSError:  # a read-only index, or dask-parts a link: the table is 16 bytes per document with a copy
         yield table
         return
     try:
