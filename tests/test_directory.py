@@ -223,3 +223,21 @@ def test_a_reader_that_must_build_a_stage_is_a_writer(run, built):
     with _writer_busy(built):  # now built: reading only
         r = run("pairs", "--index", built, "--threshold", "0.9")
         assert r.exit_code == 0 and r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
+
+
+def test_a_parts_folder_is_never_made_through_a_link(tmp_path):
+    """store.names.parts_folder: every stage that writes Dask parts asks it for its folder."""
+    from simdoc.store.names import PARTS, parts_folder
+
+    index, outside = tmp_path / "idx", tmp_path / "outside"
+    index.mkdir()
+    outside.mkdir()
+    assert parts_folder(index, "scan") == (index / PARTS / "scan").absolute() and (index / PARTS / "scan").is_dir()
+    (index / PARTS / "band-0123456789abcdef").symlink_to(outside)
+    assert parts_folder(index, "band-0123456789abcdef") is None
+    (index / PARTS / "scan").rmdir()
+    (index / PARTS / "band-0123456789abcdef").unlink()
+    (index / PARTS).rmdir()
+    (index / PARTS).symlink_to(outside)
+    assert parts_folder(index) is None and parts_folder(index, "scan") is None
+    assert list(outside.iterdir()) == []  # nothing was made where the links point

@@ -42,7 +42,7 @@ from simdoc.engines import Engine
 from simdoc.lsh import band_keys, bucket_pairs
 from simdoc.stages.cluster_pairs import key_ranges, ranges_per_band
 from simdoc.store.loaded import LoadedIndex
-from simdoc.store.names import PARTS, remove_parts
+from simdoc.store.names import parts_folder, remove_parts
 from simdoc.store.npyfiles import PieceWriter, write_piece
 
 KEYS_TASK_BYTES = 64 << 20  # signature rows one keys task reads: 131,072 rows of 128 permutations
@@ -134,8 +134,8 @@ def band_on_cluster(
 
     ``rep``: the groups of exact copies, already saved as ``names["groups"]``.
     Returns the files' manifest entries, and the pairs inside each band's
-    buckets (:func:`simdoc.lsh.bucket_pairs`); None if the index's parts
-    folder is a symbolic link (nothing is written through one: band here).
+    buckets (:func:`simdoc.lsh.bucket_pairs`); None where no parts folder
+    can be had (:func:`simdoc.store.names.parts_folder`): then band here.
     """
     store = loaded.store
     where = store.path.absolute()
@@ -144,12 +144,14 @@ def band_on_cluster(
     n, num_perm = sig_stage["files"][sig_stage["roles"]["signatures"]]["shape"]
     bands, rows = params["bands"], params["rows"]
     n_banded = int(np.count_nonzero((loaded.docs().n_shingles > 0) & (rep == np.arange(len(rep)))))
-    folder = where / PARTS / f"band-{names['bands'].split('.')[1]}"
-    if (where / PARTS).is_symlink():
+    parts = parts_folder(where)
+    if parts is None:
         return None
-    for stale in (where / PARTS).glob("band-*"):  # a killed writer's (this one holds the writer lock)
+    for stale in parts.glob("band-*"):  # a killed writer's (this one holds the writer lock)
         remove_parts(stale)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = parts_folder(where, f"band-{names['bands'].split('.')[1]}")
+    if folder is None:
+        return None
     keys = buckets = None
     try:
         keys = PieceWriter(store.path, names["bands"], np.uint64, (bands, n))

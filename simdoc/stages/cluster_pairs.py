@@ -71,7 +71,7 @@ from simdoc.stages.results import (
     in_print_order,
     score_pairs,
 )
-from simdoc.store.names import PARTS
+from simdoc.store.names import PARTS, parts_folder
 from simdoc.store.verified import VerifiedPairs
 
 # Bucket rows (8-byte key + 8-byte document number) one scoring task reads: 64 MiB is 4.2
@@ -345,13 +345,8 @@ def score_candidates(
     # The generation the client compared with to make only_docs: the workers compare with it too.
     new_after = None if only_docs is None else int(loaded.manifest.get("reported_generation", 0))
     ranges = scoring_ranges(loaded.stage("index"), n_rows, partition_bytes, pairs_per_task)
-    folder = run_folder(loaded, manifest, how, new_after, ranges)
-    try:
-        if folder.parent.is_symlink():
-            raise OSError("never through a link: it may point anywhere")
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:  # a read-only index, or dask-parts a link: nothing is written, nothing can be resumed
-        folder = None
+    # None (a read-only index, or a link on the way): nothing is written, nothing can be resumed.
+    folder = parts_folder(loaded.store.path, run_folder(loaded, manifest, how, new_after, ranges).name)
     stats = BucketStats()
     parts: list[tuple] = []
     n_cand = 0
@@ -401,16 +396,16 @@ def _copies_file(loaded, manifest: str) -> Iterator[str | np.ndarray | None]:
     if table is None:
         yield None
         return
-    folder = loaded.store.path / PARTS
+    folder = parts_folder(loaded.store.path)
+    if folder is None:  # a read-only index, or a link on the way: the table is 16 bytes per document with a copy
+        yield table
+        return
     path = folder / f"copies.{manifest[:16]}.npy"
     try:
-        if folder.is_symlink():
-            raise OSError("never through a link: it may point anywhere")
-        folder.mkdir(exist_ok=True)
         tmp = folder / f".copies.{os.getpid()}.tmp.npy"
         np.save(tmp, table)
         os.replace(tmp, path)
-    except OSError:  # a read-only index, or dask-parts a link: the table is 16 bytes per document with a copy
+    except OSError:  # no room: the table goes in the tasks
         yield table
         return
     try:

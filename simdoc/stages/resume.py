@@ -26,22 +26,16 @@ from simdoc.stages.scan import (
     scan_batch,
 )
 from simdoc.store.directory import IndexStore
-from simdoc.store.names import PARTS, remove_parts
+from simdoc.store.names import PARTS, parts_folder, remove_parts
 
 SCAN_PARTS = "scan"  # the folder of PARTS where the reading tasks write theirs
 
 
 def scan_parts_folder(store: IndexStore) -> str | None:
-    """The folder (absolute: workers run in folders of their own) where the reading tasks write
-    their parts; None if it cannot be made (a read-only index: the run is not resumable)."""
-    folder = store.path.absolute() / PARTS / SCAN_PARTS
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    if folder.parent.is_symlink() or folder.is_symlink():
-        return None  # never write through a link an index holds: it may point anywhere
-    return str(folder)
+    """The folder (absolute) where the reading tasks write their parts; None where none can be
+    (a read-only index, a link on the way: see parts_folder): the run is not resumable then."""
+    folder = parts_folder(store.path, SCAN_PARTS)
+    return None if folder is None else str(folder)
 
 
 def resumed(engine: Engine, tasks: Iterator[ScanTask]) -> Iterator[BatchResult]:

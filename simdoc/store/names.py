@@ -49,6 +49,25 @@ _OWN_PART = re.compile(
 _OWN_PART = re.compile(rf"{_OWN_PART.pattern}|^contract\.[0-9a-f]{{32}}$")
 
 
+def parts_folder(index: Path, *names: str) -> Path | None:
+    """``index/PARTS/names...`` (absolute: workers run in folders of their own), made where missing;
+    None if a symbolic link stands on the way, or it cannot be made (a read-only index).
+
+    Every stage that writes parts asks here: nothing is ever written through a
+    link an index holds, which may point anywhere.
+    """
+    folder = Path(index).absolute() / PARTS
+    try:
+        for name in ("", *names):
+            folder = folder / name if name else folder
+            if folder.is_symlink():
+                return None
+            folder.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    return folder
+
+
 def remove_parts(folder: Path) -> bool:
     """Remove ``folder`` (the PARTS folder of an index, or one in it) with what simdoc wrote in it;
     True if it is gone.
