@@ -128,11 +128,12 @@ def bucket_range(task: BucketsTask) -> tuple[tuple[int, int, int], int, int]:
 
 
 def band_on_cluster(
-    loaded: LoadedIndex, params: dict, names: dict[str, str], rep: np.ndarray, engine: Engine
+    loaded: LoadedIndex, params: dict, names: dict[str, str], n_banded: int, engine: Engine
 ) -> tuple[dict, list[int]] | None:
     """The bands and buckets files of ``names`` for ``loaded``'s signatures, written by ``engine``'s workers.
 
-    ``rep``: the groups of exact copies, already saved as ``names["groups"]``.
+    The groups of exact copies are already saved as ``names["groups"]``;
+    ``n_banded`` documents are banded (with shingles, first of their group).
     Returns the files' manifest entries, and the pairs inside each band's
     buckets (:func:`simdoc.lsh.bucket_pairs`); None where no parts folder
     can be had (:func:`simdoc.store.names.parts_folder`): then band here.
@@ -143,7 +144,6 @@ def band_on_cluster(
     sigs = where / sig_stage["roles"]["signatures"]
     n, num_perm = sig_stage["files"][sig_stage["roles"]["signatures"]]["shape"]
     bands, rows = params["bands"], params["rows"]
-    n_banded = int(np.count_nonzero((loaded.docs().n_shingles > 0) & (rep == np.arange(len(rep)))))
     parts = parts_folder(where)
     if parts is None:
         return None

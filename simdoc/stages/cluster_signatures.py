@@ -52,21 +52,26 @@ class PlaceTask:
 
 def place_rows(task: PlaceTask) -> tuple[int, int, int]:
     """Copy one block of rows into the new matrix (worker); (first element, elements, CRC-32) of the piece."""
-    blocks, part_path, part_rows = [], None, None
+    opened: dict[str, np.ndarray] = {}  # each file once: an update interleaves many runs of the current matrix
+    blocks = []
     for path, first, n in task.sources:
-        if path.endswith(".npz"):
-            if path != part_path:  # consecutive sources of one part: read it once
-                with np.load(path, allow_pickle=False) as z:
-                    part_rows, part_path = np.asarray(z["signatures"]), path
-            rows = part_rows
-        else:
-            rows = np.load(path, mmap_mode="r", allow_pickle=False)
+        rows = opened.get(path)
+        if rows is None:
+            rows = opened[path] = _signature_rows(path)
         if rows.ndim != 2 or rows.shape[1] != task.num_perm or rows.dtype != np.uint32 or first + n > len(rows):
             raise ValueError(f"{path}: holds {rows.dtype} {list(rows.shape)}, not rows {first}..{first + n} of {task.num_perm}")
         blocks.append(rows[first : first + n])
     block = np.concatenate(blocks) if len(blocks) != 1 else np.asarray(blocks[0])
     start = task.start * task.num_perm
     return start, block.size, write_piece(task.target, start, block, np.uint32)
+
+
+def _signature_rows(path: str) -> np.ndarray:
+    """The signatures of a reading task's part (.npz: at most a batch, read whole), or the current matrix (mapped)."""
+    if path.endswith(".npz"):
+        with np.load(path, allow_pickle=False) as z:
+            return np.asarray(z["signatures"])
+    return np.load(path, mmap_mode="r", allow_pickle=False)
 
 
 class PlacedRows:

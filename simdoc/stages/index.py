@@ -152,15 +152,16 @@ def _index_stage(loaded: LoadedIndex, params: dict, report: BandingReport, engin
     docs = loaded.docs()
     # Exact copies are folded onto their first member: only representatives are banded.
     rep = representatives(docs.identities(), docs.n_shingles > 0)
+    banded = (docs.n_shingles > 0) & (rep == np.arange(len(rep)))
     files = {names["groups"]: loaded.store.save_array(names["groups"], rep)}
-    on_cluster = band_on_cluster(loaded, params, names, rep, engine) if isinstance(engine, DaskEngine) else None
+    on_cluster = band_on_cluster(loaded, params, names, int(banded.sum()), engine) if isinstance(engine, DaskEngine) else None
     if on_cluster is not None:
-        banded, pairs = on_cluster
-        files.update(banded)
+        written, pairs = on_cluster
+        files.update(written)
     else:
         keys = band_keys(loaded.signatures(), params["bands"], params["rows"])
         pairs = np.zeros(params["bands"], np.int64)
-        order = bucket_order(keys, (docs.n_shingles > 0) & (rep == np.arange(len(rep))), engine.jobs, pairs)
+        order = bucket_order(keys, banded, engine.jobs, pairs)
         files[names["bands"]] = loaded.store.save_array(names["bands"], keys)
         files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
     loaded.manifest["stages"]["index"] = {
