@@ -73,10 +73,10 @@ from simdoc.store.npyfiles import (
     NpyWriter,
     crc32,
     crc32_file,
-    data_offset,
     fault_point,
     fsync_dir,
     no_room,
+    read_header,
     verify_key,
 )
 
@@ -428,17 +428,26 @@ class IndexStore:
         size = _own_file(path).st_size
         if "bytes" in info and size != info["bytes"]:
             raise CorruptIndex(str(path), f"size is {size} bytes, the manifest says {info['bytes']} (truncated?)")
+        # The header is parsed on its own first (any exception of numpy's parser is damage), and
+        # checked against the manifest before numpy maps or reads a byte of the data.
+        try:
+            header = read_header(path)
+        except (ValueError, OSError) as exc:
+            raise CorruptIndex(str(path), f"not a readable .npy array ({exc})") from None
+        if header.dtype.str != info.get("dtype") or list(header.shape) != list(info.get("shape", [])):
+            raise CorruptIndex(
+                str(path),
+                f"holds {header.dtype.str} {list(header.shape)}, the manifest says {info.get('dtype')} {info.get('shape')}",
+            )
+        expected = header.offset + header.dtype.itemsize * int(np.prod(header.shape, dtype=np.int64))
+        if size != expected:
+            raise CorruptIndex(str(path), f"size is {size} bytes, its header says {expected}")
         try:
             arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
             raise CorruptIndex(str(path), f"not a readable .npy array ({exc})") from None
-        if arr.dtype.str != info.get("dtype") or list(arr.shape) != list(info.get("shape", [])):
-            raise CorruptIndex(
-                str(path),
-                f"holds {arr.dtype.str} {list(arr.shape)}, the manifest says {info.get('dtype')} {info.get('shape')}",
-            )
         if verify:
-            self.verify_crc(name, info, arr.offset if isinstance(arr, np.memmap) else data_offset(path), force)
+            self.verify_crc(name, info, header.offset, force)
         return arr
 
 

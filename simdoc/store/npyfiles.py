@@ -19,6 +19,7 @@ import errno
 import os
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -278,14 +279,50 @@ def array_info(path: Path, dtype, shape, crc: int) -> dict:
     return {"dtype": np.dtype(dtype).str, "shape": list(shape), "bytes": st.st_size, "crc32": crc}
 
 
-def data_offset(path: Path) -> int:
+class NpyHeader(NamedTuple):
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    offset: int  # where the data begins
+
+
+def read_header(path: Path) -> NpyHeader:
+    """The dtype, shape and data offset a .npy file's header declares, parsed defensively.
+
+    numpy parses the header's dict with Python's tokenizer and
+    ``ast.literal_eval``, so a damaged byte there can raise almost anything
+    (tokenize.TokenError, SyntaxError, TypeError, RecursionError, ...):
+    whatever it raises is reported as one ValueError, the damaged-file error
+    of the caller. A Fortran-ordered or object array is refused too: simdoc
+    writes neither, and a Fortran flag set by damage would transpose the data
+    silently.
+
+    Raises
+    ------
+    OSError
+        The file cannot be read.
+    ValueError
+        The header is not one simdoc writes.
+    """
     with open(path, "rb") as fh:
-        major, _ = np.lib.format.read_magic(fh)
-        if major == 1:
-            np.lib.format.read_array_header_1_0(fh)
-        else:
-            np.lib.format.read_array_header_2_0(fh)
-        return fh.tell()
+        try:
+            major, _ = np.lib.format.read_magic(fh)
+            read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            shape, fortran_order, dtype = read(fh)
+            offset = fh.tell()
+        except OSError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure of numpy's parser is damage, never a crash
+            raise ValueError(f"its .npy header cannot be parsed ({type(exc).__name__}: {exc})") from None
+    if fortran_order is not False:
+        raise ValueError("its .npy header says Fortran order, which simdoc never writes")
+    if not isinstance(dtype, np.dtype) or dtype.hasobject:
+        raise ValueError(f"its .npy header declares the dtype {dtype!r}, which simdoc never writes")
+    return NpyHeader(dtype, tuple(int(x) for x in shape), offset)
+
+
+def data_offset(path: Path) -> int:
+    """Where the data of a .npy file begins (ValueError if its header is damaged)."""
+    return read_header(path).offset
 
 
 def fault_point(name: str) -> None:
