@@ -76,6 +76,28 @@ def test_a_hard_linked_lock_file_is_not_truncated(run, built, small_corpus, tmp_
 # ---------------------------------------------------------------- a damaged manifest (item 7)
 
 
+@pytest.mark.parametrize("rebuild", [False, True])
+def test_a_directory_in_place_of_the_manifest_is_named_and_never_deleted(run, built, small_corpus, rebuild):
+    """Issue 28 item 5: `--rebuild`, which the first error suggested, crashed in os.replace. A rename
+    cannot put a file over a directory, and that directory may hold someone's files: each command
+    says what is there and what to do, and leaves it (and the index's other files) as it was."""
+    (built / "manifest.json").unlink()
+    (built / "manifest.json").mkdir()
+    (built / "manifest.json" / "notes.txt").write_text("mine\n")
+    before = sorted(p.name for p in built.iterdir())
+    commands = [("pairs", small_corpus, "--index", built, *(["--rebuild"] if rebuild else [])), ("pairs", "--index", built)]
+    for args in [*commands, ("check", "--index", built), ("dedup", "--index", built)]:
+        r = run(*args)
+        assert_clean_error(r, 4, f"{built / 'manifest.json'} is a directory", "move or remove it")
+        assert "IsADirectoryError" not in r.stderr and "no simdoc index" not in r.stderr
+    assert (built / "manifest.json" / "notes.txt").read_text() == "mine\n"
+    assert sorted(p.name for p in built.iterdir()) == before
+    shutil.rmtree(built / "manifest.json")  # as the message says: then --rebuild works
+    r = run("pairs", small_corpus, "--index", built, "--rebuild", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert check_index(built)[1] == []
+
+
 # ---------------------------------------------------------------- a full disk (item 10)
 
 

@@ -146,6 +146,14 @@ def _own_file(path: Path) -> os.stat_result:
     return st
 
 
+def _a_directory(path: Path) -> IndexError_:
+    return IndexError_(
+        f"{path} is a directory, where simdoc keeps a file of its index",
+        hint=f"simdoc never deletes a directory: look inside {path}, move or remove it yourself, then run again "
+        "(with --rebuild if it was the manifest); or choose another --index",
+    )
+
+
 class IndexStore:
     """One index directory. Creates nothing until the first write."""
 
@@ -154,7 +162,9 @@ class IndexStore:
 
     # -- manifest ---------------------------------------------------------
     def exists(self) -> bool:
-        return (self.path / MANIFEST).is_file()
+        """Whether the directory holds an index: a manifest, or something in its place (which
+        :meth:`read_manifest` then refuses, rather than taking the directory for a new index)."""
+        return os.path.lexists(self.path / MANIFEST)
 
     def read_manifest(self, discard_damaged: bool = False) -> dict:
         """The manifest, or an empty one if the directory holds no index yet.
@@ -163,14 +173,18 @@ class IndexStore:
         whose other files are all simdoc's) counts as no index: for --rebuild.
         """
         mpath = self.path / MANIFEST
-        if discard_damaged and mpath.exists():
+        if mpath.is_dir() and not mpath.is_symlink():
+            # Not something --rebuild may replace: a rename cannot put a file over a directory,
+            # and a directory may hold someone's files, which simdoc never deletes.
+            raise _a_directory(mpath)
+        if discard_damaged and os.path.lexists(mpath):
             try:
                 return self.read_manifest()
             except IndexError_:
                 if all(own_entry(p) for p in self.path.iterdir()):
                     return self._empty_manifest()
                 raise
-        if not mpath.exists():
+        if not os.path.lexists(mpath):
             if self.path.exists() and not self.path.is_dir():
                 raise IndexError_(f"index path {self.path} exists and is not a directory", hint="choose another --index")
             return self._empty_manifest()
@@ -377,9 +391,11 @@ class IndexStore:
             if name != MANIFEST:
                 fault_point(f"publish:{name.split('.')[0]}")
             os.replace(tmp, self.path / name)
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+            if isinstance(exc, IsADirectoryError):  # made since the manifest was read
+                raise _a_directory(self.path / name) from None
             raise
         fsync_dir(self.path)
         return {"bytes": len(payload), "crc32": crc32(payload)}
