@@ -129,10 +129,6 @@ def _emit_null(records, end: bytes = b"\0") -> None:
         reader_went_away()
 
 
-def _cut(res: PairsResult) -> str:
-    return f"{res.measure} jaccard >= {res.threshold:g}"
-
-
 def _skipped(res: PairsResult) -> str:
     return f" ({skipped_text(res.n_skipped)})" if res.n_skipped else ""
 
@@ -191,7 +187,7 @@ def clusters(
         emit(lines)
     held = sum(c.size for c in found)
     log.info(
-        f"simdoc: {count(res.n_docs, 'document')}{_skipped(res)}, {count(len(res), 'pair')} ({_cut(res)}), "
+        f"simdoc: {count(res.n_docs, 'document')}{_skipped(res)}, {count(len(res), 'pair')} ({res.cut()}), "
         f"{count(len(found), 'cluster')} holding {count(held, 'document')} in {time.perf_counter() - started:.2f} s"
     )
     note_skipped(res.n_skipped, index, quiet)
@@ -283,7 +279,7 @@ def dedup(
     emit(lines)
     log.info(
         f"simdoc: {count(len(decisions), 'cluster')}: keep {len(decisions)}, "
-        f"drop {count(n_drop, 'document')} ({count(drop_bytes, 'byte')}) ({_cut(res)}, --keep {keep}){_skipped(res)} "
+        f"drop {count(n_drop, 'document')} ({count(drop_bytes, 'byte')}) ({res.cut()}, --keep {keep}){_skipped(res)} "
         f"in {time.perf_counter() - started:.2f} s"
     )
     note_skipped(res.n_skipped, index, quiet)
