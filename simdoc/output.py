@@ -20,9 +20,9 @@ backslash, tab, newline and carriage return as ``\\\\``, ``\\t``, ``\\n`` and
 ``\\r``, and each byte of a file name that is not UTF-8 as ``\\xNN``, so one
 record is always one line and two names never print alike
 (:func:`unescape_name` undoes it). csv then quotes a field with a comma or
-a double quote, as csv does. jsonl writes such bytes as ``\\udcNN`` escapes
-(``os.fsencode`` recovers them). With ``-0/--null`` every field is
-NUL-terminated and names are raw bytes.
+a double quote, as csv does. Every jsonl line is written by :func:`json_line`,
+which writes such bytes as ``\\udcNN`` escapes (``os.fsencode`` recovers
+them). With ``-0/--null`` every field is NUL-terminated and names are raw bytes.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ import csv
 import json
 import os
 import re
-from collections.abc import Iterable
-from typing import TextIO
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
 
 from simdoc.errors import UsageError
 
@@ -40,7 +40,6 @@ FIELDS = ("doc_a", "doc_b", "estimated", "jaccard")
 FORMATS = ("tsv", "csv", "jsonl", "table")
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 # File names that are not valid UTF-8 reach us as lone surrogates (surrogateescape).
-_RAW_BYTE = re.compile("[\udc80-\udcff]")
 _ESCAPED = re.compile(r"[\\\t\n\r\udc80-\udcff]")
 _UNESCAPE = re.compile(r"\\(?:x([0-9a-f]{2})|(.))", re.DOTALL)
 
@@ -62,10 +61,20 @@ def unescape_name(text: str) -> str:
     return _UNESCAPE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)) if m.group(1) else back[m.group(2)], text)
 
 
-def _json_name(name: str) -> str:
-    # Undecodable bytes stay recoverable: "\udcff" decodes back to the surrogate that
-    # os.fsencode turns into the original byte.
-    return json.dumps(name, ensure_ascii=bool(_RAW_BYTE.search(name)))
+# Lone surrogates: a byte of a file name that is not UTF-8 (surrogateescape), or one a JSON
+# Lines member id spelt as an escape. JSON writes them as \\uXXXX escapes, never raw.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_line(record: Mapping[str, Any]) -> str:
+    """One JSON object on one line, newline included: the writer of every jsonl (and json) output.
+
+    Text stays UTF-8 as it is, but a byte of a name that is not UTF-8 is
+    written ``"\\udcNN"`` (``json.loads`` gives the surrogate back, and
+    ``os.fsencode`` the byte), so that every line is valid JSON in UTF-8.
+    """
+    text = json.dumps(record, ensure_ascii=False)  # a surrogate can only be inside a string
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
 Record = tuple  # (doc_a, doc_b, estimated, jaccard) or, with --new, (..., new)
@@ -136,14 +145,10 @@ def write_records(
             n += 1
     elif fmt == "jsonl":
         for a, b, est, jac, *new in records:
-            jac_text = "null" if jac is None else json.dumps(round(jac, 4))
-            line = (
-                f'{{"{names[0]}": {_json_name(a)}, "{names[1]}": {_json_name(b)}, '
-                f'"estimated": {json.dumps(round(est, 4))}, "jaccard": {jac_text}'
-            )
+            record = {names[0]: a, names[1]: b, "estimated": round(est, 4), "jaccard": None if jac is None else round(jac, 4)}
             if with_new:
-                line += f', "new": {json.dumps(new[0])}'
-            out.write(line + "}\n")
+                record["new"] = new[0]
+            out.write(json_line(record))
             n += 1
     elif fmt == "null":
         # Every field NUL-terminated, names as the raw bytes of the file system: for xargs -0.

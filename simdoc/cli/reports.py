@@ -11,7 +11,6 @@ come from :mod:`simdoc.cli.options`.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 import sys
@@ -51,7 +50,7 @@ from simdoc.cli.options import (
 )
 from simdoc.engines import DaskEngine, open_engine
 from simdoc.errors import IndexError_
-from simdoc.output import tsv_field, tsv_header
+from simdoc.output import json_line, tsv_field, tsv_header
 from simdoc.params import Params
 from simdoc.reports.clusters import (
     KEEP_POLICIES,
@@ -180,10 +179,7 @@ def clusters(
             lines = itertools.chain([tsv_header(("cluster_id", "size", "members"))], lines)
         emit(lines)
     else:
-        lines = (
-            json.dumps({"cluster_id": c.cluster_id, "size": c.size, "members": list(c.members)}, ensure_ascii=False) + "\n"
-            for c in found
-        )
+        lines = (json_line({"cluster_id": c.cluster_id, "size": c.size, "members": list(c.members)}) for c in found)
         emit(lines)
     held = sum(c.size for c in found)
     log.info(
@@ -271,11 +267,7 @@ def dedup(
         if header:
             lines = itertools.chain([tsv_header(("drop", "keep"))], lines)
     else:
-        lines = (
-            json.dumps({"cluster_id": d.cluster_id, "keep": name(d.keep), "drop": [name(x) for x in d.drop]}, ensure_ascii=False)
-            + "\n"
-            for d in decisions
-        )
+        lines = (json_line({"cluster_id": d.cluster_id, "keep": name(d.keep), "drop": [name(x) for x in d.drop]}) for d in decisions)
     emit(lines)
     log.info(
         f"simdoc: {count(len(decisions), 'cluster')}: keep {len(decisions)}, "
