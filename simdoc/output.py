@@ -15,11 +15,14 @@ latest update added or changed.
 csv and the table start with a line of field names, tsv does not (``sort``
 and ``awk`` see records only); ``--header`` / ``--no-header`` change that.
 
-tsv escapes backslash, tab, newline and carriage return in names as ``\\\\``,
-``\\t``, ``\\n`` and ``\\r``, so one record is always one line; bytes of a
-file name that are not UTF-8 are written ``\\xNN`` (tsv, csv, table) or as
-``\\udcNN`` escapes in jsonl (``os.fsencode`` recovers the bytes). With
-``-0/--null`` every field is NUL-terminated and names are raw bytes.
+Names are escaped one way in tsv, csv and the table (:func:`escape_name`):
+backslash, tab, newline and carriage return as ``\\\\``, ``\\t``, ``\\n`` and
+``\\r``, and each byte of a file name that is not UTF-8 as ``\\xNN``, so one
+record is always one line and two names never print alike
+(:func:`unescape_name` undoes it). csv then quotes a field with a comma or
+a double quote, as csv does. Every jsonl line is written by :func:`json_line`,
+which writes such bytes as ``\\udcNN`` escapes (``os.fsencode`` recovers
+them). With ``-0/--null`` every field is NUL-terminated and names are raw bytes.
 """
 
 from __future__ import annotations
@@ -28,33 +31,56 @@ import csv
 import json
 import os
 import re
-from collections.abc import Iterable
-from typing import TextIO
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
 
 from simdoc.errors import UsageError
 
 FIELDS = ("doc_a", "doc_b", "estimated", "jaccard")
 FORMATS = ("tsv", "csv", "jsonl", "table")
-_TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 # File names that are not valid UTF-8 reach us as lone surrogates (surrogateescape).
-_RAW_BYTE = re.compile("[\udc80-\udcff]")
+_ESCAPED = re.compile(r"[\\\t\n\r\udc80-\udcff]")
+_UNESCAPE = re.compile(r"\\(?:x([0-9a-f]{2})|(.))", re.DOTALL)
 
 
-def _raw_bytes_escaped(name: str) -> str:
-    return _RAW_BYTE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", name)
+def escape_name(name: str) -> str:
+    """A name as tsv, csv and the table print it: one line, and never like another name.
+
+    Backslash, tab, newline and carriage return become ``\\\\``, ``\\t``, ``\\n``,
+    ``\\r``; a byte that is not UTF-8 (a lone surrogate of surrogateescape)
+    becomes ``\\xNN``. The backslash being escaped too, a name holding the
+    four characters ``\\xe9`` prints ``\\\\xe9``, unlike the byte 0xE9.
+    """
+    return _ESCAPED.sub(lambda m: _ESCAPES.get(c := m.group()) or f"\\x{ord(c) - 0xDC00:02x}", name)
 
 
-def _json_name(name: str) -> str:
-    # Undecodable bytes stay recoverable: "\udcff" decodes back to the surrogate that
-    # os.fsencode turns into the original byte.
-    return json.dumps(name, ensure_ascii=bool(_RAW_BYTE.search(name)))
+def unescape_name(text: str) -> str:
+    """The name :func:`escape_name` printed as ``text`` (bytes that are not UTF-8 as surrogates)."""
+    back = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
+    return _UNESCAPE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)) if m.group(1) else back[m.group(2)], text)
+
+
+# Lone surrogates: a byte of a file name that is not UTF-8 (surrogateescape), or one a JSON
+# Lines member id spelt as an escape. JSON writes them as \\uXXXX escapes, never raw.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_line(record: Mapping[str, Any]) -> str:
+    """One JSON object on one line, newline included: the writer of every jsonl (and json) output.
+
+    Text stays UTF-8 as it is, but a byte of a name that is not UTF-8 is
+    written ``"\\udcNN"`` (``json.loads`` gives the surrogate back, and
+    ``os.fsencode`` the byte), so that every line is valid JSON in UTF-8.
+    """
+    text = json.dumps(record, ensure_ascii=False)  # a surrogate can only be inside a string
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
 Record = tuple  # (doc_a, doc_b, estimated, jaccard) or, with --new, (..., new)
 
 
-def tsv_field(name: str) -> str:
-    return _raw_bytes_escaped(name.translate(_TSV_ESCAPES))
+tsv_field = escape_name  # the name the tsv writers of clusters, dedup, stats and cache call it by
 
 
 def _num(x: float | None) -> str:
@@ -107,26 +133,22 @@ def write_records(
             out.write(tsv_header(fields))
         for a, b, est, jac, *new in records:
             tail = f"\t{new[0]}" if with_new else ""
-            out.write(f"{tsv_field(a)}\t{tsv_field(b)}\t{_num(est)}\t{_num(jac)}{tail}\n")
+            out.write(f"{escape_name(a)}\t{escape_name(b)}\t{_num(est)}\t{_num(jac)}{tail}\n")
             n += 1
     elif fmt == "csv":
         writer = csv.writer(out, lineterminator="\n")
         if header:
             writer.writerow(fields)
         for a, b, est, jac, *new in records:
-            row = (_raw_bytes_escaped(a), _raw_bytes_escaped(b), _num(est), _num(jac))
+            row = (escape_name(a), escape_name(b), _num(est), _num(jac))
             writer.writerow(row + (tuple(new[:1]) if with_new else ()))
             n += 1
     elif fmt == "jsonl":
         for a, b, est, jac, *new in records:
-            jac_text = "null" if jac is None else json.dumps(round(jac, 4))
-            line = (
-                f'{{"{names[0]}": {_json_name(a)}, "{names[1]}": {_json_name(b)}, '
-                f'"estimated": {json.dumps(round(est, 4))}, "jaccard": {jac_text}'
-            )
+            record = {names[0]: a, names[1]: b, "estimated": round(est, 4), "jaccard": None if jac is None else round(jac, 4)}
             if with_new:
-                line += f', "new": {json.dumps(new[0])}'
-            out.write(line + "}\n")
+                record["new"] = new[0]
+            out.write(json_line(record))
             n += 1
     elif fmt == "null":
         # Every field NUL-terminated, names as the raw bytes of the file system: for xargs -0.
@@ -154,7 +176,7 @@ def write_records(
         for name in fields[2:]:
             table.add_column(name, no_wrap=True, min_width=len(name))
         for a, b, est, jac, *new in records:
-            table.add_row(_raw_bytes_escaped(a), _raw_bytes_escaped(b), _num(est), _num(jac) or "-", *(new[:1] if with_new else ()))
+            table.add_row(escape_name(a), escape_name(b), _num(est), _num(jac) or "-", *(new[:1] if with_new else ()))
             n += 1
         Console(file=out).print(table)
     else:

@@ -20,18 +20,22 @@ made by the stage that reads it.
     BandingParams      threshold, or bands and rows chosen by hand      (simdoc index)
     PairsParams        threshold, measure, verify, all_candidates, new_only
     Params             the four together: what `simdoc pairs` asks of the stages
+
+The threshold of every command is decided in one place, :func:`choose_threshold`:
+the one asked (``--threshold``), else the one the index was banded for, else
+the measure's default, which the command then names on stderr (:class:`Threshold`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
 from simdoc.errors import UsageError
-from simdoc.lsh import check_threshold
+from simdoc.lsh import check_threshold, s_curve_threshold
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, SCHEMES
 from simdoc.shingling import UNITS, ShingleSpec
 from simdoc.similarity import MEASURES
@@ -193,11 +197,60 @@ class BandingParams:
 
 
 @dataclass(frozen=True)
+class Threshold:
+    """The threshold a command works at, and where it comes from.
+
+    ``source``: ``asked`` (--threshold), ``index`` (the one the index was
+    banded for) or ``default`` (the index holds none of this measure).
+    """
+
+    value: float
+    measure: str
+    source: str
+
+    def describe(self) -> str:
+        """The cut as a summary line states it, naming the default when it decided."""
+        cut = f"{self.measure} jaccard >= {self.value:g}"
+        return cut + (", the default" if self.source == "default" else "")
+
+
+def index_threshold(stored: Mapping[str, Any] | None, measure: str = "set") -> float | None:
+    """The ``measure`` threshold an index was banded for (``stored``: its index stage's
+    parameters), or None if it holds none.
+
+    A banding for the other measure holds none of this one. A banding chosen by
+    hand without a threshold holds none either: in its place the index
+    records the S-curve midpoint (1/b)^(1/r), which nobody asked to cut at.
+    """
+    if not stored or stored.get("measure", "set") != measure:
+        return None
+    if measure == "bag":
+        return stored.get("bag_threshold")
+    if stored.get("explicit") and stored["threshold"] == round(s_curve_threshold(stored["bands"], stored["rows"]), 6):
+        return None
+    return stored["threshold"]
+
+
+def choose_threshold(asked: float | None, measure: str, stored: Mapping[str, Any] | None) -> Threshold:
+    """The threshold of every command that takes ``--threshold``: the one ``asked``, else the
+    index's (``stored``: its index stage's parameters, None if it has none), else the
+    measure's default. A stored threshold is thus never replaced unless one is asked for."""
+    if asked is not None:
+        return Threshold(float(asked), measure, "asked")
+    held = index_threshold(stored, measure)
+    if held is not None:
+        return Threshold(float(held), measure, "index")
+    return Threshold(DEFAULT_THRESHOLD if measure == "set" else DEFAULT_BAG_THRESHOLD, measure, "default")
+
+
+@dataclass(frozen=True)
 class PairsParams:
     """Which pairs are printed: at ``threshold`` of ``measure``, verified or estimated, or every candidate.
 
-    ``threshold`` None is the default of the measure (never the last run's);
-    ``new_only`` keeps the pairs with a document the latest update added or changed.
+    ``threshold`` None is not asked: :meth:`resolved` takes the index's, else
+    the measure's default (see :func:`choose_threshold`), and keeps in
+    ``chosen`` where it came from. ``new_only`` keeps the pairs with a
+    document added or changed since the last ``--new`` report.
     """
 
     threshold: float | None = None
@@ -205,6 +258,7 @@ class PairsParams:
     verify: bool = True
     all_candidates: bool = False
     new_only: bool = False
+    chosen: Threshold | None = field(default=None, init=False)  # set by resolved()
 
     def __post_init__(self) -> None:
         if self.measure not in MEASURES:
@@ -218,9 +272,17 @@ class PairsParams:
                 hint="use a threshold in (0, 0.5] with --measure bag",
             )
 
+    def resolved(self, stored: Mapping[str, Any] | None) -> PairsParams:
+        """With the threshold set: as asked, else the index's (``stored``: its index stage's
+        parameters, None without one), else the measure's default."""
+        chosen = choose_threshold(self.threshold, self.measure, stored)
+        made = replace(self, threshold=chosen.value)
+        object.__setattr__(made, "chosen", chosen)
+        return made
+
     @property
     def cut(self) -> float:
-        """The threshold the pairs are kept at: the one asked, else the measure's default."""
+        """The threshold the pairs are kept at: the one set (see :meth:`resolved`), else the measure's default."""
         if self.threshold is not None:
             return self.threshold
         return DEFAULT_THRESHOLD if self.measure == "set" else DEFAULT_BAG_THRESHOLD
@@ -265,4 +327,4 @@ class Params:
 
 
 def _names(kind: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(kind))
+    return tuple(f.name for f in fields(kind) if f.init)

@@ -125,11 +125,11 @@ def test_threshold_replaces_hand_banding(run, small_corpus, tmp_path):
     assert other.exit_code == 0, other.stderr
     assert "bands=12 rows=7" not in other.stderr and "up to date" not in other.stderr
     assert "P(J=0.9)=" in other.stderr
-    # A run without --threshold prints at the documented default, never at the last
-    # run's threshold (issue 17.3), and says which it used.
+    # A run without --threshold keeps the threshold the index was banded for (issue 27.1),
+    # and says which it used.
     p = run("pairs", "--index", idx, "-v")
     assert p.exit_code == 0
-    assert "set jaccard >= 0.6" in p.stderr
+    assert "(set jaccard >= 0.9)" in p.stderr and "index: up to date" in p.stderr
     p9 = run("pairs", "--index", idx, "-t", "0.9")
     assert p9.exit_code == 0 and "set jaccard >= 0.9" in p9.stderr
 
@@ -280,7 +280,8 @@ def test_measure_bag_does_not_change_later_default_threshold(run, tmp_path, samp
     assert run("pairs", SAMPLE_CORPUS, "--index", idx, "--measure", "bag").exit_code == 0
     after = run("pairs", SAMPLE_CORPUS, "--index", idx)
     assert after.exit_code == 0
-    assert f"(set jaccard >= {DEFAULT_THRESHOLD:g})" in after.stderr, after.stderr
+    # The index holds a bag threshold only: the set default, named as such.
+    assert f"(set jaccard >= {DEFAULT_THRESHOLD:g}, the default)" in after.stderr, after.stderr
     assert after.stdout == default.stdout
 
 
@@ -934,14 +935,14 @@ def test_summaries_say_one_in_the_singular(run, tmp_path):
     write(corpus / "b.txt", TEXT_A)
     idx = tmp_path / "idx"
     r = run("pairs", corpus, "--index", idx)
-    assert re.match(r"simdoc: 2 documents, 1 candidate, 1 pair \(set jaccard >= 0\.6\) in ", r.stderr), r.stderr
+    assert re.match(r"simdoc: 2 documents, 1 candidate, 1 pair \(set jaccard >= 0\.6, the default\) in ", r.stderr), r.stderr
     c = run("clusters", "--index", idx)
     assert re.match(r"simdoc: 2 documents, 1 pair \(.*\), 1 cluster holding 2 documents in ", c.stderr), c.stderr
     d = run("dedup", "--index", idx)
     size = len(TEXT_A.encode())
     assert d.stderr.startswith(f"simdoc: 1 cluster: keep 1, drop 1 document ({size} bytes) ("), d.stderr
     q = run("query", corpus / "a.txt", "--index", idx)
-    assert q.stderr == "simdoc: 1 query, 2 matches\n"
+    assert q.stderr == "simdoc: 1 query, 2 matches (set jaccard >= 0.6)\n"
     one = run("pairs", corpus / "a.txt", "--index", tmp_path / "one")
     assert one.stderr.startswith("simdoc: 1 document, 0 candidates, 0 pairs"), one.stderr
 

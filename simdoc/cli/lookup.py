@@ -74,7 +74,7 @@ def query(
     read as `simdoc pairs` would read it: each member of a JSON Lines or
     WARC file is a query of its own (FILE#LINE or FILE#ID with --id-field,
     FILE#URI), an HTML page is its visible text. The threshold defaults to
-    the one the index was banded for.
+    the one the index was banded for (else 0.6, said on stderr).
 
     \b
     Examples:
@@ -113,7 +113,7 @@ def query(
         )
         documents += got.documents
         warnings += got.warnings
-    matches, more = query_documents(index, documents, threshold, verify=not no_verify, all_candidates=all_candidates)
+    matches, more, chosen = query_documents(index, documents, threshold, verify=not no_verify, all_candidates=all_candidates)
     for w in warnings + more:
         log.warning(w)
     fmt = "null" if null else (fmt or ("table" if sys.stdout.isatty() else "tsv"))
@@ -123,7 +123,8 @@ def query(
         sys.stdout.flush()
     except BrokenPipeError:
         reader_went_away()
-    log.info(f"simdoc: {count(len(documents), 'query')}, {count(len(matches), 'match')}")
+    cut = "all candidates" if all_candidates else chosen.describe()
+    log.info(f"simdoc: {count(len(documents), 'query')}, {count(len(matches), 'match')} ({cut})")
     if documents == [] and names:
         click.echo(f"Error: no query could be read from {count(len(names), 'file')} (see the warnings above)", err=True)
         sys.exit(3)

@@ -56,6 +56,9 @@ def show_progress(quiet: bool) -> bool:
 
 
 def report_stages(stages: list[StageResult], verbose: bool) -> None:
+    for s in stages:
+        for n in s.notes:
+            log.info(n)
     warnings = [w for s in stages for w in s.warnings]
     shown = warnings if verbose else warnings[:MAX_WARNINGS]
     for w in shown:

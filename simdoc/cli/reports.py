@@ -11,7 +11,6 @@ come from :mod:`simdoc.cli.options`.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 import sys
@@ -51,7 +50,7 @@ from simdoc.cli.options import (
 )
 from simdoc.engines import DaskEngine, open_engine
 from simdoc.errors import IndexError_
-from simdoc.output import tsv_field, tsv_header
+from simdoc.output import json_line, tsv_field, tsv_header
 from simdoc.params import Params
 from simdoc.reports.clusters import (
     KEEP_POLICIES,
@@ -129,10 +128,6 @@ def _emit_null(records, end: bytes = b"\0") -> None:
         reader_went_away()
 
 
-def _cut(res: PairsResult) -> str:
-    return f"{res.measure} jaccard >= {res.threshold:g}"
-
-
 def _skipped(res: PairsResult) -> str:
     return f" ({skipped_text(res.n_skipped)})" if res.n_skipped else ""
 
@@ -184,14 +179,11 @@ def clusters(
             lines = itertools.chain([tsv_header(("cluster_id", "size", "members"))], lines)
         emit(lines)
     else:
-        lines = (
-            json.dumps({"cluster_id": c.cluster_id, "size": c.size, "members": list(c.members)}, ensure_ascii=False) + "\n"
-            for c in found
-        )
+        lines = (json_line({"cluster_id": c.cluster_id, "size": c.size, "members": list(c.members)}) for c in found)
         emit(lines)
     held = sum(c.size for c in found)
     log.info(
-        f"simdoc: {count(res.n_docs, 'document')}{_skipped(res)}, {count(len(res), 'pair')} ({_cut(res)}), "
+        f"simdoc: {count(res.n_docs, 'document')}{_skipped(res)}, {count(len(res), 'pair')} ({res.cut()}), "
         f"{count(len(found), 'cluster')} holding {count(held, 'document')} in {time.perf_counter() - started:.2f} s"
     )
     note_skipped(res.n_skipped, index, quiet)
@@ -275,15 +267,11 @@ def dedup(
         if header:
             lines = itertools.chain([tsv_header(("drop", "keep"))], lines)
     else:
-        lines = (
-            json.dumps({"cluster_id": d.cluster_id, "keep": name(d.keep), "drop": [name(x) for x in d.drop]}, ensure_ascii=False)
-            + "\n"
-            for d in decisions
-        )
+        lines = (json_line({"cluster_id": d.cluster_id, "keep": name(d.keep), "drop": [name(x) for x in d.drop]}) for d in decisions)
     emit(lines)
     log.info(
         f"simdoc: {count(len(decisions), 'cluster')}: keep {len(decisions)}, "
-        f"drop {count(n_drop, 'document')} ({count(drop_bytes, 'byte')}) ({_cut(res)}, --keep {keep}){_skipped(res)} "
+        f"drop {count(n_drop, 'document')} ({count(drop_bytes, 'byte')}) ({res.cut()}, --keep {keep}){_skipped(res)} "
         f"in {time.perf_counter() - started:.2f} s"
     )
     note_skipped(res.n_skipped, index, quiet)

@@ -7,7 +7,6 @@ stages are brought up to date first as `simdoc pairs` does.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shlex
@@ -42,6 +41,7 @@ from simdoc.corpus.file_texts import read_file_texts
 from simdoc.engines import open_engine
 from simdoc.errors import CorpusError
 from simdoc.minhash import MinHasher
+from simdoc.output import json_line
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.reports.evidence import PairEvidence, pair_evidence, text_evidence
 from simdoc.reports.passages import (
@@ -178,7 +178,7 @@ def show(
     for w in ev.warnings:
         log.warning(w)
     if fmt == "json":
-        emit([json.dumps(ev.as_dict(), ensure_ascii=False) + "\n"])
+        emit([json_line(ev.as_dict())])
         return
     _print_evidence(ev, None if full else context)
 

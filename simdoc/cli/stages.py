@@ -261,10 +261,9 @@ def _summary(res: PairsResult, seconds: float) -> None:
     """The summary line; ``seconds`` since the command started, printing the pairs included."""
     pairs = count(len(res), "pair") + ("" if res.jaccard is not None else " (estimated)")
     skipped = f" ({count(res.n_skipped, 'file skipped')})" if res.n_skipped else ""
-    cut = "all candidates" if res.all_candidates else f"{res.measure} jaccard >= {res.threshold:g}"
     msg = (
         f"simdoc: {count(res.n_docs, 'document')}{skipped}, {count(res.n_candidates, 'candidate')}, "
-        f"{pairs} ({cut}) in {seconds:.2f} s"
+        f"{pairs} ({res.cut()}) in {seconds:.2f} s"
     )
     log.info(msg)
     if res.stats.large_buckets:

@@ -6,7 +6,6 @@ what they print is computed by :mod:`simdoc.reports.tuning`.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import sys
@@ -30,7 +29,7 @@ from simdoc.cli.options import (
     with_options,
 )
 from simdoc.lsh import DEFAULT_RECALL
-from simdoc.output import tsv_field
+from simdoc.output import json_line, tsv_field
 from simdoc.params import DEFAULT_THRESHOLD, SignatureParams
 from simdoc.reports.stats import format_stats, index_stats
 from simdoc.reports.tuning import format_tune, render_s_curve, tune
@@ -97,7 +96,7 @@ def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
             + ("raise --num-perm" if not report.explicit else "more bands or fewer rows raise it")
         )
     if fmt == "json":
-        emit([json.dumps(report.as_dict()) + "\n"])
+        emit([json_line(report.as_dict())])
         return
     lines = format_tune(report) + [""] + ["P(candidate) by similarity J"] + render_s_curve(report.bands, report.rows, report.threshold)
     if sys.stdout.isatty():
@@ -143,7 +142,7 @@ def stats(corpus, index, top, fmt, skipped, quiet, verbose) -> None:
         with IndexStore(index).reading():
             passed_over = sorted(open_index(index).stage("shingle").get("skipped", []), key=lambda s: s["id"])
         if fmt == "json":
-            emit(json.dumps({"id": s["id"], "reason": s.get("reason")}, ensure_ascii=False) + "\n" for s in passed_over)
+            emit(json_line({"id": s["id"], "reason": s.get("reason")}) for s in passed_over)
         else:
             emit(f"{tsv_field(s['id'])}\t{tsv_field(s.get('reason') or '')}\n" for s in passed_over)
         return
@@ -153,6 +152,6 @@ def stats(corpus, index, top, fmt, skipped, quiet, verbose) -> None:
     if result.buckets is not None and not result.buckets.current:
         log.warning(f"the LSH buckets are out of date: run {result.buckets.next_step} (or `simdoc pairs`)")
     if fmt == "json":
-        emit([json.dumps(result.as_dict(), ensure_ascii=False) + "\n"])
+        emit([json_line(result.as_dict())])
     else:
         emit(line + "\n" for line in format_stats(result))

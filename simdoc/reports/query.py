@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simdoc.errors import UsageError
-from simdoc.lsh import band_keys
+from simdoc.lsh import band_keys, check_threshold
+from simdoc.params import Threshold, choose_threshold
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import shingle_texts
 from simdoc.similarity import pair_estimates, pair_jaccard
@@ -44,13 +44,14 @@ def query_documents(
     threshold: float | None = None,
     verify: bool = True,
     all_candidates: bool = False,
-) -> tuple[list[Match], list[str]]:
+) -> tuple[list[Match], list[str], Threshold]:
     """Near-duplicates in the index of each (query id, text).
 
     Returns the matches, ordered by query (as given), then similarity
-    descending, then document id, and warnings (e.g. a query with no shingles,
-    or a candidate document that changed since it was indexed).
-    The threshold defaults to the one the index was banded for.
+    descending, then document id; warnings (e.g. a query with no shingles,
+    or a candidate document that changed since it was indexed); and the
+    threshold used: the one asked, else the index's, else the default
+    (:func:`simdoc.params.choose_threshold`).
     """
     store = IndexStore(index)
     with store.reading():
@@ -60,9 +61,8 @@ def query_documents(
         # Buckets or signatures of another build would name other documents: a mix of two
         # builds, never an answer of either (a query changes nothing, so it cannot rebuild them).
         loaded.check_built_from("signature", "index")
-        t = threshold if threshold is not None else ix["params"].get("threshold")
-        if t is None or not 0.0 < float(t) <= 1.0:
-            raise UsageError(f"--threshold must be in (0, 1], got {t!r}")
+        chosen = choose_threshold(None if threshold is None else check_threshold(threshold), "set", ix["params"])
+        t = chosen.value
         spec = loaded.spec()
         texts = [text for _, text in documents]
         # Signatures from the window stream, as the build computes them; 64-bit sets to verify.
@@ -93,7 +93,7 @@ def query_documents(
             matches.extend(_score(qid, q, qsets, qsigs, found, looked_up, sigs, doc_ids, t, verify, all_candidates))
         if looked_up is not None:
             warnings.extend(looked_up.warnings)
-    return matches, warnings
+    return matches, warnings, chosen
 
 
 class _DocumentSets:

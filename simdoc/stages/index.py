@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,8 +32,9 @@ from simdoc.lsh import (
     bucket_order,
     check_bands_rows,
     choose_bands_rows,
+    s_curve_threshold,
 )
-from simdoc.params import DEFAULT_THRESHOLD, BandingParams, PairsParams
+from simdoc.params import BandingParams, PairsParams, Threshold, choose_threshold
 from simdoc.stages.cluster_index import band_on_cluster
 from simdoc.stages.common import build_id
 from simdoc.stages.results import StageResult
@@ -47,21 +49,22 @@ def resolve_banding(
     bands: int | None,
     rows: int | None,
     recall: float = DEFAULT_RECALL,
-) -> dict:
-    """The banding parameters to use, from what was asked (checked: see BandingParams) and what the index holds."""
+) -> tuple[dict, Threshold | None]:
+    """The banding parameters to use, from what was asked (checked: see BandingParams) and what
+    the index holds; and the threshold chosen when none was asked (None when the stored banding stays)."""
     if bands is not None:
         check_bands_rows(bands, rows, num_perm)  # b*r against the signature length, which only the index knows
-        t = threshold if threshold is not None else (1.0 / bands) ** (1.0 / rows)
-        return {"bands": bands, "rows": rows, "threshold": round(t, 6), "explicit": True}
+        t = threshold if threshold is not None else s_curve_threshold(bands, rows)
+        return {"bands": bands, "rows": rows, "threshold": round(t, 6), "explicit": True}, None
     # A hand-chosen banding stays until a different threshold is asked for: `--threshold`
     # alone means "band for this threshold", whatever was chosen before.
     keep = threshold is None or (stored is not None and stored.get("explicit") and round(threshold, 6) == stored["threshold"])
     if stored is not None and keep:
         if stored["bands"] * stored["rows"] <= num_perm:
-            return {k: stored[k] for k in ("bands", "rows", "threshold", "explicit")}
-    t = threshold if threshold is not None else (stored or {}).get("threshold", DEFAULT_THRESHOLD)
-    b, r = choose_bands_rows(t, num_perm, recall)
-    return {"bands": b, "rows": r, "threshold": t, "explicit": False}
+            return {k: stored[k] for k in ("bands", "rows", "threshold", "explicit")}, None
+    chosen = choose_threshold(threshold, "set", stored)
+    b, r = choose_bands_rows(chosen.value, num_perm, recall)
+    return {"bands": b, "rows": r, "threshold": chosen.value, "explicit": False}, chosen
 
 
 def build_index(
@@ -84,9 +87,9 @@ def build_index(
     loaded = open_index(index)
     # Signatures older than the shingles would be banded as if current: name the stage to run.
     loaded.check_built_from("signature")
-    _, report, current = _index_plan(loaded, params, pairs)
-    if current:
-        return StageResult("index", False, 0.0, "up to date"), report
+    plan = _index_plan(loaded, params, pairs)
+    if plan.current:
+        return StageResult("index", False, 0.0, "up to date", notes=plan.notes), plan.report
     with loaded.store.writing(wait):
         return _build_index(index, params, pairs, engine)
 
@@ -99,34 +102,50 @@ def index_up_to_date(index: str | os.PathLike, params: BandingParams) -> tuple[S
     """
     loaded = open_index(index)
     loaded.check_built_from("signature")
-    _, report, current = _index_plan(loaded, params)
-    return (StageResult("index", False, 0.0, "up to date"), report) if current else None
+    plan = _index_plan(loaded, params)
+    return (StageResult("index", False, 0.0, "up to date", notes=plan.notes), plan.report) if plan.current else None
 
 
-def _index_plan(
-    loaded: LoadedIndex, banding: BandingParams, pairs: PairsParams | None = None
-) -> tuple[dict, BandingReport, bool]:
+@dataclass
+class _Plan:
+    params: dict  # the banding parameters asked for
+    report: BandingReport
+    current: bool  # the stored buckets already have them
+    notes: list[str]  # to say on stderr: the default threshold chosen
+
+
+def _index_plan(loaded: LoadedIndex, banding: BandingParams, pairs: PairsParams | None = None) -> _Plan:
     """The banding parameters asked for, their report, and whether the stored buckets already have them.
 
     With ``pairs`` (a `simdoc pairs` run), the threshold is the pairs' (a bag
-    threshold banded at its set equivalent), except that a banding chosen by
-    hand (--bands/--rows) stays until a run asks for a threshold.
+    threshold banded at its set equivalent), unless that is not one asked for:
+    then the stored banding of that measure stays as it is (the index's own
+    threshold, or a banding chosen by hand with --bands/--rows).
     """
     sig_stage = loaded.stage("signature")
     stored = loaded.manifest["stages"].get("index")
     held = stored["params"] if stored else None
     threshold, bag_threshold = banding.threshold, None
+    notes: list[str] = []
     if pairs is not None:
-        hand = pairs.threshold is None and held and held.get("explicit") and held.get("measure", "set") == pairs.measure
-        threshold = None if hand else pairs.banding_threshold
+        pairs = pairs if pairs.chosen is not None else pairs.resolved(held)
+        # Bands and rows given by hand are banded with the pairs' threshold recorded, whatever its source.
+        keep = (
+            banding.bands is None and pairs.chosen.source != "asked" and bool(held)
+            and held.get("measure", "set") == pairs.measure
+        )
+        threshold = None if keep else pairs.banding_threshold
         bag_threshold = pairs.cut if pairs.measure == "bag" else None
-    params = resolve_banding(held, sig_stage["params"]["num_perm"], threshold, banding.bands, banding.rows)
+    params, chosen = resolve_banding(held, sig_stage["params"]["num_perm"], threshold, banding.bands, banding.rows)
+    if pairs is None and chosen is not None and chosen.source == "default":
+        # (A pairs run says it in its summary.)
+        notes.append(f"index: no --threshold given and none in the index: banded for the default {chosen.value:g}")
     params["measure"] = "bag" if bag_threshold is not None else "set"
     if bag_threshold is not None:
         params["bag_threshold"] = bag_threshold
     report = BandingReport.of(params["bands"], params["rows"], params["threshold"])
     current = bool(stored) and stored["params"] == params and stored.get("built_from") == sig_stage["build_id"]
-    return params, report, current
+    return _Plan(params, report, current, notes)
 
 
 def _build_index(
@@ -136,16 +155,17 @@ def _build_index(
     t0 = time.perf_counter()
     loaded = open_index(index)
     loaded.check_built_from("signature")
-    params, report, current = _index_plan(loaded, banding, pairs)
-    if current:
-        return StageResult("index", False, time.perf_counter() - t0, "up to date"), report
-    result = _index_stage(loaded, params, report, engine, t0)
+    plan = _index_plan(loaded, banding, pairs)
+    if plan.current:
+        return StageResult("index", False, time.perf_counter() - t0, "up to date", notes=plan.notes), plan.report
+    result = _index_stage(loaded, plan, engine, t0)
     loaded.store.write_manifest(loaded.manifest)
-    return result, report
+    return result, plan.report
 
 
-def _index_stage(loaded: LoadedIndex, params: dict, report: BandingReport, engine: Engine, t0: float) -> StageResult:
-    """Band the signatures of ``loaded`` with ``params`` and put the index stage into its manifest (not published)."""
+def _index_stage(loaded: LoadedIndex, plan: _Plan, engine: Engine, t0: float) -> StageResult:
+    """Band the signatures of ``loaded`` as ``plan`` says and put the index stage into its manifest (not published)."""
+    params = plan.params
     sig_stage = loaded.stage("signature")
     build = build_id(sig_stage["build_id"], params, __version__)
     names = {"bands": f"bands.{build}.npy", "buckets": f"buckets.{build}.npy", "groups": f"groups.{build}.npy"}
@@ -173,7 +193,7 @@ def _index_stage(loaded: LoadedIndex, params: dict, report: BandingReport, engin
         "roles": names,
         "files": files,
     }
-    return StageResult("index", True, time.perf_counter() - t0, report.describe())
+    return StageResult("index", True, time.perf_counter() - t0, plan.report.describe(), notes=plan.notes)
 
 
 
@@ -187,7 +207,7 @@ def add_index_stage(
     shingle stage of `simdoc pairs`: a reader never sees new documents with
     old buckets). None: nothing to do.
     """
-    params, report, current = _index_plan(loaded, banding, pairs)
-    if current:
+    plan = _index_plan(loaded, banding, pairs)
+    if plan.current:
         return None
-    return _index_stage(loaded, params, report, engine or LocalEngine(1), time.perf_counter()), report
+    return _index_stage(loaded, plan, engine or LocalEngine(1), time.perf_counter()), plan.report

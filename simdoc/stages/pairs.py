@@ -19,7 +19,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -141,6 +141,10 @@ def run_pairs(
     writer = store.writing(wait) if corpus is not None else contextlib.nullcontext()
     force: set[str] = set()
     with writer:
+        # The threshold is settled once, from the index as the run finds it: its stored
+        # threshold, unless another was asked for (a run re-reading documents keeps it).
+        held = store.read_manifest(discard_damaged=rebuild).get("stages", {}).get("index")
+        params = replace(params, pairs=params.pairs.resolved(held["params"] if held else None))
         for attempt in range(MAX_REINDEX + 1):
             stages, report = _refresh_for_pairs(
                 corpus, index, params, engine=engine, rebuild=rebuild and attempt == 0, progress=progress,
@@ -189,6 +193,7 @@ class _Scored:
         )
         result.generation = int(self.loaded.manifest.get("generation", 0))
         result.index = index
+        result.chosen = want.chosen
         # Pairs of exact copies were candidates too (they share every bucket).
         result.n_candidates += result.n_group_pairs()
         return result

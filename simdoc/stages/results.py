@@ -17,6 +17,7 @@ import numpy as np
 
 from simdoc.exact import expand_pairs, group_members
 from simdoc.lsh import BandingReport, BucketStats, iter_candidates
+from simdoc.params import Threshold
 from simdoc.similarity import estimate_rules_out, pair_estimates
 from simdoc.stages.reread import DocumentReader, reader_of
 from simdoc.stages.verify import verify_pairs
@@ -33,6 +34,7 @@ class StageResult:
     seconds: float = 0.0
     detail: str = ""
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # said on stderr without -q, not warnings (e.g. a default used)
 
 
 @dataclass
@@ -68,6 +70,13 @@ class PairsResult:
     group_value: tuple[float, float | None] = (1.0, 1.0)  # (estimated, jaccard) of a pair inside a group
     generation: int = 0  # the index update these pairs come from (see simdoc.stages.pairs.mark_reported)
     index: object = None  # the index directory they come from
+    chosen: Threshold | None = None  # where the threshold comes from (asked, the index's, the default)
+
+    def cut(self) -> str:
+        """Which pairs these are, as a summary line says it."""
+        if self.all_candidates:
+            return "all candidates"
+        return self.chosen.describe() if self.chosen is not None else f"{self.measure} jaccard >= {self.threshold:g}"
 
     def n_group_pairs(self) -> int:
         total = 0

@@ -64,7 +64,7 @@ from simdoc.stages.scan import (
 from simdoc.stages.signature import SignatureRows, finish_signatures
 from simdoc.store.directory import IndexStore
 from simdoc.store.doctable import DocRow, DocsTable, TableBuilder
-from simdoc.store.loaded import LoadedIndex
+from simdoc.store.loaded import LoadedIndex, readable_docs
 from simdoc.version import __version__
 from simdoc.wording import count
 
@@ -104,6 +104,7 @@ def build_shingles(
         t0 = time.perf_counter()
         store = IndexStore(index)
         manifest = store.read_manifest(discard_damaged=rebuild)
+        replaced = readable_docs(store, manifest) if rebuild else None  # a rebuild is no news to --new
         if rebuild:
             manifest["stages"] = {}
         settings = _settle(manifest, corpus, index, params, signature, rebuild)
@@ -115,7 +116,7 @@ def build_shingles(
         store.ensure_dir()
         engine = engine or LocalEngine()
         parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
-        collector = _Collector(store, manifest, settings, scan, placed=parts is not None)
+        collector = _Collector(store, manifest, settings, scan, parts is not None, replaced)
         try:
             tasks = scan_tasks(plan, settings.shingle, settings.signer, parts)
             results = resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
@@ -277,11 +278,18 @@ class _Collector:
     """The next docs table, in corpus order, from rows kept and the tasks' results; the
     signature rows (fused stage) or the shingle sets (stage on its own) alongside."""
 
-    def __init__(self, store: IndexStore, manifest: dict, settings: _Settings, scan: _Scan, placed: bool) -> None:
+    def __init__(
+        self, store: IndexStore, manifest: dict, settings: _Settings, scan: _Scan, placed: bool, replaced: DocsTable | None
+    ) -> None:
         self.settings = settings
         self.old = scan.old
         self.old_rows = scan.old_rows
         self.old_pos = {doc_id: j for j, doc_id in enumerate(scan.old.ids)} if scan.old is not None else {}
+        # A document with the digest recorded keeps the update that added it: in the current table or
+        # in the one a --rebuild replaces (with other parameters), so that --new does not report it again.
+        self.prev, self.prev_pos = (
+            (self.old, self.old_pos) if replaced is None else (replaced, {doc_id: j for j, doc_id in enumerate(replaced.ids)})
+        )
         self.generation = int(manifest.get("generation", 0)) + 1
         self.builder = TableBuilder(scan.old)
         self.sig_rows = _signature_rows(store, manifest, settings, placed)
@@ -329,15 +337,14 @@ class _Collector:
             return
         if outcome.how in MEMBER_WAYS and outcome.n_docs == 0:
             self.not_docs.append({"id": e.id, "reason": outcome.warning or "no documents in this file"})
-        old = self.old
+        old, prev = self.old, self.prev
         for d in batch.docs[at_doc : at_doc + outcome.n_docs]:
-            j = self.old_pos.get(d.id, -1)
-            same = j >= 0 and bytes(old.digest[j]) == d.digest
-            self.n_changed += not same
+            j, p = self.old_pos.get(d.id, -1), self.prev_pos.get(d.id, -1)
+            self.n_changed += not (j >= 0 and bytes(old.digest[j]) == d.digest)
             self.n_kept_old += j >= 0
             self.builder.add_new(DocRow(
                 d.id, d.source, d.offset, d.length, d.size, e.size, e.mtime_ns, d.digest, outcome.file_digest,
-                d.how, d.status, d.n_shingles, int(old.added[j]) if same else self.generation,
+                d.how, d.status, d.n_shingles, int(prev.added[p]) if p >= 0 and bytes(prev.digest[p]) == d.digest else self.generation,
                 identity(d.digest, d.how, d.id),
             ))
         if self.sig_rows is not None and outcome.n_docs:

@@ -137,3 +137,14 @@ def open_index(index: str | os.PathLike, lazy_ids: bool = False) -> LoadedIndex:
     if not store.exists():
         raise IndexError_(f"no simdoc index at {index}", hint="build one with `simdoc pairs CORPUS --index ...`")
     return LoadedIndex(store, store.read_manifest(), lazy_ids=lazy_ids)
+
+
+def readable_docs(store: IndexStore, manifest: dict) -> DocsTable | None:
+    """The docs table of ``manifest``'s shingle stage, or None if it has none or it cannot be read
+    (what a --rebuild replaces: a damaged one is no reason to fail)."""
+    if manifest["stages"].get("shingle") is None:
+        return None
+    try:
+        return LoadedIndex(store, manifest).docs()
+    except (IndexError_, OSError, ValueError):
+        return None

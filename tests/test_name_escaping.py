@@ -1,0 +1,101 @@
+"""Issue 27.2: one escaping of names for tsv, csv and the table, that never prints two names alike.
+
+A file named with the four characters ``\\xe9`` and one named with the byte
+0xE9 printed the same in csv (which escaped the byte but not the backslash).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simdoc import output
+from tests.conftest import TEXT_A, write
+
+LITERAL = "a\\xe9.txt"  # a, backslash, x, e, 9
+RAW = os.fsdecode(b"a\xe9.txt")  # a, the byte 0xE9 (not UTF-8)
+# As printed: the backslash doubled, the byte as \xNN. LITERAL sorts first ("\\" < "\udce9").
+LITERAL_OUT, RAW_OUT = "a\\\\xe9.txt", "a\\xe9.txt"
+
+
+@pytest.fixture
+def twins(tmp_path):
+    """A corpus of two identical documents whose names differ only as above, and a third with a
+    tab, a comma and a quote in its name."""
+    corpus = tmp_path / "c"
+    write(corpus / "z.txt", TEXT_A)
+    for name in (LITERAL, RAW, 'tab\tcomma,quote".txt'):
+        with open(os.path.join(os.fsencode(corpus), os.fsencode(name)), "w", encoding="utf-8") as fh:
+            fh.write(TEXT_A)
+    return corpus
+
+
+def test_pairs_tsv_and_csv_tell_the_two_names_apart(run, twins, tmp_path):
+    idx = tmp_path / "idx"
+    tsv = run("pairs", twins, "--index", idx, "-f", "tsv")
+    assert tsv.exit_code == 0, tsv.stderr
+    tab = "tab\\tcomma,quote\".txt"
+    assert tsv.stdout == (
+        f"{LITERAL_OUT}\t{RAW_OUT}\t1.0000\t1.0000\n"
+        f"{LITERAL_OUT}\t{tab}\t1.0000\t1.0000\n"
+        f"{LITERAL_OUT}\tz.txt\t1.0000\t1.0000\n"
+        f"{RAW_OUT}\t{tab}\t1.0000\t1.0000\n"
+        f"{RAW_OUT}\tz.txt\t1.0000\t1.0000\n"
+        f"{tab}\tz.txt\t1.0000\t1.0000\n"
+    )
+    csv = run("pairs", "--index", idx, "-f", "csv")
+    assert csv.exit_code == 0, csv.stderr
+    # The same escaping; csv quotes a field with a comma or a quote ("" inside), one record a line.
+    quoted = '"tab\\tcomma,quote"".txt"'
+    assert csv.stdout == (
+        "doc_a,doc_b,estimated,jaccard\n"
+        f"{LITERAL_OUT},{RAW_OUT},1.0000,1.0000\n"
+        f"{LITERAL_OUT},{quoted},1.0000,1.0000\n"
+        f"{LITERAL_OUT},z.txt,1.0000,1.0000\n"
+        f"{RAW_OUT},{quoted},1.0000,1.0000\n"
+        f"{RAW_OUT},z.txt,1.0000,1.0000\n"
+        f"{quoted},z.txt,1.0000,1.0000\n"
+    )
+    tsv_rows = [line.split("\t")[:2] for line in tsv.stdout.splitlines()]
+    assert {output.unescape_name(n) for row in tsv_rows for n in row} == {LITERAL, RAW, 'tab\tcomma,quote".txt', "z.txt"}
+
+
+def test_pairs_table_tells_the_two_names_apart(run, twins, tmp_path):
+    r = run("pairs", twins, "--index", tmp_path / "idx", "-f", "table")
+    assert r.exit_code == 0, r.stderr
+    assert LITERAL_OUT in r.stdout and RAW_OUT in r.stdout
+
+
+def test_query_csv_tells_the_two_names_apart(run, twins, tmp_path):
+    idx = tmp_path / "idx"
+    assert run("pairs", twins, "--index", idx, "-q").exit_code == 0
+    r = run("query", twins / "z.txt", "--index", idx, "-f", "csv")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1].split(",")[1:] == [LITERAL_OUT, "1.0000", "1.0000"]
+    assert lines[2].split(",")[1:] == [RAW_OUT, "1.0000", "1.0000"]
+
+
+def test_clusters_and_dedup_tsv_tell_the_two_names_apart(run, twins, tmp_path):
+    idx = tmp_path / "idx"
+    c = run("clusters", twins, "--index", idx)
+    assert c.exit_code == 0, c.stderr
+    assert c.stdout == f"1\t4\t{LITERAL_OUT}\t{RAW_OUT}\ttab\\tcomma,quote\".txt\tz.txt\n"
+    d = run("dedup", "--index", idx, "-f", "tsv")
+    assert d.exit_code == 0, d.stderr
+    assert d.stdout == f"{RAW_OUT}\t{LITERAL_OUT}\ntab\\tcomma,quote\".txt\t{LITERAL_OUT}\nz.txt\t{LITERAL_OUT}\n"
+
+
+names = st.text(st.one_of(st.characters(blacklist_categories=("Cs",)), st.sampled_from("\\\t\n\rx"),
+                          st.integers(0x80, 0xFF).map(lambda b: chr(0xDC00 + b))))
+
+
+@given(names, names)
+def test_escape_name_is_one_line_and_tells_every_name_apart(a, b):
+    out = output.escape_name(a)
+    assert "\t" not in out and "\n" not in out and "\r" not in out
+    assert output.unescape_name(out) == a
+    assert (output.escape_name(a) == output.escape_name(b)) == (a == b)
