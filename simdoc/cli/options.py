@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from simdoc.corpus.filelists import chosen_list
+from simdoc.corpus.filelists import ListedPath, chosen_list
 from simdoc.engines.dask import ANSWER_FLOOR, DEFAULT_WAIT_WORKERS
 from simdoc.errors import CorpusError, IndexError_
 from simdoc.output import FORMATS, check_header
@@ -313,11 +313,12 @@ def reader_went_away() -> None:
 
 
 def corpus_arg(corpus: tuple, files_from, files0_from=None):
-    """One folder or file as given, several of them as a list, or None; --files-from or --files0-from adds to them."""
+    """One folder or file as given, several of them as a list, or None; --files-from or --files0-from adds to them
+    (as ListedPath: a name listed that is gone is a file skipped, not an error)."""
     items = list(corpus)
     listed = chosen_list(files_from, files0_from)
     if listed is not None:
-        items += [Path(p) for p in listed]
+        items += [ListedPath(p) for p in listed]
         if not items:
             raise empty_list(files_from, files0_from)
     if not items:

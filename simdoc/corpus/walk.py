@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from simdoc.corpus.filelists import ListedPath
 from simdoc.corpus.files import COMPRESSED
 from simdoc.errors import CorpusError
 
@@ -215,10 +216,14 @@ def resolve_sources(corpus) -> tuple[str, list[tuple[str, str]]]:
     them (``simdoc pairs a/ b/`` gives ``a/x.txt`` and ``b/y.txt``), so ids never
     collide and stay readable.
 
+    A name from a file list (:class:`~simdoc.corpus.filelists.ListedPath`)
+    that does not exist counts for the base all the same, so that the ids of
+    the others do not move; :func:`discover_sources` reports it as skipped.
+
     Raises
     ------
     CorpusError
-        A source does not exist.
+        A source named on the command line does not exist.
     """
     items = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
     if not items:
@@ -226,7 +231,7 @@ def resolve_sources(corpus) -> tuple[str, list[tuple[str, str]]]:
     absolute = []
     for item in items:
         path = os.path.abspath(os.fspath(item))
-        if not os.path.exists(path):
+        if not os.path.exists(path) and not isinstance(item, ListedPath):
             raise CorpusError(f"corpus {item} does not exist", hint="check the path")
         absolute.append(path)
     if len(absolute) == 1 and os.path.isdir(absolute[0]):
@@ -274,6 +279,9 @@ def discover_sources(
             continue
         try:
             st = os.stat(path) if follow_symlinks else os.lstat(path)
+        except FileNotFoundError:
+            skipped.append(Skipped(prefix, "no such file, skipped"))
+            continue
         except OSError as exc:
             skipped.append(Skipped(prefix, f"cannot stat: {exc.strerror or exc}"))
             continue

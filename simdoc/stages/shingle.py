@@ -227,10 +227,12 @@ def _scan(store: IndexStore, manifest: dict, corpus, index: Path, settings: _Set
     )
     entries = list(entries)
     if not entries:
-        raise CorpusError(
+        err = CorpusError(
             f"corpus {corpus_name(corpus)} has no documents" + (f" ({count(len(skipped), 'path')} passed over)" if skipped else ""),
             hint="point simdoc at a folder that holds text files (hidden files are ignored)",
         )
+        err.warnings = [f"{s.id}: {s.reason}" for s in skipped]
+        raise err
     scan_id = build_id([[e.id, e.size, e.mtime_ns] for e in entries] + [[s.id, s.reason] for s in skipped])
     scan = _Scan(entries, skipped, scan_id, time.time_ns(), None, {}, 0)
     if settings.same_params:
