@@ -164,14 +164,17 @@ shingle_options = [
         multiple=True,
         metavar="GLOB",
         callback=lambda ctx, param, value: list(value) or None,
-        help="Only documents whose path matches (fnmatch; * crosses /). Repeatable.",
+        help="Index only the documents whose path matches (fnmatch; * crosses /); repeatable. An index setting, "
+        "not an output filter: the index keeps its globs (others need --rebuild or another --index), and only "
+        "the files they select are warned about or counted as skipped.",
     ),
     opt(
         "--exclude",
         multiple=True,
         metavar="GLOB",
         callback=lambda ctx, param, value: list(value) or None,
-        help="Leave out documents whose path matches; wins over --include. Repeatable.",
+        help="Leave the documents whose path matches out of the index; wins over --include. Repeatable. "
+        "An index setting, as --include is.",
     ),
     opt("--text-field", default=None, help="JSON Lines files: the field holding a document's text. Default: text."),
     opt("--id-field", default=None, help="JSON Lines files: the field holding a document's id. Default: the line number."),
