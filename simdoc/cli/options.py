@@ -56,7 +56,8 @@ def show_progress(quiet: bool) -> bool:
 
 
 def report_stages(stages: list[StageResult], verbose: bool) -> None:
-    warnings = [w for s in stages for w in s.warnings]
+    # A file skipped is warned about once (simdoc.stages.skipped); --verbose lists them all.
+    warnings = [w for s in stages for w in s.warnings + (s.repeated if verbose else [])]
     shown = warnings if verbose else warnings[:MAX_WARNINGS]
     for w in shown:
         log.warning(w)

@@ -33,6 +33,7 @@ class StageResult:
     seconds: float = 0.0
     detail: str = ""
     warnings: list[str] = field(default_factory=list)
+    repeated: list[str] = field(default_factory=list)  # warnings given by an earlier run: --verbose shows them
 
 
 @dataclass
