@@ -110,7 +110,8 @@ def build_shingles(
         scan = _scan(store, manifest, corpus, index, settings)
         if _same_build(settings, scan) and not scan.racy() and not force_read:
             remove_scan_parts(store)
-            return StageResult("shingle", False, time.perf_counter() - t0, "up to date", repeated=recorded_warnings(settings.stored))
+            seconds = time.perf_counter() - t0
+            return StageResult("shingle", False, seconds, "up to date", repeated=recorded_warnings(settings.stored))
         plan = _reading_plan(scan, settings.reuse, force_read or set())
         store.ensure_dir()
         engine = engine or LocalEngine()
@@ -308,7 +309,7 @@ class _Collector:
         self.n_read += 1
         unread = not outcome.unchanged and outcome.how not in MEMBER_WAYS and outcome.status in ("binary", "unreadable")
         if unread or (not outcome.unchanged and outcome.how in MEMBER_WAYS and outcome.n_docs == 0):
-            reason = outcome.warning or "no documents in this file"
+            reason = outcome.warning if unread else outcome.warning or "no documents in this file"
             self.notes.skip(e.id, reason, e.size, e.mtime_ns, warning=outcome.warning or "")
         elif outcome.warning:
             self.notes.warn(f"{e.id}: {outcome.warning}")
