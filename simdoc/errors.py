@@ -80,6 +80,9 @@ def spell_option(name: str, value: object) -> str:
     return f"{option} {shlex.quote(str(value))}"
 
 
+GLOB_SETTINGS = ("include", "exclude")  # index settings that a user may take for output filters
+
+
 class ParameterMismatch(IndexError_):
     """The index was built with a parameter value other than the one asked for."""
 
@@ -88,10 +91,20 @@ class ParameterMismatch(IndexError_):
         stored_text = spell_option(name, stored)
         built = f"without {stored_text[3:]}" if stored_text.startswith("no --") else f"with {stored_text}"
         drop = asked_text if isinstance(asked, bool) else option_name(name)
+        hint = (
+            f"drop {drop} to use the stored value, pass --rebuild to rebuild the index "
+            "with the new value, or choose another --index"
+        )
+        what = ""
+        if name in GLOB_SETTINGS:
+            # Not an output filter: say what they are, and how to get a narrower answer.
+            what = ": --include and --exclude choose the documents an index holds, they do not filter its output"
+            hint = (
+                f"drop {drop} to use the index as built, pass --rebuild to index the corpus again with the new "
+                "globs, or choose another --index for an index of just those documents"
+            )
         super().__init__(
-            f"the index at {index} was built {built} ({stage} stage), but {asked_text} was asked for",
-            hint=f"drop {drop} to use the stored value, pass --rebuild to rebuild the index "
-            "with the new value, or choose another --index",
+            f"the index at {index} was built {built} ({stage} stage), but {asked_text} was asked for{what}", hint=hint
         )
         self.stage = stage
         self.name = name

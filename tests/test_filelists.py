@@ -134,6 +134,47 @@ def test_empty_files0_from_is_reported_under_its_own_name(tmp_path):
     assert "--files0-from" in r.stderr
 
 
+# ---------------------------------------------------------------- a stale list (issue 27, item 4)
+
+
+@pytest.mark.parametrize("flag", ["--files-from", "--files0-from"])
+@pytest.mark.parametrize("command", ["pairs", "clusters", "dedup", "shingle"])
+def test_a_listed_file_that_is_gone_is_skipped_with_a_warning(command, flag, tmp_path):
+    """As a file that vanishes during a folder walk: a warning and a count, and the answer."""
+    a, b = write(tmp_path / "c" / "a" / "x.txt", T1), write(tmp_path / "c" / "a" / "y.txt", T1)
+    gone = tmp_path / "c" / "b" / "gone.txt"  # its folder is gone too
+    sep = "\0" if flag == "--files0-from" else "\n"
+    listing = "".join(f"{p}{sep}" for p in (a, gone, b))
+    idx = tmp_path / "idx"
+    r = invoke([command, flag, "-", "--index", idx], listing.encode())
+    assert r.exit_code == 0, r.stderr
+    assert "warning: b/gone.txt: no such file, skipped" in r.stderr
+    if command == "pairs":
+        # The ids stay relative to the folder of every name listed: those of the night before.
+        assert r.stdout == "a/x.txt\ta/y.txt\t1.0000\t1.0000\n"
+        assert "2 documents (1 file skipped)" in r.stderr
+    quiet = invoke(["pairs", flag, "-", "--index", idx, "-q"], listing.encode())
+    assert quiet.exit_code == 0, quiet.stderr
+    assert "1 file skipped" in quiet.stderr
+    listed = invoke(["stats", "--index", idx, "--skipped"])
+    assert listed.stdout == "b/gone.txt\tno such file, skipped\n"
+
+
+def test_a_list_of_only_gone_files_has_no_documents(tmp_path):
+    r = invoke(["pairs", "--files-from", "-", "--index", tmp_path / "idx"], f"{tmp_path / 'gone.txt'}\n")
+    assert_clean_error(r, 3, "no documents")
+    assert "warning: gone.txt: no such file, skipped" in r.stderr
+
+
+def test_a_corpus_named_on_the_command_line_must_exist(tmp_path):
+    """A name typed is not a stale list: still an error (exit 3), as is a list that cannot be read."""
+    a = write(tmp_path / "c" / "a.txt", T1)
+    r = invoke(["pairs", a, tmp_path / "c" / "typo.txt", "--index", tmp_path / "idx"])
+    assert_clean_error(r, 3, "typo.txt does not exist")
+    r = invoke(["pairs", "--files-from", tmp_path / "no-such-list", "--index", tmp_path / "idx"])
+    assert r.exit_code == 2 and "no-such-list" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_shingle_null_points_to_files0_from(odd_names, tmp_path):
     root, files = odd_names
     r = invoke(["shingle", "--files-from", "-", "-0", "--index", tmp_path / "idx"], nul_list(files))

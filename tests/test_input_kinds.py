@@ -81,6 +81,60 @@ def test_include_and_exclude_globs(tmp_path):
     assert same.exit_code == 0 and "simdoc: 1 document," in same.stderr
 
 
+def test_include_is_an_index_setting_and_says_so(tmp_path):
+    """Issue 27, item 5: --include on an existing index is an error that names it an index setting."""
+    corpus = tmp_path / "c"
+    for name in ("a.txt", "b.txt", "a.md"):
+        (corpus / name).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / name).write_text(TEXT, encoding="utf-8")
+    runner = CliRunner()
+    idx = tmp_path / "idx"
+    assert runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx)]).exit_code == 0
+    for cmd, flag in (("pairs", "--include"), ("clusters", "--exclude"), ("dedup", "--include")):
+        r = runner.invoke(cli, [cmd, str(corpus), "--index", str(idx), flag, "*.md"])
+        assert r.exit_code == 4 and r.stdout == ""
+        assert "--include and --exclude choose the documents an index holds, they do not filter its output" in r.stderr
+        assert f"drop {flag} to use the index as built" in r.stderr and "another --index" in r.stderr
+    # Another --index holds just those documents; the first index is untouched.
+    narrow = runner.invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "md.idx"), "--include", "*.txt"])
+    assert narrow.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
+    helped = runner.invoke(cli, ["pairs", "--help"])
+    assert "An index setting" in " ".join(helped.stdout.split())
+
+
+def test_files_outside_include_are_never_warned_about_or_counted(tmp_path):
+    """Issue 27, item 5: warnings and the skip count are of the included files only."""
+    corpus = tmp_path / "c"
+    (corpus / "docs").mkdir(parents=True)
+    (corpus / "src" / "deep").mkdir(parents=True)
+    for name in ("docs/a.txt", "docs/b.txt"):
+        (corpus / name).write_text(TEXT, encoding="utf-8")
+    (corpus / "docs" / "bin.txt").write_bytes(b"binary\0inside")  # included: warned and counted
+    (corpus / "src" / "blob.o").write_bytes(b"\0\1\2")  # binary, not included
+    (corpus / "src" / "link.c").symlink_to(corpus / "docs" / "a.txt")  # a link, not included
+    (corpus / "docs" / "link.txt").symlink_to(corpus / "docs" / "a.txt")  # a link, included
+    os.mkfifo(corpus / "src" / "pipe")  # not a regular file, not included
+    loop = corpus / "src" / "deep" / "up"
+    loop.symlink_to(corpus / "src")
+    runner = CliRunner()
+    args = ["pairs", str(corpus), "--index", str(tmp_path / "idx"), "--include", "docs/*", "--follow-symlinks"]
+    r = runner.invoke(cli, args)
+    assert r.exit_code == 0, r.stderr
+    warned = sorted(line for line in r.stderr.splitlines() if line.startswith("warning:"))
+    assert warned == ["warning: docs/bin.txt: binary file (NUL byte), skipped"]
+    assert "(1 file skipped)" in r.stderr
+    r = runner.invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "idx2"), "--include", "*.txt"])
+    warned = sorted(line.split(":")[1].strip() for line in r.stderr.splitlines() if line.startswith("warning:"))
+    assert warned == ["docs/bin.txt", "docs/link.txt"] and "(2 files skipped)" in r.stderr
+    listed = runner.invoke(cli, ["stats", "--index", str(tmp_path / "idx2"), "--skipped"])
+    assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == ["docs/bin.txt", "docs/link.txt"]
+    # --exclude too; and without globs every one of them is reported.
+    r = runner.invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "idx3"), "--exclude", "src/*"])
+    assert "(2 files skipped)" in r.stderr
+    r = runner.invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "idx4")])
+    assert "(6 files skipped)" in r.stderr
+
+
 def test_several_folders_and_files_make_one_corpus(tmp_path):
     for d in ("site-a", "site-b"):
         (tmp_path / d).mkdir()

@@ -108,3 +108,34 @@ def test_query_skips_a_changed_or_vanished_document_with_a_warning(tmp_path):
     assert after.stdout == ""
     assert "web/mirror-harbor-festival.txt: changed or gone since it was indexed" in after.stderr
     assert "web/harbor-festival.txt: changed or gone since it was indexed" in after.stderr
+
+
+def test_queries_in_small_batches_and_a_small_cache_give_the_same_output(tmp_path, monkeypatch):
+    """Issue 27, item 6: the matches are given a batch at a time, in the order and format of one batch."""
+    from simdoc.reports import query as query_module
+
+    idx = build(tmp_path, "--threshold", "0.5")
+    files = [str(p) for p in sorted(SAMPLE.rglob("*.txt"))]
+    runner = CliRunner()
+    whole = runner.invoke(cli, ["query", *files, "--index", str(idx), "--threshold", "0.5"])
+    assert whole.exit_code == 0, whole.stderr
+    harbour = SAMPLE / "web" / "harbor-festival.txt"
+    monkeypatch.setattr(query_module, "BATCH_QUERIES", 3)
+    monkeypatch.setattr(query_module, "BATCH_BYTES", 2000)
+    monkeypatch.setattr(query_module, "CACHE_BYTES", 1)  # every document read again when found again
+    small = runner.invoke(cli, ["query", *files, "--index", str(idx), "--threshold", "0.5"])
+    assert small.exit_code == 0, small.stderr
+    assert small.stdout == whole.stdout and len(whole.stdout.splitlines()) > len(files)
+    assert f"simdoc: {len(files)} queries" in small.stderr
+    # A candidate that is gone is warned about once, however often it is found.
+    corpus = tmp_path / "copy"
+    import shutil
+
+    shutil.copytree(SAMPLE, corpus)
+    idx2 = tmp_path / "idx2"
+    assert runner.invoke(cli, ["pairs", str(corpus), "--index", str(idx2), "-q"]).exit_code == 0
+    (corpus / "web" / "mirror-harbor-festival.txt").unlink()
+    r = runner.invoke(cli, ["query", str(harbour), str(harbour), str(harbour), "--index", str(idx2)])
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.count("web/mirror-harbor-festival.txt: changed or gone since it was indexed") == 1
+    assert r.stdout.count("\tweb/harbor-festival.txt\t1.0000\t1.0000\n") == 3 and "mirror" not in r.stdout

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -85,8 +86,7 @@ def query(
       curl -s https://example.org/ | simdoc query - --index crawl.idx
       find incoming -name '*.txt' -print0 | simdoc query --files0-from - --index crawl.idx
     """
-    from simdoc.corpus.file_texts import read_file_texts
-    from simdoc.reports.query import query_documents
+    from simdoc.reports.query import iter_matches
 
     setup_logging(quiet, verbose)
     check_output_flags(null, fmt, header)
@@ -99,35 +99,65 @@ def query(
         raise click.UsageError("give at least one FILE ('-' for stdin), --files-from or --files0-from")
     # Read the queries the way the index read its documents.
     stored = open_index(index).stage("shingle")["params"]
-    documents, warnings = [], []
-    for name in names:
-        if name == "-":
-            documents.append(("-", sys.stdin.buffer.read().decode("utf-8", "replace")))
-            continue
-        got = read_file_texts(
-            name,
-            max_bytes=stored.get("max_bytes"),
-            follow_symlinks=bool(stored.get("follow_symlinks")),
-            text_field=text_field or stored.get("text_field") or DEFAULT_TEXT_FIELD,
-            id_field=id_field or stored.get("id_field"),
-        )
-        documents += got.documents
-        warnings += got.warnings
-    matches, more, chosen = query_documents(index, documents, threshold, verify=not no_verify, all_candidates=all_candidates)
-    for w in warnings + more:
-        log.warning(w)
+    read = _Queries(names, stored, text_field, id_field)
+    chosen = []
+    matches = iter_matches(
+        index, read, threshold, verify=not no_verify, all_candidates=all_candidates, warn=log.warning,
+        chosen=chosen.append,
+    )
     fmt = "null" if null else (fmt or ("table" if sys.stdout.isatty() else "tsv"))
+    # The records are written as each batch of queries is done (memory does not grow with
+    # their number); warnings go to stderr as they arise.
+    n_matches = 0
     try:
         rows = ((m.query, m.doc, m.estimated, m.jaccard) for m in matches)
-        write_records(rows, fmt, sys.stdout, names=("query", "doc"), header=header)
+        n_matches = write_records(rows, fmt, sys.stdout, names=("query", "doc"), header=header)
         sys.stdout.flush()
     except BrokenPipeError:
         reader_went_away()
-    cut = "all candidates" if all_candidates else chosen.describe()
-    log.info(f"simdoc: {count(len(documents), 'query')}, {count(len(matches), 'match')} ({cut})")
-    if documents == [] and names:
+    cut = "all candidates" if all_candidates or not chosen else chosen[0].describe()
+    log.info(f"simdoc: {count(read.n_read, 'query')}, {count(n_matches, 'match')} ({cut})")
+    if read.n_read == 0:
         click.echo(f"Error: no query could be read from {count(len(names), 'file')} (see the warnings above)", err=True)
         sys.exit(3)
+
+
+class _Queries:
+    """The query documents of the files named, read one file at a time as they are taken.
+
+    A JSON Lines or WARC file gives all its documents at once (as `simdoc
+    pairs` reads it); each is let go once it is taken.
+    """
+
+    def __init__(self, names: list[str], stored: dict, text_field: str | None, id_field: str | None) -> None:
+        self.names = names
+        self.stored = stored
+        self.text_field = text_field or stored.get("text_field") or DEFAULT_TEXT_FIELD
+        self.id_field = id_field or stored.get("id_field")
+        self.n_read = 0
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        from simdoc.corpus.file_texts import read_file_texts
+
+        for name in self.names:
+            if name == "-":
+                self.n_read += 1
+                yield "-", sys.stdin.buffer.read().decode("utf-8", "replace")
+                continue
+            got = read_file_texts(
+                name,
+                max_bytes=self.stored.get("max_bytes"),
+                follow_symlinks=bool(self.stored.get("follow_symlinks")),
+                text_field=self.text_field,
+                id_field=self.id_field,
+            )
+            for w in got.warnings:
+                log.warning(w)
+            documents = got.documents[::-1]
+            del got
+            while documents:
+                self.n_read += 1
+                yield documents.pop()
 
 
 @click.command()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from simdoc.corpus.filelists import chosen_list
+from simdoc.corpus.filelists import ListedPath, chosen_list
 from simdoc.engines.dask import ANSWER_FLOOR, DEFAULT_WAIT_WORKERS
 from simdoc.errors import CorpusError, IndexError_
 from simdoc.output import FORMATS, check_header
@@ -59,7 +59,8 @@ def report_stages(stages: list[StageResult], verbose: bool) -> None:
     for s in stages:
         for n in s.notes:
             log.info(n)
-    warnings = [w for s in stages for w in s.warnings]
+    # A file skipped is warned about once (simdoc.stages.skipped); --verbose lists them all.
+    warnings = [w for s in stages for w in s.warnings + (s.repeated if verbose else [])]
     shown = warnings if verbose else warnings[:MAX_WARNINGS]
     for w in shown:
         log.warning(w)
@@ -167,14 +168,17 @@ shingle_options = [
         multiple=True,
         metavar="GLOB",
         callback=lambda ctx, param, value: list(value) or None,
-        help="Only documents whose path matches (fnmatch; * crosses /). Repeatable.",
+        help="Index only the documents whose path matches (fnmatch; * crosses /); repeatable. An index setting, "
+        "not an output filter: the index keeps its globs (others need --rebuild or another --index), and only "
+        "the files they select are warned about or counted as skipped.",
     ),
     opt(
         "--exclude",
         multiple=True,
         metavar="GLOB",
         callback=lambda ctx, param, value: list(value) or None,
-        help="Leave out documents whose path matches; wins over --include. Repeatable.",
+        help="Leave the documents whose path matches out of the index; wins over --include. Repeatable. "
+        "An index setting, as --include is.",
     ),
     opt("--text-field", default=None, help="JSON Lines files: the field holding a document's text. Default: text."),
     opt("--id-field", default=None, help="JSON Lines files: the field holding a document's id. Default: the line number."),
@@ -316,11 +320,12 @@ def reader_went_away() -> None:
 
 
 def corpus_arg(corpus: tuple, files_from, files0_from=None):
-    """One folder or file as given, several of them as a list, or None; --files-from or --files0-from adds to them."""
+    """One folder or file as given, several of them as a list, or None; --files-from or --files0-from adds to them
+    (as ListedPath: a name listed that is gone is a file skipped, not an error)."""
     items = list(corpus)
     listed = chosen_list(files_from, files0_from)
     if listed is not None:
-        items += [Path(p) for p in listed]
+        items += [ListedPath(p) for p in listed]
         if not items:
             raise empty_list(files_from, files0_from)
     if not items:

@@ -2,6 +2,7 @@
 
 * :mod:`~simdoc.corpus.walk`: discover the files of a corpus (include/exclude
   globs, symlinks, hidden files, the index folder left out).
+* :mod:`~simdoc.corpus.globs`: ``--include``/``--exclude``, and which skipped paths they cover.
 * :mod:`~simdoc.corpus.filelists`: ``--files-from`` and ``--files0-from`` lists.
 * :mod:`~simdoc.corpus.files`: one file read safely (non-blocking, checked, decompressed, decoded).
 * :mod:`~simdoc.corpus.read`: the one place that decides how a file is read

@@ -9,14 +9,25 @@ for ``--files0-from``: that is an error saying so, not a guess.
 
 ``-0``/``--null`` has nothing to do with these lists: it shapes output only
 (as in fd, ripgrep and ``find -print0``).
+
+A name in a list is a :class:`ListedPath`: a list is often made before the
+run (a nightly ``find`` into a file), so a name that no longer exists is a
+file skipped with a warning, as one that vanishes during a folder walk is,
+not the end of the run. A CORPUS named on the command line that does not
+exist is still an error (a typo, most likely).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import PosixPath
 from typing import BinaryIO
 
 from simdoc.errors import UsageError
+
+
+class ListedPath(PosixPath):
+    """A path read from a ``--files-from``/``--files0-from`` list: it may be gone by the time it is read."""
 
 
 def read_file_list(stream: BinaryIO, nul_separated: bool) -> list[str]:

@@ -15,14 +15,15 @@ How one file is read: :mod:`simdoc.corpus.files`.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from simdoc.corpus.filelists import ListedPath
 from simdoc.corpus.files import COMPRESSED
+from simdoc.corpus.globs import may_hold, selected
 from simdoc.errors import CorpusError
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -66,10 +67,31 @@ class FileEntry:
 
 @dataclass(frozen=True)
 class Skipped:
-    """A path that is not a document, and why."""
+    """A path that is not a document, and why; its size and time when it could be seen
+    (-1 if not), so that an index can tell the same skipped file from a changed one."""
 
     id: str
     reason: str
+    size: int = -1
+    mtime_ns: int = -1
+    directory: bool = False  # a directory that was not walked: it may hold documents
+
+    def reported(self, include: tuple[str, ...], exclude: tuple[str, ...]) -> bool:
+        """Inside the set --include/--exclude choose: only those are warned about and counted."""
+        if self.directory:
+            return may_hold(self.id, include, exclude)
+        return selected(self.id, include, exclude)
+
+
+def _seen(doc_id: str, reason: str, st: os.stat_result | None = None, directory: bool = False) -> Skipped:
+    if st is None:
+        return Skipped(doc_id, reason, directory=directory)
+    return Skipped(doc_id, reason, st.st_size, st.st_mtime_ns, directory)
+
+
+def _reported(skipped: list[Skipped], include_globs, exclude_globs) -> None:
+    """Keep, sorted by id, the skipped paths inside the --include/--exclude set."""
+    skipped[:] = sorted((s for s in skipped if s.reported(include_globs or (), exclude_globs or ())), key=lambda s: s.id)
 
 
 def discover(
@@ -85,7 +107,7 @@ def discover(
     """
     skipped: list[Skipped] = []
     entries = list(walk(root, exclude, follow_symlinks, include_globs, exclude_globs, skipped))
-    skipped.sort(key=lambda s: s.id)
+    _reported(skipped, include_globs, exclude_globs)
     return entries, skipped
 
 
@@ -101,7 +123,8 @@ def walk(
 
     The shingle stage starts reading the first files while the rest of the
     tree is still being listed. Paths passed over are appended to ``skipped``
-    (in walk order). ``exclude`` names directories (the index) never to
+    (in walk order, whether --include/--exclude select them or not: see
+    :meth:`Skipped.reported`). ``exclude`` names directories (the index) never to
     enter. ``include_globs`` keeps only documents whose id matches one of
     them, ``exclude_globs`` drops those that match any (it wins); globs follow
     ``fnmatch`` and are matched against the whole id, where ``*`` also
@@ -144,12 +167,12 @@ def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_
             continue
         child_rel, path, st = item
         if stat.S_ISREG(st.st_mode):
-            if _selected(child_rel, include_globs, exclude_globs):
+            if selected(child_rel, include_globs, exclude_globs):
                 yield FileEntry(child_rel, path, st.st_size, st.st_mtime_ns)
             continue
         key = (st.st_dev, st.st_ino)
         if key in walked:
-            skipped.append(Skipped(child_rel, "directory already walked (symbolic link loop or second link to it)"))
+            skipped.append(_seen(child_rel, "directory already walked (symbolic link loop or second link to it)", st, True))
             continue
         walked.add(key)
         pending.append(iter(_listing(path, child_rel, excluded, follow_symlinks, skipped)))
@@ -162,7 +185,7 @@ def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, ski
         with os.scandir(directory) as it:
             children = list(it)
     except OSError as exc:
-        skipped.append(Skipped(rel or ".", f"directory cannot be listed: {exc.strerror or exc}"))
+        skipped.append(_seen(rel or ".", f"directory cannot be listed: {exc.strerror or exc}", directory=True))
         return []
     keyed = []
     for entry in children:
@@ -173,16 +196,16 @@ def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, ski
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError as exc:
-            skipped.append(Skipped(child_rel, f"cannot stat: {exc.strerror or exc}"))
+            skipped.append(_seen(child_rel, f"cannot stat: {exc.strerror or exc}"))
             continue
         if stat.S_ISLNK(st.st_mode):
             if not follow_symlinks:
-                skipped.append(Skipped(child_rel, "symbolic link, not followed (--follow-symlinks follows links)"))
+                skipped.append(_seen(child_rel, "symbolic link, not followed (--follow-symlinks follows links)", st))
                 continue
             try:
                 st = os.stat(entry.path)
             except OSError as exc:
-                skipped.append(Skipped(child_rel, f"broken symbolic link: {exc.strerror or exc}"))
+                skipped.append(_seen(child_rel, f"broken symbolic link: {exc.strerror or exc}", st))
                 continue
         if stat.S_ISREG(st.st_mode):
             keyed.append((walk_key(name), child_rel, entry.path, st))
@@ -191,20 +214,14 @@ def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, ski
                 continue
             keyed.append((name + "/", child_rel, entry.path, st))
         else:
-            skipped.append(Skipped(child_rel, "not a regular file (device, FIFO or socket)"))
+            skipped.append(_seen(child_rel, "not a regular file (device, FIFO or socket)", st))
     keyed.sort(key=lambda k: k[0])
     return [k[1:] for k in keyed]
 
 
-def _selected(doc_id: str, include_globs, exclude_globs) -> bool:
-    if include_globs and not any(fnmatch.fnmatchcase(doc_id, g) for g in include_globs):
-        return False
-    return not (exclude_globs and any(fnmatch.fnmatchcase(doc_id, g) for g in exclude_globs))
-
-
 def _select(entries: list[FileEntry], include_globs, exclude_globs) -> list[FileEntry]:
     """The entries --include/--exclude keep, in walk order (sorted by :func:`walk_key`)."""
-    return sorted((e for e in entries if _selected(e.id, include_globs, exclude_globs)), key=lambda e: walk_key(e.id))
+    return sorted((e for e in entries if selected(e.id, include_globs, exclude_globs)), key=lambda e: walk_key(e.id))
 
 
 def resolve_sources(corpus) -> tuple[str, list[tuple[str, str]]]:
@@ -215,10 +232,14 @@ def resolve_sources(corpus) -> tuple[str, list[tuple[str, str]]]:
     them (``simdoc pairs a/ b/`` gives ``a/x.txt`` and ``b/y.txt``), so ids never
     collide and stay readable.
 
+    A name from a file list (:class:`~simdoc.corpus.filelists.ListedPath`)
+    that does not exist counts for the base all the same, so that the ids of
+    the others do not move; :func:`discover_sources` reports it as skipped.
+
     Raises
     ------
     CorpusError
-        A source does not exist.
+        A source named on the command line does not exist.
     """
     items = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
     if not items:
@@ -226,7 +247,7 @@ def resolve_sources(corpus) -> tuple[str, list[tuple[str, str]]]:
     absolute = []
     for item in items:
         path = os.path.abspath(os.fspath(item))
-        if not os.path.exists(path):
+        if not os.path.exists(path) and not isinstance(item, ListedPath):
             raise CorpusError(f"corpus {item} does not exist", hint="check the path")
         absolute.append(path)
     if len(absolute) == 1 and os.path.isdir(absolute[0]):
@@ -260,7 +281,7 @@ def discover_sources(
         if lazy:
             skipped: list[Skipped] = []
             found = walk(sources[0][0], exclude, follow_symlinks, include_globs, exclude_globs, skipped)
-            return base, _then_sorted(found, skipped), skipped
+            return base, _then_reported(found, skipped, include_globs, exclude_globs), skipped
         entries, skipped = discover(sources[0][0], exclude, follow_symlinks, include_globs, exclude_globs)
         return base, entries, skipped
     entries: dict[str, FileEntry] = {}
@@ -270,24 +291,27 @@ def discover_sources(
             found, passed = discover(path, exclude, follow_symlinks)
             for e in found:
                 entries.setdefault(f"{prefix}/{e.id}", FileEntry(f"{prefix}/{e.id}", e.path, e.size, e.mtime_ns))
-            skipped.extend(Skipped(f"{prefix}/{s.id}", s.reason) for s in passed)
+            skipped.extend(Skipped(f"{prefix}/{s.id}", s.reason, s.size, s.mtime_ns, s.directory) for s in passed)
             continue
         try:
             st = os.stat(path) if follow_symlinks else os.lstat(path)
+        except FileNotFoundError:
+            skipped.append(_seen(prefix, "no such file, skipped"))
+            continue
         except OSError as exc:
-            skipped.append(Skipped(prefix, f"cannot stat: {exc.strerror or exc}"))
+            skipped.append(_seen(prefix, f"cannot stat: {exc.strerror or exc}"))
             continue
         if stat.S_ISREG(st.st_mode):
             entries.setdefault(prefix, FileEntry(prefix, path, st.st_size, st.st_mtime_ns))
         elif stat.S_ISLNK(st.st_mode):
-            skipped.append(Skipped(prefix, "symbolic link, not followed (--follow-symlinks follows links)"))
+            skipped.append(_seen(prefix, "symbolic link, not followed (--follow-symlinks follows links)", st))
         else:
-            skipped.append(Skipped(prefix, "not a regular file (device, FIFO or socket)"))
-    skipped.sort(key=lambda s: s.id)
-    selected = _select(list(entries.values()), include_globs, exclude_globs)
-    return base, (iter(selected) if lazy else selected), skipped
+            skipped.append(_seen(prefix, "not a regular file (device, FIFO or socket)", st))
+    _reported(skipped, include_globs, exclude_globs)
+    chosen = _select(list(entries.values()), include_globs, exclude_globs)
+    return base, (iter(chosen) if lazy else chosen), skipped
 
 
-def _then_sorted(found: Iterator[FileEntry], skipped: list[Skipped]) -> Iterator[FileEntry]:
+def _then_reported(found: Iterator[FileEntry], skipped: list[Skipped], include_globs, exclude_globs) -> Iterator[FileEntry]:
     yield from found
-    skipped.sort(key=lambda s: s.id)
+    _reported(skipped, include_globs, exclude_globs)

@@ -7,11 +7,16 @@ the query and the candidate documents, re-read from the corpus (index format 3
 keeps no shingle sets), are shingled to 64-bit hashes and compared. A
 candidate whose document changed since it was indexed, or is gone, is skipped
 with a warning naming it. Nothing in the index changes.
+
+Queries stream (:func:`iter_matches`): they are taken a batch at a time and
+their matches given before the next batch is read, so that memory is bounded
+by a batch and the candidates' cache, not by the number of queries.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +28,7 @@ from simdoc.shingling import shingle_texts
 from simdoc.similarity import pair_estimates, pair_jaccard
 from simdoc.stages.reread import reader_of
 from simdoc.store.directory import IndexStore
-from simdoc.store.loaded import open_index
+from simdoc.store.loaded import LoadedIndex, open_index
 
 
 @dataclass
@@ -38,9 +43,20 @@ def _sorted_band_keys(keys: np.ndarray, buckets: np.ndarray) -> list[np.ndarray]
     return [np.asarray(keys[t])[np.asarray(buckets[t])] for t in range(keys.shape[0])]
 
 
+# Queries are shingled, signed and scored a batch at a time, and their matches given as
+# each batch is done, so that memory does not grow with the number of queries: a batch
+# holds at most this many characters of query text (or BATCH_QUERIES queries), and the
+# shingling workspace it needs, ~50 bytes a character.
+BATCH_BYTES = 1 << 20
+BATCH_QUERIES = 1024
+# The candidates' re-read shingle sets are kept across batches up to this many bytes
+# (a document that many queries find is read once), then dropped, oldest first.
+CACHE_BYTES = 64 << 20
+
+
 def query_documents(
     index: str | os.PathLike,
-    documents: list[tuple[str, str]],
+    documents: Iterable[tuple[str, str]],
     threshold: float | None = None,
     verify: bool = True,
     all_candidates: bool = False,
@@ -52,79 +68,151 @@ def query_documents(
     or a candidate document that changed since it was indexed); and the
     threshold used: the one asked, else the index's, else the default
     (:func:`simdoc.params.choose_threshold`).
+    :func:`iter_matches` gives the same matches as they are found.
+    """
+    warnings: list[str] = []
+    chosen: list[Threshold] = []
+    matches = list(iter_matches(
+        index, documents, threshold, verify, all_candidates, warn=warnings.append, chosen=chosen.append,
+    ))
+    return matches, warnings, chosen[0]
+
+
+def iter_matches(
+    index: str | os.PathLike,
+    documents: Iterable[tuple[str, str]],
+    threshold: float | None = None,
+    verify: bool = True,
+    all_candidates: bool = False,
+    *,
+    warn: Callable[[str], None],
+    chosen: Callable[[Threshold], None] | None = None,
+) -> Iterator[Match]:
+    """The matches of :func:`query_documents`, in its order, a batch of queries at a time.
+
+    ``documents`` is consumed as the matches are taken: memory is bounded by
+    a batch (:data:`BATCH_BYTES`) and the candidates' cache
+    (:data:`CACHE_BYTES`), whatever the number of queries. Warnings go to
+    ``warn`` as they arise; the threshold used goes to ``chosen`` before the
+    first match. The index is held for reading (its files are not deleted
+    under it) until the iterator is exhausted or closed.
     """
     store = IndexStore(index)
     with store.reading():
-        loaded = open_index(index)
+        looked = _Lookup(open_index(index), threshold, verify, all_candidates, warn)
+        if chosen is not None:
+            chosen(looked.chosen)
+        for batch in _batches(documents):
+            yield from looked.batch(batch)
+
+
+def _batches(documents: Iterable[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
+    batch: list[tuple[str, str]] = []
+    size = 0
+    for qid, text in documents:
+        batch.append((qid, text))
+        size += len(text)
+        if size >= BATCH_BYTES or len(batch) >= BATCH_QUERIES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+class _Lookup:
+    """One index opened for queries: its bands sorted by key, signatures, ids and exact copies."""
+
+    def __init__(self, loaded: LoadedIndex, threshold: float | None, verify: bool, all_candidates: bool, warn) -> None:
         loaded.stage("shingle")
         ix = loaded.stage("index")
         # Buckets or signatures of another build would name other documents: a mix of two
         # builds, never an answer of either (a query changes nothing, so it cannot rebuild them).
         loaded.check_built_from("signature", "index")
-        chosen = choose_threshold(None if threshold is None else check_threshold(threshold), "set", ix["params"])
-        t = chosen.value
-        spec = loaded.spec()
+        self.chosen = choose_threshold(None if threshold is None else check_threshold(threshold), "set", ix["params"])
+        self.threshold, self.verify, self.all_candidates, self.warn = self.chosen.value, verify, all_candidates, warn
+        self.spec = loaded.spec()
+        self.hasher = loaded.hasher()
+        self.bands, self.rows = ix["params"]["bands"], ix["params"]["rows"]
+        keys, self.buckets = loaded.bands()
+        self.sorted_keys = _sorted_band_keys(keys, self.buckets)
+        self.sigs = loaded.signatures()
+        self.doc_ids = loaded.doc_ids()
+        self.rep = loaded.representatives()
+        self.folded = bool(np.any(self.rep != np.arange(len(self.rep))))
+        self.looked_up = _DocumentSets(reader_of(loaded), self.rep, self.doc_ids, warn) if verify else None
+
+    def batch(self, documents: list[tuple[str, str]]) -> Iterator[Match]:
         texts = [text for _, text in documents]
         # Signatures from the window stream, as the build computes them; 64-bit sets to verify.
-        stream = shingle_texts(texts, spec, form="stream")
-        qsigs = loaded.hasher().signatures(stream)
+        stream = shingle_texts(texts, self.spec, form="stream")
+        qsigs = self.hasher.signatures(stream)
         empty = np.diff(stream.indptr) == 0
-        qsets = shingle_texts(texts, spec, form="sets64") if verify else None
-        bands, rows = ix["params"]["bands"], ix["params"]["rows"]
-        qkeys = band_keys(qsigs, bands, rows)
-        keys, buckets = loaded.bands()
-        sorted_keys = _sorted_band_keys(keys, buckets)
-        sigs = loaded.signatures()
-        doc_ids = loaded.doc_ids()
-        rep = loaded.representatives()
-        folded = bool(np.any(rep != np.arange(len(rep))))
-        looked_up = _DocumentSets(reader_of(loaded), rep, doc_ids) if verify else None
-        matches: list[Match] = []
-        warnings: list[str] = []
+        del stream
+        qsets = shingle_texts(texts, self.spec, form="sets64") if self.verify else None
+        del texts
+        qkeys = band_keys(qsigs, self.bands, self.rows)
         for q, (qid, _) in enumerate(documents):
             if empty[q]:
-                warnings.append(f"{qid}: no shingles (empty or too short for the index's shingles); nothing to match")
+                self.warn(f"{qid}: no shingles (empty or too short for the index's shingles); nothing to match")
                 continue
-            found = _candidates(qkeys[:, q], sorted_keys, buckets)
+            found = _candidates(qkeys[:, q], self.sorted_keys, self.buckets)
             if not len(found):
                 continue
-            if folded:  # buckets hold one representative per group of exact copies
-                found = np.flatnonzero(np.isin(rep, found))
-            matches.extend(_score(qid, q, qsets, qsigs, found, looked_up, sigs, doc_ids, t, verify, all_candidates))
-        if looked_up is not None:
-            warnings.extend(looked_up.warnings)
-    return matches, warnings, chosen
+            if self.folded:  # buckets hold one representative per group of exact copies
+                found = np.flatnonzero(np.isin(self.rep, found))
+            yield from _score(
+                qid, q, qsets, qsigs, found, self.looked_up, self.sigs, self.doc_ids, self.threshold, self.verify,
+                self.all_candidates,
+            )
 
 
 class _DocumentSets:
-    """Candidate documents' 64-bit shingle sets, re-read from the corpus once per run.
+    """Candidate documents' 64-bit shingle sets, re-read from the corpus, kept up to CACHE_BYTES.
 
     Exact copies share their representative's text (same identity), so only
     the representative is read. A document that changed since it was indexed,
-    or is gone, gives None and one warning naming it.
+    or is gone, gives None and one warning naming it, once per run.
     """
 
-    def __init__(self, reader, rep: np.ndarray, doc_ids: list[str]) -> None:
+    def __init__(self, reader, rep: np.ndarray, doc_ids: list[str], warn: Callable[[str], None]) -> None:
         self.reader = reader
         self.rep = rep
         self.doc_ids = doc_ids
-        self.sets: dict[int, ShingleSets | None] = {}
-        self.warnings: list[str] = []
+        self.warn = warn
+        self.sets: dict[int, ShingleSets | None] = {}  # in the order read: the oldest go first
+        self.bytes = 0
+        self.warned: set[int] = set()
 
     def get(self, docs: np.ndarray) -> list[ShingleSets | None]:
         heads = [int(self.rep[d]) for d in docs]
         missing = sorted({h for h in heads if h not in self.sets})
         if missing:
+            self._make_room(set(heads))
             got = self.reader.read_sets(missing)
             for h in missing:
                 row = got.get(h)
-                self.sets[h] = row
-                if row is None:
-                    self.warnings.append(
+                if row is not None:  # a copy: a slice would keep the whole read alive
+                    row = ShingleSets(row.indptr.copy(), row.data.copy(), row.counts.copy())
+                    self.bytes += row.data.nbytes + row.counts.nbytes
+                elif h not in self.warned:
+                    self.warned.add(h)
+                    self.warn(
                         f"{self.doc_ids[h]}: changed or gone since it was indexed; not compared "
                         "(run `simdoc pairs CORPUS` to update the index)"
                     )
+                self.sets[h] = row
         return [self.sets[h] for h in heads]
+
+    def _make_room(self, wanted: set[int]) -> None:
+        """Drop the oldest sets not ``wanted`` now while the cache holds more than CACHE_BYTES."""
+        for h in list(self.sets):
+            if self.bytes <= CACHE_BYTES:
+                return
+            if h in wanted:
+                continue
+            row = self.sets.pop(h)
+            if row is not None:
+                self.bytes -= row.data.nbytes + row.counts.nbytes
 
 
 def _candidates(qkey: np.ndarray, sorted_keys: list[np.ndarray], buckets: np.ndarray) -> np.ndarray:

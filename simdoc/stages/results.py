@@ -35,6 +35,7 @@ class StageResult:
     detail: str = ""
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # said on stderr without -q, not warnings (e.g. a default used)
+    repeated: list[str] = field(default_factory=list)  # warnings given by an earlier run: --verbose shows them
 
 
 @dataclass

@@ -26,8 +26,6 @@ stored instead, for `simdoc signature`.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -47,6 +45,7 @@ from simdoc.shinglesets import ShingleSets
 from simdoc.stages.cluster_signatures import PlacedRows
 from simdoc.stages.common import (
     build_id,
+    collector_paused,
     corpus_name,
     default_index_path,
     mismatch,
@@ -62,6 +61,7 @@ from simdoc.stages.scan import (
     scan_tasks,
 )
 from simdoc.stages.signature import SignatureRows, finish_signatures
+from simdoc.stages.skipped import SkipNotes, recorded_warnings
 from simdoc.store.directory import IndexStore
 from simdoc.store.doctable import DocRow, DocsTable, TableBuilder
 from simdoc.store.loaded import LoadedIndex, readable_docs
@@ -100,7 +100,7 @@ def build_shingles(
     resumable (see the module). ``progress``: a bar on stderr.
     """
     index = Path(index) if index is not None else default_index_path(corpus)
-    with IndexStore(index).writing(wait), _collector_paused():
+    with IndexStore(index).writing(wait), collector_paused():
         t0 = time.perf_counter()
         store = IndexStore(index)
         manifest = store.read_manifest(discard_damaged=rebuild)
@@ -111,7 +111,8 @@ def build_shingles(
         scan = _scan(store, manifest, corpus, index, settings)
         if _same_build(settings, scan) and not scan.racy() and not force_read:
             remove_scan_parts(store)
-            return StageResult("shingle", False, time.perf_counter() - t0, "up to date")
+            seconds = time.perf_counter() - t0
+            return StageResult("shingle", False, seconds, "up to date", repeated=recorded_warnings(settings.stored))
         plan = _reading_plan(scan, settings.reuse, force_read or set())
         store.ensure_dir()
         engine = engine or LocalEngine()
@@ -126,7 +127,7 @@ def build_shingles(
                 collector.abort()
                 remove_scan_parts(store)
                 detail = f"up to date ({collector.n_read} racily clean files re-read)"
-                return StageResult("shingle", False, time.perf_counter() - t0, detail, collector.warnings)
+                return StageResult("shingle", False, time.perf_counter() - t0, detail, *collector.said())
             collector.check_some_read(corpus)
             table, stage, sig_stage = _write_build(store, settings, scan, collector, engine)
         except BaseException:
@@ -134,24 +135,7 @@ def build_shingles(
             raise
         _publish(store, manifest, table, stage, sig_stage, collector.generation, before_publish)
         remove_scan_parts(store)
-        return StageResult("shingle", True, time.perf_counter() - t0, collector.detail(scan, stage), collector.warnings)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cycle collector for a stage that only makes acyclic objects.
-
-    The shingle stage keeps a few objects per document alive until its end;
-    each collection would walk all of them again. Nothing it makes holds a cycle.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+        return StageResult("shingle", True, time.perf_counter() - t0, collector.detail(scan, stage), *collector.said())
 
 
 # ---------------------------------------------------------------- 1. parameters
@@ -228,11 +212,14 @@ def _scan(store: IndexStore, manifest: dict, corpus, index: Path, settings: _Set
     )
     entries = list(entries)
     if not entries:
-        raise CorpusError(
+        err = CorpusError(
             f"corpus {corpus_name(corpus)} has no documents" + (f" ({count(len(skipped), 'path')} passed over)" if skipped else ""),
             hint="point simdoc at a folder that holds text files (hidden files are ignored)",
         )
-    scan_id = build_id([[e.id, e.size, e.mtime_ns] for e in entries] + [[s.id, s.reason] for s in skipped])
+        err.warnings = [f"{s.id}: {s.reason}" for s in skipped]
+        raise err
+    # A skipped path's size and time count: one that changes is warned about again (simdoc.stages.skipped).
+    scan_id = build_id([[e.id, e.size, e.mtime_ns] for e in entries] + [[s.id, s.reason, s.size, s.mtime_ns] for s in skipped])
     scan = _Scan(entries, skipped, scan_id, time.time_ns(), None, {}, 0)
     if settings.same_params:
         scan.racy_after = int(settings.stored.get("scanned_at_ns", 0)) - RACY_NS
@@ -294,8 +281,9 @@ class _Collector:
         self.builder = TableBuilder(scan.old)
         self.sig_rows = _signature_rows(store, manifest, settings, placed)
         self.sets_parts: list[ShingleSets] = []
-        self.warnings = [f"{s.id}: {s.reason}" for s in scan.skipped]
-        self.not_docs: list[dict] = [{"id": s.id, "reason": s.reason} for s in scan.skipped]
+        self.notes = SkipNotes(settings.stored.get("skipped") if settings.stored else None)
+        for s in scan.skipped:
+            self.notes.skip(s.id, s.reason, s.size, s.mtime_ns)
         self.n_read = self.n_changed = self.n_kept_old = 0
 
     def collect(self, plan: list[tuple[FileEntry, bytes | None, bool]], results: Iterator[BatchResult], bar) -> None:
@@ -327,16 +315,17 @@ class _Collector:
     def read(self, e: FileEntry, outcome: FileOutcome, batch: BatchResult, at_doc: int) -> None:
         """What reading the file gave: its documents start at ``at_doc`` of the batch."""
         self.n_read += 1
-        if outcome.warning:
-            self.warnings.append(f"{e.id}: {outcome.warning}")
+        unread = not outcome.unchanged and outcome.how not in MEMBER_WAYS and outcome.status in ("binary", "unreadable")
+        if unread or (not outcome.unchanged and outcome.how in MEMBER_WAYS and outcome.n_docs == 0):
+            reason = outcome.warning if unread else outcome.warning or "no documents in this file"
+            self.notes.skip(e.id, reason, e.size, e.mtime_ns, warning=outcome.warning or "")
+        elif outcome.warning:
+            self.notes.warn(f"{e.id}: {outcome.warning}")
         if outcome.unchanged:
             self.keep(e, (e.size, e.mtime_ns))
             return
-        if outcome.how not in MEMBER_WAYS and outcome.status in ("binary", "unreadable"):
-            self.not_docs.append({"id": e.id, "reason": outcome.warning})
+        if unread:
             return
-        if outcome.how in MEMBER_WAYS and outcome.n_docs == 0:
-            self.not_docs.append({"id": e.id, "reason": outcome.warning or "no documents in this file"})
         old, prev = self.old, self.prev
         for d in batch.docs[at_doc : at_doc + outcome.n_docs]:
             j, p = self.old_pos.get(d.id, -1), self.prev_pos.get(d.id, -1)
@@ -355,6 +344,10 @@ class _Collector:
         if self.settings.keep_sets and outcome.n_docs:
             self.sets_parts.append(batch.sets.slice(at_doc, at_doc + outcome.n_docs))
 
+    def said(self) -> tuple[list[str], list[str]]:
+        """The warnings to give, and those about skipped files given before (see simdoc.stages.skipped)."""
+        return self.notes.new, self.notes.repeated
+
     def nothing_new(self) -> bool:
         """Every row is the current table's, and every document read has the digest indexed."""
         return self.n_changed == 0 and len(self.builder) == len(self.old_pos) == self.n_kept_old
@@ -362,10 +355,10 @@ class _Collector:
     def check_some_read(self, corpus) -> None:
         if not len(self.builder):
             err = CorpusError(
-                f"corpus {corpus_name(corpus)} has no readable documents ({count(len(self.not_docs), 'file skipped')})",
+                f"corpus {corpus_name(corpus)} has no readable documents ({count(len(self.notes.skipped), 'file skipped')})",
                 hint="see the warnings above for why each file was skipped",
             )
-            err.warnings = self.warnings
+            err.warnings = self.notes.every
             raise err
 
     def abort(self) -> None:
@@ -380,8 +373,8 @@ class _Collector:
             out += f"; read {self.n_read} files, {self.n_changed} new or changed, {stage['n_removed']} removed"
         if stage["n_empty"]:
             out += f", {stage['n_empty']} with no shingles (never candidates)"
-        if self.not_docs:
-            out += f", {len(self.not_docs)} files skipped"
+        if self.notes.skipped:
+            out += f", {len(self.notes.skipped)} files skipped"
         if self.settings.signer is not None:
             out += f"; {stage['n_docs']} x {self.settings.signer.num_perm} signatures"
         return out
@@ -435,7 +428,7 @@ def _write_build(
         "n_empty": int(np.count_nonzero(table.n_shingles == 0)),
         "n_changed": collector.n_changed,
         "n_removed": len(collector.old_pos) - collector.n_kept_old,
-        "skipped": collector.not_docs,
+        "skipped": collector.notes.skipped,
         "roles": roles,
         "files": files,
     }

@@ -135,8 +135,10 @@ def _skipped_id(x: object) -> bool:
 
 
 def _skipped(x: object) -> bool:
+    # size and mtime_ns: -1 when the path could not be seen (simdoc.stages.skipped).
     return isinstance(x, list) and all(
-        isinstance(s, dict) and set(s) <= {"id", "reason"} and _skipped_id(s.get("id")) and _optional(_str)(s.get("reason"))
+        isinstance(s, dict) and set(s) <= {"id", "reason", "size", "mtime_ns"} and _skipped_id(s.get("id"))
+        and _optional(_str)(s.get("reason")) and all(_int(-1)(s[k]) for k in ("size", "mtime_ns") if k in s)
         for s in x
     )
 
