@@ -13,6 +13,8 @@ and the whole pipeline over a folder, with the index kept on disk::
         print(pair.doc_a, pair.doc_b, pair.estimated, pair.jaccard)
 """
 
+import importlib
+
 from simdoc.errors import SimdocError
 from simdoc.lsh import candidate_probability, choose_bands_rows, s_curve_threshold
 from simdoc.minhash import MinHasher
@@ -38,10 +40,22 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    # The pipeline pulls in file I/O and multiprocessing; load it only when asked.
-    if name == "find_pairs":
-        from simdoc.stages.pairs import find_pairs
+# The pipeline pulls in file I/O, the index store and multiprocessing (about twice the import
+# time of the maths): these names are loaded on first use, and listed by dir() and help() all
+# the same (PEP 562 __getattr__ and __dir__).
+_LAZY = {
+    "find_pairs": "simdoc.stages.pairs",
+}
 
-        return find_pairs
-    raise AttributeError(name)
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'simdoc' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -24,3 +24,18 @@ def test_stage_commands_keep_their_quiet_and_verbose_help(run):
     out = run("pairs", "--help").output
     flags = out[out.index("-q, --quiet") : out.index("-h, --help")]
     assert "skipped" in flags and "timings" in flags
+
+
+def test_help_and_dir_of_the_package_list_the_whole_public_api():
+    """help(simdoc) and dir(simdoc) name every public function, the lazily loaded ones too."""
+    import pydoc
+
+    import simdoc
+
+    text = pydoc.render_doc(simdoc, renderer=pydoc.plaintext)
+    for name in simdoc.__all__:
+        assert name in dir(simdoc), name
+        assert name.startswith("__") or name in text, name  # __version__ is shown as VERSION
+    assert "find_pairs(corpus" in text  # documented with its signature, not only named
+    with pytest.raises(AttributeError):
+        simdoc.no_such_name
