@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import SAMPLE_CORPUS
 
 
 def test_query_help_names_members_as_ids_are_written(run):
@@ -39,3 +40,30 @@ def test_help_and_dir_of_the_package_list_the_whole_public_api():
     assert "find_pairs(corpus" in text  # documented with its signature, not only named
     with pytest.raises(AttributeError):
         simdoc.no_such_name
+
+
+def test_banding_report_rounds_the_similarities_it_names():
+    from simdoc.lsh import BandingReport, s_curve_threshold
+
+    by_hand = BandingReport.of(20, 5, round(s_curve_threshold(20, 5), 6))  # as `index --bands 20 --rows 5` stores it
+    assert "P(J=0.449)=0.309, P(J=0.549)=0.642, P(J=0.649)=0.914" in by_hand.describe()
+    assert "0.44928" not in by_hand.describe()
+    assert "P(J=0.7)=0.673, P(J=0.8)=0.953, P(J=0.9)=1.000" in BandingReport.of(13, 7, 0.8).describe()
+
+
+def test_stats_calls_the_midpoint_of_a_hand_chosen_banding_a_midpoint(tmp_path, run):
+    idx = tmp_path / "idx"
+    assert run("pairs", SAMPLE_CORPUS, "--index", idx).exit_code == 0
+    assert run("index", "--index", idx, "--bands", "20", "--rows", "5").exit_code == 0
+    out = run("stats", "--index", idx).stdout
+    assert "banding: bands=20 rows=5 (chosen by hand; S-curve midpoint 0.549)" in out.splitlines()
+    assert "threshold 0.54928" not in out
+    assert run("index", "--index", idx, "--threshold", "0.8").exit_code == 0
+    assert "banding: bands=13 rows=7 (threshold 0.8)" in run("stats", "--index", idx).stdout.splitlines()
+
+
+def test_a_hand_chosen_banding_with_a_threshold_names_both():
+    from simdoc.reports.stats import BucketSummary
+
+    b = BucketSummary(20, 5, 0.6, True, 0, 0, (), (), explicit=True)
+    assert b.banding == "bands=20 rows=5 (chosen by hand for threshold 0.6; S-curve midpoint 0.549)"
