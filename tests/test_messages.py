@@ -67,3 +67,35 @@ def test_a_hand_chosen_banding_with_a_threshold_names_both():
 
     b = BucketSummary(20, 5, 0.6, True, 0, 0, (), (), explicit=True)
     assert b.banding == "bands=20 rows=5 (chosen by hand for threshold 0.6; S-curve midpoint 0.549)"
+
+
+def test_show_says_one_word_left_out_in_the_singular():
+    from simdoc.cli.show import _rich_document
+    from simdoc.reports.passages import Segment, render_plain
+
+    one = [Segment("own", None, "a b", elided=1, tail="d e")]
+    assert render_plain(one) == "a b (... 1 word ...) d e"
+    assert _rich_document(one).plain == "a b (... 1 word ...) d e"
+    assert render_plain([Segment("own", None, "a", elided=2, tail="d")]) == "a (... 2 words ...) d"
+
+
+def test_the_table_folds_names_after_a_separator_not_mid_word(monkeypatch):
+    import io
+
+    from simdoc.output import fold_name, write_records
+
+    monkeypatch.setenv("COLUMNS", "60")
+    out = io.StringIO()
+    a = "policies/remote-work-policy-2023-final-version-for-board.txt"
+    b = "policies/remote-work-policy-2024-final-version-for-board.txt"
+    write_records([(a, b, 0.8594, 0.8905), ("misc/soup-copy.txt", "misc/soup.txt", 1.0, 1.0)], "table", out)
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 60
+    firsts = [line[:20].strip() for line in lines[1:6]]
+    assert "".join(firsts) == a  # the whole name, in pieces
+    assert all(piece[-1] in "/-_." for piece in firsts[:-1]), firsts
+    assert "misc/soup-copy.txt" in lines[6] and "misc/soup.txt" in lines[6]  # short names stay whole
+    # A run with no separator in reach is cut where the line is full; nothing is lost.
+    assert fold_name("abcdefghij/k", 4).split("\n") == ["abcd", "efgh", "ij/k"]
+    assert fold_name("ab/cdefgh", 6).split("\n") == ["ab/", "cdefgh"]
+    assert fold_name("ab/cd", 10) == "ab/cd"
