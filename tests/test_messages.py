@@ -99,3 +99,30 @@ def test_the_table_folds_names_after_a_separator_not_mid_word(monkeypatch):
     assert fold_name("abcdefghij/k", 4).split("\n") == ["abcd", "efgh", "ij/k"]
     assert fold_name("ab/cdefgh", 6).split("\n") == ["ab/", "cdefgh"]
     assert fold_name("ab/cd", 10) == "ab/cd"
+
+
+def test_a_local_dask_cluster_says_nothing_when_port_8787_is_taken(tmp_path):
+    """Dask's scheduler serves HTTP on :8787 even without a dashboard, and warned on stderr
+    (through -q) when another cluster held the port."""
+    import socket
+    import subprocess
+    import sys
+
+    pytest.importorskip("distributed")
+    held = socket.socket()
+    try:
+        held.bind(("0.0.0.0", 8787))
+        held.listen()
+    except OSError:
+        pass  # something holds it already: the same case
+    try:
+        p = subprocess.run(
+            [sys.executable, "-m", "simdoc", "pairs", str(SAMPLE_CORPUS), "--index", str(tmp_path / "idx"),
+             "--scheduler", "local[1]", "-q"],
+            capture_output=True, text=True, timeout=300,
+        )
+    finally:
+        held.close()
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == ""
+    assert len(p.stdout.splitlines()) == 5
