@@ -126,3 +126,20 @@ def test_a_local_dask_cluster_says_nothing_when_port_8787_is_taken(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stderr == ""
     assert len(p.stdout.splitlines()) == 5
+
+
+def test_make_run_installs_simdoc_without_the_editable_warning_box():
+    """setuptools prints an "Editable installation" box for every editable install: `make run`
+    installs simdoc as a user would, and again when its sources change."""
+    import shutil
+    import subprocess
+
+    from conftest import REPO
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    dry = subprocess.run(["make", "-n", "-B", "run"], cwd=REPO, capture_output=True, text=True, timeout=60).stdout
+    installs = [line for line in dry.splitlines() if "pip install" in line and "--upgrade pip" not in line]
+    assert installs == [".venv/bin/python -m pip install --quiet ."]
+    makefile = (REPO / "Makefile").read_text()
+    assert "$(VENV)/.installed: $(SOURCES)" in makefile and "find simdoc" in makefile
