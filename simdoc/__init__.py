@@ -17,6 +17,7 @@ import importlib
 
 from simdoc.errors import SimdocError
 from simdoc.lsh import candidate_probability, choose_bands_rows, s_curve_threshold
+from simdoc.lshindex import IndexMatch, LSHIndex
 from simdoc.minhash import MinHasher
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec, shingle_texts
@@ -24,6 +25,8 @@ from simdoc.similarity import bag_jaccard, estimate_jaccard, jaccard
 from simdoc.version import __version__
 
 __all__ = [
+    "IndexMatch",
+    "LSHIndex",
     "MinHasher",
     "ShingleSets",
     "ShingleSpec",
