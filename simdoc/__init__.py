@@ -7,10 +7,21 @@ The library underneath the ``simdoc`` command. Each step is usable on its own::
     sigs = simdoc.MinHasher(num_perm=128, seed=1).signatures(sets)
     simdoc.estimate_jaccard(sigs[0], sigs[1]), simdoc.jaccard(sets.row(0), sets.row(1))
 
-and the whole pipeline over a folder, with the index kept on disk::
+an index of documents held in memory::
+
+    index = simdoc.LSHIndex(threshold=0.7)
+    index.insert("fox", "The quick brown fox jumps over the lazy dog")
+    index.query("the quick brown fox jumps over the lazy dog!")     # ['fox']
+
+and the whole pipeline over a folder, with the index kept on disk, with what
+the commands ``pairs``, ``clusters``, ``dedup`` and ``query`` print, as data::
 
     for pair in simdoc.find_pairs("corpus/", index="corpus.idx", threshold=0.7):
         print(pair.doc_a, pair.doc_b, pair.estimated, pair.jaccard)
+    for cluster in simdoc.find_clusters("corpus/", index="corpus.idx", threshold=0.7):
+        print(cluster.cluster_id, cluster.members)
+    simdoc.dedup("corpus/", index="corpus.idx", threshold=0.95, keep="newest").paths()
+    simdoc.query("corpus.idx", [("draft", "text of a draft ...")]).matches
 """
 
 import importlib
@@ -35,9 +46,12 @@ __all__ = [
     "bag_jaccard",
     "candidate_probability",
     "choose_bands_rows",
+    "dedup",
     "estimate_jaccard",
+    "find_clusters",
     "find_pairs",
     "jaccard",
+    "query",
     "s_curve_threshold",
     "shingle_texts",
 ]
@@ -48,6 +62,9 @@ __all__ = [
 # the same (PEP 562 __getattr__ and __dir__).
 _LAZY = {
     "find_pairs": "simdoc.stages.pairs",
+    "find_clusters": "simdoc.reports.library",
+    "dedup": "simdoc.reports.library",
+    "query": "simdoc.reports.library",
 }
 
 

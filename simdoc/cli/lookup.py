@@ -86,7 +86,7 @@ def query(
       find incoming -name '*.txt' -print0 | simdoc query --files0-from - --index crawl.idx
     """
     from simdoc.corpus.file_texts import read_file_texts
-    from simdoc.reports.query import query_documents
+    from simdoc.reports.library import query as query_index
 
     setup_logging(quiet, verbose)
     check_output_flags(null, fmt, header)
@@ -113,7 +113,8 @@ def query(
         )
         documents += got.documents
         warnings += got.warnings
-    matches, more = query_documents(index, documents, threshold, verify=not no_verify, all_candidates=all_candidates)
+    found = query_index(index, documents, threshold=threshold, verify=not no_verify, all_candidates=all_candidates)
+    matches, more = found.matches, found.warnings
     for w in warnings + more:
         log.warning(w)
     fmt = "null" if null else (fmt or ("table" if sys.stdout.isatty() else "tsv"))
