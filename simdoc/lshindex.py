@@ -37,6 +37,17 @@ from simdoc.similarity import pair_estimates
 Document = str | Iterable[int]  # a text, or its shingles as 32-bit integers
 
 
+@dataclass
+class _Stored:
+    """What an :class:`LSHIndex` keeps of a document."""
+
+    signature: np.ndarray  # (num_perm,) uint32
+    bands: np.ndarray | None  # its bucket key in each band; None: no shingles, in no bucket
+    shingles: np.ndarray | None  # its distinct shingles (64-bit for a text), when the index verifies
+    is_text: bool  # a text (else shingles given as integers): only texts are compared with texts
+    number: int = 0  # the order it was inserted in
+
+
 @dataclass(frozen=True)
 class IndexMatch:
     """A document of an :class:`LSHIndex` found for a query: its key, the MinHash estimate and the
@@ -118,8 +129,8 @@ class LSHIndex:
         self.bands, self.rows = int(bands), int(rows)
         self.verify = bool(verify)
         self._buckets: list[dict[int, set]] = [{} for _ in range(self.bands)]
-        # key -> (signature, band keys or None when it has no shingles, shingles or None, is a text)
-        self._docs: dict[Hashable, tuple[np.ndarray, np.ndarray | None, np.ndarray | None, bool]] = {}
+        self._docs: dict[Hashable, _Stored] = {}
+        self._inserted = 0  # documents inserted so far: each one's number orders ties
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -143,15 +154,17 @@ class LSHIndex:
         taken = [key for key in keys if key in self._docs]
         if taken or len(set(keys)) != len(keys):
             raise ValueError(f"key {(taken or keys)[0]!r} is already in the index (remove it first)")
-        for key, (sig, band, shingles, is_text) in zip(keys, self._prepare([doc for _, doc in items])):
-            self._docs[key] = (sig, band, shingles, is_text)
-            if band is not None:
-                for t, bucket_key in enumerate(band.tolist()):
+        for key, doc in zip(keys, self._prepare([doc for _, doc in items])):
+            doc.number = self._inserted
+            self._inserted += 1
+            self._docs[key] = doc
+            if doc.bands is not None:
+                for t, bucket_key in enumerate(doc.bands.tolist()):
                     self._buckets[t].setdefault(bucket_key, set()).add(key)
 
     def remove(self, key: Hashable) -> None:
         """Take the document ``key`` out; a key not in the index is a KeyError."""
-        _, band, _, _ = self._docs.pop(key)
+        band = self._docs.pop(key).bands
         if band is not None:
             for t, bucket_key in enumerate(band.tolist()):
                 bucket = self._buckets[t][bucket_key]
@@ -168,27 +181,27 @@ class LSHIndex:
         """:meth:`query` with the numbers: each match's estimate and exact Jaccard, sorted as
         ``simdoc pairs`` prints (similarity to 4 decimals descending). ``all_candidates``
         keeps every document that shares a bucket with ``document``, however similar."""
-        ((sig, band, shingles, is_text),) = self._prepare([document])
-        if band is None:
+        (asked,) = self._prepare([document])
+        if asked.bands is None:
             return []
         found: set = set()
-        for t, bucket_key in enumerate(band.tolist()):
+        for t, bucket_key in enumerate(asked.bands.tolist()):
             found |= self._buckets[t].get(bucket_key, set())
-        order = {key: i for i, key in enumerate(self._docs)}
-        keys = sorted((key for key in found if self._docs[key][3] == is_text), key=order.__getitem__)
+        docs = self._docs
+        keys = sorted((key for key in found if docs[key].is_text == asked.is_text), key=lambda key: docs[key].number)
         if not keys:
             return []
-        stack = np.vstack([sig] + [self._docs[key][0] for key in keys])
+        stack = np.vstack([asked.signature] + [docs[key].signature for key in keys])
         pairs = np.arange(1, len(keys) + 1)
         est = pair_estimates(stack, np.zeros(len(keys), np.int64), pairs)
-        jac = [_set_jaccard(shingles, self._docs[key][2]) for key in keys] if self.verify else None
+        jac = [_set_jaccard(asked.shingles, docs[key].shingles) for key in keys] if self.verify else None
         score = jac if jac is not None else est.tolist()
         kept = [i for i in range(len(keys)) if all_candidates or score[i] >= self.threshold]
         kept.sort(key=lambda i: -round(score[i], 4))  # stable: ties stay in insertion order
         return [IndexMatch(keys[i], float(est[i]), None if jac is None else jac[i]) for i in kept]
 
-    def _prepare(self, documents: list[Document]) -> list[tuple[np.ndarray, np.ndarray | None, np.ndarray | None, bool]]:
-        """(signature, band keys or None, shingles or None, is a text) of each document, in order."""
+    def _prepare(self, documents: list[Document]) -> list[_Stored]:
+        """What the index keeps of each document, in order (not numbered yet)."""
         texts = [i for i, d in enumerate(documents) if isinstance(d, str)]
         given = [i for i, d in enumerate(documents) if not isinstance(d, str)]
         sigs = np.empty((len(documents), self.hasher.num_perm), dtype=np.uint32)
@@ -214,7 +227,7 @@ class LSHIndex:
                     shingles[i] = sets.row(j).astype(np.uint64)
         keys = band_keys(sigs, self.bands, self.rows)
         return [
-            (sigs[i], keys[:, i] if sizes[i] else None, shingles[i], isinstance(documents[i], str))
+            _Stored(sigs[i].copy(), keys[:, i].copy() if sizes[i] else None, shingles[i], isinstance(documents[i], str))
             for i in range(len(documents))
         ]
 

@@ -167,6 +167,7 @@ def test_queries_agree_with_find_pairs(tmp_path_factory, seed, n, threshold):
 def test_memory_per_document_is_its_signature_bands_and_shingles():
     index = LSHIndex(threshold=0.8)
     index.insert("a", FOX)
-    sig, band, shingles, is_text = index._docs["a"]
-    assert sig.dtype == np.uint32 and sig.shape == (128,) and band.shape == (index.bands,) and is_text
-    assert shingles.dtype == np.uint64 and len(shingles) == len(set(shingles.tolist()))
+    doc = index._docs["a"]
+    assert doc.signature.dtype == np.uint32 and doc.signature.shape == (128,) and doc.is_text
+    assert doc.bands.shape == (index.bands,)
+    assert doc.shingles.dtype == np.uint64 and len(doc.shingles) == len(set(doc.shingles.tolist()))
