@@ -9,9 +9,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Install (or refresh) the package; the stamp files track pyproject.toml.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+# `make run` installs the package as a user would, not editable (setuptools prints a warning box
+# for every editable install), and again whenever its sources change; `make test` installs it
+# editable with the test extra, so that the suite sees every edit. Each replaces the other's install.
+SOURCES := pyproject.toml $(shell find simdoc -name '*.py' -o -name '*.txt')
+
+$(VENV)/.installed: $(SOURCES) | $(BIN)/python
+	$(BIN)/python -m pip install --quiet .
+	rm -f $(VENV)/.installed-test
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python

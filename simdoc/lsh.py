@@ -173,7 +173,9 @@ class BandingReport:
         )
 
     def describe(self) -> str:
-        probs = ", ".join(f"P(J={s:g})={p:.3f}" for s, p in self.probabilities.items())
+        # 3 decimals, as the midpoint and the probabilities: a threshold taken from the midpoint
+        # of a hand-chosen banding (0.549280) must not print as J=0.44928.
+        probs = ", ".join(f"P(J={f'{s:.3f}'.rstrip('0').rstrip('.')})={p:.3f}" for s, p in self.probabilities.items())
         return f"bands={self.bands} rows={self.rows} midpoint (1/b)^(1/r)={self.midpoint:.3f}; {probs}"
 
 

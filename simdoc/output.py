@@ -168,6 +168,7 @@ def write_records(
         from rich.console import Console
         from rich.table import Table
 
+        console = Console(file=out)
         table = Table(box=None, header_style="bold", show_header=header)
         # Names are folded onto more lines, never cut: two documents of a pair often share
         # a long prefix, and an ellipsis would make them look identical. Numbers stay whole.
@@ -175,10 +176,71 @@ def write_records(
             table.add_column(name, overflow="fold")
         for name in fields[2:]:
             table.add_column(name, no_wrap=True, min_width=len(name))
-        for a, b, est, jac, *new in records:
-            table.add_row(escape_name(a), escape_name(b), _num(est), _num(jac) or "-", *(new[:1] if with_new else ()))
-            n += 1
-        Console(file=out).print(table)
+        rows = [
+            (escape_name(a), escape_name(b), _num(est), _num(jac) or "-", *(new[:1] if with_new else ()))
+            for a, b, est, jac, *new in records
+        ]
+        # Folded here, after a '/' (or '-', '_', '.') where one is in reach, rather than by
+        # rich, which folds a name without spaces at the last cell that fits, mid-word.
+        width_a, width_b = _name_widths(console.width, fields, rows)
+        for a, b, *numbers in rows:
+            table.add_row(fold_name(a, width_a), fold_name(b, width_b), *numbers)
+        n = len(rows)
+        console.print(table)
     else:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     return n
+
+
+_FOLD_AFTER = "/-_."  # where a name may go on to the next line: after a separator, never mid-word
+_MIN_NAME_WIDTH = 8
+
+
+def _name_widths(total: int, fields: list[str], rows: list[tuple]) -> tuple[int, int]:
+    """The widths of the two name columns of the table: whole names if they fit in ``total``
+    cells, else the room left by the other columns, shared so that a narrow column stays whole."""
+    from rich.cells import cell_len
+
+    def need(i: int) -> int:
+        return max([cell_len(fields[i])] + [cell_len(r[i]) for r in rows])
+
+    # box=None: one cell of padding either side of every column.
+    room = total - sum(need(i) + 2 for i in range(2, len(fields))) - 4
+    a, b = need(0), need(1)
+    if a + b <= room:
+        return a, b
+    half = max(room // 2, _MIN_NAME_WIDTH)
+    if a <= half:
+        return a, max(room - a, _MIN_NAME_WIDTH)
+    if b <= half:
+        return max(room - b, _MIN_NAME_WIDTH), b
+    return half, max(room - half, _MIN_NAME_WIDTH)
+
+
+def fold_name(name: str, width: int) -> str:
+    """``name`` on lines of at most ``width`` terminal cells, joined by newlines.
+
+    A line ends after the last '/' that fits, unless that leaves it less than
+    half full, then after the last '-', '_' or '.'; only a run of ``width``
+    cells with none of them is cut where it fills the line.
+    """
+    from rich.cells import cell_len
+
+    lines = []
+    while cell_len(name) > width > 0:
+        fit, cells = 0, 0
+        for ch in name:
+            cells += cell_len(ch)
+            if cells > width:
+                break
+            fit += 1
+        head = name[: max(fit, 1)]
+        cut = head.rfind("/") + 1
+        if cut < len(head) // 2:
+            cut = max(cut, *(head.rfind(c) + 1 for c in _FOLD_AFTER))
+        if cut <= 0 or cut == len(name):
+            cut = len(head)
+        lines.append(name[:cut])
+        name = name[cut:]
+    lines.append(name)
+    return "\n".join(lines)

@@ -618,7 +618,7 @@ def test_index_writing_commands_take_wait(run, cmd):
 
 
 def test_dedup_refuses_an_index_that_changed_under_it(run, built, monkeypatch):
-    import simdoc.cli.reports as reports
+    import simdoc.reports.library as reports  # where simdoc dedup (and simdoc.dedup) runs the pairs
 
     real = reports.run_pairs
 

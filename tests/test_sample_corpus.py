@@ -1,4 +1,4 @@
-"""`simdoc pairs sample_corpus` finds exactly the planted pairs listed in sample_corpus/PLANTED.md."""
+"""`simdoc pairs sample_corpus` finds exactly the planted pairs listed in sample_corpus.md (beside the corpus)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from conftest import SAMPLE_CORPUS, records, summary
 
 from simdoc.params import DEFAULT_THRESHOLD
 
+NOTES = SAMPLE_CORPUS.parent / "sample_corpus.md"  # outside the corpus: not a document of it
 ROW = re.compile(r"^\|\s*(?P<a>[^|]+?)\s*\|\s*(?P<b>[^|]+?)\s*\|\s*(?P<kind>[^|]+?)\s*\|\s*(?P<j>\d\.\d{4})\s*\|")
 
 
 def planted() -> dict[tuple[str, str], str]:
-    """(doc_a, doc_b) -> jaccard with 4 decimals, from the table of PLANTED.md."""
+    """(doc_a, doc_b) -> jaccard with 4 decimals, from the table of sample_corpus.md."""
     out = {}
-    for line in (SAMPLE_CORPUS / "PLANTED.md").read_text(encoding="utf-8").splitlines():
+    for line in NOTES.read_text(encoding="utf-8").splitlines():
         m = ROW.match(line)
         if m:
             a, b = sorted((m["a"], m["b"]))
@@ -59,14 +60,17 @@ def test_default_run_prints_exactly_the_planted_pairs(default_run):
 def test_default_run_summary(default_run):
     m = summary(default_run)
     n_files = sum(1 for p in SAMPLE_CORPUS.rglob("*") if p.is_file() and not p.name.startswith("."))
-    assert int(m["docs"]) == n_files
+    assert int(m["docs"]) == n_files == 37
+    # The notes say how many documents there are, and are not one of them.
+    assert "It has 37 plain-text documents" in " ".join(NOTES.read_text(encoding="utf-8").split())
+    assert not any(p.suffix == ".md" for p in SAMPLE_CORPUS.rglob("*"))
     assert m["skipped"] is None
     assert int(m["pairs"]) == len(records(default_run))
     assert f"(set jaccard >= {DEFAULT_THRESHOLD:g})" in default_run.stderr
 
 
 def test_boilerplate_and_unrelated_pairs_stay_low(run, tmp_path):
-    """PLANTED.md: press releases share boilerplate (0.2339 to 0.2502); nothing else reaches 0.09."""
+    """sample_corpus.md: press releases share boilerplate (0.2339 to 0.2502); nothing else reaches 0.09."""
     # One row per band makes practically every pair with J >= 0.09 a candidate.
     r = run("pairs", SAMPLE_CORPUS, "--index", tmp_path / "idx", "--bands", "128", "--rows", "1", "--all-candidates")
     assert r.exit_code == 0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from simdoc.cli.options import emit, quiet_option, setup_logging, verbose_option
+from simdoc.cli.options import emit, quiet_flag, setup_logging, verbose_flag
 from simdoc.errors import EXIT_BUSY
 from simdoc.output import tsv_field
 from simdoc.store.cache import (
@@ -51,8 +51,8 @@ def cache() -> None:
 
 
 @cache.command("list")
-@quiet_option
-@verbose_option
+@quiet_flag("Print nothing on stderr but errors (no summary line).")
+@verbose_flag("Accepted for symmetry with the other commands; prints nothing more.")
 def cache_list(quiet, verbose) -> None:
     """Print one line per index in the cache directory: path, corpus, size, last modified.
 
@@ -82,8 +82,8 @@ def cache_list(quiet, verbose) -> None:
     show_default=True,
     help="Seconds to wait for a run writing an index; an index still in use is left (exit 5).",
 )
-@quiet_option
-@verbose_option
+@quiet_flag("Print nothing on stderr but errors (no warnings, no summary line).")
+@verbose_flag("Also name the directories found to be no longer indexes, on stderr.")
 def cache_clean(targets, older_than, dry_run, wait, quiet, verbose) -> None:
     """Remove indexes from the cache directory and print each one's path.
 

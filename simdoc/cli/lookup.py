@@ -23,12 +23,12 @@ from simdoc.cli.options import (
     index_option,
     null_option,
     opt,
-    quiet_option,
+    quiet_flag,
     reader_corpus_argument,
     reader_went_away,
     setup_logging,
     threshold_option,
-    verbose_option,
+    verbose_flag,
     with_options,
 )
 from simdoc.corpus.filelists import chosen_list
@@ -62,8 +62,8 @@ log = logging.getLogger("simdoc")
 @opt("--text-field", default=None, help="JSON Lines queries: the field holding a document's text. Default: the index's.")
 @opt("--id-field", default=None, help="JSON Lines queries: the field holding a document's id. Default: the index's, else the line number.")
 @header_option
-@quiet_option
-@verbose_option
+@quiet_flag("Print nothing on stderr but errors (no warnings, no summary line).")
+@verbose_flag("Also print the index directory used, on stderr.")
 def query(
     files, index, corpus, threshold, files_from, files0_from, fmt, null, no_verify, all_candidates, text_field, id_field,
     header, quiet, verbose,
@@ -73,8 +73,8 @@ def query(
     Records: query, doc, estimated, jaccard (the query as given, the indexed
     document's id). FILE '-' reads one document's text from stdin. A FILE is
     read as `simdoc pairs` would read it: each member of a JSON Lines or
-    WARC file is a query of its own (FILE#LINE or FILE#ID with --id-field,
-    FILE#URI), an HTML page is its visible text. The threshold defaults to
+    WARC file is a query of its own (FILE/#LINE, or FILE/#ID with --id-field;
+    FILE/#URI), an HTML page is its visible text. The threshold defaults to
     the one the index was banded for (else 0.6, said on stderr).
 
     \b
@@ -163,8 +163,8 @@ class _Queries:
 @click.command()
 @reader_corpus_argument
 @index_option
-@quiet_option
-@verbose_option
+@quiet_flag("Print nothing on stderr but errors (problems still go to stdout).")
+@verbose_flag("Also print each check made and the index directory, on stderr.")
 def check(corpus, index, quiet, verbose) -> None:
     """Verify an index: every file against the manifest (size, dtype, shape,
     CRC-32) and the arrays against each other. Exit 0 if sound, 4 if not;

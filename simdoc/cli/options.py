@@ -87,10 +87,21 @@ index_option = opt(
     help="Index directory. Default: $SIMDOC_INDEX, else ~/.cache/simdoc/<corpus name>-<hash of its path>.",
 )
 jobs_option = opt("--jobs", "-j", type=int, default=None, help="Worker processes. Default: all cores.")
-quiet_option = opt(
-    "--quiet", "-q", is_flag=True, help="Print nothing on stderr but errors (and how many files were skipped, if any)."
-)
-verbose_option = opt("--verbose", "-v", is_flag=True, help="Per-stage timings and every warning on stderr.")
+
+
+def quiet_flag(help: str = "Print nothing on stderr but errors.") -> Callable:
+    """--quiet/-q, with what it silences for the command at hand."""
+    return opt("--quiet", "-q", is_flag=True, help=help)
+
+
+def verbose_flag(help: str) -> Callable:
+    """--verbose/-v, with what it adds for the command at hand."""
+    return opt("--verbose", "-v", is_flag=True, help=help)
+
+
+# The commands that read a corpus and build stages; the others say what the two flags do for them.
+quiet_option = quiet_flag("Print nothing on stderr but errors (and how many files were skipped, if any).")
+verbose_option = verbose_flag("Per-stage timings, the index directory used, and every warning on stderr.")
 wait_option = opt(
     "--wait",
     type=click.FloatRange(0),

@@ -48,23 +48,11 @@ from simdoc.cli.options import (
     wait_option,
     with_options,
 )
-from simdoc.engines import DaskEngine, open_engine
-from simdoc.errors import IndexError_
 from simdoc.output import json_line, tsv_field, tsv_header
 from simdoc.params import Params
-from simdoc.reports.clusters import (
-    KEEP_POLICIES,
-    Cluster,
-    DedupDecision,
-    cluster_pairs,
-    plan_dedup,
-)
-from simdoc.stages.cluster_components import Rounds
-from simdoc.stages.pairs import pairs_index, run_pairs
-from simdoc.stages.reread import DocumentReader, reader_of
+from simdoc.reports.clusters import KEEP_POLICIES
+from simdoc.reports.library import Clusters, Dedup, clusters_of, dedup_of
 from simdoc.stages.results import PairsResult
-from simdoc.store.directory import IndexStore
-from simdoc.store.loaded import open_index
 from simdoc.wording import count
 
 log = logging.getLogger("simdoc")
@@ -88,18 +76,18 @@ pair_options = [
 
 def _verified_clusters(
     corpus: tuple, files_from, files0_from, index: Path | None, stage_options: dict, *, jobs, scheduler, wait_workers,
-    rebuild: bool, wait: float, quiet: bool, verbose: bool,
-) -> tuple[PairsResult, Path, list[Cluster]]:
-    """The verified pairs of `pairs` run with these options, and their clusters, for a command that
-    groups them. With a Dask engine, the components are found on its cluster too (while the
-    engine is open, so that a lost scheduler is a ClusterError there as well)."""
+    rebuild: bool, wait: float, quiet: bool, verbose: bool, keep: str | None = None,
+) -> Clusters | Dedup:
+    """The clusters of the verified pairs of `pairs` run with these options (the library's
+    :func:`~simdoc.reports.library.clusters_of`), or with ``keep`` what dedup drops of them
+    (:func:`~simdoc.reports.library.dedup_of`); the run's stages reported on stderr."""
     params = Params.of({**stage_options, "verify": True, "all_candidates": False})
     corpus = corpus_arg(corpus, files_from, files0_from)
-    index = pairs_index(corpus, check_corpus_index(corpus, index, rebuild))
-    rounds = Rounds()
-    with open_engine(jobs, scheduler, wait_workers, index=index, corpus=corpus) as engine:
-        res = run_pairs(corpus, index, params, engine=engine, rebuild=rebuild, progress=show_progress(quiet), wait=wait)
-        found = cluster_pairs(res, engine.client if isinstance(engine, DaskEngine) else None, rounds)
+    index = check_corpus_index(corpus, index, rebuild)
+    how = dict(jobs=jobs, scheduler=scheduler, wait_workers=wait_workers, rebuild=rebuild, progress=show_progress(quiet), wait=wait)
+    got = clusters_of(corpus, index, params, **how) if keep is None else dedup_of(corpus, index, params, keep, **how)
+    found = got if keep is None else got.clusters
+    res, rounds = found.pairs, found.rounds
     report_stages(res.stages, verbose)
     if verbose and res.banding:
         log.debug(f"banding: {res.banding.describe()}")
@@ -108,7 +96,7 @@ def _verified_clusters(
             f"components on the cluster: {count(rounds.rounds, 'round')} over {count(rounds.partitions, 'partition')}; "
             f"edges per round {rounds.edges}"
         )
-    return res, index, found
+    return got
 
 
 def _emit_null(records, end: bytes = b"\0") -> None:
@@ -167,10 +155,11 @@ def clusters(
     started = time.perf_counter()
     setup_logging(quiet, verbose)
     check_output_flags(null, fmt, header)
-    res, index, found = _verified_clusters(
+    got = _verified_clusters(
         corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
         rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose,
     )
+    res, index, found = got.pairs, got.index, got.clusters
     if null:
         _emit_null([str(c.cluster_id), str(c.size), *c.members] for c in found)
     elif fmt in (None, "tsv"):
@@ -232,27 +221,18 @@ def dedup(
     started = time.perf_counter()
     setup_logging(quiet, verbose)
     check_output_flags(null, fmt, header, null_format="paths")
-    res, index, found = _verified_clusters(
+    plan = _verified_clusters(
         corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
-        rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose,
+        rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose, keep=keep,
     )
-    with IndexStore(index).reading():
-        loaded = open_index(index)
-        records = loaded.doc_records()
-        root = loaded.stage("shingle").get("corpus", "")
-        reader = reader_of(loaded)
-    if [r["id"] for r in records] != res.doc_ids:
-        # Another run updated the index between the pairs and this read: sizes and
-        # times would belong to other documents than the clusters.
-        raise IndexError_(f"the index at {index} changed while dedup ran", hint="run dedup again")
-    decisions = _still_indexed(plan_dedup(found, records, keep), reader)
+    for w in plan.warnings:
+        log.warning(w)
+    res, index, decisions = plan.clusters.pairs, plan.clusters.index, plan.decisions
 
     def name(doc_id: str) -> str:
-        return os.path.join(root, *doc_id.split("/")) if absolute else doc_id
+        return plan.path(doc_id, absolute)
 
-    n_drop = sum(len(d.drop) for d in decisions)
-    sizes = {r["id"]: r["size"] for r in records}
-    drop_bytes = sum(sizes[x] for d in decisions for x in d.drop)
+    n_drop, drop_bytes = plan.n_drop, plan.drop_bytes
     if fmt == "paths":
         unsafe = [x for d in decisions for x in d.drop if not null and ("\n" in x or "\r" in x)]
         for x in unsafe:
@@ -275,33 +255,3 @@ def dedup(
         f"in {time.perf_counter() - started:.2f} s"
     )
     note_skipped(res.n_skipped, index, quiet)
-
-
-def _still_indexed(decisions: list[DedupDecision], reader: DocumentReader) -> list[DedupDecision]:
-    """The decisions, with only documents whose files are still the ones indexed (see
-    ``DocumentReader.unchanged``), each one left out named in a warning.
-
-    A path printed for `xargs rm` must name the document that was compared:
-    exact copies and pairs from the verified-pairs table are not read again,
-    and the corpus may have changed since (or the manifest name another
-    folder). A cluster whose document to keep is not as indexed is left out
-    whole, so that its last copy is never listed.
-    """
-    number = {doc_id: i for i, doc_id in enumerate(reader.table.ids)}
-    out = []
-    for d in decisions:
-        if not reader.unchanged(number[d.keep]):
-            log.warning(
-                f"{d.keep}: changed or gone since it was indexed, and it is the one to keep: its cluster is left out "
-                "(run `simdoc dedup CORPUS` to index the corpus again)"
-            )
-            continue
-        drop = []
-        for x in d.drop:
-            if reader.unchanged(number[x]):
-                drop.append(x)
-            else:
-                log.warning(f"{x}: changed or gone since it was indexed: left out (run `simdoc dedup CORPUS` to index it again)")
-        if drop:
-            out.append(DedupDecision(d.cluster_id, d.keep, tuple(drop)))
-    return out

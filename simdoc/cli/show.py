@@ -120,7 +120,7 @@ def _rich_document(segments: list[Segment]):
             out.append(" ")
         out.append(seg.head, style=style)
         if seg.elided:
-            out.append((" " if seg.head else "") + f"(... {seg.elided} words ...)", style="dim")
+            out.append((" " if seg.head else "") + f"(... {count(seg.elided, 'word')} ...)", style="dim")
             if seg.tail:
                 out.append(" ")
                 out.append(seg.tail, style=style)

@@ -29,6 +29,7 @@ from simdoc.cli.options import (
     note_skipped,
     null_option,
     opt,
+    quiet_flag,
     quiet_option,
     reader_corpus_argument,
     reader_went_away,
@@ -41,6 +42,7 @@ from simdoc.cli.options import (
     signature_options,
     skipped_text,
     threshold_option,
+    verbose_flag,
     verbose_option,
     wait_option,
     with_options,
@@ -109,8 +111,8 @@ def shingle(
 @scheduler_option
 @rebuild_option
 @wait_option
-@quiet_option
-@verbose_option
+@quiet_flag()
+@verbose_flag("The stage's timing and the index directory used, on stderr.")
 def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, wait_workers, rebuild, wait, quiet, verbose) -> None:
     """Compute the MinHash signature matrix of the shingled documents.
 
@@ -139,8 +141,8 @@ def signature(corpus, index, num_perm, seed, scheme, jobs, scheduler, wait_worke
 @with_options(banding_options)
 @scheduler_option
 @wait_option
-@quiet_option
-@verbose_option
+@quiet_flag()
+@verbose_flag("The stage's timing and the index directory used, on stderr.")
 def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait_workers, wait, quiet, verbose) -> None:
     """Band the signatures into LSH buckets for a Jaccard threshold.
 

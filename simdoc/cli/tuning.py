@@ -21,11 +21,11 @@ from simdoc.cli.options import (
     index_of,
     index_option,
     opt,
-    quiet_option,
+    quiet_flag,
     reader_corpus_argument,
     setup_logging,
     signature_options,
-    verbose_option,
+    verbose_flag,
     with_options,
 )
 from simdoc.lsh import DEFAULT_RECALL
@@ -67,8 +67,8 @@ def _styled(lines: list[str]) -> None:
 @signature_options[0]  # --num-perm
 @with_options(banding_options)
 @format_option(REPORT_FORMATS, "text (with the S-curve) or one JSON object. Default: text.", default="text")
-@quiet_option
-@verbose_option
+@quiet_flag("Print nothing on stderr but errors (no warning that recall at T is low).")
+@verbose_flag("Also say on stderr how the bands and rows were chosen.")
 def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
     """Show the bands and rows for a threshold, and the pairs they will miss or add.
 
@@ -119,8 +119,8 @@ def tune_cmd(threshold, num_perm, bands, rows, fmt, quiet, verbose) -> None:
     help="Instead, list the files the index skipped, from its manifest: id<TAB>reason per line "
     "(--format json: one object per line).",
 )
-@quiet_option
-@verbose_option
+@quiet_flag()
+@verbose_flag("Also print the index directory and how long reading it took, on stderr.")
 def stats(corpus, index, top, fmt, skipped, quiet, verbose) -> None:
     """Describe an index: documents, shingles per document (with repeats), LSH bucket sizes.
 

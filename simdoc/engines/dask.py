@@ -96,7 +96,11 @@ def connect(address: str, wait_workers: float | None = None, index=None, corpus=
         n = int(m.group(1) or os.cpu_count() or 1)
         try:
             cluster = LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR,
+                # No dashboard, but the scheduler still serves its HTTP routes, by default on :8787,
+                # with a UserWarning on stderr when that port is taken (another cluster): any free port
+                # of this host, which is never taken.
+                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
             )
         except Exception as exc:  # e.g. distributed's IO-loop thread not started within its 10 s: a bare AssertionError
             raise ClusterError(

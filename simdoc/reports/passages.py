@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simdoc.errors import UsageError
+from simdoc.wording import count
 
 DEFAULT_MIN_WORDS = 5
 
@@ -223,6 +224,6 @@ def render_plain(segments: list[Segment]) -> str:
     for seg in segments:
         body = seg.head
         if seg.elided:
-            body = " ".join(x for x in (seg.head, f"(... {seg.elided} words ...)", seg.tail) if x)
+            body = " ".join(x for x in (seg.head, f"(... {count(seg.elided, 'word')} ...)", seg.tail) if x)
         parts.append(f"[[{seg.passage}: {body}]]" if seg.kind == "shared" else body)
     return " ".join(parts)

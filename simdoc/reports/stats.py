@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from simdoc.lsh import s_curve_threshold
 from simdoc.wording import count
 
 if TYPE_CHECKING:
@@ -56,6 +57,9 @@ class BucketSummary:
     signatures_current : bool
         False if the signatures themselves were built from older shingles
         (``simdoc shingle`` ran on its own): ``simdoc signature`` comes first.
+    explicit : bool
+        True if bands and rows were chosen by hand (``--bands``/``--rows``);
+        without a ``--threshold`` too, ``threshold`` is the S-curve midpoint.
     """
 
     bands: int
@@ -67,6 +71,17 @@ class BucketSummary:
     histogram: tuple[tuple[int, int, int], ...]
     largest: tuple[LargeBucket, ...]
     signatures_current: bool = True
+    explicit: bool = False
+
+    @property
+    def banding(self) -> str:
+        """The banding in words: for which threshold, or by hand (then the S-curve midpoint)."""
+        if not self.explicit:
+            return f"bands={self.bands} rows={self.rows} (threshold {self.threshold:g})"
+        midpoint = s_curve_threshold(self.bands, self.rows)
+        # By hand without --threshold, the stored threshold is the midpoint itself (6 decimals).
+        given = "" if abs(self.threshold - round(midpoint, 6)) < 1e-9 else f" for threshold {self.threshold:g}"
+        return f"bands={self.bands} rows={self.rows} (chosen by hand{given}; S-curve midpoint {midpoint:.3f})"
 
     @property
     def next_step(self) -> str:
@@ -233,7 +248,8 @@ def index_stats(loaded: LoadedIndex, top: int = 5) -> IndexStats:
         else:  # the arrays may not even match today's documents: describe nothing but the fact
             n_buckets, n_shared, hist, largest = 0, 0, (), ()
         summary = BucketSummary(
-            params["bands"], params["rows"], params["threshold"], current, n_buckets, n_shared, hist, largest, sig_current
+            params["bands"], params["rows"], params["threshold"], current, n_buckets, n_shared, hist, largest, sig_current,
+            bool(params.get("explicit")),
         )
     return IndexStats(
         n_docs=n,
@@ -264,7 +280,7 @@ def format_stats(stats: IndexStats, bar_width: int = 40) -> list[str]:
     if b is None:
         lines.append("buckets: none yet (run `simdoc index --index ...` or `simdoc pairs`)")
         return lines
-    lines.append(f"banding: bands={b.bands} rows={b.rows} (threshold {b.threshold:g})")
+    lines.append(f"banding: {b.banding}")
     if not b.current:
         why = "the signatures changed since" if b.signatures_current else "the shingles changed since"
         lines.append(f"buckets: out of date ({why}; run {b.next_step})")

@@ -152,7 +152,7 @@ def run_pairs(
             )
             t_score = time.perf_counter()
             with store.reading():
-                scored = _score(open_index(index), params.pairs, engine)
+                scored = _score(open_index(index), params.pairs, engine, progress)
             verifier, docs = scored.verifier, scored.docs
             stale = verifier.stale if verifier is not None else set()
             if stale and corpus is not None and attempt < MAX_REINDEX:
@@ -199,9 +199,10 @@ class _Scored:
         return result
 
 
-def _score(loaded: LoadedIndex, want: PairsParams, engine: Engine) -> _Scored:
+def _score(loaded: LoadedIndex, want: PairsParams, engine: Engine, progress: bool = False) -> _Scored:
     """The candidates of ``loaded`` scored and filtered as ``want`` says: on the cluster of a
-    Dask engine, else here on ``engine.jobs`` threads."""
+    Dask engine, else here on ``engine.jobs`` threads (with a bar of the pairs verified if
+    ``progress``)."""
     loaded.check_built_from("signature", "index")
     docs = loaded.docs()
     reported = int(loaded.manifest.get("reported_generation", 0))
@@ -213,9 +214,15 @@ def _score(loaded: LoadedIndex, want: PairsParams, engine: Engine) -> _Scored:
             verifier,
         )
     else:
-        scores = score_candidates(
-            loaded, want.cut, want.measure, want.verify, want.all_candidates, changed, engine.jobs, verifier
-        )
+        if verifier is not None:
+            verifier.progress = progress
+        try:
+            scores = score_candidates(
+                loaded, want.cut, want.measure, want.verify, want.all_candidates, changed, engine.jobs, verifier
+            )
+        finally:
+            if verifier is not None:
+                verifier.close()
     return _Scored(loaded, docs, changed, verifier, scores, groups_of(loaded.representatives()))
 
 

@@ -19,11 +19,14 @@ from simdoc.exact import expand_pairs, group_members
 from simdoc.lsh import BandingReport, BucketStats, iter_candidates
 from simdoc.params import Threshold
 from simdoc.similarity import estimate_rules_out, pair_estimates
+from simdoc.stages.common import progress_bar
 from simdoc.stages.reread import DocumentReader, reader_of
 from simdoc.stages.verify import verify_pairs
 from simdoc.store.verified import VerifiedPairs, pair_keys
 
 if TYPE_CHECKING:
+    from tqdm import tqdm
+
     from simdoc.store.loaded import LoadedIndex
 
 
@@ -169,12 +172,33 @@ class Verifier:
     n_cached: int = 0
     stale: set = field(default_factory=set)
     gone: set = field(default_factory=set)
+    # A bar on stderr of the pairs read again and compared (the stage that takes longest on
+    # templated corpora); its total grows as each batch of candidates brings pairs to verify.
+    progress: bool = False
+    bar: tqdm | None = None
 
     @classmethod
     def of_index(cls, loaded: LoadedIndex) -> Verifier:
         """A verifier of ``loaded``'s pairs: its documents, its verified-pairs table, its signature parameters."""
         sig = loaded.stage("signature")["params"]
         return cls(reader_of(loaded), loaded.verified_pairs(), loaded.docs().identities(), sig["num_perm"], sig.get("scheme", "oph"))
+
+    def _bar(self, more: int):
+        """The update of the progress bar, its total raised by ``more`` pairs; None without a bar."""
+        if not self.progress:
+            return None
+        if self.bar is None:
+            self.bar = progress_bar(more, "verify", True, unit=" pairs")
+        else:
+            self.bar.total += more
+            self.bar.refresh()
+        return self.bar.update
+
+    def close(self) -> None:
+        """Take the progress bar off stderr (it leaves nothing behind)."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
     def jaccard(self, signatures: np.ndarray, left: np.ndarray, right: np.ndarray, est: np.ndarray, how: Scoring) -> tuple[np.ndarray, np.ndarray]:
         """(jaccard by ``how.measure``, ok) of the pairs; 0 where the estimate rules the threshold out."""
@@ -195,7 +219,7 @@ class Verifier:
         self.n_cached += int(found.sum())
         miss = idx[~found]
         if len(miss):
-            got = verify_pairs(self.reader, left[miss], right[miss], how.threads)
+            got = verify_pairs(self.reader, left[miss], right[miss], how.threads, progress=self._bar(len(miss)))
             self.n_verified += int(got.ok.sum())
             jac[miss] = got.set_jaccard if col == 0 else got.bag_jaccard
             ok[miss[~got.ok]] = False

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,7 @@ from simdoc.stages.reread import DocumentReader
 CACHE_BYTES = 512 << 20  # shingle sets held at once (64-bit hashes and counts: ~12 bytes a shingle)
 CHUNK_PAIRS = 1 << 16  # pairs compared per call of the merge kernel
 READ_GROUP = 64  # documents read and shingled per task of the reading threads
+PROGRESS_PAIRS = 4096  # pairs compared between two moves of the progress bar
 
 
 def components(left: np.ndarray, right: np.ndarray, n: int) -> np.ndarray:
@@ -71,7 +73,12 @@ class Verified:
 
 
 def verify_pairs(
-    reader: DocumentReader, left: np.ndarray, right: np.ndarray, jobs: int = 1, budget: int | None = None
+    reader: DocumentReader,
+    left: np.ndarray,
+    right: np.ndarray,
+    jobs: int = 1,
+    budget: int | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> Verified:
     """Exact Jaccard of document pairs, reading each document (about) once, in bounded memory.
 
@@ -80,6 +87,8 @@ def verify_pairs(
     ``jobs`` > 1 the units are verified on that many forked processes, each
     holding at most ``budget`` bytes of shingle sets (default
     :data:`CACHE_BYTES`). The result does not depend on ``jobs`` or ``budget``.
+    ``progress`` is called with the number of pairs of each unit done (a
+    progress bar's ``update``).
     """
     budget = CACHE_BYTES if budget is None else budget
     left = np.asarray(left, dtype=np.int64)
@@ -104,9 +113,13 @@ def verify_pairs(
             bad |= unread
             for d, n in reads.items():
                 reader.reads[d] += n
+            if progress is not None:
+                progress(stop - start)
     else:
         for start, stop in units:
-            _, _, s_j, b_j, k, unread, _ = work.run(start, stop)
+            # In this process: the bar moves as the pairs of a unit are compared (a templated
+            # corpus is one component, and so one unit).
+            _, _, s_j, b_j, k, unread, _ = work.run(start, stop, progress)
             _take(order, start, stop, s_j, b_j, k, set_j, bag_j, ok)
             bad |= unread
     stale = {d for d in bad if os.path.exists(reader.path_of(d))}
@@ -157,8 +170,11 @@ class _Work:
         """Bytes a document's 64-bit shingle set holds while it is cached (with counts), roughly."""
         return int(self.shingles[doc]) * 12 + 64
 
-    def run(self, lo: int, hi: int) -> tuple:
-        """Verify ordered pairs [lo, hi): (lo, hi, set, bag, ok, unread documents, reads)."""
+    def run(self, lo: int, hi: int, progress: Callable[[int], object] | None = None) -> tuple:
+        """Verify ordered pairs [lo, hi): (lo, hi, set, bag, ok, unread documents, reads).
+
+        ``progress`` is called with each PROGRESS_PAIRS pairs compared (in this process only).
+        """
         from simdoc import kernels
 
         reader, ol, orr, cost, budget = self.reader, self.ol[lo:hi], self.orr[lo:hi], self.cost, self.budget
@@ -195,7 +211,11 @@ class _Work:
                 stop += 1
             _load(reader, sorted(new), cache)
             held += extra
-            _compare(cache, ol, orr, start, stop, identity, set_j, bag_j, ok, bad, kernels)
+            for a in range(start, stop, PROGRESS_PAIRS):
+                b = min(a + PROGRESS_PAIRS, stop)
+                _compare(cache, ol, orr, a, b, identity, set_j, bag_j, ok, bad, kernels)
+                if progress is not None:
+                    progress(b - a)
             # Drop the sets no later pair needs.
             for d in [d for d in cache if last[d] < stop]:
                 held -= cost(d)

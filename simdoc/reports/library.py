@@ -1,0 +1,372 @@
+"""The library's calls over an index: clusters, dedup and query, as data.
+
+``simdoc.find_clusters``, ``simdoc.dedup`` and ``simdoc.query`` are what
+``simdoc clusters``, ``simdoc dedup`` and ``simdoc query`` compute, returned
+instead of printed: the commands call the same functions
+(:func:`clusters_of`, :func:`dedup_of`, :func:`query`) and only write what
+they return. Warnings a command prints on stderr are in the result's
+``warnings``; errors are raised as :class:`simdoc.errors.SimdocError`.
+
+The keywords of :func:`find_clusters` and :func:`dedup` are those of
+:func:`simdoc.find_pairs` (the flags of ``simdoc pairs``); their pairs are
+always verified, since clusters are made of verified pairs only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from simdoc.engines import DaskEngine, open_engine
+from simdoc.errors import IndexError_, UsageError
+from simdoc.params import Params, Threshold
+from simdoc.reports.clusters import KEEP_POLICIES, Cluster, DedupDecision, cluster_pairs, plan_dedup
+from simdoc.reports.query import Match, query_documents
+from simdoc.stages.cluster_components import Rounds
+from simdoc.stages.pairs import pairs_index, run_pairs
+from simdoc.stages.reread import DocumentReader, reader_of
+from simdoc.stages.results import PairsResult
+from simdoc.store.directory import IndexStore
+from simdoc.store.loaded import open_index
+
+
+@dataclass
+class Clusters:
+    """Groups of near-duplicates (:func:`find_clusters`); iterating gives the clusters.
+
+    Attributes
+    ----------
+    clusters : list of Cluster
+        Connected components of the verified pairs, numbered from 1 in
+        order of their smallest member; members sorted by id.
+    pairs : PairsResult
+        The verified pairs they were made of, with the run's counts (documents,
+        files skipped, threshold, stages built).
+    index : Path
+        The index directory used.
+    rounds : Rounds
+        With a Dask scheduler: the rounds of the components found on the cluster.
+    """
+
+    clusters: list[Cluster]
+    pairs: PairsResult
+    index: Path
+    rounds: Rounds = field(default_factory=Rounds)
+
+    def __iter__(self) -> Iterator[Cluster]:
+        return iter(self.clusters)
+
+    def __len__(self) -> int:
+        return len(self.clusters)
+
+    def __getitem__(self, i: int) -> Cluster:
+        return self.clusters[i]
+
+
+@dataclass
+class Dedup:
+    """What :func:`dedup` found can go: per cluster the document to keep and the others.
+
+    Attributes
+    ----------
+    decisions : list of DedupDecision
+        One per cluster whose document to keep is still the file indexed;
+        ``drop`` holds only files still as indexed (see ``warnings``).
+    keep : str
+        The policy that chose the documents to keep.
+    root : str
+        The corpus folder the document ids are relative to.
+    sizes : dict of str to int
+        Bytes of each document, by id.
+    clusters : Clusters
+        The clusters the decisions were made from.
+    warnings : list of str
+        The documents left out because their file changed or went since it
+        was indexed (a cluster whose document to keep did is left out whole).
+    """
+
+    decisions: list[DedupDecision]
+    keep: str
+    root: str
+    sizes: dict[str, int]
+    clusters: Clusters
+    warnings: list[str] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[DedupDecision]:
+        return iter(self.decisions)
+
+    def __len__(self) -> int:
+        return len(self.decisions)
+
+    def path(self, doc_id: str, absolute: bool = False) -> str:
+        """The path of a document: its id (relative to the corpus), or joined to the corpus folder."""
+        return os.path.join(self.root, *doc_id.split("/")) if absolute else doc_id
+
+    def paths(self, absolute: bool = False) -> list[str]:
+        """The documents that can go, in cluster order: what ``simdoc dedup`` prints."""
+        return [self.path(x, absolute) for d in self.decisions for x in d.drop]
+
+    @property
+    def n_drop(self) -> int:
+        return sum(len(d.drop) for d in self.decisions)
+
+    @property
+    def drop_bytes(self) -> int:
+        return sum(self.sizes[x] for d in self.decisions for x in d.drop)
+
+
+@dataclass
+class QueryResult:
+    """The indexed near-duplicates of each query (:func:`query`); iterating gives the matches.
+
+    ``matches`` are ordered by query (as given), then similarity descending,
+    then document id; ``warnings`` name queries with no shingles and
+    candidates whose file changed since it was indexed; ``threshold`` is the
+    one used and where it came from (asked, the index's, or the default).
+    """
+
+    matches: list[Match]
+    warnings: list[str]
+    threshold: Threshold
+
+    def __iter__(self) -> Iterator[Match]:
+        return iter(self.matches)
+
+    def __len__(self) -> int:
+        return len(self.matches)
+
+
+def find_clusters(
+    corpus: str | os.PathLike | list | None = None,
+    index: str | os.PathLike | None = None,
+    *,
+    threshold: float | None = None,
+    measure: str = "set",
+    unit: str | None = None,
+    k: int | None = None,
+    lowercase: bool | None = None,
+    num_perm: int | None = None,
+    seed: int | None = None,
+    scheme: str | None = None,
+    bands: int | None = None,
+    rows: int | None = None,
+    jobs: int | None = None,
+    rebuild: bool = False,
+    progress: bool = False,
+    wait: float = 0.0,
+    max_bytes: int | None = None,
+    follow_symlinks: bool | None = None,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    text_field: str | None = None,
+    id_field: str | None = None,
+    scheduler: str | None = None,
+    wait_workers: float | None = None,
+) -> Clusters:
+    """Groups of near-duplicates of a corpus: connected components of its verified pairs.
+
+    Takes the corpus and keywords of :func:`simdoc.find_pairs` and builds or
+    refreshes the index the same way (without ``corpus``, the index is used
+    as it is). Only pairs whose exact similarity reaches the threshold link
+    documents; linking is transitive.
+
+    Examples
+    --------
+    ::
+
+        for cluster in simdoc.find_clusters("corpus/", index="corpus.idx", threshold=0.8):
+            print(cluster.cluster_id, cluster.members)
+    """
+    params = Params.of(
+        dict(
+            threshold=threshold, measure=measure, unit=unit, k=k, lowercase=lowercase, num_perm=num_perm, seed=seed,
+            scheme=scheme, bands=bands, rows=rows, max_bytes=max_bytes, follow_symlinks=follow_symlinks,
+            include=include, exclude=exclude, text_field=text_field, id_field=id_field, verify=True,
+            all_candidates=False,
+        )
+    )
+    return clusters_of(
+        corpus, index, params, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers, rebuild=rebuild,
+        progress=progress, wait=wait,
+    )
+
+
+def clusters_of(
+    corpus: str | os.PathLike | list | None,
+    index: str | os.PathLike | None,
+    params: Params,
+    *,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    wait_workers: float | None = None,
+    rebuild: bool = False,
+    progress: bool = False,
+    wait: float = 0.0,
+) -> Clusters:
+    """:func:`find_clusters` with the parameters made (as ``simdoc clusters`` and ``dedup`` call it).
+
+    ``params`` must ask for verified pairs (clusters are made of nothing
+    else). With a Dask engine, the components are found on its cluster too
+    (while the engine is open, so that a lost scheduler is a ClusterError
+    there as well).
+    """
+    index = pairs_index(corpus, index)
+    rounds = Rounds()
+    with open_engine(jobs, scheduler, wait_workers, index=index, corpus=corpus) as engine:
+        res = run_pairs(corpus, index, params, engine=engine, rebuild=rebuild, progress=progress, wait=wait)
+        found = cluster_pairs(res, engine.client if isinstance(engine, DaskEngine) else None, rounds)
+    return Clusters(found, res, index, rounds)
+
+
+def dedup(
+    corpus: str | os.PathLike | list | None = None,
+    index: str | os.PathLike | None = None,
+    *,
+    keep: str = "first",
+    threshold: float | None = None,
+    measure: str = "set",
+    unit: str | None = None,
+    k: int | None = None,
+    lowercase: bool | None = None,
+    num_perm: int | None = None,
+    seed: int | None = None,
+    scheme: str | None = None,
+    bands: int | None = None,
+    rows: int | None = None,
+    jobs: int | None = None,
+    rebuild: bool = False,
+    progress: bool = False,
+    wait: float = 0.0,
+    max_bytes: int | None = None,
+    follow_symlinks: bool | None = None,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    text_field: str | None = None,
+    id_field: str | None = None,
+    scheduler: str | None = None,
+    wait_workers: float | None = None,
+) -> Dedup:
+    """The documents that can go: of every cluster (:func:`find_clusters`), all but one.
+
+    ``keep`` chooses the one to keep: ``first`` (smallest id), ``longest`` /
+    ``shortest`` (bytes), ``newest`` / ``oldest`` (modification time); ties
+    go to the smallest id. A document is listed only while its file is
+    still the one indexed (others are named in ``warnings``). Nothing is
+    deleted. The other keywords are those of :func:`simdoc.find_pairs`.
+
+    Examples
+    --------
+    ::
+
+        plan = simdoc.dedup("corpus/", index="corpus.idx", threshold=0.95, keep="newest")
+        for path in plan.paths(absolute=True):
+            print(path)     # review, then delete
+    """
+    params = Params.of(
+        dict(
+            threshold=threshold, measure=measure, unit=unit, k=k, lowercase=lowercase, num_perm=num_perm, seed=seed,
+            scheme=scheme, bands=bands, rows=rows, max_bytes=max_bytes, follow_symlinks=follow_symlinks,
+            include=include, exclude=exclude, text_field=text_field, id_field=id_field, verify=True,
+            all_candidates=False,
+        )
+    )
+    return dedup_of(
+        corpus, index, params, keep, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers, rebuild=rebuild,
+        progress=progress, wait=wait,
+    )
+
+
+def dedup_of(
+    corpus: str | os.PathLike | list | None,
+    index: str | os.PathLike | None,
+    params: Params,
+    keep: str = "first",
+    *,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    wait_workers: float | None = None,
+    rebuild: bool = False,
+    progress: bool = False,
+    wait: float = 0.0,
+) -> Dedup:
+    """:func:`dedup` with the parameters made (as ``simdoc dedup`` calls it)."""
+    if keep not in KEEP_POLICIES:  # before any work
+        raise UsageError(f"--keep must be one of {', '.join(KEEP_POLICIES)}, got {keep!r}")
+    found = clusters_of(
+        corpus, index, params, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers, rebuild=rebuild,
+        progress=progress, wait=wait,
+    )
+    with IndexStore(found.index).reading():
+        loaded = open_index(found.index)
+        records = loaded.doc_records()
+        root = loaded.stage("shingle").get("corpus", "")
+        reader = reader_of(loaded)
+    if [r["id"] for r in records] != found.pairs.doc_ids:
+        # Another run updated the index between the pairs and this read: sizes and
+        # times would belong to other documents than the clusters.
+        raise IndexError_(f"the index at {found.index} changed while dedup ran", hint="run dedup again")
+    decisions, warnings = still_indexed(plan_dedup(found.clusters, records, keep), reader)
+    return Dedup(decisions, keep, root, {r["id"]: r["size"] for r in records}, found, warnings)
+
+
+def still_indexed(decisions: list[DedupDecision], reader: DocumentReader) -> tuple[list[DedupDecision], list[str]]:
+    """The decisions, with only documents whose files are still the ones indexed (see
+    ``DocumentReader.unchanged``), and a warning naming each one left out.
+
+    A path printed for `xargs rm` must name the document that was compared:
+    exact copies and pairs from the verified-pairs table are not read again,
+    and the corpus may have changed since (or the manifest name another
+    folder). A cluster whose document to keep is not as indexed is left out
+    whole, so that its last copy is never listed.
+    """
+    number = {doc_id: i for i, doc_id in enumerate(reader.table.ids)}
+    out, warnings = [], []
+    for d in decisions:
+        if not reader.unchanged(number[d.keep]):
+            warnings.append(
+                f"{d.keep}: changed or gone since it was indexed, and it is the one to keep: its cluster is left out "
+                "(run `simdoc dedup CORPUS` to index the corpus again)"
+            )
+            continue
+        drop = []
+        for x in d.drop:
+            if reader.unchanged(number[x]):
+                drop.append(x)
+            else:
+                warnings.append(f"{x}: changed or gone since it was indexed: left out (run `simdoc dedup CORPUS` to index it again)")
+        if drop:
+            out.append(DedupDecision(d.cluster_id, d.keep, tuple(drop)))
+    return out, warnings
+
+
+def query(
+    index: str | os.PathLike,
+    documents: Iterable[tuple[str, str]] | Iterable[str],
+    *,
+    threshold: float | None = None,
+    verify: bool = True,
+    all_candidates: bool = False,
+) -> QueryResult:
+    """The indexed near-duplicates of each document, without changing the index.
+
+    ``documents``: (query id, text) pairs, or texts alone (then named by
+    their position: "0", "1", ...). Each is shingled, signed and banded as
+    the index's own documents were; its candidates are scored by estimate
+    and verified against their documents, re-read from the corpus. The
+    threshold defaults to the one the index was banded for, else 0.6.
+
+    Examples
+    --------
+    ::
+
+        for m in simdoc.query("corpus.idx", [("draft", open("draft.txt").read())]):
+            print(m.query, m.doc, m.estimated, m.jaccard)
+    """
+    docs = [(str(i), d) if isinstance(d, str) else tuple(d) for i, d in enumerate(documents)]
+    for d in docs:
+        if len(d) != 2 or not isinstance(d[1], str):
+            raise TypeError("documents are texts, or (query id, text) pairs")
+    matches, warnings, chosen = query_documents(index, docs, threshold, verify=verify, all_candidates=all_candidates)
+    return QueryResult(matches, warnings, chosen)
