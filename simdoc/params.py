@@ -15,7 +15,7 @@ made by the stage that reads it.
 ::
 
     ShingleParams      unit, k, lowercase; how files are read (max_bytes, follow_symlinks,
-                       include, exclude, text_field, id_field)
+                       include, exclude, text_field, id_field, main_content, all_responses)
     SignatureParams    num_perm, seed, scheme
     BandingParams      threshold, or bands and rows chosen by hand      (simdoc index)
     PairsParams        threshold, measure, verify, all_candidates, new_only
@@ -42,6 +42,11 @@ DEFAULT_UNIT = "char"  # k then defaults to the unit's (shingling.DEFAULT_K)
 DEFAULT_LOWERCASE = True
 DEFAULT_FOLLOW_SYMLINKS = False
 DEFAULT_TEXT_FIELD = "text"
+DEFAULT_MAIN_CONTENT = False
+DEFAULT_ALL_RESPONSES = False
+# What a shingle parameter that an index's manifest does not hold means: an index built before
+# the parameter existed was built the way simdoc read documents then.
+LEGACY_SHINGLE = {"main_content": False, "all_responses": False}
 DEFAULT_THRESHOLD = 0.6  # set Jaccard
 DEFAULT_BAG_THRESHOLD = 0.4  # bag Jaccard is at most 0.5 (identical bags)
 MAX_NUM_PERM = 65536
@@ -74,6 +79,8 @@ class ShingleParams:
     exclude: tuple[str, ...] | None = None
     text_field: str | None = None
     id_field: str | None = None
+    main_content: bool | None = None
+    all_responses: bool | None = None
 
     def __post_init__(self) -> None:
         if self.unit is not None and self.unit not in UNITS:
@@ -100,6 +107,8 @@ class ShingleParams:
         char index means word shingles of the word default.
         """
         base = stored or {}
+        if stored is not None:
+            base = {**LEGACY_SHINGLE, **base}
         unit = self.unit if self.unit is not None else base.get("unit", DEFAULT_UNIT)
         k = self.k if self.k is not None else (base.get("k") if base.get("unit") == unit else None)
         lowercase = self.lowercase if self.lowercase is not None else base.get("lowercase", DEFAULT_LOWERCASE)
@@ -115,6 +124,8 @@ class ShingleParams:
             exclude=self.exclude if self.exclude is not None else base.get("exclude"),
             text_field=self.text_field if self.text_field is not None else base.get("text_field", DEFAULT_TEXT_FIELD),
             id_field=self.id_field if self.id_field is not None else base.get("id_field"),
+            main_content=self.main_content if self.main_content is not None else base.get("main_content", DEFAULT_MAIN_CONTENT),
+            all_responses=self.all_responses if self.all_responses is not None else base.get("all_responses", DEFAULT_ALL_RESPONSES),
         )
 
     @property
@@ -132,7 +143,14 @@ class ShingleParams:
             "exclude": list(self.exclude or ()),
             "text_field": self.text_field or DEFAULT_TEXT_FIELD,
             "id_field": self.id_field,
+            "main_content": bool(self.main_content),
+            "all_responses": bool(self.all_responses),
         }
+
+
+def with_legacy(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """An index's shingle parameters with the keys an older simdoc did not write, as they were then."""
+    return {**LEGACY_SHINGLE, **stored}
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,8 @@ def query(
             follow_symlinks=bool(stored.get("follow_symlinks")),
             text_field=text_field or stored.get("text_field") or DEFAULT_TEXT_FIELD,
             id_field=id_field or stored.get("id_field"),
+            main_content=bool(stored.get("main_content")),
+            all_responses=bool(stored.get("all_responses")),
         )
         documents += got.documents
         warnings += got.warnings

@@ -174,6 +174,18 @@ shingle_options = [
         help="Leave out documents whose path matches; wins over --include. Repeatable.",
     ),
     opt("--text-field", default=None, help="JSON Lines files: the field holding a document's text. Default: text."),
+    opt(
+        "--main-content/--no-main-content",
+        default=None,
+        help="HTML pages and WARC records: keep only a page's main text (navigation, menus and footers dropped). "
+        "Default: all visible text.",
+    ),
+    opt(
+        "--all-responses/--no-all-responses",
+        default=None,
+        help="WARC files: also index HTTP responses whose status is not 2xx, and revisit records. "
+        "Default: left out, and listed by `simdoc stats --skipped`.",
+    ),
     opt("--id-field", default=None, help="JSON Lines files: the field holding a document's id. Default: the line number."),
     opt(
         "--follow-symlinks/--no-follow-symlinks",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from simdoc.store.manifest import skipped_counts
 from simdoc.wording import count
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ class IndexStats:
     shingles_max: int
     shingles_total: int
     buckets: BucketSummary | None = field(default=None)
+    n_left_out: int = 0  # records of WARC files left out (HTTP status, revisits) or skipped (broken)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -238,7 +240,8 @@ def index_stats(loaded: LoadedIndex, top: int = 5) -> IndexStats:
     return IndexStats(
         n_docs=n,
         n_empty=int(np.count_nonzero(sizes == 0)),
-        n_skipped=len(shingle.get("skipped", [])),
+        n_skipped=skipped_counts(shingle)[0],
+        n_left_out=skipped_counts(shingle)[1],
         shingles_min=int(sizes.min()) if n else 0,
         shingles_median=float(np.median(sizes)) if n else 0.0,
         shingles_mean=round(float(sizes.mean()), 2) if n else 0.0,
@@ -252,8 +255,10 @@ def format_stats(stats: IndexStats, bar_width: int = 40) -> list[str]:
     """The statistics as lines of text; the histogram's bars are on a log scale."""
     s = stats
     extra = [f"{s.n_empty} with no shingles"]
-    if s.n_skipped:
-        extra.append(count(s.n_skipped, "file skipped") + ": `simdoc stats --skipped` lists them")
+    if s.n_skipped or s.n_left_out:
+        what = [count(s.n_skipped, "file skipped")] if s.n_skipped else []
+        what += [count(s.n_left_out, "WARC record") + " left out"] if s.n_left_out else []
+        extra.append(", ".join(what) + ": `simdoc stats --skipped` lists them")
     lines = [
         f"documents: {s.n_docs} ({', '.join(extra)})",
         f"shingles per document (with repeats): min {s.shingles_min}, median {s.shingles_median:g}, "

@@ -87,6 +87,7 @@ class FileOutcome:
     unchanged: bool  # its bytes are the ones indexed before: nothing else was computed
     how: str
     n_docs: int = 0  # documents it gave; they follow the previous file's in BatchResult.docs
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # members left out or skipped: (id, why)
 
 
 @dataclass
@@ -224,13 +225,16 @@ def _scan(task: ScanTask) -> BatchResult:
                 outcome.n_docs = 1
             files.append(outcome)
             continue
-        got = read_file(path, doc_id, how, reading.max_bytes, reading.follow_symlinks, fields)
+        got = read_file(
+            path, doc_id, how, reading.max_bytes, reading.follow_symlinks, fields, main_content=bool(reading.main_content),
+            all_responses=bool(reading.all_responses),
+        )
         res = got.result
         digest = _raw(res.digest)
         if expected is not None and digest == expected and res.status not in _UNREAD:
             files.append(FileOutcome(digest, res.status, res.warning, True, how))
             continue
-        outcome = FileOutcome(digest, res.status, res.warning, False, how)
+        outcome = FileOutcome(digest, res.status, res.warning, False, how, left_out=list(got.left_out or []))
         if got.members is not None:
             for m in got.members:
                 texts.append(m.text)
@@ -280,7 +284,7 @@ def write_part(path: str, r: BatchResult, reusable: bool = True) -> None:
     meta = {
         "key": Path(path).stem,
         "reusable": reusable,
-        "files": [[f.file_digest.hex(), f.status, f.warning, f.unchanged, f.how, f.n_docs] for f in r.files],
+        "files": [[f.file_digest.hex(), f.status, f.warning, f.unchanged, f.how, f.n_docs, f.left_out] for f in r.files],
         "docs": [[d.id, d.source, d.offset, d.length, d.size, d.digest.hex(), d.how, d.status, d.n_shingles] for d in r.docs],
         "warnings": r.warnings,
     }
@@ -318,7 +322,10 @@ def read_part(path: str, rows: bool = True) -> BatchResult | None:
             meta = json.loads(z["meta"].tobytes().decode("ascii"))
             if meta["key"] != Path(path).stem or not meta.get("reusable", True):
                 return None
-            files = [FileOutcome(bytes.fromhex(d), s, w, bool(u), h, int(n)) for d, s, w, u, h, n in meta["files"]]
+            files = [
+                FileOutcome(bytes.fromhex(d), s, w, bool(u), h, int(n), [(str(i), str(y)) for i, y in left])
+                for d, s, w, u, h, n, left in meta["files"]
+            ]
             docs = [
                 DocOut(i, src, int(o), int(ln), int(sz), bytes.fromhex(dg), h, st, int(n))
                 for i, src, o, ln, sz, dg, h, st, n in meta["docs"]

@@ -42,7 +42,7 @@ from simdoc.corpus.walk import FileEntry, Skipped, discover_sources, resolve_sou
 from simdoc.engines import DaskEngine, Engine
 from simdoc.engines.local import LocalEngine
 from simdoc.errors import CorpusError, IndexError_
-from simdoc.params import ShingleParams, SignatureParams
+from simdoc.params import ShingleParams, SignatureParams, with_legacy
 from simdoc.shinglesets import ShingleSets
 from simdoc.stages.cluster_signatures import PlacedRows
 from simdoc.stages.common import (
@@ -184,10 +184,10 @@ def _settle(
             f"the index at {index} was built for the corpus {stored.get('corpus')}, not {corpus_abs}",
             hint="pass --rebuild to rebuild it for this corpus, or choose another --index",
         )
-    changed = stored is not None and mismatch("shingle", stored["params"], asked.asked(), index, rebuild)
+    changed = stored is not None and mismatch("shingle", with_legacy(stored["params"]), asked.asked(), index, rebuild)
     shingle = asked.resolved(stored["params"] if (stored and not changed and not rebuild) else None)
     params = {**shingle.manifest(), "member_ids": MEMBER_IDS}
-    same_params = bool(stored) and not rebuild and not changed and stored["params"] == params
+    same_params = bool(stored) and not rebuild and not changed and with_legacy(stored["params"]) == params
     stored_sig = manifest["stages"].get("signature")
     # Rows can be kept from the current build only if they describe the same thing.
     reuse = (
@@ -289,6 +289,12 @@ class _Collector:
         self.warnings = [f"{s.id}: {s.reason}" for s in scan.skipped]
         self.not_docs: list[dict] = [{"id": s.id, "reason": s.reason} for s in scan.skipped]
         self.n_read = self.n_changed = self.n_kept_old = 0
+        self.n_left_out = 0
+        self.old_left_out: dict[str, list[dict]] = {}  # file id -> its members the current build left out
+        if scan.old is not None:
+            for s in settings.stored.get("skipped", []):
+                if "source" in s:
+                    self.old_left_out.setdefault(s["source"], []).append(s)
 
     def collect(self, plan: list[tuple[FileEntry, bytes | None, bool]], results: Iterator[BatchResult], bar) -> None:
         """Every file of the plan in order: kept, or taken from the next result of the tasks."""
@@ -309,7 +315,11 @@ class _Collector:
         bar.close()
 
     def keep(self, e: FileEntry, stat: tuple[int, int] | None) -> None:
-        """The file's rows of the current table (``stat``: its new size and time, if it was read)."""
+        """The file's rows of the current table (``stat``: its new size and time, if it was read),
+        and the members it left out when it was read."""
+        olds = self.old_left_out.get(e.id, ())
+        self.not_docs.extend(olds)
+        self.n_left_out += len(olds)
         for j in self.old_rows[e.id]:
             self.builder.add_old(j, stat)
             if self.sig_rows is not None:
@@ -329,6 +339,8 @@ class _Collector:
             return
         if outcome.how in MEMBER_WAYS and outcome.n_docs == 0:
             self.not_docs.append({"id": e.id, "reason": outcome.warning or "no documents in this file"})
+        self.not_docs.extend({"id": i, "source": e.id, "reason": why} for i, why in outcome.left_out)
+        self.n_left_out += len(outcome.left_out)
         old = self.old
         for d in batch.docs[at_doc : at_doc + outcome.n_docs]:
             j = self.old_pos.get(d.id, -1)
@@ -355,7 +367,7 @@ class _Collector:
     def check_some_read(self, corpus) -> None:
         if not len(self.builder):
             err = CorpusError(
-                f"corpus {corpus_name(corpus)} has no readable documents ({count(len(self.not_docs), 'file skipped')})",
+                f"corpus {corpus_name(corpus)} has no readable documents ({count(len(self.not_docs) - self.n_left_out, 'file skipped')})",
                 hint="see the warnings above for why each file was skipped",
             )
             err.warnings = self.warnings
@@ -373,8 +385,10 @@ class _Collector:
             out += f"; read {self.n_read} files, {self.n_changed} new or changed, {stage['n_removed']} removed"
         if stage["n_empty"]:
             out += f", {stage['n_empty']} with no shingles (never candidates)"
-        if self.not_docs:
-            out += f", {len(self.not_docs)} files skipped"
+        if len(self.not_docs) > self.n_left_out:
+            out += f", {len(self.not_docs) - self.n_left_out} files skipped"
+        if self.n_left_out:
+            out += f", {count(self.n_left_out, 'WARC record')} left out (`simdoc stats --skipped` lists them)"
         if self.settings.signer is not None:
             out += f"; {stage['n_docs']} x {self.settings.signer.num_perm} signatures"
         return out

@@ -32,7 +32,7 @@ import numpy as np
 
 from simdoc.errors import CorruptIndex
 from simdoc.store.doctable import ROLES as DOC_ROLES
-from simdoc.store.doctable import is_safe_relative
+from simdoc.store.doctable import is_safe_relative, name_problem
 
 try:
     from zlib_ng.zlib_ng import crc32
@@ -134,11 +134,23 @@ def _skipped_id(x: object) -> bool:
     return isinstance(x, str) and (x == "." or is_safe_relative(x))
 
 
+def _skipped_one(s: object) -> bool:
+    if not isinstance(s, dict) or not set(s) <= {"id", "reason", "source"} or not _optional(_str)(s.get("reason")):
+        return False
+    if "source" in s:  # a record of a WARC file left out: SOURCE/#KEY, as a docs-table member's id
+        return isinstance(s["source"], str) and isinstance(s.get("id"), str) and name_problem(s["id"], s["source"]) is None
+    return _skipped_id(s.get("id"))
+
+
+def skipped_counts(stage: dict) -> tuple[int, int]:
+    """(files skipped, records of WARC files left out) as a shingle stage lists them."""
+    entries = stage.get("skipped", [])
+    records = sum(1 for s in entries if "source" in s)
+    return len(entries) - records, records
+
+
 def _skipped(x: object) -> bool:
-    return isinstance(x, list) and all(
-        isinstance(s, dict) and set(s) <= {"id", "reason"} and _skipped_id(s.get("id")) and _optional(_str)(s.get("reason"))
-        for s in x
-    )
+    return isinstance(x, list) and all(_skipped_one(s) for s in x)
 
 
 _COUNT = _int(0)
@@ -184,6 +196,8 @@ _STAGES: dict[str, dict] = {
             "text_field": (_str, False),
             "id_field": (_optional(_str), False),
             "member_ids": (_is_int, False),
+            "main_content": (_bool, False),
+            "all_responses": (_bool, False),
         },
         "roles": {
             # The shingle sets: only after `simdoc shingle` ran as a stage of its own.
