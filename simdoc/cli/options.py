@@ -158,6 +158,20 @@ shingle_options = [
     opt("--unit", type=click.Choice(UNITS), default=None, help="Shingle unit. Default: char."),
     opt("--k", "k", type=click.IntRange(1, 256), default=None, help="Shingle length in units. Default: char 5, word 3, stopword 3."),
     opt("--lowercase/--no-lowercase", default=None, help="Lowercase before shingling. Default: lowercase."),
+    opt(
+        "--unicode",
+        type=click.Choice(["none", "NFC", "NFKC"]),
+        default=None,
+        help="Unicode normalisation before shingling: NFC makes canonically equivalent texts equal, NFKC also folds "
+        "compatibility forms (ligatures, full-width letters, superscripts). Default: NFC.",
+    ),
+    opt(
+        "--min-length",
+        type=click.IntRange(0),
+        default=None,
+        help="Leave out documents shorter than this many shingle units (characters, or words), as normalised; "
+        "`simdoc stats --skipped` lists them. Default: 0 (every document).",
+    ),
     opt("--max-bytes", type=click.IntRange(1), default=None, help="Read at most this many bytes of a file, or of one JSON Lines or WARC document (with a warning). Default: all."),
     opt(
         "--include",

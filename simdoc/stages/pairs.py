@@ -78,6 +78,8 @@ def find_pairs(
     text_field: str | None = None,
     id_field: str | None = None,
     main_content: bool | None = None,
+    unicode: str | None = None,
+    min_length: int | None = None,
     all_responses: bool | None = None,
     scheduler: str | None = None,
     wait_workers: float | None = None,
@@ -95,7 +97,7 @@ def find_pairs(
         shingle=ShingleParams(
             unit=unit, k=k, lowercase=lowercase, max_bytes=max_bytes, follow_symlinks=follow_symlinks,
             include=include, exclude=exclude, text_field=text_field, id_field=id_field,
-            main_content=main_content, all_responses=all_responses,
+            main_content=main_content, all_responses=all_responses, unicode=unicode, min_length=min_length,
         ),
         signature=SignatureParams(num_perm=num_perm, seed=seed, scheme=scheme),
         banding=BandingParams(bands=bands, rows=rows),

@@ -212,6 +212,7 @@ def _scan(task: ScanTask) -> BatchResult:
     docs: list[DocOut] = []
     texts: list[str | bytes] = []  # documents shingled together, in document order
     streamed: dict[int, ShingleSets] = {}  # document number -> its one-row sets (read in chunks)
+    streamed_paths: dict[int, str] = {}
     for doc_id, path, size, expected in task.files:
         how = how_read(path, size)
         if how == "streamed":
@@ -220,6 +221,7 @@ def _scan(task: ScanTask) -> BatchResult:
             res, row = streaming.stream_document(path, spec, reading.max_bytes, reading.follow_symlinks)
             outcome = FileOutcome(_raw(res.digest), res.status, res.warning, False, how)
             if res.text is not None:
+                streamed_paths[len(docs)] = path
                 streamed[len(docs)] = row
                 docs.append(DocOut(doc_id, "", -1, -1, size, _raw(res.digest), how, res.status, int(row.counts.sum())))
                 outcome.n_docs = 1
@@ -257,6 +259,14 @@ def _scan(task: ScanTask) -> BatchResult:
             docs[i].n_shingles = int(n)
     for i, row in streamed.items():
         sigs[i] = hasher.signatures(row)[0]
+    if task.shingle.min_length:
+        short = short_documents(docs, texts, streamed, streamed_paths, spec, task.shingle)
+        if short:
+            keep = [i not in short for i in range(len(docs))]
+            texts = [t for t, i in zip(texts, (i for i in range(len(docs)) if i not in streamed)) if keep[i]]
+            streamed = {sum(keep[:i]): row for i, row in streamed.items() if keep[i]}
+            sigs = sigs[np.asarray(keep, dtype=bool)]
+            docs = _leave_out(files, docs, short, task.shingle.min_length, spec.unit)
     sets = None
     if task.keep_sets:
         text_sets = shingle_texts(texts, spec) if texts else None
@@ -269,6 +279,67 @@ def _scan(task: ScanTask) -> BatchResult:
                 t += 1
         sets = ShingleSets.concatenate(sets_parts)
     return BatchResult(files, docs, sigs, sets)
+
+
+def short_documents(
+    docs: list[DocOut], texts: list, streamed: dict[int, ShingleSets], paths: dict[int, str], spec, reading: ShingleParams
+) -> set[int]:
+    """The documents (numbers in ``docs``) with fewer than ``reading.min_length`` units (characters,
+    or words) in their normalised text; an empty one is not counted (it is never a candidate).
+
+    Told by each document's window count where it can (with k units or more, a char or word
+    document of n windows has n + k - 1 units); a document of one window, or a stopword
+    document (whose windows start only at stop words), is normalised here to be counted.
+    """
+    from simdoc.corpus.files import read_document
+    from simdoc.shingling import normalise
+
+    k, least = spec.k, reading.min_length
+    short = set()
+    at_text = 0
+    for i, d in enumerate(docs):
+        text = None
+        if i not in streamed:
+            text = texts[at_text]
+            at_text += 1
+        n = d.n_shingles
+        if n == 0:
+            continue
+        if (n >= 2 and n + k - 1 >= least) or least <= 1:
+            continue  # at least n + k - 1 units (exactly that many for char and word)
+        if spec.unit != "stopword" and n >= 2:
+            short.add(i)  # exactly n + k - 1 units, fewer than asked
+            continue
+        if text is None:  # a streamed file of at most one window: small, read it whole
+            got = read_document(paths[i], reading.max_bytes, bool(reading.follow_symlinks))
+            text = got.text if got.text is not None else ""
+        if isinstance(text, bytes):
+            text = text.decode("ascii")
+        norm = normalise(text, spec.lowercase, spec.unicode)
+        units = len(norm) if spec.unit == "char" else len(norm.split(" ")) if norm else 0
+        if units < least:
+            short.add(i)
+    return short
+
+
+def _leave_out(files: list[FileOutcome], docs: list[DocOut], short: set[int], least: int, unit: str) -> list[DocOut]:
+    """``docs`` without the ``short`` ones; each file says which it left out (a member) or that
+    it is not a document (a file of one)."""
+    what = f"shorter than --min-length {least} ({'characters' if unit == 'char' else 'words'}), left out"
+    kept: list[DocOut] = []
+    at = 0
+    for f in files:
+        for i in range(at, at + f.n_docs):
+            if i not in short:
+                kept.append(docs[i])
+            elif docs[i].source:
+                f.left_out.append((docs[i].id, what))
+            else:
+                f.status, f.warning = "short", what
+        dropped = sum(1 for i in range(at, at + f.n_docs) if i in short)
+        at += f.n_docs
+        f.n_docs -= dropped
+    return kept
 
 
 # ---------------------------------------------------------------- parts: what the workers write

@@ -334,7 +334,7 @@ class _Collector:
         if outcome.unchanged:
             self.keep(e, (e.size, e.mtime_ns))
             return
-        if outcome.how not in MEMBER_WAYS and outcome.status in ("binary", "unreadable"):
+        if outcome.how not in MEMBER_WAYS and outcome.status in ("binary", "unreadable", "short"):
             self.not_docs.append({"id": e.id, "reason": outcome.warning})
             return
         if outcome.how in MEMBER_WAYS and outcome.n_docs == 0:

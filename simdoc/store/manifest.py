@@ -197,6 +197,8 @@ _STAGES: dict[str, dict] = {
             "id_field": (_optional(_str), False),
             "member_ids": (_is_int, False),
             "main_content": (_bool, False),
+            "unicode": (_one_of("none", "NFC", "NFKC"), False),
+            "min_length": (_int(0), False),
             "all_responses": (_bool, False),
         },
         "roles": {
