@@ -77,7 +77,8 @@ class _Normaliser:
     it, which may come in the next chunk: the text from the last ASCII
     character on is held back until the next chunk (no ASCII character
     composes with the one before it, so the two sides normalise apart as
-    they would together). A text with no ASCII character in two chunks is
+    they would together; the ASCII character itself may take marks that
+    follow). A text with no ASCII character in two chunks is
     cut at its last character without a combining class instead.
     """
 
@@ -105,8 +106,10 @@ class _Normaliser:
 
 def _hold_back(text: str, final: bool) -> tuple[str, str]:
     """(what can be normalised now, what to hold for the next chunk); see :class:`_Normaliser`."""
-    if final or text.isascii():
+    if final:
         return text, ""
+    if text.isascii():  # its last character may take combining marks from the next chunk
+        return text[:-1], text[-1:]
     for i in range(len(text) - 1, -1, -1):
         if text[i] < "\x80":
             return text[:i], text[i:]

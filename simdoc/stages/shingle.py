@@ -38,7 +38,7 @@ import numpy as np
 
 from simdoc.corpus.formats import MEMBER_IDS
 from simdoc.corpus.read import MEMBER_WAYS, identity
-from simdoc.corpus.walk import FileEntry, Skipped, discover_sources, resolve_sources
+from simdoc.corpus.walk import FileEntry, Skipped, discover_sources, is_warc, resolve_sources
 from simdoc.engines import DaskEngine, Engine
 from simdoc.engines.local import LocalEngine
 from simdoc.errors import CorpusError, IndexError_
@@ -108,6 +108,9 @@ def build_shingles(
             manifest["stages"] = {}
         settings = _settle(manifest, corpus, index, params, signature, rebuild)
         scan = _scan(store, manifest, corpus, index, settings)
+        if settings.same_params and "all_responses" not in settings.stored["params"]:
+            # Built before simdoc read WARC files itself (fastwarc, every HTTP status): read them once more.
+            force_read = set(force_read or ()) | {e.id for e in scan.entries if is_warc(e.id)}
         if _same_build(settings, scan) and not scan.racy() and not force_read:
             remove_scan_parts(store)
             return StageResult("shingle", False, time.perf_counter() - t0, "up to date")
