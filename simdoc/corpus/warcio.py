@@ -133,14 +133,9 @@ class Input:
             pass
 
     def finish(self) -> None:
-        """Feed the digest every raw byte of the file, also those past the last record read."""
+        """Feed the digest every raw byte of the file, also those past the last record read
+        (a decompressor's reads went through the digest too: each byte counts once)."""
         if self.digest is not None:
-            if self._stream is not None:
-                try:
-                    while self._stream.read(CHUNK):
-                        pass
-                except Exception:  # damaged: the raw bytes still count
-                    pass
             self._exhaust()
 
     # ---- reading
@@ -350,7 +345,9 @@ class RecordReader:
             if not inp.fill(1):
                 return
             number += 1
-            pos, member = inp.pos, inp.members.get(inp.pos)
+            pos, member = inp.pos, inp.members.pop(inp.pos, None)
+            if len(inp.members) > 1024:  # members that start no record: forget those behind
+                inp.members = {p: o for p, o in inp.members.items() if p > pos}
             size, blank = _header_end(inp)
             headers = _parse_header(inp.peek(size)) if size >= 0 else None
             if headers is None and size < 0 and inp.fill(HEADER_BYTES) < HEADER_BYTES and inp.peek(5) == b"WARC/"[: inp.fill(5)]:
