@@ -95,7 +95,7 @@ class IndexStats:
     shingles_max: int
     shingles_total: int
     buckets: BucketSummary | None = field(default=None)
-    n_left_out: int = 0  # records of WARC files left out (HTTP status, revisits) or skipped (broken)
+    n_left_out: int = 0  # records of WARC or JSON Lines files left out (HTTP status, revisit, broken, --min-length)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -257,7 +257,7 @@ def format_stats(stats: IndexStats, bar_width: int = 40) -> list[str]:
     extra = [f"{s.n_empty} with no shingles"]
     if s.n_skipped or s.n_left_out:
         what = [count(s.n_skipped, "file skipped")] if s.n_skipped else []
-        what += [count(s.n_left_out, "WARC record") + " left out"] if s.n_left_out else []
+        what += [count(s.n_left_out, "record") + " left out"] if s.n_left_out else []
         extra.append(", ".join(what) + ": `simdoc stats --skipped` lists them")
     lines = [
         f"documents: {s.n_docs} ({', '.join(extra)})",

@@ -391,7 +391,7 @@ class _Collector:
         if len(self.not_docs) > self.n_left_out:
             out += f", {len(self.not_docs) - self.n_left_out} files skipped"
         if self.n_left_out:
-            out += f", {count(self.n_left_out, 'WARC record')} left out (`simdoc stats --skipped` lists them)"
+            out += f", {count(self.n_left_out, 'record')} left out (`simdoc stats --skipped` lists them)"
         if self.settings.signer is not None:
             out += f"; {stage['n_docs']} x {self.settings.signer.num_perm} signatures"
         return out

@@ -143,7 +143,7 @@ def _skipped_one(s: object) -> bool:
 
 
 def skipped_counts(stage: dict) -> tuple[int, int]:
-    """(files skipped, records of WARC files left out) as a shingle stage lists them."""
+    """(files skipped, members of WARC or JSON Lines files left out) as a shingle stage lists them."""
     entries = stage.get("skipped", [])
     records = sum(1 for s in entries if "source" in s)
     return len(entries) - records, records
