@@ -44,7 +44,6 @@ from simdoc.engines.local import LocalEngine
 from simdoc.errors import CorpusError, IndexError_
 from simdoc.params import ShingleParams, SignatureParams, with_legacy
 from simdoc.shinglesets import ShingleSets
-from simdoc.stages.cluster_signatures import PlacedRows
 from simdoc.stages.common import (
     build_id,
     corpus_name,
@@ -61,10 +60,11 @@ from simdoc.stages.scan import (
     scan_batch,
     scan_tasks,
 )
-from simdoc.stages.signature import SignatureRows, finish_signatures
+from simdoc.stages.signature import finish_signatures, next_signature_rows
 from simdoc.store.directory import IndexStore
 from simdoc.store.doctable import DocRow, DocsTable, TableBuilder
 from simdoc.store.loaded import LoadedIndex
+from simdoc.store.manifest import left_out_by_source
 from simdoc.version import __version__
 from simdoc.wording import count
 
@@ -108,8 +108,7 @@ def build_shingles(
             manifest["stages"] = {}
         settings = _settle(manifest, corpus, index, params, signature, rebuild)
         scan = _scan(store, manifest, corpus, index, settings)
-        if settings.same_params and "all_responses" not in settings.stored["params"]:
-            # Built before simdoc read WARC files itself (fastwarc, every HTTP status): read them once more.
+        if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
             force_read = set(force_read or ()) | {e.id for e in scan.entries if is_warc(e.id)}
         if _same_build(settings, scan) and not scan.racy() and not force_read:
             remove_scan_parts(store)
@@ -287,17 +286,14 @@ class _Collector:
         self.old_pos = {doc_id: j for j, doc_id in enumerate(scan.old.ids)} if scan.old is not None else {}
         self.generation = int(manifest.get("generation", 0)) + 1
         self.builder = TableBuilder(scan.old)
-        self.sig_rows = _signature_rows(store, manifest, settings, placed)
+        self.sig_rows = next_signature_rows(store, manifest, settings.signer, settings.reuse, placed)
         self.sets_parts: list[ShingleSets] = []
         self.warnings = [f"{s.id}: {s.reason}" for s in scan.skipped]
         self.not_docs: list[dict] = [{"id": s.id, "reason": s.reason} for s in scan.skipped]
         self.n_read = self.n_changed = self.n_kept_old = 0
-        self.n_left_out = 0
-        self.old_left_out: dict[str, list[dict]] = {}  # file id -> its members the current build left out
-        if scan.old is not None:
-            for s in settings.stored.get("skipped", []):
-                if "source" in s:
-                    self.old_left_out.setdefault(s["source"], []).append(s)
+        self.old_left_out = left_out_by_source(settings.stored) if scan.old is not None else {}
+
+    n_left_out = property(lambda self: sum("source" in s for s in self.not_docs))  # members, not files
 
     def collect(self, plan: list[tuple[FileEntry, bytes | None, bool]], results: Iterator[BatchResult], bar) -> None:
         """Every file of the plan in order: kept, or taken from the next result of the tasks."""
@@ -320,9 +316,7 @@ class _Collector:
     def keep(self, e: FileEntry, stat: tuple[int, int] | None) -> None:
         """The file's rows of the current table (``stat``: its new size and time, if it was read),
         and the members it left out when it was read."""
-        olds = self.old_left_out.get(e.id, ())
-        self.not_docs.extend(olds)
-        self.n_left_out += len(olds)
+        self.not_docs.extend(self.old_left_out.get(e.id, ()))
         for j in self.old_rows[e.id]:
             self.builder.add_old(j, stat)
             if self.sig_rows is not None:
@@ -343,7 +337,6 @@ class _Collector:
         if outcome.how in MEMBER_WAYS and outcome.n_docs == 0:
             self.not_docs.append({"id": e.id, "reason": outcome.warning or "no documents in this file"})
         self.not_docs.extend({"id": i, "source": e.id, "reason": why} for i, why in outcome.left_out)
-        self.n_left_out += len(outcome.left_out)
         old = self.old
         for d in batch.docs[at_doc : at_doc + outcome.n_docs]:
             j = self.old_pos.get(d.id, -1)
@@ -395,20 +388,6 @@ class _Collector:
         if self.settings.signer is not None:
             out += f"; {stage['n_docs']} x {self.settings.signer.num_perm} signatures"
         return out
-
-
-def _signature_rows(store: IndexStore, manifest: dict, settings: _Settings, placed: bool) -> SignatureRows | PlacedRows | None:
-    """Where the next signature matrix is made: here (the local engine), or by the workers
-    from the reading tasks' parts (``placed``: a cluster); None when shingle sets are kept."""
-    signer = settings.signer
-    if signer is None:
-        return None
-    # The current matrix is checked here either way (size, dtype, shape; its CRC up to 1 GiB).
-    old_sigs = LoadedIndex(store, manifest).signatures() if settings.reuse else None
-    if placed:
-        old = manifest["stages"]["signature"]["roles"]["signatures"] if settings.reuse else None
-        return PlacedRows(store, signer.num_perm, str(store.path.absolute() / old) if old else None)
-    return SignatureRows(store, signer.num_perm, old_sigs)
 
 
 # ---------------------------------------------------------------- 4. writing and publishing

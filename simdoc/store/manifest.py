@@ -149,6 +149,15 @@ def skipped_counts(stage: dict) -> tuple[int, int]:
     return len(entries) - records, records
 
 
+def left_out_by_source(stage: dict) -> dict[str, list[dict]]:
+    """The members a shingle stage left out (its ``skipped`` entries with a source), by source file."""
+    out: dict[str, list[dict]] = {}
+    for s in stage.get("skipped", []):
+        if "source" in s:
+            out.setdefault(s["source"], []).append(s)
+    return out
+
+
 def _skipped(x: object) -> bool:
     return isinstance(x, list) and all(_skipped_one(s) for s in x)
 
