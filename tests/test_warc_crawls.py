@@ -294,3 +294,13 @@ def test_the_file_digest_is_of_its_bytes_whatever_is_read_again(tmp_path, name):
     got = read_warc(str(path), name)
     assert got.digest == hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
     assert [d[0] for d in got.docs] == [f"{name}/#http://e.org/{i}" for i in (0, 2, 3, 9)]
+
+
+def test_a_broken_record_with_a_nul_in_its_uri_is_listed_by_a_name_the_manifest_takes(tmp_path):
+    records, texts = crawl()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "crawl.warc").write_bytes(b"".join(records[:4]) + record("http://e.org/\0x", "cut", 9, length=999))
+    got, err = pairs(tmp_path / "c", tmp_path / "i")
+    assert got == dict([expected("crawl.warc", texts, "http://e.org/0", "http://e.org/1"), expected("crawl.warc", texts, "http://e.org/2", "http://e.org/3")])
+    assert [s["id"] for s in skipped(tmp_path / "i")] == ["crawl.warc/#http://e.org/%00x"]
+    assert CliRunner().invoke(cli, ["check", "--index", str(tmp_path / "i")]).exit_code == 0

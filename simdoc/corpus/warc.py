@@ -110,7 +110,7 @@ def read_warc(path: str, source: str, reading: WarcReading = WarcReading()) -> W
         reader = warcio.RecordReader(inp, open_again)
         for rec in reader.records(limit + HTTP_HEAD_BYTES):
             if isinstance(rec, warcio.Broken):
-                uri = rec.headers.get("warc-target-uri") or rec.headers.get("warc-record-id") or ""
+                uri = (rec.headers.get("warc-target-uri") or rec.headers.get("warc-record-id") or "").replace("\0", "%00")
                 what = f"record {rec.number}" + (f" ({uri})" if uri else "") + f" at byte {rec.pos:,}"
                 out.warnings.append(f"{what}: {rec.reason}")
                 out.left_out.append((member_id(source, uri or f"@{rec.pos}"), f"record {rec.number}: {rec.reason}"))
