@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from simdoc.corpus.files import compression_of, decompressing_reader
 
 CHUNK = 1 << 20
+FEED = 1 << 15  # compressed bytes given to zlib at once
 HEADER_BYTES = 1 << 16  # a WARC header longer than this is not one
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -47,7 +48,7 @@ class Input:
         self.cut: str | None = None
         self._done = False
         self._raw_pos = raw_start  # file offset of the next raw byte (gzip)
-        self._pending = b""  # raw bytes not yet given to the gzip decompressor
+        self._pending = memoryview(b"")  # raw bytes not yet given to the gzip decompressor
         self._dec = None  # the current gzip member's decompressor
         self._out = 0  # decompressed bytes produced so far
         self._stream = None  # the decompressing reader of bzip2, xz, zstd
@@ -89,9 +90,9 @@ class Input:
     def _gunzip(self) -> bytes:
         """The next decompressed bytes of a gzip file of one or many members, noting where each member starts."""
         while True:
-            if not self._pending:
-                self._pending = self._raw(CHUNK)
-                if not self._pending:
+            if not len(self._pending):
+                self._pending = memoryview(self._raw(CHUNK))  # sliced without copies below
+                if not len(self._pending):
                     if self._dec is None:
                         return b""
                     self.cut = "the compressed data ends inside a gzip member (file cut short?)"
@@ -99,29 +100,30 @@ class Input:
                     return out
             if self._dec is None:
                 while len(self._pending) < 2 and (more := self._raw(CHUNK)):
-                    self._pending += more
-                if not self._pending.strip(b"\0"):  # zero padding after the last member, as tar and tape leave
+                    self._pending = memoryview(bytes(self._pending) + more)
+                if self._pending[0] == 0 and not bytes(self._pending).strip(b"\0"):  # zero padding, as tar leaves
                     self._raw_pos += len(self._pending)
-                    self._pending = b""
+                    self._pending = memoryview(b"")
                     continue
-                if self._pending[:2] != _GZIP_MAGIC:
+                if bytes(self._pending[:2]) != _GZIP_MAGIC:
                     self.cut = f"not gzip data at byte {self._raw_pos}"
-                    self._pending = b""
+                    self._pending = memoryview(b"")
                     self._exhaust()
                     return b""
                 self.members[self._out] = self._raw_pos
                 self._dec = zlib.decompressobj(31)
-            data = self._pending
+            # A small piece at a time: what a member leaves over is copied by zlib when it ends.
+            data = self._pending[:FEED]
             try:
                 out = self._dec.decompress(data, CHUNK)
             except zlib.error as exc:
                 self.cut = f"damaged gzip data near byte {self._raw_pos}: {exc}"
-                self._pending = b""
+                self._pending = memoryview(b"")
                 self._exhaust()
                 return b""
-            rest = self._dec.unconsumed_tail if not self._dec.eof else self._dec.unused_data
-            self._raw_pos += len(data) - len(rest)
-            self._pending = rest
+            rest = len(self._dec.unconsumed_tail if not self._dec.eof else self._dec.unused_data)
+            self._raw_pos += len(data) - rest
+            self._pending = self._pending[len(data) - rest :]
             if self._dec.eof:
                 self._dec = None
             if out:
@@ -162,8 +164,24 @@ class Input:
                 return -1
             looked = max(0, have - len(needle) + 1)
 
+    def skip_blank(self) -> None:
+        """Consume the line ends between records."""
+        while self.fill(1):
+            i = self.start
+            while i < len(self.buf) and self.buf[i] in (13, 10):
+                i += 1
+            self.pos += i - self.start
+            self.start = i
+            if i < len(self.buf):
+                return
+
     def take(self, n: int, keep: int) -> tuple[bytes, int]:
         """Consume ``n`` bytes; returns the first ``keep`` of them and how many there were."""
+        if len(self.buf) - self.start >= n:  # all there: one slice
+            kept = bytes(self.buf[self.start : self.start + min(n, keep)]) if keep else b""
+            self.start += n
+            self.pos += n
+            return kept, n
         kept = bytearray()
         got = 0
         while got < n:
@@ -340,8 +358,7 @@ class RecordReader:
         number = 0
         while True:
             inp = self.inp
-            while inp.peek(1) in (b"\r", b"\n"):  # blank lines between records
-                inp.take(1, 0)
+            inp.skip_blank()
             if not inp.fill(1):
                 return
             number += 1
