@@ -11,7 +11,9 @@ import bz2
 import gzip
 import json
 import lzma
+import os
 import re
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -304,3 +306,27 @@ def test_a_broken_record_with_a_nul_in_its_uri_is_listed_by_a_name_the_manifest_
     assert got == dict([expected("crawl.warc", texts, "http://e.org/0", "http://e.org/1"), expected("crawl.warc", texts, "http://e.org/2", "http://e.org/3")])
     assert [s["id"] for s in skipped(tmp_path / "i")] == ["crawl.warc/#http://e.org/%00x"]
     assert CliRunner().invoke(cli, ["check", "--index", str(tmp_path / "i")]).exit_code == 0
+
+
+def test_an_index_made_before_simdoc_read_warc_itself_reads_its_warc_files_once_more(tmp_path):
+    from simdoc.store.directory import IndexStore
+    from simdoc.store.manifest import dump
+
+    records, texts = crawl()
+    errors = [record(f"http://e.org/missing{i}", page(7 + i), 60 + i, status=404) for i in range(2)]  # pair with nothing
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "crawl.warc").write_bytes(b"".join(records) + b"".join(errors))
+    (tmp_path / "c" / "note.txt").write_text("a note that pairs with nothing at all", encoding="utf-8")
+    for f in (tmp_path / "c").iterdir():  # not racily clean: only what must be read is read
+        os.utime(f, (time.time() - 100, time.time() - 100))
+    pairs(tmp_path / "c", tmp_path / "i", "--all-responses")  # as fastwarc read it: every status
+    manifest = IndexStore(tmp_path / "i").read_manifest()
+    for key in ("unicode", "min_length", "main_content", "all_responses"):
+        del manifest["stages"]["shingle"]["params"][key]
+    (tmp_path / "i" / "manifest.json").write_bytes(dump(manifest))
+    got, err = pairs(tmp_path / "c", tmp_path / "i", "-v")
+    assert got == dict([expected("crawl.warc", texts, "http://e.org/0", "http://e.org/1"), expected("crawl.warc", texts, "http://e.org/2", "http://e.org/3")])
+    assert "read 1 files" in err  # the WARC file; note.txt is kept
+    assert len(skipped(tmp_path / "i")) == 2
+    _, err = pairs(tmp_path / "c", tmp_path / "i", "-v")
+    assert "shingle: up to date" in err
