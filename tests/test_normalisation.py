@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import unicodedata
 
@@ -48,7 +49,7 @@ def test_the_same_text_in_nfc_and_nfd_is_one_text_by_default(tmp_path):
     assert nfc != nfd
     (corpus / "nfc.txt").write_text(nfc, encoding="utf-8")
     (corpus / "nfd.txt").write_text(nfd, encoding="utf-8")
-    (corpus / "d.jsonl.gz").write_bytes(__import__("gzip").compress(json.dumps({"text": nfd}).encode() + b"\n"))
+    (corpus / "d.jsonl.gz").write_bytes(gzip.compress(json.dumps({"text": nfd}).encode() + b"\n"))
     got, _ = pairs(corpus, tmp_path / "i")
     assert got == {("d.jsonl.gz/#1", "nfc.txt"): "1.0000", ("d.jsonl.gz/#1", "nfd.txt"): "1.0000", ("nfc.txt", "nfd.txt"): "1.0000"}
     # Without normalisation, the code points differ: the Jaccard of the texts as they are.
@@ -96,6 +97,7 @@ def test_documents_shorter_than_the_minimum_are_left_out_and_listed(tmp_path):
     long_a = "a longer note about the tide tables of the harbour"
     (corpus / "c.txt").write_text(long_a, encoding="utf-8")
     (corpus / "d.txt").write_text(long_a + " and cranes", encoding="utf-8")
+    (corpus / "e.txt.gz").write_bytes(gzip.compress(b"  x y  "))  # read in chunks (compressed)
     rows = [{"text": "abc"}, {"text": "   a  b  \n c   "}, {"text": long_a + " and ropes"}]
     (corpus / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     got, _ = pairs(corpus, tmp_path / "all")  # default: every document is paired
@@ -106,14 +108,17 @@ def test_documents_shorter_than_the_minimum_are_left_out_and_listed(tmp_path):
         ("c.txt", "m.jsonl/#3"): jaccard_of(long_a, long_a + " and ropes"),
         ("d.txt", "m.jsonl/#3"): jaccard_of(long_a + " and cranes", long_a + " and ropes"),
     }
-    assert "simdoc: 3 documents (2 files skipped)" in err
+    assert "simdoc: 3 documents (3 files skipped)" in err
     listed = run("stats", "--index", tmp_path / "min", "--skipped", "--format", "json")
     reasons = {json.loads(line)["id"]: json.loads(line)["reason"] for line in listed.stdout.splitlines()}
-    assert set(reasons) == {"a.txt", "b.txt", "m.jsonl/#1", "m.jsonl/#2"}  # "a b c" is 5 characters
+    assert set(reasons) == {"a.txt", "b.txt", "e.txt.gz", "m.jsonl/#1", "m.jsonl/#2"}  # "a b c" is 5 characters
     assert reasons["m.jsonl/#2"] == "shorter than --min-length 6 (characters), left out"
     # Words, for word shingles.
     got, _ = pairs(corpus, tmp_path / "words", "--unit", "word", "--min-length", "10", "--threshold", "0.3")
     assert {d for p in got for d in p} == {"c.txt", "d.txt", "m.jsonl/#3"}
+    got, _ = pairs(corpus, tmp_path / "three", "--min-length", "3")  # "x y" is 3 characters: kept
+    assert ("a.txt", "b.txt") in got and "e.txt.gz" not in {d["id"] for d in map(json.loads, run(
+        "stats", "--index", tmp_path / "three", "--skipped", "--format", "json").stdout.splitlines())}
 
 
 # ---------------------------------------------------------------- every path normalises alike
