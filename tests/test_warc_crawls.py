@@ -330,3 +330,31 @@ def test_an_index_made_before_simdoc_read_warc_itself_reads_its_warc_files_once_
     assert len(skipped(tmp_path / "i")) == 2
     _, err = pairs(tmp_path / "c", tmp_path / "i", "-v")
     assert "shingle: up to date" in err
+
+
+def test_a_body_sent_gzip_encoded_is_decoded_and_one_in_an_unknown_coding_skipped_alone(tmp_path):
+    import zlib
+
+    records, texts = crawl()
+
+    def encoded(uri, text, rid, coding, data):
+        block = f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: {coding}\r\n\r\n".encode() + data
+        head = (f"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: {uri}\r\n"
+                f"Content-Type: application/http; msgtype=response\r\nContent-Length: {len(block)}\r\n\r\n").encode()
+        return head + block + b"\r\n\r\n"
+
+    z = zlib.compressobj(wbits=-15)
+    extra = [encoded("http://e.org/gz", page(0, 1), 20, "gzip", gzip.compress(page(0, 1).encode())),
+             encoded("http://e.org/raw-deflate", page(2, 2), 21, "deflate", z.compress(page(2, 2).encode()) + z.flush()),
+             encoded("http://e.org/br", page(0), 22, "br", b"\x8b\x02\x80not really brotli")]
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "crawl.warc").write_bytes(b"".join(records) + b"".join(extra))
+    got, err = pairs(tmp_path / "c", tmp_path / "i")
+    texts["http://e.org/gz"], texts["http://e.org/raw-deflate"] = page(0, 1), page(2, 2)
+    want = dict(expected("crawl.warc", texts, a, b) for a, b in [
+        ("http://e.org/0", "http://e.org/1"), ("http://e.org/0", "http://e.org/gz"), ("http://e.org/1", "http://e.org/gz"),
+        ("http://e.org/2", "http://e.org/3"), ("http://e.org/2", "http://e.org/raw-deflate"), ("http://e.org/3", "http://e.org/raw-deflate"),
+    ])
+    assert got == {k: v for k, v in want.items() if float(v) >= 0.6}
+    assert "response 8 (http://e.org/br): Content-Encoding 'br' cannot be decoded, skipped" in err
+    assert [s["id"] for s in skipped(tmp_path / "i")] == ["crawl.warc/#http://e.org/br"]

@@ -14,7 +14,8 @@ listed with the reason (``simdoc stats --skipped``), unless
 ``all_responses``. A record that is not whole (cut short, a
 ``Content-Length`` that does not end where a record does) or whose body
 cannot be made text is skipped alone, with a warning naming it, and listed
-too; the file's other records are kept. A body is decoded with the charset
+too; the file's other records are kept. A body in gzip or deflate content
+coding is decoded first. A body is decoded with the charset
 its ``Content-Type`` names; an unknown charset is read as UTF-8, and bytes
 invalid in it become U+FFFD, with a warning naming the records.
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import zlib
 from dataclasses import dataclass, field
 
 from simdoc.corpus import formats, warcio
@@ -225,6 +227,12 @@ def _document(rec: warcio.Record, reading: WarcReading, limit: int, notes: _Note
         body = rec.block[head:]
         if "chunked" in fields.get("transfer-encoding", "").lower():
             body = _unchunk(body)
+        encoding = fields.get("content-encoding", "").strip().lower()
+        if encoding not in ("", "identity"):  # as sent (wget keeps it); most crawlers store it decoded
+            body = _content_decoded(body, encoding, limit)
+            if body is None:
+                notes.add(f"Content-Encoding {encoding!r} cannot be decoded, skipped", what)
+                return uri, None, f"Content-Encoding {encoding!r} cannot be decoded, skipped"
     else:
         ctype = h.get("content-type", "") or ("text/plain" if kind == "conversion" else "")
         if not _is_text(ctype) and not (kind == "conversion" and ctype.lower().startswith("text/")):
@@ -275,6 +283,18 @@ def _http(block: bytes) -> tuple[int, dict[str, str], int] | None:
         if sep:
             fields[name.strip().lower()] = value.strip()
     return status, fields, end + blank
+
+
+def _content_decoded(body: bytes, encoding: str, limit: int) -> bytes | None:
+    """An HTTP body in gzip or deflate content coding, decoded (at most ``limit`` + 1 bytes); None otherwise."""
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        return None
+    for wbits in ((31,) if "gzip" in encoding else (15, -15)):  # deflate: zlib-wrapped, or raw as some servers send it
+        try:
+            return zlib.decompressobj(wbits).decompress(body, limit + 1)
+        except zlib.error:
+            continue
+    return None
 
 
 def _unchunk(body: bytes) -> bytes:
