@@ -14,8 +14,8 @@ made by the stage that reads it.
 
 ::
 
-    ShingleParams      unit, k, lowercase; how files are read (max_bytes, follow_symlinks,
-                       include, exclude, text_field, id_field)
+    ShingleParams      unit, k, lowercase, unicode, min_length; how files are read (max_bytes, follow_symlinks,
+                       include, exclude, text_field, id_field, main_content, all_responses)
     SignatureParams    num_perm, seed, scheme
     BandingParams      threshold, or bands and rows chosen by hand      (simdoc index)
     PairsParams        threshold, measure, verify, all_candidates, new_only
@@ -37,7 +37,7 @@ import numpy as np
 from simdoc.errors import UsageError
 from simdoc.lsh import check_threshold, s_curve_threshold
 from simdoc.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, SCHEMES
-from simdoc.shingling import UNITS, ShingleSpec
+from simdoc.shingling import DEFAULT_UNICODE, UNICODE_FORMS, UNITS, ShingleSpec
 from simdoc.similarity import MEASURES
 
 # The defaults of the stages. The signature's are MinHasher's own (simdoc.minhash
@@ -46,6 +46,12 @@ DEFAULT_UNIT = "char"  # k then defaults to the unit's (shingling.DEFAULT_K)
 DEFAULT_LOWERCASE = True
 DEFAULT_FOLLOW_SYMLINKS = False
 DEFAULT_TEXT_FIELD = "text"
+DEFAULT_MAIN_CONTENT = False
+DEFAULT_ALL_RESPONSES = False
+# What a shingle parameter that an index's manifest does not hold means: an index built before
+# the parameter existed was built the way simdoc read documents then.
+LEGACY_SHINGLE = {"main_content": False, "all_responses": False, "unicode": "none", "min_length": 0}
+DEFAULT_MIN_LENGTH = 0  # see README "What is a document": pairs of short texts are pairs
 DEFAULT_THRESHOLD = 0.6  # set Jaccard
 DEFAULT_BAG_THRESHOLD = 0.4  # bag Jaccard is at most 0.5 (identical bags)
 MAX_NUM_PERM = 65536
@@ -72,18 +78,26 @@ class ShingleParams:
     unit: str | None = None
     k: int | None = None
     lowercase: bool | None = None
+    unicode: str | None = None
+    min_length: int | None = None
     max_bytes: int | None = None
     follow_symlinks: bool | None = None
     include: tuple[str, ...] | None = None
     exclude: tuple[str, ...] | None = None
     text_field: str | None = None
     id_field: str | None = None
+    main_content: bool | None = None
+    all_responses: bool | None = None
 
     def __post_init__(self) -> None:
         if self.unit is not None and self.unit not in UNITS:
             raise UsageError(f"unknown shingle unit {self.unit!r}; choose one of {', '.join(UNITS)}")
         if self.k is not None:
             ShingleSpec(self.unit or DEFAULT_UNIT, self.k)  # its range check and message
+        if self.unicode is not None and self.unicode not in UNICODE_FORMS:
+            raise UsageError(f"--unicode must be one of {', '.join(UNICODE_FORMS)}, got {self.unicode!r}")
+        if self.min_length is not None and (not _whole(self.min_length) or self.min_length < 0):
+            raise UsageError(f"--min-length must be a whole number of at least 0, got {self.min_length!r}")
         if self.max_bytes is not None and self.max_bytes < 1:
             raise UsageError(f"--max-bytes must be at least 1, got {self.max_bytes}")
         object.__setattr__(self, "include", _globs(self.include))
@@ -104,39 +118,57 @@ class ShingleParams:
         char index means word shingles of the word default.
         """
         base = stored or {}
+        if stored is not None:
+            base = {**LEGACY_SHINGLE, **base}
         unit = self.unit if self.unit is not None else base.get("unit", DEFAULT_UNIT)
         k = self.k if self.k is not None else (base.get("k") if base.get("unit") == unit else None)
         lowercase = self.lowercase if self.lowercase is not None else base.get("lowercase", DEFAULT_LOWERCASE)
-        spec = ShingleSpec(unit, k, lowercase)
+        unicode = self.unicode if self.unicode is not None else base.get("unicode", DEFAULT_UNICODE)
+        spec = ShingleSpec(unit, k, lowercase, unicode)
         follow = self.follow_symlinks if self.follow_symlinks is not None else base.get("follow_symlinks")
         return ShingleParams(
             unit=spec.unit,
             k=spec.k,
             lowercase=spec.lowercase,
+            unicode=spec.unicode,
+            min_length=self.min_length if self.min_length is not None else base.get("min_length", DEFAULT_MIN_LENGTH),
             max_bytes=self.max_bytes if self.max_bytes is not None else base.get("max_bytes"),
             follow_symlinks=DEFAULT_FOLLOW_SYMLINKS if follow is None else follow,
             include=self.include if self.include is not None else base.get("include"),
             exclude=self.exclude if self.exclude is not None else base.get("exclude"),
             text_field=self.text_field if self.text_field is not None else base.get("text_field", DEFAULT_TEXT_FIELD),
             id_field=self.id_field if self.id_field is not None else base.get("id_field"),
+            main_content=self.main_content if self.main_content is not None else base.get("main_content", DEFAULT_MAIN_CONTENT),
+            all_responses=self.all_responses if self.all_responses is not None else base.get("all_responses", DEFAULT_ALL_RESPONSES),
         )
 
     @property
     def spec(self) -> ShingleSpec:
         """The shingle definition (unit and lowercase default when not set)."""
-        return ShingleSpec(self.unit or DEFAULT_UNIT, self.k, DEFAULT_LOWERCASE if self.lowercase is None else self.lowercase)
+        return ShingleSpec(
+            self.unit or DEFAULT_UNIT, self.k, DEFAULT_LOWERCASE if self.lowercase is None else self.lowercase,
+            self.unicode or DEFAULT_UNICODE,
+        )
 
     def manifest(self) -> dict[str, Any]:
         """The shingle stage's parameters as the manifest keeps them (of resolved parameters)."""
         return {
             **self.spec.as_params(),
+            "min_length": int(self.min_length or 0),
             "max_bytes": self.max_bytes,
             "follow_symlinks": bool(self.follow_symlinks),
             "include": list(self.include or ()),
             "exclude": list(self.exclude or ()),
             "text_field": self.text_field or DEFAULT_TEXT_FIELD,
             "id_field": self.id_field,
+            "main_content": bool(self.main_content),
+            "all_responses": bool(self.all_responses),
         }
+
+
+def with_legacy(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """An index's shingle parameters with the keys an older simdoc did not write, as they were then."""
+    return {**LEGACY_SHINGLE, **stored}
 
 
 @dataclass(frozen=True)

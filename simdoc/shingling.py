@@ -8,7 +8,11 @@ are hashed with numpy instead of one Python call per shingle.
 The hash is part of the index format and is pinned by tests against the
 ``mmh3`` package:
 
-* Normalisation: optional lowercasing (``str.lower``), then every run of
+* Normalisation: optional lowercasing (``str.lower``), then Unicode
+  normalisation (NFC by default: canonically equivalent texts, such as an
+  ``é`` typed as one code point or as ``e`` and a combining accent, become
+  the same code points; NFKC also folds compatibility forms; ASCII text is
+  left as it is by all of them), then every run of
   whitespace (as ``str.split()`` sees it, which includes tabs, newlines and
   no-break spaces) becomes one blank, and leading/trailing whitespace goes.
 * ``unit="char"``: tokens are Unicode code points. A k-shingle's hash is
@@ -36,6 +40,7 @@ are one CSR structure, :class:`simdoc.shinglesets.ShingleSets`.
 from __future__ import annotations
 
 import threading
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -50,6 +55,8 @@ from simdoc.shinglesets import ShingleSets
 
 SHINGLE_SEED = 0
 UNITS = ("char", "word", "stopword")
+UNICODE_FORMS = ("none", "NFC", "NFKC")
+DEFAULT_UNICODE = "NFC"
 DEFAULT_K = {"char": 5, "word": 3, "stopword": 3}
 MAX_K = 256
 
@@ -68,11 +75,14 @@ class ShingleSpec:
         (char 5, word 3, stopword 3).
     lowercase : bool
         Lowercase the text before shingling.
+    unicode : {"none", "NFC", "NFKC"}
+        The Unicode normalisation applied after lowercasing.
     """
 
     unit: str = "char"
     k: int | None = None
     lowercase: bool = True
+    unicode: str = DEFAULT_UNICODE
 
     def __post_init__(self) -> None:
         if self.unit not in UNITS:
@@ -84,16 +94,26 @@ class ShingleSpec:
         if not 1 <= self.k <= MAX_K:
             raise UsageError(f"k must be between 1 and {MAX_K}, got {self.k}")
         object.__setattr__(self, "k", int(self.k))
+        if self.unicode not in UNICODE_FORMS:
+            raise UsageError(f"unknown Unicode normalisation {self.unicode!r}; choose one of {', '.join(UNICODE_FORMS)}")
 
     def as_params(self) -> dict:
-        return {"unit": self.unit, "k": self.k, "lowercase": self.lowercase, "hash_seed": SHINGLE_SEED}
+        return {"unit": self.unit, "k": self.k, "lowercase": self.lowercase, "hash_seed": SHINGLE_SEED, "unicode": self.unicode}
 
 
-def normalise(text: str, lowercase: bool = True) -> str:
-    """Lowercase (optionally) and collapse every whitespace run to one blank, trimmed."""
+def fold(text: str, lowercase: bool = True, unicode: str = DEFAULT_UNICODE) -> str:
+    """Lowercase (optionally), then Unicode-normalise (ASCII needs none): the per-character part of
+    :func:`normalise`, which every path applies the same way before whitespace is collapsed."""
     if lowercase:
         text = text.lower()
-    return " ".join(text.split())
+    if unicode != "none" and not text.isascii():
+        text = unicodedata.normalize(unicode, text)
+    return text
+
+
+def normalise(text: str, lowercase: bool = True, unicode: str = DEFAULT_UNICODE) -> str:
+    """Lowercase (optionally), Unicode-normalise, and collapse every whitespace run to one blank, trimmed."""
+    return " ".join(fold(text, lowercase, unicode).split())
 
 
 @lru_cache(maxsize=1)
@@ -174,7 +194,7 @@ def shingle_texts(
             pieces = [
                 np.frombuffer(t, dtype=np.uint8)
                 if isinstance(t, bytes)
-                else np.frombuffer((t.lower() if spec.lowercase else t).encode("utf-32-le", "surrogatepass"), "<u4")
+                else np.frombuffer(fold(t, spec.lowercase, spec.unicode).encode("utf-32-le", "surrogatepass"), "<u4")
                 for t in texts
             ]
             np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)), out=offsets[1:])
@@ -188,7 +208,7 @@ def shingle_texts(
         return _shingles_of_tokens(tokens, tokens, np.diff(new_offsets), k, None, views, form)
     texts = [t.decode("ascii") if isinstance(t, bytes) else t for t in texts]
     if not normalised:
-        texts = [normalise(t, spec.lowercase) for t in texts]
+        texts = [normalise(t, spec.lowercase, spec.unicode) for t in texts]
     n = len(texts)
     if spec.unit == "char":
         lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)

@@ -15,6 +15,7 @@ import pytest
 from conftest import TEXT_A, write
 
 from simdoc.corpus import formats as records
+from simdoc.corpus import warc
 from simdoc.corpus.formats import read_jsonl
 
 MB = 1 << 20
@@ -123,7 +124,6 @@ def test_max_bytes_cuts_each_jsonl_member_not_the_file(run, tmp_path):
 
 
 def test_warc_bodies_are_cut_at_the_bound(tmp_path, monkeypatch):
-    pytest.importorskip("fastwarc")
     from conftest import warc_record
 
     body = ("word " * 400).encode()
@@ -133,10 +133,10 @@ def test_warc_bodies_are_cut_at_the_bound(tmp_path, monkeypatch):
         + gzip.compress(warc_record("http://example.org/small", b"small", 2, "text/plain"))
     )
     monkeypatch.setattr(records, "MEMBER_BYTES", 100)
-    docs, notes = records.split_warc(str(path), "c.warc.gz")
+    docs, notes = warc.split_warc(str(path), "c.warc.gz")
     assert {m[0]: m[1] for m in docs} == {"c.warc.gz/#http://example.org/big": "word " * 20, "c.warc.gz/#http://example.org/small": "small"}
     assert notes == ["response 1 (http://example.org/big): body longer than 100 bytes; only the first 100 bytes are indexed"]
-    docs, notes = records.split_warc(str(path), "c.warc.gz", max_bytes=10)
+    docs, notes = warc.split_warc(str(path), "c.warc.gz", max_bytes=10)
     assert {m[0]: m[1] for m in docs}["c.warc.gz/#http://example.org/big"] == "word word "
     assert "body longer than --max-bytes 10" in notes[0]
 

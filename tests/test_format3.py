@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import simdoc
 import simdoc.corpus.formats
 import simdoc.corpus.read
+import simdoc.corpus.warc
 import simdoc.stages.pairs
 import simdoc.stages.results
 import simdoc.stages.shingle
@@ -159,7 +160,6 @@ def test_a_jsonl_file_with_many_candidates_is_read_once(tmp_path, monkeypatch):
 
 
 def test_a_warc_record_is_read_at_its_offset(tmp_path, monkeypatch):
-    pytest.importorskip("fastwarc")
     records = [warc_record(f"http://example.org/{i}", BASE + f" page {i}", i + 1) for i in range(6)]
     records.append(warc_record("http://example.org/x", "a wholly unrelated note about bread", 99))
     write(tmp_path / "c" / "keep.txt", "not part of the crawl at all, just a note")
@@ -167,9 +167,9 @@ def test_a_warc_record_is_read_at_its_offset(tmp_path, monkeypatch):
     first = simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", threshold=0.7, jobs=1)
     assert len(first) == 15
     whole, at = [], []
-    real_split, real_at = simdoc.corpus.formats.split_warc, simdoc.corpus.read.warc_record_at
-    monkeypatch.setattr(simdoc.corpus.read, "split_warc", lambda *a: whole.append(a) or real_split(*a))
-    monkeypatch.setattr(simdoc.corpus.read, "warc_record_at", lambda p, o, m: at.append(o) or real_at(p, o, m))
+    real_split, real_at = simdoc.corpus.read.read_warc, simdoc.corpus.warc.warcio.open_at
+    monkeypatch.setattr(simdoc.corpus.read, "read_warc", lambda *a: whole.append(a) or real_split(*a))
+    monkeypatch.setattr(simdoc.corpus.warc.warcio, "open_at", lambda p, o: at.append(o) or real_at(p, o))
     monkeypatch.setattr(simdoc.store.loaded.LoadedIndex, "verified_pairs", lambda self: simdoc.store.verified.VerifiedPairs())
     again = simdoc.find_pairs(None, tmp_path / "idx", threshold=0.7)
     assert list(again) == list(first)

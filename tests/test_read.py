@@ -9,7 +9,7 @@ import pytest
 from conftest import warc_record, write
 
 from simdoc.corpus.files import read_document
-from simdoc.corpus.formats import split_warc
+from simdoc.corpus.warc import split_warc
 from simdoc.corpus.read import read_again, text_digest
 
 TEXT = "A harbour crane lifts the morning's first container onto the quay.\n"
@@ -69,7 +69,6 @@ def test_a_jsonl_member_is_compared_by_the_digest_of_its_text(tmp_path):
 
 
 def test_a_warc_member_is_read_at_its_offset_and_searched_for_only_when_asked(tmp_path):
-    pytest.importorskip("fastwarc")
     records = [warc_record(f"http://example.org/{i}", f"{TEXT} page {i}", i + 1) for i in range(3)]
     path = tmp_path / "crawl.warc.gz"
     path.write_bytes(b"".join(gzip.compress(r) for r in records))

@@ -3,8 +3,8 @@
 Every shell block of README.md is run line by line (a command spanning
 lines, such as a `while` loop, as one), in document order, by bash in one
 scratch folder that holds the names the README uses: `sample_corpus`,
-`my_corpus`, `my_folder` (with `doc-a.txt` and `doc-b.txt`), `data.jsonl`
-and `crawl.warc.gz`, made from the sample corpus. `simdoc` is on PATH from
+`my_corpus`, `my_folder` (with `doc-a.txt` and `doc-b.txt`), `data.jsonl`,
+`crawl.warc.gz` and `crawl.warc.wet.gz`, made from the sample corpus. `simdoc` is on PATH from
 the venv this suite runs in, and HOME and XDG_CACHE_HOME point into the
 scratch folder, so nothing outside it is touched. Commands meant for the
 clone itself (`make run`, `.venv/bin/python ...`) run in the repository.
@@ -126,6 +126,13 @@ def _make_folder(work: Path) -> None:
             for n, (uri, body) in enumerate(pages)
         )
     )
+    # The same pages as Common Crawl's WET text: conversion records, one gzip member each.
+    conversions = []
+    for uri, body in pages:
+        text = re.sub("<[^>]+>", "", body).encode()
+        head = f"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Target-URI: {uri}\r\nContent-Type: text/plain\r\n"
+        conversions.append(gzip.compress(head.encode() + f"Content-Length: {len(text)}\r\n\r\n".encode() + text + b"\r\n\r\n"))
+    (work / "crawl.warc.wet.gz").write_bytes(b"".join(conversions))
     home = work / "home"
     (home / "simdoc" / ".venv" / "bin").mkdir(parents=True)
     os.symlink(VENV_BIN / "simdoc", home / "simdoc" / ".venv" / "bin" / "simdoc")  # a clone in ~/simdoc

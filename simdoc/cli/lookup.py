@@ -150,6 +150,8 @@ class _Queries:
                 follow_symlinks=bool(self.stored.get("follow_symlinks")),
                 text_field=self.text_field,
                 id_field=self.id_field,
+                main_content=bool(self.stored.get("main_content")),
+                all_responses=bool(self.stored.get("all_responses")),
             )
             for w in got.warnings:
                 log.warning(w)

@@ -173,6 +173,20 @@ shingle_options = [
     opt("--unit", type=click.Choice(UNITS), default=None, help="Shingle unit. Default: char."),
     opt("--k", "k", type=click.IntRange(1, 256), default=None, help="Shingle length in units. Default: char 5, word 3, stopword 3."),
     opt("--lowercase/--no-lowercase", default=None, help="Lowercase before shingling. Default: lowercase."),
+    opt(
+        "--unicode",
+        type=click.Choice(["none", "NFC", "NFKC"]),
+        default=None,
+        help="Unicode normalisation before shingling: NFC makes canonically equivalent texts equal, NFKC also folds "
+        "compatibility forms (ligatures, full-width letters, superscripts). Default: NFC.",
+    ),
+    opt(
+        "--min-length",
+        type=click.IntRange(0),
+        default=None,
+        help="Leave out documents shorter than this many shingle units (characters, or words), as normalised; "
+        "`simdoc stats --skipped` lists them. Default: 0 (every document).",
+    ),
     opt("--max-bytes", type=click.IntRange(1), default=None, help="Read at most this many bytes of a file, or of one JSON Lines or WARC document (with a warning). Default: all."),
     opt(
         "--include",
@@ -192,6 +206,18 @@ shingle_options = [
         "An index setting, as --include is.",
     ),
     opt("--text-field", default=None, help="JSON Lines files: the field holding a document's text. Default: text."),
+    opt(
+        "--main-content/--no-main-content",
+        default=None,
+        help="HTML pages and WARC records: keep only a page's main text (navigation, menus and footers dropped). "
+        "Default: all visible text.",
+    ),
+    opt(
+        "--all-responses/--no-all-responses",
+        default=None,
+        help="WARC files: also index HTTP responses whose status is not 2xx, and revisit records. "
+        "Default: left out, and listed by `simdoc stats --skipped`.",
+    ),
     opt("--id-field", default=None, help="JSON Lines files: the field holding a document's id. Default: the line number."),
     opt(
         "--follow-symlinks/--no-follow-symlinks",

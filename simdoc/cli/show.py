@@ -200,6 +200,8 @@ def _file_evidence(
             follow_symlinks=shingle.follow_symlinks,
             text_field=shingle.text_field,
             id_field=shingle.id_field,
+            main_content=bool(shingle.main_content),
+            all_responses=bool(shingle.all_responses),
         )
         if not got.documents:
             raise CorpusError(f"cannot compare {name}: " + ("; ".join(got.warnings) or "it holds no document"))

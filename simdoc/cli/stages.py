@@ -58,6 +58,7 @@ from simdoc.stages.results import PairsResult
 from simdoc.stages.shingle import build_shingles
 from simdoc.stages.signature import build_signatures, signatures_up_to_date
 from simdoc.store.directory import IndexStore
+from simdoc.store.manifest import skipped_counts
 from simdoc.wording import count
 
 log = logging.getLogger("simdoc")
@@ -97,7 +98,7 @@ def shingle(
     with open_engine(jobs, scheduler, wait_workers, index=index, corpus=corpus) as engine:
         res = build_shingles(corpus, index, params, engine=engine, rebuild=rebuild, progress=show_progress(quiet), wait=wait)
     report_stages([res], verbose)
-    n_skipped = len(IndexStore(index).read_manifest()["stages"]["shingle"].get("skipped", []))
+    n_skipped = skipped_counts(IndexStore(index).read_manifest()["stages"]["shingle"])[0]
     up_to_date = "up to date" + (f" ({skipped_text(n_skipped)})" if n_skipped else "")
     log.info(f"shingle: {res.detail if res.built else up_to_date} -> {index}")
     note_skipped(n_skipped, index, quiet)

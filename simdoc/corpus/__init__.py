@@ -7,7 +7,9 @@
 * :mod:`~simdoc.corpus.files`: one file read safely (non-blocking, checked, decompressed, decoded).
 * :mod:`~simdoc.corpus.read`: the one place that decides how a file is read
   (whole, streamed, JSON Lines lines, WARC records, HTML).
-* :mod:`~simdoc.corpus.formats`: JSON Lines and WARC members, by line or by offset.
+* :mod:`~simdoc.corpus.formats`: JSON Lines members, by line; HTML pages as text.
+* :mod:`~simdoc.corpus.warc`: the documents of WARC and WET files (:mod:`~simdoc.corpus.warcio`:
+  their records, whatever the compression, broken ones found and skipped).
 * :mod:`~simdoc.corpus.streaming`: huge texts shingled in bounded pieces.
 * :mod:`~simdoc.corpus.file_texts`: the documents of a file named outside an index.
 

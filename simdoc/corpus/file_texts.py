@@ -37,6 +37,8 @@ def read_file_texts(
     follow_symlinks: bool = False,
     text_field: str = "text",
     id_field: str | None = None,
+    main_content: bool = False,
+    all_responses: bool = False,
 ) -> FileTexts:
     """The documents of the file at ``path``; ids start with ``name`` (default: the path).
 
@@ -55,7 +57,9 @@ def read_file_texts(
     if how == "streamed":
         # Compressed or very large: read whole here (a query or a pair shown is one file).
         how = "whole"
-    got = read_file(path, name, how, max_bytes, follow_symlinks, (text_field, id_field))
+    got = read_file(
+        path, name, how, max_bytes, follow_symlinks, (text_field, id_field), main_content=main_content, all_responses=all_responses
+    )
     res = got.result
     warnings = [f"{name}: {w}" for w in (res.warning or "").split("; ") if w]
     if got.members is not None:

@@ -1,4 +1,4 @@
-"""Documents inside JSON Lines and WARC files: one document per line, or per response.
+"""Documents inside JSON Lines files (one document per line), and HTML pages as text.
 
 A file whose name ends in ``.jsonl`` or ``.ndjson`` (possibly compressed:
 ``.jsonl.gz``, ...) holds one document per line, a JSON object whose
@@ -7,7 +7,7 @@ blank are ignored; a line that is not a JSON object, or has no string text
 field, is skipped with a warning naming the line. A file is read line by
 line (:func:`read_jsonl`), decompressed as it goes: a line longer than
 :data:`MEMBER_BYTES` is skipped without being held, and ``--max-bytes`` cuts
-each document's text. A WARC body is read up to the same bound.
+each document's text. A WARC body is read up to the same bound (:mod:`simdoc.corpus.warc`).
 
 A member's id is ``PATH/#KEY``: PATH is the file's id and KEY the value of
 ``id_field`` when one is named, else the line number (from 1). PATH is a
@@ -321,7 +321,7 @@ def _lines(read, digest, bound: int) -> Iterator[tuple[int, bytes | None, int, i
 
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 # Not `pip install 'simdoc[web]'`: the package index's "simdoc" is another project.
-WEB_EXTRA = "resiliparse and fastwarc: pip install resiliparse (or, in simdoc's source folder, pip install '.[web]')"
+WEB_EXTRA = "resiliparse: pip install resiliparse (or, in simdoc's source folder, pip install '.[web]')"
 
 
 def is_html(path: str) -> bool:
@@ -332,8 +332,9 @@ def is_html(path: str) -> bool:
     return path.lower().endswith(HTML_SUFFIXES)
 
 
-def html_to_text(html: str) -> str:
-    """Visible text of an HTML page, by resiliparse's extractor (scripts, styles and tags dropped).
+def html_to_text(html: str, main_content: bool = False) -> str:
+    """Visible text of an HTML page, by resiliparse's extractor (scripts, styles and tags dropped);
+    with ``main_content``, only the page's main text (navigation, menus, footers dropped too).
 
     Raises
     ------
@@ -342,83 +343,4 @@ def html_to_text(html: str) -> str:
     """
     from resiliparse.extract.html2text import extract_plain_text
 
-    return extract_plain_text(html, main_content=False)
-
-
-def split_warc(path: str, source: str, max_bytes: int | None = None) -> tuple[list[tuple[str, str, int, int]], list[str]]:
-    """(document id, text, offset, length) of every HTTP response with an HTML or text body in a WARC file.
-
-    The id is ``PATH/#TARGET-URI``; a URI that repeats in the file (a
-    revisit) gets ``#RECORD-ID`` appended; a key still taken after that is
-    made unique as in :class:`MemberKeys`, with a warning. HTML bodies go
-    through :func:`html_to_text`. At most ``max_bytes`` (else
-    :data:`MEMBER_BYTES`) of a body are read, with a warning if it is longer.
-    The offset is where the record starts in the file (compressed, for a
-    ``.warc.gz`` of one gzip member per record, as crawlers write them), the
-    length how far the next record read starts after it (-1 for the last):
-    :func:`warc_record_at` reads it back.
-    """
-    from fastwarc.warc import ArchiveIterator, WarcRecordType
-
-    docs: list[tuple[str, str, int]] = []
-    warnings: list[str] = []
-    keys = MemberKeys(source)
-    starts: list[int] = []
-    with open(path, "rb") as fh:
-        for number, rec in enumerate(ArchiveIterator(fh, record_types=WarcRecordType.response, parse_http=True), 1):
-            starts.append(rec.stream_pos)
-            got = _response_text(rec, max_bytes, number, warnings)
-            if got is None:
-                continue
-            uri, text = got
-            key = uri.replace("\0", "%00")
-            if key in keys.taken:
-                key = f"{key}#{rec.record_id}"
-            doc_id, said = keys.take(key, number, what="response")
-            if said:
-                warnings.append(f"response {number}: {said}")
-            docs.append((doc_id, text, rec.stream_pos))
-    following = {a: b - a for a, b in zip(starts, starts[1:])}
-    return sorted((d, t, o, following.get(o, -1)) for d, t, o in docs), warnings
-
-
-def _response_text(rec, max_bytes: int | None, number: int, warnings: list[str]) -> tuple[str, str] | None:
-    """(target URI, text) of a response record with an HTML or text body; None for other bodies."""
-    ctype = (rec.http_content_type or "").lower()
-    if not (ctype.startswith("text/html") or ctype.startswith("application/xhtml") or ctype.startswith("text/plain")):
-        return None
-    uri = rec.headers.get("WARC-Target-URI") or rec.record_id
-    body = _bounded_body(rec, max_bytes, f"response {number} ({uri})", warnings)
-    text = body.decode(rec.http_charset or "utf-8", errors="replace")
-    if "html" in ctype:
-        text = html_to_text(text)
-    return uri, text
-
-
-def _bounded_body(rec, max_bytes: int | None, what: str, warnings: list[str]) -> bytes:
-    """At most ``max_bytes`` (else MEMBER_BYTES) of a WARC record's HTTP body; the rest is never held."""
-    limit = MEMBER_BYTES if max_bytes is None else max_bytes
-    body = rec.reader.read(limit + 1)
-    if len(body) > limit:
-        bound = f"--max-bytes {limit}" if max_bytes is not None else _size_text(limit)
-        warnings.append(f"{what}: body longer than {bound}; only the first {limit} bytes are indexed")
-        body = body[:limit]
-    return body
-
-
-def warc_record_at(path: str, offset: int, max_bytes: int | None = None) -> str | None:
-    """The text of the response record that starts at ``offset`` of a WARC file (see split_warc),
-    read as split_warc read it, or None if no such record starts there."""
-    from fastwarc.warc import ArchiveIterator, WarcRecordType
-
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            for rec in ArchiveIterator(fh, record_types=WarcRecordType.response, parse_http=True):
-                if rec.stream_pos != offset:
-                    return None
-                got = _response_text(rec, max_bytes, 0, [])
-                return None if got is None else got[1]
-    except (OSError, ValueError):  # no record starts there (fastwarc: "Invalid WARC header")
-        return None
-    return None
+    return extract_plain_text(html, main_content=main_content)

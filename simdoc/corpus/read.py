@@ -3,7 +3,7 @@
 A file is read one of five ways (:func:`how_read`), by its name and size:
 
 * ``jsonl``: a JSON Lines file, one document per line (:mod:`simdoc.corpus.formats`);
-* ``warc``: a WARC crawl, one document per HTML or text response;
+* ``warc``: a WARC or WET crawl, one document per HTML or text page (:mod:`simdoc.corpus.warc`);
 * ``html``: an HTML page, its visible text;
 * ``streamed``: a file over :data:`simdoc.corpus.streaming.STREAM_BYTES`, or any
   compressed file, shingled in chunks in bounded memory;
@@ -29,10 +29,9 @@ from simdoc.corpus.formats import (
     html_to_text,
     is_html,
     read_jsonl,
-    split_warc,
-    warc_record_at,
 )
 from simdoc.corpus.walk import is_jsonl, is_warc
+from simdoc.corpus.warc import WarcReading, read_warc, texts_at
 
 MEMBER_WAYS = ("jsonl", "warc")
 
@@ -74,16 +73,25 @@ class Member:
 @dataclass
 class FileRead:
     """What reading one file gave: the read result (digest of its bytes, status, warning),
-    and its members when it holds many documents (None otherwise)."""
+    its members when it holds many documents (None otherwise), and the members it
+    left out or skipped (id, why)."""
 
     result: ReadResult
     members: list[Member] | None = None
+    left_out: list[tuple[str, str]] | None = None
 
 
-def read_file(path: str, doc_id: str, how: str, max_bytes: int | None, follow: bool, fields: tuple) -> FileRead:
-    """Read a file that is not streamed: its text (``whole``, ``html``) or its members."""
+def read_file(
+    path: str, doc_id: str, how: str, max_bytes: int | None, follow: bool, fields: tuple, *, main_content: bool = False,
+    all_responses: bool = False,
+) -> FileRead:
+    """Read a file that is not streamed: its text (``whole``, ``html``) or its members.
+
+    ``main_content``: only the main text of HTML pages; ``all_responses``:
+    every HTTP response and revisit of a WARC file (see :mod:`simdoc.corpus.warc`).
+    """
     if how == "warc":
-        return _read_warc(path, doc_id, max_bytes)
+        return _read_warc(path, doc_id, WarcReading(max_bytes, main_content, all_responses))
     if how == "jsonl":  # line by line: memory bounded by one line, --max-bytes cuts each member
         res, docs, notes = read_jsonl(path, doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
         res.warning = "; ".join(([res.warning] if res.warning else []) + notes) or None
@@ -91,38 +99,45 @@ def read_file(path: str, doc_id: str, how: str, max_bytes: int | None, follow: b
     res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow, keep_ascii=how == "whole")
     if how == "html" and res.text is not None:
         try:
-            res.text = html_to_text(res.text)
+            res.text = html_to_text(res.text, main_content)
         except ImportError:
             return FileRead(ReadResult(None, res.digest, warning=f"HTML needs an extractor: {WEB_EXTRA}", status="unreadable"))
     return FileRead(res)
 
 
-def _read_warc(path: str, doc_id: str, max_bytes: int | None) -> FileRead:
-    digest = hashlib.blake2b(digest_size=16)
+def _read_warc(path: str, doc_id: str, reading: WarcReading) -> FileRead:
     try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 24):
-                digest.update(chunk)
-        docs, notes = split_warc(path, doc_id, max_bytes)
+        got = read_warc(path, doc_id, reading)
     except ImportError:
-        return FileRead(ReadResult(None, digest.hexdigest(), warning=f"WARC needs {WEB_EXTRA}", status="unreadable"), [])
-    except Exception as exc:  # fastwarc raises its own errors on damaged archives
-        return FileRead(ReadResult(None, digest.hexdigest(), warning=f"cannot read WARC: {exc}", status="unreadable"), [])
-    return FileRead(ReadResult("", digest.hexdigest(), warning="; ".join(notes) or None), [Member(*d) for d in docs])
+        return FileRead(ReadResult(None, warning=f"its HTML pages need {WEB_EXTRA}", status="unreadable"), [])
+    except OSError as exc:
+        return FileRead(ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"), [])
+    res = ReadResult("", got.digest, warning="; ".join(got.warnings) or None)
+    return FileRead(res, [Member(*d) for d in got.docs], got.left_out)
 
 
-def read_member_texts(path: str, source: str, how: str, wanted: dict[str, bytes], max_bytes, follow, fields) -> dict[str, str | None]:
-    """Texts of some members of one JSON Lines or WARC file, in one pass over it (WARC: by offset).
+def read_member_texts(
+    path: str, source: str, how: str, wanted: dict[str, bytes], max_bytes, follow, fields, *,
+    offsets: dict[str, int] | None = None, main_content: bool = False, all_responses: bool = False,
+) -> dict[str, str | None]:
+    """Texts of some members of one JSON Lines or WARC file, in one pass over it (WARC: by
+    ``offsets``, the offset of each wanted member; see :func:`simdoc.corpus.warc.texts_at`).
 
     ``wanted`` maps member id to the digest indexed; a member whose text no
     longer has that digest, or that is gone, maps to None.
     """
     out: dict[str, str | None] = dict.fromkeys(wanted)
     if how == "jsonl":
-        got = read_file(path, source, how, max_bytes, follow, fields)
+        got = read_file(path, source, how, max_bytes, follow, fields, main_content=main_content)
         for m in got.members or []:
             if m.id in wanted:
                 out[m.id] = m.text if text_digest(m.text) == wanted[m.id] else None
+    elif how == "warc":
+        at = {offsets[i]: wanted[i] for i in wanted if offsets.get(i, -1) >= 0}
+        texts = texts_at(path, at, WarcReading(max_bytes, main_content, all_responses))
+        for i in wanted:
+            text = texts.get(offsets.get(i, -1))
+            out[i] = text if text is not None and text_digest(text) == wanted[i] else None
     return out
 
 
@@ -143,7 +158,7 @@ class Reread:
 def read_again(
     path: str, doc_id: str, how: str, digest: bytes, *, source: str | None = None, offset: int = -1,
     max_bytes: int | None = None, follow: bool = False, fields: tuple = ("text", None), search: bool = False,
-    ascii_bytes: bool = False,
+    ascii_bytes: bool = False, main_content: bool = False, all_responses: bool = False,
 ) -> Reread:
     """One indexed document read again from ``path``, the way the index read it (``how``).
 
@@ -159,11 +174,12 @@ def read_again(
         try:
             text = None
             if how == "warc":
-                text = warc_record_at(path, offset, max_bytes) if offset >= 0 else None
+                reading = WarcReading(max_bytes, main_content, all_responses)
+                text = texts_at(path, {offset: digest}, reading)[offset] if offset >= 0 else None
                 if text is not None and text_digest(text) == digest:
                     return Reread(text, True)
                 if search:
-                    text = {m[0]: m[1] for m in split_warc(path, source or doc_id, max_bytes)[0]}.get(doc_id)
+                    text = {m[0]: m[1] for m in read_warc(path, source or doc_id, reading).docs}.get(doc_id)
             else:
                 res, members, _ = read_jsonl(path, source or doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
                 if res.text is None:
@@ -171,8 +187,8 @@ def read_again(
                 text = {m[0]: m[1] for m in members}.get(doc_id)
         except ImportError:
             return Reread(None, False, f"{how.upper()} needs {WEB_EXTRA}")
-        except Exception as exc:  # fastwarc raises its own errors on damaged archives
-            return Reread(None, False, f"cannot read {source or doc_id} ({exc})")
+        except OSError as exc:
+            return Reread(None, False, f"cannot read {source or doc_id} ({exc.strerror or exc})")
         if text is None:
             return Reread(None, False, f"no longer in {source or doc_id}")
         return Reread(text, text_digest(text) == digest)
@@ -182,7 +198,7 @@ def read_again(
     text = res.text
     if how == "html":
         try:
-            text = html_to_text(text)
+            text = html_to_text(text, main_content)
         except ImportError:
             pass  # the index could not have read it either: the markup is today's text
     return Reread(text, res.digest == digest.hex())

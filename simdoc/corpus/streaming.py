@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import os
+import unicodedata
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from simdoc.corpus.files import (
     open_regular,
 )
 from simdoc.shinglesets import ShingleSets
-from simdoc.shingling import ShingleSpec, shingle_texts
+from simdoc.shingling import ShingleSpec, fold, shingle_texts
 
 STREAM_BYTES = 64 << 20  # files larger than this are streamed
 CHUNK_BYTES = 8 << 20
@@ -70,16 +71,28 @@ class _Counts:
 
 
 class _Normaliser:
-    """Yields pieces whose concatenation is normalise(whole text), chunk by chunk."""
+    """Yields pieces whose concatenation is normalise(whole text), chunk by chunk.
 
-    def __init__(self, lowercase: bool) -> None:
+    Unicode normalisation joins a character with the combining marks after
+    it, which may come in the next chunk: the text from the last ASCII
+    character on is held back until the next chunk (no ASCII character
+    composes with the one before it, so the two sides normalise apart as
+    they would together; the ASCII character itself may take marks that
+    follow). A text with no ASCII character in two chunks is
+    cut at its last character without a combining class instead.
+    """
+
+    def __init__(self, lowercase: bool, unicode: str = "none") -> None:
         self.lowercase = lowercase
+        self.unicode = unicode
+        self.held = ""  # raw text not normalised yet (unicode only)
         self.started = False
         self.pending_space = False
 
-    def feed(self, raw: str) -> str:
-        if self.lowercase:
-            raw = raw.lower()
+    def feed(self, raw: str, final: bool = False) -> str:
+        if self.unicode != "none":
+            raw, self.held = _hold_back(self.held + raw, final)
+        raw = fold(raw, self.lowercase, self.unicode)
         body = " ".join(raw.split())
         if not body:
             if raw and self.started:
@@ -89,6 +102,25 @@ class _Normaliser:
         self.started = True
         self.pending_space = raw[-1].isspace()
         return out
+
+
+def _hold_back(text: str, final: bool) -> tuple[str, str]:
+    """(what can be normalised now, what to hold for the next chunk); see :class:`_Normaliser`."""
+    if final:
+        return text, ""
+    if text.isascii():  # its last character may take combining marks from the next chunk
+        return text[:-1], text[-1:]
+    for i in range(len(text) - 1, -1, -1):
+        if text[i] < "\x80":
+            return text[:i], text[i:]
+        if len(text) - i > 1 << 16:
+            break
+    if len(text) < 2 * CHUNK_BYTES:
+        return "", text
+    for i in range(len(text) - 1, 0, -1):
+        if not unicodedata.combining(text[i]):
+            return text[:i], text[i:]
+    return text, ""
 
 
 class _Windows:
@@ -183,11 +215,11 @@ def sets64_of_texts(texts: list[str | bytes], spec: ShingleSpec) -> ShingleSets:
 def _sets64_in_pieces(text: str | bytes, spec: ShingleSpec) -> ShingleSets:
     if isinstance(text, bytes):
         text = text.decode("ascii")
-    norm = _Normaliser(spec.lowercase)
+    norm = _Normaliser(spec.lowercase, spec.unicode)
     windows = _Windows(spec, "sets64", merge_items=2 * PIECE_CHARS)
     for start in range(0, len(text), PIECE_CHARS):
         windows.feed(norm.feed(text[start : start + PIECE_CHARS]), False)
-    windows.feed("", True)
+    windows.feed(norm.feed("", final=True), True)
     data, counts = windows.counts.merged()
     return ShingleSets(np.array([0, len(data)], np.int64), data, counts)
 
@@ -213,7 +245,7 @@ def stream_document(
     codecs.register_error(handler, note)
     digest = hashlib.blake2b(digest_size=16)
     decoder = codecs.getincrementaldecoder("utf-8-sig")(errors=handler)
-    norm = _Normaliser(spec.lowercase)
+    norm = _Normaliser(spec.lowercase, spec.unicode)
     windows = _Windows(spec, form)
     warnings: list[str] = []
     read = 0
@@ -249,7 +281,7 @@ def stream_document(
             digest.update(chunk)
             read += len(chunk)
             text = decoder.decode(chunk, final=final)
-            windows.feed(norm.feed(text), final)
+            windows.feed(norm.feed(text, final), final)
             if final:
                 break
         after = os.fstat(fd)

@@ -27,7 +27,7 @@ from simdoc.corpus.globs import may_hold, selected
 from simdoc.errors import CorpusError
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
-WARC_SUFFIXES = (".warc", ".warc.gz")
+WARC_SUFFIXES = (".warc", ".wet")  # .warc.wet is Common Crawl's plain text (WET)
 MEMBER_SEPARATOR = "/#"  # between a file's id and the key of a document inside it
 
 
@@ -41,6 +41,11 @@ def is_jsonl(path: str) -> bool:
 
 
 def is_warc(path: str) -> bool:
+    """A WARC or WET file by its name (``.warc``, ``.wet``, ``.warc.wet``, possibly compressed)."""
+    for suffix in COMPRESSED:
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            break
     return path.endswith(WARC_SUFFIXES)
 
 

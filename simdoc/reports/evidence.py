@@ -289,6 +289,7 @@ def _read(root: str | None, doc_id: str, how: str, digest: bytes, params: dict, 
     got = read_again(
         path, doc_id, how, digest, source=source, offset=offset, max_bytes=params.get("max_bytes"), follow=follow,
         fields=(params.get("text_field", "text"), params.get("id_field")), search=True,
+        main_content=bool(params.get("main_content")), all_responses=bool(params.get("all_responses")),
     )
     if got.text is None:
         return None, f"{doc_id}: {got.problem}; no passages"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simdoc.lsh import s_curve_threshold
+from simdoc.store.manifest import skipped_counts
 from simdoc.wording import count
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ class IndexStats:
     shingles_max: int
     shingles_total: int
     buckets: BucketSummary | None = field(default=None)
+    n_left_out: int = 0  # records of WARC or JSON Lines files left out (HTTP status, revisit, broken, --min-length)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -254,7 +256,8 @@ def index_stats(loaded: LoadedIndex, top: int = 5) -> IndexStats:
     return IndexStats(
         n_docs=n,
         n_empty=int(np.count_nonzero(sizes == 0)),
-        n_skipped=len(shingle.get("skipped", [])),
+        n_skipped=skipped_counts(shingle)[0],
+        n_left_out=skipped_counts(shingle)[1],
         shingles_min=int(sizes.min()) if n else 0,
         shingles_median=float(np.median(sizes)) if n else 0.0,
         shingles_mean=round(float(sizes.mean()), 2) if n else 0.0,
@@ -268,8 +271,10 @@ def format_stats(stats: IndexStats, bar_width: int = 40) -> list[str]:
     """The statistics as lines of text; the histogram's bars are on a log scale."""
     s = stats
     extra = [f"{s.n_empty} with no shingles"]
-    if s.n_skipped:
-        extra.append(count(s.n_skipped, "file skipped") + ": `simdoc stats --skipped` lists them")
+    if s.n_skipped or s.n_left_out:
+        what = [count(s.n_skipped, "file skipped")] if s.n_skipped else []
+        what += [count(s.n_left_out, "record") + " left out"] if s.n_left_out else []
+        extra.append(", ".join(what) + ": `simdoc stats --skipped` lists them")
     lines = [
         f"documents: {s.n_docs} ({', '.join(extra)})",
         f"shingles per document (with repeats): min {s.shingles_min}, median {s.shingles_median:g}, "

@@ -45,6 +45,7 @@ from simdoc.stages.signature import build_signatures, signature_params
 from simdoc.store.directory import IndexStore
 from simdoc.store.doctable import DocsTable
 from simdoc.store.loaded import LoadedIndex, open_index
+from simdoc.store.manifest import skipped_counts
 from simdoc.store.npyfiles import crc32
 from simdoc.store.verified import VerifiedPairs
 
@@ -76,6 +77,10 @@ def find_pairs(
     exclude: list[str] | None = None,
     text_field: str | None = None,
     id_field: str | None = None,
+    main_content: bool | None = None,
+    unicode: str | None = None,
+    min_length: int | None = None,
+    all_responses: bool | None = None,
     scheduler: str | None = None,
     wait_workers: float | None = None,
 ) -> PairsResult:
@@ -92,6 +97,7 @@ def find_pairs(
         shingle=ShingleParams(
             unit=unit, k=k, lowercase=lowercase, max_bytes=max_bytes, follow_symlinks=follow_symlinks,
             include=include, exclude=exclude, text_field=text_field, id_field=id_field,
+            main_content=main_content, all_responses=all_responses, unicode=unicode, min_length=min_length,
         ),
         signature=SignatureParams(num_perm=num_perm, seed=seed, scheme=scheme),
         banding=BandingParams(bands=bands, rows=rows),
@@ -185,7 +191,7 @@ class _Scored:
             self.docs.ids, left, right, est, jac, want.cut, want.measure, n_cand, stats, stages, report,
             all_candidates=want.all_candidates,
             n_docs=shingle["n_docs"],
-            n_skipped=len(shingle.get("skipped", [])),
+            n_skipped=skipped_counts(shingle)[0],
             seconds=seconds,
             changed=self.changed,
             groups=self.groups,

@@ -83,6 +83,8 @@ class DocumentReader:
     follow_symlinks: bool = False
     fields: tuple[str, str | None] = ("text", None)
     where: str = "index"
+    main_content: bool = False
+    all_responses: bool = False
     reads: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # document -> times read (tests)
     _dirs: dict[str, object] = field(default_factory=dict, repr=False)  # folder -> inside the corpus (see confined_path)
 
@@ -134,11 +136,11 @@ class DocumentReader:
         for d in docs:
             self.reads[d] += 1
             way = HOW[int(how[d])]
-            if way == "jsonl":
+            if way in ("jsonl", "warc"):  # the members of one file are read together
                 members[self.table.sources[d]].append(d)
                 continue
             path = self.confined(self.table.sources[d] or self.table.ids[d])
-            if path is None or (way != "warc" and not self._same_size(path, d)):
+            if path is None or not self._same_size(path, d):
                 out[d] = None
             elif way == "streamed":  # shingled in pieces, never held whole
                 from simdoc.corpus.streaming import stream_document
@@ -148,7 +150,7 @@ class DocumentReader:
             else:
                 got = read_again(
                     path, self.table.ids[d], way, bytes(self.table.digest[d]), offset=int(self.table.columns["offset"][d]),
-                    max_bytes=self.max_bytes, follow=self.follow_symlinks, ascii_bytes=True,
+                    max_bytes=self.max_bytes, follow=self.follow_symlinks, ascii_bytes=True, main_content=self.main_content,
                 )
                 if got.text is None or not got.same:
                     out[d] = None
@@ -161,7 +163,12 @@ class DocumentReader:
             if path is None:
                 out.update((d, None) for d in ds)
                 continue
-            got = read_member_texts(path, source, "jsonl", wanted, self.max_bytes, self.follow_symlinks, self.fields)
+            way = HOW[int(how[ds[0]])]
+            offsets = {self.table.ids[d]: int(self.table.columns["offset"][d]) for d in ds} if way == "warc" else None
+            got = read_member_texts(
+                path, source, way, wanted, self.max_bytes, self.follow_symlinks, self.fields, offsets=offsets,
+                main_content=self.main_content, all_responses=self.all_responses,
+            )
             for d in ds:
                 text = got.get(self.table.ids[d])
                 if text is None:
@@ -182,5 +189,6 @@ def reader_of(loaded: LoadedIndex) -> DocumentReader:
     p = st["params"]
     return DocumentReader(
         st.get("corpus", ""), loaded.docs(), loaded.spec(), p.get("max_bytes"), p.get("follow_symlinks", False),
-        (p.get("text_field", "text"), p.get("id_field")), str(loaded.store.path),
+        (p.get("text_field", "text"), p.get("id_field")), str(loaded.store.path), bool(p.get("main_content", False)),
+        bool(p.get("all_responses", False)),
     )

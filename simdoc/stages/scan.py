@@ -87,6 +87,7 @@ class FileOutcome:
     unchanged: bool  # its bytes are the ones indexed before: nothing else was computed
     how: str
     n_docs: int = 0  # documents it gave; they follow the previous file's in BatchResult.docs
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # members left out or skipped: (id, why)
 
 
 @dataclass
@@ -211,6 +212,7 @@ def _scan(task: ScanTask) -> BatchResult:
     docs: list[DocOut] = []
     texts: list[str | bytes] = []  # documents shingled together, in document order
     streamed: dict[int, ShingleSets] = {}  # document number -> its one-row sets (read in chunks)
+    streamed_paths: dict[int, str] = {}
     for doc_id, path, size, expected in task.files:
         how = how_read(path, size)
         if how == "streamed":
@@ -219,18 +221,22 @@ def _scan(task: ScanTask) -> BatchResult:
             res, row = streaming.stream_document(path, spec, reading.max_bytes, reading.follow_symlinks)
             outcome = FileOutcome(_raw(res.digest), res.status, res.warning, False, how)
             if res.text is not None:
+                streamed_paths[len(docs)] = path
                 streamed[len(docs)] = row
                 docs.append(DocOut(doc_id, "", -1, -1, size, _raw(res.digest), how, res.status, int(row.counts.sum())))
                 outcome.n_docs = 1
             files.append(outcome)
             continue
-        got = read_file(path, doc_id, how, reading.max_bytes, reading.follow_symlinks, fields)
+        got = read_file(
+            path, doc_id, how, reading.max_bytes, reading.follow_symlinks, fields, main_content=bool(reading.main_content),
+            all_responses=bool(reading.all_responses),
+        )
         res = got.result
         digest = _raw(res.digest)
         if expected is not None and digest == expected and res.status not in _UNREAD:
             files.append(FileOutcome(digest, res.status, res.warning, True, how))
             continue
-        outcome = FileOutcome(digest, res.status, res.warning, False, how)
+        outcome = FileOutcome(digest, res.status, res.warning, False, how, left_out=list(got.left_out or []))
         if got.members is not None:
             for m in got.members:
                 texts.append(m.text)
@@ -253,6 +259,14 @@ def _scan(task: ScanTask) -> BatchResult:
             docs[i].n_shingles = int(n)
     for i, row in streamed.items():
         sigs[i] = hasher.signatures(row)[0]
+    if task.shingle.min_length:
+        short = short_documents(docs, texts, streamed, streamed_paths, spec, task.shingle)
+        if short:
+            keep = [i not in short for i in range(len(docs))]
+            texts = [t for t, i in zip(texts, (i for i in range(len(docs)) if i not in streamed)) if keep[i]]
+            streamed = {sum(keep[:i]): row for i, row in streamed.items() if keep[i]}
+            sigs = sigs[np.asarray(keep, dtype=bool)]
+            docs = _leave_out(files, docs, short, task.shingle.min_length, spec.unit)
     sets = None
     if task.keep_sets:
         text_sets = shingle_texts(texts, spec) if texts else None
@@ -265,6 +279,67 @@ def _scan(task: ScanTask) -> BatchResult:
                 t += 1
         sets = ShingleSets.concatenate(sets_parts)
     return BatchResult(files, docs, sigs, sets)
+
+
+def short_documents(
+    docs: list[DocOut], texts: list, streamed: dict[int, ShingleSets], paths: dict[int, str], spec, reading: ShingleParams
+) -> set[int]:
+    """The documents (numbers in ``docs``) with fewer than ``reading.min_length`` units (characters,
+    or words) in their normalised text; an empty one is not counted (it is never a candidate).
+
+    Told by each document's window count where it can (with k units or more, a char or word
+    document of n windows has n + k - 1 units); a document of one window, or a stopword
+    document (whose windows start only at stop words), is normalised here to be counted.
+    """
+    from simdoc.corpus.files import read_document
+    from simdoc.shingling import normalise
+
+    k, least = spec.k, reading.min_length
+    short = set()
+    at_text = 0
+    for i, d in enumerate(docs):
+        text = None
+        if i not in streamed:
+            text = texts[at_text]
+            at_text += 1
+        n = d.n_shingles
+        if n == 0:
+            continue
+        if (n >= 2 and n + k - 1 >= least) or least <= 1:
+            continue  # at least n + k - 1 units (exactly that many for char and word)
+        if spec.unit != "stopword" and n >= 2:
+            short.add(i)  # exactly n + k - 1 units, fewer than asked
+            continue
+        if text is None:  # a streamed file of at most one window: small, read it whole
+            got = read_document(paths[i], reading.max_bytes, bool(reading.follow_symlinks))
+            text = got.text if got.text is not None else ""
+        if isinstance(text, bytes):
+            text = text.decode("ascii")
+        norm = normalise(text, spec.lowercase, spec.unicode)
+        units = len(norm) if spec.unit == "char" else len(norm.split(" ")) if norm else 0
+        if units < least:
+            short.add(i)
+    return short
+
+
+def _leave_out(files: list[FileOutcome], docs: list[DocOut], short: set[int], least: int, unit: str) -> list[DocOut]:
+    """``docs`` without the ``short`` ones; each file says which it left out (a member) or that
+    it is not a document (a file of one)."""
+    what = f"shorter than --min-length {least} ({'characters' if unit == 'char' else 'words'}), left out"
+    kept: list[DocOut] = []
+    at = 0
+    for f in files:
+        for i in range(at, at + f.n_docs):
+            if i not in short:
+                kept.append(docs[i])
+            elif docs[i].source:
+                f.left_out.append((docs[i].id, what))
+            else:
+                f.status, f.warning = "short", what
+        dropped = sum(1 for i in range(at, at + f.n_docs) if i in short)
+        at += f.n_docs
+        f.n_docs -= dropped
+    return kept
 
 
 # ---------------------------------------------------------------- parts: what the workers write
@@ -280,7 +355,7 @@ def write_part(path: str, r: BatchResult, reusable: bool = True) -> None:
     meta = {
         "key": Path(path).stem,
         "reusable": reusable,
-        "files": [[f.file_digest.hex(), f.status, f.warning, f.unchanged, f.how, f.n_docs] for f in r.files],
+        "files": [[f.file_digest.hex(), f.status, f.warning, f.unchanged, f.how, f.n_docs, f.left_out] for f in r.files],
         "docs": [[d.id, d.source, d.offset, d.length, d.size, d.digest.hex(), d.how, d.status, d.n_shingles] for d in r.docs],
         "warnings": r.warnings,
     }
@@ -318,7 +393,10 @@ def read_part(path: str, rows: bool = True) -> BatchResult | None:
             meta = json.loads(z["meta"].tobytes().decode("ascii"))
             if meta["key"] != Path(path).stem or not meta.get("reusable", True):
                 return None
-            files = [FileOutcome(bytes.fromhex(d), s, w, bool(u), h, int(n)) for d, s, w, u, h, n in meta["files"]]
+            files = [
+                FileOutcome(bytes.fromhex(d), s, w, bool(u), h, int(n), [(str(i), str(y)) for i, y in left])
+                for d, s, w, u, h, n, left in meta["files"]
+            ]
             docs = [
                 DocOut(i, src, int(o), int(ln), int(sz), bytes.fromhex(dg), h, st, int(n))
                 for i, src, o, ln, sz, dg, h, st, n in meta["docs"]

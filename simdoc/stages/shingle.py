@@ -36,13 +36,12 @@ import numpy as np
 
 from simdoc.corpus.formats import MEMBER_IDS
 from simdoc.corpus.read import MEMBER_WAYS, identity
-from simdoc.corpus.walk import FileEntry, Skipped, discover_sources, resolve_sources
+from simdoc.corpus.walk import FileEntry, Skipped, discover_sources, is_warc, resolve_sources
 from simdoc.engines import DaskEngine, Engine
 from simdoc.engines.local import LocalEngine
 from simdoc.errors import CorpusError, IndexError_
-from simdoc.params import ShingleParams, SignatureParams
+from simdoc.params import ShingleParams, SignatureParams, with_legacy
 from simdoc.shinglesets import ShingleSets
-from simdoc.stages.cluster_signatures import PlacedRows
 from simdoc.stages.common import (
     build_id,
     collector_paused,
@@ -60,11 +59,12 @@ from simdoc.stages.scan import (
     scan_batch,
     scan_tasks,
 )
-from simdoc.stages.signature import SignatureRows, finish_signatures
+from simdoc.stages.signature import finish_signatures, next_signature_rows
 from simdoc.stages.skipped import SkipNotes, recorded_warnings
 from simdoc.store.directory import IndexStore
 from simdoc.store.doctable import DocRow, DocsTable, TableBuilder
 from simdoc.store.loaded import LoadedIndex, readable_docs
+from simdoc.store.manifest import left_out_by_source
 from simdoc.version import __version__
 from simdoc.wording import count
 
@@ -109,6 +109,8 @@ def build_shingles(
             manifest["stages"] = {}
         settings = _settle(manifest, corpus, index, params, signature, rebuild)
         scan = _scan(store, manifest, corpus, index, settings)
+        if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
+            force_read = set(force_read or ()) | {e.id for e in scan.entries if is_warc(e.id)}
         if _same_build(settings, scan) and not scan.racy() and not force_read:
             remove_scan_parts(store)
             seconds = time.perf_counter() - t0
@@ -169,10 +171,10 @@ def _settle(
             f"the index at {index} was built for the corpus {stored.get('corpus')}, not {corpus_abs}",
             hint="pass --rebuild to rebuild it for this corpus, or choose another --index",
         )
-    changed = stored is not None and mismatch("shingle", stored["params"], asked.asked(), index, rebuild)
+    changed = stored is not None and mismatch("shingle", with_legacy(stored["params"]), asked.asked(), index, rebuild)
     shingle = asked.resolved(stored["params"] if (stored and not changed and not rebuild) else None)
     params = {**shingle.manifest(), "member_ids": MEMBER_IDS}
-    same_params = bool(stored) and not rebuild and not changed and stored["params"] == params
+    same_params = bool(stored) and not rebuild and not changed and with_legacy(stored["params"]) == params
     stored_sig = manifest["stages"].get("signature")
     # Rows can be kept from the current build only if they describe the same thing.
     reuse = (
@@ -279,12 +281,16 @@ class _Collector:
         )
         self.generation = int(manifest.get("generation", 0)) + 1
         self.builder = TableBuilder(scan.old)
-        self.sig_rows = _signature_rows(store, manifest, settings, placed)
+        self.sig_rows = next_signature_rows(store, manifest, settings.signer, settings.reuse, placed)
         self.sets_parts: list[ShingleSets] = []
         self.notes = SkipNotes(settings.stored.get("skipped") if settings.stored else None)
         for s in scan.skipped:
             self.notes.skip(s.id, s.reason, s.size, s.mtime_ns)
         self.n_read = self.n_changed = self.n_kept_old = 0
+        # Members of JSON Lines and WARC files left out (SOURCE/#KEY ids, with their source): listed
+        # in the manifest's ``skipped`` beside the files, counted apart from them.
+        self.left_out: list[dict] = []
+        self.old_left_out = left_out_by_source(settings.stored) if scan.old is not None else {}
 
     def collect(self, plan: list[tuple[FileEntry, bytes | None, bool]], results: Iterator[BatchResult], bar) -> None:
         """Every file of the plan in order: kept, or taken from the next result of the tasks."""
@@ -305,7 +311,9 @@ class _Collector:
         bar.close()
 
     def keep(self, e: FileEntry, stat: tuple[int, int] | None) -> None:
-        """The file's rows of the current table (``stat``: its new size and time, if it was read)."""
+        """The file's rows of the current table (``stat``: its new size and time, if it was read),
+        and the members it left out when it was read."""
+        self.left_out.extend(self.old_left_out.get(e.id, ()))
         for j in self.old_rows[e.id]:
             self.builder.add_old(j, stat)
             if self.sig_rows is not None:
@@ -315,7 +323,7 @@ class _Collector:
     def read(self, e: FileEntry, outcome: FileOutcome, batch: BatchResult, at_doc: int) -> None:
         """What reading the file gave: its documents start at ``at_doc`` of the batch."""
         self.n_read += 1
-        unread = not outcome.unchanged and outcome.how not in MEMBER_WAYS and outcome.status in ("binary", "unreadable")
+        unread = not outcome.unchanged and outcome.how not in MEMBER_WAYS and outcome.status in ("binary", "unreadable", "short")
         if unread or (not outcome.unchanged and outcome.how in MEMBER_WAYS and outcome.n_docs == 0):
             reason = outcome.warning if unread else outcome.warning or "no documents in this file"
             self.notes.skip(e.id, reason, e.size, e.mtime_ns, warning=outcome.warning or "")
@@ -326,6 +334,7 @@ class _Collector:
             return
         if unread:
             return
+        self.left_out.extend({"id": i, "source": e.id, "reason": why} for i, why in outcome.left_out)
         old, prev = self.old, self.prev
         for d in batch.docs[at_doc : at_doc + outcome.n_docs]:
             j, p = self.old_pos.get(d.id, -1), self.prev_pos.get(d.id, -1)
@@ -375,23 +384,11 @@ class _Collector:
             out += f", {stage['n_empty']} with no shingles (never candidates)"
         if self.notes.skipped:
             out += f", {len(self.notes.skipped)} files skipped"
+        if self.left_out:
+            out += f", {count(len(self.left_out), 'record')} left out (`simdoc stats --skipped` lists them)"
         if self.settings.signer is not None:
             out += f"; {stage['n_docs']} x {self.settings.signer.num_perm} signatures"
         return out
-
-
-def _signature_rows(store: IndexStore, manifest: dict, settings: _Settings, placed: bool) -> SignatureRows | PlacedRows | None:
-    """Where the next signature matrix is made: here (the local engine), or by the workers
-    from the reading tasks' parts (``placed``: a cluster); None when shingle sets are kept."""
-    signer = settings.signer
-    if signer is None:
-        return None
-    # The current matrix is checked here either way (size, dtype, shape; its CRC up to 1 GiB).
-    old_sigs = LoadedIndex(store, manifest).signatures() if settings.reuse else None
-    if placed:
-        old = manifest["stages"]["signature"]["roles"]["signatures"] if settings.reuse else None
-        return PlacedRows(store, signer.num_perm, str(store.path.absolute() / old) if old else None)
-    return SignatureRows(store, signer.num_perm, old_sigs)
 
 
 # ---------------------------------------------------------------- 4. writing and publishing
@@ -428,7 +425,7 @@ def _write_build(
         "n_empty": int(np.count_nonzero(table.n_shingles == 0)),
         "n_changed": collector.n_changed,
         "n_removed": len(collector.old_pos) - collector.n_kept_old,
-        "skipped": collector.notes.skipped,
+        "skipped": collector.notes.skipped + collector.left_out,
         "roles": roles,
         "files": files,
     }

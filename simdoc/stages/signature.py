@@ -26,6 +26,7 @@ from simdoc.engines.local import LocalEngine
 from simdoc.errors import IndexError_
 from simdoc.minhash import MinHasher
 from simdoc.params import SignatureParams
+from simdoc.stages.cluster_signatures import PlacedRows
 from simdoc.stages.common import build_id, mismatch, progress_bar
 from simdoc.stages.results import StageResult
 from simdoc.store.directory import IndexStore
@@ -165,6 +166,22 @@ def finish_signatures(store: IndexStore, writer: NpyWriter | PieceWriter, params
     hasher = MinHasher(params.num_perm, params.seed, scheme=params.scheme)
     files[names["family"]] = store.save_array(names["family"], hasher.family())
     return {"params": params.manifest(), "built_from": built_from, "build_id": build, "roles": names, "files": files}
+
+
+def next_signature_rows(
+    store: IndexStore, manifest: dict, signer: SignatureParams | None, reuse: bool, placed: bool
+) -> SignatureRows | PlacedRows | None:
+    """Where the fused stage makes the next signature matrix: here (the local engine), or by the
+    workers from the reading tasks' parts (``placed``: a cluster); None when shingle sets are kept
+    (no ``signer``). With ``reuse``, rows are kept from the current matrix."""
+    if signer is None:
+        return None
+    # The current matrix is checked here either way (size, dtype, shape; its CRC up to 1 GiB).
+    old_sigs = LoadedIndex(store, manifest).signatures() if reuse else None
+    if placed:
+        old = manifest["stages"]["signature"]["roles"]["signatures"] if reuse else None
+        return PlacedRows(store, signer.num_perm, str(store.path.absolute() / old) if old else None)
+    return SignatureRows(store, signer.num_perm, old_sigs)
 
 
 class SignatureRows:

@@ -122,7 +122,7 @@ class LoadedIndex:
 
     def spec(self) -> ShingleSpec:
         p = self.stage("shingle")["params"]
-        return ShingleSpec(p["unit"], p["k"], p["lowercase"])
+        return ShingleSpec(p["unit"], p["k"], p["lowercase"], p.get("unicode", "none"))
 
     def verified_pairs(self) -> VerifiedPairs:
         st = self.manifest["stages"].get("verified")

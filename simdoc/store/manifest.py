@@ -32,7 +32,7 @@ import numpy as np
 
 from simdoc.errors import CorruptIndex
 from simdoc.store.doctable import ROLES as DOC_ROLES
-from simdoc.store.doctable import is_safe_relative
+from simdoc.store.doctable import is_safe_relative, name_problem
 
 try:
     from zlib_ng.zlib_ng import crc32
@@ -134,13 +134,35 @@ def _skipped_id(x: object) -> bool:
     return isinstance(x, str) and (x == "." or is_safe_relative(x))
 
 
-def _skipped(x: object) -> bool:
+def _skipped_one(s: object) -> bool:
+    if not isinstance(s, dict) or not set(s) <= {"id", "reason", "source", "size", "mtime_ns"}:
+        return False
     # size and mtime_ns: -1 when the path could not be seen (simdoc.stages.skipped).
-    return isinstance(x, list) and all(
-        isinstance(s, dict) and set(s) <= {"id", "reason", "size", "mtime_ns"} and _skipped_id(s.get("id"))
-        and _optional(_str)(s.get("reason")) and all(_int(-1)(s[k]) for k in ("size", "mtime_ns") if k in s)
-        for s in x
-    )
+    if not _optional(_str)(s.get("reason")) or not all(_int(-1)(s[k]) for k in ("size", "mtime_ns") if k in s):
+        return False
+    if "source" in s:  # a record of a WARC file left out: SOURCE/#KEY, as a docs-table member's id
+        return isinstance(s["source"], str) and isinstance(s.get("id"), str) and name_problem(s["id"], s["source"]) is None
+    return _skipped_id(s.get("id"))
+
+
+def skipped_counts(stage: dict) -> tuple[int, int]:
+    """(files skipped, members of WARC or JSON Lines files left out) as a shingle stage lists them."""
+    entries = stage.get("skipped", [])
+    records = sum(1 for s in entries if "source" in s)
+    return len(entries) - records, records
+
+
+def left_out_by_source(stage: dict) -> dict[str, list[dict]]:
+    """The members a shingle stage left out (its ``skipped`` entries with a source), by source file."""
+    out: dict[str, list[dict]] = {}
+    for s in stage.get("skipped", []):
+        if "source" in s:
+            out.setdefault(s["source"], []).append(s)
+    return out
+
+
+def _skipped(x: object) -> bool:
+    return isinstance(x, list) and all(_skipped_one(s) for s in x)
 
 
 _COUNT = _int(0)
@@ -186,6 +208,10 @@ _STAGES: dict[str, dict] = {
             "text_field": (_str, False),
             "id_field": (_optional(_str), False),
             "member_ids": (_is_int, False),
+            "main_content": (_bool, False),
+            "unicode": (_one_of("none", "NFC", "NFKC"), False),
+            "min_length": (_int(0), False),
+            "all_responses": (_bool, False),
         },
         "roles": {
             # The shingle sets: only after `simdoc shingle` ran as a stage of its own.
