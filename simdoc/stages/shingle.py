@@ -129,7 +129,7 @@ def build_shingles(
                 collector.abort()
                 remove_scan_parts(store)
                 detail = f"up to date ({collector.n_read} racily clean files re-read)"
-                return StageResult("shingle", False, time.perf_counter() - t0, detail, *collector.said())
+                return collector.result(False, time.perf_counter() - t0, detail)
             collector.check_some_read(corpus)
             table, stage, sig_stage = _write_build(store, settings, scan, collector, engine)
         except BaseException:
@@ -137,7 +137,7 @@ def build_shingles(
             raise
         _publish(store, manifest, table, stage, sig_stage, collector.generation, before_publish)
         remove_scan_parts(store)
-        return StageResult("shingle", True, time.perf_counter() - t0, collector.detail(scan, stage), *collector.said())
+        return collector.result(True, time.perf_counter() - t0, collector.detail(scan, stage))
 
 
 # ---------------------------------------------------------------- 1. parameters
@@ -353,9 +353,10 @@ class _Collector:
         if self.settings.keep_sets and outcome.n_docs:
             self.sets_parts.append(batch.sets.slice(at_doc, at_doc + outcome.n_docs))
 
-    def said(self) -> tuple[list[str], list[str]]:
-        """The warnings to give, and those about skipped files given before (see simdoc.stages.skipped)."""
-        return self.notes.new, self.notes.repeated
+    def result(self, built: bool, seconds: float, detail: str) -> StageResult:
+        """The stage's result, with the warnings to give and those about skipped files given
+        before (see simdoc.stages.skipped)."""
+        return StageResult("shingle", built, seconds, detail, warnings=self.notes.new, repeated=self.notes.repeated)
 
     def nothing_new(self) -> bool:
         """Every row is the current table's, and every document read has the digest indexed."""
