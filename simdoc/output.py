@@ -9,8 +9,10 @@ with 4 decimals, records ordered by jaccard descending, then doc_a, doc_b.
 When pairs are not verified (``--no-verify``) the jaccard field is empty in
 tsv/csv and ``null`` in jsonl, and the order follows the estimate.
 
-With ``--new`` a fifth field ``new`` (a, b or both) says which document the
-latest update added or changed.
+With ``--new`` a fifth field ``new`` (a, b or both) says which document was
+added or changed since the last ``--new`` report written in full. With
+``--stamp`` a last field ``run`` holds when the run started, the same on
+every record of the run, to split a report appended run after run.
 
 csv and the table start with a line of field names, tsv does not (``sort``
 and ``awk`` see records only); ``--header`` / ``--no-header`` change that.
@@ -114,17 +116,23 @@ def write_records(
     with_new: bool = False,
     names: tuple[str, str] = ("doc_a", "doc_b"),
     header: bool | None = None,
+    run: str | None = None,
 ) -> int:
     """Write records in ``fmt``; returns how many were written.
 
-    ``with_new`` adds a fifth field, ``new``: which side (a, b, both) the
-    latest update added or changed (``simdoc pairs --new``). ``names`` are the
+    ``with_new`` adds a fifth field, ``new``: which side (a, b, both) was
+    added or changed since the last ``--new`` report (``simdoc pairs --new``).
+    ``run`` adds a last field, ``run``, with this value on every record
+    (``simdoc pairs --stamp``: when the run started). ``names`` are the
     first two field names (``query``, ``doc`` for ``simdoc query``).
     ``header``: whether tsv, csv and the table start with the field names
     (None: the format's default, :data:`HEADER_DEFAULT`).
     """
     n = 0
-    fields = [*names, *FIELDS[2:]] + (["new"] if with_new else [])
+    fields = [*names, *FIELDS[2:]] + (["new"] if with_new else []) + (["run"] if run is not None else [])
+
+    def tail(new: list) -> tuple[str, ...]:  # the fields after jaccard
+        return (*new[:1],) * with_new + (run,) * (run is not None)
     check_header(header, fmt)
     if header is None:
         header = HEADER_DEFAULT.get(fmt, False)
@@ -132,8 +140,7 @@ def write_records(
         if header:
             out.write(tsv_header(fields))
         for a, b, est, jac, *new in records:
-            tail = f"\t{new[0]}" if with_new else ""
-            out.write(f"{escape_name(a)}\t{escape_name(b)}\t{_num(est)}\t{_num(jac)}{tail}\n")
+            out.write("\t".join((escape_name(a), escape_name(b), _num(est), _num(jac), *tail(new))) + "\n")
             n += 1
     elif fmt == "csv":
         writer = csv.writer(out, lineterminator="\n")
@@ -141,22 +148,19 @@ def write_records(
             writer.writerow(fields)
         for a, b, est, jac, *new in records:
             row = (escape_name(a), escape_name(b), _num(est), _num(jac))
-            writer.writerow(row + (tuple(new[:1]) if with_new else ()))
+            writer.writerow(row + tail(new))
             n += 1
     elif fmt == "jsonl":
         for a, b, est, jac, *new in records:
             record = {names[0]: a, names[1]: b, "estimated": round(est, 4), "jaccard": None if jac is None else round(jac, 4)}
-            if with_new:
-                record["new"] = new[0]
+            record.update(zip(fields[4:], tail(new)))
             out.write(json_line(record))
             n += 1
     elif fmt == "null":
         # Every field NUL-terminated, names as the raw bytes of the file system: for xargs -0.
         binary = out.buffer if hasattr(out, "buffer") else None
         for a, b, est, jac, *new in records:
-            fields_out = [os.fsencode(a), os.fsencode(b), _num(est).encode(), _num(jac).encode()]
-            if with_new:
-                fields_out.append(new[0].encode())
+            fields_out = [os.fsencode(a), os.fsencode(b), _num(est).encode(), _num(jac).encode(), *(t.encode() for t in tail(new))]
             payload = b"".join(f + b"\0" for f in fields_out)
             if binary is not None:
                 out.flush()
@@ -177,7 +181,7 @@ def write_records(
         for name in fields[2:]:
             table.add_column(name, no_wrap=True, min_width=len(name))
         rows = [
-            (escape_name(a), escape_name(b), _num(est), _num(jac) or "-", *(new[:1] if with_new else ()))
+            (escape_name(a), escape_name(b), _num(est), _num(jac) or "-", *tail(new))
             for a, b, est, jac, *new in records
         ]
         # Folded here, after a '/' (or '-', '_', '.') where one is in reach, rather than by

@@ -1,6 +1,9 @@
-"""Nightly `--new` reports (issue 27): a rebuild is no news (item 9)."""
+"""Nightly `--new` reports (issue 27): a rebuild is no news (item 9); a run marker (item 10)."""
 
 from __future__ import annotations
+
+import json
+import re
 
 from tests.conftest import TEXT_A, TEXT_C, write
 
@@ -43,3 +46,48 @@ def test_a_rebuild_keeps_what_is_not_reported_yet_and_reports_what_changed(run, 
     lines = r.stdout.splitlines()
     assert [line.split("\t")[:2] + line.split("\t")[4:] for line in lines] == [["c.txt", "d.txt", "b"], ["a.txt", "b.txt", "b"]]
     assert run("pairs", corpus, "--index", idx, "--new", "--rebuild").stdout == ""
+
+
+# ---------------------------------------------------------------- item 10: a run marker
+
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+
+
+def test_stamp_ends_every_record_with_the_runs_time_in_every_format(run, tmp_path):
+    corpus = corpus_of(tmp_path / "c", a=TEXT_A, b=TEXT_A, c=TEXT_C, d=TEXT_D)
+    idx = tmp_path / "idx"
+    r = run("pairs", corpus, "--index", idx, "--new", "--stamp", "-t", "0.5", "-f", "tsv")
+    assert r.exit_code == 0, r.stderr
+    lines = [line.split("\t") for line in r.stdout.splitlines()]
+    assert [f[:2] + f[4:5] for f in lines] == [["a.txt", "b.txt", "both"], ["c.txt", "d.txt", "both"]]
+    assert len({f[5] for f in lines}) == 1 and re.fullmatch(STAMP, lines[0][5])
+    again = run("pairs", "--index", idx, "--stamp", "-f", "csv")  # without --new: the 5th field is run
+    header, *rows = again.stdout.splitlines()
+    assert header == "doc_a,doc_b,estimated,jaccard,run"
+    assert all(re.fullmatch(STAMP, row.split(",")[4]) for row in rows) and len(rows) == 2
+    js = run("pairs", "--index", idx, "--stamp", "--new", "-f", "jsonl")
+    assert js.stdout == ""  # reported in full above: nothing is new
+    js = run("pairs", "--index", idx, "--stamp", "-f", "jsonl")
+    recs = [json.loads(line) for line in js.stdout.splitlines()]
+    assert [list(rec) for rec in recs] == [["doc_a", "doc_b", "estimated", "jaccard", "run"]] * 2
+    nul = run("pairs", "--index", idx, "--stamp", "-0")
+    fields = nul.stdout.split("\0")
+    assert len(fields) == 2 * 5 + 1 and re.fullmatch(STAMP, fields[4])
+    head = run("pairs", "--index", idx, "--stamp", "--header", "--new", "-f", "tsv")
+    assert head.stdout == "doc_a\tdoc_b\testimated\tjaccard\tnew\trun\n"
+    # Without --stamp, the records are as they were: four fields.
+    plain = run("pairs", "--index", idx, "-f", "tsv")
+    assert [len(line.split("\t")) for line in plain.stdout.splitlines()] == [4, 4]
+
+
+def test_new_is_described_as_it_behaves_in_help_and_readme(run):
+    """Issue 27.11: --new reports what is new since the last --new report written in full, not since
+    "the latest update"."""
+    from tests.conftest import REPO
+
+    help_text = " ".join(run("pairs", "--help").stdout.split())
+    assert "since the last --new report written in full" in help_text
+    assert "latest update" not in help_text
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    (row,) = [line for line in readme.splitlines() if line.startswith("| `--new` |")]
+    assert "since the last `--new` report written in full" in row and "latest update" not in row

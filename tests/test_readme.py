@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,6 +187,12 @@ def test_every_readme_command_runs_as_printed(work):
     if clone_problem:
         warnings.warn(f"the README's commands for the clone (make run, .venv/...) were not run: {clone_problem}")
     ran, outputs = [], {}
+    # The report the crontab line appends to, two nights of it, for the commands that split it
+    # (test_the_report_of_two_nights_splits_by_night runs them on the crontab line's own report).
+    (work / "home" / "reports" / "new-duplicates.tsv").write_text(
+        "a.txt\tb.txt\t1.0000\t1.0000\tboth\t2026-01-30T02:15:01Z\n"
+        "c.txt\td.txt\t0.9000\t0.8800\tb\t2026-01-31T02:15:00Z\n"
+    )
     for block in readme_blocks():
         if block.lang == "sh":
             commands = shell_commands(block)
@@ -231,6 +238,10 @@ def test_every_readme_command_runs_as_printed(work):
     assert "set jaccard" in outputs["simdoc show my_folder doc-a.txt doc-b.txt"]
     near_cut = outputs["simdoc pairs my_folder --threshold 0.7 --all-candidates | awk -F'\\t' '$4 < 0.75' | head"]
     assert near_cut.startswith("doc-a.txt\tdoc-b.txt\t")
+    assert outputs["cut -f6 $HOME/reports/new-duplicates.tsv | uniq       # the nights that found something"] == (
+        "2026-01-30T02:15:01Z\n2026-01-31T02:15:00Z\n"
+    )
+    assert sorted(p.name for p in (work / "home" / "reports").glob("night-*")) == ["night-2026-01-30.tsv", "night-2026-01-31.tsv"]
 
 
 def _check_shown_output(block: Block, outputs: dict[str, str]) -> None:
@@ -271,6 +282,8 @@ def test_delete_recipes_run_when_there_is_nothing_to_delete(tmp_path):
 def _run_cron(command: str, work: Path) -> None:
     # cron: /bin/sh, HOME set, a short PATH without the venv.
     env = {"HOME": str(work / "home"), "PATH": "/usr/bin:/bin", "XDG_CACHE_HOME": str(work / "cache")}
+    if "PYTHONPATH" in os.environ:  # a suite run on a source tree: the cron line runs that simdoc too
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     r = subprocess.run(["/bin/sh", "-c", command], cwd=work / "home", env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout == "" and r.stderr == "", (r.returncode, r.stdout, r.stderr)
 
@@ -280,8 +293,8 @@ def test_crontab_line_runs_twice_as_printed(work):
     assert "/srv/" not in command and command.startswith("$HOME/")
     reports = work / "home" / "reports"
     _run_cron(command, work)
-    first = (reports / "new-duplicates.tsv").read_text().splitlines()
-    assert first == [  # every document is new on the first night
+    first = [line.rsplit("\t", 1)[0] for line in (reports / "new-duplicates.tsv").read_text().splitlines()]
+    assert first == [  # every document is new on the first night (the last field: the run's time)
         "misc/backup/red-lentil-soup-copy.txt\tmisc/red-lentil-soup.txt\t1.0000\t1.0000\tboth",
         "policies/remote-work-policy-2023.txt\tpolicies/remote-work-policy-2024.txt\t0.8594\t0.8905\tboth",
     ]
@@ -289,6 +302,34 @@ def test_crontab_line_runs_twice_as_printed(work):
     log = (reports / "simdoc.log").read_text()
     assert "exited" not in log and "Error" not in log, log
     assert (work / "home" / "crawl.idx" / "manifest.json").is_file()
+
+
+def test_the_report_of_two_nights_splits_by_night(work):
+    """--stamp ends every record with its run's time; the README's split commands, run as printed."""
+    command = crontab_command()
+    report = work / "home" / "reports" / "new-duplicates.tsv"
+    _run_cron(command, work)
+    crawl = work / "home" / "crawl"
+    shutil.copy(crawl / "web" / "harbor-festival.txt", crawl / "web" / "harbor-festival-copy.txt")
+    time.sleep(1.1)  # another second: another run stamp
+    _run_cron(command, work)
+    nights = [line.split("\t") for line in report.read_text().splitlines()]
+    assert [n[:2] + n[4:5] for n in nights] == [
+        ["misc/backup/red-lentil-soup-copy.txt", "misc/red-lentil-soup.txt", "both"],
+        ["policies/remote-work-policy-2023.txt", "policies/remote-work-policy-2024.txt", "both"],
+        ["web/harbor-festival-copy.txt", "web/harbor-festival.txt", "a"],
+    ]
+    stamps = [n[5] for n in nights]
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", s) for s in stamps)
+    assert stamps[0] == stamps[1] != stamps[2]
+    (block,) = [b for b in readme_blocks() if b.lang == "sh" and "cut -f6 $HOME/reports/new-duplicates.tsv" in b.text]
+    env = {"HOME": str(work / "home"), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run(["bash", "-e", "-c", block.text], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [stamps[0], stamps[2]]
+    by_night = sorted((work / "home" / "reports").glob("night-*.tsv"))
+    assert len(by_night) == (1 if stamps[0][:10] == stamps[2][:10] else 2)
+    assert sum(len(f.read_text().splitlines()) for f in by_night) == 3
 
 
 def test_crontab_line_adds_nothing_on_a_quiet_night(work):

@@ -194,3 +194,13 @@ def test_a_hand_bandings_midpoint_is_no_threshold():
     hand = {"bands": 20, "rows": 5, "threshold": midpoint, "explicit": True, "measure": "set"}
     assert params.choose_threshold(None, "set", hand).source == "default"
     assert params.choose_threshold(None, "set", {**hand, "threshold": 0.7}).value == 0.7
+
+
+def test_a_smaller_num_perm_bands_again_for_the_stored_threshold(run, tmp_path):
+    idx = tmp_path / "idx"
+    assert run("pairs", SAMPLE_CORPUS, "--index", idx, "-t", "0.8", "-q").exit_code == 0
+    r = run("pairs", SAMPLE_CORPUS, "--index", idx, "--num-perm", "32", "--rebuild")
+    assert r.exit_code == 0, r.stderr
+    assert "(set jaccard >= 0.8)" in r.stderr
+    held = index_stage_params(idx)
+    assert held["threshold"] == 0.8 and held["bands"] * held["rows"] <= 32

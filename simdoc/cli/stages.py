@@ -183,7 +183,16 @@ def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait_workers, wa
     "NUL-terminate every field and write names as raw bytes (for xargs -0). "
     "Output only: a NUL-separated list of files is read with --files0-from."
 )
-@opt("--new", "new_only", is_flag=True, help="Only pairs with a document the latest update added or changed; adds a 5th field: a, b or both.")
+@opt(
+    "--new", "new_only", is_flag=True,
+    help="Only pairs with a document added or changed since the last --new report written in full; "
+    "adds a 5th field: a, b or both.",
+)
+@opt(
+    "--stamp", is_flag=True,
+    help="Add a last field, run: when this run started (UTC, ISO 8601, e.g. 2026-01-31T02:15:00Z), the same "
+    "on every record, so that a report appended run after run (cron) splits by run.",
+)
 @header_option
 @with_options(shingle_options)
 @with_options(signature_options)
@@ -195,8 +204,8 @@ def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait_workers, wa
 @quiet_option
 @verbose_option
 def pairs(
-    corpus, files_from, files0_from, index, fmt, no_verify, null, new_only, header, jobs, scheduler, wait_workers, rebuild,
-    wait, quiet, verbose, **stage_options,
+    corpus, files_from, files0_from, index, fmt, no_verify, null, new_only, stamp, header, jobs, scheduler, wait_workers,
+    rebuild, wait, quiet, verbose, **stage_options,
 ) -> None:
     """Print near-duplicate pairs: doc_a, doc_b, estimated and exact Jaccard.
 
@@ -209,11 +218,13 @@ def pairs(
       simdoc pairs sample_corpus
       simdoc pairs sample_corpus --threshold 0.8 --format jsonl > pairs.jsonl
       simdoc pairs --index /tmp/idx --all-candidates | sort -t$'\\t' -k4,4n
-      simdoc pairs crawl/ --index crawl.idx --new     # nightly: what appeared today
+      simdoc pairs crawl/ --index crawl.idx --new     # nightly: what is new since the last --new report
+      simdoc pairs crawl/ --index crawl.idx --new --stamp >> new.tsv   # ... each record with the run's time
       simdoc pairs site-a/ site-b/ notes.txt          # ids: site-a/..., site-b/..., notes.txt
       find . -name '*.md' -print0 | simdoc pairs --files0-from - --index md.idx
     """
     started = time.perf_counter()
+    run = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if stamp else None
     setup_logging(quiet, verbose)
     check_output_flags(null, fmt, header)
     params = Params.of({**stage_options, "verify": not no_verify, "new_only": new_only})
@@ -235,7 +246,7 @@ def pairs(
     _warn_big_groups(res)
     try:
         rows = ((p.doc_a, p.doc_b, p.estimated, p.jaccard, p.new) for p in res)
-        write_records(rows, fmt, sys.stdout, with_new=new_only, header=header)
+        write_records(rows, fmt, sys.stdout, with_new=new_only, header=header, run=run)
         sys.stdout.flush()
     except BrokenPipeError:
         reader_went_away()

@@ -129,10 +129,12 @@ def _index_plan(loaded: LoadedIndex, banding: BandingParams, pairs: PairsParams 
     notes: list[str] = []
     if pairs is not None:
         pairs = pairs if pairs.chosen is not None else pairs.resolved(held)
-        # Bands and rows given by hand are banded with the pairs' threshold recorded, whatever its source.
+        # Bands and rows given by hand are banded with the pairs' threshold recorded, whatever its
+        # source; a stored banding longer than the signatures (a smaller --num-perm) cannot stay.
         keep = (
             banding.bands is None and pairs.chosen.source != "asked" and bool(held)
             and held.get("measure", "set") == pairs.measure
+            and held["bands"] * held["rows"] <= sig_stage["params"]["num_perm"]
         )
         threshold = None if keep else pairs.banding_threshold
         bag_threshold = pairs.cut if pairs.measure == "bag" else None

@@ -90,8 +90,8 @@ def find_pairs(
     for what each means and its default). With ``corpus``, every stage that
     is missing or out of date is (re)built; without it, the index is used as
     it is (missing signature or index stages are still built, as they need
-    only the index). ``new_only`` keeps the pairs with a document that the
-    latest shingle update added or changed.
+    only the index). ``new_only`` keeps the pairs with a document added or
+    changed since the last ``--new`` report written in full (:func:`mark_reported`).
     """
     params = Params(
         shingle=ShingleParams(

@@ -47,7 +47,7 @@ class Pair:
     doc_b: str
     estimated: float
     jaccard: float | None  # None when not verified
-    new: str | None = None  # with new_only: which side the latest update added or changed: a, b or both
+    new: str | None = None  # with new_only: which side is new since the last --new report: a, b or both
 
 
 @dataclass
@@ -69,7 +69,7 @@ class PairsResult:
     n_docs: int = 0
     n_skipped: int = 0
     seconds: float = 0.0
-    changed: np.ndarray | None = None  # with new_only: per document, added or changed by the latest update
+    changed: np.ndarray | None = None  # with new_only: per document, added or changed since the last --new report
     groups: list[np.ndarray] = field(default_factory=list)  # exact copies: every pair inside is printed
     group_value: tuple[float, float | None] = (1.0, 1.0)  # (estimated, jaccard) of a pair inside a group
     generation: int = 0  # the index update these pairs come from (see simdoc.stages.pairs.mark_reported)
