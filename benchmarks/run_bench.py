@@ -410,7 +410,7 @@ def main(argv=None) -> int:
     args.corpus = corpus
     if not corpus.is_dir():
         ap.error(f"{corpus} is not a directory")
-    docs = list_docs(corpus)
+    docs = list_docs(corpus, members=True)
     if not docs:
         ap.error(f"no *.txt documents under {corpus}")
     nbytes = corpus_bytes(corpus, docs)
