@@ -112,16 +112,20 @@ class JsonlFile:
                     numbers.append(n)
                 pos += len(line)
         self.numbers = numbers  # 1-based numbers of the non-blank lines
+        self._numbers = np.array(numbers, dtype=np.int64)
         self.starts = np.array(starts, dtype=np.int64)
         self.ends = np.array(ends, dtype=np.int64)
-        self._index = {n: i for i, n in enumerate(numbers)}
 
     def line_numbers(self) -> list[int]:
         return self.numbers
 
     def lines(self, numbers: list[int]) -> list[bytes]:
         """The raw lines (newline stripped) of the given 1-based line numbers."""
-        idx = [self._index[n] for n in numbers]
+        import numpy as np
+
+        idx = np.searchsorted(self._numbers, np.asarray(numbers, dtype=np.int64)).tolist()
+        if any(i >= len(self.numbers) or self.numbers[i] != n for i, n in zip(idx, numbers)):
+            raise KeyError(f"{self.path}: no document at some of lines {numbers[:5]}...")
         out: list[bytes] = []
         with open(self.path, "rb") as fh:
             if idx and idx == list(range(idx[0], idx[0] + len(idx))):
