@@ -257,7 +257,9 @@ def print_table(res: dict) -> None:
     strong = res.get("against_strongest") or {}
     if strong:
         print(f"wall time / {STRONGEST} wall time (the strongest peer): "
-              + ", ".join(f"{t} {r:.2f}" for t, r in strong.items()))
+              + ", ".join(f"{t} {r['wall']:.2f}" for t, r in strong.items()))
+        print(f"CPU time / {STRONGEST} CPU time (steadier on a shared machine): "
+              + ", ".join(f"{t} {r['cpu']:.2f}" for t, r in strong.items()))
     for peer, r in res["ratios"].items():
         if r["target"] is None:
             print(f"speed {peer} / simdoc: {r['ratio']:.2f}x")
@@ -398,8 +400,9 @@ def main(argv=None) -> int:
     results["ratios"] = ratios
     strong = results["tools"].get(STRONGEST)
     if strong and strong.get("ok"):
-        results["against_strongest"] = {t: r["wall_s"] / strong["wall_s"]
-                                        for t, r in results["tools"].items() if r.get("ok")}
+        results["against_strongest"] = {
+            t: {"wall": r["wall_s"] / strong["wall_s"], "cpu": r["cpu_s"] / strong["cpu_s"]}
+            for t, r in results["tools"].items() if r.get("ok")}
     if outputs:
         print_table(results)
     else:
