@@ -82,7 +82,7 @@ def run_assembled(root: str, docs: list[str], args, st, info: dict, verify: bool
     bands = args.bands or recall_bands(args.num_perm, args.threshold)
     if args.num_perm % bands:
         raise SystemExit("assembled: --bands must divide --num-perm")
-    batch = args.batch if args.batch != 1000 else 8192  # peers.py's default is for rensa/gaoya
+    batch = args.batch
     info.update(bands=bands, rows=args.num_perm // bands, threads=threads, seed=seed, batch=batch,
                 verify=verify, fastsketchlsh=md.version("fastsketchlsh"), numba=numba.__version__,
                 shingles="code-point k-grams (ASCII documents: byte k-grams, the same)")

@@ -339,9 +339,9 @@ def main(argv=None) -> int:
     ap.add_argument("--shingler", choices=sorted(SHINGLERS), default="numpy",
                     help="how the Python side cuts shingles: 'numpy' (strided view, the "
                          "default, about 4x faster) or 'plain' (list comprehension)")
-    ap.add_argument("--batch", type=int, default=1000,
-                    help="rensa and gaoya: documents per sketch batch (assembled: 8192 "
-                         "unless given)")
+    ap.add_argument("--batch", type=int, default=None,
+                    help="documents per sketch batch (default: 1000 for rensa and gaoya, "
+                         "8192 for the assembled peers)")
     ap.add_argument("--threads", type=int, default=2,
                     help="gaoya: rayon threads (RAYON_NUM_THREADS); assembled: numba's and "
                          "FastSketchLSH's threads")
@@ -349,8 +349,11 @@ def main(argv=None) -> int:
                     help="gaoya: bucket type; 'vec' is the one its docs advise when "
                          "nothing is removed")
     args = ap.parse_args(argv)
-    if args.seed is None and not args.peer.startswith("assembled"):
+    assembled = args.peer.startswith("assembled")
+    if args.seed is None and not assembled:
         args.seed = 1
+    if args.batch is None:
+        args.batch = 8192 if assembled else 1000
     if args.bands and args.num_perm % args.bands and args.peer != "datasketch":
         ap.error(f"{args.peer} needs --bands to divide --num-perm")
 
