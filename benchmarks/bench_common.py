@@ -10,16 +10,25 @@ script, so that all tools are measured against the same sets:
 * character k-shingles (k = 5 by default): every substring of length k.
   A non-empty text shorter than k yields one shingle, the whole text;
   an empty text yields the empty set.
+
+A document is a file, or one line of a JSON Lines file (``.jsonl``), named
+the way simdoc names it: ``REL/#LINE`` with LINE the 1-based line number,
+its text the line's ``text`` field (blank lines are no documents).
+``list_docs(corpus, members=True)`` lists such members in place of their
+file and ``read_doc`` reads either kind.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterable, Iterator
 
 MANIFEST_NAME = ".MANIFEST.json"  # hidden, so that no tool reads it as a document
+JSONL_SUFFIXES = (".jsonl", ".ndjson")  # uncompressed only: the generator writes these
+MEMBER_SEP = "/#"
 
 def normalize(text: str) -> str:
     """Lowercase, collapse whitespace runs to one space, strip."""
@@ -73,10 +82,108 @@ def read_text(path: str | os.PathLike) -> str:
 
 
 def doc_shingles(corpus: str | os.PathLike, rel: str, k: int = 5) -> set[str]:
-    return shingle_set(normalize(read_text(Path(corpus) / rel)), k)
+    return shingle_set(normalize(read_doc(corpus, rel)), k)
 
 
-def list_docs(corpus: str | os.PathLike) -> list[str]:
+def is_jsonl(rel: str) -> bool:
+    return rel.endswith(JSONL_SUFFIXES)
+
+
+class JsonlFile:
+    """Where each line of a JSON Lines file is, so that a member is one read away.
+
+    Listing scans the file once, line by line; only the offsets are kept
+    (16 bytes a line), so a 10^6-record file costs 16 MB here, not its size.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        import numpy as np
+
+        self.path = os.fspath(path)
+        starts: list[int] = []
+        ends: list[int] = []
+        numbers: list[int] = []
+        pos = 0
+        with open(self.path, "rb") as fh:
+            for n, line in enumerate(fh, 1):
+                if line.strip():
+                    starts.append(pos)
+                    ends.append(pos + len(line))
+                    numbers.append(n)
+                pos += len(line)
+        self.numbers = numbers  # 1-based numbers of the non-blank lines
+        self._numbers = np.array(numbers, dtype=np.int64)
+        self.starts = np.array(starts, dtype=np.int64)
+        self.ends = np.array(ends, dtype=np.int64)
+
+    def line_numbers(self) -> list[int]:
+        return self.numbers
+
+    def lines(self, numbers: list[int]) -> list[bytes]:
+        """The raw lines (newline stripped) of the given 1-based line numbers."""
+        import numpy as np
+
+        idx = np.searchsorted(self._numbers, np.asarray(numbers, dtype=np.int64)).tolist()
+        if any(i >= len(self.numbers) or self.numbers[i] != n for i, n in zip(idx, numbers)):
+            raise KeyError(f"{self.path}: no document at some of lines {numbers[:5]}...")
+        out: list[bytes] = []
+        with open(self.path, "rb") as fh:
+            if idx and idx == list(range(idx[0], idx[0] + len(idx))):
+                # consecutive members: one read of their whole range
+                base = int(self.starts[idx[0]])
+                fh.seek(base)
+                chunk = fh.read(int(self.ends[idx[-1]]) - base)
+                for i in idx:
+                    out.append(chunk[int(self.starts[i]) - base:int(self.ends[i]) - base])
+            else:
+                for i in idx:
+                    fh.seek(int(self.starts[i]))
+                    out.append(fh.read(int(self.ends[i] - self.starts[i])))
+        return [b.rstrip(b"\r\n") for b in out]
+
+    def texts(self, numbers: list[int]) -> list[str]:
+        return [json.loads(b)["text"] for b in self.lines(numbers)]
+
+
+_jsonl_cache: dict[str, JsonlFile] = {}
+
+
+def jsonl_file(path: str | os.PathLike) -> JsonlFile:
+    key = os.path.abspath(path)
+    f = _jsonl_cache.get(key)
+    if f is None:
+        f = _jsonl_cache[key] = JsonlFile(key)
+    return f
+
+
+def split_member(name: str) -> tuple[str, int] | None:
+    """(file, line) of a member name ``REL/#LINE``; None for a plain file."""
+    rel, sep, line = name.rpartition(MEMBER_SEP)
+    if sep and is_jsonl(rel) and line.isdigit():
+        return rel, int(line)
+    return None
+
+
+def read_doc(corpus: str | os.PathLike, name: str) -> str:
+    """Text of a document: a file (see read_text) or a JSON Lines member."""
+    m = split_member(name)
+    if m is None:
+        return read_text(Path(corpus) / name)
+    return jsonl_file(Path(corpus) / m[0]).texts([m[1]])[0]
+
+
+def expand_members(corpus: str | os.PathLike, docs: list[str]) -> list[str]:
+    """Each JSON Lines file replaced by its members, in place (order kept)."""
+    out: list[str] = []
+    for rel in docs:
+        if is_jsonl(rel):
+            out.extend(f"{rel}{MEMBER_SEP}{n}" for n in jsonl_file(Path(corpus) / rel).line_numbers())
+        else:
+            out.append(rel)
+    return out
+
+
+def list_docs(corpus: str | os.PathLike, members: bool = False) -> list[str]:
     """Sorted relative paths (forward slashes) of the documents in a corpus.
 
     Same rule as simdoc's corpus discovery: every regular file below
@@ -103,12 +210,14 @@ def list_docs(corpus: str | os.PathLike) -> list[str]:
                 elif entry.is_file(follow_symlinks=False):
                     out.append(child)
     out.sort()
-    return out
+    return expand_members(corpus, out) if members else out
 
 
 def corpus_bytes(corpus: str | os.PathLike, docs: Iterable[str]) -> int:
+    """Bytes of the files holding the documents (a JSON Lines file counted once)."""
     root = Path(corpus)
-    return sum((root / d).stat().st_size for d in docs)
+    files = {m[0] if (m := split_member(d)) else d for d in docs}
+    return sum((root / f).stat().st_size for f in files)
 
 
 def ordered(a: str, b: str) -> tuple[str, str]:

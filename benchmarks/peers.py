@@ -1,16 +1,28 @@
 #!/usr/bin/env python3
 """Run a peer MinHash-LSH library end to end on a corpus and write its pairs.
 
-    python benchmarks/peers.py {datasketch|rensa|gaoya} CORPUS OUT.tsv
-        [--threshold 0.8] [--num-perm 128] [--k 5] [--seed 1] [--bands B]
-        [--threads 2]
+    python benchmarks/peers.py {assembled|assembled-verify|datasketch|rensa|gaoya}
+        CORPUS OUT.tsv [--threshold 0.8] [--num-perm 128] [--k 5] [--seed S]
+        [--bands B] [--threads 2]
 
 OUT.tsv gets one line per reported pair: ``doc_a<TAB>doc_b<TAB>estimated``
 (paths relative to CORPUS with forward slashes, doc_a < doc_b), where
 ``estimated`` is the library's MinHash estimate and every pair reported has
 estimate >= threshold: that is what a user of the library gets, nothing is
-verified against the texts. Wall time per stage goes to stderr, and a final
-``peers-json: {...}`` line on stderr carries the same numbers.
+verified against the texts. ``assembled-verify`` verifies every candidate
+instead and writes ``doc_a<TAB>doc_b<TAB>estimated<TAB>jaccard``, as simdoc
+does, keeping the pairs whose exact Jaccard is >= threshold. Wall time per
+stage goes to stderr, and a final ``peers-json: {...}`` line on stderr
+carries the same numbers.
+
+A document is a file, or a line of a JSON Lines file named ``REL/#LINE``
+as simdoc names it (bench_common.py).
+
+assembled, assembled-verify
+    numba kernels normalise and hash code-point 5-grams, FastSketchLSH 1.0.1
+    sketches and bands them; see assembled.py. --threads sets both numba's
+    and FastSketchLSH's threads, --batch defaults to 8192 documents there,
+    --seed to 42.
 
 Every peer uses the reference shingling (bench_common.py): UTF-8 text,
 lowercase, whitespace runs collapsed to one space, stripped, character
@@ -81,7 +93,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import (corpus_bytes, iter_batches, list_docs,  # noqa: E402
-                          normalize, read_text, shingle_list, shingle_list_np)
+                          normalize, ordered, read_doc, shingle_list, shingle_list_np)
 
 
 class Stages:
@@ -141,7 +153,7 @@ SHINGLERS = {"numpy": shingle_list_np, "plain": shingle_list}
 
 
 def load_shingles(root: str, rel: str, k: int, as_set: bool, shingler: str):
-    norm = normalize(read_text(os.path.join(root, rel)))
+    norm = normalize(read_doc(root, rel))
     sh = SHINGLERS[shingler](norm, k)
     return set(sh) if as_set else sh
 
@@ -259,7 +271,7 @@ def run_gaoya(root, docs, args, st: Stages, info: dict):
         texts: list[str] = []
         short: list[tuple[int, str]] = []
         for n, rel in enumerate(batch, start):
-            norm = normalize(read_text(os.path.join(root, rel)))
+            norm = normalize(read_doc(root, rel))
             if len(norm) >= args.k:
                 ids.append(n)
                 texts.append(norm)
@@ -294,55 +306,77 @@ def run_gaoya(root, docs, args, st: Stages, info: dict):
     return pairs
 
 
-PEERS = {"datasketch": run_datasketch, "rensa": run_rensa, "gaoya": run_gaoya}
+def run_assembled(root, docs, args, st: Stages, info: dict):
+    import assembled
+    return assembled.run_assembled(root, docs, args, st, info, verify=False)
+
+
+def run_assembled_verify(root, docs, args, st: Stages, info: dict):
+    import assembled
+    return assembled.run_assembled(root, docs, args, st, info, verify=True)
+
+
+PEERS = {"datasketch": run_datasketch, "rensa": run_rensa, "gaoya": run_gaoya,
+         "assembled": run_assembled, "assembled-verify": run_assembled_verify}
+# the distribution whose version is recorded for each peer
+DISTRIBUTION = {"assembled": "fastsketchlsh", "assembled-verify": "fastsketchlsh"}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
-        description="Run datasketch, rensa or gaoya end to end on a corpus.")
+        description="Run a peer (assembled, datasketch, rensa or gaoya) end to end on a corpus.")
     ap.add_argument("peer", choices=sorted(PEERS))
     ap.add_argument("corpus")
     ap.add_argument("out")
     ap.add_argument("--threshold", type=float, default=0.8)
     ap.add_argument("--num-perm", type=int, default=128)
     ap.add_argument("--k", type=int, default=5, help="shingle length in characters")
-    ap.add_argument("--seed", type=int, default=1, help="MinHash seed")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="MinHash seed (default 1; the assembled peers: 42)")
     ap.add_argument("--bands", type=int, default=0,
                     help="LSH bands (rows = num_perm // bands); default: the library's / the "
                          "datasketch criterion")
     ap.add_argument("--shingler", choices=sorted(SHINGLERS), default="numpy",
                     help="how the Python side cuts shingles: 'numpy' (strided view, the "
                          "default, about 4x faster) or 'plain' (list comprehension)")
-    ap.add_argument("--batch", type=int, default=1000,
-                    help="rensa and gaoya: documents per sketch batch")
+    ap.add_argument("--batch", type=int, default=None,
+                    help="documents per sketch batch (default: 1000 for rensa and gaoya, "
+                         "8192 for the assembled peers)")
     ap.add_argument("--threads", type=int, default=2,
-                    help="gaoya: rayon threads (RAYON_NUM_THREADS)")
+                    help="gaoya: rayon threads (RAYON_NUM_THREADS); assembled: numba's and "
+                         "FastSketchLSH's threads")
     ap.add_argument("--id-container", choices=("set", "vec", "smallvec"), default="vec",
                     help="gaoya: bucket type; 'vec' is the one its docs advise when "
                          "nothing is removed")
     args = ap.parse_args(argv)
-    if args.bands and args.num_perm % args.bands and args.peer in ("rensa", "gaoya"):
+    assembled = args.peer.startswith("assembled")
+    if args.seed is None and not assembled:
+        args.seed = 1
+    if args.batch is None:
+        args.batch = 8192 if assembled else 1000
+    if args.bands and args.num_perm % args.bands and args.peer != "datasketch":
         ap.error(f"{args.peer} needs --bands to divide --num-perm")
 
     pc = time.perf_counter
     t_start = pc()
     st = Stages()
     t0 = pc()
-    docs = list_docs(args.corpus)
+    docs = list_docs(args.corpus, members=True)
     st.add("list", pc() - t0)
     info = {"peer": args.peer, "docs": len(docs), "threshold": args.threshold,
             "num_perm": args.num_perm, "k": args.k, "shingler": args.shingler}
     try:
         import importlib.metadata as md
-        info["version"] = md.version(args.peer)
+        info["version"] = md.version(DISTRIBUTION.get(args.peer, args.peer))
     except Exception:  # pragma: no cover - version is informative only
         pass
     pairs = PEERS[args.peer](args.corpus, docs, args, st, info)
     t0 = pc()
     pairs.sort()
     with open(args.out, "w", encoding="utf-8", newline="\n") as fh:
-        for i, j, e in pairs:
-            fh.write(f"{docs[i]}\t{docs[j]}\t{e:.6f}\n")
+        for i, j, *values in pairs:
+            a, b = ordered(docs[i], docs[j])  # JSON Lines members: index order is not name order
+            fh.write("\t".join([a, b] + [f"{v:.6f}" for v in values]) + "\n")
     st.add("write", pc() - t0)
     total = pc() - t_start
     info["pairs"] = len(pairs)

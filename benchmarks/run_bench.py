@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Side-by-side benchmark: simdoc against datasketch, rensa and gaoya.
+"""Side-by-side benchmark: simdoc against the assembled peer, gaoya, rensa and datasketch.
 
-    python benchmarks/run_bench.py CORPUS [--tools simdoc,datasketch,rensa,gaoya]
+    python benchmarks/run_bench.py CORPUS
+        [--tools simdoc,assembled,assembled-verify,gaoya,rensa,datasketch]
         [--threshold 0.8] [--jobs N] [--out results.json]
 
 Each tool runs in a fresh process tree, one after the other:
@@ -11,9 +12,14 @@ Each tool runs in a fresh process tree, one after the other:
   its stdout (``doc_a<TAB>doc_b<TAB>estimated<TAB>jaccard``, paths
   relative to CORPUS) is the pair list. ``--simdoc-cmd`` replaces the
   leading ``simdoc`` (e.g. ``--simdoc-cmd "python -m simdoc"``).
-* datasketch / rensa / gaoya: ``python benchmarks/peers.py PEER CORPUS
-  OUT.tsv ...`` (see peers.py); gaoya gets ``--threads`` = --gaoya-threads,
-  which defaults to simdoc's --jobs, so that both use the same cores.
+* assembled / assembled-verify / gaoya / rensa / datasketch: ``python
+  benchmarks/peers.py PEER CORPUS OUT.tsv ...`` (see peers.py and
+  assembled.py); the assembled peers and gaoya get ``--threads`` =
+  --peer-threads, which defaults to simdoc's --jobs, so that they use the
+  same cores.
+
+A corpus may hold JSON Lines files: each line is a document named
+``REL/#LINE``, as simdoc names it (bench_common.py).
 
 Measured per tool:
 
@@ -42,9 +48,13 @@ Measured per tool:
   |truth|; precision = share of output pairs whose exact Jaccard >= T
   (threshold compared exactly as a decimal fraction).
 * the check "simdoc's true pairs contain each peer's true pairs, except at
-  most 1% of the peer's".
+  most 1% of the peer's", and every reported exact Jaccard (simdoc's,
+  assembled-verify's) against the truth's.
 * ratios peer wall time / simdoc wall time, against the targets
-  (datasketch >= 11x, rensa >= 4x, gaoya >= 15x).
+  (assembled-verify >= 2.5x and assembled >= 1x from issue 32; datasketch
+  >= 11x, rensa >= 4x, gaoya >= 15x from earlier issues), and every tool's
+  wall time / the wall time of assembled-verify, the strongest peer
+  (RESULTS.md quotes these).
 
 A table goes to stdout; --out writes everything as JSON. Exit status: 0,
 or 1 if a tool failed, or (with --strict) 2 if a target or check failed.
@@ -69,12 +79,17 @@ from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import (MANIFEST_NAME, at_least, corpus_bytes, list_docs,  # noqa: E402
-                          ordered, read_pairs_tsv)
+from bench_common import corpus_bytes, expand_members, list_docs, read_pairs_tsv  # noqa: E402
+from bench_score import score  # noqa: E402
 
 # gaoya's target is issue 16's: the build at 10^5 at least 15x gaoya's time.
-TARGETS = {"datasketch": 11.0, "rensa": 4.0, "gaoya": 15.0}
-ALL_TOOLS = ("simdoc", "datasketch", "rensa", "gaoya")
+# issue 32: simdoc with exact verification >= 2.5x faster than the assembled peer with
+# verification, and faster than the assembled peer estimating only.
+TARGETS = {"assembled-verify": 2.5, "assembled": 1.0,
+           "datasketch": 11.0, "rensa": 4.0, "gaoya": 15.0}
+ALL_TOOLS = ("simdoc", "assembled", "assembled-verify", "gaoya", "rensa", "datasketch")
+# the strongest peer: every tool's wall time is also given as a ratio to its
+STRONGEST = "assembled-verify"
 # "simdoc-base": another simdoc build (--base-cmd, e.g. a checkout of the previous release),
 # run the same way, so that a change is measured side by side with the code it replaces.
 BASE_TOOL = "simdoc-base"
@@ -181,11 +196,12 @@ def tool_command(tool: str, args, workdir: Path) -> tuple[list[str], Path]:
            "--threshold", str(args.threshold), "--num-perm", str(args.num_perm),
            "--k", str(args.k), "--shingler", args.peer_shingler]
     bands = {"datasketch": args.datasketch_bands, "rensa": args.rensa_bands,
-             "gaoya": args.gaoya_bands}[tool]
+             "gaoya": args.gaoya_bands, "assembled": args.assembled_bands,
+             "assembled-verify": args.assembled_bands}[tool]
     if bands:
         cmd += ["--bands", str(bands)]
-    if tool == "gaoya":
-        cmd += ["--threads", str(args.gaoya_threads or args.jobs)]
+    if tool in ("gaoya", "assembled", "assembled-verify"):
+        cmd += ["--threads", str(args.peer_threads or args.jobs)]
     return cmd, out
 
 
@@ -196,124 +212,6 @@ def warm_cache(corpus: Path, docs: list[str]) -> float:
             while fh.read(1 << 20):
                 pass
     return time.perf_counter() - t0
-
-
-# --------------------------------------------------------------------------
-# scoring
-
-
-def j_band(inter: int, union: int, threshold: float) -> str:
-    if inter == union:
-        return "1.0"
-    j = inter / union
-    edges = [threshold] + [e for e in (0.85, 0.9, 0.95) if e > threshold] + [1.0]
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        if j < hi:
-            return f"[{lo:.2f},{hi:.2f})"
-    return "1.0"
-
-
-def planted_cluster_pairs(manifest: Path) -> set[tuple[str, str]]:
-    """All pairs inside each planted cluster (a source and its derived documents).
-
-    Siblings derived from one source are often near-duplicates of each other
-    too; the manifest lists only (source, derived), so they are added here.
-    """
-    clusters: dict[str, list[str]] = {}
-    for p in json.loads(manifest.read_text(encoding="utf-8")).get("pairs", []):
-        clusters.setdefault(p["source"], [p["source"]]).append(p["derived"])
-    out = set()
-    for members in clusters.values():
-        for i in range(len(members)):
-            for j in range(i + 1, len(members)):
-                if members[i] != members[j]:
-                    out.add(ordered(members[i], members[j]))
-    return out
-
-
-def score(args, corpus: Path, docs: list[str], outputs: dict[str, dict]) -> dict:
-    from truth import brute_force, exact_counts
-
-    t0 = time.perf_counter()
-    docset = set(docs)
-    union_pairs: set[tuple[str, str]] = set()
-    for pairs in outputs.values():
-        union_pairs.update(pairs)
-    counts: dict[tuple[str, str], tuple[int, int]] = {}
-    info: dict = {}
-    if len(docs) <= args.brute_max:
-        info["method"] = "brute force over all pairs"
-        for a, b, inter, union in brute_force(corpus, args.threshold, args.k, docs=docs):
-            counts[(a, b)] = (inter, union)
-        truth = set(counts)
-    else:
-        info["method"] = ("union of tools' output pairs and of all pairs within planted "
-                          "clusters (if .MANIFEST.json), re-scored exactly")
-        cand = {p for p in union_pairs if p[0] in docset and p[1] in docset}
-        man = corpus / MANIFEST_NAME
-        if man.exists():
-            planted = planted_cluster_pairs(man)
-            info["planted_cluster_pairs"] = len(planted)
-            cand.update(p for p in planted if p[0] in docset and p[1] in docset)
-        info["pairs_scored"] = len(cand)
-        counts = exact_counts(corpus, cand, args.k)
-        truth = {p for p, (i, u) in counts.items() if at_least(i, u, args.threshold)}
-    info["truth_pairs"] = len(truth)
-    bands: dict[str, int] = {}
-    for p in truth:
-        key = j_band(*counts[p], args.threshold)
-        bands[key] = bands.get(key, 0) + 1
-    info["truth_by_jaccard"] = dict(sorted(bands.items()))
-
-    per_tool = {}
-    for tool, pairs in outputs.items():
-        out = set(pairs)
-        unknown = sum(1 for a, b in out if a not in docset or b not in docset)
-        true_found = out & truth
-        found_bands: dict[str, int] = {}
-        for p in true_found:
-            key = j_band(*counts[p], args.threshold)
-            found_bands[key] = found_bands.get(key, 0) + 1
-        r = {
-            "output_pairs": len(out),
-            "true_pairs_found": len(true_found),
-            "false_positives": len(out) - len(true_found),
-            "recall": len(true_found) / len(truth) if truth else None,
-            "precision": len(true_found) / len(out) if out else None,
-            "recall_by_jaccard": {k: round(found_bands.get(k, 0) / v, 4)
-                                  for k, v in info["truth_by_jaccard"].items()},
-            "unknown_docs_pairs": unknown,
-        }
-        if tool in ("simdoc", BASE_TOOL):
-            # simdoc's own exact Jaccard column, checked against ours
-            bad = 0
-            checked = 0
-            for p, extra in pairs.items():
-                if len(extra) >= 2 and p in counts:
-                    try:
-                        j = float(extra[1])
-                    except ValueError:
-                        continue
-                    i, u = counts[p]
-                    checked += 1
-                    if abs(j - i / u) > 1e-4:
-                        bad += 1
-            r["reported_jaccard_checked"] = checked
-            r["reported_jaccard_mismatches"] = bad
-        per_tool[tool] = (r, true_found)
-    checks = {}
-    if "simdoc" in per_tool:
-        simdoc_true = per_tool["simdoc"][1]
-        for tool, (_, tf) in per_tool.items():
-            if tool in ("simdoc", BASE_TOOL):
-                continue
-            missing = len(tf - simdoc_true)
-            checks[tool] = {"peer_true_pairs": len(tf), "missing_from_simdoc": missing,
-                            "allowed": int(0.01 * len(tf)),
-                            "ok": missing <= 0.01 * len(tf)}
-    info["seconds"] = round(time.perf_counter() - t0, 2)
-    return {"truth": info, "tools": {t: r for t, (r, _) in per_tool.items()},
-            "superset_check": checks}
 
 
 # --------------------------------------------------------------------------
@@ -350,12 +248,18 @@ def print_table(res: dict) -> None:
         print(f"  {tool} recall by J: {q['recall_by_jaccard']}"
               + (f"; unknown doc paths in {q['unknown_docs_pairs']} pairs" if q["unknown_docs_pairs"] else ""))
         if "reported_jaccard_mismatches" in q:
-            print(f"  simdoc reported jaccard: {q['reported_jaccard_mismatches']} mismatches "
+            print(f"  {tool} reported jaccard: {q['reported_jaccard_mismatches']} mismatches "
                   f"of {q['reported_jaccard_checked']} checked")
     for peer, c in res["quality"]["superset_check"].items():
         print(f"check simdoc true pairs >= {peer} true pairs - 1%: "
               f"{'PASS' if c['ok'] else 'FAIL'} ({c['missing_from_simdoc']} of {c['peer_true_pairs']} "
               f"missing, {c['allowed']} allowed)")
+    strong = res.get("against_strongest") or {}
+    if strong:
+        print(f"wall time / {STRONGEST} wall time (the strongest peer): "
+              + ", ".join(f"{t} {r['wall']:.2f}" for t, r in strong.items()))
+        print(f"CPU time / {STRONGEST} CPU time (steadier on a shared machine): "
+              + ", ".join(f"{t} {r['cpu']:.2f}" for t, r in strong.items()))
     for peer, r in res["ratios"].items():
         if r["target"] is None:
             print(f"speed {peer} / simdoc: {r['ratio']:.2f}x")
@@ -368,7 +272,8 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "_measure":
         return _measure_main(argv[1:])
-    ap = argparse.ArgumentParser(description="simdoc vs datasketch, rensa and gaoya, end to end.")
+    ap = argparse.ArgumentParser(
+        description="simdoc vs the assembled peer, gaoya, rensa and datasketch, end to end.")
     ap.add_argument("corpus", type=Path)
     ap.add_argument("--tools", default=",".join(ALL_TOOLS))
     ap.add_argument("--threshold", type=float, default=0.8)
@@ -385,8 +290,10 @@ def main(argv=None) -> int:
                     help="rensa LSH bands (default: see peers.py)")
     ap.add_argument("--gaoya-bands", type=int, default=0,
                     help="gaoya LSH bands (default: see peers.py, 16 x 8 at 0.8 / 128)")
-    ap.add_argument("--gaoya-threads", type=int, default=0,
-                    help="gaoya's rayon threads (default: the same as --jobs)")
+    ap.add_argument("--assembled-bands", type=int, default=0,
+                    help="the assembled peers' LSH bands (default: 16 x 8 at 0.8 / 128)")
+    ap.add_argument("--peer-threads", "--gaoya-threads", type=int, default=0,
+                    help="threads of gaoya and the assembled peers (default: the same as --jobs)")
     ap.add_argument("--peer-shingler", choices=("numpy", "plain"), default="numpy")
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs per tool; the fastest run's numbers are reported")
@@ -410,7 +317,8 @@ def main(argv=None) -> int:
     args.corpus = corpus
     if not corpus.is_dir():
         ap.error(f"{corpus} is not a directory")
-    docs = list_docs(corpus)
+    files = list_docs(corpus)
+    docs = expand_members(corpus, files)  # a JSON Lines file's lines are its documents
     if not docs:
         ap.error(f"no *.txt documents under {corpus}")
     nbytes = corpus_bytes(corpus, docs)
@@ -419,7 +327,7 @@ def main(argv=None) -> int:
     print(f"corpus {corpus}: {len(docs)} docs, {nbytes / 1e6:.1f} MB; workdir {workdir}",
           file=sys.stderr)
     if not args.no_warm:
-        print(f"page cache warm-up read: {warm_cache(corpus, docs):.1f} s", file=sys.stderr)
+        print(f"page cache warm-up read: {warm_cache(corpus, files):.1f} s", file=sys.stderr)
 
     results: dict = {
         "corpus": str(corpus), "docs": len(docs), "bytes": nbytes,
@@ -490,6 +398,11 @@ def main(argv=None) -> int:
     if sd and sd.get("ok") and base and base.get("ok"):
         ratios[BASE_TOOL] = {"ratio": base["wall_s"] / sd["wall_s"], "target": None, "ok": True}
     results["ratios"] = ratios
+    strong = results["tools"].get(STRONGEST)
+    if strong and strong.get("ok"):
+        results["against_strongest"] = {
+            t: {"wall": r["wall_s"] / strong["wall_s"], "cpu": r["cpu_s"] / strong["cpu_s"]}
+            for t, r in results["tools"].items() if r.get("ok")}
     if outputs:
         print_table(results)
     else:

@@ -46,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import (MANIFEST_NAME, at_least, list_docs, normalize, ordered,  # noqa: E402
-                          read_pairs_tsv, read_text, shingle_set, write_pairs_tsv)
+                          read_doc, read_pairs_tsv, shingle_set, write_pairs_tsv)
 
 _PACK_BITS = 12
 _INTERN_BASE = 1 << 60
@@ -84,7 +84,7 @@ def _interned(shingles: Iterable[str]) -> np.ndarray:
 
 
 def doc_codes(corpus: str | os.PathLike, rel: str, k: int = 5) -> np.ndarray:
-    return shingle_codes(normalize(read_text(Path(corpus) / rel)), k)
+    return shingle_codes(normalize(read_doc(corpus, rel)), k)
 
 
 def exact_counts(corpus: str | os.PathLike, pairs: Iterable[tuple[str, str]], k: int = 5,
@@ -128,7 +128,7 @@ def brute_force(corpus: str | os.PathLike, min_jaccard: float = 0.8, k: int = 5,
     import scipy.sparse as sp
 
     if docs is None:
-        docs = list_docs(corpus)
+        docs = list_docs(corpus, members=True)
     n = len(docs)
     codes = [doc_codes(corpus, d, k) for d in docs]
     sizes = np.array([c.size for c in codes], dtype=np.int64)
@@ -168,8 +168,8 @@ def brute_force(corpus: str | os.PathLike, min_jaccard: float = 0.8, k: int = 5,
 def brute_force_sets(corpus, min_jaccard=0.8, k=5, docs=None):
     """Reference all-pairs with Python sets of shingle strings (small n only)."""
     if docs is None:
-        docs = list_docs(corpus)
-    sets = [shingle_set(normalize(read_text(Path(corpus) / d)), k) for d in docs]
+        docs = list_docs(corpus, members=True)
+    sets = [shingle_set(normalize(read_doc(corpus, d)), k) for d in docs]
     out = []
     for a in range(len(docs)):
         for b in range(a + 1, len(docs)):
@@ -217,7 +217,7 @@ def cmd_stats(corpus: Path, n_random: int, k: int, seed: int) -> dict:
             report["edited_exact_minus_target"] = {
                 "mean": round(float(err.mean()), 4), "p05": round(float(np.quantile(err, 0.05)), 4),
                 "p95": round(float(np.quantile(err, 0.95)), 4)}
-    docs = list_docs(corpus)
+    docs = list_docs(corpus, members=True)
     rnd = random.Random(seed)
     pairs = set()
     while len(pairs) < min(n_random, len(docs) * (len(docs) - 1) // 2):
@@ -270,7 +270,7 @@ def main(argv=None) -> int:
     elif args.cmd == "stats":
         print(json.dumps(cmd_stats(args.corpus, args.random_pairs, args.k, args.seed), indent=1))
     elif args.cmd == "selfcheck":
-        docs = list_docs(args.corpus)[: args.docs]
+        docs = list_docs(args.corpus, members=True)[: args.docs]
         a = brute_force(args.corpus, 0.0, args.k, docs=docs)
         b = brute_force_sets(args.corpus, 0.0, args.k, docs=docs)
         ok = sorted(a) == sorted(b)
