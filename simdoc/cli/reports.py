@@ -49,6 +49,7 @@ from simdoc.cli.options import (
     wait_option,
     with_options,
 )
+from simdoc.corpus.walk import resolve_sources
 from simdoc.engines import DaskEngine, open_engine
 from simdoc.errors import IndexError_
 from simdoc.output import tsv_field, tsv_header
@@ -90,10 +91,11 @@ pair_options = [
 def _verified_clusters(
     corpus: tuple, files_from, files0_from, index: Path | None, stage_options: dict, *, jobs, scheduler, wait_workers,
     rebuild: bool, wait: float, quiet: bool, verbose: bool,
-) -> tuple[PairsResult, Path, list[Cluster]]:
-    """The verified pairs of `pairs` run with these options, and their clusters, for a command that
-    groups them. With a Dask engine, the components are found on its cluster too (while the
-    engine is open, so that a lost scheduler is a ClusterError there as well)."""
+) -> tuple[PairsResult, Path, list[Cluster], object]:
+    """The verified pairs of `pairs` run with these options, their clusters and the corpus named on
+    the command line (None: --index alone), for a command that groups them. With a Dask engine, the
+    components are found on its cluster too (while the engine is open, so that a lost scheduler is
+    a ClusterError there as well)."""
     params = Params.of({**stage_options, "verify": True, "all_candidates": False})
     corpus = corpus_arg(corpus, files_from, files0_from)
     index = pairs_index(corpus, check_corpus_index(corpus, index, rebuild))
@@ -109,7 +111,7 @@ def _verified_clusters(
             f"components on the cluster: {count(rounds.rounds, 'round')} over {count(rounds.partitions, 'partition')}; "
             f"edges per round {rounds.edges}"
         )
-    return res, index, found
+    return res, index, found, corpus
 
 
 def _emit_null(records, end: bytes = b"\0") -> None:
@@ -172,7 +174,7 @@ def clusters(
     started = time.perf_counter()
     setup_logging(quiet, verbose)
     check_output_flags(null, fmt, header)
-    res, index, found = _verified_clusters(
+    res, index, found, _ = _verified_clusters(
         corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
         rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose,
     )
@@ -211,7 +213,11 @@ def clusters(
     "newest/oldest (modification time); ties go to the smallest id. Default: first.",
 )
 @null_option("End each path with NUL instead of newline (for `xargs -0`).")
-@opt("--absolute", is_flag=True, help="Print absolute paths instead of paths relative to the corpus.")
+@opt(
+    "--absolute",
+    is_flag=True,
+    help="Print absolute paths instead of paths relative to the corpus (needs the CORPUS on the command line).",
+)
 @format_option(
     ("paths", "tsv", "jsonl"),
     "paths: one droppable path per line; tsv: drop<TAB>keep; jsonl: one cluster per line. Default: paths.",
@@ -240,7 +246,13 @@ def dedup(
     started = time.perf_counter()
     setup_logging(quiet, verbose)
     check_output_flags(null, fmt, header, null_format="paths")
-    res, index, found = _verified_clusters(
+    if absolute and not corpus and files_from is None and files0_from is None:
+        raise click.UsageError(
+            "--absolute needs the CORPUS on the command line (simdoc dedup CORPUS --index IDX --absolute): "
+            "an index alone is not trusted to say where its files are; without --absolute, dedup prints "
+            "paths relative to the corpus"
+        )
+    res, index, found, given = _verified_clusters(
         corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
         rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose,
     )
@@ -249,6 +261,12 @@ def dedup(
         records = loaded.doc_records()
         root = loaded.stage("shingle").get("corpus", "")
         reader = reader_of(loaded)
+    if absolute and resolve_sources(given)[0] != root:
+        # The corpus was checked against the index when the stages were brought up to date; a
+        # writer that ran since could have rebuilt it for another one.
+        raise IndexError_(
+            f"the index at {index} is now the index of {root}, not of the corpus named", hint="run dedup again"
+        )
     if [r["id"] for r in records] != res.doc_ids:
         # Another run updated the index between the pairs and this read: sizes and
         # times would belong to other documents than the clusters.
