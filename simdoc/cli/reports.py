@@ -308,19 +308,22 @@ def dedup(
 
 
 def _still_indexed(decisions: list[DedupDecision], reader: DocumentReader) -> list[DedupDecision]:
-    """The decisions, with only documents whose files are still the ones indexed (see
-    ``DocumentReader.unchanged``), each one left out named in a warning.
+    """The decisions, with only documents whose files are still the ones indexed (their stat,
+    then their bytes read again and digested: ``DocumentReader.same_bytes``), each one left out
+    named in a warning.
 
     A path printed for `xargs rm` must name the document that was compared:
     exact copies and pairs from the verified-pairs table are not read again,
-    and the corpus may have changed since (or the manifest name another
-    folder). A cluster whose document to keep is not as indexed is left out
+    and the corpus may have changed since (an edit that kept the stat, in
+    the same tick of the file system's clock, or with `--index` alone, no
+    scan at all). Only the files to name and the ones kept for them are
+    read. A cluster whose document to keep is not as indexed is left out
     whole, so that its last copy is never listed.
     """
     number = {doc_id: i for i, doc_id in enumerate(reader.table.ids)}
     out = []
     for d in decisions:
-        if not reader.unchanged(number[d.keep]):
+        if not reader.same_bytes(number[d.keep]):
             log.warning(
                 f"{d.keep}: changed or gone since it was indexed, and it is the one to keep: its cluster is left out "
                 "(run `simdoc dedup CORPUS` to index the corpus again)"
@@ -328,7 +331,7 @@ def _still_indexed(decisions: list[DedupDecision], reader: DocumentReader) -> li
             continue
         drop = []
         for x in d.drop:
-            if reader.unchanged(number[x]):
+            if reader.same_bytes(number[x]):
                 drop.append(x)
             else:
                 log.warning(f"{x}: changed or gone since it was indexed: left out (run `simdoc dedup CORPUS` to index it again)")

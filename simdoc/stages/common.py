@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +61,20 @@ def mismatch(stage: str, stored: Mapping[str, Any], asked: Mapping[str, Any], in
             return True
         raise ParameterMismatch(stage, name, stored[name], value, str(index))
     return False
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cycle collector for a stage that only makes acyclic objects.
+
+    The shingle stage keeps a few objects per document alive until its end;
+    each collection would walk all of them again. Nothing it makes holds a cycle.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
