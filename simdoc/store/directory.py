@@ -1,6 +1,6 @@
 """The index directory: manifest, atomic writes, validated memory-mapped loads, locks.
 
-Layout of index format 3 (one directory per corpus; the store writes and
+Layout of index format 4 (one directory per corpus; the store writes and
 checks any ``.npy`` file a stage names, these are the ones the stages make)::
 
     manifest.json                     format version, every stage's parameters,

@@ -1,4 +1,4 @@
-"""The docs table: one row per document, stored as columns of .npy files (index format 3).
+"""The docs table: one row per document, stored as columns of .npy files (index format 4).
 
 Like a web archive's CDX index, the table says where each document lives
 rather than holding it: verification re-reads a candidate from its file
