@@ -124,6 +124,22 @@ def test_dedup_reads_again_what_it_names_and_keeps(tmp_path, monkeypatch):
     assert "a.txt: changed or gone since it was indexed, and it is the one to keep" in r.stderr
 
 
+def test_a_stored_pair_is_verified_again_when_a_files_stat_moved_and_the_corpus_is_not_given(tmp_path):
+    """`pairs --index` alone scans nothing: a pair from the verified-pairs table is taken only
+    while both files still have the stat recorded; else the documents decide (their digest)."""
+    c, i = tmp_path / "c", tmp_path / "i"
+    make_corpus(c)
+    first = run("pairs", c, "--index", i)
+    assert first.stdout.count("\n") == 1
+    rewrite_keeping_size_and_mtime(c / "a.txt")
+    r = run("pairs", "--index", i)
+    assert r.exit_code == 0 and r.stdout == "", r.output
+    assert "a.txt: changed since it was indexed; its pairs are left out" in r.stderr
+    (c / "a.txt").write_text(TEXT)  # the bytes indexed again, with another stat: verified, printed
+    r = run("pairs", "--index", i)
+    assert r.exit_code == 0 and r.stdout == first.stdout and "changed" not in r.stderr, r.output
+
+
 def test_dedup_reads_each_file_of_many_documents_once(tmp_path, monkeypatch):
     c = tmp_path / "c"
     c.mkdir()

@@ -148,7 +148,8 @@ def run_pairs(
             )
             t_score = time.perf_counter()
             with store.reading():
-                scored = _score(open_index(index), params.pairs, engine)
+                # Without the corpus no scan proved the files unchanged: stored pairs are rechecked.
+                scored = _score(open_index(index), params.pairs, engine, recheck=corpus is None)
             verifier, docs = scored.verifier, scored.docs
             stale = verifier.stale if verifier is not None else set()
             if stale and corpus is not None and attempt < MAX_REINDEX:
@@ -194,9 +195,10 @@ class _Scored:
         return result
 
 
-def _score(loaded: LoadedIndex, want: PairsParams, engine: Engine) -> _Scored:
+def _score(loaded: LoadedIndex, want: PairsParams, engine: Engine, recheck: bool = False) -> _Scored:
     """The candidates of ``loaded`` scored and filtered as ``want`` says: on the cluster of a
-    Dask engine, else here on ``engine.jobs`` threads."""
+    Dask engine, else here on ``engine.jobs`` threads (``recheck``: see
+    :class:`simdoc.stages.results.Scoring`)."""
     loaded.check_built_from("signature", "index")
     docs = loaded.docs()
     reported = int(loaded.manifest.get("reported_generation", 0))
@@ -205,11 +207,11 @@ def _score(loaded: LoadedIndex, want: PairsParams, engine: Engine) -> _Scored:
     if isinstance(engine, DaskEngine):
         scores = cluster_pairs.score_candidates(
             engine.client, str(loaded.store.path), want.cut, want.measure, want.verify, want.all_candidates, changed,
-            verifier,
+            verifier, recheck=recheck,
         )
     else:
         scores = score_candidates(
-            loaded, want.cut, want.measure, want.verify, want.all_candidates, changed, engine.jobs, verifier
+            loaded, want.cut, want.measure, want.verify, want.all_candidates, changed, engine.jobs, verifier, recheck
         )
     return _Scored(loaded, docs, changed, verifier, scores, groups_of(loaded.representatives()))
 
