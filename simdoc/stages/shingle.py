@@ -62,7 +62,7 @@ from simdoc.stages.scan import (
 )
 from simdoc.stages.signature import SignatureRows, finish_signatures
 from simdoc.store.directory import IndexStore
-from simdoc.store.doctable import STAT_COLUMNS, DocRow, DocsTable, TableBuilder
+from simdoc.store.doctable import FORMAT_3_MISSING, STAT_COLUMNS, DocRow, DocsTable, TableBuilder
 from simdoc.store.loaded import LoadedIndex
 from simdoc.version import __version__
 from simdoc.wording import count
@@ -233,7 +233,8 @@ def _same_build(settings: _Settings, scan: _Scan) -> bool:
     """
     stored = settings.stored
     same = settings.reuse or (settings.keep_sets and settings.same_params and "indptr" in stored.get("roles", {}))
-    return same and stored.get("scan_id") == scan.scan_id
+    # A table of format 3 has no stat of format 4 (simdoc.store.doctable): it is written again.
+    return same and stored.get("scan_id") == scan.scan_id and FORMAT_3_MISSING[0] in stored["roles"]
 
 
 def _reading_plan(scan: _Scan, reuse: bool, force_read: set[str]) -> list[tuple[FileEntry, bytes | None, bool]]:
