@@ -202,7 +202,6 @@ class Verifier:
             self.table.add(keys[~found][good], np.stack([got.set_jaccard[good], got.bag_jaccard[good]], axis=1))
         return jac, ok
 
-
     def _recheck(self, left: np.ndarray, right: np.ndarray, found: np.ndarray) -> None:
         """Unmark (in ``found``) the stored pairs of a document whose file's stat moved since it
         was indexed (a stat per document, once per run): they are verified again instead."""

@@ -31,8 +31,9 @@ that takes the parts of the same work instead of running it again, and
 never takes a part of other work. A part is reusable only if no file of
 the task was racily clean when it was listed (:mod:`simdoc.stages.racy`,
 decided from the file system's own times, not a host's clock): a file
-changed again in the same change-time tick would look unchanged. Parts hold arrays and JSON only (read with
-``allow_pickle=False``): an index directory is not trusted to hold code.
+changed again in the same change-time tick would look unchanged. Parts
+hold arrays and JSON only (read with ``allow_pickle=False``): an index
+directory is not trusted to hold code.
 """
 
 from __future__ import annotations

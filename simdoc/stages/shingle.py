@@ -51,8 +51,8 @@ from simdoc.stages.common import (
     mismatch,
     progress_bar,
 )
-from simdoc.stages.results import StageResult
 from simdoc.stages.racy import index_clock, newest_ctimes, racy
+from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
 from simdoc.stages.scan import (
     BatchResult,
@@ -86,9 +86,10 @@ def build_shingles(
     Read new and changed files; keep the rows of unchanged ones. A file is
     unchanged if its stat is the one recorded (size, modification and change
     times, inode and device, as git's index keeps them) and it was not
-    racily clean when recorded (see :mod:`simdoc.stages.racy`). Any other file is read;
-    if its bytes still have the digest recorded, its rows are kept (only its
-    stat is updated), as git does with an entry whose content hash matches.
+    racily clean when recorded (see :mod:`simdoc.stages.racy`). Any other
+    file is read; if its bytes still have the digest recorded, its rows are
+    kept (only its stat is updated), as git does with an entry whose
+    content hash matches.
 
     ``signature`` (resolved parameters): the fused stage of `simdoc pairs`,
     see the module. ``force_read``: ids to read whatever they say.
