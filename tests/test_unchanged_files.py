@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 import simdoc
 import simdoc.corpus.read
@@ -175,6 +177,18 @@ def test_racy_is_decided_from_the_file_systems_times_not_this_hosts():
     # The index's own file system: a time read there before the listing counts for that device only.
     assert newest_ctimes([_entry(now - 10 * 10**9)], clock=(7, now)) == {7: now}
     assert newest_ctimes([_entry(now - 10 * 10**9)], clock=(9, now)) == {7: now - 10 * 10**9, 9: now}
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-(2**40), 2**40)), min_size=1, max_size=30))
+def test_racy_is_a_window_below_the_newest_change_time_of_each_device(times):
+    listing = [_entry(ns, dev) for dev, ns in times]
+    newest = newest_ctimes(listing)
+    assert newest == {dev: max(ns for d, ns in times if d == dev) for dev, _ in times}
+    for e in listing:
+        assert racy(e, newest) == (e.ctime_ns > newest[e.dev] - RACY_NS)
+        assert racy(e, {})  # a device with no time known: never proven clean
+    for dev, ns in newest.items():
+        assert racy(_entry(ns, dev), newest)  # the newest file itself is always racy
 
 
 _DISCOVER = simdoc.stages.shingle.discover_sources
