@@ -120,6 +120,21 @@ def add_exact_copies(corpus: Path, docs: dict[str, str]) -> None:
 
 
 @pytest.fixture
+def settled(monkeypatch) -> None:
+    """Files a test wrote count as written long before the scans that follow.
+
+    A scan reads again the files whose change time is within RACY_NS of the
+    file system's newest time it saw (simdoc.stages.racy): those a test has
+    just written, whose change time it cannot set back (`os.utime` sets it
+    to now). A test of what an update reads, or of parts reused, makes that
+    window 0: then only a file changed after a scan began is racy.
+    """
+    import simdoc.stages.racy
+
+    monkeypatch.setattr(simdoc.stages.racy, "RACY_NS", 0)
+
+
+@pytest.fixture
 def small_corpus(tmp_path) -> Path:
     root = tmp_path / "corpus"
     write(root / "a.txt", TEXT_A)

@@ -2,8 +2,8 @@
 
 Each reading task run by a DaskEngine writes its result to a part file of the
 index (simdoc.stages.scan.write_part). The next run of the same stage takes
-the parts of the same work (the same files, sizes, mtimes, parameters and
-version) instead of submitting those tasks, and the index it publishes is
+the parts of the same work (the same files, sizes, times, inodes, parameters
+and version) instead of submitting those tasks, and the index it publishes is
 byte for byte the one an uninterrupted run publishes. The tasks go through
 a client that runs them at once in this process, pickled there and back
 (see test_dask_partitions), and dies after a number of them.
@@ -42,7 +42,8 @@ def small_batches(monkeypatch):
 
 
 def corpus(root: Path, seed: int = 61) -> Path:
-    """A corpus whose files were last modified an hour ago: old enough for their parts to be trusted."""
+    """A corpus whose files were last modified an hour ago (the tests that reuse its parts take
+    the `settled` fixture too: a test cannot set a change time back, see conftest)."""
     make_corpus(root, seed=seed, n_base=10)
     old = time.time_ns() - HOUR_NS
     for p in root.rglob("*.txt"):
@@ -71,13 +72,13 @@ def files_of(index: Path) -> dict[str, bytes]:
     """Every file of the index, the manifest without the time of the scan (no two runs share it)."""
     out = {p.name: p.read_bytes() for p in index.iterdir() if p.is_file() and p.name not in ("lock", "readers")}
     manifest = json.loads(out.pop("manifest.json"))
-    manifest["stages"]["shingle"].pop("scanned_at_ns")
+    manifest["stages"]["shingle"].pop("newest_ctime")  # the index's own clock is read there
     manifest.pop("checksum", None)
     out["manifest"] = json.dumps(manifest, sort_keys=True).encode()
     return out
 
 
-def test_a_killed_clients_finished_reading_tasks_are_reused_and_the_index_is_the_same(tmp_path, small_batches):
+def test_a_killed_clients_finished_reading_tasks_are_reused_and_the_index_is_the_same(tmp_path, small_batches, settled):
     c = corpus(tmp_path / "c")
     total = n_tasks(c)
     assert total >= 4
@@ -98,7 +99,7 @@ def test_a_killed_clients_finished_reading_tasks_are_reused_and_the_index_is_the
     assert check_index(index)[1] == []
 
 
-def test_a_killed_update_resumes_too(tmp_path, small_batches):
+def test_a_killed_update_resumes_too(tmp_path, small_batches, settled):
     """Reading the changed files of an existing index: the parts of those tasks are taken again."""
     c = corpus(tmp_path / "c")
     index, local = tmp_path / "idx", tmp_path / "local"
@@ -119,7 +120,7 @@ def test_a_killed_update_resumes_too(tmp_path, small_batches):
     assert files_of(index) == files_of(local)
 
 
-def test_a_part_of_a_changed_file_or_other_parameters_is_not_reused(tmp_path, small_batches):
+def test_a_part_of_a_changed_file_or_other_parameters_is_not_reused(tmp_path, small_batches, settled):
     c = corpus(tmp_path / "c")
     total = n_tasks(c)
     index = tmp_path / "idx"
@@ -149,8 +150,9 @@ def test_a_part_of_a_changed_file_or_other_parameters_is_not_reused(tmp_path, sm
 
 
 def test_a_part_of_a_file_modified_as_it_was_read_is_not_reused(tmp_path, small_batches):
-    """A file modified within RACY_NS of its reading might change in the same mtime tick: its task's
-    part holds the signature rows for that run only, and a later run reads the file again."""
+    """A file changed within RACY_NS of the newest change time listed (here: every file, just
+    written) might change again in the same tick: its task's part holds the signature rows for
+    that run only, and a later run reads the file again (simdoc.stages.racy)."""
     c = tmp_path / "c"
     make_corpus(c, seed=63, n_base=10)
     index = tmp_path / "idx"
@@ -166,7 +168,7 @@ def test_a_part_of_a_file_modified_as_it_was_read_is_not_reused(tmp_path, small_
     assert files_of(index) == files_of(tmp_path / "local")
 
 
-def test_a_local_run_writes_no_parts_and_removes_a_killed_runs(tmp_path, small_batches):
+def test_a_local_run_writes_no_parts_and_removes_a_killed_runs(tmp_path, small_batches, settled):
     c = corpus(tmp_path / "c")
     index = tmp_path / "idx"
     with pytest.raises(ClientKilled):
@@ -176,7 +178,7 @@ def test_a_local_run_writes_no_parts_and_removes_a_killed_runs(tmp_path, small_b
     assert not (index / PARTS).exists()
 
 
-def test_a_damaged_part_is_run_again(tmp_path, small_batches):
+def test_a_damaged_part_is_run_again(tmp_path, small_batches, settled):
     c = corpus(tmp_path / "c")
     total = n_tasks(c)
     index = tmp_path / "idx"
@@ -213,7 +215,7 @@ def test_a_part_round_trips_and_a_renamed_one_is_refused(tmp_path):
         assert scan.read_part(str(tmp_path / ("0" * 32 + ".npz"))) is None
 
 
-def test_check_accepts_and_cache_clean_removes_the_parts(tmp_path, small_batches, monkeypatch):
+def test_check_accepts_and_cache_clean_removes_the_parts(tmp_path, small_batches, monkeypatch, settled):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     c = corpus(tmp_path / "c")
     index = cache.cached_index_path(c)
@@ -253,7 +255,7 @@ def test_cache_clean_never_follows_a_link_in_the_parts(tmp_path, monkeypatch):
     assert (outside / ("b" * 32 + ".npz")).exists()
 
 
-def test_a_link_in_place_of_the_parts_folder_is_not_written_through(tmp_path, small_batches):
+def test_a_link_in_place_of_the_parts_folder_is_not_written_through(tmp_path, small_batches, settled):
     c = corpus(tmp_path / "c")
     index = tmp_path / "idx"
     build(c, index, LocalEngine(1))

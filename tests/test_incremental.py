@@ -117,7 +117,7 @@ def test_a_same_size_edit_in_the_racy_window_is_seen_when_nothing_else_changed(t
     assert list(updated) == list(full)
 
 
-def test_update_equals_full_rebuild_and_reads_only_what_changed(tmp_path, monkeypatch):
+def test_update_equals_full_rebuild_and_reads_only_what_changed(tmp_path, monkeypatch, settled):
     corpus = tmp_path / "c"
     build_corpus(corpus)
     age(corpus)

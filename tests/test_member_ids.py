@@ -74,11 +74,11 @@ def test_a_plain_file_named_like_a_member_keeps_its_own_id(run, tmp_path):
     assert all(p[0] < p[1] for p in pairs) and len(pairs) == 6
     assert run("check", "--index", idx).exit_code == 0
     # show opens the file a plain id names, not the member, and the other way round.
-    shown = run("show", "--index", idx, "a.jsonl#1", "a.jsonl/#2", "--format", "json")
+    shown = run("show", corpus, "--index", idx, "a.jsonl#1", "a.jsonl/#2", "--format", "json")
     assert shown.exit_code == 0, shown.stderr
     assert json.loads(shown.stdout)["set_jaccard"] < 0.5 and "no passages" not in shown.stderr
     # dedup --absolute never prints a path that names another file.
-    d = run("dedup", "--index", idx, "--absolute", "-0")
+    d = run("dedup", corpus, "--index", idx, "--absolute", "-0")
     assert d.exit_code == 0, d.stderr
     dropped = [p for p in d.stdout_bytes.split(b"\0") if p]
     for path in dropped:

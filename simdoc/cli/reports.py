@@ -192,7 +192,11 @@ def clusters(
     "newest/oldest (modification time); ties go to the smallest id. Default: first.",
 )
 @null_option("End each path with NUL instead of newline (for `xargs -0`).")
-@opt("--absolute", is_flag=True, help="Print absolute paths instead of paths relative to the corpus.")
+@opt(
+    "--absolute",
+    is_flag=True,
+    help="Print absolute paths instead of paths relative to the corpus (needs the CORPUS on the command line).",
+)
 @format_option(
     ("paths", "tsv", "jsonl"),
     "paths: one droppable path per line; tsv: drop<TAB>keep; jsonl: one cluster per line. Default: paths.",
@@ -221,6 +225,12 @@ def dedup(
     started = time.perf_counter()
     setup_logging(quiet, verbose)
     check_output_flags(null, fmt, header, null_format="paths")
+    if absolute and not corpus and files_from is None and files0_from is None:
+        raise click.UsageError(
+            "--absolute needs the CORPUS on the command line (simdoc dedup CORPUS --index IDX --absolute): "
+            "an index alone is not trusted to say where its files are; without --absolute, dedup prints "
+            "paths relative to the corpus"
+        )
     plan = _verified_clusters(
         corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
         rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose, keep=keep,

@@ -38,8 +38,9 @@ from simdoc.cli.options import (
     with_options,
 )
 from simdoc.corpus.file_texts import read_file_texts
+from simdoc.corpus.walk import resolve_sources
 from simdoc.engines import open_engine
-from simdoc.errors import CorpusError
+from simdoc.errors import CorpusError, IndexError_
 from simdoc.minhash import MinHasher
 from simdoc.output import json_line
 from simdoc.params import ShingleParams, SignatureParams
@@ -151,7 +152,9 @@ def show(
     containment each way, the shared passages (maximal common runs of words,
     found even when moved), and both documents with the shared passages
     marked: highlighted on a terminal, as [[n: ...]] otherwise. With CORPUS,
-    the shingle and signature stages are brought up to date first. With
+    the shingle and signature stages are brought up to date first; an
+    --index needs the CORPUS too (the documents are read from the corpus
+    named here, never from a folder the index names). With
     neither CORPUS nor --index (nor $SIMDOC_INDEX), DOC_A and DOC_B are two
     files, read as `simdoc pairs` would read them and compared with the
     shingle and MinHash options given (or their defaults); no index is used.
@@ -159,7 +162,7 @@ def show(
     \b
     Examples:
       simdoc show sample_corpus policies/remote-work-policy-2023.txt policies/remote-work-policy-2024.txt
-      simdoc show --index /tmp/idx web/harbor-festival.txt web/mirror-harbor-festival.txt --full
+      simdoc show sample_corpus --index /tmp/idx web/harbor-festival.txt web/mirror-harbor-festival.txt --full
       simdoc show draft-v1.txt draft-v2.txt --unit word --k 3
     """
     setup_logging(quiet, verbose)
@@ -170,6 +173,13 @@ def show(
     *corpora, doc_a, doc_b = args
     if not corpora and index is None and not env_index():
         ev = _file_evidence(doc_a, doc_b, shingle.resolved(), signature.resolved(), min_words)
+    elif not corpora:
+        # The documents are read and printed: from the corpus the user names, never from a
+        # folder that only the index names (a manifest can be made to name any folder).
+        raise click.UsageError(
+            "show reads the two documents from their corpus: name it (simdoc show CORPUS DOC_A DOC_B --index IDX); "
+            "an index alone is not trusted to say where its documents are"
+        )
     else:
         ev = _index_evidence(
             corpora, doc_a, doc_b, shingle, signature, index=index, min_words=min_words, jobs=jobs, rebuild=rebuild,
@@ -231,7 +241,12 @@ def _index_evidence(
         )
     report_stages(stages, verbose)
     with IndexStore(index).reading():
-        return pair_evidence(open_index(index), doc_a, doc_b, min_words)
+        loaded = open_index(index)
+        root = loaded.stage("shingle").get("corpus")
+        if root != resolve_sources(corpus)[0]:
+            # Checked when the stages were brought up to date; another writer may have rebuilt it since.
+            raise IndexError_(f"the index at {index} is now the index of {root}, not of the corpus named", hint="run show again")
+        return pair_evidence(loaded, doc_a, doc_b, min_words)
 
 
 def _print_evidence(ev: PairEvidence, ctx: int | None) -> None:

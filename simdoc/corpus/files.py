@@ -175,12 +175,13 @@ def read_document(
     return ReadResult(text, digest, warning="; ".join(warnings) or None, status=status)
 
 
-def file_digest(path: str, max_bytes: int | None = None, follow_symlinks: bool = False) -> str | None:
+def file_digest(path: str, max_bytes: int | None = None, follow_symlinks: bool = False, decompress: bool = True) -> str | None:
     """BLAKE2b-128 of the bytes a file is indexed from (decompressed; the first ``max_bytes``), read in chunks.
 
     The digest :func:`read_document` gives, without holding the file: for a
     caller that reads only part of a file but must know whether the whole
-    is still the one indexed. None if it cannot be read.
+    is still the one indexed. None if it cannot be read. Without
+    ``decompress``, of its bytes as stored (as a WARC file's is indexed).
     """
     opened = open_regular(path, follow_symlinks)
     if isinstance(opened, ReadResult):
@@ -189,7 +190,7 @@ def file_digest(path: str, max_bytes: int | None = None, follow_symlinks: bool =
     digest = hashlib.blake2b(digest_size=16)
     raw_file = os.fdopen(fd, "rb")
     try:
-        kind = compression_of(path)
+        kind = compression_of(path) if decompress else None
         reader = decompressing_reader(raw_file, kind) if kind is not None else raw_file
         left = max_bytes
         while left is None or left > 0:

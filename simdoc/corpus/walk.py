@@ -15,6 +15,7 @@ How one file is read: :mod:`simdoc.corpus.files`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from collections.abc import Iterator
@@ -62,12 +63,29 @@ def walk_key(doc_id: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class FileEntry:
-    """A file found in the corpus, before it is read."""
+    """A file found in the corpus, before it is read, with the stat that tells it unchanged.
+
+    As git's index does: size and modification time, which a user can set
+    back (``touch -d``, rsync, tar), and the change time, inode and device,
+    which the file system sets (the change time on every write and every
+    change of the times; see :func:`of_stat`).
+    """
 
     id: str
     path: str
     size: int
     mtime_ns: int
+    ctime_ns: int
+    ino: int
+    dev: int
+
+    @classmethod
+    def of_stat(cls, doc_id: str, path: str, st: os.stat_result) -> FileEntry:
+        return cls(doc_id, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+    def stat(self) -> tuple[int, int, int, int, int]:
+        """The values of :data:`simdoc.store.doctable.STAT_COLUMNS`, in that order."""
+        return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev)
 
 
 @dataclass(frozen=True)
@@ -173,7 +191,7 @@ def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_
         child_rel, path, st = item
         if stat.S_ISREG(st.st_mode):
             if selected(child_rel, include_globs, exclude_globs):
-                yield FileEntry(child_rel, path, st.st_size, st.st_mtime_ns)
+                yield FileEntry.of_stat(child_rel, path, st)
             continue
         key = (st.st_dev, st.st_ino)
         if key in walked:
@@ -295,7 +313,7 @@ def discover_sources(
         if os.path.isdir(path):
             found, passed = discover(path, exclude, follow_symlinks)
             for e in found:
-                entries.setdefault(f"{prefix}/{e.id}", FileEntry(f"{prefix}/{e.id}", e.path, e.size, e.mtime_ns))
+                entries.setdefault(f"{prefix}/{e.id}", dataclasses.replace(e, id=f"{prefix}/{e.id}"))
             skipped.extend(Skipped(f"{prefix}/{s.id}", s.reason, s.size, s.mtime_ns, s.directory) for s in passed)
             continue
         try:
@@ -307,7 +325,7 @@ def discover_sources(
             skipped.append(_seen(prefix, f"cannot stat: {exc.strerror or exc}"))
             continue
         if stat.S_ISREG(st.st_mode):
-            entries.setdefault(prefix, FileEntry(prefix, path, st.st_size, st.st_mtime_ns))
+            entries.setdefault(prefix, FileEntry.of_stat(prefix, path, st))
         elif stat.S_ISLNK(st.st_mode):
             skipped.append(_seen(prefix, "symbolic link, not followed (--follow-symlinks follows links)", st))
         else:

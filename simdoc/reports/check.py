@@ -1,6 +1,6 @@
 """simdoc check: verify an index completely, file by file and array against array.
 
-Index format 3 (see :mod:`simdoc.store.doctable`, :mod:`simdoc.store.verified`) keeps the
+Index formats 3 and 4 (see :mod:`simdoc.store.doctable`, :mod:`simdoc.store.verified`) keep the
 docs table as columns, the signatures, the band keys, buckets and exact-copy
 groups, the verified-pairs table, and shingle sets only when ``simdoc
 shingle`` ran as a stage of its own. Every file is checked against the

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simdoc.corpus.walk import resolve_sources
 from simdoc.engines import DaskEngine, open_engine
 from simdoc.errors import IndexError_, UsageError
 from simdoc.params import Params, Threshold
@@ -76,8 +77,11 @@ class Dedup:
         ``drop`` holds only files still as indexed (see ``warnings``).
     keep : str
         The policy that chose the documents to keep.
-    root : str
-        The corpus folder the document ids are relative to.
+    root : str or None
+        The corpus folder the document ids are relative to, if the corpus was
+        named to this call and the index is its index; None otherwise: an
+        index alone is not trusted to say where its files are, so that no
+        absolute path the caller did not name is ever given for deletion.
     sizes : dict of str to int
         Bytes of each document, by id.
     clusters : Clusters
@@ -89,7 +93,7 @@ class Dedup:
 
     decisions: list[DedupDecision]
     keep: str
-    root: str
+    root: str | None
     sizes: dict[str, int]
     clusters: Clusters
     warnings: list[str] = field(default_factory=list)
@@ -101,8 +105,17 @@ class Dedup:
         return len(self.decisions)
 
     def path(self, doc_id: str, absolute: bool = False) -> str:
-        """The path of a document: its id (relative to the corpus), or joined to the corpus folder."""
-        return os.path.join(self.root, *doc_id.split("/")) if absolute else doc_id
+        """The path of a document: its id (relative to the corpus), or joined to the corpus folder
+        (``absolute``: only when the corpus was named, see ``root``)."""
+        if not absolute:
+            return doc_id
+        if self.root is None:
+            raise UsageError(
+                "absolute paths need the CORPUS named (simdoc dedup CORPUS --index IDX --absolute): an index "
+                "alone is not trusted to say where its files are; without --absolute, dedup gives paths "
+                "relative to the corpus"
+            )
+        return os.path.join(self.root, *doc_id.split("/"))
 
     def paths(self, absolute: bool = False) -> list[str]:
         """The documents that can go, in cluster order: what ``simdoc dedup`` prints."""
@@ -303,28 +316,36 @@ def dedup_of(
         records = loaded.doc_records()
         root = loaded.stage("shingle").get("corpus", "")
         reader = reader_of(loaded)
+    if corpus is not None and resolve_sources(corpus)[0] != root:
+        # The corpus was checked against the index when the stages were brought up to date; a
+        # writer that ran since could have rebuilt it for another one.
+        raise IndexError_(f"the index at {found.index} is now the index of {root}, not of the corpus named", hint="run dedup again")
     if [r["id"] for r in records] != found.pairs.doc_ids:
         # Another run updated the index between the pairs and this read: sizes and
         # times would belong to other documents than the clusters.
         raise IndexError_(f"the index at {found.index} changed while dedup ran", hint="run dedup again")
     decisions, warnings = still_indexed(plan_dedup(found.clusters, records, keep), reader)
-    return Dedup(decisions, keep, root, {r["id"]: r["size"] for r in records}, found, warnings)
+    trusted = root if corpus is not None else None
+    return Dedup(decisions, keep, trusted, {r["id"]: r["size"] for r in records}, found, warnings)
 
 
 def still_indexed(decisions: list[DedupDecision], reader: DocumentReader) -> tuple[list[DedupDecision], list[str]]:
-    """The decisions, with only documents whose files are still the ones indexed (see
-    ``DocumentReader.unchanged``), and a warning naming each one left out.
+    """The decisions, with only documents whose files are still the ones indexed (their stat,
+    then their bytes read again and digested: ``DocumentReader.same_bytes``), and a warning
+    naming each one left out.
 
     A path printed for `xargs rm` must name the document that was compared:
     exact copies and pairs from the verified-pairs table are not read again,
-    and the corpus may have changed since (or the manifest name another
-    folder). A cluster whose document to keep is not as indexed is left out
+    and the corpus may have changed since (an edit that kept the stat, in
+    the same tick of the file system's clock, or with `--index` alone, no
+    scan at all). Only the files to name and the ones kept for them are
+    read. A cluster whose document to keep is not as indexed is left out
     whole, so that its last copy is never listed.
     """
     number = {doc_id: i for i, doc_id in enumerate(reader.table.ids)}
     out, warnings = [], []
     for d in decisions:
-        if not reader.unchanged(number[d.keep]):
+        if not reader.same_bytes(number[d.keep]):
             warnings.append(
                 f"{d.keep}: changed or gone since it was indexed, and it is the one to keep: its cluster is left out "
                 "(run `simdoc dedup CORPUS` to index the corpus again)"
@@ -332,7 +353,7 @@ def still_indexed(decisions: list[DedupDecision], reader: DocumentReader) -> tup
             continue
         drop = []
         for x in d.drop:
-            if reader.unchanged(number[x]):
+            if reader.same_bytes(number[x]):
                 drop.append(x)
             else:
                 warnings.append(f"{x}: changed or gone since it was indexed: left out (run `simdoc dedup CORPUS` to index it again)")

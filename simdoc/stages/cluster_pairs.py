@@ -322,6 +322,7 @@ def score_candidates(
     verifier: Verifier | None = None,
     partition_bytes: int | None = None,
     pairs_per_task: int | None = None,
+    recheck: bool = False,
 ):
     """The distributed counterpart of :func:`simdoc.stages.results.score_candidates` (same return value).
 
@@ -341,7 +342,7 @@ def score_candidates(
     manifest = hashlib.sha256((loaded.store.path / MANIFEST).read_bytes()).hexdigest()
     n_bands = loaded.stage("index")["params"]["bands"]
     n_rows = len(loaded.bands()[1][0]) if n_bands else 0
-    how = Scoring(threshold, measure, verify, all_candidates)
+    how = Scoring(threshold, measure, verify, all_candidates, recheck=recheck)
     # The generation the client compared with to make only_docs: the workers compare with it too.
     new_after = None if only_docs is None else int(loaded.manifest.get("reported_generation", 0))
     ranges = scoring_ranges(loaded.stage("index"), n_rows, partition_bytes, pairs_per_task)

@@ -158,7 +158,8 @@ def run_pairs(
             )
             t_score = time.perf_counter()
             with store.reading():
-                scored = _score(open_index(index), params.pairs, engine, progress)
+                # Without the corpus no scan proved the files unchanged: stored pairs are rechecked.
+                scored = _score(open_index(index), params.pairs, engine, progress, recheck=corpus is None)
             verifier, docs = scored.verifier, scored.docs
             stale = verifier.stale if verifier is not None else set()
             if stale and corpus is not None and attempt < MAX_REINDEX:
@@ -205,10 +206,10 @@ class _Scored:
         return result
 
 
-def _score(loaded: LoadedIndex, want: PairsParams, engine: Engine, progress: bool = False) -> _Scored:
+def _score(loaded: LoadedIndex, want: PairsParams, engine: Engine, progress: bool = False, recheck: bool = False) -> _Scored:
     """The candidates of ``loaded`` scored and filtered as ``want`` says: on the cluster of a
     Dask engine, else here on ``engine.jobs`` threads (with a bar of the pairs verified if
-    ``progress``)."""
+    ``progress``; ``recheck``: see :class:`simdoc.stages.results.Scoring`)."""
     loaded.check_built_from("signature", "index")
     docs = loaded.docs()
     reported = int(loaded.manifest.get("reported_generation", 0))
@@ -217,14 +218,14 @@ def _score(loaded: LoadedIndex, want: PairsParams, engine: Engine, progress: boo
     if isinstance(engine, DaskEngine):
         scores = cluster_pairs.score_candidates(
             engine.client, str(loaded.store.path), want.cut, want.measure, want.verify, want.all_candidates, changed,
-            verifier,
+            verifier, recheck=recheck,
         )
     else:
         if verifier is not None:
             verifier.progress = progress
         try:
             scores = score_candidates(
-                loaded, want.cut, want.measure, want.verify, want.all_candidates, changed, engine.jobs, verifier
+                loaded, want.cut, want.measure, want.verify, want.all_candidates, changed, engine.jobs, verifier, recheck
             )
         finally:
             if verifier is not None:

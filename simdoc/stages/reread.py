@@ -19,13 +19,13 @@ import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from simdoc.corpus.files import compression_of
+from simdoc.corpus.files import compression_of, file_digest
 from simdoc.corpus.read import read_again, read_member_texts
 from simdoc.corpus.streaming import sets64_of_texts
 from simdoc.errors import CorruptIndex
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec
-from simdoc.store.doctable import HOW, DocsTable, is_safe_relative
+from simdoc.store.doctable import HOW, STAT_COLUMNS, UNKNOWN, DocsTable, is_safe_relative
 from simdoc.store.loaded import LoadedIndex
 
 
@@ -87,14 +87,16 @@ class DocumentReader:
     all_responses: bool = False
     reads: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # document -> times read (tests)
     _dirs: dict[str, object] = field(default_factory=dict, repr=False)  # folder -> inside the corpus (see confined_path)
+    _digested: dict[str, bool] = field(default_factory=dict, repr=False)  # file -> its bytes are the ones indexed
 
     def path_of(self, doc: int) -> str:
         src = self.table.sources[doc] or self.table.ids[doc]
         return os.path.join(self.root, safe_relative(src, self.where))
 
     def unchanged(self, doc: int) -> bool:
-        """Whether a document's file is still the one indexed: a regular file inside the corpus
-        with the size and modification time recorded (a stat, not a read)."""
+        """Whether a document's file is still the one indexed, by its stat alone (no read): a
+        regular file inside the corpus with the size, modification and change times, inode
+        and device recorded (the last three unless the index is of format 3, which has none)."""
         path = self.confined(self.table.sources[doc] or self.table.ids[doc])
         if path is None:
             return False
@@ -103,7 +105,30 @@ class DocumentReader:
         except OSError:
             return False
         c = self.table.columns
-        return stat.S_ISREG(st.st_mode) and st.st_size == int(c["file_size"][doc]) and st.st_mtime_ns == int(c["mtime_ns"][doc])
+        now = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        recorded = [int(c[name][doc]) for name in STAT_COLUMNS]
+        return stat.S_ISREG(st.st_mode) and all(r in (v, UNKNOWN) if i >= 2 else r == v for i, (r, v) in enumerate(zip(recorded, now)))
+
+    def same_bytes(self, doc: int) -> bool:
+        """Whether a document's file is still the one indexed, read again: :meth:`unchanged`, and
+        its bytes have the file digest recorded (a stat cannot prove that: an edit in the same
+        tick of the file system's clock keeps it). A file of many documents is read once
+        however many of its members are asked for."""
+        if not self.unchanged(doc):
+            return False
+        source = self.table.sources[doc] or self.table.ids[doc]
+        known = self._digested.get(source)
+        if known is None:
+            path = self.confined(source)
+            way = HOW[int(self.table.columns["how"][doc])]
+            if path is None:
+                digest = None
+            elif way == "warc":  # digested as stored (a .warc.gz is not decompressed for it)
+                digest = file_digest(path, None, self.follow_symlinks, decompress=False)
+            else:  # --max-bytes cuts each member of a JSON Lines file, not the file
+                digest = file_digest(path, None if way == "jsonl" else self.max_bytes, self.follow_symlinks)
+            known = self._digested[source] = digest is not None and bytes.fromhex(digest) == bytes(self.table.file_digest[doc])
+        return known
 
     def _same_size(self, path: str, doc: int) -> bool:
         """A file read whole still has the size it had (else its digest cannot match: stale).

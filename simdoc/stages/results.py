@@ -152,6 +152,10 @@ class Scoring:
     # that gives one for an array of documents (simdoc.stages.cluster_pairs.AddedAfter).
     only_docs: np.ndarray | None = None
     threads: int = 1  # verify on this many processes
+    # The index is used without its corpus (no scan proved its files unchanged): a pair from the
+    # verified-pairs table is taken only while both files still have the stat recorded; one
+    # whose file moved is verified again from the documents (their digest decides).
+    recheck: bool = False
 
 
 @dataclass
@@ -176,6 +180,7 @@ class Verifier:
     # templated corpora); its total grows as each batch of candidates brings pairs to verify.
     progress: bool = False
     bar: tqdm | None = None
+    _moved: dict = field(default_factory=dict)  # document -> its file's stat is not the one recorded
 
     @classmethod
     def of_index(cls, loaded: LoadedIndex) -> Verifier:
@@ -214,6 +219,8 @@ class Verifier:
         idx = np.flatnonzero(todo)
         keys = pair_keys(self.identities, left[idx], right[idx])
         found, cached = self.table.lookup(keys)
+        if how.recheck and found.any():
+            self._recheck(left[idx], right[idx], found)
         col = 0 if how.measure == "set" else 1
         jac[idx[found]] = cached[found, col]
         self.n_cached += int(found.sum())
@@ -228,6 +235,18 @@ class Verifier:
             good = got.ok
             self.table.add(keys[~found][good], np.stack([got.set_jaccard[good], got.bag_jaccard[good]], axis=1))
         return jac, ok
+
+    def _recheck(self, left: np.ndarray, right: np.ndarray, found: np.ndarray) -> None:
+        """Unmark (in ``found``) the stored pairs of a document whose file's stat moved since it
+        was indexed (a stat per document, once per run): they are verified again instead."""
+        at = np.flatnonzero(found)
+        docs = np.unique(np.concatenate([left[at], right[at]]))
+        for d in docs.tolist():
+            if d not in self._moved:
+                self._moved[d] = not self.reader.unchanged(d)
+        moved = np.asarray([d for d in docs.tolist() if self._moved[d]], dtype=np.int64)
+        if len(moved):
+            found[at[np.isin(left[at], moved) | np.isin(right[at], moved)]] = False
 
 
 def score_pairs(
@@ -292,11 +311,12 @@ def score_candidates(
     only_docs: np.ndarray | None = None,
     threads: int = 1,
     verifier: Verifier | None = None,
+    recheck: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, int, BucketStats]:
     """Candidates from the buckets, scored; kept if above the threshold (or all).
 
     ``only_docs`` (bool per document) keeps only pairs with at least one such document;
-    ``threads`` verify batches of pairs at once.
+    ``threads`` verify batches of pairs at once; ``recheck``: see :class:`Scoring`.
     """
     keys, buckets = loaded.bands()
     # Load (and so check) what scoring reads even when every pair is a pair of folded copies.
@@ -304,7 +324,7 @@ def score_candidates(
     if verify and verifier is None:
         verifier = Verifier.of_index(loaded)
     members = group_members(loaded.representatives())
-    how = Scoring(threshold, measure, verify, all_candidates, only_docs, threads)
+    how = Scoring(threshold, measure, verify, all_candidates, only_docs, threads, recheck)
     stats = BucketStats()
     parts: list[tuple] = []
     n_candidates = 0

@@ -24,14 +24,16 @@ back its docs-table rows without the signature rows: those stay in the part
 until workers copy them into the index (:mod:`simdoc.stages.cluster_signatures`).
 A part that exists is that task's completion record, as in datatrove's
 ``completions/``. Its name is a hash of everything the result depends on
-(:func:`part_key`: each file's id, path, size, mtime and the digest indexed
-before, the parameters, the simdoc version), so a client killed while
-reading is followed by a run that takes the parts of the same work instead
-of running it again, and never takes a part of other work. A part is
-reusable only if every file of the task was last modified RACY_NS before
-the task began: a file changed in the same mtime tick as it was read would
-look unchanged. Parts hold arrays and JSON only (read with
-``allow_pickle=False``): an index directory is not trusted to hold code.
+(:func:`part_key`: each file's id, path, stat (size, modification and change
+times, inode, device) and the digest indexed before, the parameters, the
+simdoc version), so a client killed while reading is followed by a run
+that takes the parts of the same work instead of running it again, and
+never takes a part of other work. A part is reusable only if no file of
+the task was racily clean when it was listed (:mod:`simdoc.stages.racy`,
+decided from the file system's own times, not a host's clock): a file
+changed again in the same change-time tick would look unchanged. Parts
+hold arrays and JSON only (read with ``allow_pickle=False``): an index
+directory is not trusted to hold code.
 """
 
 from __future__ import annotations
@@ -42,9 +44,8 @@ import hashlib
 import json
 import os
 import threading
-import time
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,7 +59,6 @@ from simdoc.shingling import shingle_texts
 
 BATCH_BYTES = 4 << 20  # text per shingling task
 BATCH_DOCS = 2000
-RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT has 2 s)
 _UNREAD = ("binary", "unreadable")  # statuses of files that give no document
 # `simdoc shingle` on its own stores shingle sets; the tasks' signatures, of length 1, go unused.
 _NO_SIGNATURES = SignatureParams(1).resolved()
@@ -74,7 +74,7 @@ class ScanTask:
     signature: SignatureParams
     keep_sets: bool = False
     part: str | None = None  # where the task writes its result (its completion record); None: nowhere
-    newest_ns: int = 0  # the latest mtime of its files, as the client saw them
+    reusable: bool = False  # no file was racily clean when listed: a later run may take its part
 
 
 @dataclass
@@ -133,12 +133,14 @@ def scan_tasks(
     shingle: ShingleParams,
     signature: SignatureParams | None,
     parts: str | os.PathLike | None = None,
+    racy: Callable[[FileEntry], bool] = lambda e: True,
 ) -> Iterator[ScanTask]:
     """The tasks for the files of ``plan`` (entry, digest indexed, keep without reading) not kept, in order.
 
     Without ``signature`` (a stage of its own) the tasks return the shingle sets.
     ``parts``: the folder (absolute) where each task writes its part, named by
-    :func:`part_key`; None: nowhere.
+    :func:`part_key`; None: nowhere. ``racy``: whether a file was racily clean
+    as this run listed it (then its task's part serves this run only).
     """
     plan = list(plan)
     digests = {e.id: d for e, d, keep in plan if not keep}
@@ -146,21 +148,22 @@ def scan_tasks(
         files = [(e.id, e.path, e.size, digests[e.id]) for e in b]
         task = ScanTask(files, shingle, signature or _NO_SIGNATURES, signature is None)
         if parts is not None:
-            name = f"{part_key(task, [e.mtime_ns for e in b])}.npz"
-            task = dataclasses.replace(task, part=str(Path(parts) / name), newest_ns=max(e.mtime_ns for e in b))
+            name = f"{part_key(task, [list(e.stat()[1:]) for e in b])}.npz"
+            task = dataclasses.replace(task, part=str(Path(parts) / name), reusable=not any(racy(e) for e in b))
         yield task
 
 
-def part_key(task: ScanTask, mtimes: list[int]) -> str:
+def part_key(task: ScanTask, stats: list[list[int]]) -> str:
     """The name of a task's part: a hash of all its result depends on, so that only the same work finds it.
 
-    The files (id, path, size, ``mtimes``, digest indexed before: a file whose
-    bytes have that digest is reported unchanged), every reading, shingling and
-    signing parameter, whether shingle sets are kept, and the simdoc version.
+    The files (id, path, size, ``stats``: modification and change times, inode
+    and device; digest indexed before: a file whose bytes have that digest is
+    reported unchanged), every reading, shingling and signing parameter,
+    whether shingle sets are kept, and the simdoc version.
     """
     from simdoc.version import __version__
 
-    files = [[i, p, s, m, d.hex() if d is not None else None] for (i, p, s, d), m in zip(task.files, mtimes)]
+    files = [[i, p, s, m, d.hex() if d is not None else None] for (i, p, s, d), m in zip(task.files, stats)]
     what = [__version__, repr(task.shingle), repr(task.signature), task.keep_sets, files]
     return hashlib.sha256(json.dumps(what).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
@@ -185,19 +188,18 @@ def scan_batch(task: ScanTask) -> BatchResult:
     instead (the rows are copied into the index by workers too, see
     :mod:`simdoc.stages.cluster_signatures`). A client killed before the
     end takes the part instead of running the task again, unless a file of
-    the batch was modified less than RACY_NS before the task began (a change
-    within the same mtime tick would not show). A part that cannot be
-    written (no room) leaves the rows in the result.
+    the batch was racily clean when listed (``task.reusable``: a change
+    within the same tick would not show). A part that cannot be written (no
+    room) leaves the rows in the result.
     """
-    started = time.time_ns()
     result = _scan(task)
     if task.part is not None and not task.keep_sets:
         try:
-            write_part(task.part, result, reusable=task.newest_ns < started - RACY_NS)
+            write_part(task.part, result, reusable=task.reusable)
         except OSError:
             return result
         result.signatures, result.part = None, task.part
-    elif task.part is not None and task.newest_ns < started - RACY_NS:
+    elif task.part is not None and task.reusable:
         with contextlib.suppress(OSError):  # no room: then the run is not resumable
             write_part(task.part, result)
     return result

@@ -50,10 +50,10 @@ from simdoc.stages.common import (
     mismatch,
     progress_bar,
 )
+from simdoc.stages.racy import index_clock, newest_ctimes, racy
 from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
 from simdoc.stages.scan import (
-    RACY_NS,
     BatchResult,
     FileOutcome,
     scan_batch,
@@ -62,7 +62,7 @@ from simdoc.stages.scan import (
 from simdoc.stages.signature import finish_signatures, next_signature_rows
 from simdoc.stages.skipped import SkipNotes, recorded_warnings
 from simdoc.store.directory import IndexStore
-from simdoc.store.doctable import DocRow, DocsTable, TableBuilder
+from simdoc.store.doctable import FORMAT_3_MISSING, STAT_COLUMNS, DocRow, DocsTable, TableBuilder
 from simdoc.store.loaded import LoadedIndex, readable_docs
 from simdoc.store.manifest import left_out_by_source
 from simdoc.version import __version__
@@ -85,10 +85,11 @@ def build_shingles(
     """Bring the shingle stage of ``index`` up to date with ``corpus`` (holding the writer lock).
 
     Read new and changed files; keep the rows of unchanged ones. A file is
-    unchanged if its size and mtime are those recorded and it was not racily
-    clean (modified within RACY_NS of the previous scan). Any other file is
-    read; if its bytes still have the digest recorded, its rows are kept
-    (only its size and time are updated), as git does with an entry whose
+    unchanged if its stat is the one recorded (size, modification and change
+    times, inode and device, as git's index keeps them) and it was not
+    racily clean when recorded (see :mod:`simdoc.stages.racy`). Any other
+    file is read; if its bytes still have the digest recorded, its rows are
+    kept (only its stat is updated), as git does with an entry whose
     content hash matches.
 
     ``signature`` (resolved parameters): the fused stage of `simdoc pairs`,
@@ -121,7 +122,7 @@ def build_shingles(
         parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
         collector = _Collector(store, manifest, settings, scan, parts is not None, replaced)
         try:
-            tasks = scan_tasks(plan, settings.shingle, settings.signer, parts)
+            tasks = scan_tasks(plan, settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest))
             results = resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
             collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
             if _same_build(settings, scan) and collector.nothing_new():
@@ -193,18 +194,19 @@ class _Scan:
 
     entries: list[FileEntry]
     skipped: list[Skipped]
-    scan_id: str  # a hash of every path, size and time: the same scan, the same id
-    scanned_at: int
+    scan_id: str  # a hash of every path and stat: the same scan, the same id
+    newest: dict[int, int]  # this listing's newest_ctimes (simdoc.stages.racy), recorded for the next scan
     old: DocsTable | None  # the current docs table, if its parameters are this build's
     old_rows: dict[str, list[int]]  # file id -> its rows in it (a JSON Lines or WARC file: several)
-    racy_after: int  # a file modified at or after this was racily clean at the last scan
+    old_newest: dict[int, int]  # the last scan's newest_ctimes: whom it recorded racily clean
 
     def racy(self) -> list[FileEntry]:
-        return [e for e in self.entries if e.id in self.old_rows and e.mtime_ns >= self.racy_after]
+        return [e for e in self.entries if e.id in self.old_rows and racy(e, self.old_newest)]
 
 
 def _scan(store: IndexStore, manifest: dict, corpus, index: Path, settings: _Settings) -> _Scan:
     shingle = settings.shingle
+    clock = index_clock(index)  # before the listing: see simdoc.stages.racy
     _, entries, skipped = discover_sources(
         corpus,
         exclude=[index],
@@ -221,10 +223,11 @@ def _scan(store: IndexStore, manifest: dict, corpus, index: Path, settings: _Set
         err.warnings = [f"{s.id}: {s.reason}" for s in skipped]
         raise err
     # A skipped path's size and time count: one that changes is warned about again (simdoc.stages.skipped).
-    scan_id = build_id([[e.id, e.size, e.mtime_ns] for e in entries] + [[s.id, s.reason, s.size, s.mtime_ns] for s in skipped])
-    scan = _Scan(entries, skipped, scan_id, time.time_ns(), None, {}, 0)
+    scan_id = build_id([[e.id, *e.stat()] for e in entries] + [[s.id, s.reason, s.size, s.mtime_ns] for s in skipped])
+    scan = _Scan(entries, skipped, scan_id, newest_ctimes(entries, clock), None, {}, {})
     if settings.same_params:
-        scan.racy_after = int(settings.stored.get("scanned_at_ns", 0)) - RACY_NS
+        # A format-3 index recorded none: every file is racy (and its stat unknown), read once more.
+        scan.old_newest = {int(dev): int(ns) for dev, ns in settings.stored.get("newest_ctime", [])}
         scan.old = LoadedIndex(store, manifest).docs()
         for j, (doc_id, src) in enumerate(zip(scan.old.ids, scan.old.sources)):
             scan.old_rows.setdefault(src or doc_id, []).append(j)
@@ -239,7 +242,8 @@ def _same_build(settings: _Settings, scan: _Scan) -> bool:
     """
     stored = settings.stored
     same = settings.reuse or (settings.keep_sets and settings.same_params and "indptr" in stored.get("roles", {}))
-    return same and stored.get("scan_id") == scan.scan_id
+    # A table of format 3 has no stat of format 4 (simdoc.store.doctable): it is written again.
+    return same and stored.get("scan_id") == scan.scan_id and FORMAT_3_MISSING[0] in stored["roles"]
 
 
 def _reading_plan(scan: _Scan, reuse: bool, force_read: set[str]) -> list[tuple[FileEntry, bytes | None, bool]]:
@@ -253,7 +257,7 @@ def _reading_plan(scan: _Scan, reuse: bool, force_read: set[str]) -> list[tuple[
             continue
         j = rows[0]
         unchanged = (
-            int(old.file_size[j]) == e.size and int(old.mtime_ns[j]) == e.mtime_ns and e.mtime_ns < scan.racy_after
+            tuple(int(old.columns[c][j]) for c in STAT_COLUMNS) == e.stat() and not racy(e, scan.old_newest)
             and e.id not in force_read and not any(old.ids[r] in force_read for r in rows)
         )
         plan.append((e, None if e.id in force_read else bytes(old.file_digest[j]), unchanged))
@@ -310,8 +314,8 @@ class _Collector:
             bar.update(1)
         bar.close()
 
-    def keep(self, e: FileEntry, stat: tuple[int, int] | None) -> None:
-        """The file's rows of the current table (``stat``: its new size and time, if it was read),
+    def keep(self, e: FileEntry, stat: tuple[int, ...] | None) -> None:
+        """The file's rows of the current table (``stat``: its new stat, if it was read),
         and the members it left out when it was read."""
         self.left_out.extend(self.old_left_out.get(e.id, ()))
         for j in self.old_rows[e.id]:
@@ -330,7 +334,7 @@ class _Collector:
         elif outcome.warning:
             self.notes.warn(f"{e.id}: {outcome.warning}")
         if outcome.unchanged:
-            self.keep(e, (e.size, e.mtime_ns))
+            self.keep(e, e.stat())
             return
         if unread:
             return
@@ -341,8 +345,9 @@ class _Collector:
             self.n_changed += not (j >= 0 and bytes(old.digest[j]) == d.digest)
             self.n_kept_old += j >= 0
             self.builder.add_new(DocRow(
-                d.id, d.source, d.offset, d.length, d.size, e.size, e.mtime_ns, d.digest, outcome.file_digest,
-                d.how, d.status, d.n_shingles, int(prev.added[p]) if p >= 0 and bytes(prev.digest[p]) == d.digest else self.generation,
+                d.id, d.source, d.offset, d.length, d.size, e.size, e.mtime_ns, e.ctime_ns, e.ino, e.dev, d.digest,
+                outcome.file_digest, d.how, d.status, d.n_shingles,
+                int(prev.added[p]) if p >= 0 and bytes(prev.digest[p]) == d.digest else self.generation,
                 identity(d.digest, d.how, d.id),
             ))
         if self.sig_rows is not None and outcome.n_docs:
@@ -420,7 +425,7 @@ def _write_build(
         "params": settings.params,
         "corpus": settings.corpus_abs,
         "scan_id": scan.scan_id,
-        "scanned_at_ns": scan.scanned_at,
+        "newest_ctime": sorted([dev, ns] for dev, ns in scan.newest.items()),
         "build_id": build,
         "n_docs": len(table),
         "n_empty": int(np.count_nonzero(table.n_shingles == 0)),

@@ -1,6 +1,6 @@
 """The index directory: manifest, atomic writes, validated memory-mapped loads, locks.
 
-Layout of index format 3 (one directory per corpus; the store writes and
+Layout of index format 4 (one directory per corpus; the store writes and
 checks any ``.npy`` file a stage names, these are the ones the stages make)::
 
     manifest.json                     format version, every stage's parameters,
@@ -8,7 +8,7 @@ checks any ``.npy`` file a stage names, these are the ones the stages make)::
     docs.<column>.<build>.npy         the docs table, a column a file (simdoc.store.doctable):
                                       ids and sources as UTF-8 blobs with int64 offsets;
                                       int64 offset, length, size, file_size, mtime_ns,
-                                      n_shingles, added; uint8 how, status;
+                                      ctime_ns, ino, dev, n_shingles, added; uint8 how, status;
                                       uint8 (n_docs, 16) digest, file_digest, identity
     minhash.family.<build>.npy        uint32 (2, num_perm)   the a and b of each permutation
     signatures.<build>.npy            uint32 (n_docs, num_perm)
@@ -83,8 +83,12 @@ from simdoc.store.npyfiles import (
 FORMAT = "simdoc-index"
 # Version 3 keeps no shingles (verification reads the documents again); versions 1 and 2
 # kept every shingle of every document and are not read: `--rebuild` replaces them.
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (3,)
+# Version 4 adds each file's change time, inode and device to the docs table (an edit that
+# keeps the size and the modification time is seen). A version-3 index is read (those
+# columns unknown: the next update reads every file once more and records them); an older
+# simdoc refuses a version-4 index by its version, rather than misread it.
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (3, 4)
 MANIFEST = "manifest.json"
 VERIFY_ON_LOAD_BYTES = 1 << 30  # larger files: CRC checked by `simdoc check` only
 LOCK = "lock"

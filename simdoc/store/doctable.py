@@ -1,4 +1,4 @@
-"""The docs table: one row per document, stored as columns of .npy files (index format 3).
+"""The docs table: one row per document, stored as columns of .npy files (index format 4).
 
 Like a web archive's CDX index, the table says where each document lives
 rather than holding it: verification re-reads a candidate from its file
@@ -18,6 +18,10 @@ column           dtype, shape           meaning
 ``size``         int64 (n,)             the document's size in bytes: a file's, or a member's text
 ``file_size``    int64 (n,)             size of the file it was read from (the scan compares it)
 ``mtime_ns``     int64 (n,)             modification time of that file
+``ctime_ns``     int64 (n,)             its change time (set by the file system on every write
+                                        or time change; a user cannot set it back)
+``ino``          int64 (n,)             its inode number
+``dev``          int64 (n,)             the device (file system) it is on
 ``digest``       uint8 (n, 16)          BLAKE2b-128 of a file's bytes, or of a member's text
 ``file_digest``  uint8 (n, 16)          BLAKE2b-128 of the bytes of the file it was read from
 ``identity``     uint8 (n, 16)          the identity of its text (below), computed once when it is read
@@ -26,6 +30,10 @@ column           dtype, shape           meaning
 ``n_shingles``   int64 (n,)             shingles with repeats (the bag's size); 0: never a candidate
 ``added``        int64 (n,)             the update (generation) that added this text (for ``--new``)
 ===============  =====================  ==========================================================
+
+``ctime_ns``, ``ino`` and ``dev`` came with index format 4 (see
+:data:`STAT_COLUMNS`); a table of format 3 has none, and is read with -1 in
+them: "unknown", which no file's stat equals, so every file is read once more.
 
 The *identity* of a document's text (:meth:`DocsTable.identities`) is a
 BLAKE2b-128 of its digest and of how it was read: equal identities mean
@@ -44,7 +52,12 @@ from simdoc.errors import CorruptIndex
 
 HOW = ("whole", "streamed", "html", "jsonl", "warc")
 STATUSES = ("ok", "replaced", "partial")
-_INT_COLUMNS = ("offset", "length", "size", "file_size", "mtime_ns", "n_shingles", "added")
+_INT_COLUMNS = ("offset", "length", "size", "file_size", "mtime_ns", "ctime_ns", "ino", "dev", "n_shingles", "added")
+# The stat of a file that tells it unchanged, as git's index keeps it; the last three are
+# format 4's (FORMAT_3_MISSING): a format-3 table is read with -1 ("unknown") there.
+STAT_COLUMNS = ("file_size", "mtime_ns", "ctime_ns", "ino", "dev")
+FORMAT_3_MISSING = ("docs.ctime_ns", "docs.ino", "docs.dev")
+UNKNOWN = -1
 _BYTE_COLUMNS = ("how", "status")
 _DIGEST_COLUMNS = ("digest", "file_digest", "identity")
 _TEXT_COLUMNS = ("id", "source")
@@ -158,6 +171,9 @@ class DocRow:
     size: int
     file_size: int
     mtime_ns: int
+    ctime_ns: int
+    ino: int
+    dev: int
     digest: bytes
     file_digest: bytes
     how: str
@@ -201,7 +217,8 @@ class DocsTable:
         c = self.columns
         return DocRow(
             self.ids[i], self.sources[i], int(c["offset"][i]), int(c["length"][i]), int(c["size"][i]),
-            int(c["file_size"][i]), int(c["mtime_ns"][i]), bytes(c["digest"][i]), bytes(c["file_digest"][i]),
+            int(c["file_size"][i]), int(c["mtime_ns"][i]), int(c["ctime_ns"][i]), int(c["ino"][i]), int(c["dev"][i]),
+            bytes(c["digest"][i]), bytes(c["file_digest"][i]),
             HOW[int(c["how"][i])], STATUSES[int(c["status"][i])], int(c["n_shingles"][i]), int(c["added"][i]),
             bytes(c["identity"][i]),
         )
@@ -230,7 +247,10 @@ class DocsTable:
         ids = unblob(arrays["docs.id"], arrays["docs.id.offsets"])
         sources = unblob(arrays["docs.source"], arrays["docs.source.offsets"])
         n = len(ids)
-        cols = {c: np.asarray(arrays[f"docs.{c}"]) for c in _INT_COLUMNS + _BYTE_COLUMNS + _DIGEST_COLUMNS}
+        cols = {
+            c: np.asarray(arrays[f"docs.{c}"]) if f"docs.{c}" in arrays else np.full(n, UNKNOWN, np.int64)
+            for c in _INT_COLUMNS + _BYTE_COLUMNS + _DIGEST_COLUMNS
+        }
         for c, arr in cols.items():
             if len(arr) != n:
                 raise CorruptIndex(where, f"docs column {c} has {len(arr)} rows, the ids {n}")
@@ -275,12 +295,12 @@ class TableBuilder:
         self.old = old
         self.src: list[int] = []  # per row: its row in the old table, or -1 for a new one
         self.new_rows: list[DocRow] = []
-        self.stat: dict[int, tuple[int, int]] = {}  # row -> (file_size, mtime_ns) of a kept row re-read
+        self.stat: dict[int, tuple[int, ...]] = {}  # row -> its file's STAT_COLUMNS, for a kept row re-read
 
     def __len__(self) -> int:
         return len(self.src)
 
-    def add_old(self, j: int, stat: tuple[int, int] | None = None) -> None:
+    def add_old(self, j: int, stat: tuple[int, ...] | None = None) -> None:
         if stat is not None:
             self.stat[len(self.src)] = stat
         self.src.append(j)
@@ -313,7 +333,7 @@ class TableBuilder:
                     ids.append(fresh.ids[k])
                     sources.append(fresh.sources[k])
             table = DocsTable(ids, sources, cols)
-        for row, (size, mtime) in self.stat.items():
-            table.columns["file_size"][row] = size
-            table.columns["mtime_ns"][row] = mtime
+        for row, values in self.stat.items():
+            for c, v in zip(STAT_COLUMNS, values):
+                table.columns[c][row] = v
         return table

@@ -19,6 +19,7 @@ from simdoc.minhash import DEFAULT_SCHEME, MinHasher
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec
 from simdoc.store.directory import MANIFEST, IndexStore
+from simdoc.store.doctable import FORMAT_3_MISSING
 from simdoc.store.doctable import ROLES as DOC_ROLES
 from simdoc.store.doctable import DocsTable
 from simdoc.store.verified import VerifiedPairs
@@ -72,7 +73,9 @@ class LoadedIndex:
     def docs(self) -> DocsTable:
         """The docs table (loaded once)."""
         if self._docs is None:
-            arrays = {role: self._array("shingle", role) for role in DOC_ROLES}
+            roles = self.stage("shingle")["roles"]
+            # A format-3 table has no stat columns of format 4: read as unknown (DocsTable.from_arrays).
+            arrays = {role: self._array("shingle", role) for role in DOC_ROLES if role in roles or role not in FORMAT_3_MISSING}
             self._docs = DocsTable.from_arrays(arrays, str(self.store.path), lazy=self.lazy_ids)
         return self._docs
 

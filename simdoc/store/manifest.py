@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from simdoc.errors import CorruptIndex
+from simdoc.store.doctable import FORMAT_3_MISSING
 from simdoc.store.doctable import ROLES as DOC_ROLES
 from simdoc.store.doctable import is_safe_relative, name_problem
 
@@ -161,6 +162,11 @@ def left_out_by_source(stage: dict) -> dict[str, list[dict]]:
     return out
 
 
+def _newest_ctime(x: object) -> bool:
+    # [[device, newest change time of a file of it at the scan], ...]: see simdoc.stages.shingle.
+    return isinstance(x, list) and all(isinstance(p, list) and len(p) == 2 and _is_int(p[0]) and _is_int(p[1]) for p in x)
+
+
 def _skipped(x: object) -> bool:
     return isinstance(x, list) and all(_skipped_one(s) for s in x)
 
@@ -189,7 +195,8 @@ _STAGES: dict[str, dict] = {
             "corpus": (_corpus, True),
             "n_docs": (_COUNT, True),
             "scan_id": (_optional(_build_id), False),
-            "scanned_at_ns": (_COUNT, False),
+            "scanned_at_ns": (_COUNT, False),  # format 3's host-clock scan time, no longer used
+            "newest_ctime": (_newest_ctime, False),
             "previous_build": (_optional(_build_id), False),
             "n_empty": (_COUNT, False),
             "n_changed": (_COUNT, False),
@@ -218,7 +225,8 @@ _STAGES: dict[str, dict] = {
             "indptr": ("shingles.indptr", "npy", (_I8,), False),
             "data": ("shingles.data", "npy", (_U4,), False),
             "counts": ("shingles.counts", "npy", (_U4,), False),
-            **{role: (role, "npy", (_I8, _U1), True) for role in _DOC_ROLES},
+            # The stat columns of format 4 are missing from a format-3 table (read as unknown).
+            **{role: (role, "npy", (_I8, _U1), role not in FORMAT_3_MISSING) for role in _DOC_ROLES},
         },
     },
     "verified": {
