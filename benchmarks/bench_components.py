@@ -17,7 +17,7 @@ import numpy as np
 from distributed import Client, LocalCluster
 
 from simdoc.reports.clusters import cluster_edges, connected_components
-from simdoc.stages import cluster_components as cc
+from simdoc.stages import dask_components as cc
 from simdoc.stages.pairs import find_pairs
 
 

@@ -30,7 +30,7 @@ MODES = {"split": None, "whole": 1 << 62}
 
 
 def run(python: str, index: Path, threshold: str, address: str, pairs: int | None, out: Path) -> float:
-    setup = "" if pairs is None else f"import simdoc.stages.cluster_pairs as c; c.PAIRS_PER_TASK = {pairs}; "
+    setup = "" if pairs is None else f"import simdoc.stages.dask_pairs as c; c.PAIRS_PER_TASK = {pairs}; "
     code = setup + "import sys; from simdoc.cli import main; sys.argv[0] = 'simdoc'; main()"
     t0 = time.perf_counter()
     with open(out, "wb") as fh:

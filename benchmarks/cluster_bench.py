@@ -83,9 +83,9 @@ main()
 PRELOAD = r"""
 import json, os, time
 
-import simdoc.stages.cluster_index as _ci
-import simdoc.stages.cluster_pairs as _cp
-import simdoc.stages.cluster_signatures as _cs
+import simdoc.stages.dask_index as _ci
+import simdoc.stages.dask_pairs as _cp
+import simdoc.stages.dask_signatures as _cs
 import simdoc.stages.scan as _scan
 
 _OUT = os.environ["BENCH_TASKS_OUT"]

@@ -58,7 +58,7 @@ import importlib
 import os
 
 for module, name in [("simdoc.stages.scan", "scan_batch"), ("simdoc.stages.signature", "sign_rows"),
-                     ("simdoc.stages.cluster_index", "band_rows"), ("simdoc.stages.cluster_index", "bucket_range")]:
+                     ("simdoc.stages.dask_index", "band_rows"), ("simdoc.stages.dask_index", "bucket_range")]:
     mod = importlib.import_module(module)
     real = getattr(mod, "_test_real_" + name, None) or getattr(mod, name)  # a preload may run twice
     setattr(mod, "_test_real_" + name, real)

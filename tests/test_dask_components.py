@@ -1,6 +1,6 @@
 """`clusters` and `dedup` with --scheduler, on a cluster of separate processes: the local bytes.
 
-The components are found on the cluster (simdoc.stages.cluster_components),
+The components are found on the cluster (simdoc.stages.dask_components),
 the clusters named and ordered on the client as without --scheduler. The
 corpus has exact copies (groups folded by simdoc.exact, linked as stars)
 and edited copies (verified pairs).

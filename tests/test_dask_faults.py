@@ -41,10 +41,10 @@ from test_pipeline import make_corpus  # noqa: E402
 # and scoring, the workers copy the signature rows into the index and band them.
 STAGES = {
     "scan": ("simdoc.stages.scan", "scan_batch"),
-    "copy": ("simdoc.stages.cluster_signatures", "place_rows"),
-    "keys": ("simdoc.stages.cluster_index", "band_rows"),
-    "buckets": ("simdoc.stages.cluster_index", "bucket_range"),
-    "score": ("simdoc.stages.cluster_pairs", "score_partition"),
+    "copy": ("simdoc.stages.dask_signatures", "place_rows"),
+    "keys": ("simdoc.stages.dask_index", "band_rows"),
+    "buckets": ("simdoc.stages.dask_index", "bucket_range"),
+    "score": ("simdoc.stages.dask_pairs", "score_partition"),
 }
 
 HANG = '''
@@ -77,7 +77,7 @@ setattr(_module, {function!r}, _hang)  # tasks name the function by module and n
 RECORD = '''
 import os
 
-import simdoc.stages.cluster_pairs as cp
+import simdoc.stages.dask_pairs as cp
 import simdoc.stages.scan as sc
 
 _real = getattr(cp, "_test_real", None) or cp.score_partition  # as in HANG

@@ -176,7 +176,7 @@ import numpy as np
 
 from simdoc.engines.dask import CheckedClient, Contract, connect
 from simdoc.errors import ClusterError
-from simdoc.stages.cluster_components import components
+from simdoc.stages.dask_components import components
 
 left, right = np.array({LEFT}), np.array({RIGHT})
 out = {{}}

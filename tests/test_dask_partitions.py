@@ -1,6 +1,6 @@
 """The Dask scoring tasks, run in this process: any cut of the bands by key range gives the local answer.
 
-simdoc.stages.cluster_pairs cuts each band into key ranges, one task each,
+simdoc.stages.dask_pairs cuts each band into key ranges, one task each,
 as many as the data volume asks for. Whatever the number of ranges, the
 pairs, their scores, the candidate count, the bucket statistics and what
 verification learnt (pairs newly verified, for the verified-pairs table) are
@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from conftest import add_exact_copies
 from test_pipeline import make_corpus
 
-from simdoc.stages import cluster_pairs
+from simdoc.stages import dask_pairs
 from simdoc.stages.pairs import find_pairs, mark_reported
 from simdoc.stages.results import Verifier, score_candidates
 from simdoc.store.loaded import open_index
@@ -77,9 +77,9 @@ def local_and_cluster(index: Path, ranges: int, threshold: float, measure: str, 
     local = score_candidates(loaded, threshold, measure, verify, all_candidates, only, 1, v_local)
     n_rows = len(loaded.bands()[1][0])
     client = InProcessClient()
-    cluster = cluster_pairs.score_candidates(
+    cluster = dask_pairs.score_candidates(
         client, str(index), threshold, measure, verify, all_candidates, only, v_cluster,
-        partition_bytes=math.ceil(n_rows * cluster_pairs.ROW_BYTES / ranges),
+        partition_bytes=math.ceil(n_rows * dask_pairs.ROW_BYTES / ranges),
     )
     n_bands = loaded.stage("index")["params"]["bands"]
     assert len(client.submitted) == n_bands * ranges
@@ -126,12 +126,12 @@ def test_bands_with_more_pairs_are_cut_into_more_tasks_and_the_answer_stays(inde
     stage = loaded.stage("index")
     pairs = stage["bucket_pairs"]
     assert len(pairs) == stage["params"]["bands"] and max(pairs) > 50
-    ranges = cluster_pairs.scoring_ranges(stage, len(loaded.bands()[1][0]), pairs_per_task=pairs_per_task)
+    ranges = dask_pairs.scoring_ranges(stage, len(loaded.bands()[1][0]), pairs_per_task=pairs_per_task)
     assert ranges == [max(1, -(-p // pairs_per_task)) for p in pairs]
     v_local, v_cluster = Verifier.of_index(loaded), Verifier.of_index(loaded)
     local = score_candidates(loaded, 0.5, "set", True, False, None, 1, v_local)
     client = InProcessClient()
-    cluster = cluster_pairs.score_candidates(client, str(index), 0.5, "set", True, False, None, v_cluster, pairs_per_task=pairs_per_task)
+    cluster = dask_pairs.score_candidates(client, str(index), 0.5, "set", True, False, None, v_cluster, pairs_per_task=pairs_per_task)
     assert len(client.submitted) == sum(ranges)
     assert_same(local, cluster, v_local, v_cluster)
 
@@ -141,7 +141,7 @@ def test_the_case_has_pairs_copies_and_new_documents(index):
     local, cluster, _, _ = local_and_cluster(index, 3, 0.3, "set", True, True, True)
     assert len(local[0]) > 10
     rep = open_index(index).representatives()
-    table = cluster_pairs.copies_table(rep)
+    table = dask_pairs.copies_table(rep)
     assert table is not None and len(np.unique(table[0])) >= 2 and len(table[0]) >= 5
     copies = set(table[1].tolist())
     assert any(a in copies or b in copies for a, b in zip(local[0].tolist(), local[1].tolist()))
@@ -149,35 +149,35 @@ def test_the_case_has_pairs_copies_and_new_documents(index):
 
 def test_key_ranges_cover_every_key_once():
     for n in (1, 2, 3, 7, 1000):
-        ranges = cluster_pairs.key_ranges(n)
+        ranges = dask_pairs.key_ranges(n)
         assert ranges[0][0] == 0 and ranges[-1][1] == 1 << 64
         assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(ranges, ranges[1:]))
 
 
 def test_ranges_per_band_follow_the_volume():
-    per = cluster_pairs.PARTITION_BYTES // cluster_pairs.ROW_BYTES
-    assert cluster_pairs.ranges_per_band(0) == 1
-    assert cluster_pairs.ranges_per_band(per) == 1
-    assert cluster_pairs.ranges_per_band(per + 1) == 2
-    assert cluster_pairs.ranges_per_band(10**9) == math.ceil(10**9 / per)
+    per = dask_pairs.PARTITION_BYTES // dask_pairs.ROW_BYTES
+    assert dask_pairs.ranges_per_band(0) == 1
+    assert dask_pairs.ranges_per_band(per) == 1
+    assert dask_pairs.ranges_per_band(per + 1) == 2
+    assert dask_pairs.ranges_per_band(10**9) == math.ceil(10**9 / per)
 
 
 def test_a_task_reads_only_its_key_range(index, monkeypatch):
     """No task reads the whole band: the documents it takes are its range's slice."""
     taken = []
-    real = cluster_pairs._first_at_least
+    real = dask_pairs._first_at_least
 
     def spy(keys, order, key):
         pos = real(keys, order, key)
         taken.append(pos)
         return pos
 
-    monkeypatch.setattr(cluster_pairs, "_first_at_least", spy)
+    monkeypatch.setattr(dask_pairs, "_first_at_least", spy)
     loaded = open_index(index)
     n_rows = len(loaded.bands()[1][0])
-    cluster_pairs.score_candidates(
+    dask_pairs.score_candidates(
         InProcessClient(), str(index), 0.5, "set", False, False, None, None,
-        partition_bytes=math.ceil(n_rows * cluster_pairs.ROW_BYTES / 4),
+        partition_bytes=math.ceil(n_rows * dask_pairs.ROW_BYTES / 4),
     )
     spans = [b - a for a, b in zip(taken[::2], taken[1::2])]
     assert sum(spans) == n_rows * loaded.stage("index")["params"]["bands"]
@@ -186,17 +186,17 @@ def test_a_task_reads_only_its_key_range(index, monkeypatch):
 
 def test_copies_table_lists_each_group_representative_first():
     rep = np.array([0, 1, 0, 3, 1, 0, 6])
-    table = cluster_pairs.copies_table(rep)
+    table = dask_pairs.copies_table(rep)
     assert table.tolist() == [[0, 0, 0, 1, 1], [0, 2, 5, 1, 4]]
-    assert cluster_pairs.copies_table(np.arange(4)) is None
-    indptr, members = cluster_pairs._members_of(np.array([0, 3, 6]), table)
+    assert dask_pairs.copies_table(np.arange(4)) is None
+    indptr, members = dask_pairs._members_of(np.array([0, 3, 6]), table)
     assert indptr.tolist() == [0, 3, 4, 5] and members.tolist() == [0, 2, 5, 3, 6]
-    assert cluster_pairs._members_of(np.array([3, 6]), table) is None
+    assert dask_pairs._members_of(np.array([3, 6]), table) is None
 
 
 def test_the_copies_file_is_removed_after_the_run(index):
     loaded = open_index(index)
-    cluster_pairs.score_candidates(InProcessClient(), str(index), 0.5, "set", False, False, None, None)
+    dask_pairs.score_candidates(InProcessClient(), str(index), 0.5, "set", False, False, None, None)
     assert not (loaded.store.path / PARTS).exists()
 
 
@@ -222,20 +222,20 @@ def test_a_killed_clients_finished_tasks_are_reused_by_the_next_run(index):
     n_rows = len(loaded.bands()[1][0])
     n_tasks = loaded.stage("index")["params"]["bands"] * 3
     args = (str(index), 0.3, "set", True, True, None)
-    size = math.ceil(n_rows * cluster_pairs.ROW_BYTES / 3)
+    size = math.ceil(n_rows * dask_pairs.ROW_BYTES / 3)
     v_local = Verifier.of_index(loaded)
     local = score_candidates(loaded, 0.3, "set", True, True, None, 1, v_local)
     dying = DyingClient(lives=5)
     with pytest.raises(ClientKilled):
-        cluster_pairs.score_candidates(dying, *args, Verifier.of_index(loaded), partition_bytes=size)
+        dask_pairs.score_candidates(dying, *args, Verifier.of_index(loaded), partition_bytes=size)
     parts = loaded.store.path / PARTS
     written = sorted(p.name for p in parts.rglob("*.npz"))
     assert len(written) == 5  # the tasks that finished wrote their parts (their completion records)
     again = InProcessClient()
     v_cluster = Verifier.of_index(loaded)
-    cluster = cluster_pairs.score_candidates(again, *args, v_cluster, partition_bytes=size)
+    cluster = dask_pairs.score_candidates(again, *args, v_cluster, partition_bytes=size)
     assert len(again.submitted) == n_tasks - 5  # the finished ones were not run again
-    ran = {f"{t.band:03d}-{cluster_pairs.key_ranges(3).index((t.lo, t.hi)):06d}.npz" for t in again.submitted}
+    ran = {f"{t.band:03d}-{dask_pairs.key_ranges(3).index((t.lo, t.hi)):06d}.npz" for t in again.submitted}
     assert not ran & set(written)
     assert_same(local, cluster, v_local, v_cluster)
     assert not parts.exists()  # a run that ends removes its parts
@@ -245,10 +245,10 @@ def test_parts_of_other_questions_are_not_taken(index):
     """A part is reused only by a run of the same index asking the same (threshold, measure, ...)."""
     loaded = open_index(index)
     with pytest.raises(ClientKilled):
-        cluster_pairs.score_candidates(DyingClient(lives=13), str(index), 0.3, "set", True, True, None, Verifier.of_index(loaded))
+        dask_pairs.score_candidates(DyingClient(lives=13), str(index), 0.3, "set", True, True, None, Verifier.of_index(loaded))
     other = InProcessClient()
     v = Verifier.of_index(loaded)
-    cluster = cluster_pairs.score_candidates(other, str(index), 0.8, "set", True, False, None, v)
+    cluster = dask_pairs.score_candidates(other, str(index), 0.8, "set", True, False, None, v)
     assert len(other.submitted) == loaded.stage("index")["params"]["bands"]
     v_local = Verifier.of_index(loaded)
     assert_same(score_candidates(loaded, 0.8, "set", True, False, None, 1, v_local), cluster, v_local, v)
@@ -258,21 +258,21 @@ def test_parts_of_other_questions_are_not_taken(index):
 
 
 def test_a_part_round_trips():
-    r = cluster_pairs.PartitionResult(
+    r = dask_pairs.PartitionResult(
         4, (np.array([1, 2]), np.array([3, 4]), np.array([0.5, 0.75]), None), 7, 5, 3, 1, 2, 0, {9}, {8, 10},
         np.arange(8, dtype=np.uint64).reshape(2, 4), np.ones((2, 2)),
     )
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
-        cluster_pairs.write_part(f"{d}/p.npz", r)
-        back = cluster_pairs.read_part(f"{d}/p.npz")
+        dask_pairs.write_part(f"{d}/p.npz", r)
+        back = dask_pairs.read_part(f"{d}/p.npz")
         assert back.scored[3] is None and back.stale == {9} and back.gone == {8, 10}
         assert (back.band, back.n_candidates, back.n_pairs, back.largest_bucket, back.large_buckets) == (4, 7, 5, 3, 1)
         assert np.array_equal(back.verified_keys, r.verified_keys) and np.array_equal(back.scored[2], r.scored[2])
         (Path(d) / "p.npz").write_bytes(b"half a file")
-        assert cluster_pairs.read_part(f"{d}/p.npz") is None
-        assert cluster_pairs.read_part(f"{d}/none.npz") is None
+        assert dask_pairs.read_part(f"{d}/p.npz") is None
+        assert dask_pairs.read_part(f"{d}/none.npz") is None
 
 
 def test_a_scoring_run_removes_only_scoring_parts(index):
@@ -284,7 +284,7 @@ def test_a_scoring_run_removes_only_scoring_parts(index):
     for p in (*kept, stale):
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(b"a part")
-    cluster_pairs.score_candidates(InProcessClient(), str(index), 0.5, "set", False, False, None, None)
+    dask_pairs.score_candidates(InProcessClient(), str(index), 0.5, "set", False, False, None, None)
     assert all(p.exists() for p in kept) and not stale.parent.exists()
     shutil.rmtree(parts)
 

@@ -424,7 +424,7 @@ def test_a_scoring_worker_opens_no_path_outside_though_it_checks_rows_only_as_it
     from test_dask_partitions import InProcessClient
 
     from simdoc.errors import CorruptIndex
-    from simdoc.stages import cluster_pairs
+    from simdoc.stages import dask_pairs
     from simdoc.stages.results import Verifier
     from simdoc.store.loaded import open_index
 
@@ -436,7 +436,7 @@ def test_a_scoring_worker_opens_no_path_outside_though_it_checks_rows_only_as_it
         _RECORD = []
         try:
             with pytest.raises(CorruptIndex, match="not a path inside the corpus"):
-                cluster_pairs.score_candidates(InProcessClient(), str(work / "idx"), 0.5, "set", True, False, None, verifier)
+                dask_pairs.score_candidates(InProcessClient(), str(work / "idx"), 0.5, "set", True, False, None, verifier)
         finally:
             seen, _RECORD = _RECORD, None
         assert _escapes(seen, work, pristine) == []

@@ -19,18 +19,18 @@
   process pool are Dask tasks instead, submitted as a bounded stream
   (:func:`map_ordered`). Workers read the documents, leave the signature
   rows in part files of the index and send back the docs-table rows; then
-  workers copy the rows into the new matrix (simdoc.stages.cluster_signatures).
+  workers copy the rows into the new matrix (simdoc.stages.dask_signatures).
   The corpus and the index must be on a file system every worker sees.
-* Banding (simdoc.stages.cluster_index): workers compute the band keys by
+* Banding (simdoc.stages.dask_index): workers compute the band keys by
   row range and merge the buckets by key range, writing both in place.
-* Candidates (simdoc.stages.cluster_pairs): each band is cut into key ranges,
+* Candidates (simdoc.stages.dask_pairs): each band is cut into key ranges,
   one task each, as many as the data volume asks for; a task reads its
   range's slice of the sorted bands, keeps a pair only in the first band
   where its documents share a key, expands folded exact copies, and scores
   its pairs on the worker, verifying them against the documents, re-read
   from the shared file system (simdoc.stages.verify). Only the pairs that
   are printed, and what verification learnt, travel back.
-* Clusters (simdoc.stages.cluster_components): ``clusters`` and ``dedup``
+* Clusters (simdoc.stages.dask_components): ``clusters`` and ``dedup``
   find the connected components of the verified pairs there, the edges
   cut into hash partitions passed from task to task as futures.
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from simdoc.errors import UsageError
-from simdoc.stages import cluster_components
+from simdoc.stages import dask_components
 
 if TYPE_CHECKING:  # only for annotations: clusters need the arrays, not the pipeline
     from simdoc.stages.results import PairsResult
@@ -139,7 +139,7 @@ def clusters_of_labels(doc_ids: Sequence[str], docs: np.ndarray, labels: np.ndar
     """Clusters from the linked documents and their components' labels, however these were found.
 
     The one place clusters are named and ordered, so that components found on
-    a Dask cluster (:mod:`simdoc.stages.cluster_components`) print exactly as
+    a Dask cluster (:mod:`simdoc.stages.dask_components`) print exactly as
     those found here.
 
     Parameters
@@ -195,19 +195,19 @@ def cluster_edges(result: PairsResult) -> tuple[np.ndarray, np.ndarray]:
 
 
 def cluster_pairs(
-    result: PairsResult, client: Any = None, rounds: cluster_components.Rounds | None = None
+    result: PairsResult, client: Any = None, rounds: dask_components.Rounds | None = None
 ) -> list[Cluster]:
     """Clusters of the verified pairs of a :func:`~simdoc.stages.pairs.find_pairs` result.
 
     The edges are those of :func:`cluster_edges`. With a Dask ``client``, the
-    components are found on its cluster (:func:`simdoc.stages.cluster_components.components`),
+    components are found on its cluster (:func:`simdoc.stages.dask_components.components`),
     edges cut into partitions, one task each; the clusters are the same.
     ``rounds`` (if given) receives that run's per-round summaries.
     """
     left, right = cluster_edges(result)
     if client is None:
         return build_clusters(result.doc_ids, left, right)
-    docs, labels = cluster_components.components(client, left, right, rounds=rounds)
+    docs, labels = dask_components.components(client, left, right, rounds=rounds)
     return clusters_of_labels(result.doc_ids, docs, labels)
 
 

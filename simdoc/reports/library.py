@@ -25,7 +25,7 @@ from simdoc.errors import IndexError_, UsageError
 from simdoc.params import Params, Threshold
 from simdoc.reports.clusters import KEEP_POLICIES, Cluster, DedupDecision, cluster_pairs, plan_dedup
 from simdoc.reports.query import Match, query_documents
-from simdoc.stages.cluster_components import Rounds
+from simdoc.stages.dask_components import Rounds
 from simdoc.stages.pairs import pairs_index, run_pairs
 from simdoc.stages.reread import DocumentReader, reader_of
 from simdoc.stages.results import PairsResult

@@ -17,9 +17,9 @@ signatures, so asking for another threshold simply re-bands.
 * :mod:`~simdoc.stages.results`: candidates scored and verified, in print order.
 * :mod:`~simdoc.stages.reread`: indexed documents read again, checked against their digests.
 * :mod:`~simdoc.stages.verify`: candidate pairs compared exactly, component by component.
-* :mod:`~simdoc.stages.cluster_signatures`: on a Dask cluster, the signature rows copied into the index by the workers.
-* :mod:`~simdoc.stages.cluster_index`: on a Dask cluster, band keys by row range and buckets by key range, by the workers.
-* :mod:`~simdoc.stages.cluster_pairs`: candidates scored on a Dask cluster, each band cut into key ranges.
-* :mod:`~simdoc.stages.cluster_components`: connected components of the verified pairs on a Dask cluster.
+* :mod:`~simdoc.stages.dask_signatures`: on a Dask cluster, the signature rows copied into the index by the workers.
+* :mod:`~simdoc.stages.dask_index`: on a Dask cluster, band keys by row range and buckets by key range, by the workers.
+* :mod:`~simdoc.stages.dask_pairs`: candidates scored on a Dask cluster, each band cut into key ranges.
+* :mod:`~simdoc.stages.dask_components`: connected components of the verified pairs on a Dask cluster.
 * :mod:`~simdoc.stages.common`: the default index, build ids, the parameter check, progress bars.
 """

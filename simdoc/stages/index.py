@@ -10,7 +10,7 @@ representatives are in the buckets.
 Banding is a few sorts of the band keys: with the local engine it runs in
 this process, on the engine's ``jobs`` threads; on a Dask cluster the
 workers compute and write the keys and buckets
-(:mod:`simdoc.stages.cluster_index`), and this process only the groups of
+(:mod:`simdoc.stages.dask_index`), and this process only the groups of
 exact copies.
 """
 
@@ -35,7 +35,7 @@ from simdoc.lsh import (
     s_curve_threshold,
 )
 from simdoc.params import BandingParams, PairsParams, Threshold, choose_threshold
-from simdoc.stages.cluster_index import band_on_cluster
+from simdoc.stages.dask_index import band_on_cluster
 from simdoc.stages.common import build_id
 from simdoc.stages.results import StageResult
 from simdoc.store.loaded import LoadedIndex, open_index

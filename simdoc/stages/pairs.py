@@ -8,7 +8,7 @@ as the commands call it. A run given the corpus reads it where it changed
 new build published together with it); without it, the index is used as it
 is. The candidates are then scored in this process
 (:func:`simdoc.stages.results.score_candidates`) or, on a Dask engine, on
-the cluster (:mod:`simdoc.stages.cluster_pairs`), and verified against the
+the cluster (:mod:`simdoc.stages.dask_pairs`), and verified against the
 documents. A document that changed between indexing and verification is
 read again and the pairs scored again (at most MAX_REINDEX times).
 """
@@ -36,7 +36,7 @@ from simdoc.params import (
     ShingleParams,
     SignatureParams,
 )
-from simdoc.stages import cluster_pairs
+from simdoc.stages import dask_pairs
 from simdoc.stages.common import build_id, default_index_path, mismatch
 from simdoc.stages.index import add_index_stage, build_index
 from simdoc.stages.results import PairsResult, StageResult, Verifier, score_candidates
@@ -216,7 +216,7 @@ def _score(loaded: LoadedIndex, want: PairsParams, engine: Engine, progress: boo
     changed = docs.added > reported if want.new_only else None
     verifier = Verifier.of_index(loaded) if want.verify else None
     if isinstance(engine, DaskEngine):
-        scores = cluster_pairs.score_candidates(
+        scores = dask_pairs.score_candidates(
             engine.client, str(loaded.store.path), want.cut, want.measure, want.verify, want.all_candidates, changed,
             verifier, recheck=recheck,
         )

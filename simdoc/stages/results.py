@@ -149,7 +149,7 @@ class Scoring:
     verify: bool = True
     all_candidates: bool = False
     # Keep pairs with at least one of these documents (--new): a bool per document, or anything
-    # that gives one for an array of documents (simdoc.stages.cluster_pairs.AddedAfter).
+    # that gives one for an array of documents (simdoc.stages.dask_pairs.AddedAfter).
     only_docs: np.ndarray | None = None
     threads: int = 1  # verify on this many processes
     # The index is used without its corpus (no scan proved its files unchanged): a pair from the

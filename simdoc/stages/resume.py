@@ -67,7 +67,7 @@ def resumed(engine: Engine, tasks: Iterator[ScanTask]) -> Iterator[BatchResult]:
         if task is None:
             yield ran.popleft() if ran else next(results)
             continue
-        done = read_part(task.part, rows=False)  # the signature rows stay in the part (simdoc.stages.cluster_signatures)
+        done = read_part(task.part, rows=False)  # the signature rows stay in the part (simdoc.stages.dask_signatures)
         if done is None or len(done.files) != len(task.files):
             done = next(iter(engine.map(scan_batch, [task])))
         yield done

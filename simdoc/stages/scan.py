@@ -21,7 +21,7 @@ its signature row with the local engine.
 On a Dask cluster a task also writes its result to a part file of the index
 (``dask-parts/scan/<key>.npz``, :func:`write_part`), atomically, and sends
 back its docs-table rows without the signature rows: those stay in the part
-until workers copy them into the index (:mod:`simdoc.stages.cluster_signatures`).
+until workers copy them into the index (:mod:`simdoc.stages.dask_signatures`).
 A part that exists is that task's completion record, as in datatrove's
 ``completions/``. Its name is a hash of everything the result depends on
 (:func:`part_key`: each file's id, path, stat (size, modification and change
@@ -186,7 +186,7 @@ def scan_batch(task: ScanTask) -> BatchResult:
     With ``task.part``, the result is written there (see the module), and
     the signature rows stay there: the result sent back names the part
     instead (the rows are copied into the index by workers too, see
-    :mod:`simdoc.stages.cluster_signatures`). A client killed before the
+    :mod:`simdoc.stages.dask_signatures`). A client killed before the
     end takes the part instead of running the task again, unless a file of
     the batch was racily clean when listed (``task.reusable``: a change
     within the same tick would not show). A part that cannot be written (no

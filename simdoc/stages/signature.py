@@ -26,7 +26,7 @@ from simdoc.engines.local import LocalEngine
 from simdoc.errors import IndexError_
 from simdoc.minhash import MinHasher
 from simdoc.params import SignatureParams
-from simdoc.stages.cluster_signatures import PlacedRows
+from simdoc.stages.dask_signatures import PlacedRows
 from simdoc.stages.common import build_id, mismatch, progress_bar
 from simdoc.stages.results import StageResult
 from simdoc.store.directory import IndexStore

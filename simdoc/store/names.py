@@ -5,8 +5,8 @@ damaged or crafted: simdoc deletes, overwrites or counts as its own only the
 names it writes. Those are ``<stem>.<16 hex build id>.npy``, the manifest,
 the lock files, temporaries of those (``.<name>.<random>.tmp``), and the
 folder :data:`PARTS` where the tasks of a Dask cluster write their parts
-(:mod:`simdoc.stages.scan`, :mod:`simdoc.stages.cluster_index`,
-:mod:`simdoc.stages.cluster_pairs`), with the names they write in it. Nothing else is touched, and a symbolic link is
+(:mod:`simdoc.stages.scan`, :mod:`simdoc.stages.dask_index`,
+:mod:`simdoc.stages.dask_pairs`), with the names they write in it. Nothing else is touched, and a symbolic link is
 never followed.
 """
 
@@ -35,7 +35,7 @@ OWN_TEMPORARY = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|tmp\.jsonl|[0-9a-f]{{16}}\
 
 
 # The folder where the tasks of a Dask cluster write their parts (simdoc.stages.scan,
-# simdoc.stages.cluster_index and simdoc.stages.cluster_pairs), and the names they write
+# simdoc.stages.dask_index and simdoc.stages.dask_pairs), and the names they write
 # in it, at any depth.
 PARTS = "dask-parts"
 

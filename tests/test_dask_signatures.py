@@ -1,6 +1,6 @@
 """Signature rows on a Dask cluster are written by the workers, and the index is the local engine's.
 
-simdoc.stages.cluster_signatures: the reading tasks leave their signature
+simdoc.stages.dask_signatures: the reading tasks leave their signature
 rows in their parts and send back only docs-table rows; copying tasks fill
 the new matrix from the parts and the current matrix. The tasks go through
 a client that runs them at once in this process, each task and result
@@ -25,8 +25,8 @@ from test_pipeline import make_corpus
 from simdoc.engines import DaskEngine
 from simdoc.engines.local import LocalEngine
 from simdoc.params import ShingleParams, SignatureParams
-from simdoc.stages import cluster_signatures, scan
-from simdoc.stages.cluster_signatures import PlacedRows, PlaceTask
+from simdoc.stages import dask_signatures, scan
+from simdoc.stages.dask_signatures import PlacedRows, PlaceTask
 from simdoc.stages.shingle import build_shingles
 from simdoc.store.directory import IndexStore
 from simdoc.store.names import PARTS
@@ -62,7 +62,7 @@ def age(root: Path, ns: int = HOUR_NS) -> None:
 def small_tasks(monkeypatch):
     """Five files a reading task and 7 rows a copying task, so that a small corpus makes many of both."""
     monkeypatch.setattr(scan, "BATCH_DOCS", 5)
-    monkeypatch.setattr(cluster_signatures, "PLACE_TASK_BYTES", 7 * 4 * SIGNER.num_perm)
+    monkeypatch.setattr(dask_signatures, "PLACE_TASK_BYTES", 7 * 4 * SIGNER.num_perm)
 
 
 def test_no_signature_row_comes_back_to_the_client_and_the_index_is_the_local_one(tmp_path, small_tasks):
@@ -149,12 +149,12 @@ def test_copying_tasks_cover_the_matrix_in_contiguous_blocks(runs, per_task):
             placed.add_part(path, at_part[kind], n)
             want += [(path, at_part[kind] + j) for j in range(n)]
             at_part[kind] += n
-    old = cluster_signatures.PLACE_TASK_BYTES
-    cluster_signatures.PLACE_TASK_BYTES = per_task * 4 * 4
+    old = dask_signatures.PLACE_TASK_BYTES
+    dask_signatures.PLACE_TASK_BYTES = per_task * 4 * 4
     try:
         tasks = placed.tasks("/idx/.signatures.tmp")
     finally:
-        cluster_signatures.PLACE_TASK_BYTES = old
+        dask_signatures.PLACE_TASK_BYTES = old
     got: list = [None] * len(want)
     for t in tasks:
         rows = [(path, first + j) for path, first, n in t.sources for j in range(n)]

@@ -14,7 +14,7 @@ tasks, sized by data volume; no band key or bucket row passes through it.
    first of their exact copies) sorted by key, ties by document number,
    as two arrays of shape (bands, m) under ``dask-parts/band-<build>/``.
 2. **Buckets**, one :class:`BucketsTask` per band and key range, as many
-   ranges as :func:`simdoc.stages.cluster_pairs.ranges_per_band` asks for
+   ranges as :func:`simdoc.stages.dask_pairs.ranges_per_band` asks for
    (64 MiB of bucket rows a task), as datatrove cuts its sorted band files:
    the task finds its range in every run by binary search (memory-mapped:
    a few reads each), merges the slices (a stable sort by key keeps
@@ -40,7 +40,7 @@ import numpy as np
 
 from simdoc.engines import Engine
 from simdoc.lsh import band_keys, bucket_pairs
-from simdoc.stages.cluster_pairs import key_ranges, ranges_per_band
+from simdoc.stages.dask_pairs import key_ranges, ranges_per_band
 from simdoc.store.loaded import LoadedIndex
 from simdoc.store.names import parts_folder, remove_parts
 from simdoc.store.npyfiles import PieceWriter, write_piece

@@ -1,6 +1,6 @@
 """Connected components on a Dask cluster (large-star / small-star), run in this process.
 
-simdoc.stages.cluster_components cuts the edges into partitions, one task
+simdoc.stages.dask_components cuts the edges into partitions, one task
 each, and moves them between tasks as futures. Whatever the graph and the
 number of partitions, every linked document gets the label the local
 union-find gives it (its component's smallest document number). The tasks
@@ -23,7 +23,7 @@ from simdoc.reports.clusters import (
     clusters_of_labels,
     connected_components,
 )
-from simdoc.stages import cluster_components as cc
+from simdoc.stages import dask_components as cc
 
 
 class Done:

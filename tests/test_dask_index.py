@@ -1,4 +1,4 @@
-"""Banding on a Dask cluster (simdoc.stages.cluster_index) writes the local engine's bands and buckets.
+"""Banding on a Dask cluster (simdoc.stages.dask_index) writes the local engine's bands and buckets.
 
 Whatever the size of the keys tasks (rows of signatures each) and of the
 buckets tasks (key ranges per band), the files are byte-identical to those
@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_cluster_signatures import RecordingClient
+from test_dask_signatures import RecordingClient
 from test_dask_partitions import InProcessClient
 from conftest import add_exact_copies
 from test_pipeline import make_corpus
 
 from simdoc.engines import DaskEngine
 from simdoc.params import BandingParams
-from simdoc.stages import cluster_index, cluster_pairs
+from simdoc.stages import dask_index, dask_pairs
 from simdoc.stages.index import add_index_stage
 from simdoc.stages.pairs import find_pairs
 from simdoc.store.loaded import open_index
@@ -73,19 +73,19 @@ def test_any_cut_gives_the_local_engines_bands_and_buckets(index, tmp_path_facto
     loaded = open_index(index)
     num_perm = loaded.stage("signature")["params"]["num_perm"]
     n_banded = open_index(index).bands()[1].shape[1]
-    saved = cluster_index.KEYS_TASK_BYTES, cluster_pairs.PARTITION_BYTES
-    cluster_index.KEYS_TASK_BYTES = keys_rows * 4 * num_perm
-    cluster_pairs.PARTITION_BYTES = max(1, -(-n_banded * cluster_pairs.ROW_BYTES // ranges))
+    saved = dask_index.KEYS_TASK_BYTES, dask_pairs.PARTITION_BYTES
+    dask_index.KEYS_TASK_BYTES = keys_rows * 4 * num_perm
+    dask_pairs.PARTITION_BYTES = max(1, -(-n_banded * dask_pairs.ROW_BYTES // ranges))
     try:
-        n_ranges = cluster_pairs.ranges_per_band(n_banded)
+        n_ranges = dask_pairs.ranges_per_band(n_banded)
         client = InProcessClient()
         got = band_again(index, tmp_path_factory.mktemp("again") / "idx", client)
     finally:
-        cluster_index.KEYS_TASK_BYTES, cluster_pairs.PARTITION_BYTES = saved
+        dask_index.KEYS_TASK_BYTES, dask_pairs.PARTITION_BYTES = saved
     assert got == local_files(index)
     bands = loaded.stage("index")["params"]["bands"]
-    n_keys = sum(isinstance(t, cluster_index.KeysTask) for t in client.submitted)
-    n_buckets = sum(isinstance(t, cluster_index.BucketsTask) for t in client.submitted)
+    n_keys = sum(isinstance(t, dask_index.KeysTask) for t in client.submitted)
+    n_buckets = sum(isinstance(t, dask_index.BucketsTask) for t in client.submitted)
     assert n_keys == -(-len(loaded.docs()) // keys_rows)
     assert n_buckets == bands * n_ranges and n_ranges >= min(ranges, n_banded) // 2
 
@@ -120,7 +120,7 @@ def test_a_failed_banding_leaves_no_run_and_no_file(index, tmp_path, monkeypatch
     def fails(task):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(cluster_index, "bucket_range", fails)
+    monkeypatch.setattr(dask_index, "bucket_range", fails)
     with pytest.raises(OSError):
         band_again(index, tmp_path / "idx", InProcessClient())
     left = sorted(p.name for p in (tmp_path / "idx").iterdir())
@@ -138,5 +138,5 @@ def test_a_parts_folder_that_is_a_link_is_not_written_through(index, tmp_path):
     (where / PARTS).symlink_to(outside)
     client = InProcessClient()
     assert band_again(index, where, client, copied=True) == local_files(index)
-    assert not any(isinstance(t, cluster_index.KeysTask) for t in client.submitted)
+    assert not any(isinstance(t, dask_index.KeysTask) for t in client.submitted)
     assert list(outside.iterdir()) == []
