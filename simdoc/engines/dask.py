@@ -530,8 +530,13 @@ class CheckedClient:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
 
-    def submit(self, func: Callable, *args: Any, key: str | None = None, pure: bool = True, **kwargs: Any):
-        """``client.submit(func, *args, ...)``, run once the worker has met the contract."""
+    def submit(self, func: Callable, *args: Any, key: str | None = None, pure: bool = True):
+        """``client.submit(func, *args)`` under ``key`` (else one made from the task, or a random one
+        unless ``pure``), run once the worker has met the contract.
+
+        No keyword arguments for ``func`` and none of Dask's other options (workers, resources,
+        retries, ...): simdoc's tasks take their inputs as one task object, and the stages use
+        none of those options."""
         import cloudpickle
         from dask.base import tokenize
         from dask.utils import funcname
@@ -541,9 +546,9 @@ class CheckedClient:
         payload = cloudpickle.dumps((func, [None if i in spots else a for i, a in enumerate(args)]), protocol=5)
         futures = [args[i] for i in spots]
         if key is None:  # named after the task's function, as Dask names its tasks
-            key = f"{funcname(func)}-{tokenize(payload, [f.key for f in futures], kwargs) if pure else uuid.uuid4().hex}"
+            key = f"{funcname(func)}-{tokenize(payload, [f.key for f in futures]) if pure else uuid.uuid4().hex}"
         wrapper = _worker_functions()["_simdoc_task"]
-        return self.client.submit(wrapper, self.contract.terms(), payload, spots, *futures, key=key, **kwargs)
+        return self.client.submit(wrapper, self.contract.terms(), payload, spots, *futures, key=key)
 
     def _unchecked(self, *args: Any, **kwargs: Any):
         raise NotImplementedError("simdoc's tasks go through CheckedClient.submit, which checks the worker that runs them")
