@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from conftest import add_exact_copies
 from test_pipeline import make_corpus
 
-from simdoc.stages import dask_pairs
+from simdoc.stages import dask_pairs, dask_pairs_parts
 from simdoc.stages.pairs import find_pairs, mark_reported
 from simdoc.stages.results import Verifier, score_candidates
 from simdoc.store.loaded import open_index
@@ -258,21 +258,21 @@ def test_parts_of_other_questions_are_not_taken(index):
 
 
 def test_a_part_round_trips():
-    r = dask_pairs.PartitionResult(
+    r = dask_pairs_parts.PartitionResult(
         4, (np.array([1, 2]), np.array([3, 4]), np.array([0.5, 0.75]), None), 7, 5, 3, 1, 2, 0, {9}, {8, 10},
         np.arange(8, dtype=np.uint64).reshape(2, 4), np.ones((2, 2)),
     )
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
-        dask_pairs.write_part(f"{d}/p.npz", r)
-        back = dask_pairs.read_part(f"{d}/p.npz")
+        dask_pairs_parts.write_part(f"{d}/p.npz", r)
+        back = dask_pairs_parts.read_part(f"{d}/p.npz")
         assert back.scored[3] is None and back.stale == {9} and back.gone == {8, 10}
         assert (back.band, back.n_candidates, back.n_pairs, back.largest_bucket, back.large_buckets) == (4, 7, 5, 3, 1)
         assert np.array_equal(back.verified_keys, r.verified_keys) and np.array_equal(back.scored[2], r.scored[2])
         (Path(d) / "p.npz").write_bytes(b"half a file")
-        assert dask_pairs.read_part(f"{d}/p.npz") is None
-        assert dask_pairs.read_part(f"{d}/none.npz") is None
+        assert dask_pairs_parts.read_part(f"{d}/p.npz") is None
+        assert dask_pairs_parts.read_part(f"{d}/none.npz") is None
 
 
 def test_a_scoring_run_removes_only_scoring_parts(index):
