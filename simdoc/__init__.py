@@ -13,35 +13,40 @@ and the whole pipeline over a folder, with the index kept on disk::
         print(pair.doc_a, pair.doc_b, pair.estimated, pair.jaccard)
 """
 
-from simdoc.errors import SimdocError
-from simdoc.lsh import candidate_probability, choose_bands_rows, s_curve_threshold
-from simdoc.minhash import MinHasher
-from simdoc.shinglesets import ShingleSets
-from simdoc.shingling import ShingleSpec, shingle_texts
-from simdoc.similarity import bag_jaccard, estimate_jaccard, jaccard
 from simdoc.version import __version__
 
-__all__ = [
-    "MinHasher",
-    "ShingleSets",
-    "ShingleSpec",
-    "SimdocError",
-    "__version__",
-    "bag_jaccard",
-    "candidate_probability",
-    "choose_bands_rows",
-    "estimate_jaccard",
-    "find_pairs",
-    "jaccard",
-    "s_curve_threshold",
-    "shingle_texts",
-]
+# Where each public name lives. They are imported when first used (PEP 562), so that
+# `import simdoc` costs nothing: the simdoc command (simdoc.__main__) must set up its
+# signal handling before numpy and the pipeline load, and every module of the package
+# imports this one first.
+_HOMES = {
+    "SimdocError": "simdoc.errors",
+    "MinHasher": "simdoc.minhash",
+    "ShingleSets": "simdoc.shinglesets",
+    "ShingleSpec": "simdoc.shingling",
+    "bag_jaccard": "simdoc.similarity",
+    "candidate_probability": "simdoc.lsh",
+    "choose_bands_rows": "simdoc.lsh",
+    "estimate_jaccard": "simdoc.similarity",
+    "find_pairs": "simdoc.stages.pairs",
+    "jaccard": "simdoc.similarity",
+    "s_curve_threshold": "simdoc.lsh",
+    "shingle_texts": "simdoc.shingling",
+}
+
+__all__ = sorted(["__version__", *_HOMES])
 
 
 def __getattr__(name: str):
-    # The pipeline pulls in file I/O and multiprocessing; load it only when asked.
-    if name == "find_pairs":
-        from simdoc.stages.pairs import find_pairs
+    if name not in _HOMES:
+        raise AttributeError(f"module 'simdoc' has no attribute {name!r}")
+    import importlib
 
-        return find_pairs
-    raise AttributeError(name)
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    # dir() and so help(simdoc) list every public name, loaded or not.
+    return sorted(set(globals()) | set(__all__))
