@@ -24,55 +24,41 @@ the commands ``pairs``, ``clusters``, ``dedup`` and ``query`` print, as data::
     simdoc.query("corpus.idx", [("draft", "text of a draft ...")]).matches
 """
 
-import importlib
-
-from simdoc.errors import SimdocError
-from simdoc.lsh import candidate_probability, choose_bands_rows, s_curve_threshold
-from simdoc.lshindex import IndexMatch, LSHIndex
-from simdoc.minhash import MinHasher
-from simdoc.shinglesets import ShingleSets
-from simdoc.shingling import ShingleSpec, shingle_texts
-from simdoc.similarity import bag_jaccard, estimate_jaccard, jaccard
 from simdoc.version import __version__
 
-__all__ = [
-    "IndexMatch",
-    "LSHIndex",
-    "MinHasher",
-    "ShingleSets",
-    "ShingleSpec",
-    "SimdocError",
-    "__version__",
-    "bag_jaccard",
-    "candidate_probability",
-    "choose_bands_rows",
-    "dedup",
-    "estimate_jaccard",
-    "find_clusters",
-    "find_pairs",
-    "jaccard",
-    "query",
-    "s_curve_threshold",
-    "shingle_texts",
-]
-
-
-# The pipeline pulls in file I/O, the index store and multiprocessing (about twice the import
-# time of the maths): these names are loaded on first use, and listed by dir() and help() all
-# the same (PEP 562 __getattr__ and __dir__).
-_LAZY = {
-    "find_pairs": "simdoc.stages.pairs",
-    "find_clusters": "simdoc.reports.library",
+# Where each public name lives. They are imported when first used (PEP 562), so that
+# `import simdoc` costs nothing: the simdoc command (simdoc.__main__) must set up its
+# signal handling before numpy and the pipeline load, and every module of the package
+# imports this one first. dir() and so help(simdoc) list them all, loaded or not.
+_HOMES = {
+    "IndexMatch": "simdoc.lshindex",
+    "LSHIndex": "simdoc.lshindex",
+    "SimdocError": "simdoc.errors",
+    "MinHasher": "simdoc.minhash",
+    "ShingleSets": "simdoc.shinglesets",
+    "ShingleSpec": "simdoc.shingling",
+    "bag_jaccard": "simdoc.similarity",
+    "candidate_probability": "simdoc.lsh",
+    "choose_bands_rows": "simdoc.lsh",
     "dedup": "simdoc.reports.library",
+    "estimate_jaccard": "simdoc.similarity",
+    "find_clusters": "simdoc.reports.library",
+    "find_pairs": "simdoc.stages.pairs",
+    "jaccard": "simdoc.similarity",
     "query": "simdoc.reports.library",
+    "s_curve_threshold": "simdoc.lsh",
+    "shingle_texts": "simdoc.shingling",
 }
+
+__all__ = sorted(["__version__", *_HOMES])
 
 
 def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
+    if name not in _HOMES:
         raise AttributeError(f"module 'simdoc' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    import importlib
+
+    value = getattr(importlib.import_module(_HOMES[name]), name)
     globals()[name] = value  # later look-ups do not come here
     return value
 

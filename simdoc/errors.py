@@ -18,6 +18,7 @@ EXIT_INDEX = 4  # the index is missing a stage, damaged, or built with other par
 EXIT_BUSY = 5  # another simdoc run is writing the index and --wait ran out
 EXIT_WRITE = 6  # stdout or the index could not be written (closed stdout, full disk); the old index stays
 EXIT_CLUSTER = 7  # --scheduler: no usable worker, a worker that cannot see the corpus or index, scheduler lost
+# 130 (Ctrl-C) and 143 (SIGTERM): simdoc.interrupts, which the command loads before anything else.
 
 
 class SimdocError(Exception):

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import SAMPLE_CORPUS
+from conftest import SAMPLE_CORPUS
 
 HEADER = 128  # the fixed header simdoc writes (store.npyfiles._NPY_HEADER)
 
@@ -100,7 +100,7 @@ CRASHERS = [(20, 1), (60, 2), (90, 5), (126, 6)]
 @pytest.mark.parametrize("byte,bit", CRASHERS)
 @pytest.mark.parametrize("prefix", ["signatures.", "docs.id.offsets."])
 def test_every_command_exits_4_on_a_damaged_header(built, tmp_path, run, byte, bit, prefix):
-    from tests.conftest import assert_clean_error
+    from conftest import assert_clean_error
 
     index = tmp_path / "idx"
     shutil.copytree(built / "idx", index)

@@ -63,6 +63,39 @@ def test_a_directory_in_place_of_a_lock_file_is_an_index_error(run, built, small
     assert "IsADirectoryError" not in r.stderr
 
 
+@pytest.mark.parametrize("kind", ["symlink", "dangling symlink", "directory", "fifo", "hard link"])
+def test_check_names_a_lock_file_that_every_writer_would_refuse(run, built, small_corpus, tmp_path, kind):
+    """Issue 28 item 9: `check` said "sound" (it opens no writer lock) while every writer exited 4."""
+    lock = built / LOCK
+    lock.unlink(missing_ok=True)
+    if kind == "symlink":
+        (tmp_path / "target").write_text("")
+        lock.symlink_to(tmp_path / "target")
+    elif kind == "dangling symlink":
+        lock.symlink_to(tmp_path / "nowhere")
+    elif kind == "directory":
+        lock.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        (tmp_path / "other").write_text("")
+        os.link(tmp_path / "other", lock)
+    assert_clean_error(run("pairs", small_corpus, "--index", built, "--threshold", "0.9"), 4, str(lock))
+    r = run("check", "--index", built)
+    assert r.exit_code == 4, (r.stdout, r.stderr)
+    assert r.stdout.startswith(f"{lock} ") and len(r.stdout.splitlines()) == 1, r.stdout
+    assert r.stderr == (
+        f"Error: the index at {built} cannot be updated (1 problem)\n"
+        "  hint: remove what the lines above name; simdoc makes new lock files\n"
+    )
+    assert not (tmp_path / "nowhere").exists()
+    if kind == "directory":
+        lock.rmdir()
+    else:
+        lock.unlink()
+    assert run("check", "--index", built).exit_code == 0
+
+
 def test_a_hard_linked_lock_file_is_not_truncated(run, built, small_corpus, tmp_path):
     other = tmp_path / "other.txt"
     other.write_text("another name of the same file\n")

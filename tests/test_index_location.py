@@ -220,11 +220,15 @@ def test_cache_clean_everything_leaves_what_is_not_an_index(built, tmp_path):
 def test_cache_clean_keeps_files_simdoc_did_not_write(built):
     corpus, idx = built
     write(idx / "notes.txt", "mine")
+    size = sum(p.stat().st_size for p in idx.iterdir())
     r = invoke("cache", "clean", corpus)
     assert r.exit_code == 0
     assert sorted(p.name for p in idx.iterdir()) == ["notes.txt"]
     assert "notes.txt" in r.stderr
     assert cached_indexes() == []
+    # Issue 28 item 9: the summary counts the directory left, and only the bytes removed.
+    summary = [line for line in r.stderr.splitlines() if line.startswith("simdoc: removed")]
+    assert summary == [f"simdoc: removed 1 index ({size - 4:,} bytes); 1 directory left, holding files simdoc did not write"]
 
 
 @pytest.mark.parametrize("lock_name, how", [("lock", fcntl.LOCK_EX), ("readers", fcntl.LOCK_SH)])

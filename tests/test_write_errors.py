@@ -257,3 +257,30 @@ def test_a_full_tmpfs_under_the_index_on_a_cluster(small_tmpfs, tmp_path, cluste
     assert again.returncode == 0, again.stderr
     assert again.stdout == fresh_output(corpus, tmp_path)
     assert not (idx / "dask-parts").exists()
+
+
+# ---------------------------------------------------------------- a new index where nothing may be written
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.ENOSPC, errno.EACCES])
+@pytest.mark.parametrize("where", ["idx", "a/b/idx"])
+def test_a_new_index_that_cannot_be_made_is_exit_6(tmp_path, monkeypatch, code, where):
+    """Issue 28 item 9: on a read-only file system the directory of a new index cannot be made,
+    which was exit 4 (an index error) where README says 6. The error comes from mkdir, as it
+    would from a real read-only mount."""
+    from conftest import assert_clean_error
+
+    place = tmp_path / "ro"
+    place.mkdir()
+    real = os.mkdir
+
+    def mkdir(path, *args, **kw):
+        if str(path).startswith(str(place)):
+            raise OSError(code, os.strerror(code), str(path))
+        return real(path, *args, **kw)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    r = CliRunner().invoke(cli, ["pairs", str(SAMPLE_CORPUS), "--index", str(place / where), "-q"])
+    assert_clean_error(r, 6, f"cannot create the index directory {place / where}: {os.strerror(code)}")
+    assert len([line for line in r.stderr.splitlines() if line.startswith("Error:")]) == 1
+    assert list(place.iterdir()) == []

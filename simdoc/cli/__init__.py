@@ -4,7 +4,7 @@ Exit status: 0 success (with or without pairs), 1 internal error (a bug),
 2 usage error, 3 corpus error, 4 index error, 5 index busy, 6 output could
 not be written (stdout or the index), 7 cluster error (--scheduler: no usable
 worker, a worker that cannot see the corpus or index, the scheduler lost),
-130 interrupted.
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from simdoc.cli.stages import index_cmd, pairs, shingle, signature
 from simdoc.cli.stdio import discard_stdout, guarded_stdout, open_closed_descriptors
 from simdoc.cli.tuning import stats, tune_cmd
 from simdoc.errors import OutputError, SimdocError
+from simdoc.interrupts import how_it_ended
 from simdoc.version import __version__
 
 log = logging.getLogger("simdoc")
@@ -50,9 +51,10 @@ class _Group(click.Group):
             ctx.exit(exc.exit_code)
         except BrokenPipeError:
             reader_went_away()
-        except KeyboardInterrupt:
-            click.echo("Interrupted.", err=True)
-            ctx.exit(130)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (simdoc.interrupts): cleaned up on the way here
+            message, code = how_it_ended(exc)
+            click.echo(message, err=True)
+            ctx.exit(code)
 
 
 def _say_error(exc: SimdocError) -> None:

@@ -8,6 +8,8 @@ summary and warnings to stderr.
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -115,7 +117,7 @@ def cache_clean(targets, older_than, dry_run, wait, quiet, verbose) -> None:
                 chosen.append(by_path[wanted])
     if older_than is not None:
         chosen = [i for i in chosen if last_updated_before(i, older_than)]
-    removed, in_use, freed = 0, 0, 0
+    removed, in_use, freed, kept = 0, 0, 0, 0
     for index in chosen:
         if dry_run:
             emit([f"{tsv_field(str(index.path))}\n"])
@@ -131,14 +133,27 @@ def cache_clean(targets, older_than, dry_run, wait, quiet, verbose) -> None:
             continue
         if left:
             log.warning(f"{index.path}: left the directory, which holds files simdoc did not write: {', '.join(left)}")
+            kept += 1
         removed += 1
-        freed += index.size
+        freed += index.size - _sizes(index.path, left)
         emit([f"{tsv_field(str(index.path))}\n"])
     if dry_run:
         log.info(f"simdoc: would remove {count(len(chosen), 'index', 'indexes')} ({sum(i.size for i in chosen):,} bytes)")
         return
     busy = f"; {in_use} in use, left" if in_use else ""
-    log.info(f"simdoc: removed {count(removed, 'index', 'indexes')} ({freed:,} bytes){busy}")
+    dirs = f"; {count(kept, 'directory', 'directories')} left, holding files simdoc did not write" if kept else ""
+    log.info(f"simdoc: removed {count(removed, 'index', 'indexes')} ({freed:,} bytes){dirs}{busy}")
     if in_use:
         sys.exit(EXIT_BUSY)
 
+
+def _sizes(directory: Path, names: list[str]) -> int:
+    """The bytes of the regular files among ``names`` in ``directory``: counted in the index's size, not removed."""
+    total = 0
+    for name in names:
+        try:
+            st = os.lstat(directory / name)
+        except OSError:
+            continue
+        total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return total

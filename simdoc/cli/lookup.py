@@ -36,6 +36,7 @@ from simdoc.output import write_records
 from simdoc.params import DEFAULT_TEXT_FIELD
 from simdoc.reports.check import check_index, out_of_date
 from simdoc.store.loaded import open_index
+from simdoc.store.locks import lock_file_problems
 from simdoc.wording import count
 
 log = logging.getLogger("simdoc")
@@ -187,6 +188,10 @@ def check(corpus, index, quiet, verbose) -> None:
         (log.info if f in stale else log.debug)(f"check: {f}" if f in stale else f)
     for p in problems:
         click.echo(p)
+    if problems and problems == lock_file_problems(Path(index)):  # its data is sound; no writer can take it
+        click.echo(f"Error: the index at {index} cannot be updated ({count(len(problems), 'problem')})", err=True)
+        click.echo("  hint: remove what the lines above name; simdoc makes new lock files", err=True)
+        sys.exit(4)
     if problems:
         click.echo(f"Error: the index at {index} is damaged ({count(len(problems), 'problem')})", err=True)
         click.echo("  hint: rebuild it with `simdoc pairs CORPUS --index ... --rebuild`", err=True)

@@ -11,6 +11,10 @@ On Linux the workers are forked: they inherit the compiled kernels (warmed
 up once, here) and the initializer's arguments without pickling them.
 Elsewhere they are spawned (fork is unsafe with some system libraries),
 except for a pool whose initializer's arguments must be shared, not copied.
+
+The workers leave Ctrl-C and SIGTERM to the main process, which stops the
+pool, and die with it (:func:`simdoc.interrupts.quiet_worker`): a killed
+run's workers never print a traceback.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from simdoc.errors import UsageError
+from simdoc.interrupts import quiet_worker
 
 
 def default_jobs() -> int:
@@ -83,7 +88,10 @@ class LocalEngine:
         may be a generator: the pool's feeder thread draws from it as workers
         take tasks, so tasks can be made while the first ones run. With fewer
         than two tasks, or one job, everything runs in this process (which
-        then runs ``initializer`` itself, as a worker would).
+        then runs ``initializer`` itself, as a worker would). A caller that
+        stops before the end closes the generator (``contextlib.closing``):
+        the pool then stops in the run's flow, where a signal is raised as
+        usual, not in a finalizer, where Python could only ignore it.
         """
         tasks = iter(tasks)
         head = list(itertools.islice(tasks, max(self.jobs, 1)))  # fewer than jobs: that is all of them
@@ -97,8 +105,15 @@ class LocalEngine:
 
         warm_up()  # compiled once here; forked workers inherit the machine code
         context = pool_context(share=initializer is not None)
-        with context.Pool(len(head), initializer, initargs) as pool:
+        with context.Pool(len(head), _start_worker, (os.getpid(), initializer, initargs)) as pool:
             if ordered:
                 yield from pool.imap(func, itertools.chain(head, tasks), chunksize=1)
             else:
                 yield from pool.imap_unordered(func, itertools.chain(head, tasks), chunksize=1)
+
+
+def _start_worker(parent: int, initializer: Callable[..., None] | None, initargs: tuple) -> None:
+    """A worker's start: signals left to the main process (simdoc.interrupts), then the stage's initializer."""
+    quiet_worker(parent)
+    if initializer is not None:
+        initializer(*initargs)

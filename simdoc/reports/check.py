@@ -28,6 +28,7 @@ from simdoc.lsh import band_keys
 from simdoc.minhash import DEFAULT_SCHEME, MinHasher
 from simdoc.store.directory import IndexStore
 from simdoc.store.loaded import LoadedIndex
+from simdoc.store.locks import lock_file_problems
 from simdoc.wording import count
 
 OUT_OF_DATE = ": out of date"  # the facts naming a stage built from an older build of the one before
@@ -52,6 +53,7 @@ def check_index(index: str | os.PathLike) -> tuple[list[str], list[str]]:
     with store.reading():
         manifest = store.read_manifest()
         loaded = LoadedIndex(store, manifest)
+        problems.extend(lock_file_problems(store.path))  # sound data that no writer could update is no sound index
         stages = manifest["stages"]
         for stage_name, stage in stages.items():
             for role, name in stage.get("roles", {}).items():

@@ -26,6 +26,7 @@ stored instead, for `simdoc signature`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -123,8 +124,8 @@ def build_shingles(
         collector = _Collector(store, manifest, settings, scan, parts is not None, replaced)
         try:
             tasks = scan_tasks(plan, settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest))
-            results = resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
-            collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
+            with contextlib.closing(resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)) as results:
+                collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
             if _same_build(settings, scan) and collector.nothing_new():
                 # Only racily clean files were read, and their bytes are the ones indexed.
                 collector.abort()

@@ -62,7 +62,8 @@ from pathlib import Path
 
 import numpy as np
 
-from simdoc.errors import CorruptIndex, IndexBusy, IndexError_
+from simdoc.errors import CorruptIndex, IndexBusy, IndexError_, OutputError
+from simdoc.store.locks import LOCK, READERS, open_lock_file
 from simdoc.store.manifest import dump as dump_manifest
 from simdoc.store.manifest import parse as parse_manifest
 from simdoc.store.manifest import validate as validate_manifest
@@ -91,41 +92,6 @@ FORMAT_VERSION = 4
 READABLE_VERSIONS = (3, 4)
 MANIFEST = "manifest.json"
 VERIFY_ON_LOAD_BYTES = 1 << 30  # larger files: CRC checked by `simdoc check` only
-LOCK = "lock"
-READERS = "readers"
-
-
-def open_lock_file(path: Path) -> int:
-    """A read-write descriptor of a lock file (``lock``, ``readers``), created if missing.
-
-    The writer truncates its lock file and writes its pid into it, so that
-    file must be simdoc's own: a symbolic link (even a dangling one) is never
-    followed, and anything but a regular file with one name (a directory, a
-    FIFO, a hard link to some other file) is refused.
-
-    Raises
-    ------
-    IndexError_
-        The name is taken by something else than a lock file.
-    """
-    flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    hint = f"remove {path} (simdoc makes a new one), and check who put it there"
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise IndexError_(f"{path} is a symbolic link; simdoc never follows links for its lock files", hint=hint) from None
-        if exc.errno == errno.EISDIR:
-            raise IndexError_(f"{path} is a directory, not simdoc's lock file", hint=hint) from None
-        raise
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
-        os.close(fd)
-        what = "has another name (a hard link)" if stat.S_ISREG(st.st_mode) else "is not a regular file"
-        raise IndexError_(f"{path} {what}, so it is not simdoc's lock file", hint=hint)
-    return fd
-
-
 def _own_file(path: Path) -> os.stat_result:
     """The stat of a file of the index, which simdoc always writes as a regular file (renamed into place).
 
@@ -382,6 +348,10 @@ class IndexStore:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            if exc.errno in (*NO_ROOM, errno.EACCES, errno.EPERM):  # the place takes no writes: exit 6, as later
+                raise OutputError(
+                    f"cannot create the index directory {self.path}: {exc.strerror or exc}", hint=no_room(self.path, exc).hint
+                ) from None
             raise IndexError_(f"cannot create index directory {self.path}: {exc.strerror or exc}") from None
 
     def write_bytes(self, name: str, payload: bytes) -> dict:
