@@ -177,3 +177,22 @@ def test_oldest_indexed_keeps_what_the_index_held_first(tmp_path):
     old = dedup(c, "--index", tmp_path / "i", "--keep", "oldest-indexed", "--write", tmp_path / "out")
     assert old.exit_code == 0 and old.stdout.splitlines() == ["a.txt", "y.txt"], old.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["b.txt", "x.txt"]
+
+
+COMPRESS = {"": lambda b: b, ".gz": gzip.compress, ".xz": __import__("lzma").compress, ".bz2": __import__("bz2").compress}
+DECOMPRESS = {"": lambda b: b, ".gz": gzip.decompress, ".xz": __import__("lzma").decompress, ".bz2": __import__("bz2").decompress}
+
+
+@pytest.mark.parametrize("ext", list(COMPRESS))
+def test_json_lines_and_warc_in_each_compression_keep_their_other_lines_and_records(tmp_path, ext):
+    c = tmp_path / "c"
+    c.mkdir()
+    lines = [json.dumps({"text": page(0)}), json.dumps({"text": page(0, 1)}), json.dumps({"text": page(2)})]
+    (c / f"d.jsonl{ext}").write_bytes(COMPRESS[ext](("\n".join(lines) + "\n").encode()))
+    records = [record("http://e.org/1", page(3), 1), record("http://e.org/2", page(3, 1), 2), record("http://e.org/3", page(4), 3)]
+    (c / f"w.warc{ext}").write_bytes(COMPRESS[ext](b"".join(records)))
+    r = dedup(c, "--index", tmp_path / "i", "--write", tmp_path / "out")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == [f"d.jsonl{ext}/#2", f"w.warc{ext}/#http://e.org/2"]
+    assert DECOMPRESS[ext]((tmp_path / "out" / f"d.jsonl{ext}").read_bytes()) == (lines[0] + "\n" + lines[2] + "\n").encode()
+    assert DECOMPRESS[ext]((tmp_path / "out" / f"w.warc{ext}").read_bytes()) == records[0] + records[2]
