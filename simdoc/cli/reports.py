@@ -273,7 +273,9 @@ def dedup(
     if write_dir is not None:
         from simdoc.reports.write import write_deduplicated
 
-        written = write_deduplicated(plan, write_dir, link)
+        # Files named one by one (`simdoc dedup data.jsonl --write out`) may be written beside them.
+        folder = not corpus or any(not Path(str(c)).is_file() for c in corpus) or files_from is not None or files0_from is not None
+        written = write_deduplicated(plan, write_dir, link, folder)
         log.info(
             f"simdoc: wrote {count(written.documents, 'document')} in {count(written.files, 'file')} to {write_dir} "
             f"({count(written.dropped, 'document')} left out)"

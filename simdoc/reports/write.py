@@ -48,9 +48,10 @@ class Written:
     dropped: int = 0
 
 
-def check_destination(dest: Path, root: str) -> None:
-    """Refuse a DIR that holds anything or lies inside the corpus (before any work is done)."""
-    real, corpus = os.path.realpath(dest), os.path.realpath(root) if root else None
+def check_destination(dest: Path, root: str, folder: bool = True) -> None:
+    """Refuse a DIR that holds anything or lies inside the corpus folder ``root`` (before any work
+    is done); with ``folder`` False the corpus is files named one by one, and DIR may lie beside them."""
+    real, corpus = os.path.realpath(dest), os.path.realpath(root) if root and folder else None
     if corpus is not None and (real == corpus or real.startswith(corpus.rstrip(os.sep) + os.sep)):
         raise UsageError(f"--write {dest} is inside the corpus {root}", hint="write the deduplicated corpus elsewhere")
     if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
@@ -59,7 +60,7 @@ def check_destination(dest: Path, root: str) -> None:
         raise UsageError(f"--write {dest} is not empty", hint="name a new or empty folder; simdoc never writes over files")
 
 
-def write_deduplicated(plan, dest: Path, link: bool = False) -> Written:
+def write_deduplicated(plan, dest: Path, link: bool = False, folder: bool = True) -> Written:
     """Write what :func:`simdoc.reports.library.dedup_of` planned (``plan``, a ``Dedup``): the
     indexed corpus without the documents it drops (see :func:`write_corpus`)."""
     from simdoc.stages.reread import reader_of
@@ -71,11 +72,12 @@ def write_deduplicated(plan, dest: Path, link: bool = False) -> Written:
         reader = reader_of(open_index(index))
     if list(reader.table.ids) != list(plan.clusters.pairs.doc_ids):
         raise IndexError_(f"the index at {index} changed while dedup ran", hint="run dedup again")
-    return write_corpus(reader, {x for d in plan.decisions for x in d.drop}, dest, link)
+    return write_corpus(reader, {x for d in plan.decisions for x in d.drop}, dest, link, folder)
 
 
-def write_corpus(reader: DocumentReader, drop: set[str], dest: Path, link: bool = False) -> Written:
-    """Write the indexed corpus without the documents ``drop`` to ``dest`` (see the module docstring).
+def write_corpus(reader: DocumentReader, drop: set[str], dest: Path, link: bool = False, folder: bool = True) -> Written:
+    """Write the indexed corpus without the documents ``drop`` to ``dest`` (see the module docstring);
+    ``folder``: the corpus is a folder, not files named one by one (see :func:`check_destination`).
 
     Raises
     ------
@@ -84,7 +86,7 @@ def write_corpus(reader: DocumentReader, drop: set[str], dest: Path, link: bool 
     OutputError
         DIR cannot be written (nothing is left of it).
     """
-    check_destination(dest, reader.root)
+    check_destination(dest, reader.root, folder)
     table = reader.table
     files: dict[str, list[int]] = defaultdict(list)
     for d, doc_id in enumerate(table.ids):
