@@ -196,3 +196,51 @@ def test_json_lines_and_warc_in_each_compression_keep_their_other_lines_and_reco
     assert r.stdout.splitlines() == [f"d.jsonl{ext}/#2", f"w.warc{ext}/#http://e.org/2"]
     assert DECOMPRESS[ext]((tmp_path / "out" / f"d.jsonl{ext}").read_bytes()) == (lines[0] + "\n" + lines[2] + "\n").encode()
     assert DECOMPRESS[ext]((tmp_path / "out" / f"w.warc{ext}").read_bytes()) == records[0] + records[2]
+
+
+def test_link_needs_write(tmp_path):
+    c, *_ = mixed(tmp_path)
+    r = dedup(c, "--index", tmp_path / "i", "--link")
+    assert r.exit_code == 2 and "--link needs --write" in r.stderr, r.stderr
+
+
+def test_the_library_writes_what_dedup_lists(tmp_path):
+    c, texts, *_ = mixed(tmp_path)
+    plan = simdoc.dedup(str(c), index=str(tmp_path / "i"), threshold=THRESHOLD, id_field="id")
+    got = plan.write(tmp_path / "out")
+    assert (got.files, got.documents, got.dropped) == (5, len(texts) - len(plan.paths()), len(plan.paths()))
+    assert set(plan.paths()) == expected_drops(texts)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200), st.lists(st.tuples(st.integers(0, 220), st.integers(0, 40)), max_size=6),
+       st.lists(st.integers(1, 30), min_size=1, max_size=10))
+def test_filter_leaves_out_exactly_the_spans_whatever_the_chunks(data, raw_spans, sizes):
+    import hashlib
+
+    from simdoc.reports import write
+
+    spans, last = [], 0  # sorted and apart, as the writer makes them
+    for start, n in sorted(raw_spans):
+        start = max(start, last)
+        spans.append((start, start + n))
+        last = start + n
+    keep = bytes(b for i, b in enumerate(data) if not any(s <= i < e for s, e in spans))
+    pos, out = [0], []
+
+    def read(n: int) -> bytes:  # chunks of random sizes instead of 1 MiB
+        size = sizes[len(out) % len(sizes)]
+        chunk = data[pos[0] : pos[0] + size]
+        pos[0] += len(chunk)
+        out.append(None)
+        return chunk
+
+    written: list[bytes] = []
+    digest = hashlib.blake2b(digest_size=16)
+    write._filter(read, written.append, spans, digest)
+    assert b"".join(written) == keep
+    assert digest.hexdigest() == hashlib.blake2b(data, digest_size=16).hexdigest()

@@ -116,6 +116,14 @@ class Dedup:
     def drop_bytes(self) -> int:
         return sum(self.sizes[x] for d in self.decisions for x in d.drop)
 
+    def write(self, dest: str | os.PathLike, link: bool = False):
+        """Write the corpus without :meth:`paths` to the new or empty folder ``dest``, in its
+        own formats, as ``simdoc dedup --write`` does (:mod:`simdoc.reports.write`); returns
+        what was written (files, documents, dropped)."""
+        from simdoc.reports.write import write_deduplicated
+
+        return write_deduplicated(self, Path(dest), link)
+
 
 @dataclass
 class QueryResult:
