@@ -244,3 +244,18 @@ def test_filter_leaves_out_exactly_the_spans_whatever_the_chunks(data, raw_spans
     write._filter(read, written.append, spans, digest)
     assert b"".join(written) == keep
     assert digest.hexdigest() == hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@pytest.mark.parametrize("codec", ["zstd", "none"])
+def test_a_parquet_file_keeps_its_schema_metadata_and_compression(tmp_path, codec):
+    c = tmp_path / "c"
+    c.mkdir()
+    table = pa.table({"text": [page(0), page(0, 1), page(2)], "n": pa.array([1, 2, 3], pa.int16())})
+    table = table.replace_schema_metadata({"origin": "test"})
+    pq.write_table(table, c / "d.parquet", compression=codec, row_group_size=2)
+    r = dedup(c, "--index", tmp_path / "i", "--write", tmp_path / "out")
+    assert r.exit_code == 0 and r.stdout.splitlines() == ["d.parquet/#2"], r.stderr
+    got = pq.ParquetFile(tmp_path / "out" / "d.parquet")
+    assert got.schema_arrow == table.schema and got.schema_arrow.metadata[b"origin"] == b"test"
+    assert got.read().to_pylist() == [table.to_pylist()[0], table.to_pylist()[2]]
+    assert got.metadata.row_group(0).column(0).compression == ("ZSTD" if codec == "zstd" else "UNCOMPRESSED")

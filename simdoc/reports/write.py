@@ -278,7 +278,12 @@ def _write_parquet(src: str, target: str, gone: set[tuple[int, int]]) -> str | N
 
     before = digest()
     pf = pq.ParquetFile(src)
-    with pq.ParquetWriter(target, pf.schema_arrow) as writer:
+    meta = pf.metadata
+    codecs = {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
+    # The file's own compression when it has one throughout (pyarrow's default otherwise).
+    compression = codecs.pop().lower() if len(codecs) == 1 else "snappy"
+    compression = "none" if compression == "uncompressed" else compression
+    with pq.ParquetWriter(target, pf.schema_arrow, compression=compression) as writer:
         for group in range(pf.num_row_groups):
             table = pf.read_row_group(group)
             keep = [(group, r) not in gone for r in range(table.num_rows)]
