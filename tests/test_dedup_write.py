@@ -148,7 +148,6 @@ def test_a_file_changed_since_it_was_indexed_stops_the_writing(tmp_path):
     c, *_ = mixed(tmp_path)
     r = CliRunner().invoke(cli, ["pairs", str(c), "--index", str(tmp_path / "i"), "--threshold", str(THRESHOLD), "-j", "1"])
     assert r.exit_code == 0, r.stderr
-    from simdoc.corpus.read import read_file  # noqa: F401  (the reader the index used)
     from simdoc.reports.write import write_corpus
     from simdoc.stages.reread import reader_of
     from simdoc.store.loaded import open_index
