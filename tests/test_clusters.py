@@ -205,7 +205,7 @@ def test_keep_policies(keep, kept):
 
 
 def test_keep_policies_cover_the_cli_choices():
-    assert KEEP_POLICIES == ("first", "longest", "shortest", "newest", "oldest")
+    assert KEEP_POLICIES == ("first", "longest", "shortest", "newest", "oldest", "oldest-indexed")
 
 
 def test_unknown_keep_policy():

@@ -3,7 +3,7 @@
 Every shell block of README.md is run line by line (a command spanning
 lines, such as a `while` loop, as one), in document order, by bash in one
 scratch folder that holds the names the README uses: `sample_corpus`,
-`my_corpus`, `my_folder` (with `doc-a.txt` and `doc-b.txt`), `data.jsonl`,
+`my_corpus`, `my_folder` (with `doc-a.txt` and `doc-b.txt`), `data.jsonl`, `data.parquet`,
 `crawl.warc.gz` and `crawl.warc.wet.gz`, made from the sample corpus. `simdoc` is on PATH from
 the venv this suite runs in, and HOME and XDG_CACHE_HOME point into the
 scratch folder, so nothing outside it is touched. Commands meant for the
@@ -119,6 +119,10 @@ def _make_folder(work: Path) -> None:
     texts = list(_texts().values())
     rows = [{"id": 4700 + i, "text": t} for i, t in enumerate(texts)] + [{"id": 9999, "text": texts[0]}]
     (work / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    import pyarrow as pa  # the test extra holds the parquet extra
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows), work / "data.parquet", row_group_size=8)
     pages = [(f"http://example.org/{name}", f"<html><body><p>{t}</p></body></html>") for name, t in _texts().items()]
     pages.append(("http://mirror.example.org/soup", pages[0][1].replace("<p>", "<p><b>")))  # a copy of the first page
     (work / "crawl.warc.gz").write_bytes(

@@ -48,6 +48,7 @@ from simdoc.cli.options import (
     wait_option,
     with_options,
 )
+from simdoc.errors import UsageError
 from simdoc.output import json_line, tsv_field, tsv_header
 from simdoc.params import Params
 from simdoc.reports.clusters import KEEP_POLICIES
@@ -189,8 +190,16 @@ def clusters(
     type=click.Choice(KEEP_POLICIES),
     default="first",
     help="Which member of a cluster to keep: first (smallest id), longest/shortest (bytes), "
-    "newest/oldest (modification time); ties go to the smallest id. Default: first.",
+    "newest/oldest (modification time), oldest-indexed (the one the index held first: only new data "
+    "loses documents); ties go to the smallest id. Default: first.",
 )
+@opt(
+    "--write",
+    "write_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Also write the deduplicated corpus to this new (or empty) folder, in the corpus's own formats.",
+)
+@opt("--link", is_flag=True, help="With --write: hard-link the plain files that stay instead of copying them.")
 @null_option("End each path with NUL instead of newline (for `xargs -0`).")
 @opt(
     "--absolute",
@@ -205,7 +214,7 @@ def clusters(
 @header_option
 @with_options(pair_options)
 def dedup(
-    corpus, files_from, files0_from, keep, null, absolute, fmt, header, index, jobs, scheduler, wait_workers, rebuild, wait,
+    corpus, files_from, files0_from, keep, write_dir, link, null, absolute, fmt, header, index, jobs, scheduler, wait_workers, rebuild, wait,
     quiet, verbose, **stage_options,
 ) -> None:
     """Print the documents that can go: all but one of every cluster.
@@ -221,16 +230,29 @@ def dedup(
       simdoc dedup sample_corpus --threshold 0.9
       simdoc dedup my_corpus --threshold 0.95 --keep newest --absolute -0 | xargs -0 -r rm --
       simdoc dedup --index /tmp/idx --format tsv            # drop<TAB>keep
+      simdoc dedup my_corpus --threshold 0.95 --write deduplicated/
     """
     started = time.perf_counter()
     setup_logging(quiet, verbose)
     check_output_flags(null, fmt, header, null_format="paths")
-    if absolute and not corpus and files_from is None and files0_from is None:
+    named = bool(corpus) or files_from is not None or files0_from is not None
+    if absolute and not named:
         raise click.UsageError(
             "--absolute needs the CORPUS on the command line (simdoc dedup CORPUS --index IDX --absolute): "
             "an index alone is not trusted to say where its files are; without --absolute, dedup prints "
             "paths relative to the corpus"
         )
+    if write_dir is not None and not named:
+        raise click.UsageError(
+            "--write needs the CORPUS on the command line (simdoc dedup CORPUS --index IDX --write DIR): "
+            "the files are read from it, and an index alone is not trusted to say where they are"
+        )
+    if link and write_dir is None:
+        raise UsageError("--link needs --write DIR", hint="add --write DIR, or drop --link")
+    if write_dir is not None:
+        from simdoc.reports.write import check_destination
+
+        check_destination(write_dir, "")  # before any work; the corpus is checked again once known
     plan = _verified_clusters(
         corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
         rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose, keep=keep,
@@ -264,4 +286,14 @@ def dedup(
         f"drop {count(n_drop, 'document')} ({count(drop_bytes, 'byte')}) ({res.cut()}, --keep {keep}){_skipped(res)} "
         f"in {time.perf_counter() - started:.2f} s"
     )
+    if write_dir is not None:
+        from simdoc.reports.write import write_deduplicated
+
+        # Files named one by one (`simdoc dedup data.jsonl --write out`) may be written beside them.
+        folder = not corpus or any(not Path(str(c)).is_file() for c in corpus) or files_from is not None or files0_from is not None
+        written = write_deduplicated(plan, write_dir, link, folder)
+        log.info(
+            f"simdoc: wrote {count(written.documents, 'document')} in {count(written.files, 'file')} to {write_dir} "
+            f"({count(written.dropped, 'document')} left out)"
+        )
     note_skipped(res.n_skipped, index, quiet)

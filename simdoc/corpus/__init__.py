@@ -6,8 +6,9 @@
 * :mod:`~simdoc.corpus.filelists`: ``--files-from`` and ``--files0-from`` lists.
 * :mod:`~simdoc.corpus.files`: one file read safely (non-blocking, checked, decompressed, decoded).
 * :mod:`~simdoc.corpus.read`: the one place that decides how a file is read
-  (whole, streamed, JSON Lines lines, WARC records, HTML).
+  (whole, streamed, JSON Lines lines, WARC records, Parquet rows, HTML).
 * :mod:`~simdoc.corpus.formats`: JSON Lines members, by line; HTML pages as text.
+* :mod:`~simdoc.corpus.parquet`: Parquet rows, by row group (pyarrow, the ``parquet`` extra).
 * :mod:`~simdoc.corpus.warc`: the documents of WARC and WET files (:mod:`~simdoc.corpus.warcio`:
   their records, whatever the compression, broken ones found and skipped).
 * :mod:`~simdoc.corpus.streaming`: huge texts shingled in bounded pieces.

@@ -1,8 +1,9 @@
 """How a file becomes documents: the one place that decides how each is read.
 
-A file is read one of five ways (:func:`how_read`), by its name and size:
+A file is read one of six ways (:func:`how_read`), by its name and size:
 
 * ``jsonl``: a JSON Lines file, one document per line (:mod:`simdoc.corpus.formats`);
+* ``parquet``: a Parquet file, one document per row (:mod:`simdoc.corpus.parquet`);
 * ``warc``: a WARC or WET crawl, one document per HTML or text page (:mod:`simdoc.corpus.warc`);
 * ``html``: an HTML page, its visible text;
 * ``streamed``: a file over :data:`simdoc.corpus.streaming.STREAM_BYTES`, or any
@@ -30,10 +31,18 @@ from simdoc.corpus.formats import (
     is_html,
     read_jsonl,
 )
+from simdoc.corpus.parquet import PARQUET_EXTRA, is_parquet, read_parquet
+from simdoc.corpus.parquet import texts_at as parquet_texts_at
 from simdoc.corpus.walk import is_jsonl, is_warc
 from simdoc.corpus.warc import WarcReading, read_warc, texts_at
+from simdoc.errors import CorpusError
 
-MEMBER_WAYS = ("jsonl", "warc")
+MEMBER_WAYS = ("jsonl", "warc", "parquet")
+
+
+def no_pyarrow() -> CorpusError:
+    """The error for a Parquet file read without pyarrow installed."""
+    return CorpusError(f"Parquet files need {PARQUET_EXTRA}", hint="install it, or leave the .parquet files out with --exclude '*.parquet'")
 
 
 def how_read(path: str, size: int) -> str:
@@ -44,6 +53,8 @@ def how_read(path: str, size: int) -> str:
         return "jsonl"
     if is_warc(path):
         return "warc"
+    if is_parquet(path):
+        return "parquet"
     if is_html(path):
         return "html"
     if size > streaming.STREAM_BYTES or compression_of(path):
@@ -62,7 +73,8 @@ def text_size(text: str) -> int:
 
 @dataclass
 class Member:
-    """One document of a JSON Lines or WARC file."""
+    """One document of a JSON Lines, WARC or Parquet file (``offset``, ``length``: where it is, see
+    :class:`simdoc.store.doctable.DocsTable`; a Parquet row: its row group and row in it)."""
 
     id: str
     text: str
@@ -89,7 +101,20 @@ def read_file(
 
     ``main_content``: only the main text of HTML pages; ``all_responses``:
     every HTTP response and revisit of a WARC file (see :mod:`simdoc.corpus.warc`).
+
+    Raises
+    ------
+    CorpusError
+        a Parquet file, and pyarrow is not installed.
     """
+    if how == "parquet":
+        try:
+            got = read_parquet(path, doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
+        except ImportError:
+            raise no_pyarrow() from None
+        res = got.result
+        res.warning = "; ".join(([res.warning] if res.warning else []) + got.warnings) or None
+        return FileRead(res, [Member(*d) for d in got.docs])
     if how == "warc":
         return _read_warc(path, doc_id, WarcReading(max_bytes, main_content, all_responses))
     if how == "jsonl":  # line by line: memory bounded by one line, --max-bytes cuts each member
@@ -120,14 +145,24 @@ def read_member_texts(
     path: str, source: str, how: str, wanted: dict[str, bytes], max_bytes, follow, fields, *,
     offsets: dict[str, int] | None = None, main_content: bool = False, all_responses: bool = False,
 ) -> dict[str, str | None]:
-    """Texts of some members of one JSON Lines or WARC file, in one pass over it (WARC: by
-    ``offsets``, the offset of each wanted member; see :func:`simdoc.corpus.warc.texts_at`).
+    """Texts of some members of one JSON Lines, WARC or Parquet file, in one pass over it (WARC: by
+    ``offsets``, the offset of each wanted member, see :func:`simdoc.corpus.warc.texts_at`; Parquet:
+    by ``offsets``, the (row group, row) of each, see :func:`simdoc.corpus.parquet.texts_at`).
 
     ``wanted`` maps member id to the digest indexed; a member whose text no
     longer has that digest, or that is gone, maps to None.
     """
     out: dict[str, str | None] = dict.fromkeys(wanted)
-    if how == "jsonl":
+    if how == "parquet":
+        at = {offsets[i]: wanted[i] for i in wanted if i in offsets}
+        try:
+            texts = parquet_texts_at(path, at, fields[0], max_bytes, follow)
+        except ImportError:
+            raise no_pyarrow() from None
+        for i in wanted:
+            text = texts.get(offsets.get(i, (-1, -1)))
+            out[i] = text if text is not None and text_digest(text) == wanted[i] else None
+    elif how == "jsonl":
         got = read_file(path, source, how, max_bytes, follow, fields, main_content=main_content)
         for m in got.members or []:
             if m.id in wanted:
@@ -158,7 +193,7 @@ class Reread:
 def read_again(
     path: str, doc_id: str, how: str, digest: bytes, *, source: str | None = None, offset: int = -1,
     max_bytes: int | None = None, follow: bool = False, fields: tuple = ("text", None), search: bool = False,
-    ascii_bytes: bool = False, main_content: bool = False, all_responses: bool = False,
+    ascii_bytes: bool = False, main_content: bool = False, all_responses: bool = False, length: int = -1,
 ) -> Reread:
     """One indexed document read again from ``path``, the way the index read it (``how``).
 
@@ -167,6 +202,8 @@ def read_again(
     its text. A WARC member is read at ``offset``, where its record started;
     with ``search``, a member no longer there is looked for by id in the
     whole archive (``simdoc show`` wants today's text even if it moved).
+    A Parquet member is read at row ``length`` of row group ``offset``, and
+    with ``search`` looked for by id in the whole file.
     With ``ascii_bytes``, an all-ASCII file read whole comes back as bytes
     (the shingling kernels take them as they are; see ``read_document``).
     """
@@ -180,13 +217,18 @@ def read_again(
                     return Reread(text, True)
                 if search:
                     text = {m[0]: m[1] for m in read_warc(path, source or doc_id, reading).docs}.get(doc_id)
+            elif how == "parquet":
+                text = parquet_texts_at(path, {(offset, length): digest}, fields[0], max_bytes, follow)[(offset, length)]
+                if (text is None or text_digest(text) != digest) and search:
+                    got = read_parquet(path, source or doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
+                    text = {m[0]: m[1] for m in got.docs}.get(doc_id)
             else:
                 res, members, _ = read_jsonl(path, source or doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
                 if res.text is None:
                     return Reread(None, False, res.warning)
                 text = {m[0]: m[1] for m in members}.get(doc_id)
         except ImportError:
-            return Reread(None, False, f"{how.upper()} needs {WEB_EXTRA}")
+            return Reread(None, False, f"Parquet needs {PARQUET_EXTRA}" if how == "parquet" else f"{how.upper()} needs {WEB_EXTRA}")
         except OSError as exc:
             return Reread(None, False, f"cannot read {source or doc_id} ({exc.strerror or exc})")
         if text is None:
@@ -207,5 +249,5 @@ def read_again(
 def identity(digest: bytes, how: str, doc_id: str) -> bytes:
     """What identifies a document's text: its digest, how it was read, and (for a file) its
     compression by name, since the same bytes read another way give another text."""
-    extra = "" if how in ("jsonl", "warc") else (compression_of(doc_id) or "")
+    extra = "" if how in MEMBER_WAYS else (compression_of(doc_id) or "")
     return hashlib.blake2b(digest + how.encode() + b"\0" + extra.encode(), digest_size=16).digest()

@@ -58,7 +58,7 @@ def walk_key(doc_id: str) -> str:
     another document's id. Sorting such a file as ``PATH/``, the way a
     directory sorts, keeps the ids of all documents in sorted order.
     """
-    return doc_id + "/" if is_jsonl(doc_id) or is_warc(doc_id) else doc_id
+    return doc_id + "/" if is_jsonl(doc_id) or is_warc(doc_id) or doc_id.lower().endswith(".parquet") else doc_id
 
 
 @dataclass(frozen=True, slots=True)

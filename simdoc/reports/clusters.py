@@ -29,7 +29,7 @@ from simdoc.stages import dask_components
 if TYPE_CHECKING:  # only for annotations: clusters need the arrays, not the pipeline
     from simdoc.stages.results import PairsResult
 
-KEEP_POLICIES = ("first", "longest", "shortest", "newest", "oldest")
+KEEP_POLICIES = ("first", "longest", "shortest", "newest", "oldest", "oldest-indexed")
 
 
 def connected_components(n_docs: int, left: np.ndarray, right: np.ndarray) -> np.ndarray:
@@ -237,6 +237,8 @@ def _keep_key(policy: str) -> Callable[[Mapping], tuple]:
         "shortest": lambda r: (int(r["size"]), r["id"]),
         "newest": lambda r: (-int(r["mtime_ns"]), r["id"]),
         "oldest": lambda r: (int(r["mtime_ns"]), r["id"]),
+        # What the index held first (the update that added it): only the new data loses documents.
+        "oldest-indexed": lambda r: (int(r.get("added", 0)), r["id"]),
     }
     return keys[policy]
 
@@ -250,10 +252,12 @@ def plan_dedup(clusters: Iterable[Cluster], records: Iterable[Mapping], keep: st
     records : iterable of mapping
         Document records with at least ``id``, ``size`` (bytes) and
         ``mtime_ns`` (as in the index's docs file, ``LoadedIndex.doc_records()``).
-    keep : {"first", "longest", "shortest", "newest", "oldest"}
+    keep : {"first", "longest", "shortest", "newest", "oldest", "oldest-indexed"}
         ``first``: the smallest id; ``longest`` / ``shortest``: the largest /
         smallest file in bytes; ``newest`` / ``oldest``: the latest / earliest
-        modification time. Ties go to the smallest id.
+        modification time; ``oldest-indexed``: the earliest indexed (the
+        record's ``added`` update), so that only newly added documents go.
+        Ties go to the smallest id.
 
     Returns
     -------

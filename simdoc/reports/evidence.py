@@ -272,7 +272,9 @@ def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None) -> int:
 CHANGED = "{doc} changed since it was indexed: the numbers and passages are from today's text"
 
 
-def _read(root: str | None, doc_id: str, how: str, digest: bytes, params: dict, source: str | None, offset: int) -> tuple[str | None, str | None]:
+def _read(
+    root: str | None, doc_id: str, how: str, digest: bytes, params: dict, source: str | None, offset: int, length: int = -1,
+) -> tuple[str | None, str | None]:
     """Today's text of an indexed document (None if it cannot be read) and a warning, if any.
 
     Read as the index read it (:func:`simdoc.corpus.read.read_again`: a
@@ -287,7 +289,7 @@ def _read(root: str | None, doc_id: str, how: str, digest: bytes, params: dict, 
     if path is None:
         return None, f"{doc_id}: a symbolic link now leads it out of the corpus; not read, no passages"
     got = read_again(
-        path, doc_id, how, digest, source=source, offset=offset, max_bytes=params.get("max_bytes"), follow=follow,
+        path, doc_id, how, digest, source=source, offset=offset, length=length, max_bytes=params.get("max_bytes"), follow=follow,
         fields=(params.get("text_field", "text"), params.get("id_field")), search=True,
         main_content=bool(params.get("main_content")), all_responses=bool(params.get("all_responses")),
     )
@@ -337,7 +339,7 @@ def pair_evidence(
     for d in (a, b):
         text, warn = _read(
             root, ids[d], HOW[int(docs.how[d])], bytes(docs.digest[d]), shingle["params"], docs.sources[d] or None,
-            int(docs.offset[d]),
+            int(docs.offset[d]), int(docs.length[d]),
         )
         texts.append(text)
         warnings += [warn] if warn else []

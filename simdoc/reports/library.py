@@ -129,6 +129,20 @@ class Dedup:
     def drop_bytes(self) -> int:
         return sum(self.sizes[x] for d in self.decisions for x in d.drop)
 
+    def write(self, dest: str | os.PathLike, link: bool = False):
+        """Write the corpus without :meth:`paths` to the new or empty folder ``dest``, in its
+        own formats, as ``simdoc dedup --write`` does (:mod:`simdoc.reports.write`); returns
+        what was written (files, documents, dropped). Only when the corpus was named (see
+        ``root``): the files are read from it."""
+        from simdoc.reports.write import write_deduplicated
+
+        if self.root is None:
+            raise UsageError(
+                "writing the deduplicated corpus needs the CORPUS named (simdoc dedup CORPUS --write DIR): an index "
+                "alone is not trusted to say where its files are"
+            )
+        return write_deduplicated(self, Path(dest), link)
+
 
 @dataclass
 class QueryResult:

@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from simdoc.corpus.files import compression_of, file_digest
-from simdoc.corpus.read import read_again, read_member_texts
+from simdoc.corpus.read import MEMBER_WAYS, read_again, read_member_texts
 from simdoc.corpus.streaming import sets64_of_texts
 from simdoc.errors import CorruptIndex
 from simdoc.shinglesets import ShingleSets
@@ -161,7 +161,7 @@ class DocumentReader:
         for d in docs:
             self.reads[d] += 1
             way = HOW[int(how[d])]
-            if way in ("jsonl", "warc"):  # the members of one file are read together
+            if way in MEMBER_WAYS:  # the members of one file are read together
                 members[self.table.sources[d]].append(d)
                 continue
             path = self.confined(self.table.sources[d] or self.table.ids[d])
@@ -189,7 +189,11 @@ class DocumentReader:
                 out.update((d, None) for d in ds)
                 continue
             way = HOW[int(how[ds[0]])]
-            offsets = {self.table.ids[d]: int(self.table.columns["offset"][d]) for d in ds} if way == "warc" else None
+            offsets = None
+            if way == "warc":
+                offsets = {self.table.ids[d]: int(self.table.columns["offset"][d]) for d in ds}
+            elif way == "parquet":  # (row group, row)
+                offsets = {self.table.ids[d]: (int(self.table.columns["offset"][d]), int(self.table.columns["length"][d])) for d in ds}
             got = read_member_texts(
                 path, source, way, wanted, self.max_bytes, self.follow_symlinks, self.fields, offsets=offsets,
                 main_content=self.main_content, all_responses=self.all_responses,

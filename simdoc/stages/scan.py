@@ -51,7 +51,8 @@ from pathlib import Path
 
 import numpy as np
 
-from simdoc.corpus.read import how_read, read_file, text_digest, text_size
+from simdoc.corpus.parquet import have_pyarrow
+from simdoc.corpus.read import how_read, no_pyarrow, read_file, text_digest, text_size
 from simdoc.corpus.walk import FileEntry
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.shinglesets import ShingleSets
@@ -143,6 +144,8 @@ def scan_tasks(
     as this run listed it (then its task's part serves this run only).
     """
     plan = list(plan)
+    if any(how_read(e.path, e.size) == "parquet" for e, _, keep in plan if not keep) and not have_pyarrow():
+        raise no_pyarrow()  # here, once, rather than in every worker
     digests = {e.id: d for e, d, keep in plan if not keep}
     for b in batches(e for e, _, keep in plan if not keep):
         files = [(e.id, e.path, e.size, digests[e.id]) for e in b]

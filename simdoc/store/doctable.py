@@ -13,8 +13,10 @@ column           dtype, shape           meaning
 ``id``           uint8 blob + offsets   the document id (UTF-8, file names' raw bytes kept)
 ``source``       uint8 blob + offsets   the id of the JSON Lines or WARC file holding a member; "" for a file
 ``offset``       int64 (n,)             a member's byte offset in its file (decompressed for
-                                        JSON Lines, the record's offset for WARC); -1 for a file
-``length``       int64 (n,)             a member's length in bytes there; -1 for a file
+                                        JSON Lines, the record's offset for WARC), a Parquet
+                                        row's row group; -1 for a file
+``length``       int64 (n,)             a member's length in bytes there, a Parquet row's row
+                                        number in its row group; -1 for a file
 ``size``         int64 (n,)             the document's size in bytes: a file's, or a member's text
 ``file_size``    int64 (n,)             size of the file it was read from (the scan compares it)
 ``mtime_ns``     int64 (n,)             modification time of that file
@@ -50,7 +52,7 @@ import numpy as np
 
 from simdoc.errors import CorruptIndex
 
-HOW = ("whole", "streamed", "html", "jsonl", "warc")
+HOW = ("whole", "streamed", "html", "jsonl", "warc", "parquet")  # stored by position: append only
 STATUSES = ("ok", "replaced", "partial")
 _INT_COLUMNS = ("offset", "length", "size", "file_size", "mtime_ns", "ctime_ns", "ino", "dev", "n_shingles", "added")
 # The stat of a file that tells it unchanged, as git's index keeps it; the last three are

@@ -1,0 +1,291 @@
+"""``simdoc dedup --write DIR``: the deduplicated corpus, written in the corpus's own formats.
+
+Every file the index holds documents of is written under the same name
+below DIR, without the documents ``dedup`` drops, and nothing else changes:
+
+* a plain file that stays is copied byte for byte (or hard-linked, ``link``);
+  a plain file dropped is not written;
+* a JSON Lines file is written again with the same compression, holding its
+  other lines byte for byte, in order (lines that were no document too);
+* a WARC file keeps every record but those of dropped documents, byte for
+  byte; gzip members, one per record, are copied as they are; any other
+  compression is decompressed, cut and compressed again the same way;
+* a Parquet file keeps its schema, its row groups and all rows but the dropped ones.
+
+Nothing is written unless every file read is still the one indexed: each
+file's digest (of the bytes the index digested: see the docs table's
+``file_digest``) is computed from the very bytes copied, and any difference
+stops the writing with an error. The files go to a temporary folder beside
+DIR, renamed to DIR at the end: DIR is whole or not there. A DIR that holds
+anything, or that lies inside the corpus, is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from simdoc.corpus.files import compression_of, decompressing_reader, file_digest
+from simdoc.corpus.warcio import Broken, RecordReader, open_input
+from simdoc.errors import CorpusError, IndexError_, OutputError, UsageError
+from simdoc.stages.reread import DocumentReader
+from simdoc.store.doctable import HOW
+
+_CHUNK = 1 << 20
+
+
+@dataclass
+class Written:
+    """What :func:`write_corpus` wrote: files and documents kept, documents left out."""
+
+    files: int = 0
+    documents: int = 0
+    dropped: int = 0
+
+
+def check_destination(dest: Path, root: str, folder: bool = True) -> None:
+    """Refuse a DIR that holds anything or lies inside the corpus folder ``root`` (before any work
+    is done); with ``folder`` False the corpus is files named one by one, and DIR may lie beside them."""
+    real, corpus = os.path.realpath(dest), os.path.realpath(root) if root and folder else None
+    if corpus is not None and (real == corpus or real.startswith(corpus.rstrip(os.sep) + os.sep)):
+        raise UsageError(f"--write {dest} is inside the corpus {root}", hint="write the deduplicated corpus elsewhere")
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        raise UsageError(f"--write {dest} exists and is not a folder", hint="name a new or empty folder")
+    if dest.is_dir() and any(os.scandir(dest)):
+        raise UsageError(f"--write {dest} is not empty", hint="name a new or empty folder; simdoc never writes over files")
+
+
+def write_deduplicated(plan, dest: Path, link: bool = False, folder: bool = True) -> Written:
+    """Write what :func:`simdoc.reports.library.dedup_of` planned (``plan``, a ``Dedup``): the
+    indexed corpus without the documents it drops (see :func:`write_corpus`)."""
+    from simdoc.stages.reread import reader_of
+    from simdoc.store.directory import IndexStore
+    from simdoc.store.loaded import open_index
+
+    index = plan.clusters.index
+    with IndexStore(index).reading():
+        reader = reader_of(open_index(index))
+    if list(reader.table.ids) != list(plan.clusters.pairs.doc_ids):
+        raise IndexError_(f"the index at {index} changed while dedup ran", hint="run dedup again")
+    return write_corpus(reader, {x for d in plan.decisions for x in d.drop}, dest, link, folder)
+
+
+def write_corpus(reader: DocumentReader, drop: set[str], dest: Path, link: bool = False, folder: bool = True) -> Written:
+    """Write the indexed corpus without the documents ``drop`` to ``dest`` (see the module docstring);
+    ``folder``: the corpus is a folder, not files named one by one (see :func:`check_destination`).
+
+    Raises
+    ------
+    CorpusError
+        a file is no longer the one indexed (nothing is written).
+    OutputError
+        DIR cannot be written (nothing is left of it).
+    """
+    check_destination(dest, reader.root, folder)
+    table = reader.table
+    files: dict[str, list[int]] = defaultdict(list)
+    for d, doc_id in enumerate(table.ids):
+        files[table.sources[d] or doc_id].append(d)
+    dest = Path(os.path.abspath(dest))
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    except OSError as exc:
+        raise OutputError(f"cannot write {dest}: {exc.strerror or exc}") from None
+    out = Written()
+    try:
+        for name, docs in files.items():
+            gone = [d for d in docs if table.ids[d] in drop]
+            out.dropped += len(gone)
+            if not table.sources[docs[0]] and gone:
+                continue  # a plain file dropped
+            src = reader.confined(name)
+            if src is None:
+                raise CorpusError(f"{name}: a symbolic link now leads it out of the corpus; nothing written")
+            target = tmp / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            how = HOW[int(table.columns["how"][docs[0]])]
+            indexed = bytes(table.columns["file_digest"][docs[0]]).hex()
+            at = [(int(table.columns["offset"][d]), int(table.columns["length"][d])) for d in gone]
+            try:
+                got = _write_one(src, str(target), how, at, reader, link)
+            except FileNotFoundError:
+                got = None
+            if got != indexed:
+                raise CorpusError(
+                    f"{name}: changed or gone since it was indexed; nothing written",
+                    hint="run `simdoc dedup CORPUS --write DIR` again to index the corpus again first",
+                )
+            out.files += 1
+            out.documents += len(docs) - len(gone)
+        os.rename(tmp, dest)  # replaces an empty DIR; atomic
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OutputError(f"cannot write {dest}: {exc.strerror or exc}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _write_one(src: str, target: str, how: str, gone: list[tuple[int, int]], reader: DocumentReader, link: bool) -> str | None:
+    """Write one file without the members at ``gone`` (offset, length); the digest of what was read."""
+    if how == "jsonl":
+        spans = sorted((o, o + n + 1) for o, n in gone)
+        kind = compression_of(src)
+        if kind is None:
+            return _copy_raw(src, target, spans)
+        return _copy_decompressed(src, target, kind, spans)[1]
+    if how == "warc":
+        return _write_warc(src, target, {o for o, _ in gone})
+    if how == "parquet":
+        return _write_parquet(src, target, set(gone))
+    if link:
+        os.link(src, target, follow_symlinks=reader.follow_symlinks)
+    else:
+        shutil.copyfile(src, target, follow_symlinks=reader.follow_symlinks)
+    # The copy's digest, as the index took it (decompressed, cut at --max-bytes): what was written is what was indexed.
+    return file_digest(target, reader.max_bytes, follow_symlinks=False)
+
+
+def _copy_raw(src: str, target: str, spans: list[tuple[int, int]]) -> str:
+    """Copy a file but the byte ranges ``spans`` (sorted, apart); the digest of all its bytes."""
+    digest = hashlib.blake2b(digest_size=16)
+    with open(src, "rb") as fin, open(target, "xb") as fout:
+        _filter(fin.read, fout.write, spans, digest)
+    return digest.hexdigest()
+
+
+def _filter(read, write, spans: list[tuple[int, int]], digest) -> None:
+    """Write what ``read`` gives but the ranges ``spans`` of it, every byte through ``digest``."""
+    pos, i = 0, 0
+    while chunk := read(_CHUNK):
+        digest.update(chunk)
+        end = pos + len(chunk)
+        at = pos
+        while at < end:
+            while i < len(spans) and spans[i][1] <= at:
+                i += 1
+            if i < len(spans) and spans[i][0] <= at:
+                at = min(spans[i][1], end)  # inside a dropped range
+                continue
+            stop = min(spans[i][0], end) if i < len(spans) else end
+            write(chunk[at - pos : stop - pos])
+            at = stop
+        pos = end
+
+
+class _Hashing:
+    """A file read through a digest (the raw bytes a decompressor takes)."""
+
+    def __init__(self, fh, digest) -> None:
+        self.fh, self.digest = fh, digest
+
+    def read(self, n: int = -1) -> bytes:
+        chunk = self.fh.read(n)
+        self.digest.update(chunk)
+        return chunk
+
+    def readinto(self, b) -> int:
+        chunk = self.read(len(b))
+        b[: len(chunk)] = chunk
+        return len(chunk)
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+def _compressing_writer(fileobj, kind: str):
+    if kind == "gzip":
+        import gzip
+
+        return gzip.GzipFile(fileobj=fileobj, mode="wb", mtime=0)
+    if kind == "bzip2":
+        import bz2
+
+        return bz2.BZ2File(fileobj, mode="wb")
+    if kind == "xz":
+        import lzma
+
+        return lzma.LZMAFile(fileobj, mode="wb")
+    import zstandard
+
+    return zstandard.ZstdCompressor().stream_writer(fileobj, closefd=False)
+
+
+def _copy_decompressed(src: str, target: str, kind: str, spans: list[tuple[int, int]]) -> tuple[str, str]:
+    """Decompress a file, leave out the ranges ``spans`` of its decompressed bytes and compress the
+    rest the same way; (digest of its raw bytes, digest of its decompressed bytes)."""
+    raw, plain = hashlib.blake2b(digest_size=16), hashlib.blake2b(digest_size=16)
+    with open(src, "rb") as fin, open(target, "xb") as fout:
+        hashed = _Hashing(fin, raw)
+        reader = decompressing_reader(hashed, kind)
+        writer = _compressing_writer(fout, kind)
+        try:
+            _filter(reader.read, writer.write, spans, plain)
+        finally:
+            writer.close()
+            reader.close()
+        while chunk := fin.read(_CHUNK):  # what the decompressor left unread
+            raw.update(chunk)
+    return raw.hexdigest(), plain.hexdigest()
+
+
+def _write_warc(src: str, target: str, gone: set[int]) -> str | None:
+    """A WARC file without the records that start at ``gone`` (their offsets, as indexed)."""
+    starts: list[tuple[int, int | None, bool]] = []  # (position, gzip member, dropped) of each record
+    fh, inp = open_input(src)
+    try:
+        reader = RecordReader(inp, lambda: open_input(src)[1])
+        for rec in reader.records(0):
+            member = None if isinstance(rec, Broken) else rec.member
+            offset = rec.pos if member is None else member
+            starts.append((rec.pos, member, not isinstance(rec, Broken) and offset in gone))
+    finally:
+        fh.close()
+    kind = compression_of(src)
+    if kind == "gzip" and starts and all(m is not None for _, m, _ in starts):
+        # One gzip member per record (as crawlers write): members copied as they are.
+        size = os.path.getsize(src)
+        ends = [m for _, m, _ in starts[1:]] + [size]
+        return _copy_raw(src, target, [(m, e) for (_, m, dropped), e in zip(starts, ends) if dropped])
+    ends = [p for p, _, _ in starts[1:]] + [1 << 62]
+    spans = [(p, e) for (p, _, dropped), e in zip(starts, ends) if dropped]
+    if kind is None:
+        return _copy_raw(src, target, spans)
+    return _copy_decompressed(src, target, kind, spans)[0]
+
+
+def _write_parquet(src: str, target: str, gone: set[tuple[int, int]]) -> str | None:
+    """A Parquet file with its schema and all rows but those at ``gone`` (row group, row)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def digest() -> str:
+        h = hashlib.blake2b(digest_size=16)
+        with open(src, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                h.update(chunk)
+        return h.hexdigest()
+
+    before = digest()
+    pf = pq.ParquetFile(src)
+    meta = pf.metadata
+    codecs = {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
+    # The file's own compression when it has one throughout (pyarrow's default otherwise).
+    compression = codecs.pop().lower() if len(codecs) == 1 else "snappy"
+    compression = "none" if compression == "uncompressed" else compression
+    with pq.ParquetWriter(target, pf.schema_arrow, compression=compression) as writer:
+        for group in range(pf.num_row_groups):
+            table = pf.read_row_group(group)
+            keep = [(group, r) not in gone for r in range(table.num_rows)]
+            writer.write_table(table.filter(pa.array(keep, pa.bool_())))
+    return before if digest() == before else None
