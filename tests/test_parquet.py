@@ -80,7 +80,9 @@ def test_the_id_column_names_the_members_and_show_reads_a_row(tmp_path):
         ("data.parquet/#a", "data.parquet/#b"): jaccard_of(TEXTS[0], TEXTS[1]),
         ("data.parquet/#c", "data.parquet/#e"): jaccard_of(TEXTS[2], TEXTS[4]),
     }
-    r = CliRunner().invoke(cli, ["show", "data.parquet/#c", "data.parquet/#e", "--index", str(tmp_path / "i")])
+    r = CliRunner().invoke(
+        cli, ["show", str(tmp_path / "c"), "data.parquet/#c", "data.parquet/#e", "--index", str(tmp_path / "i"), "--id-field", "doc"]
+    )
     assert r.exit_code == 0, r.stderr
     assert "changed since" not in r.stderr and "no longer" not in r.stderr and "no passages" not in r.stderr, r.stderr
     assert jaccard_of(TEXTS[2], TEXTS[4]) in r.stdout and "edit0" in r.stdout, r.stdout
