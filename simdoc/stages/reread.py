@@ -164,10 +164,11 @@ class DocumentReader:
                 out.update((d, None) for d in ds)
                 continue
             way = HOW[int(how[ds[0]])]
-            offsets = {self.table.ids[d]: int(self.table.columns["offset"][d]) for d in ds} if way == "warc" else None
+            offsets = {self.table.ids[d]: int(self.table.columns["offset"][d]) for d in ds}
+            lengths = {self.table.ids[d]: int(self.table.columns["length"][d]) for d in ds} if way == "jsonl" else None
             got = read_member_texts(
                 path, source, way, wanted, self.max_bytes, self.follow_symlinks, self.fields, offsets=offsets,
-                main_content=self.main_content, all_responses=self.all_responses,
+                main_content=self.main_content, all_responses=self.all_responses, lengths=lengths,
             )
             for d in ds:
                 text = got.get(self.table.ids[d])

@@ -50,6 +50,7 @@ from simdoc.stages.common import (
     mismatch,
     progress_bar,
 )
+from simdoc.stages.ranges import joined
 from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
 from simdoc.stages.scan import (
@@ -122,7 +123,7 @@ def build_shingles(
         collector = _Collector(store, manifest, settings, scan, parts is not None, replaced)
         try:
             tasks = scan_tasks(plan, settings.shingle, settings.signer, parts)
-            results = resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
+            results = resumed(engine, tasks) if parts is not None else joined(engine.map(scan_batch, tasks))
             collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
             if _same_build(settings, scan) and collector.nothing_new():
                 # Only racily clean files were read, and their bytes are the ones indexed.
