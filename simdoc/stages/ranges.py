@@ -58,8 +58,15 @@ def join(group: list[BatchResult]) -> BatchResult:
             d.id = renumber(d.id, source, before)
             docs.append(d)
         left_out.extend((renumber(i, source, before), why) for i, why in g.files[0].left_out)
-    order = sorted(range(len(docs)), key=lambda i: docs[i].id)
-    sigs = np.concatenate([g.signatures for g in group])[np.asarray(order, dtype=np.int64)] if docs else none
+    order = np.asarray(sorted(range(len(docs)), key=lambda i: docs[i].id), dtype=np.int64)
+    sigs = np.empty((len(docs), num_perm), dtype=np.uint32)
+    rank = np.empty(len(docs), dtype=np.int64)
+    rank[order] = np.arange(len(docs))
+    at = 0
+    for g in group:  # each range's rows put in place and let go: one copy of the file's rows at a time
+        sigs[rank[at : at + len(g.docs)]] = g.signatures
+        at += len(g.docs)
+        g.signatures = None
     left_out.sort()
     outcome = FileOutcome(digest, res.status, res.warning, False, "jsonl", len(docs), left_out)
-    return BatchResult([outcome], [docs[i] for i in order], sigs)
+    return BatchResult([outcome], [docs[i] for i in order.tolist()], sigs)

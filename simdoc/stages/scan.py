@@ -93,7 +93,7 @@ class FileOutcome:
     left_out: list[tuple[str, str]] = field(default_factory=list)  # members left out or skipped: (id, why)
 
 
-@dataclass
+@dataclass(slots=True)  # a big JSON Lines file's parent holds one per record until the file is joined
 class DocOut:
     """One document a batch produced (see :class:`simdoc.store.doctable.DocRow` for the meanings)."""
 
