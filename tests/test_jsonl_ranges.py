@@ -52,16 +52,17 @@ line = st.one_of(
     last_newline=st.booleans(),
     cut_at=st.integers(1, 200),
     min_length=st.sampled_from([None, 12]),
+    max_bytes=st.sampled_from([None, 50]),
 )
-def test_any_cut_gives_the_arrays_and_pairs_of_one_task(tmp_path_factory, lines, crlf, last_newline, cut_at, min_length):
+def test_any_cut_gives_the_arrays_and_pairs_of_one_task(tmp_path_factory, lines, crlf, last_newline, cut_at, min_length, max_bytes):
     base = tmp_path_factory.mktemp("ranges")
     nl = "\r\n" if crlf else "\n"
     body = nl.join(lines) + (nl if last_newline and lines else "")
     (base / "c").mkdir()
     (base / "c" / "big.jsonl").write_bytes(body.encode("utf-8"))
     (base / "c" / "small.txt").write_text("harbour tide table mountain goats climb steep paths\n")
-    whole = build(base / "c", base / "i1", 1 << 40, min_length=min_length)
-    cut = build(base / "c", base / "i2", cut_at, min_length=min_length)
+    whole = build(base / "c", base / "i1", 1 << 40, min_length=min_length, max_bytes=max_bytes)
+    cut = build(base / "c", base / "i2", cut_at, min_length=min_length, max_bytes=max_bytes)
     assert cut == whole
 
 

@@ -49,3 +49,13 @@ def test_a_compressed_file_is_still_read_in_one_pass(tmp_path):
     with mock.patch.object(read, "read_file", wraps=read.read_file) as whole:
         got = pairs(tmp_path / "i")
     assert len(got) == 10 and whole.call_count >= 1
+
+
+def test_a_member_that_moved_is_still_found_by_its_id(tmp_path):
+    f = corpus(tmp_path / "c")
+    rows = [json.dumps({"id": f"k{i}", "text": f"{BASE} {i}"}) for i in range(5)]
+    f.write_text("\n".join(rows) + "\n")
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "i", threshold=0.5, verify=False, id_field="id")
+    f.write_text(json.dumps({"id": "new", "text": "a line put before all the others"}) + "\n" + f.read_text())
+    got = pairs(tmp_path / "i")
+    assert len(got) == 10 and all(j is not None and j > 0.9 for _, _, j in got)
