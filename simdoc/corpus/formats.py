@@ -282,11 +282,12 @@ def _reading(stream, kind: str | None):
     return read
 
 
-def _lines(read, digest, bound: int) -> Iterator[tuple[int, bytes | None, int, int]]:
+def _lines(read, digest, bound: int, sniff: bool = True) -> Iterator[tuple[int, bytes | None, int, int]]:
     """(line number, bytes without the newline, byte offset, byte length) of each line read.
 
     The bytes are None for a line longer than ``bound``. Holds at most
     ``bound`` bytes of one line plus one chunk; every byte goes through ``digest``.
+    ``sniff``: the read starts at the file's start, where a NUL byte means a binary file.
     """
     held: list[bytes] = []  # the current line's pieces so far
     size = 0
@@ -295,7 +296,7 @@ def _lines(read, digest, bound: int) -> Iterator[tuple[int, bytes | None, int, i
     lineno = 1
     first = True
     while chunk := read(_CHUNK):
-        if first and b"\x00" in chunk[:BINARY_SNIFF]:
+        if first and sniff and b"\x00" in chunk[:BINARY_SNIFF]:
             digest.update(chunk)
             raise _Binary
         first = False

@@ -31,6 +31,8 @@ from simdoc.corpus.formats import (
     is_html,
     read_jsonl,
 )
+from simdoc.corpus.jsonl_ranges import Piece, read_range
+from simdoc.corpus.jsonl_ranges import texts_at as jsonl_texts_at
 from simdoc.corpus.parquet import PARQUET_EXTRA, is_parquet, read_parquet
 from simdoc.corpus.parquet import texts_at as parquet_texts_at
 from simdoc.corpus.walk import is_jsonl, is_warc
@@ -141,13 +143,29 @@ def _read_warc(path: str, doc_id: str, reading: WarcReading) -> FileRead:
     return FileRead(res, [Member(*d) for d in got.docs], got.left_out)
 
 
+def read_range_file(
+    path: str, source: str, start: int, end: int, text_field: str, max_bytes: int | None, follow: bool
+) -> tuple[FileRead, Piece]:
+    """The members of one range of a plain JSON Lines file (see :mod:`simdoc.corpus.jsonl_ranges`):
+    the range's members as a :class:`FileRead` (ids counted from the range), and the piece
+    for the join without its texts."""
+    piece = read_range(path, source, start, end, text_field, max_bytes, follow)
+    res = piece.failed or ReadResult("", piece.digest)
+    got = FileRead(res, [Member(*d) for d in piece.docs])
+    piece.docs = []
+    return got, piece
+
+
 def read_member_texts(
     path: str, source: str, how: str, wanted: dict[str, bytes], max_bytes, follow, fields, *,
     offsets: dict[str, int] | None = None, main_content: bool = False, all_responses: bool = False,
+    lengths: dict[str, int] | None = None,
 ) -> dict[str, str | None]:
     """Texts of some members of one JSON Lines, WARC or Parquet file, in one pass over it (WARC: by
     ``offsets``, the offset of each wanted member, see :func:`simdoc.corpus.warc.texts_at`; Parquet:
     by ``offsets``, the (row group, row) of each, see :func:`simdoc.corpus.parquet.texts_at`).
+    A plain JSON Lines file with ``offsets`` and ``lengths`` is not parsed whole: each wanted
+    line is read where it is (:func:`simdoc.corpus.jsonl_ranges.texts_at`).
 
     ``wanted`` maps member id to the digest indexed; a member whose text no
     longer has that digest, or that is gone, maps to None.
@@ -163,10 +181,18 @@ def read_member_texts(
             text = texts.get(offsets.get(i, (-1, -1)))
             out[i] = text if text is not None and text_digest(text) == wanted[i] else None
     elif how == "jsonl":
-        got = read_file(path, source, how, max_bytes, follow, fields, main_content=main_content)
-        for m in got.members or []:
-            if m.id in wanted:
-                out[m.id] = m.text if text_digest(m.text) == wanted[m.id] else None
+        if lengths is not None and offsets is not None and compression_of(path) is None:
+            at = {i: (offsets.get(i, -1), lengths.get(i, -1)) for i in wanted}
+            for i, text in jsonl_texts_at(path, at, fields[0], max_bytes, follow).items():
+                out[i] = text if text is not None and text_digest(text) == wanted[i] else None
+            # A member not found where it was (lines moved, or it changed) is looked for by id in the
+            # whole file, as a compressed file's members are: its text is still checked by digest.
+            wanted = {i: d for i, d in wanted.items() if out[i] is None}
+        if wanted:
+            got = read_file(path, source, how, max_bytes, follow, fields, main_content=main_content)
+            for m in got.members or []:
+                if m.id in wanted:
+                    out[m.id] = m.text if text_digest(m.text) == wanted[m.id] else None
     elif how == "warc":
         at = {offsets[i]: wanted[i] for i in wanted if offsets.get(i, -1) >= 0}
         texts = texts_at(path, at, WarcReading(max_bytes, main_content, all_responses))

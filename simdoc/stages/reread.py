@@ -189,14 +189,16 @@ class DocumentReader:
                 out.update((d, None) for d in ds)
                 continue
             way = HOW[int(how[ds[0]])]
-            offsets = None
-            if way == "warc":
+            offsets, lengths = None, None
+            if way in ("warc", "jsonl"):
                 offsets = {self.table.ids[d]: int(self.table.columns["offset"][d]) for d in ds}
+            if way == "jsonl":
+                lengths = {self.table.ids[d]: int(self.table.columns["length"][d]) for d in ds}
             elif way == "parquet":  # (row group, row)
                 offsets = {self.table.ids[d]: (int(self.table.columns["offset"][d]), int(self.table.columns["length"][d])) for d in ds}
             got = read_member_texts(
                 path, source, way, wanted, self.max_bytes, self.follow_symlinks, self.fields, offsets=offsets,
-                main_content=self.main_content, all_responses=self.all_responses,
+                main_content=self.main_content, all_responses=self.all_responses, lengths=lengths,
             )
             for d in ds:
                 text = got.get(self.table.ids[d])

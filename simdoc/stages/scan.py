@@ -51,8 +51,10 @@ from pathlib import Path
 
 import numpy as np
 
+from simdoc.corpus import jsonl_ranges
+from simdoc.corpus.jsonl_ranges import Piece
 from simdoc.corpus.parquet import have_pyarrow
-from simdoc.corpus.read import how_read, no_pyarrow, read_file, text_digest, text_size
+from simdoc.corpus.read import how_read, no_pyarrow, read_file, read_range_file, text_digest, text_size
 from simdoc.corpus.walk import FileEntry
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.shinglesets import ShingleSets
@@ -76,6 +78,7 @@ class ScanTask:
     keep_sets: bool = False
     part: str | None = None  # where the task writes its result (its completion record); None: nowhere
     reusable: bool = False  # no file was racily clean when listed: a later run may take its part
+    span: tuple[int, int] | None = None  # one range of its one JSON Lines file (see simdoc.stages.ranges)
 
 
 @dataclass
@@ -91,7 +94,7 @@ class FileOutcome:
     left_out: list[tuple[str, str]] = field(default_factory=list)  # members left out or skipped: (id, why)
 
 
-@dataclass
+@dataclass(slots=True)  # a big JSON Lines file's parent holds one per record until the file is joined
 class DocOut:
     """One document a batch produced (see :class:`simdoc.store.doctable.DocRow` for the meanings)."""
 
@@ -114,6 +117,7 @@ class BatchResult:
     sets: ShingleSets | None = None  # with keep_sets: the sorted shingle sets of docs
     warnings: list[str] = field(default_factory=list)
     part: str | None = None  # the part file the task wrote, which holds its signature rows
+    piece: Piece | None = None  # a range's task: what the join needs (texts dropped), ids counted from the range
 
 
 def batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
@@ -147,7 +151,21 @@ def scan_tasks(
     if any(how_read(e.path, e.size) == "parquet" for e, _, keep in plan if not keep) and not have_pyarrow():
         raise no_pyarrow()  # here, once, rather than in every worker
     digests = {e.id: d for e, d, keep in plan if not keep}
-    for b in batches(e for e, _, keep in plan if not keep):
+    pending: list[FileEntry] = []
+    for e in (e for e, _, keep in plan if not keep):
+        # A big plain JSON Lines file: one task a range (joined by simdoc.stages.ranges); not on a
+        # cluster (a part holds whole files) nor for `simdoc shingle` alone (it keeps sets by file).
+        if parts is None and signature is not None and jsonl_ranges.can_cut(e.path, e.size, shingle.id_field):
+            yield from _batch_tasks(pending, digests, shingle, signature, parts, racy)
+            pending = []
+            yield from (ScanTask([(e.id, e.path, e.size, digests[e.id])], shingle, signature, span=s) for s in jsonl_ranges.cut(e.size))
+        else:
+            pending.append(e)
+    yield from _batch_tasks(pending, digests, shingle, signature, parts, racy)
+
+
+def _batch_tasks(entries: list[FileEntry], digests: dict, shingle, signature, parts, racy) -> Iterator[ScanTask]:
+    for b in batches(entries):
         files = [(e.id, e.path, e.size, digests[e.id]) for e in b]
         task = ScanTask(files, shingle, signature or _NO_SIGNATURES, signature is None)
         if parts is not None:
@@ -218,6 +236,7 @@ def _scan(task: ScanTask) -> BatchResult:
     texts: list[str | bytes] = []  # documents shingled together, in document order
     streamed: dict[int, ShingleSets] = {}  # document number -> its one-row sets (read in chunks)
     streamed_paths: dict[int, str] = {}
+    piece = None  # a range's task: what reading its range gave
     for doc_id, path, size, expected in task.files:
         how = how_read(path, size)
         if how == "streamed":
@@ -232,10 +251,14 @@ def _scan(task: ScanTask) -> BatchResult:
                 outcome.n_docs = 1
             files.append(outcome)
             continue
-        got = read_file(
-            path, doc_id, how, reading.max_bytes, reading.follow_symlinks, fields, main_content=bool(reading.main_content),
-            all_responses=bool(reading.all_responses),
-        )
+        if task.span is not None:  # the join tells a file whose bytes are the ones indexed
+            got, piece = read_range_file(path, doc_id, *task.span, reading.text_field, reading.max_bytes, reading.follow_symlinks)
+            piece.expected, expected = expected, None
+        else:
+            got = read_file(
+                path, doc_id, how, reading.max_bytes, reading.follow_symlinks, fields,
+                main_content=bool(reading.main_content), all_responses=bool(reading.all_responses),
+            )
         res = got.result
         digest = _raw(res.digest)
         if expected is not None and digest == expected and res.status not in _UNREAD:
@@ -283,7 +306,7 @@ def _scan(task: ScanTask) -> BatchResult:
                 sets_parts.append(text_sets.slice(t, t + 1))
                 t += 1
         sets = ShingleSets.concatenate(sets_parts)
-    return BatchResult(files, docs, sigs, sets)
+    return BatchResult(files, docs, sigs, sets, piece=piece if task.span is not None else None)
 
 
 def short_documents(

@@ -52,6 +52,7 @@ from simdoc.stages.common import (
     progress_bar,
 )
 from simdoc.stages.racy import index_clock, newest_ctimes, racy
+from simdoc.stages.ranges import joined
 from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
 from simdoc.stages.scan import (
@@ -124,7 +125,7 @@ def build_shingles(
         collector = _Collector(store, manifest, settings, scan, parts is not None, replaced)
         try:
             tasks = scan_tasks(plan, settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest))
-            with contextlib.closing(resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)) as results:
+            with contextlib.closing(resumed(engine, tasks) if parts is not None else joined(engine.map(scan_batch, tasks))) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
             if _same_build(settings, scan) and collector.nothing_new():
                 # Only racily clean files were read, and their bytes are the ones indexed.

@@ -1,0 +1,233 @@
+"""One big plain JSON Lines file read as byte ranges by separate tasks, then joined (issue 29).
+
+A file of millions of small records read by one task keeps one core busy
+and holds all its records at once. A plain (uncompressed) JSON Lines file
+is cut instead into ranges of :data:`RANGE_BYTES` (:func:`cut`): a range
+``[start, end)`` reads the lines that *start* in it, from the first line
+starting at or after ``start`` to the one that crosses ``end``
+(:func:`read_range`). A record longer than a range belongs to the range
+where it starts; a range inside one long record reads nothing.
+
+A range does not know how many lines come before it, so it names its
+members by their line number counted from its own first line; the join
+(:func:`joined_read`, :func:`renumber`) adds the line counts of the ranges
+before it. Whatever one task reading the whole file would give (ids, line
+numbers in warnings, the file's digest, its status) the joined ranges give
+the same: the first range also digests the whole file (a sequential read,
+fast beside the parsing the other ranges do meanwhile).
+
+Only files whose member keys are line numbers are cut: with ``--id-field``,
+a key that repeats gets ``@LINE`` appended by the order of the whole file,
+so such a file is still read by one task. A compressed file is one stream
+and is read by one task too.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+from simdoc.corpus.files import ReadResult, compression_of, open_regular
+from simdoc.corpus.formats import (
+    MEMBER_BYTES,
+    _Binary,
+    _JsonlMembers,
+    _lines,
+    _size_text,
+    _summarise,
+    member_id,
+)
+from simdoc.corpus.walk import MEMBER_SEPARATOR, is_jsonl
+
+RANGE_BYTES = 4 << 20  # bytes of a JSON Lines file per reading task
+_LAST = 1 << 62  # the end of a file's last range: past any end
+_CHUNK = 1 << 20
+
+
+def can_cut(path: str, size: int, id_field: str | None) -> bool:
+    """Whether this file is read as several ranges (see the module docstring)."""
+    return is_jsonl(path) and compression_of(path) is None and id_field is None and size > RANGE_BYTES
+
+
+def cut(size: int) -> list[tuple[int, int]]:
+    """The ranges ``[start, end)`` of a file of ``size`` bytes; the last one reaches past the end
+    (the file may have grown since it was listed: its new lines are read too, as one task would)."""
+    range_bytes = RANGE_BYTES
+    starts = list(range(0, max(size, 1), range_bytes))
+    return [(s, s + range_bytes) for s in starts[:-1]] + [(starts[-1], _LAST)]
+
+
+@dataclass
+class Piece:
+    """What one range of a JSON Lines file gave; line numbers count from the range's first line."""
+
+    docs: list[tuple[str, str, int, int]]  # (id, text, offset in the file, length), in line order
+    n_lines: int = 0  # lines that start in the range
+    problems: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    fields_seen: list[str] | None = None
+    cut: bool = False  # a text was cut to --max-bytes
+    replaced: list[int] = field(default_factory=list)  # lines with invalid UTF-8
+    changed: bool = False  # the file changed while the range was read
+    digest: str = ""  # the whole file's (first range only)
+    failed: ReadResult | None = None  # the file could not be read: what one task would have said
+    n_docs: int = 0  # len(docs), also once the texts are dropped
+    source: str = ""  # the file's id
+    last: bool = False  # the file's last range
+    expected: bytes | None = None  # the digest indexed before, carried for the join (see simdoc.stages.ranges)
+
+
+class _Skip:
+    """A digest that digests nothing: a range after the first does not digest the file."""
+
+    def update(self, _data: bytes) -> None:
+        pass
+
+
+def read_range(
+    path: str, source: str, start: int, end: int, text_field: str = "text", max_bytes: int | None = None,
+    follow_symlinks: bool = False,
+) -> Piece:
+    """The members of the lines of ``path`` that start in ``[start, end)`` (see the module docstring)."""
+    piece = _read_range(path, source, start, end, text_field, max_bytes, follow_symlinks)
+    piece.source, piece.last = source, end >= _LAST
+    return piece
+
+
+def _read_range(path: str, source: str, start: int, end: int, text_field: str, max_bytes: int | None, follow_symlinks: bool) -> Piece:
+    opened = open_regular(path, follow_symlinks)
+    if isinstance(opened, ReadResult):
+        return Piece([], failed=opened)
+    fd, before = opened
+    members = _JsonlMembers(source, text_field, None, max_bytes)
+    digest = hashlib.blake2b(digest_size=16) if start == 0 else _Skip()
+    piece = Piece(members.docs)
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        try:
+            begin = _first_line(f, start)
+            if begin is not None and begin < end:
+                f.seek(begin)
+                for lineno, line, offset, length in _lines(f.read, digest, MEMBER_BYTES, sniff=start == 0):
+                    if begin + offset >= end:
+                        break
+                    piece.n_lines = lineno
+                    if line is None:
+                        what = f"longer than {_size_text(MEMBER_BYTES)}, skipped (a JSON Lines document is parsed whole)"
+                        members.note(what, lineno, what)
+                        continue
+                    if lineno == 1 and begin == 0 and line.startswith(codecs.BOM_UTF8):
+                        line = line[len(codecs.BOM_UTF8) :]
+                    try:
+                        members.add(lineno, line.decode("utf-8"), begin + offset, length)
+                    except UnicodeDecodeError:
+                        piece.replaced.append(lineno)
+                        members.add(lineno, line.decode("utf-8", errors="replace"), begin + offset, length)
+            if start == 0:  # the rest of the file, for its digest (the lines read so far went through it)
+                while chunk := f.read(_CHUNK):
+                    digest.update(chunk)
+            after = os.fstat(f.fileno())
+        except _Binary:
+            status = ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary")
+            return Piece([], failed=status)
+        except OSError as exc:
+            return Piece([], failed=ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"))
+    piece.problems, piece.fields_seen, piece.cut = members.problems, members.fields_seen, members.cut
+    piece.n_docs = len(piece.docs)
+    piece.changed = (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
+    piece.digest = digest.hexdigest() if start == 0 else ""
+    return piece
+
+
+def _first_line(f, start: int) -> int | None:
+    """Where the first line starting at or after ``start`` starts (None: no line does)."""
+    if start == 0:
+        return 0
+    f.seek(start - 1)
+    if f.read(1) == b"\n":
+        return start
+    at = start
+    while chunk := f.read(_CHUNK):
+        i = chunk.find(b"\n")
+        if i >= 0:
+            return at + i + 1
+        at += len(chunk)
+    return None
+
+
+def first_lines(pieces: list[Piece]) -> list[int]:
+    """The number of lines before each range: what its line numbers are offset by."""
+    out, n = [], 0
+    for p in pieces:
+        out.append(n)
+        n += p.n_lines
+    return out
+
+
+def renumber(doc_id: str, source: str, before: int) -> str:
+    """A member id of a range (its line number counted from the range) as the whole file names it."""
+    return member_id(source, str(int(doc_id[len(source) + len(MEMBER_SEPARATOR) :]) + before))
+
+
+def joined_read(pieces: list[Piece]) -> ReadResult:
+    """The read result one task reading the whole file would give, its warning with those about
+    its lines (as :func:`simdoc.corpus.read.read_file` gives them)."""
+    for p in pieces:
+        if p.failed is not None:
+            return p.failed
+    befores = first_lines(pieces)
+    problems: dict[str, list[tuple[int, str]]] = {}
+    replaced: list[int] = []
+    fields_seen = None
+    for p, before in zip(pieces, befores):
+        for kind, seen in p.problems.items():
+            problems.setdefault(kind, []).extend((n + before, m) for n, m in seen)
+        replaced.extend(n + before for n in p.replaced)
+        if fields_seen is None:
+            fields_seen = p.fields_seen
+    notes = []
+    status = "partial" if any(p.cut for p in pieces) else "ok"
+    if replaced:
+        notes.append(f"invalid UTF-8 on {len(replaced)} line(s), the first line {replaced[0]}; undecodable bytes replaced by U+FFFD")
+        status = "replaced"
+    if any(p.changed for p in pieces):
+        notes.append("changed while being read; indexed as read (run again to pick up the final version)")
+    notes += [_summarise(kind, seen) for kind, seen in problems.items()]
+    if fields_seen and not any(p.n_docs for p in pieces):
+        shown = ", ".join(fields_seen[:8]) + (", ..." if len(fields_seen) > 8 else "")
+        notes.append(f"the objects have the fields {shown}: name the one with the text with --text-field")
+    return ReadResult("", pieces[0].digest, warning="; ".join(notes) or None, status=status)
+
+
+def texts_at(
+    path: str, at: dict[str, tuple[int, int]], text_field: str = "text", max_bytes: int | None = None,
+    follow_symlinks: bool = False,
+) -> dict[str, str | None]:
+    """The text of each member of a plain JSON Lines file read at its location (id -> (offset,
+    length) of its line, as the docs table has it): a seek and a read each, in file order, as a
+    web archive's CDX index finds a record. None where the line there is no longer a member
+    (the caller checks the digest of what it gets). The file is never parsed whole.
+    """
+    out: dict[str, str | None] = dict.fromkeys(at)
+    opened = open_regular(path, follow_symlinks)
+    if isinstance(opened, ReadResult):
+        return out
+    fd, _ = opened
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        for n, (doc_id, (offset, length)) in enumerate(sorted(at.items(), key=lambda kv: kv[1])):
+            if offset < 0 or length < 0 or length > MEMBER_BYTES:
+                continue
+            try:
+                f.seek(offset)
+                line = f.read(length)
+            except OSError:
+                return out
+            if len(line) != length:
+                continue
+            if offset == 0 and line.startswith(codecs.BOM_UTF8):
+                line = line[len(codecs.BOM_UTF8) :]
+            # The line parsed as the scan parsed it (its key is not needed: the digest decides).
+            members = _JsonlMembers("", text_field, None, max_bytes)
+            members.add(n + 1, line.decode("utf-8", errors="replace"), offset, length)
+            out[doc_id] = members.docs[0][1] if members.docs else None
+    return out
