@@ -11,9 +11,6 @@ import bz2
 import gzip
 import json
 import lzma
-import os
-import re
-import time
 
 import pytest
 from click.testing import CliRunner
