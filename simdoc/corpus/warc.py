@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 
 from simdoc.corpus import formats, warcio
 from simdoc.corpus.formats import MemberKeys, html_to_text, member_id
-from simdoc.corpus.walk import is_warc
 
 DOC_TYPES = ("response", "resource", "conversion", "revisit")
 TEXT_TYPES = ("text/html", "application/xhtml", "text/plain")
@@ -333,7 +332,7 @@ def _decode(body: bytes, ctype: str, what: str, notes: _Notes) -> str:
     try:
         return body.decode(charset)
     except UnicodeDecodeError:
-        notes.add(f"bytes invalid in their charset, replaced by U+FFFD", what)
+        notes.add("bytes invalid in their charset, replaced by U+FFFD", what)
         return body.decode(charset, errors="replace")
     except Exception:  # a codec that fails on its own (not a text codec)
         notes.add(f"charset {charset!r} cannot decode text, read as UTF-8", what)
