@@ -48,7 +48,7 @@ def test_clusters_and_dedup_jsonl_are_json(run, corpus, tmp_path):
     assert clusters == [{"cluster_id": 1, "size": 3, "members": ["a.txt", os.fsdecode(RAW), ACCENT]}]
     dedup = json_lines(run("dedup", "--index", idx, "-f", "jsonl"))
     assert dedup == [{"cluster_id": 1, "keep": "a.txt", "drop": [os.fsdecode(RAW), ACCENT]}]
-    absolute = json_lines(run("dedup", "--index", idx, "-f", "jsonl", "--absolute"))
+    absolute = json_lines(run("dedup", corpus, "--index", idx, "-f", "jsonl", "--absolute"))
     assert [os.fsencode(x) for x in absolute[0]["drop"]] == [os.fsencode(corpus) + b"/" + RAW, os.fsencode(corpus / ACCENT)]
 
 
@@ -64,7 +64,7 @@ def test_pairs_query_stats_and_show_json_are_json(run, corpus, tmp_path):
     assert {q["doc"] for q in query} == {"a.txt", os.fsdecode(RAW), ACCENT}
     skipped = json_lines(run("stats", "--index", idx, "--skipped", "--format", "json"))
     assert [os.fsencode(s["id"]) for s in skipped] == [b"bin\xff.dat"]
-    show = json_lines(run("show", "--index", idx, "a.txt", os.fsdecode(RAW), "--format", "json"))
+    show = json_lines(run("show", corpus, "--index", idx, "a.txt", os.fsdecode(RAW), "--format", "json"))
     assert len(show) == 1 and os.fsencode(show[0]["doc_b"]) == RAW
     stats = json_lines(run("stats", "--index", idx, "--format", "json"))
     assert len(stats) == 1

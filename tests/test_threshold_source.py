@@ -49,7 +49,7 @@ def test_dedup_after_index_lists_only_what_the_stored_threshold_allows(run, stag
     assert r.stdout == "misc/red-lentil-soup.txt\n"
     assert "(set jaccard >= 0.95, --keep first)" in r.stderr
     assert index_stage_params(staged) == before  # the stored threshold is not changed
-    r0 = run("dedup", "--index", staged, "-0", "--absolute")
+    r0 = run("dedup", SAMPLE_CORPUS, "--index", staged, "-0", "--absolute")  # --absolute needs the CORPUS
     assert r0.stdout == str(SAMPLE_CORPUS / "misc/red-lentil-soup.txt") + "\0"
 
 
