@@ -41,7 +41,7 @@ def joined(results: Iterator[BatchResult]) -> Iterator[BatchResult]:
 def join(group: list[BatchResult]) -> BatchResult:
     """One file's range results as the result of one task reading it whole."""
     pieces = [g.piece for g in group]
-    res = joined_read(pieces)
+    res, ids = joined_read(pieces)
     digest = bytes.fromhex(res.digest) if res.digest else b""
     expected = pieces[0].expected
     num_perm = group[0].signatures.shape[1]
@@ -53,11 +53,11 @@ def join(group: list[BatchResult]) -> BatchResult:
     source = pieces[0].source
     docs: list[DocOut] = []
     left_out: list[tuple[str, str]] = []
-    for g, before in zip(group, first_lines(pieces)):
+    for g, before, by_line in zip(group, first_lines(pieces), ids):
         for d in g.docs:
-            d.id = renumber(d.id, source, before)
+            d.id = renumber(d.id, source, before, by_line)
             docs.append(d)
-        left_out.extend((renumber(i, source, before), why) for i, why in g.files[0].left_out)
+        left_out.extend((renumber(i, source, before, by_line), why) for i, why in g.files[0].left_out)
     order = np.asarray(sorted(range(len(docs)), key=lambda i: docs[i].id), dtype=np.int64)
     sigs = np.empty((len(docs), num_perm), dtype=np.uint32)
     rank = np.empty(len(docs), dtype=np.int64)
