@@ -2,12 +2,13 @@
 
 :func:`simdoc.stages.scan.scan_tasks` cuts such a file (see
 :mod:`simdoc.corpus.jsonl_ranges` for which files and where) into tasks of
-one range each; :func:`joined`
-sits between the engine and the shingle stage's collector and turns the
-results of one file's ranges, which come in task order, back into the one
-result a single task reading the whole file would have given: the same ids
-(line numbers offset by the lines of the ranges before), documents in id
-order with their signature rows, the same warnings, status and digest. A
+one range each; :func:`joined` sits between the engine and the shingle
+stage's collector and turns the results of one file's ranges, which come
+in task order, back into the one result a single task reading the whole
+file would have given: the same ids (line numbers offset by the lines of
+the ranges before; ``--id-field`` keys taken in the file's line order),
+documents in id order with their signature rows, the same warnings,
+status and digest. A
 file whose bytes turn out to be the ones indexed is then reported
 unchanged, as a single task would report it (its ranges were read for
 nothing: a file whose size or time changed is read again whole).
