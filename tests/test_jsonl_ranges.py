@@ -42,10 +42,15 @@ line = st.one_of(
     st.just('{"title": "no text"}'),
     st.just(json.dumps({"text": "harbour tide table mountain goats climb steep paths"})),  # repeats: pairs
     st.just(json.dumps({"text": "caf\u00e9 na\u00efve \u00fcber"}, ensure_ascii=False)),
+    # ids that repeat (across ranges too), that look like line numbers or renamed repeats, with a NUL byte
+    st.builds(
+        lambda k, i: json.dumps({"id": k, "text": f"harbour tide table mountain goats {i}"}),
+        st.sampled_from(["k", "k@3", "k@3@3", "1", "3", 2, "a\u0000b", None]), st.integers(0, 3),
+    ),
 )
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(
     lines=st.lists(line, min_size=0, max_size=25),
     crlf=st.booleans(),
@@ -53,16 +58,20 @@ line = st.one_of(
     cut_at=st.integers(1, 200),
     min_length=st.sampled_from([None, 12]),
     max_bytes=st.sampled_from([None, 50]),
+    id_field=st.sampled_from([None, "id"]),
 )
-def test_any_cut_gives_the_arrays_and_pairs_of_one_task(tmp_path_factory, lines, crlf, last_newline, cut_at, min_length, max_bytes):
+def test_any_cut_gives_the_arrays_and_pairs_of_one_task(
+    tmp_path_factory, lines, crlf, last_newline, cut_at, min_length, max_bytes, id_field
+):
     base = tmp_path_factory.mktemp("ranges")
     nl = "\r\n" if crlf else "\n"
     body = nl.join(lines) + (nl if last_newline and lines else "")
     (base / "c").mkdir()
     (base / "c" / "big.jsonl").write_bytes(body.encode("utf-8"))
     (base / "c" / "small.txt").write_text("harbour tide table mountain goats climb steep paths\n")
-    whole = build(base / "c", base / "i1", 1 << 40, min_length=min_length, max_bytes=max_bytes)
-    cut = build(base / "c", base / "i2", cut_at, min_length=min_length, max_bytes=max_bytes)
+    kw = {"min_length": min_length, "max_bytes": max_bytes, "id_field": id_field}
+    whole = build(base / "c", base / "i1", 1 << 40, **kw)
+    cut = build(base / "c", base / "i2", cut_at, **kw)
     assert cut == whole
 
 
@@ -92,3 +101,14 @@ def test_an_update_by_ranges_is_the_update_by_one_task(tmp_path):
     st = f.stat()
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))  # touched: the same bytes
     assert build(tmp_path / "c", tmp_path / "i1", 100) == build(tmp_path / "c", tmp_path / "i2", 1 << 40)
+
+
+def test_ids_that_repeat_across_ranges_are_renamed_as_by_one_task(tmp_path):
+    rows = [json.dumps({"id": f"k{i % 7}", "text": f"record {i} harbour tide table mountain goats climb"}) for i in range(50)]
+    rows[20] = json.dumps({"text": "no id here, harbour tide table mountain goats climb"})
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.jsonl").write_text("\n".join(rows) + "\n")
+    whole = build(tmp_path / "c", tmp_path / "i1", 1 << 40, id_field="id")
+    cut = build(tmp_path / "c", tmp_path / "i2", 150, id_field="id")
+    assert cut == whole
+    assert any("@LINE" in w for w in whole[3]) and any("no field 'id'" in w for w in whole[3])

@@ -48,6 +48,7 @@ MEMBER_IDS = 2
 
 
 SHOWN_LINES = 3  # line numbers quoted in a warning that many lines share
+REPEATS = "an id that repeats gets @LINE appended"
 
 
 def member_id(source: str, key: str) -> str:
@@ -92,6 +93,9 @@ class _JsonlMembers:
         self.problems: dict[str, list[tuple[int, str]]] = {}  # kind -> (line, what to say of that line alone)
         self.fields_seen: list[str] | None = None  # the keys of the first object without the text field
         self.cut = False  # a text was cut to --max-bytes
+        # Reading a range (see simdoc.corpus.jsonl_ranges): (line, wanted key; None: the line number)
+        # of each member, its key taken only when the ranges are joined, in the whole file's line order.
+        self.deferred: list[tuple[int, str | None]] | None = None
 
     def note(self, kind: str, lineno: int, message: str) -> None:
         self.problems.setdefault(kind, []).append((lineno, message))
@@ -112,14 +116,14 @@ class _JsonlMembers:
             if self.fields_seen is None and isinstance(obj, dict):
                 self.fields_seen = list(obj)
             return
-        key = str(lineno)
+        key, by_line = str(lineno), True
         if self.id_field is not None:
             if obj.get(self.id_field) is not None:
-                key = str(obj[self.id_field])
+                key, by_line = str(obj[self.id_field]), False
                 if "\0" in key:
                     what = "its id has a NUL byte; its id is the line number"
                     self.note(what, lineno, what)
-                    key = str(lineno)
+                    key, by_line = str(lineno), True
             else:
                 what = f"no field {self.id_field!r}, its id is the line number"
                 self.note(what, lineno, what)
@@ -128,9 +132,13 @@ class _JsonlMembers:
             self.cut = True
             what = f"text longer than --max-bytes {self.max_bytes}; only the first {self.max_bytes} bytes are indexed"
             self.note(what, lineno, what)
+        if self.deferred is not None:  # a range of the file: its keys are taken when the ranges are joined
+            self.deferred.append((lineno, None if by_line else key))
+            self.docs.append((member_id(self.keys.source, str(lineno)), text, offset, length))
+            return
         doc_id, said = self.keys.take(key, lineno)
         if said:
-            self.note("an id that repeats gets @LINE appended", lineno, said)
+            self.note(REPEATS, lineno, said)
         self.docs.append((doc_id, text, offset, length))
 
     def warnings(self) -> list[str]:

@@ -16,10 +16,10 @@ numbers in warnings, the file's digest, its status) the joined ranges give
 the same: the first range also digests the whole file (a sequential read,
 fast beside the parsing the other ranges do meanwhile).
 
-Only files whose member keys are line numbers are cut: with ``--id-field``,
-a key that repeats gets ``@LINE`` appended by the order of the whole file,
-so such a file is still read by one task. A compressed file is one stream
-and is read by one task too.
+With ``--id-field``, a key that repeats gets ``@LINE`` appended in the
+order of the whole file: a range only notes each member's wanted key, and
+the join takes them in line order (:func:`joined_read`). A compressed file
+is one stream and is read by one task.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from simdoc.corpus.files import ReadResult, compression_of, open_regular
 from simdoc.corpus.formats import (
     MEMBER_BYTES,
+    REPEATS,
+    MemberKeys,
     _Binary,
     _JsonlMembers,
     _lines,
@@ -46,9 +48,9 @@ _LAST = 1 << 62  # the end of a file's last range: past any end
 _CHUNK = 1 << 20
 
 
-def can_cut(path: str, size: int, id_field: str | None) -> bool:
+def can_cut(path: str, size: int) -> bool:
     """Whether this file is read as several ranges (see the module docstring)."""
-    return is_jsonl(path) and compression_of(path) is None and id_field is None and size > RANGE_BYTES
+    return is_jsonl(path) and compression_of(path) is None and size > RANGE_BYTES
 
 
 def cut(size: int) -> list[tuple[int, int]]:
@@ -76,6 +78,7 @@ class Piece:
     source: str = ""  # the file's id
     last: bool = False  # the file's last range
     expected: bytes | None = None  # the digest indexed before, carried for the join (see simdoc.stages.ranges)
+    keys: list[tuple[int, str | None]] | None = None  # with --id-field: (line, wanted key; None: the line number)
 
 
 class _Skip:
@@ -87,22 +90,24 @@ class _Skip:
 
 def read_range(
     path: str, source: str, start: int, end: int, text_field: str = "text", max_bytes: int | None = None,
-    follow_symlinks: bool = False,
+    follow_symlinks: bool = False, id_field: str | None = None,
 ) -> Piece:
     """The members of the lines of ``path`` that start in ``[start, end)`` (see the module docstring)."""
-    piece = _read_range(path, source, start, end, text_field, max_bytes, follow_symlinks)
+    piece = _read_range(path, source, start, end, text_field, max_bytes, follow_symlinks, id_field)
     piece.source, piece.last = source, end >= _LAST
     return piece
 
 
-def _read_range(path: str, source: str, start: int, end: int, text_field: str, max_bytes: int | None, follow_symlinks: bool) -> Piece:
+def _read_range(path: str, source: str, start: int, end: int, text_field, max_bytes, follow_symlinks, id_field) -> Piece:
     opened = open_regular(path, follow_symlinks)
     if isinstance(opened, ReadResult):
         return Piece([], failed=opened)
     fd, before = opened
-    members = _JsonlMembers(source, text_field, None, max_bytes)
+    members = _JsonlMembers(source, text_field, id_field, max_bytes)
+    if id_field is not None:
+        members.deferred = []
     digest = hashlib.blake2b(digest_size=16) if start == 0 else _Skip()
-    piece = Piece(members.docs)
+    piece = Piece(members.docs, keys=members.deferred)
     with os.fdopen(fd, "rb", buffering=0) as f:
         try:
             begin = _first_line(f, start)
@@ -164,18 +169,40 @@ def first_lines(pieces: list[Piece]) -> list[int]:
     return out
 
 
-def renumber(doc_id: str, source: str, before: int) -> str:
-    """A member id of a range (its line number counted from the range) as the whole file names it."""
-    return member_id(source, str(int(doc_id[len(source) + len(MEMBER_SEPARATOR) :]) + before))
+def renumber(doc_id: str, source: str, before: int, ids: dict[int, str] | None = None) -> str:
+    """A member id of a range (its line number counted from the range) as the whole file names it
+    (``ids``: the range's ids by line, as :func:`joined_read` took them with ``--id-field``)."""
+    local = int(doc_id[len(source) + len(MEMBER_SEPARATOR) :])
+    return ids[local] if ids is not None else member_id(source, str(local + before))
 
 
-def joined_read(pieces: list[Piece]) -> ReadResult:
+def _take_keys(pieces: list[Piece], befores: list[int]) -> tuple[list[dict[int, str] | None], list[tuple[int, str]]]:
+    """Each range's ids by line, the keys taken in the whole file's line order, and what was said
+    of the keys that repeat (line, message)."""
+    if pieces[0].keys is None:
+        return [None] * len(pieces), []
+    keys = MemberKeys(pieces[0].source)
+    out: list[dict[int, str] | None] = []
+    said: list[tuple[int, str]] = []
+    for p, before in zip(pieces, befores):
+        ids = {}
+        for local, key in p.keys or []:
+            ids[local], message = keys.take(str(local + before) if key is None else key, local + before)
+            if message:
+                said.append((local + before, message))
+        out.append(ids)
+    return out, said
+
+
+def joined_read(pieces: list[Piece]) -> tuple[ReadResult, list[dict[int, str] | None]]:
     """The read result one task reading the whole file would give, its warning with those about
-    its lines (as :func:`simdoc.corpus.read.read_file` gives them)."""
+    its lines (as :func:`simdoc.corpus.read.read_file` gives them), and each range's ids by
+    line when they are not line numbers (see :func:`renumber`)."""
     for p in pieces:
         if p.failed is not None:
-            return p.failed
+            return p.failed, [None] * len(pieces)
     befores = first_lines(pieces)
+    ids, said = _take_keys(pieces, befores)
     problems: dict[str, list[tuple[int, str]]] = {}
     replaced: list[int] = []
     fields_seen = None
@@ -185,6 +212,9 @@ def joined_read(pieces: list[Piece]) -> ReadResult:
         replaced.extend(n + before for n in p.replaced)
         if fields_seen is None:
             fields_seen = p.fields_seen
+    if said:  # in the order one task notes them: by first line, a repeat last on its line
+        problems[REPEATS] = said
+        problems = dict(sorted(problems.items(), key=lambda kv: (kv[1][0][0], kv[0] == REPEATS)))
     notes = []
     status = "partial" if any(p.cut for p in pieces) else "ok"
     if replaced:
@@ -196,7 +226,7 @@ def joined_read(pieces: list[Piece]) -> ReadResult:
     if fields_seen and not any(p.n_docs for p in pieces):
         shown = ", ".join(fields_seen[:8]) + (", ..." if len(fields_seen) > 8 else "")
         notes.append(f"the objects have the fields {shown}: name the one with the text with --text-field")
-    return ReadResult("", pieces[0].digest, warning="; ".join(notes) or None, status=status)
+    return ReadResult("", pieces[0].digest, warning="; ".join(notes) or None, status=status), ids
 
 
 def texts_at(

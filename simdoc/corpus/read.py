@@ -144,12 +144,12 @@ def _read_warc(path: str, doc_id: str, reading: WarcReading) -> FileRead:
 
 
 def read_range_file(
-    path: str, source: str, start: int, end: int, text_field: str, max_bytes: int | None, follow: bool
+    path: str, source: str, span: tuple[int, int], fields: tuple, max_bytes: int | None, follow: bool
 ) -> tuple[FileRead, Piece]:
     """The members of one range of a plain JSON Lines file (see :mod:`simdoc.corpus.jsonl_ranges`):
     the range's members as a :class:`FileRead` (ids counted from the range), and the piece
     for the join without its texts."""
-    piece = read_range(path, source, start, end, text_field, max_bytes, follow)
+    piece = read_range(path, source, *span, fields[0], max_bytes, follow, fields[1])
     res = piece.failed or ReadResult("", piece.digest)
     got = FileRead(res, [Member(*d) for d in piece.docs])
     piece.docs = []

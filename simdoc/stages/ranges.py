@@ -2,12 +2,13 @@
 
 :func:`simdoc.stages.scan.scan_tasks` cuts such a file (see
 :mod:`simdoc.corpus.jsonl_ranges` for which files and where) into tasks of
-one range each; :func:`joined`
-sits between the engine and the shingle stage's collector and turns the
-results of one file's ranges, which come in task order, back into the one
-result a single task reading the whole file would have given: the same ids
-(line numbers offset by the lines of the ranges before), documents in id
-order with their signature rows, the same warnings, status and digest. A
+one range each; :func:`joined` sits between the engine and the shingle
+stage's collector and turns the results of one file's ranges, which come
+in task order, back into the one result a single task reading the whole
+file would have given: the same ids (line numbers offset by the lines of
+the ranges before; ``--id-field`` keys taken in the file's line order),
+documents in id order with their signature rows, the same warnings,
+status and digest. A
 file whose bytes turn out to be the ones indexed is then reported
 unchanged, as a single task would report it (its ranges were read for
 nothing: a file whose size or time changed is read again whole).
@@ -48,7 +49,7 @@ def joined(results: Iterator[BatchResult]) -> Iterator[BatchResult]:
 def join(group: list[BatchResult]) -> BatchResult:
     """One file's range results as the result of one task reading it whole."""
     pieces = [g.piece for g in group]
-    res = joined_read(pieces)
+    res, ids = joined_read(pieces)
     digest = bytes.fromhex(res.digest) if res.digest else b""
     expected = pieces[0].expected
     num_perm = group[0].signatures.shape[1]
@@ -60,11 +61,11 @@ def join(group: list[BatchResult]) -> BatchResult:
     source = pieces[0].source
     docs: list[DocOut] = []
     left_out: list[tuple[str, str]] = []
-    for g, before in zip(group, first_lines(pieces)):
+    for g, before, by_line in zip(group, first_lines(pieces), ids):
         for d in g.docs:
-            d.id = renumber(d.id, source, before)
+            d.id = renumber(d.id, source, before, by_line)
             docs.append(d)
-        left_out.extend((renumber(i, source, before), why) for i, why in g.files[0].left_out)
+        left_out.extend((renumber(i, source, before, by_line), why) for i, why in g.files[0].left_out)
     order = np.asarray(sorted(range(len(docs)), key=lambda i: docs[i].id), dtype=np.int64)
     sigs = np.empty((len(docs), num_perm), dtype=np.uint32)
     rank = np.empty(len(docs), dtype=np.int64)

@@ -155,7 +155,7 @@ def scan_tasks(
     for e in (e for e, _, keep in plan if not keep):
         # A big plain JSON Lines file: one task a range (joined by simdoc.stages.ranges); not on a
         # cluster (a part holds whole files) nor for `simdoc shingle` alone (it keeps sets by file).
-        if parts is None and signature is not None and jsonl_ranges.can_cut(e.path, e.size, shingle.id_field):
+        if parts is None and signature is not None and jsonl_ranges.can_cut(e.path, e.size):
             yield from _batch_tasks(pending, digests, shingle, signature, parts, racy)
             pending = []
             yield from (ScanTask([(e.id, e.path, e.size, digests[e.id])], shingle, signature, span=s) for s in jsonl_ranges.cut(e.size))
@@ -252,7 +252,7 @@ def _scan(task: ScanTask) -> BatchResult:
             files.append(outcome)
             continue
         if task.span is not None:  # the join tells a file whose bytes are the ones indexed
-            got, piece = read_range_file(path, doc_id, *task.span, reading.text_field, reading.max_bytes, reading.follow_symlinks)
+            got, piece = read_range_file(path, doc_id, task.span, fields, reading.max_bytes, reading.follow_symlinks)
             piece.expected, expected = expected, None
         else:
             got = read_file(
