@@ -17,6 +17,7 @@ import codecs
 import hashlib
 import os
 import unicodedata
+from collections.abc import Callable
 
 import numpy as np
 
@@ -126,11 +127,15 @@ def _hold_back(text: str, final: bool) -> tuple[str, str]:
 class _Windows:
     """Shingles a normalised stream: keeps the last k-1 tokens between pieces."""
 
-    def __init__(self, spec: ShingleSpec, form: str = "sets", merge_items: int = MERGE_ITEMS) -> None:
+    def __init__(
+        self, spec: ShingleSpec, form: str = "sets", merge_items: int = MERGE_ITEMS,
+        sink: Callable[[np.ndarray, np.ndarray], None] | None = None,
+    ) -> None:
         self.spec = spec
-        self.form = form  # "sets" (32-bit) or "sets64" (verification), see shingle_texts
+        self.form = form  # "sets" (32-bit), "stream" or "sets64" (verification), see shingle_texts
         self.carry = ""  # normalised text not yet fully shingled
         self.counts = _Counts(merge_items)
+        self.add = sink or self.counts.add  # where each piece's (hashes, counts) go
         self.tokens_seen = 0
         self.windows_done = False
 
@@ -156,19 +161,22 @@ class _Windows:
                 self.carry = " ".join(complete[max(tokens - (k - 1), 0) :] + words[-1:]) if tokens >= k else buf
         if tokens >= k:
             sets = shingle_texts([piece], self.spec, normalised=True, form=self.form)
-            self.counts.add(np.asarray(sets.data), np.asarray(sets.counts))
+            self.add(np.asarray(sets.data), np.asarray(sets.counts))
             self.windows_done = True
         elif not final:
             self.carry = buf  # not a single whole window yet: wait for more text
         elif not self.windows_done and tokens > 0:
             # The whole document is shorter than k: one shingle of it all (the short-document rule).
             sets = shingle_texts([piece], self.spec, normalised=True, form=self.form)
-            self.counts.add(np.asarray(sets.data), np.asarray(sets.counts))
+            self.add(np.asarray(sets.data), np.asarray(sets.counts))
 
 
 # Text shingled at once by :func:`sets64_of_texts`, in characters: shingling holds some 70
 # bytes per character (code points, window hashes of two seeds, the sort), so ~18 MB.
 PIECE_CHARS = 1 << 18
+# A document read whole that is longer than this (in characters) is signed a piece at a time
+# (:func:`windows_in_pieces`), not shingled with its batch: shingling holds ~40 bytes per character.
+LARGE_CHARS = 1 << 22
 
 
 def sets64_of_texts(texts: list[str | bytes], spec: ShingleSpec) -> ShingleSets:
@@ -222,6 +230,27 @@ def _sets64_in_pieces(text: str | bytes, spec: ShingleSpec) -> ShingleSets:
     windows.feed(norm.feed("", final=True), True)
     data, counts = windows.counts.merged()
     return ShingleSets(np.array([0, len(data)], np.int64), data, counts)
+
+
+def windows_in_pieces(
+    text: str | bytes, spec: ShingleSpec, sink: Callable[[np.ndarray, np.ndarray], None], form: str = "stream"
+) -> None:
+    """Hand ``sink`` the window hashes of one in-memory document (``form`` as in
+    :func:`simdoc.shingling.shingle_texts`), :data:`PIECE_CHARS` characters at a time.
+
+    The per-character folding (lowercase, Unicode) is done on the whole text
+    first, so the windows are exactly those of shingling it whole (no chunk-boundary
+    caveat); whitespace is collapsed and windows cut piece by piece. Memory: the text,
+    its folded copy and one piece's scratch arrays, whatever the text holds.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("ascii")
+    text = fold(text, spec.lowercase, spec.unicode)
+    norm = _Normaliser(lowercase=False)
+    windows = _Windows(spec, form, sink=sink)
+    for start in range(0, len(text), PIECE_CHARS):
+        windows.feed(norm.feed(text[start : start + PIECE_CHARS]), False)
+    windows.feed(norm.feed("", final=True), True)
 
 
 def stream_document(
