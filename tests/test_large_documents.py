@@ -105,3 +105,15 @@ def test_scan_signs_a_long_document_in_pieces_the_same(tmp_path):
             assert [d.n_shingles for d in whole.docs] == [d.n_shingles for d in pieces.docs]
             sizes = [d.size for d in whole.docs]
             assert min(sizes) < 1000 < max(sizes)  # both paths are taken
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 3 * scan.BATCH_BYTES), max_size=12))
+def test_a_large_file_is_a_batch_of_its_own(sizes):
+    """Two large files never share a batch (each would be held with the other); batches stay
+    consecutive and cover every file once."""
+    entries = [mock.Mock(size=s, id=str(i)) for i, s in enumerate(sizes)]
+    got = list(scan.batches(entries))
+    assert [e.id for b in got for e in b] == [e.id for e in entries]
+    for b in got:
+        assert len(b) == 1 or all(e.size < scan.BATCH_BYTES for e in b)

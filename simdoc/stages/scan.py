@@ -121,9 +121,13 @@ class BatchResult:
 
 
 def batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
-    """Consecutive entries, cut where a batch reaches BATCH_BYTES of files or BATCH_DOCS files."""
+    """Consecutive entries, cut where a batch reaches BATCH_BYTES of files or BATCH_DOCS files;
+    a file of BATCH_BYTES or more goes alone (two large files in one batch would double its memory)."""
     cur, size = [], 0
     for e in entries:
+        if e.size >= BATCH_BYTES and cur:
+            yield cur
+            cur, size = [], 0
         cur.append(e)
         size += e.size
         if size >= BATCH_BYTES or len(cur) >= BATCH_DOCS:
