@@ -179,19 +179,44 @@ PIECE_CHARS = 1 << 18
 LARGE_CHARS = 1 << 22
 
 
-def sets64_of_texts(texts: list[str | bytes], spec: ShingleSpec) -> ShingleSets:
+Part = tuple[int, int]  # (p, P): only the 64-bit hashes in the p-th of P equal ranges
+
+
+def in_part(data: np.ndarray, part: Part) -> np.ndarray:
+    """Which 64-bit hashes fall in range ``p`` of ``P`` (by their top 32 bits): the ranges cut a
+    sorted set into consecutive runs, so P passes see every shingle of a set exactly once."""
+    p, n_parts = part
+    top = np.asarray(data, dtype=np.uint64) >> np.uint64(32)
+    return (top * np.uint64(n_parts)) >> np.uint64(32) == np.uint64(p)
+
+
+def _keep_part(sets: ShingleSets, part: Part | None) -> ShingleSets:
+    if part is None:
+        return sets
+    keep = in_part(sets.data, part)
+    n = len(sets.indptr) - 1
+    row = np.repeat(np.arange(n, dtype=np.int64), np.diff(sets.indptr))
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(row[keep], minlength=n), out=indptr[1:])
+    return ShingleSets(indptr, sets.data[keep], sets.counts[keep])
+
+
+def sets64_of_texts(texts: list[str | bytes], spec: ShingleSpec, part: Part | None = None) -> ShingleSets:
     """The 64-bit shingle sets of ``texts`` (one row each, as ``shingle_texts(form="sets64")``
     gives them), in memory bounded by :data:`PIECE_CHARS` whatever the texts' lengths.
 
     Short texts are shingled together, up to that many characters at a time;
     a longer one is fed through the streaming normaliser and windows in
     pieces of that size, which give the same set as shingling it whole.
+    With ``part``, only the hashes of that range are kept (see :func:`in_part`):
+    a long text's set is then held a range at a time.
     """
     indptr = [0]
     data: list[np.ndarray] = []
     counts: list[np.ndarray] = []
 
     def add(sets: ShingleSets) -> None:
+        sets = _keep_part(sets, part)
         data.append(np.asarray(sets.data))
         counts.append(np.asarray(sets.counts))
         ends = np.asarray(sets.indptr[1:], dtype=np.int64) + indptr[-1]
@@ -204,7 +229,7 @@ def sets64_of_texts(texts: list[str | bytes], spec: ShingleSpec) -> ShingleSets:
             if batch:
                 add(shingle_texts(batch, spec, form="sets64"))
                 batch, held = [], 0
-            add(_sets64_in_pieces(text, spec))
+            add(_sets64_in_pieces(text, spec, part))
             continue
         if held + len(text) > PIECE_CHARS and batch:
             add(shingle_texts(batch, spec, form="sets64"))
@@ -220,11 +245,24 @@ def sets64_of_texts(texts: list[str | bytes], spec: ShingleSpec) -> ShingleSets:
     )
 
 
-def _sets64_in_pieces(text: str | bytes, spec: ShingleSpec) -> ShingleSets:
+def _part_sink(counts: _Counts, part: Part | None) -> Callable[[np.ndarray, np.ndarray], None] | None:
+    """What feeds ``counts`` only the hashes of ``part`` (None: all of them, the default sink)."""
+    if part is None:
+        return None
+
+    def add(data: np.ndarray, n: np.ndarray) -> None:
+        keep = in_part(data, part)
+        counts.add(data[keep], n[keep])
+
+    return add
+
+
+def _sets64_in_pieces(text: str | bytes, spec: ShingleSpec, part: Part | None = None) -> ShingleSets:
     if isinstance(text, bytes):
         text = text.decode("ascii")
     norm = _Normaliser(spec.lowercase, spec.unicode)
     windows = _Windows(spec, "sets64", merge_items=2 * PIECE_CHARS)
+    windows.add = _part_sink(windows.counts, part) or windows.add
     for start in range(0, len(text), PIECE_CHARS):
         windows.feed(norm.feed(text[start : start + PIECE_CHARS]), False)
     windows.feed(norm.feed("", final=True), True)
@@ -254,10 +292,12 @@ def windows_in_pieces(
 
 
 def stream_document(
-    path: str, spec: ShingleSpec, max_bytes: int | None, follow_symlinks: bool, form: str = "sets"
+    path: str, spec: ShingleSpec, max_bytes: int | None, follow_symlinks: bool, form: str = "sets",
+    part: Part | None = None,
 ) -> tuple[ReadResult, ShingleSets]:
     """Read, decode, normalise and shingle one file in chunks; returns its info and one-row sets
-    (``form``: "sets" or "sets64", see :func:`simdoc.shingling.shingle_texts`)."""
+    (``form``: "sets" or "sets64", see :func:`simdoc.shingling.shingle_texts`; ``part``: only
+    the 64-bit hashes of that range, see :func:`in_part`)."""
     empty = ShingleSets(np.zeros(2, np.int64), np.zeros(0, np.uint32))
     opened = open_regular(path, follow_symlinks)
     if isinstance(opened, ReadResult):
@@ -276,6 +316,7 @@ def stream_document(
     decoder = codecs.getincrementaldecoder("utf-8-sig")(errors=handler)
     norm = _Normaliser(spec.lowercase, spec.unicode)
     windows = _Windows(spec, form)
+    windows.add = _part_sink(windows.counts, part) or windows.add
     warnings: list[str] = []
     read = 0
     source = None  # the decompressing reader, for compressed files
