@@ -276,6 +276,19 @@ if ENABLED:
                     attempt += uint64(1)
 
     @njit(cache=CACHE, nogil=True)
+    def oph_bins(data, key, sig, filled):
+        """oph_csr's bin minima of one document, before densification, folded into sig/filled
+        (a document given in pieces: the minimum of minima is the minimum)."""
+        num_perm = sig.shape[0]
+        for j in range(data.shape[0]):
+            h = _mix64(uint64(data[j]) + key)
+            b = ((h >> uint64(32)) * uint64(num_perm)) >> uint64(32)
+            v = uint32(h & uint64(0xFFFFFFFF))
+            if v < sig[b]:
+                sig[b] = v
+            filled[b] = True
+
+    @njit(cache=CACHE, nogil=True)
     def band_keys_rows(signatures, rows, seeds, golden, mix1, mix2, out):
         """lsh.band_keys one document at a time: out[t, d] = key of band t of row d.
 

@@ -260,3 +260,52 @@ def _oph_rows(sets: ShingleSets, num_perm: int, key: np.uint64, probe_key: np.ui
                     attempt += 1
             out[d] = dense
     return out
+
+
+class SignatureFold:
+    """One document's signature from its shingles given a piece at a time, in memory that does
+    not grow with the document: the same bytes as :meth:`MinHasher.signatures` of the whole.
+
+    A minimum over a union is the minimum of the pieces' minima, so the classic scheme folds
+    whole signatures. One-permutation hashing folds its bin minima and which bins were hit,
+    and densifies only at the end: a bin empty in one piece may be filled by another.
+    Repeated shingles (pieces of a window stream) change no minimum.
+    """
+
+    def __init__(self, hasher: MinHasher) -> None:
+        self.hasher = hasher
+        self.sig = np.full(hasher.num_perm, EMPTY, dtype=np.uint32)
+        self.filled = np.zeros(hasher.num_perm, dtype=bool)
+        self.n = 0  # shingles (windows) seen
+
+    def add(self, data: np.ndarray) -> None:
+        data = np.asarray(data, dtype=np.uint32)
+        if not len(data):
+            return
+        self.n += len(data)
+        h = self.hasher
+        if h.scheme != "oph":
+            np.minimum(self.sig, h.signatures(ShingleSets(np.array([0, len(data)], np.int64), data))[0], out=self.sig)
+            return
+        from simdoc import kernels
+
+        if kernels.ENABLED:
+            kernels.oph_bins(data, h.oph_key, self.sig, self.filled)
+            return
+        with np.errstate(over="ignore"):
+            x = _mix64(data.astype(np.uint64) + h.oph_key)
+        bins = (((x >> np.uint64(32)) * np.uint64(h.num_perm)) >> np.uint64(32)).astype(np.int64)
+        np.minimum.at(self.sig, bins, (x & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+        self.filled[bins] = True
+
+    def result(self) -> np.ndarray:
+        """The signature (num_perm uint32); all 0xFFFFFFFF if no shingle was added."""
+        if self.hasher.scheme != "oph" or self.n == 0:
+            return self.sig.copy()
+        dense = self.sig.copy()
+        for i in np.flatnonzero(~self.filled).tolist():
+            attempt = 0
+            while not self.filled[j := oph_probe(i, attempt, int(self.hasher.probe_key), self.hasher.num_perm)]:
+                attempt += 1
+            dense[i] = self.sig[j]
+        return dense

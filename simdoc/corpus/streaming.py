@@ -17,6 +17,7 @@ import codecs
 import hashlib
 import os
 import unicodedata
+from collections.abc import Callable
 
 import numpy as np
 
@@ -126,11 +127,15 @@ def _hold_back(text: str, final: bool) -> tuple[str, str]:
 class _Windows:
     """Shingles a normalised stream: keeps the last k-1 tokens between pieces."""
 
-    def __init__(self, spec: ShingleSpec, form: str = "sets", merge_items: int = MERGE_ITEMS) -> None:
+    def __init__(
+        self, spec: ShingleSpec, form: str = "sets", merge_items: int = MERGE_ITEMS,
+        sink: Callable[[np.ndarray, np.ndarray], None] | None = None,
+    ) -> None:
         self.spec = spec
-        self.form = form  # "sets" (32-bit) or "sets64" (verification), see shingle_texts
+        self.form = form  # "sets" (32-bit), "stream" or "sets64" (verification), see shingle_texts
         self.carry = ""  # normalised text not yet fully shingled
         self.counts = _Counts(merge_items)
+        self.add = sink or self.counts.add  # where each piece's (hashes, counts) go
         self.tokens_seen = 0
         self.windows_done = False
 
@@ -156,34 +161,62 @@ class _Windows:
                 self.carry = " ".join(complete[max(tokens - (k - 1), 0) :] + words[-1:]) if tokens >= k else buf
         if tokens >= k:
             sets = shingle_texts([piece], self.spec, normalised=True, form=self.form)
-            self.counts.add(np.asarray(sets.data), np.asarray(sets.counts))
+            self.add(np.asarray(sets.data), np.asarray(sets.counts))
             self.windows_done = True
         elif not final:
             self.carry = buf  # not a single whole window yet: wait for more text
         elif not self.windows_done and tokens > 0:
             # The whole document is shorter than k: one shingle of it all (the short-document rule).
             sets = shingle_texts([piece], self.spec, normalised=True, form=self.form)
-            self.counts.add(np.asarray(sets.data), np.asarray(sets.counts))
+            self.add(np.asarray(sets.data), np.asarray(sets.counts))
 
 
 # Text shingled at once by :func:`sets64_of_texts`, in characters: shingling holds some 70
 # bytes per character (code points, window hashes of two seeds, the sort), so ~18 MB.
 PIECE_CHARS = 1 << 18
+# A document read whole that is longer than this (in characters) is signed a piece at a time
+# (:func:`windows_in_pieces`), not shingled with its batch: shingling holds ~40 bytes per character.
+LARGE_CHARS = 1 << 22
 
 
-def sets64_of_texts(texts: list[str | bytes], spec: ShingleSpec) -> ShingleSets:
+Part = tuple[int, int]  # (p, P): only the 64-bit hashes in the p-th of P equal ranges
+
+
+def in_part(data: np.ndarray, part: Part) -> np.ndarray:
+    """Which 64-bit hashes fall in range ``p`` of ``P`` (by their top 32 bits): the ranges cut a
+    sorted set into consecutive runs, so P passes see every shingle of a set exactly once."""
+    p, n_parts = part
+    top = np.asarray(data, dtype=np.uint64) >> np.uint64(32)
+    return (top * np.uint64(n_parts)) >> np.uint64(32) == np.uint64(p)
+
+
+def _keep_part(sets: ShingleSets, part: Part | None) -> ShingleSets:
+    if part is None:
+        return sets
+    keep = in_part(sets.data, part)
+    n = len(sets.indptr) - 1
+    row = np.repeat(np.arange(n, dtype=np.int64), np.diff(sets.indptr))
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(row[keep], minlength=n), out=indptr[1:])
+    return ShingleSets(indptr, sets.data[keep], sets.counts[keep])
+
+
+def sets64_of_texts(texts: list[str | bytes], spec: ShingleSpec, part: Part | None = None) -> ShingleSets:
     """The 64-bit shingle sets of ``texts`` (one row each, as ``shingle_texts(form="sets64")``
     gives them), in memory bounded by :data:`PIECE_CHARS` whatever the texts' lengths.
 
     Short texts are shingled together, up to that many characters at a time;
     a longer one is fed through the streaming normaliser and windows in
     pieces of that size, which give the same set as shingling it whole.
+    With ``part``, only the hashes of that range are kept (see :func:`in_part`):
+    a long text's set is then held a range at a time.
     """
     indptr = [0]
     data: list[np.ndarray] = []
     counts: list[np.ndarray] = []
 
     def add(sets: ShingleSets) -> None:
+        sets = _keep_part(sets, part)
         data.append(np.asarray(sets.data))
         counts.append(np.asarray(sets.counts))
         ends = np.asarray(sets.indptr[1:], dtype=np.int64) + indptr[-1]
@@ -196,7 +229,7 @@ def sets64_of_texts(texts: list[str | bytes], spec: ShingleSpec) -> ShingleSets:
             if batch:
                 add(shingle_texts(batch, spec, form="sets64"))
                 batch, held = [], 0
-            add(_sets64_in_pieces(text, spec))
+            add(_sets64_in_pieces(text, spec, part))
             continue
         if held + len(text) > PIECE_CHARS and batch:
             add(shingle_texts(batch, spec, form="sets64"))
@@ -212,11 +245,24 @@ def sets64_of_texts(texts: list[str | bytes], spec: ShingleSpec) -> ShingleSets:
     )
 
 
-def _sets64_in_pieces(text: str | bytes, spec: ShingleSpec) -> ShingleSets:
+def _part_sink(counts: _Counts, part: Part | None) -> Callable[[np.ndarray, np.ndarray], None] | None:
+    """What feeds ``counts`` only the hashes of ``part`` (None: all of them, the default sink)."""
+    if part is None:
+        return None
+
+    def add(data: np.ndarray, n: np.ndarray) -> None:
+        keep = in_part(data, part)
+        counts.add(data[keep], n[keep])
+
+    return add
+
+
+def _sets64_in_pieces(text: str | bytes, spec: ShingleSpec, part: Part | None = None) -> ShingleSets:
     if isinstance(text, bytes):
         text = text.decode("ascii")
     norm = _Normaliser(spec.lowercase, spec.unicode)
     windows = _Windows(spec, "sets64", merge_items=2 * PIECE_CHARS)
+    windows.add = _part_sink(windows.counts, part) or windows.add
     for start in range(0, len(text), PIECE_CHARS):
         windows.feed(norm.feed(text[start : start + PIECE_CHARS]), False)
     windows.feed(norm.feed("", final=True), True)
@@ -224,11 +270,34 @@ def _sets64_in_pieces(text: str | bytes, spec: ShingleSpec) -> ShingleSets:
     return ShingleSets(np.array([0, len(data)], np.int64), data, counts)
 
 
+def windows_in_pieces(
+    text: str | bytes, spec: ShingleSpec, sink: Callable[[np.ndarray, np.ndarray], None], form: str = "stream"
+) -> None:
+    """Hand ``sink`` the window hashes of one in-memory document (``form`` as in
+    :func:`simdoc.shingling.shingle_texts`), :data:`PIECE_CHARS` characters at a time.
+
+    The per-character folding (lowercase, Unicode) is done on the whole text
+    first, so the windows are exactly those of shingling it whole (no chunk-boundary
+    caveat); whitespace is collapsed and windows cut piece by piece. Memory: the text,
+    its folded copy and one piece's scratch arrays, whatever the text holds.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("ascii")
+    text = fold(text, spec.lowercase, spec.unicode)
+    norm = _Normaliser(lowercase=False)
+    windows = _Windows(spec, form, sink=sink)
+    for start in range(0, len(text), PIECE_CHARS):
+        windows.feed(norm.feed(text[start : start + PIECE_CHARS]), False)
+    windows.feed(norm.feed("", final=True), True)
+
+
 def stream_document(
-    path: str, spec: ShingleSpec, max_bytes: int | None, follow_symlinks: bool, form: str = "sets"
+    path: str, spec: ShingleSpec, max_bytes: int | None, follow_symlinks: bool, form: str = "sets",
+    part: Part | None = None,
 ) -> tuple[ReadResult, ShingleSets]:
     """Read, decode, normalise and shingle one file in chunks; returns its info and one-row sets
-    (``form``: "sets" or "sets64", see :func:`simdoc.shingling.shingle_texts`)."""
+    (``form``: "sets" or "sets64", see :func:`simdoc.shingling.shingle_texts`; ``part``: only
+    the 64-bit hashes of that range, see :func:`in_part`)."""
     empty = ShingleSets(np.zeros(2, np.int64), np.zeros(0, np.uint32))
     opened = open_regular(path, follow_symlinks)
     if isinstance(opened, ReadResult):
@@ -247,6 +316,7 @@ def stream_document(
     decoder = codecs.getincrementaldecoder("utf-8-sig")(errors=handler)
     norm = _Normaliser(spec.lowercase, spec.unicode)
     windows = _Windows(spec, form)
+    windows.add = _part_sink(windows.counts, part) or windows.add
     warnings: list[str] = []
     read = 0
     source = None  # the decompressing reader, for compressed files

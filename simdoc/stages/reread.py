@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from simdoc.corpus.files import compression_of, file_digest
 from simdoc.corpus.read import MEMBER_WAYS, read_again, read_member_texts
-from simdoc.corpus.streaming import sets64_of_texts
+from simdoc.corpus.streaming import Part, sets64_of_texts
 from simdoc.errors import CorruptIndex
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec
@@ -151,8 +151,9 @@ class DocumentReader:
         """The path of a file of the corpus to open, or None if a link now leads it out (see :func:`confined_path`)."""
         return confined_path(self.root, rel, self.follow_symlinks, self.where, self._dirs)
 
-    def read_sets(self, docs: list[int]) -> dict[int, ShingleSets | None]:
-        """Each document's one-row 64-bit sets, or None if it is stale or gone."""
+    def read_sets(self, docs: list[int], part: Part | None = None) -> dict[int, ShingleSets | None]:
+        """Each document's one-row 64-bit sets, or None if it is stale or gone (``part``: only the
+        hashes of that range, see :func:`simdoc.corpus.streaming.in_part`)."""
         out: dict[int, ShingleSets | None] = {}
         texts: list[str | bytes] = []
         order: list[int] = []
@@ -170,7 +171,7 @@ class DocumentReader:
             elif way == "streamed":  # shingled in pieces, never held whole
                 from simdoc.corpus.streaming import stream_document
 
-                res, row = stream_document(path, self.spec, self.max_bytes, self.follow_symlinks, form="sets64")
+                res, row = stream_document(path, self.spec, self.max_bytes, self.follow_symlinks, form="sets64", part=part)
                 out[d] = row if res.text is not None and res.digest == bytes(self.table.digest[d]).hex() else None
             else:
                 got = read_again(
@@ -208,7 +209,7 @@ class DocumentReader:
                     texts.append(text)
                     order.append(d)
         if texts:
-            sets = sets64_of_texts(texts, self.spec)
+            sets = sets64_of_texts(texts, self.spec, part)
             for i, d in enumerate(order):
                 out[d] = sets.slice(i, i + 1)
         return out

@@ -121,9 +121,13 @@ class BatchResult:
 
 
 def batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
-    """Consecutive entries, cut where a batch reaches BATCH_BYTES of files or BATCH_DOCS files."""
+    """Consecutive entries, cut where a batch reaches BATCH_BYTES of files or BATCH_DOCS files;
+    a file of BATCH_BYTES or more goes alone (two large files in one batch would double its memory)."""
     cur, size = [], 0
     for e in entries:
+        if e.size >= BATCH_BYTES and cur:
+            yield cur
+            cur, size = [], 0
         cur.append(e)
         size += e.size
         if size >= BATCH_BYTES or len(cur) >= BATCH_DOCS:
@@ -228,6 +232,7 @@ def scan_batch(task: ScanTask) -> BatchResult:
 
 def _scan(task: ScanTask) -> BatchResult:
     from simdoc.corpus import streaming
+    from simdoc.minhash import SignatureFold
 
     spec, reading = task.shingle.spec, task.shingle
     fields = (reading.text_field, reading.id_field)
@@ -279,12 +284,18 @@ def _scan(task: ScanTask) -> BatchResult:
     sigs = np.empty((len(docs), task.signature.num_perm), dtype=np.uint32)
     sets_parts: list[ShingleSets] = []
     in_texts = np.array([i for i in range(len(docs)) if i not in streamed], dtype=np.int64)
-    if len(in_texts):
-        stream = shingle_texts(texts, spec, form="stream", views=True)
-        sigs[in_texts] = hasher.signatures(stream)
+    large = [j for j, t in enumerate(texts) if len(t) > streaming.LARGE_CHARS]
+    together = np.array([j for j, t in enumerate(texts) if len(t) <= streaming.LARGE_CHARS], dtype=np.int64)
+    if len(together):
+        stream = shingle_texts([texts[j] for j in together.tolist()], spec, form="stream", views=True)
+        sigs[in_texts[together]] = hasher.signatures(stream)
         sizes = np.diff(stream.indptr)
-        for i, n in zip(in_texts.tolist(), sizes.tolist()):
+        for i, n in zip(in_texts[together].tolist(), sizes.tolist()):
             docs[i].n_shingles = int(n)
+    for j in large:  # signed a piece at a time, the same bytes: memory does not grow with the document
+        fold = SignatureFold(hasher)
+        streaming.windows_in_pieces(texts[j], spec, lambda data, _counts: fold.add(data))
+        sigs[in_texts[j]], docs[in_texts[j]].n_shingles = fold.result(), fold.n
     for i, row in streamed.items():
         sigs[i] = hasher.signatures(row)[0]
     if task.shingle.min_length:

@@ -38,6 +38,9 @@ from simdoc.shinglesets import ShingleSets
 from simdoc.stages.reread import DocumentReader
 
 CACHE_BYTES = 512 << 20  # shingle sets held at once (64-bit hashes and counts: ~12 bytes a shingle)
+# A pair whose two sets would hold more than this (by the cost estimate) is compared in passes,
+# each reading both documents again and keeping one range of their hashes: exact, in bounded memory.
+PAIR_BYTES = 128 << 20
 CHUNK_PAIRS = 1 << 16  # pairs compared per call of the merge kernel
 READ_GROUP = 64  # documents read and shingled per task of the reading threads
 PROGRESS_PAIRS = 4096  # pairs compared between two moves of the progress bar
@@ -170,6 +173,28 @@ class _Work:
         """Bytes a document's 64-bit shingle set holds while it is cached (with counts), roughly."""
         return int(self.shingles[doc]) * 12 + 64
 
+    def passes(self, a: int, b: int) -> int:
+        """How many passes the pair (a, b) is compared in: enough to hold PAIR_BYTES at a time."""
+        return max(1, -(-(self.cost(a) + self.cost(b)) // PAIR_BYTES))
+
+    def in_passes(self, a: int, b: int, bad: dict) -> tuple[float, float, bool]:
+        """(set, bag, ok) of one large pair, one hash range at a time: the sums of the ranges'
+        counts are those of the whole sets, so the Jaccards are the same floats."""
+        common = union = common_bag = total = 0
+        n_parts = self.passes(a, b)
+        for part in range(n_parts):
+            got = self.reader.read_sets([a, b], part=(part, n_parts))
+            if got.get(a) is None or got.get(b) is None:
+                bad.update((d, None) for d in (a, b) if got.get(d) is None)
+                return 0.0, 0.0, False
+            ra, rb = got[a], got[b]
+            _, ia, ib = np.intersect1d(ra.data, rb.data, assume_unique=True, return_indices=True)
+            common += len(ia)
+            union += len(ra.data) + len(rb.data) - len(ia)
+            common_bag += int(np.minimum(ra.counts[ia], rb.counts[ib]).sum(dtype=np.int64))
+            total += int(ra.counts.sum(dtype=np.int64)) + int(rb.counts.sum(dtype=np.int64))
+        return (common / union if union else 0.0), (common_bag / total if total else 0.0), True
+
     def run(self, lo: int, hi: int, progress: Callable[[int], object] | None = None) -> tuple:
         """Verify ordered pairs [lo, hi): (lo, hi, set, bag, ok, unread documents, reads).
 
@@ -189,6 +214,9 @@ class _Work:
         np.maximum.at(last_of, inverse[:n], pos)
         np.maximum.at(last_of, inverse[n:], pos)
         last = dict(zip(docs.tolist(), last_of.tolist()))
+        split = np.array([self.passes(int(a), int(b)) > 1 for a, b in zip(ol.tolist(), orr.tolist())], dtype=bool)
+        for p in np.flatnonzero(split).tolist():
+            set_j[p], bag_j[p], ok[p] = self.in_passes(int(ol[p]), int(orr[p]), bad)
         cache: dict[int, ShingleSets | None] = {}
         held = 0
         start = 0
@@ -200,6 +228,9 @@ class _Work:
             seen: set[int] = set()
             extra = 0
             while stop < n and stop - start < CHUNK_PAIRS:
+                if split[stop]:  # done above
+                    stop += 1
+                    continue
                 add = [d for d in (int(ol[stop]), int(orr[stop])) if d not in cache and d not in seen]
                 more = sum(cost(d) for d in add)
                 if stop > start and held + extra + more > budget:
@@ -213,7 +244,7 @@ class _Work:
             held += extra
             for a in range(start, stop, PROGRESS_PAIRS):
                 b = min(a + PROGRESS_PAIRS, stop)
-                _compare(cache, ol, orr, a, b, identity, set_j, bag_j, ok, bad, kernels)
+                _compare(cache, ol, orr, a, b, identity, set_j, bag_j, ok, bad, kernels, split)
                 if progress is not None:
                     progress(b - a)
             # Drop the sets no later pair needs.
@@ -247,9 +278,12 @@ def _load(reader: DocumentReader, docs: list[int], cache: dict) -> None:
         cache.update(reader.read_sets(group))
 
 
-def _compare(cache, ol, orr, start, stop, order, set_j, bag_j, ok, bad, kernels) -> None:
-    """Compare pairs [start, stop) from the sets in ``cache``, where they are: one merge a pair."""
+def _compare(cache, ol, orr, start, stop, order, set_j, bag_j, ok, bad, kernels, skip=None) -> None:
+    """Compare pairs [start, stop) from the sets in ``cache``, where they are: one merge a pair
+    (but those ``skip`` marks, compared in passes)."""
     for p in range(start, stop):
+        if skip is not None and skip[p]:
+            continue
         ra, rb = cache.get(int(ol[p])), cache.get(int(orr[p]))
         where = order[p]
         if ra is None or rb is None:

@@ -1,0 +1,77 @@
+"""A large pair is verified in passes, one range of 64-bit hashes each (issue 28 item 7).
+
+The ranges cut every sorted set into consecutive runs, so the passes' counts
+sum to those of the whole sets and the Jaccards printed are the same floats;
+only one range of each document's set is held at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from unittest import mock
+
+import numpy as np
+import pytest
+from conftest import write
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simdoc
+import simdoc.stages.verify as verify
+from simdoc.corpus import streaming
+from simdoc.shingling import ShingleSpec
+from simdoc.stages.reread import reader_of
+from simdoc.store.loaded import open_index
+
+_PARTS = ["a", "b", "The", "of", "AND", "x", " ", "\n", "\u00a0", "e\u0301", "Σ", "z."]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    texts=st.lists(st.lists(st.sampled_from(_PARTS), max_size=150).map("".join), min_size=1, max_size=4),
+    unit=st.sampled_from(["char", "word", "stopword"]),
+    k=st.integers(1, 4),
+    n_parts=st.integers(1, 7),
+    piece=st.sampled_from([5, 23, 1 << 18]),
+)
+def test_the_ranges_of_a_set_make_the_whole_set(texts, unit, k, n_parts, piece):
+    spec = ShingleSpec(unit, k)
+    with mock.patch.object(streaming, "PIECE_CHARS", piece):
+        whole = streaming.sets64_of_texts(texts, spec)
+        parts = [streaming.sets64_of_texts(texts, spec, (p, n_parts)) for p in range(n_parts)]
+    for row in range(len(texts)):
+        data = np.concatenate([s.data[s.indptr[row] : s.indptr[row + 1]] for s in parts])
+        counts = np.concatenate([s.counts[s.indptr[row] : s.indptr[row + 1]] for s in parts])
+        assert data.tobytes() == whole.data[whole.indptr[row] : whole.indptr[row + 1]].tobytes()
+        assert counts.tobytes() == whole.counts[whole.indptr[row] : whole.indptr[row + 1]].tobytes()
+
+
+def _corpus(root, rng: random.Random) -> None:
+    words = "the of and amber basil cedar Delta ember fjord grove heron é".split()
+    for i in range(6):
+        body = " ".join(rng.choice(words) for _ in range(rng.randrange(1, 400)))
+        write(root / f"doc{i}.txt", body)
+        write(root / f"copy{i}.txt", body + " tail " + rng.choice(words))
+    lines = [json.dumps({"text": " ".join(rng.choice(words) for _ in range(200))}) for _ in range(3)]
+    write(root / "m.jsonl", "\n".join(lines) + "\n")
+    write(root / "big.txt", " ".join(rng.choice(words) for _ in range(3000)))  # streamed (STREAM_BYTES lowered)
+
+
+@pytest.mark.parametrize("unit", ["char", "word", "stopword"])
+def test_pairs_verified_in_passes_have_the_whole_sets_jaccards(tmp_path, unit):
+    with mock.patch.object(streaming, "STREAM_BYTES", 10_000):
+        _corpus(tmp_path / "c", random.Random(unit))
+        simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", jobs=1, verify=False, unit=unit)
+        loaded = open_index(tmp_path / "idx")
+        left, right = np.triu_indices(len(loaded.docs()), 1)
+        whole = verify.verify_pairs(reader_of(loaded), left, right, jobs=1)
+        reader = reader_of(loaded)
+        # The largest pairs in about four passes, the smallest in one.
+        most = int(np.max(loaded.docs().columns["n_shingles"])) * 12
+        with mock.patch.object(verify, "PAIR_BYTES", most // 2), mock.patch.object(streaming, "PIECE_CHARS", 97):
+            passes = verify.verify_pairs(reader, left, right, jobs=1)
+    assert whole.ok.all() and passes.ok.all()
+    assert passes.set_jaccard.tobytes() == whole.set_jaccard.tobytes()
+    assert passes.bag_jaccard.tobytes() == whole.bag_jaccard.tobytes()
+    assert max(reader.reads.values()) > 2  # some pairs were compared in several passes
