@@ -38,8 +38,8 @@ from simdoc.shinglesets import ShingleSets
 from simdoc.stages.reread import DocumentReader
 
 CACHE_BYTES = 512 << 20  # shingle sets held at once (64-bit hashes and counts: ~12 bytes a shingle)
-# A pair whose two sets would hold more than this (by the cost estimate) is compared in passes,
-# each reading both documents again and keeping one range of their hashes: exact, in bounded memory.
+# A pair whose two sets would need more than this to be read is compared in passes, each
+# reading both documents again and keeping one range of their hashes: exact, in bounded memory.
 PAIR_BYTES = 128 << 20
 CHUNK_PAIRS = 1 << 16  # pairs compared per call of the merge kernel
 READ_GROUP = 64  # documents read and shingled per task of the reading threads
@@ -174,8 +174,10 @@ class _Work:
         return int(self.shingles[doc]) * 12 + 64
 
     def passes(self, a: int, b: int) -> int:
-        """How many passes the pair (a, b) is compared in: enough to hold PAIR_BYTES at a time."""
-        return max(1, -(-(self.cost(a) + self.cost(b)) // PAIR_BYTES))
+        """How many passes the pair (a, b) is compared in, for a pass to hold about PAIR_BYTES: the
+        first document's range (12 bytes a shingle) while the second's is merged (~48 bytes a shingle)."""
+        small, large = sorted((int(self.shingles[a]), int(self.shingles[b])))
+        return max(1, -(-(12 * small + 48 * large) // PAIR_BYTES))
 
     def in_passes(self, a: int, b: int, bad: dict) -> tuple[float, float, bool]:
         """(set, bag, ok) of one large pair, one hash range at a time: the sums of the ranges'
