@@ -183,15 +183,17 @@ PIECE_CHARS = 1 << 18
 LARGE_CHARS = 1 << 22
 
 
-Part = tuple[int, int]  # (p, P): only the 64-bit hashes in the p-th of P equal ranges
+Part = tuple[int, int, int]  # (lo, hi, P): only the 64-bit hashes in ranges lo..hi-1 of P equal ones
 
 
 def in_part(data: np.ndarray, part: Part) -> np.ndarray:
-    """Which 64-bit hashes fall in range ``p`` of ``P`` (by their top 32 bits): the ranges cut a
-    sorted set into consecutive runs, so P passes see every shingle of a set exactly once."""
-    p, n_parts = part
+    """Which 64-bit hashes fall in ranges ``lo`` to ``hi - 1`` of ``P`` (by their top 32 bits): the
+    ranges cut a sorted set into consecutive runs, so passes over ranges that tile 0..P-1 see
+    every shingle of a set exactly once."""
+    lo, hi, n_parts = part
     top = np.asarray(data, dtype=np.uint64) >> np.uint64(32)
-    return (top * np.uint64(n_parts)) >> np.uint64(32) == np.uint64(p)
+    at = (top * np.uint64(n_parts)) >> np.uint64(32)
+    return (at >= np.uint64(lo)) & (at < np.uint64(hi))
 
 
 def _keep_part(sets: ShingleSets, part: Part | None) -> ShingleSets:

@@ -183,9 +183,11 @@ class _Work:
         """(set, bag, ok) of one large pair, one hash range at a time: the sums of the ranges'
         counts are those of the whole sets, so the Jaccards are the same floats."""
         common = union = common_bag = total = 0
-        n_parts = self.passes(a, b)
-        for part in range(n_parts):
-            got = self.reader.read_sets([a, b], part=(part, n_parts))
+        n_parts = self.passes(a, b)  # planned from the window counts: repeats make it too many
+        lo, step = 0, 1
+        while lo < n_parts:
+            hi = min(n_parts, lo + step)
+            got = self.reader.read_sets([a, b], part=(lo, hi, n_parts))
             if got.get(a) is None or got.get(b) is None:
                 bad.update((d, None) for d in (a, b) if got.get(d) is None)
                 return 0.0, 0.0, False
@@ -195,6 +197,10 @@ class _Work:
             union += len(ra.data) + len(rb.data) - len(ia)
             common_bag += int(np.minimum(ra.counts[ia], rb.counts[ib]).sum(dtype=np.int64))
             total += int(ra.counts.sum(dtype=np.int64)) + int(rb.counts.sum(dtype=np.int64))
+            # The rest in as few passes as the distinct shingles seen per range allow.
+            small, large = sorted((len(ra.data), len(rb.data)))
+            step = max(1, PAIR_BYTES * (hi - lo) // max(1, 12 * small + 48 * large))
+            lo = hi
         return (common / union if union else 0.0), (common_bag / total if total else 0.0), True
 
     def run(self, lo: int, hi: int, progress: Callable[[int], object] | None = None) -> tuple:
