@@ -72,7 +72,9 @@ def test_pairs_verified_in_passes_have_the_whole_sets_jaccards(tmp_path, unit):
         # The largest pairs in about four passes, the smallest in one.
         most = int(np.max(loaded.docs().columns["n_shingles"])) * 12
         with mock.patch.object(verify, "PAIR_BYTES", most // 2), mock.patch.object(streaming, "PIECE_CHARS", 97):
-            passes = verify.verify_pairs(reader, left, right, jobs=1)
+            steps: list[int] = []
+            passes = verify.verify_pairs(reader, left, right, jobs=1, progress=steps.append)
+    assert sum(steps) == len(left)  # each pair reported once, those verified in passes too
     assert whole.ok.all() and passes.ok.all()
     assert passes.set_jaccard.tobytes() == whole.set_jaccard.tobytes()
     assert passes.bag_jaccard.tobytes() == whole.bag_jaccard.tobytes()

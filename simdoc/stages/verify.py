@@ -222,7 +222,8 @@ class _Work:
         np.maximum.at(last_of, inverse[:n], pos)
         np.maximum.at(last_of, inverse[n:], pos)
         last = dict(zip(docs.tolist(), last_of.tolist()))
-        split = np.array([self.passes(int(a), int(b)) > 1 for a, b in zip(ol.tolist(), orr.tolist())], dtype=bool)
+        na, nb = np.asarray(self.shingles[ol], np.int64), np.asarray(self.shingles[orr], np.int64)
+        split = 12 * np.minimum(na, nb) + 48 * np.maximum(na, nb) > PAIR_BYTES  # self.passes(a, b) > 1
         for p in np.flatnonzero(split).tolist():
             set_j[p], bag_j[p], ok[p] = self.in_passes(int(ol[p]), int(orr[p]), bad)
         cache: dict[int, ShingleSets | None] = {}
