@@ -335,6 +335,11 @@ def _sets_from_tokens(
     return _sets_from_tokens_numpy(tokens, lengths, k, anchors)
 
 
+# A scratch array is kept for reuse only up to this size: a batch of BATCH_BYTES of text needs
+# ~16 MB a kind; a larger one (a long document shingled whole) is freed after its call.
+KEEP_BYTES = 64 << 20
+
+
 class Workspace:
     """Grow-only scratch arrays reused from batch to batch (one per worker process).
 
@@ -349,9 +354,16 @@ class Workspace:
     def get(self, name: str, n: int, dtype) -> np.ndarray:
         arr = self._arrays.get(name)
         if arr is None or len(arr) < n or arr.dtype != dtype:
-            arr = np.empty(max(n, 1, int(len(arr) * 1.25) if arr is not None else 0), dtype=dtype)
+            size = max(n, 1, int(len(arr) * 1.25) if arr is not None else 0)
+            if size * np.dtype(dtype).itemsize > KEEP_BYTES:
+                # Larger than a batch needs (one huge document): used once, not kept for good.
+                return np.empty(max(n, 1), dtype=dtype)[:n]
+            arr = np.empty(size, dtype=dtype)
             self._arrays[name] = arr
         return arr[:n]
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self._arrays.values())
 
 
 _LOCAL = threading.local()

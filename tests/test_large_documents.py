@@ -101,8 +101,12 @@ def test_scan_signs_a_long_document_in_pieces_the_same(tmp_path):
             whole = scan.scan_batch(task)
             with mock.patch.object(streaming, "LARGE_CHARS", 1000), mock.patch.object(streaming, "PIECE_CHARS", 37):
                 pieces = scan.scan_batch(task)
-            assert whole.signatures.tobytes() == pieces.signatures.tobytes()
-            assert [d.n_shingles for d in whole.docs] == [d.n_shingles for d in pieces.docs]
+            with mock.patch.object(streaming, "STREAM_BYTES", 1000), mock.patch.object(streaming, "PIECE_CHARS", 41):
+                read_in_chunks = scan.scan_batch(task)
+            assert [d.how for d in read_in_chunks.docs].count("streamed") >= 2
+            for other in (pieces, read_in_chunks):
+                assert whole.signatures.tobytes() == other.signatures.tobytes()
+                assert [d.n_shingles for d in whole.docs] == [d.n_shingles for d in other.docs]
             sizes = [d.size for d in whole.docs]
             assert min(sizes) < 1000 < max(sizes)  # both paths are taken
 
@@ -117,3 +121,19 @@ def test_a_large_file_is_a_batch_of_its_own(sizes):
     assert [e.id for b in got for e in b] == [e.id for e in entries]
     for b in got:
         assert len(b) == 1 or all(e.size < scan.BATCH_BYTES for e in b)
+
+
+def test_scratch_arrays_of_a_long_document_are_not_kept(monkeypatch):
+    """Shingling one long text whole must not leave this thread's scratch space at its size."""
+    from simdoc import shingling
+
+    monkeypatch.setattr(shingling, "KEEP_BYTES", 1 << 16)
+    monkeypatch.setattr(shingling._LOCAL, "workspace", shingling.Workspace(), raising=False)
+    text = "".join(chr(97 + (i * 7919) % 26) for i in range(100_000))
+    for form in ("sets", "stream", "sets64"):
+        small = shingling.shingle_texts([text[:1000]], ShingleSpec("char", 5), form=form)
+        big = shingling.shingle_texts([text], ShingleSpec("char", 5), form=form)
+        assert shingling._workspace().nbytes() <= 16 * (1 << 16)
+        again = shingling.shingle_texts([text], ShingleSpec("char", 5), form=form)
+        assert np.array_equal(big.data, again.data) and np.array_equal(big.counts, again.counts)
+        assert np.array_equal(small.data, shingling.shingle_texts([text[:1000]], ShingleSpec("char", 5), form=form).data)

@@ -33,13 +33,15 @@ _PARTS = ["a", "b", "The", "of", "AND", "x", " ", "\n", "\u00a0", "e\u0301", "Σ
     unit=st.sampled_from(["char", "word", "stopword"]),
     k=st.integers(1, 4),
     n_parts=st.integers(1, 7),
+    cut_at=st.lists(st.integers(1, 6)),
     piece=st.sampled_from([5, 23, 1 << 18]),
 )
-def test_the_ranges_of_a_set_make_the_whole_set(texts, unit, k, n_parts, piece):
+def test_the_ranges_of_a_set_make_the_whole_set(texts, unit, k, n_parts, cut_at, piece):
     spec = ShingleSpec(unit, k)
     with mock.patch.object(streaming, "PIECE_CHARS", piece):
         whole = streaming.sets64_of_texts(texts, spec)
-        parts = [streaming.sets64_of_texts(texts, spec, (p, n_parts)) for p in range(n_parts)]
+        cuts = [0, *sorted(set(cut_at) & set(range(1, n_parts))), n_parts]  # ranges of several parts too
+        parts = [streaming.sets64_of_texts(texts, spec, (lo, hi, n_parts)) for lo, hi in zip(cuts, cuts[1:])]
     for row in range(len(texts)):
         data = np.concatenate([s.data[s.indptr[row] : s.indptr[row + 1]] for s in parts])
         counts = np.concatenate([s.counts[s.indptr[row] : s.indptr[row + 1]] for s in parts])
@@ -70,8 +72,26 @@ def test_pairs_verified_in_passes_have_the_whole_sets_jaccards(tmp_path, unit):
         # The largest pairs in about four passes, the smallest in one.
         most = int(np.max(loaded.docs().columns["n_shingles"])) * 12
         with mock.patch.object(verify, "PAIR_BYTES", most // 2), mock.patch.object(streaming, "PIECE_CHARS", 97):
-            passes = verify.verify_pairs(reader, left, right, jobs=1)
+            steps: list[int] = []
+            passes = verify.verify_pairs(reader, left, right, jobs=1, progress=steps.append)
+    assert sum(steps) == len(left)  # each pair reported once, those verified in passes too
     assert whole.ok.all() and passes.ok.all()
     assert passes.set_jaccard.tobytes() == whole.set_jaccard.tobytes()
     assert passes.bag_jaccard.tobytes() == whole.bag_jaccard.tobytes()
     assert max(reader.reads.values()) > 2  # some pairs were compared in several passes
+
+
+def test_a_pair_with_many_repeats_takes_few_passes(tmp_path):
+    """Window counts overstate a repetitive document's set: after one pass the rest is read in
+    as few passes as the distinct shingles seen allow (not one per planned range)."""
+    write(tmp_path / "c" / "a.txt", "the same line again\n" * 3000)
+    write(tmp_path / "c" / "b.txt", "the same line again\n" * 2999 + "and an end")
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", jobs=1, verify=False)
+    loaded = open_index(tmp_path / "idx")
+    whole = verify.verify_pairs(reader_of(loaded), [0], [1], jobs=1)
+    reader = reader_of(loaded)
+    with mock.patch.object(verify, "PAIR_BYTES", 60 * 60_000 // 20):  # planned: ~20 passes
+        passes = verify.verify_pairs(reader, [0], [1], jobs=1)
+    assert passes.set_jaccard.tobytes() == whole.set_jaccard.tobytes()
+    assert passes.bag_jaccard.tobytes() == whole.bag_jaccard.tobytes()
+    assert max(reader.reads.values()) == 2

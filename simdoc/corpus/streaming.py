@@ -53,9 +53,10 @@ class _Counts:
         if len(data):
             self.parts.append((data, counts))
             self.size += len(data)
-            # Merging when the pieces are twice the last merge keeps the held items within
-            # ~3x the final set while each item is merged O(log) times.
-            if self.size > max(self.merge_items, 2 * self.kept):
+            # Merging when the pieces add a quarter to the last merge keeps the held items within
+            # ~1.25x the final set (the merge's temporaries, ~32 bytes an item, are the peak) while
+            # the items merged in all stay within ~5x the final set.
+            if self.size > max(self.merge_items, self.kept + self.kept // 4):
                 self.parts = [self.merged()]
                 self.size = self.kept = len(self.parts[0][0])
 
@@ -63,12 +64,15 @@ class _Counts:
         if not self.parts:
             return np.zeros(0, np.uint32), np.zeros(0, np.uint32)
         data = np.concatenate([p[0] for p in self.parts])
-        counts = np.concatenate([p[1] for p in self.parts]).astype(np.uint64)
+        counts = np.concatenate([p[1] for p in self.parts])
+        self.parts = []  # the pieces are in ``data`` now: let them go before sorting
         order = np.argsort(data, kind="stable")
-        data, counts = data[order], counts[order]
+        data = data[order]
+        counts = counts[order]
+        del order
         first = np.concatenate(([True], data[1:] != data[:-1]))
         starts = np.flatnonzero(first)
-        return data[starts], np.add.reduceat(counts, starts).astype(np.uint32)
+        return data[starts], np.add.reduceat(counts, starts, dtype=np.uint64).astype(np.uint32)
 
 
 class _Normaliser:
@@ -179,15 +183,17 @@ PIECE_CHARS = 1 << 18
 LARGE_CHARS = 1 << 22
 
 
-Part = tuple[int, int]  # (p, P): only the 64-bit hashes in the p-th of P equal ranges
+Part = tuple[int, int, int]  # (lo, hi, P): only the 64-bit hashes in ranges lo..hi-1 of P equal ones
 
 
 def in_part(data: np.ndarray, part: Part) -> np.ndarray:
-    """Which 64-bit hashes fall in range ``p`` of ``P`` (by their top 32 bits): the ranges cut a
-    sorted set into consecutive runs, so P passes see every shingle of a set exactly once."""
-    p, n_parts = part
+    """Which 64-bit hashes fall in ranges ``lo`` to ``hi - 1`` of ``P`` (by their top 32 bits): the
+    ranges cut a sorted set into consecutive runs, so passes over ranges that tile 0..P-1 see
+    every shingle of a set exactly once."""
+    lo, hi, n_parts = part
     top = np.asarray(data, dtype=np.uint64) >> np.uint64(32)
-    return (top * np.uint64(n_parts)) >> np.uint64(32) == np.uint64(p)
+    at = (top * np.uint64(n_parts)) >> np.uint64(32)
+    return (at >= np.uint64(lo)) & (at < np.uint64(hi))
 
 
 def _keep_part(sets: ShingleSets, part: Part | None) -> ShingleSets:
@@ -293,11 +299,12 @@ def windows_in_pieces(
 
 def stream_document(
     path: str, spec: ShingleSpec, max_bytes: int | None, follow_symlinks: bool, form: str = "sets",
-    part: Part | None = None,
+    part: Part | None = None, sink: Callable[[np.ndarray, np.ndarray], None] | None = None,
 ) -> tuple[ReadResult, ShingleSets]:
     """Read, decode, normalise and shingle one file in chunks; returns its info and one-row sets
     (``form``: "sets" or "sets64", see :func:`simdoc.shingling.shingle_texts`; ``part``: only
-    the 64-bit hashes of that range, see :func:`in_part`)."""
+    the 64-bit hashes of that range, see :func:`in_part`; ``sink``: each piece's hashes go there,
+    none are kept, and the sets returned are empty)."""
     empty = ShingleSets(np.zeros(2, np.int64), np.zeros(0, np.uint32))
     opened = open_regular(path, follow_symlinks)
     if isinstance(opened, ReadResult):
@@ -316,7 +323,7 @@ def stream_document(
     decoder = codecs.getincrementaldecoder("utf-8-sig")(errors=handler)
     norm = _Normaliser(spec.lowercase, spec.unicode)
     windows = _Windows(spec, form)
-    windows.add = _part_sink(windows.counts, part) or windows.add
+    windows.add = sink or _part_sink(windows.counts, part) or windows.add
     warnings: list[str] = []
     read = 0
     source = None  # the decompressing reader, for compressed files
@@ -350,9 +357,12 @@ def stream_document(
                 final = True
             digest.update(chunk)
             read += len(chunk)
-            text = decoder.decode(chunk, final=final)
-            windows.feed(norm.feed(text, final), final)
+            text = norm.feed(decoder.decode(chunk, final=final), final)
+            # Shingled PIECE_CHARS at a time: a chunk at once would hold ~40 bytes a character.
+            for start in range(0, len(text), PIECE_CHARS):
+                windows.feed(text[start : start + PIECE_CHARS], False)
             if final:
+                windows.feed("", True)
                 break
         after = os.fstat(fd)
         if (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):

@@ -239,20 +239,26 @@ def _scan(task: ScanTask) -> BatchResult:
     files: list[FileOutcome] = []
     docs: list[DocOut] = []
     texts: list[str | bytes] = []  # documents shingled together, in document order
-    streamed: dict[int, ShingleSets] = {}  # document number -> its one-row sets (read in chunks)
+    streamed: dict[int, ShingleSets | np.ndarray] = {}  # document number -> its one-row sets, or signature
     streamed_paths: dict[int, str] = {}
     piece = None  # a range's task: what reading its range gave
+    hasher = _hasher(task.signature)
     for doc_id, path, size, expected in task.files:
         how = how_read(path, size)
         if how == "streamed":
             # A huge file is shingled in chunks, in bounded memory; so is every compressed
             # file, whose size says nothing of what it holds.
-            res, row = streaming.stream_document(path, spec, reading.max_bytes, reading.follow_symlinks)
+            fold = None if task.keep_sets else SignatureFold(hasher)  # signed as read: no set is kept
+            res, row = streaming.stream_document(
+                path, spec, reading.max_bytes, reading.follow_symlinks, "stream" if fold else "sets",
+                sink=fold and (lambda data, _counts: fold.add(data)),
+            )
             outcome = FileOutcome(_raw(res.digest), res.status, res.warning, False, how)
             if res.text is not None:
                 streamed_paths[len(docs)] = path
-                streamed[len(docs)] = row
-                docs.append(DocOut(doc_id, "", -1, -1, size, _raw(res.digest), how, res.status, int(row.counts.sum())))
+                streamed[len(docs)] = row if fold is None else fold.result()
+                n = int(row.counts.sum()) if fold is None else fold.n
+                docs.append(DocOut(doc_id, "", -1, -1, size, _raw(res.digest), how, res.status, n))
                 outcome.n_docs = 1
             files.append(outcome)
             continue
@@ -280,7 +286,6 @@ def _scan(task: ScanTask) -> BatchResult:
             docs.append(DocOut(doc_id, "", -1, -1, size, digest, how, res.status, 0))
             outcome.n_docs = 1
         files.append(outcome)
-    hasher = _hasher(task.signature)
     sigs = np.empty((len(docs), task.signature.num_perm), dtype=np.uint32)
     sets_parts: list[ShingleSets] = []
     in_texts = np.array([i for i in range(len(docs)) if i not in streamed], dtype=np.int64)
@@ -297,7 +302,7 @@ def _scan(task: ScanTask) -> BatchResult:
         streaming.windows_in_pieces(texts[j], spec, lambda data, _counts: fold.add(data))
         sigs[in_texts[j]], docs[in_texts[j]].n_shingles = fold.result(), fold.n
     for i, row in streamed.items():
-        sigs[i] = hasher.signatures(row)[0]
+        sigs[i] = row if isinstance(row, np.ndarray) else hasher.signatures(row)[0]
     if task.shingle.min_length:
         short = short_documents(docs, texts, streamed, streamed_paths, spec, task.shingle)
         if short:

@@ -38,8 +38,8 @@ from simdoc.shinglesets import ShingleSets
 from simdoc.stages.reread import DocumentReader
 
 CACHE_BYTES = 512 << 20  # shingle sets held at once (64-bit hashes and counts: ~12 bytes a shingle)
-# A pair whose two sets would hold more than this (by the cost estimate) is compared in passes,
-# each reading both documents again and keeping one range of their hashes: exact, in bounded memory.
+# A pair whose two sets would need more than this to be read is compared in passes, each
+# reading both documents again and keeping one range of their hashes: exact, in bounded memory.
 PAIR_BYTES = 128 << 20
 CHUNK_PAIRS = 1 << 16  # pairs compared per call of the merge kernel
 READ_GROUP = 64  # documents read and shingled per task of the reading threads
@@ -174,16 +174,20 @@ class _Work:
         return int(self.shingles[doc]) * 12 + 64
 
     def passes(self, a: int, b: int) -> int:
-        """How many passes the pair (a, b) is compared in: enough to hold PAIR_BYTES at a time."""
-        return max(1, -(-(self.cost(a) + self.cost(b)) // PAIR_BYTES))
+        """How many passes the pair (a, b) is compared in, for a pass to hold about PAIR_BYTES: the
+        first document's range (12 bytes a shingle) while the second's is merged (~48 bytes a shingle)."""
+        small, large = sorted((int(self.shingles[a]), int(self.shingles[b])))
+        return max(1, -(-(12 * small + 48 * large) // PAIR_BYTES))
 
     def in_passes(self, a: int, b: int, bad: dict) -> tuple[float, float, bool]:
         """(set, bag, ok) of one large pair, one hash range at a time: the sums of the ranges'
         counts are those of the whole sets, so the Jaccards are the same floats."""
         common = union = common_bag = total = 0
-        n_parts = self.passes(a, b)
-        for part in range(n_parts):
-            got = self.reader.read_sets([a, b], part=(part, n_parts))
+        n_parts = self.passes(a, b)  # planned from the window counts: repeats make it too many
+        lo, step = 0, 1
+        while lo < n_parts:
+            hi = min(n_parts, lo + step)
+            got = self.reader.read_sets([a, b], part=(lo, hi, n_parts))
             if got.get(a) is None or got.get(b) is None:
                 bad.update((d, None) for d in (a, b) if got.get(d) is None)
                 return 0.0, 0.0, False
@@ -193,6 +197,10 @@ class _Work:
             union += len(ra.data) + len(rb.data) - len(ia)
             common_bag += int(np.minimum(ra.counts[ia], rb.counts[ib]).sum(dtype=np.int64))
             total += int(ra.counts.sum(dtype=np.int64)) + int(rb.counts.sum(dtype=np.int64))
+            # The rest in as few passes as the distinct shingles seen per range allow.
+            small, large = sorted((len(ra.data), len(rb.data)))
+            step = max(1, PAIR_BYTES * (hi - lo) // max(1, 12 * small + 48 * large))
+            lo = hi
         return (common / union if union else 0.0), (common_bag / total if total else 0.0), True
 
     def run(self, lo: int, hi: int, progress: Callable[[int], object] | None = None) -> tuple:
@@ -214,7 +222,8 @@ class _Work:
         np.maximum.at(last_of, inverse[:n], pos)
         np.maximum.at(last_of, inverse[n:], pos)
         last = dict(zip(docs.tolist(), last_of.tolist()))
-        split = np.array([self.passes(int(a), int(b)) > 1 for a, b in zip(ol.tolist(), orr.tolist())], dtype=bool)
+        na, nb = np.asarray(self.shingles[ol], np.int64), np.asarray(self.shingles[orr], np.int64)
+        split = 12 * np.minimum(na, nb) + 48 * np.maximum(na, nb) > PAIR_BYTES  # self.passes(a, b) > 1
         for p in np.flatnonzero(split).tolist():
             set_j[p], bag_j[p], ok[p] = self.in_passes(int(ol[p]), int(orr[p]), bad)
         cache: dict[int, ShingleSets | None] = {}
