@@ -1,7 +1,7 @@
 """The reading stage on a Dask cluster is resumable: a killed client's finished tasks are taken from their parts.
 
 Each reading task run by a DaskEngine writes its result to a part file of the
-index (simdoc.stages.scan.write_part). The next run of the same stage takes
+index (simdoc.stages.scan_results.write_part). The next run of the same stage takes
 the parts of the same work (the same files, sizes, times, inodes, parameters
 and version) instead of submitting those tasks, and the index it publishes is
 byte for byte the one an uninterrupted run publishes. The tasks go through
@@ -25,7 +25,7 @@ from simdoc.engines import DaskEngine
 from simdoc.engines.local import LocalEngine
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.reports.check import check_index
-from simdoc.stages import scan
+from simdoc.stages import scan, scan_results
 from simdoc.stages.resume import SCAN_PARTS
 from simdoc.stages.shingle import build_shingles
 from simdoc.store import cache
@@ -160,7 +160,7 @@ def test_a_part_of_a_file_modified_as_it_was_read_is_not_reused(tmp_path, small_
         build(c, index, DaskEngine(DyingClient(lives=2), 1))
     parts = parts_of(index)
     assert len(parts) == 2
-    assert all(scan.read_part(str(index / PARTS / SCAN_PARTS / p), rows=False) is None for p in parts)
+    assert all(scan_results.read_part(str(index / PARTS / SCAN_PARTS / p), rows=False) is None for p in parts)
     again = InProcessClient()
     build(c, index, DaskEngine(again, 1))
     assert len(reading(again)) == n_tasks(c)
@@ -204,15 +204,15 @@ def test_a_part_round_trips_and_a_renamed_one_is_refused(tmp_path):
         task = scan.ScanTask(files, ShingleParams().resolved(), SIGNER, keep_sets)
         r = scan.scan_batch(task)
         path = tmp_path / f"{scan.part_key(task, [0] * len(files))}.npz"
-        scan.write_part(str(path), r)
-        back = scan.read_part(str(path))
+        scan_results.write_part(str(path), r)
+        back = scan_results.read_part(str(path))
         assert back.files == r.files and back.docs == r.docs and (back.signatures == r.signatures).all()
         if keep_sets:
             assert (back.sets.indptr == r.sets.indptr).all() and (back.sets.data == r.sets.data).all()
         else:
             assert back.sets is None
         path.rename(tmp_path / ("0" * 32 + ".npz"))
-        assert scan.read_part(str(tmp_path / ("0" * 32 + ".npz"))) is None
+        assert scan_results.read_part(str(tmp_path / ("0" * 32 + ".npz"))) is None
 
 
 def test_check_accepts_and_cache_clean_removes_the_parts(tmp_path, small_batches, monkeypatch, settled):

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from simdoc.corpus.jsonl_ranges import first_lines, joined_read, renumber
-from simdoc.stages.scan import BatchResult, DocOut, FileOutcome
+from simdoc.stages.scan_results import BatchResult, DocOut, FileOutcome
 
 
 def joined(results: Iterator[BatchResult]) -> Iterator[BatchResult]:

@@ -1,7 +1,7 @@
 """Resumable reading on a Dask cluster: each reading task's result kept as a part, reused by the next run.
 
 On a :class:`~simdoc.engines.DaskEngine` every reading task writes what it
-computed as a part file of the index (:func:`simdoc.stages.scan.write_part`,
+computed as a part file of the index (:func:`simdoc.stages.scan_results.write_part`,
 under ``dask-parts/scan``), keyed by everything its result depends on (the
 files' ids, paths, sizes, mtimes and indexed digests, every parameter, the
 version). A client killed mid-stage loses nothing that finished: the next
@@ -19,12 +19,8 @@ import os
 from collections.abc import Iterator
 
 from simdoc.engines import Engine
-from simdoc.stages.scan import (
-    BatchResult,
-    ScanTask,
-    read_part,
-    scan_batch,
-)
+from simdoc.stages.scan import ScanTask, scan_batch
+from simdoc.stages.scan_results import BatchResult, read_part
 from simdoc.store.directory import IndexStore
 from simdoc.store.names import PARTS, parts_folder, remove_parts
 

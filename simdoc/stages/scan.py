@@ -19,7 +19,7 @@ Results travel back to the parent: a few hundred bytes per document, plus
 its signature row with the local engine.
 
 On a Dask cluster a task also writes its result to a part file of the index
-(``dask-parts/scan/<key>.npz``, :func:`write_part`), atomically, and sends
+(``dask-parts/scan/<key>.npz``, :func:`simdoc.stages.scan_results.write_part`), atomically, and sends
 back its docs-table rows without the signature rows: those stay in the part
 until workers copy them into the index (:mod:`simdoc.stages.dask_signatures`).
 A part that exists is that task's completion record, as in datatrove's
@@ -43,22 +43,20 @@ import dataclasses
 import hashlib
 import json
 import os
-import threading
-import zipfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from simdoc.corpus import jsonl_ranges
-from simdoc.corpus.jsonl_ranges import Piece
 from simdoc.corpus.parquet import have_pyarrow
 from simdoc.corpus.read import how_read, no_pyarrow, read_file, read_range_file, text_digest, text_size
 from simdoc.corpus.walk import FileEntry
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import shingle_texts
+from simdoc.stages.scan_results import BatchResult, DocOut, FileOutcome, write_part
 
 BATCH_BYTES = 4 << 20  # text per shingling task
 BATCH_DOCS = 2000
@@ -79,45 +77,6 @@ class ScanTask:
     part: str | None = None  # where the task writes its result (its completion record); None: nowhere
     reusable: bool = False  # no file was racily clean when listed: a later run may take its part
     span: tuple[int, int] | None = None  # one range of its one JSON Lines file (see simdoc.stages.ranges)
-
-
-@dataclass
-class FileOutcome:
-    """What reading one file gave."""
-
-    file_digest: bytes  # BLAKE2b-128 of its bytes (b"" if it could not be read)
-    status: str  # ok | replaced | partial | binary | unreadable
-    warning: str | None
-    unchanged: bool  # its bytes are the ones indexed before: nothing else was computed
-    how: str
-    n_docs: int = 0  # documents it gave; they follow the previous file's in BatchResult.docs
-    left_out: list[tuple[str, str]] = field(default_factory=list)  # members left out or skipped: (id, why)
-
-
-@dataclass(slots=True)  # a big JSON Lines file's parent holds one per record until the file is joined
-class DocOut:
-    """One document a batch produced (see :class:`simdoc.store.doctable.DocRow` for the meanings)."""
-
-    id: str
-    source: str
-    offset: int
-    length: int
-    size: int
-    digest: bytes
-    how: str
-    status: str
-    n_shingles: int
-
-
-@dataclass
-class BatchResult:
-    files: list[FileOutcome]
-    docs: list[DocOut]
-    signatures: np.ndarray | None  # (len(docs), num_perm) uint32; None: they are in ``part``
-    sets: ShingleSets | None = None  # with keep_sets: the sorted shingle sets of docs
-    warnings: list[str] = field(default_factory=list)
-    part: str | None = None  # the part file the task wrote, which holds its signature rows
-    piece: Piece | None = None  # a range's task: what the join needs (texts dropped), ids counted from the range
 
 
 def batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
@@ -384,86 +343,6 @@ def _leave_out(files: list[FileOutcome], docs: list[DocOut], short: set[int], le
         at += f.n_docs
         f.n_docs -= dropped
     return kept
-
-
-# ---------------------------------------------------------------- parts: what the workers write
-
-
-def write_part(path: str, r: BatchResult, reusable: bool = True) -> None:
-    """Write one task's result to its part, atomically (temporary file, fsync, rename): a part that exists is complete.
-
-    The outcomes and documents go as JSON (``ensure_ascii``: ids that are not
-    valid UTF-8 come back as they were), the arrays as arrays. A part that is
-    not ``reusable`` serves this run only (its signature rows), never a later one.
-    """
-    meta = {
-        "key": Path(path).stem,
-        "reusable": reusable,
-        "files": [[f.file_digest.hex(), f.status, f.warning, f.unchanged, f.how, f.n_docs, f.left_out] for f in r.files],
-        "docs": [[d.id, d.source, d.offset, d.length, d.size, d.digest.hex(), d.how, d.status, d.n_shingles] for d in r.docs],
-        "warnings": r.warnings,
-    }
-    arrays = {"meta": np.frombuffer(json.dumps(meta).encode("ascii"), np.uint8), "signatures": r.signatures}
-    if r.sets is not None:
-        arrays.update(indptr=r.sets.indptr, data=r.sets.data, counts=r.sets.counts)
-    folder, name = os.path.split(path)
-    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # the rename itself, on disk
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def read_part(path: str, rows: bool = True) -> BatchResult | None:
-    """A task's result from a part a run left, or None if there is none, or it cannot be read, is
-    not the part its name says or not reusable (then the task runs again).
-
-    Without ``rows`` the signature rows stay in the part (the result names it).
-    """
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(z["meta"].tobytes().decode("ascii"))
-            if meta["key"] != Path(path).stem or not meta.get("reusable", True):
-                return None
-            files = [
-                FileOutcome(bytes.fromhex(d), s, w, bool(u), h, int(n), [(str(i), str(y)) for i, y in left])
-                for d, s, w, u, h, n, left in meta["files"]
-            ]
-            docs = [
-                DocOut(i, src, int(o), int(ln), int(sz), bytes.fromhex(dg), h, st, int(n))
-                for i, src, o, ln, sz, dg, h, st, n in meta["docs"]
-            ]
-            sigs = np.asarray(z["signatures"], dtype=np.uint32) if rows else None
-            shape, dtype = _member_shape(z, "signatures")
-            sets = ShingleSets(z["indptr"], z["data"], z["counts"]) if "indptr" in z.files else None
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
-        return None
-    if len(shape) != 2 or shape[0] != len(docs) or dtype != np.uint32 or sum(f.n_docs for f in files) != len(docs):
-        return None
-    if sets is not None and len(sets.indptr) != len(docs) + 1:
-        return None
-    return BatchResult(files, docs, sigs, sets, list(meta["warnings"]), None if rows else path)
-
-
-def _member_shape(z, name: str) -> tuple[tuple[int, ...], np.dtype]:
-    """Shape and dtype of an array of an .npz file, from its header only."""
-    with z.zip.open(f"{name}.npy") as f:
-        version = np.lib.format.read_magic(f)
-        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, _, dtype = read(f)
-    return shape, dtype
 
 
 def _raw(hexdigest: str) -> bytes:

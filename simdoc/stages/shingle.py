@@ -55,12 +55,8 @@ from simdoc.stages.racy import index_clock, newest_ctimes, racy
 from simdoc.stages.ranges import joined
 from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
-from simdoc.stages.scan import (
-    BatchResult,
-    FileOutcome,
-    scan_batch,
-    scan_tasks,
-)
+from simdoc.stages.scan import scan_batch, scan_tasks
+from simdoc.stages.scan_results import BatchResult, FileOutcome
 from simdoc.stages.signature import finish_signatures, next_signature_rows
 from simdoc.stages.skipped import SkipNotes, recorded_warnings
 from simdoc.store.directory import IndexStore

@@ -1,0 +1,143 @@
+"""What a reading task of the shingle stage gives back, and the part file it leaves on a cluster.
+
+:class:`BatchResult` holds one task's outcome per file (:class:`FileOutcome`),
+its documents (:class:`DocOut`) and their signature rows. On a Dask cluster the
+task also writes it to a part file of the index (:func:`write_part`,
+``dask-parts/scan/<key>.npz``, named by :func:`simdoc.stages.scan.part_key`),
+atomically: a part that exists is that task's completion record, which
+:func:`read_part` gives back to a later run (see :mod:`simdoc.stages.resume`).
+Parts hold arrays and JSON only, read with ``allow_pickle=False``: an index
+directory is not trusted to hold code, and a part that cannot be read, for
+whatever reason, only makes its task run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from simdoc.corpus.jsonl_ranges import Piece
+from simdoc.shinglesets import ShingleSets
+
+
+@dataclass
+class FileOutcome:
+    """What reading one file gave."""
+
+    file_digest: bytes  # BLAKE2b-128 of its bytes (b"" if it could not be read)
+    status: str  # ok | replaced | partial | binary | unreadable
+    warning: str | None
+    unchanged: bool  # its bytes are the ones indexed before: nothing else was computed
+    how: str
+    n_docs: int = 0  # documents it gave; they follow the previous file's in BatchResult.docs
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # members left out or skipped: (id, why)
+
+
+@dataclass(slots=True)  # a big JSON Lines file's parent holds one per record until the file is joined
+class DocOut:
+    """One document a batch produced (see :class:`simdoc.store.doctable.DocRow` for the meanings)."""
+
+    id: str
+    source: str
+    offset: int
+    length: int
+    size: int
+    digest: bytes
+    how: str
+    status: str
+    n_shingles: int
+
+
+@dataclass
+class BatchResult:
+    files: list[FileOutcome]
+    docs: list[DocOut]
+    signatures: np.ndarray | None  # (len(docs), num_perm) uint32; None: they are in ``part``
+    sets: ShingleSets | None = None  # with keep_sets: the sorted shingle sets of docs
+    warnings: list[str] = field(default_factory=list)
+    part: str | None = None  # the part file the task wrote, which holds its signature rows
+    piece: Piece | None = None  # a range's task: what the join needs (texts dropped), ids counted from the range
+
+
+
+def write_part(path: str, r: BatchResult, reusable: bool = True) -> None:
+    """Write one task's result to its part, atomically (temporary file, fsync, rename): a part that exists is complete.
+
+    The outcomes and documents go as JSON (``ensure_ascii``: ids that are not
+    valid UTF-8 come back as they were), the arrays as arrays. A part that is
+    not ``reusable`` serves this run only (its signature rows), never a later one.
+    """
+    meta = {
+        "key": Path(path).stem,
+        "reusable": reusable,
+        "files": [[f.file_digest.hex(), f.status, f.warning, f.unchanged, f.how, f.n_docs, f.left_out] for f in r.files],
+        "docs": [[d.id, d.source, d.offset, d.length, d.size, d.digest.hex(), d.how, d.status, d.n_shingles] for d in r.docs],
+        "warnings": r.warnings,
+    }
+    arrays = {"meta": np.frombuffer(json.dumps(meta).encode("ascii"), np.uint8), "signatures": r.signatures}
+    if r.sets is not None:
+        arrays.update(indptr=r.sets.indptr, data=r.sets.data, counts=r.sets.counts)
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # the rename itself, on disk
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def read_part(path: str, rows: bool = True) -> BatchResult | None:
+    """A task's result from a part a run left, or None if there is none, or it cannot be read, is
+    not the part its name says or not reusable (then the task runs again).
+
+    Without ``rows`` the signature rows stay in the part (the result names it).
+    """
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(z["meta"].tobytes().decode("ascii"))
+            if meta["key"] != Path(path).stem or not meta.get("reusable", True):
+                return None
+            files = [
+                FileOutcome(bytes.fromhex(d), s, w, bool(u), h, int(n), [(str(i), str(y)) for i, y in left])
+                for d, s, w, u, h, n, left in meta["files"]
+            ]
+            docs = [
+                DocOut(i, src, int(o), int(ln), int(sz), bytes.fromhex(dg), h, st, int(n))
+                for i, src, o, ln, sz, dg, h, st, n in meta["docs"]
+            ]
+            sigs = np.asarray(z["signatures"], dtype=np.uint32) if rows else None
+            shape, dtype = _member_shape(z, "signatures")
+            sets = ShingleSets(z["indptr"], z["data"], z["counts"]) if "indptr" in z.files else None
+    except Exception:  # whatever a damaged part makes numpy, zipfile or json raise: run the task again
+        return None
+    if len(shape) != 2 or shape[0] != len(docs) or dtype != np.uint32 or sum(f.n_docs for f in files) != len(docs):
+        return None
+    if sets is not None and len(sets.indptr) != len(docs) + 1:
+        return None
+    return BatchResult(files, docs, sigs, sets, list(meta["warnings"]), None if rows else path)
+
+
+def _member_shape(z, name: str) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype of an array of an .npz file, from its header only."""
+    with z.zip.open(f"{name}.npy") as f:
+        version = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(f)
+    return shape, dtype
