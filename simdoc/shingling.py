@@ -39,7 +39,6 @@ are one CSR structure, :class:`simdoc.shinglesets.ShingleSets`.
 
 from __future__ import annotations
 
-import threading
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ import numpy as np
 from simdoc.errors import UsageError
 from simdoc.murmur import murmur_windows
 from simdoc.shinglesets import ShingleSets
+from simdoc.workspace import workspace
 
 SHINGLE_SEED = 0
 UNITS = ("char", "word", "stopword")
@@ -198,10 +198,10 @@ def shingle_texts(
                 for t in texts
             ]
             np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)), out=offsets[1:])
-            raw = _workspace().get("raw", int(offsets[-1]), np.uint32)
+            raw = workspace().get("raw", int(offsets[-1]), np.uint32)
             for p, a, b in zip(pieces, offsets[:-1].tolist(), offsets[1:].tolist()):
                 raw[a:b] = p
-        tokens = _workspace().get("tokens", len(raw), np.uint32)
+        tokens = workspace().get("tokens", len(raw), np.uint32)
         new_offsets = np.empty_like(offsets)
         total = kernels.collapse_whitespace(raw, offsets, _space_table(), tokens, new_offsets, spec.lowercase)
         tokens = tokens[:total]
@@ -248,7 +248,7 @@ def _shingles_of_tokens(
         return _window_stream(tokens, lengths, k, anchors, SHINGLE_SEED, views)
     # The two halves are built in this thread's reused scratch arrays: fresh memory costs a page
     # fault per 4 KiB, and three fresh 8-byte temporaries per shingle took longer than hashing.
-    ws = _workspace()
+    ws = workspace()
     low = _window_stream(tokens, lengths, k, anchors, VERIFY_SEEDS[0], views=True)
     wide = ws.get("wide", len(low.data), np.uint64)
     wide[:] = low.data
@@ -301,7 +301,7 @@ def _window_stream(
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     if kernels.ENABLED:
-        ws = _workspace()
+        ws = workspace()
         cap = max(len(tokens), 1)
         longest = int(lengths.max()) if n else 1
         data = ws.get("stream", cap, np.uint32) if views else np.empty(cap, np.uint32)
@@ -335,55 +335,12 @@ def _sets_from_tokens(
     return _sets_from_tokens_numpy(tokens, lengths, k, anchors)
 
 
-# A scratch array is kept for reuse only up to this size: a batch of BATCH_BYTES of text needs
-# ~16 MB a kind; a larger one (a long document shingled whole) is freed after its call.
-KEEP_BYTES = 64 << 20
-
-
-class Workspace:
-    """Grow-only scratch arrays reused from batch to batch (one per worker process).
-
-    Fresh memory is slow to come by on some machines (a page fault per 4 KiB,
-    measured at ~0.4 GB/s on the benchmark VM), and a batch of 4 MB of text
-    needs ~100 MB of temporaries; reusing them saves most of that.
-    """
-
-    def __init__(self) -> None:
-        self._arrays: dict[str, np.ndarray] = {}
-
-    def get(self, name: str, n: int, dtype) -> np.ndarray:
-        arr = self._arrays.get(name)
-        if arr is None or len(arr) < n or arr.dtype != dtype:
-            size = max(n, 1, int(len(arr) * 1.25) if arr is not None else 0)
-            if size * np.dtype(dtype).itemsize > KEEP_BYTES:
-                # Larger than a batch needs (one huge document): used once, not kept for good.
-                return np.empty(max(n, 1), dtype=dtype)[:n]
-            arr = np.empty(size, dtype=dtype)
-            self._arrays[name] = arr
-        return arr[:n]
-
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self._arrays.values())
-
-
-_LOCAL = threading.local()
-
-
-def _workspace() -> Workspace:
-    """This thread's scratch space: verification shingles documents on several threads at once,
-    and one shared buffer would let one thread's tokens overwrite another's."""
-    ws = getattr(_LOCAL, "workspace", None)
-    if ws is None:
-        ws = _LOCAL.workspace = Workspace()
-    return ws
-
-
 def _sets_from_tokens_compiled(
     tokens: np.ndarray, lengths: np.ndarray, k: int, anchors: np.ndarray | None, views: bool = False
 ) -> ShingleSets:
     from simdoc.kernels import shingle_csr
 
-    ws = _workspace()
+    ws = workspace()
     n = len(lengths)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])

@@ -126,14 +126,15 @@ def test_a_large_file_is_a_batch_of_its_own(sizes):
 def test_scratch_arrays_of_a_long_document_are_not_kept(monkeypatch):
     """Shingling one long text whole must not leave this thread's scratch space at its size."""
     from simdoc import shingling
+    from simdoc import workspace as scratch
 
-    monkeypatch.setattr(shingling, "KEEP_BYTES", 1 << 16)
-    monkeypatch.setattr(shingling._LOCAL, "workspace", shingling.Workspace(), raising=False)
+    monkeypatch.setattr(scratch, "KEEP_BYTES", 1 << 16)
+    monkeypatch.setattr(scratch._LOCAL, "workspace", scratch.Workspace(), raising=False)
     text = "".join(chr(97 + (i * 7919) % 26) for i in range(100_000))
     for form in ("sets", "stream", "sets64"):
         small = shingling.shingle_texts([text[:1000]], ShingleSpec("char", 5), form=form)
         big = shingling.shingle_texts([text], ShingleSpec("char", 5), form=form)
-        assert shingling._workspace().nbytes() <= 16 * (1 << 16)
+        assert scratch.workspace().nbytes() <= 16 * (1 << 16)
         again = shingling.shingle_texts([text], ShingleSpec("char", 5), form=form)
         assert np.array_equal(big.data, again.data) and np.array_equal(big.counts, again.counts)
         assert np.array_equal(small.data, shingling.shingle_texts([text[:1000]], ShingleSpec("char", 5), form=form).data)
