@@ -111,3 +111,14 @@ def test_readme_python_examples_run_as_printed(tmp_path, monkeypatch):
     assert "misc/backup/red-lentil-soup-copy.txt misc/red-lentil-soup.txt 1.0 1.0" in printed
     assert "['fox', 'fox-2']" in printed  # what the README says the query prints
     assert "(13, 7)" in printed
+
+
+def test_find_clusters_and_dedup_take_every_stage_keyword_of_find_pairs():
+    """An option that exists works everywhere it is accepted: the library's clusters and dedup take
+    every shingle, signature and banding keyword find_pairs takes (they always verify)."""
+    import inspect
+
+    wanted = set(inspect.signature(simdoc.find_pairs).parameters) - {"verify", "all_candidates", "new_only"}
+    for func in (simdoc.find_clusters, simdoc.dedup):
+        missing = wanted - set(inspect.signature(func).parameters)
+        assert not missing, (func.__name__, sorted(missing))

@@ -189,6 +189,10 @@ def find_clusters(
     exclude: list[str] | None = None,
     text_field: str | None = None,
     id_field: str | None = None,
+    main_content: bool | None = None,
+    unicode: str | None = None,
+    min_length: int | None = None,
+    all_responses: bool | None = None,
     scheduler: str | None = None,
     wait_workers: float | None = None,
 ) -> Clusters:
@@ -210,7 +214,8 @@ def find_clusters(
         dict(
             threshold=threshold, measure=measure, unit=unit, k=k, lowercase=lowercase, num_perm=num_perm, seed=seed,
             scheme=scheme, bands=bands, rows=rows, max_bytes=max_bytes, follow_symlinks=follow_symlinks,
-            include=include, exclude=exclude, text_field=text_field, id_field=id_field, verify=True,
+            include=include, exclude=exclude, text_field=text_field, id_field=id_field, main_content=main_content,
+            unicode=unicode, min_length=min_length, all_responses=all_responses, verify=True,
             all_candidates=False,
         )
     )
@@ -272,6 +277,10 @@ def dedup(
     exclude: list[str] | None = None,
     text_field: str | None = None,
     id_field: str | None = None,
+    main_content: bool | None = None,
+    unicode: str | None = None,
+    min_length: int | None = None,
+    all_responses: bool | None = None,
     scheduler: str | None = None,
     wait_workers: float | None = None,
 ) -> Dedup:
@@ -295,7 +304,8 @@ def dedup(
         dict(
             threshold=threshold, measure=measure, unit=unit, k=k, lowercase=lowercase, num_perm=num_perm, seed=seed,
             scheme=scheme, bands=bands, rows=rows, max_bytes=max_bytes, follow_symlinks=follow_symlinks,
-            include=include, exclude=exclude, text_field=text_field, id_field=id_field, verify=True,
+            include=include, exclude=exclude, text_field=text_field, id_field=id_field, main_content=main_content,
+            unicode=unicode, min_length=min_length, all_responses=all_responses, verify=True,
             all_candidates=False,
         )
     )
