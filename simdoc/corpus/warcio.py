@@ -53,7 +53,7 @@ class Input:
         self._out = 0  # decompressed bytes produced so far
         self._stream = None  # the decompressing reader of bzip2, xz, zstd
         if kind not in (None, "gzip"):
-            self._stream = decompressing_reader(_Hashed(fh, digest), kind)
+            self._stream = decompressing_reader(HashedReader(fh, digest), kind)
 
     # ---- filling
 
@@ -201,8 +201,9 @@ class Input:
         return n >= 0 and self.take(n, 0)[1] == n
 
 
-class _Hashed:
-    """A raw file whose every byte read goes through a digest (for the decompressing readers)."""
+class HashedReader:
+    """A raw file whose every byte read goes through a digest (for the decompressing readers, and
+    for `dedup --write`, which checks the bytes it copies are the ones indexed)."""
 
     def __init__(self, fh, digest) -> None:
         self.fh, self.digest = fh, digest

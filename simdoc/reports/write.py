@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simdoc.corpus.files import compression_of, decompressing_reader, file_digest
-from simdoc.corpus.warcio import Broken, RecordReader, open_input
+from simdoc.corpus.warcio import Broken, HashedReader, RecordReader, open_input
 from simdoc.errors import CorpusError, IndexError_, OutputError, UsageError
 from simdoc.stages.reread import DocumentReader
 from simdoc.store.doctable import HOW
@@ -180,29 +180,6 @@ def _filter(read, write, spans: list[tuple[int, int]], digest) -> None:
         pos = end
 
 
-class _Hashing:
-    """A file read through a digest (the raw bytes a decompressor takes)."""
-
-    def __init__(self, fh, digest) -> None:
-        self.fh, self.digest = fh, digest
-
-    def read(self, n: int = -1) -> bytes:
-        chunk = self.fh.read(n)
-        self.digest.update(chunk)
-        return chunk
-
-    def readinto(self, b) -> int:
-        chunk = self.read(len(b))
-        b[: len(chunk)] = chunk
-        return len(chunk)
-
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        pass
-
-
 def _compressing_writer(fileobj, kind: str):
     if kind == "gzip":
         import gzip
@@ -226,7 +203,7 @@ def _copy_decompressed(src: str, target: str, kind: str, spans: list[tuple[int, 
     rest the same way; (digest of its raw bytes, digest of its decompressed bytes)."""
     raw, plain = hashlib.blake2b(digest_size=16), hashlib.blake2b(digest_size=16)
     with open(src, "rb") as fin, open(target, "xb") as fout:
-        hashed = _Hashing(fin, raw)
+        hashed = HashedReader(fin, raw)
         reader = decompressing_reader(hashed, kind)
         writer = _compressing_writer(fout, kind)
         try:
