@@ -171,3 +171,29 @@ def cluster(tmp_path):
     yield c
     c.stop()
 
+
+def numbered_page(i: int, change: int = 0) -> str:
+    """A text of its own for each ``i`` (60 words drawn with seed ``i``); ``change`` words of it
+    replaced (a near-duplicate of the page of the same ``i``)."""
+    import random
+
+    rng = random.Random(i)
+    words = [f"w{rng.randrange(400)}" for _ in range(60)]
+    for c in range(change):
+        words[3 + 7 * c] = f"edit{c}"
+    return " ".join(words)
+
+
+def printed_jaccard(a: str, b: str, spec=None) -> str:
+    """The exact set Jaccard of two texts as simdoc prints it (``spec``: the shingles; default simdoc's)."""
+    import simdoc
+
+    sets = simdoc.shingle_texts([a, b], spec)
+    return f"{simdoc.jaccard(sets.row(0), sets.row(1)):.4f}"
+
+
+def tsv_pairs(corpus, index, *args) -> tuple[dict[tuple[str, str], str], str]:
+    """`simdoc pairs CORPUS --index INDEX ARGS` on one job: {(doc_a, doc_b): jaccard as printed}, and stderr."""
+    r = CliRunner().invoke(cli, ["pairs", str(corpus), "--index", str(index), "-j", "1", "--format", "tsv", *map(str, args)])
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    return {(f[0], f[1]): f[3] for f in (line.split("\t") for line in r.stdout.splitlines())}, r.stderr

@@ -11,19 +11,12 @@ from click.testing import CliRunner
 
 import simdoc
 from simdoc.cli import cli
+from conftest import numbered_page as page
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 
-def page(i: int, change: int = 0) -> str:
-    import random
-
-    rng = random.Random(i)
-    words = [f"w{rng.randrange(400)}" for _ in range(60)]
-    for c in range(change):
-        words[3 + 7 * c] = f"edit{c}"
-    return " ".join(words)
 
 
 def record(uri: str, body: str, rid: int, kind: str = "response") -> bytes:

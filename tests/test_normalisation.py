@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import simdoc
 import simdoc.corpus.streaming as streaming
 from simdoc import kernels
 from simdoc.cli import cli
+from conftest import printed_jaccard as jaccard_of, tsv_pairs as pairs
 from simdoc.shingling import ShingleSpec, normalise, shingle_texts
 from simdoc.store.directory import IndexStore
 from simdoc.store.manifest import dump
@@ -26,9 +26,6 @@ FRENCH = (
 )
 
 
-def jaccard_of(a: str, b: str, spec: ShingleSpec | None = None) -> str:
-    sets = shingle_texts([a, b], spec)
-    return f"{simdoc.jaccard(sets.row(0), sets.row(1)):.4f}"
 
 
 def run(*args):
@@ -36,10 +33,6 @@ def run(*args):
     return r
 
 
-def pairs(corpus, index, *args) -> tuple[dict[tuple[str, str], str], str]:
-    r = run("pairs", corpus, "--index", index, "-j", "1", "--format", "tsv", *args)
-    assert r.exit_code == 0, (r.stderr, r.exception)
-    return {(f[0], f[1]): f[3] for f in (line.split("\t") for line in r.stdout.splitlines())}, r.stderr
 
 
 def test_the_same_text_in_nfc_and_nfd_is_one_text_by_default(tmp_path):

@@ -7,33 +7,17 @@ import json
 import pytest
 from click.testing import CliRunner
 
-import simdoc
 from simdoc.cli import cli
+from conftest import numbered_page as page, printed_jaccard as jaccard_of, tsv_pairs as pairs
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 
-def page(i: int, change: int = 0) -> str:
-    """A text of its own for each ``i``; ``change`` words of it replaced (a near-duplicate)."""
-    import random
-
-    rng = random.Random(i)
-    words = [f"w{rng.randrange(400)}" for _ in range(60)]
-    for c in range(change):
-        words[3 + 7 * c] = f"edit{c}"
-    return " ".join(words)
 
 
-def jaccard_of(a: str, b: str) -> str:
-    sets = simdoc.shingle_texts([a, b])
-    return f"{simdoc.jaccard(sets.row(0), sets.row(1)):.4f}"
 
 
-def pairs(corpus, index, *args) -> tuple[dict[tuple[str, str], str], str]:
-    r = CliRunner().invoke(cli, ["pairs", str(corpus), "--index", str(index), "-j", "1", "--format", "tsv", *map(str, args)])
-    assert r.exit_code == 0, (r.stderr, r.exception)
-    return {(f[0], f[1]): f[3] for f in (line.split("\t") for line in r.stdout.splitlines())}, r.stderr
 
 
 # Rows over three row groups of 2: 0~1 in one group, 2~4 across groups, a null text, an unrelated row.

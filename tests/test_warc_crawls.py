@@ -15,8 +15,8 @@ import lzma
 import pytest
 from click.testing import CliRunner
 
-import simdoc
 from simdoc.cli import cli
+from conftest import printed_jaccard as jaccard_of, tsv_pairs as pairs
 
 def page(i: int, change: int = 0) -> str:
     """A text of its own for each ``i`` (60 words drawn with seed ``i``); ``change`` words of
@@ -57,16 +57,8 @@ def record(uri: str, body: bytes | str, rid: int, *, kind: str = "response", sta
     return head + block + b"\r\n\r\n"
 
 
-def jaccard_of(a: str, b: str) -> str:
-    """The exact set Jaccard of two texts as simdoc prints it (default shingles)."""
-    sets = simdoc.shingle_texts([a, b])
-    return f"{simdoc.jaccard(sets.row(0), sets.row(1)):.4f}"
 
 
-def pairs(corpus, index, *args) -> tuple[dict[tuple[str, str], str], str]:
-    r = CliRunner().invoke(cli, ["pairs", str(corpus), "--index", str(index), "-j", "1", "--format", "tsv", *map(str, args)])
-    assert r.exit_code == 0, (r.stderr, r.exception)
-    return {(f[0], f[1]): f[3] for f in (line.split("\t") for line in r.stdout.splitlines())}, r.stderr
 
 
 def skipped(index) -> list[dict]:
