@@ -273,6 +273,12 @@ def test_a_part_round_trips():
         (Path(d) / "p.npz").write_bytes(b"half a file")
         assert dask_pairs_parts.read_part(f"{d}/p.npz") is None
         assert dask_pairs_parts.read_part(f"{d}/none.npz") is None
+        # A damaged array header inside the zip (its CRC no longer matches): run the task again.
+        dask_pairs_parts.write_part(f"{d}/p.npz", r)
+        data = (Path(d) / "p.npz").read_bytes()
+        at = data.index(b"'descr'")
+        (Path(d) / "p.npz").write_bytes(data[:at] + b"'dexcr'" + data[at + 7 :])
+        assert dask_pairs_parts.read_part(f"{d}/p.npz") is None
 
 
 def test_a_scoring_run_removes_only_scoring_parts(index):

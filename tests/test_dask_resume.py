@@ -213,6 +213,12 @@ def test_a_part_round_trips_and_a_renamed_one_is_refused(tmp_path):
             assert back.sets is None
         path.rename(tmp_path / ("0" * 32 + ".npz"))
         assert scan_results.read_part(str(tmp_path / ("0" * 32 + ".npz"))) is None
+        # A damaged array header inside the zip (its CRC no longer matches): the task runs again.
+        scan_results.write_part(str(path), r)
+        data = path.read_bytes()
+        at = data.index(b"'descr'")
+        path.write_bytes(data[:at] + b"'dexcr'" + data[at + 7 :])
+        assert scan_results.read_part(str(path)) is None
 
 
 def test_check_accepts_and_cache_clean_removes_the_parts(tmp_path, small_batches, monkeypatch, settled):
