@@ -251,14 +251,7 @@ if ENABLED:
             filled[:] = False
             start = indptr[d]
             end = indptr[d + 1]
-            row = data[start:end]
-            for j in range(end - start):
-                h = _mix64(uint64(row[j]) + key)
-                b = ((h >> uint64(32)) * uint64(num_perm)) >> uint64(32)
-                v = uint32(h & uint64(0xFFFFFFFF))
-                if v < sig[b]:
-                    sig[b] = v
-                filled[b] = True
+            oph_bins(data[start:end], key, sig, filled)
             if end == start:
                 out[d, :] = sig
                 continue
