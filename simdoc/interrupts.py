@@ -89,6 +89,12 @@ def finished() -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(signum) != signal.SIG_IGN:
             signal.signal(signum, signal.SIG_DFL)
+    # CPython notes a KeyboardInterrupt that ends any exec or eval of a string (namedtuple and
+    # dataclass build their methods so, at import), caught or not, and under `python -m`
+    # kills the process with SIGINT at exit in place of the status chosen: a Ctrl-C that
+    # landed in one of those would end a run that said "Interrupted." with -2, not 130. Every
+    # string exec starts by clearing that note, and no KeyboardInterrupt can follow this one.
+    exec("None")
 
 
 def how_it_ended(exc: KeyboardInterrupt) -> tuple[str, int]:

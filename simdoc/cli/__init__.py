@@ -43,6 +43,15 @@ class _Group(click.Group):
             _say_error(exc)
             sys.exit(exc.exit_code)
 
+    def make_context(self, *args, **kwargs) -> click.Context:
+        # A signal while the options are parsed would be click's "Aborted!" and exit 1.
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            message, code = how_it_ended(exc)
+            click.echo(message, err=True)
+            sys.exit(code)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
