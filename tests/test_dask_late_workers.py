@@ -54,7 +54,8 @@ from test_dask_contract import (  # noqa: E402
 from test_dask_faults import THIRD, finish, hanging_worker, local_answer, start_pairs, wait_for  # noqa: E402
 from test_pipeline import make_corpus  # noqa: E402
 
-from simdoc.engines.dask import BROKEN, Contract, _late_problems  # noqa: E402
+from simdoc.engines.dask_checked import Contract, _late_problems  # noqa: E402
+from simdoc.engines.dask_contract import BROKEN  # noqa: E402
 from simdoc.errors import ClusterError  # noqa: E402
 from simdoc.store.names import PARTS, remove_parts  # noqa: E402
 
@@ -159,7 +160,7 @@ from distributed import Client
 
 
 def passed_terms():  # on the worker (a function of __main__: sent by value): the checks of the terms it met
-    module = sys.modules.get("simdoc.engines.dask")
+    module = sys.modules.get("simdoc.engines.dask_checked")
     return [list(checks) for checks in getattr(module, "_PASSED", {}).values()]
 
 
@@ -174,7 +175,8 @@ import sys
 
 import numpy as np
 
-from simdoc.engines.dask import CheckedClient, Contract, connect
+from simdoc.engines.dask import connect
+from simdoc.engines.dask_checked import CheckedClient, Contract
 from simdoc.errors import ClusterError
 from simdoc.stages.dask_components import components
 

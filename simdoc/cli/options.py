@@ -25,7 +25,8 @@ from pathlib import Path
 import click
 
 from simdoc.corpus.filelists import ListedPath, chosen_list
-from simdoc.engines.dask import ANSWER_FLOOR, DEFAULT_WAIT_WORKERS
+from simdoc.engines.dask import DEFAULT_WAIT_WORKERS
+from simdoc.engines.dask_contract import ANSWER_FLOOR
 from simdoc.errors import CorpusError, IndexError_
 from simdoc.output import FORMATS, check_header
 from simdoc.params import DEFAULT_THRESHOLD

@@ -11,7 +11,7 @@ top-level, picklable task function over the tasks, in task order.
   ``dask``: ``pip install '.[dask]'``), streamed by
   :func:`simdoc.engines.dask.map_ordered`; the stages that have a cluster
   counterpart of their own (scoring the candidates, connected components)
-  use its ``client``, a :class:`~simdoc.engines.dask.CheckedClient`: every
+  use its ``client``, a :class:`~simdoc.engines.dask_checked.CheckedClient`: every
   task it submits runs only on a worker that has met the run's contract.
 
 :func:`open_engine` makes the one a command asks for. Engines import no stage.

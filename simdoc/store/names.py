@@ -45,7 +45,7 @@ _OWN_PART = re.compile(
     r"|[0-9]{3}-[0-9]{6}\.npz(\.[0-9]+\.[0-9]+\.tmp)?|\.?[0-9a-f]{32}\.npz(\.[0-9]+\.[0-9]+\.tmp)?"
     r"|[0-9]{6}\.(keys|docs)\.npy(\.[0-9]+\.tmp)?)$"
 )
-# And the token of a Dask client's run, contract.<32 hex> (simdoc.engines.dask.Contract).
+# And the token of a Dask client's run, contract.<32 hex> (simdoc.engines.dask_checked.Contract).
 _OWN_PART = re.compile(rf"{_OWN_PART.pattern}|^contract\.[0-9a-f]{{32}}$")
 
 
