@@ -24,13 +24,13 @@ the commands ``pairs``, ``clusters``, ``dedup`` and ``query`` print, as data::
     simdoc.query("corpus.idx", [("draft", "text of a draft ...")]).matches
 """
 
-from simdoc.version import __version__
-
 # Where each public name lives. They are imported when first used (PEP 562), so that
 # `import simdoc` costs nothing: the simdoc command (simdoc.__main__) must set up its
 # signal handling before numpy and the pipeline load, and every module of the package
-# imports this one first. dir() and so help(simdoc) list them all, loaded or not.
+# imports this one first; a Ctrl-C before that can only be Python's own traceback, so
+# this module imports nothing at all. dir() and so help(simdoc) list them all, loaded or not.
 _HOMES = {
+    "__version__": "simdoc.version",
     "IndexMatch": "simdoc.lshindex",
     "LSHIndex": "simdoc.lshindex",
     "SimdocError": "simdoc.errors",
@@ -50,7 +50,7 @@ _HOMES = {
     "shingle_texts": "simdoc.shingling",
 }
 
-__all__ = sorted(["__version__", *_HOMES])
+__all__ = sorted(_HOMES)
 
 
 def __getattr__(name: str):
