@@ -79,7 +79,7 @@ text = st.one_of(
 key = st.sampled_from(["k", "k@3", "k@3@3", "1", "3", "a\u0000b", None, "headline"])
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(
     rows=st.lists(st.tuples(text, key), max_size=14),
     row_group_size=st.integers(1, 4),
@@ -237,3 +237,26 @@ def test_an_id_column_named_like_a_line_is_not_renamed_in_warnings(tmp_path):
     said = " ".join(whole[3])
     assert "null or NUL-holding 'headline'" in said and "id 'a' is taken (by row 1)" in said, said
     assert build(tmp_path / "c", tmp_path / "i2", 1, id_field="headline")[0] == whole
+
+
+def test_the_warnings_of_a_file_read_whole_or_by_spans_name_rows_in_the_order_one_task_finds_them(tmp_path):
+    from simdoc.corpus.jsonl_ranges import renumber
+
+    t = pa.table({"text": pa.array(["alpha beta", "gamma", None, "delta", "eps", None, "zeta"]),
+                  "id": pa.array(["k", "k", "x", None, "k", "y", "line"])})
+    pq.write_table(t, tmp_path / "w.parquet", row_group_size=2)
+    path = str(tmp_path / "w.parquet")
+    whole = parquet.read_parquet(path, "w.parquet", "text", "id", max_bytes=3)
+    assert whole.result.status == "partial"
+    assert whole.result.warning == (
+        "texts longer than --max-bytes 3 are cut to their first 3 bytes; 2 rows (2, 5): an id that repeats gets @ROW "
+        "appended; 2 rows (3, 6): null text, skipped; row 4: null or NUL-holding 'id', its id is the row number"
+    )
+    assert whole.docs == [("w.parquet/#4", "del", 1, 1), ("w.parquet/#k", "alp", 0, 0), ("w.parquet/#k@2", "gam", 0, 1),
+                          ("w.parquet/#k@5", "eps", 2, 0), ("w.parquet/#line", "zet", 3, 0)]
+    for spans in ([(0, 1), (1, 3), (3, 1 << 62)], [(0, 2), (2, 1 << 62)], [(0, 1), (1, 2), (2, 3), (3, 9), (9, 1 << 62)]):
+        pieces = [parquet.read_groups(path, "w.parquet", a, b, "text", "id", max_bytes=3) for a, b in spans]
+        res, ids = parquet.joined_read(pieces)
+        befores = [sum(p.n_lines for p in pieces[:i]) for i in range(len(pieces))]
+        docs = sorted((renumber(i, "w.parquet", n, by), t, g, r) for p, n, by in zip(pieces, befores, ids) for i, t, g, r in p.docs)
+        assert (res.status, res.warning, res.digest, docs) == ("partial", whole.result.warning, whole.result.digest, whole.docs)
