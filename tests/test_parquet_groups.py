@@ -260,3 +260,15 @@ def test_the_warnings_of_a_file_read_whole_or_by_spans_name_rows_in_the_order_on
         befores = [sum(p.n_lines for p in pieces[:i]) for i in range(len(pieces))]
         docs = sorted((renumber(i, "w.parquet", n, by), t, g, r) for p, n, by in zip(pieces, befores, ids) for i, t, g, r in p.docs)
         assert (res.status, res.warning, res.digest, docs) == ("partial", whole.result.warning, whole.result.digest, whole.docs)
+
+
+def test_spans_that_saw_different_files_are_told_as_a_file_changed_while_read(tmp_path):
+    path = str(tmp_path / "w.parquet")
+    write(tmp_path / "w.parquet", [page(i) for i in range(6)], row_group_size=2)
+    first = parquet.read_groups(path, "w.parquet", 0, 2)
+    write(tmp_path / "w.parquet", [page(i) for i in range(7)], row_group_size=2)  # rewritten between two tasks
+    os.utime(path, ns=(0, 10**9))
+    rest = parquet.read_groups(path, "w.parquet", 2, 1 << 62)
+    res, _ = parquet.joined_read([first, rest])
+    assert res.warning == "changed while being read; indexed as read (run again to pick up the final version)"
+    assert parquet.joined_read([first])[0].warning is None
