@@ -41,7 +41,7 @@ import os
 from dataclasses import dataclass, field
 
 from simdoc.corpus.files import ReadResult, open_regular
-from simdoc.corpus.formats import MemberKeys, _summarise, cut_utf8, member_id
+from simdoc.corpus.formats import _summarise, cut_utf8, member_id
 from simdoc.corpus.jsonl_ranges import Piece, _take_keys, first_lines, renumber
 
 PARQUET_SUFFIXES = (".parquet",)
