@@ -149,13 +149,13 @@ class _JsonlMembers:
         return out
 
 
-def _summarise(kind: str, seen: list[tuple[int, str]]) -> str:
-    """One warning for one kind of problem, however many lines have it."""
+def _summarise(kind: str, seen: list[tuple[int, str]], unit: str = "line") -> str:
+    """One warning for one kind of problem, however many lines (or Parquet rows: ``unit``) have it."""
     if len(seen) == 1:
         lineno, message = seen[0]
-        return f"line {lineno}: {message}"
+        return f"{unit} {lineno}: {message}"
     first = ", ".join(str(n) for n, _ in seen[:SHOWN_LINES]) + (", ..." if len(seen) > SHOWN_LINES else "")
-    return f"{len(seen):,} lines ({first}): {kind}"
+    return f"{len(seen):,} {unit}s ({first}): {kind}"
 
 
 def _utf8_size(text: str) -> int:

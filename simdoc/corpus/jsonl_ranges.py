@@ -79,6 +79,7 @@ class Piece:
     last: bool = False  # the file's last range
     expected: bytes | None = None  # the digest indexed before, carried for the join (see simdoc.stages.ranges)
     keys: list[tuple[int, str | None]] | None = None  # with --id-field: (line, wanted key; None: the line number)
+    how: str = "jsonl"  # how the file is read (a Parquet file's row groups: simdoc.corpus.parquet.Groups)
 
 
 class _Skip:
@@ -176,9 +177,11 @@ def renumber(doc_id: str, source: str, before: int, ids: dict[int, str] | None =
     return ids[local] if ids is not None else member_id(source, str(local + before))
 
 
-def _take_keys(pieces: list[Piece], befores: list[int]) -> tuple[list[dict[int, str] | None], list[tuple[int, str]]]:
+def _take_keys(
+    pieces: list[Piece], befores: list[int], what: str = "line"
+) -> tuple[list[dict[int, str] | None], list[tuple[int, str]]]:
     """Each range's ids by line, the keys taken in the whole file's line order, and what was said
-    of the keys that repeat (line, message)."""
+    of the keys that repeat (line, message; ``what``: a line, or a Parquet row)."""
     if pieces[0].keys is None:
         return [None] * len(pieces), []
     keys = MemberKeys(pieces[0].source)
@@ -187,7 +190,7 @@ def _take_keys(pieces: list[Piece], befores: list[int]) -> tuple[list[dict[int, 
     for p, before in zip(pieces, befores):
         ids = {}
         for local, key in p.keys or []:
-            ids[local], message = keys.take(str(local + before) if key is None else key, local + before)
+            ids[local], message = keys.take(str(local + before) if key is None else key, local + before, what)
             if message:
                 said.append((local + before, message))
         out.append(ids)

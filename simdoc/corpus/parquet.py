@@ -14,8 +14,24 @@ The file is read one row group at a time, only the text and id columns. A
 member's place is its row group and its row within it, stored in the docs
 table's ``offset`` and ``length`` columns (a JSON Lines member keeps a byte
 offset and length there), so verification and ``simdoc show`` read that one
-row again (:func:`texts_at`). The file's digest is that of its bytes, read
-before it is parsed.
+row group again, and take the row (:func:`texts_at`). The file's digest is
+that of its bytes, read before it is parsed.
+
+Tasks are row groups (issue 29): a file of several row groups, of
+:data:`CUT_BYTES` or more, is cut by :func:`cut` into spans of consecutive
+row groups holding about :data:`TASK_BYTES` of text each (the text column's
+size in the file's footer), each read by a task of its own
+(:func:`read_groups`), as a big JSON Lines file is cut into byte ranges
+(:mod:`simdoc.corpus.jsonl_ranges`). A span numbers its rows from its own
+first row; :func:`joined_read` joins the spans as that module joins ranges
+(rows offset by those of the spans before, ``--id-field`` keys taken in the
+whole file's row order, the first span's digest of the whole file), and one
+task reading the whole file is the join of one span (:func:`read_parquet`),
+so a file gives the same documents, warnings and digest however it is cut.
+The last span reaches past the last row group: a file that gained row
+groups since it was planned has them read too; spans past its end read
+nothing. Spans that saw different files (their stats differ) are told as a
+file changed while it was read.
 """
 
 from __future__ import annotations
@@ -25,11 +41,16 @@ import os
 from dataclasses import dataclass, field
 
 from simdoc.corpus.files import ReadResult, open_regular
-from simdoc.corpus.formats import MemberKeys, _summarise, cut_utf8
+from simdoc.corpus.formats import _summarise, cut_utf8, member_id
+from simdoc.corpus.jsonl_ranges import Piece, _take_keys, first_lines, renumber
 
 PARQUET_SUFFIXES = (".parquet",)
 # Not `pip install 'simdoc[parquet]'`: the package index's "simdoc" is another project.
 PARQUET_EXTRA = "pyarrow: pip install pyarrow (or, in simdoc's source folder, pip install '.[parquet]')"
+TASK_BYTES = 4 << 20  # text of a Parquet file per reading task (as simdoc.corpus.jsonl_ranges.RANGE_BYTES)
+CUT_BYTES = 1 << 20  # a smaller file is one task, planned without reading its footer
+_LAST = 1 << 62  # the end of a file's last span: past any row group
+REPEATS = "an id that repeats gets @ROW appended"
 
 
 def is_parquet(path: str) -> bool:
@@ -47,12 +68,22 @@ def have_pyarrow() -> bool:
 
 @dataclass
 class ParquetRead:
-    """What reading a Parquet file gave: its read result, its documents as
-    (id, text, row group, row in group), and warnings about its rows."""
+    """What reading a Parquet file gave: its read result (its warning tells of its rows), and its
+    documents as (id, text, row group, row in group)."""
 
     result: ReadResult
     docs: list[tuple[str, str, int, int]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Groups(Piece):
+    """What one span of row groups gave (a :class:`~simdoc.corpus.jsonl_ranges.Piece` whose lines
+    are rows: ``docs`` are (id, text, row group, row in group), rows counted from the span's first)."""
+
+    how: str = "parquet"
+    warnings: list[str] = field(default_factory=list)  # of the file's columns: every span says them, the first is told
+    seen: tuple = ()  # the file's stat as the span opened it
+    max_bytes: int | None = None  # what a text was cut to (``cut``)
 
 
 def _is_text_type(typ) -> bool:
@@ -72,25 +103,91 @@ def _digest(fd: int) -> str:
     return digest.hexdigest()
 
 
-def _open(path: str, follow_symlinks: bool):
-    """(Python file, its stat before, digest of its bytes) or the ReadResult saying why not."""
+def _open(path: str, follow_symlinks: bool, digest: bool = True):
+    """(Python file, its stat before, digest of its bytes or "") or the ReadResult saying why not."""
     opened = open_regular(path, follow_symlinks)
     if isinstance(opened, ReadResult):
         return opened
     fd, before = opened
     try:
-        digest = _digest(fd)
+        hexdigest = _digest(fd) if digest else ""
     except OSError as exc:
         os.close(fd)
         return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
-    return os.fdopen(fd, "rb"), before, digest
+    return os.fdopen(fd, "rb"), before, hexdigest
+
+
+def cut(path: str, size: int, text_field: str = "text", follow_symlinks: bool = False) -> list[tuple[int, int]] | None:
+    """The spans ``[first, end)`` of row groups a Parquet file is read by, one task each (see the
+    module docstring); None: one task reads it (a small file, a single span, or a footer that
+    cannot be read: that task tells why). The last span's end is past any row group.
+
+    Consecutive row groups go together until their text column (uncompressed, as the footer
+    has it) reaches :data:`TASK_BYTES`; a row group of that size or more goes alone.
+    """
+    if size < CUT_BYTES:
+        return None
+    try:
+        import pyarrow.parquet as pq
+
+        opened = open_regular(path, follow_symlinks)
+        if isinstance(opened, ReadResult):
+            return None
+        with os.fdopen(opened[0], "rb") as f:
+            meta = pq.ParquetFile(f).metadata
+            volumes = [_volume(meta.row_group(g), text_field) for g in range(meta.num_row_groups)]
+    except Exception:  # not Parquet, damaged, gone: the one task says so
+        return None
+    spans, first, volume = [], 0, 0
+    for g, v in enumerate(volumes):
+        if v >= TASK_BYTES and g > first:
+            spans.append((first, g))
+            first, volume = g, 0
+        volume += v
+        if volume >= TASK_BYTES:
+            spans.append((first, g + 1))
+            first, volume = g + 1, 0
+    if first < len(volumes):
+        spans.append((first, len(volumes)))
+    if len(spans) < 2:
+        return None
+    return spans[:-1] + [(spans[-1][0], _LAST)]
+
+
+def _volume(group, text_field: str) -> int:
+    """The bytes of a row group's text column, uncompressed (all its columns if none is the text's)."""
+    for c in range(group.num_columns):
+        column = group.column(c)
+        if column.path_in_schema == text_field:
+            return column.total_uncompressed_size
+    return group.total_byte_size
 
 
 def read_parquet(
     path: str, source: str, text_field: str = "text", id_field: str | None = None, max_bytes: int | None = None,
     follow_symlinks: bool = False,
 ) -> ParquetRead:
-    """Every document of a Parquet file, sorted by id (see the module docstring).
+    """Every document of a Parquet file, sorted by id (see the module docstring): the join of one
+    span of all its row groups.
+
+    Raises
+    ------
+    ImportError
+        pyarrow is not installed (the ``parquet`` extra).
+    """
+    piece = read_groups(path, source, 0, _LAST, text_field, id_field, max_bytes, follow_symlinks)
+    res, ids = joined_read([piece])
+    if res.text is None:
+        return ParquetRead(res)
+    return ParquetRead(res, sorted((renumber(i, source, 0, ids[0]), t, g, r) for i, t, g, r in piece.docs))
+
+
+def read_groups(
+    path: str, source: str, first: int, end: int, text_field: str = "text", id_field: str | None = None,
+    max_bytes: int | None = None, follow_symlinks: bool = False,
+) -> Groups:
+    """The documents of row groups ``[first, end)`` of a Parquet file, rows counted from the span's
+    first (see the module docstring). The first span (``first`` 0) digests the whole file.
 
     Raises
     ------
@@ -99,76 +196,101 @@ def read_parquet(
     """
     import pyarrow.parquet as pq
 
-    opened = _open(path, follow_symlinks)
+    piece = Groups([], source=source, last=end >= _LAST, max_bytes=max_bytes)
+    opened = _open(path, follow_symlinks, digest=first == 0)
     if isinstance(opened, ReadResult):
-        return ParquetRead(opened)
+        piece.failed = opened
+        return piece
     fileobj, before, digest = opened
-    out = ParquetRead(ReadResult("", digest))
-    problems: dict[str, list[tuple[int, str]]] = {}
-    cut = False
+    piece.digest, piece.seen = digest, (before.st_size, before.st_mtime_ns, before.st_ctime_ns, before.st_ino)
     try:
         try:
             pf = pq.ParquetFile(fileobj)
         except Exception as exc:  # pyarrow's own errors for a file that is not Parquet
-            out.result = ReadResult(None, digest, warning=f"not a readable Parquet file: {exc}", status="unreadable")
-            return out
+            piece.failed = ReadResult(None, digest, warning=f"not a readable Parquet file: {exc}", status="unreadable")
+            return piece
         names = pf.schema_arrow.names
         if text_field not in names:
             shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-            out.warnings.append(f"no column {text_field!r}; the columns are {shown}: name the one with the text with --text-field")
-            return out
-        typ = pf.schema_arrow.field(text_field).type
-        if not _is_text_type(typ):
-            out.warnings.append(f"column {text_field!r} is of type {typ}, not text: its rows are skipped")
-            return out
-        use_id = id_field is not None and id_field in names
-        if id_field is not None and not use_id:
-            out.warnings.append(f"no column {id_field!r}: the ids are row numbers")
-        columns = [text_field] + ([id_field] if use_id and id_field != text_field else [])
-        keys = MemberKeys(source)
-        row_number = 0
-        for group in range(pf.num_row_groups):
-            table = pf.read_row_group(group, columns=columns)
-            texts = table.column(text_field).to_pylist()
-            ids = table.column(id_field).to_pylist() if use_id else None
-            for row, text in enumerate(texts):
-                row_number += 1
-                if text is None:
-                    problems.setdefault("null text, skipped", []).append((row_number, "null text, skipped"))
-                    continue
-                key = str(row_number)
-                if ids is not None:
-                    if ids[row] is None or "\0" in str(ids[row]):
-                        what = f"null or NUL-holding {id_field!r}, its id is the row number"
-                        problems.setdefault(what, []).append((row_number, what))
-                    else:
-                        key = str(ids[row])
-                if max_bytes is not None and len(text) > max_bytes // 4 and len(text.encode("utf-8", "surrogatepass")) > max_bytes:
-                    text, cut = cut_utf8(text, max_bytes), True
-                doc_id, said = keys.take(key, row_number, "row")
-                if said:
-                    problems.setdefault("an id that repeats gets @ROW appended", []).append((row_number, said))
-                out.docs.append((doc_id, text, group, row))
+            piece.warnings.append(f"no column {text_field!r}; the columns are {shown}: name the one with the text with --text-field")
+        elif not _is_text_type(typ := pf.schema_arrow.field(text_field).type):
+            piece.warnings.append(f"column {text_field!r} is of type {typ}, not text: its rows are skipped")
+        else:
+            use_id = id_field is not None and id_field in names
+            if id_field is not None and not use_id:
+                piece.warnings.append(f"no column {id_field!r}: the ids are row numbers")
+            _read_rows(piece, pf, first, end, text_field, id_field if use_id else None, max_bytes)
         after = os.fstat(fileobj.fileno())
     except OSError as exc:
-        out.result = ReadResult(None, digest, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
-        return out
+        piece.failed = ReadResult(None, digest, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
+        return piece
     except Exception as exc:  # a damaged row group: pyarrow raises its own kinds
-        out.result = ReadResult(None, digest, warning=f"not a readable Parquet file: {exc}", status="unreadable")
-        out.docs = []
-        return out
+        piece.failed = ReadResult(None, digest, warning=f"not a readable Parquet file: {exc}", status="unreadable")
+        return piece
     finally:
         fileobj.close()
-    out.warnings.extend(_summarise(kind, seen).replace("line", "row") for kind, seen in problems.items())
-    notes = []
-    if cut:
+    piece.changed = (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
+    piece.n_docs = len(piece.docs)
+    return piece
+
+
+def _read_rows(piece: Groups, pf, first: int, end: int, text_field: str, id_field: str | None, max_bytes: int | None) -> None:
+    """Add the rows of row groups ``[first, end)`` to ``piece``."""
+    columns = [text_field] + ([id_field] if id_field is not None and id_field != text_field else [])
+    if id_field is not None:
+        piece.keys = []
+    problems = piece.problems
+    row_number = 0  # counted from the span's first row
+    for group in range(first, min(end, pf.num_row_groups)):
+        table = pf.read_row_group(group, columns=columns)
+        texts = table.column(text_field).to_pylist()
+        ids = table.column(id_field).to_pylist() if id_field is not None else None
+        for row, text in enumerate(texts):
+            row_number += 1
+            if text is None:
+                problems.setdefault("null text, skipped", []).append((row_number, "null text, skipped"))
+                continue
+            if ids is not None:
+                key = None
+                if ids[row] is None or "\0" in str(ids[row]):
+                    what = f"null or NUL-holding {id_field!r}, its id is the row number"
+                    problems.setdefault(what, []).append((row_number, what))
+                else:
+                    key = str(ids[row])
+                piece.keys.append((row_number, key))
+            if max_bytes is not None and len(text) > max_bytes // 4 and len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+                text, piece.cut = cut_utf8(text, max_bytes), True
+            piece.docs.append((member_id(piece.source, str(row_number)), text, group, row))
+    piece.n_lines = row_number
+
+
+def joined_read(pieces: list[Groups]) -> tuple[ReadResult, list[dict[int, str] | None]]:
+    """The read result one task reading the whole file would give (its warning tells of its rows),
+    and each span's ids by row when they are not row numbers (see
+    :func:`simdoc.corpus.jsonl_ranges.renumber`)."""
+    for p in pieces:
+        if p.failed is not None:
+            f = p.failed
+            return ReadResult(None, f.digest or pieces[0].digest, warning=f.warning, status=f.status), [None] * len(pieces)
+    befores = first_lines(pieces)
+    ids, said = _take_keys(pieces, befores, "row")
+    problems: dict[str, list[tuple[int, str]]] = {}
+    for p, before in zip(pieces, befores):
+        for kind, seen in p.problems.items():
+            problems.setdefault(kind, []).extend((n + before, m) for n, m in seen)
+    if said:  # in the order one task notes them: by first row, a repeat last on its row
+        problems[REPEATS] = said
+        problems = dict(sorted(problems.items(), key=lambda kv: (kv[1][0][0], kv[0] == REPEATS)))
+    notes, status = [], "ok"
+    if any(p.cut for p in pieces):
+        max_bytes = pieces[0].max_bytes
         notes.append(f"texts longer than --max-bytes {max_bytes} are cut to their first {max_bytes} bytes")
-        out.result.status = "partial"
-    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        status = "partial"
+    if any(p.changed for p in pieces) or len({p.seen for p in pieces}) > 1:
         notes.append("changed while being read; indexed as read (run again to pick up the final version)")
-    out.result.warning = "; ".join(notes) or None
-    out.docs.sort()
-    return out
+    notes += pieces[0].warnings
+    notes += [_summarise(kind, seen, "row") for kind, seen in problems.items()]
+    return ReadResult("", pieces[0].digest, warning="; ".join(notes) or None, status=status), ids
 
 
 def texts_at(

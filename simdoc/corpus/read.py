@@ -31,9 +31,10 @@ from simdoc.corpus.formats import (
     is_html,
     read_jsonl,
 )
+from simdoc.corpus import jsonl_ranges, parquet
 from simdoc.corpus.jsonl_ranges import Piece, read_range
 from simdoc.corpus.jsonl_ranges import texts_at as jsonl_texts_at
-from simdoc.corpus.parquet import PARQUET_EXTRA, is_parquet, read_parquet
+from simdoc.corpus.parquet import PARQUET_EXTRA, is_parquet, read_groups, read_parquet
 from simdoc.corpus.parquet import texts_at as parquet_texts_at
 from simdoc.corpus.walk import is_jsonl, is_warc
 from simdoc.corpus.warc import WarcReading, read_warc, texts_at
@@ -114,9 +115,7 @@ def read_file(
             got = read_parquet(path, doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
         except ImportError:
             raise no_pyarrow() from None
-        res = got.result
-        res.warning = "; ".join(([res.warning] if res.warning else []) + got.warnings) or None
-        return FileRead(res, [Member(*d) for d in got.docs])
+        return FileRead(got.result, [Member(*d) for d in got.docs])
     if how == "warc":
         return _read_warc(path, doc_id, WarcReading(max_bytes, main_content, all_responses))
     if how == "jsonl":  # line by line: memory bounded by one line, --max-bytes cuts each member
@@ -143,13 +142,35 @@ def _read_warc(path: str, doc_id: str, reading: WarcReading) -> FileRead:
     return FileRead(res, [Member(*d) for d in got.docs], got.left_out)
 
 
+def spans_of(path: str, size: int, text_field: str, follow: bool) -> list[tuple[int, int]] | None:
+    """The spans a file is read by, one task each, or None: one task reads it whole. A big plain
+    JSON Lines file: byte ranges (:mod:`simdoc.corpus.jsonl_ranges`); a big Parquet file of
+    several row groups: spans of row groups (:func:`simdoc.corpus.parquet.cut`, which reads its footer)."""
+    if jsonl_ranges.can_cut(path, size):
+        return jsonl_ranges.cut(size)
+    if is_parquet(path):
+        return parquet.cut(path, size, text_field, follow)
+    return None
+
+
 def read_range_file(
     path: str, source: str, span: tuple[int, int], fields: tuple, max_bytes: int | None, follow: bool
 ) -> tuple[FileRead, Piece]:
-    """The members of one range of a plain JSON Lines file (see :mod:`simdoc.corpus.jsonl_ranges`):
-    the range's members as a :class:`FileRead` (ids counted from the range), and the piece
-    for the join without its texts."""
-    piece = read_range(path, source, *span, fields[0], max_bytes, follow, fields[1])
+    """The members of one span of a file (see :func:`spans_of`): the span's members as a
+    :class:`FileRead` (ids counted from the span), and the piece for the join without its texts.
+
+    Raises
+    ------
+    CorpusError
+        a Parquet file, and pyarrow is not installed.
+    """
+    if is_parquet(path):
+        try:
+            piece = read_groups(path, source, *span, *fields, max_bytes=max_bytes, follow_symlinks=follow)
+        except ImportError:
+            raise no_pyarrow() from None
+    else:
+        piece = read_range(path, source, *span, fields[0], max_bytes, follow, fields[1])
     res = piece.failed or ReadResult("", piece.digest)
     got = FileRead(res, [Member(*d) for d in piece.docs])
     piece.docs = []

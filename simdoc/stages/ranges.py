@@ -1,12 +1,14 @@
-"""A big plain JSON Lines file read by several tasks, one byte range each, and joined (issue 29).
+"""A big plain JSON Lines or Parquet file read by several tasks, one span each, and joined (issue 29).
 
 :func:`simdoc.stages.scan.scan_tasks` cuts such a file (see
-:mod:`simdoc.corpus.jsonl_ranges` for which files and where) into tasks of
-one range each; :func:`joined` sits between the engine and the shingle
+:mod:`simdoc.corpus.jsonl_ranges` for which JSON Lines files and where, and
+:mod:`simdoc.corpus.parquet` for Parquet files, cut into spans of row groups)
+into tasks of one range each; :func:`joined` sits between the engine and the shingle
 stage's collector and turns the results of one file's ranges, which come
 in task order, back into the one result a single task reading the whole
 file would have given: the same ids (line numbers offset by the lines of
-the ranges before; ``--id-field`` keys taken in the file's line order),
+the ranges before; ``--id-field`` keys taken in the file's line order;
+a Parquet file's rows likewise),
 documents in id order with their signature rows, the same warnings,
 status and digest. A
 file whose bytes turn out to be the ones indexed is then reported
@@ -23,6 +25,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from simdoc.corpus import parquet
 from simdoc.corpus.jsonl_ranges import first_lines, joined_read, renumber
 from simdoc.stages.scan_results import BatchResult, DocOut, FileOutcome
 
@@ -49,15 +52,16 @@ def joined(results: Iterator[BatchResult]) -> Iterator[BatchResult]:
 def join(group: list[BatchResult]) -> BatchResult:
     """One file's range results as the result of one task reading it whole."""
     pieces = [g.piece for g in group]
-    res, ids = joined_read(pieces)
+    how = pieces[0].how
+    res, ids = (parquet.joined_read if how == "parquet" else joined_read)(pieces)
     digest = bytes.fromhex(res.digest) if res.digest else b""
     expected = pieces[0].expected
     num_perm = group[0].signatures.shape[1]
     none = np.empty((0, num_perm), dtype=np.uint32)
     if res.text is None:
-        return BatchResult([FileOutcome(digest, res.status, res.warning, False, "jsonl")], [], none)
+        return BatchResult([FileOutcome(digest, res.status, res.warning, False, how)], [], none)
     if expected is not None and digest == expected:
-        return BatchResult([FileOutcome(digest, res.status, res.warning, True, "jsonl")], [], none)
+        return BatchResult([FileOutcome(digest, res.status, res.warning, True, how)], [], none)
     source = pieces[0].source
     docs: list[DocOut] = []
     left_out: list[tuple[str, str]] = []
@@ -76,5 +80,5 @@ def join(group: list[BatchResult]) -> BatchResult:
         at += len(g.docs)
         g.signatures = None
     left_out.sort()
-    outcome = FileOutcome(digest, res.status, res.warning, False, "jsonl", len(docs), left_out)
+    outcome = FileOutcome(digest, res.status, res.warning, False, how, len(docs), left_out)
     return BatchResult([outcome], [docs[i] for i in order.tolist()], sigs)

@@ -49,9 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
-from simdoc.corpus import jsonl_ranges
 from simdoc.corpus.parquet import have_pyarrow
-from simdoc.corpus.read import how_read, no_pyarrow, read_file, read_range_file, text_digest, text_size
+from simdoc.corpus.read import how_read, no_pyarrow, read_file, read_range_file, spans_of, text_digest, text_size
 from simdoc.corpus.walk import FileEntry
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.shinglesets import ShingleSets
@@ -76,7 +75,7 @@ class ScanTask:
     keep_sets: bool = False
     part: str | None = None  # where the task writes its result (its completion record); None: nowhere
     reusable: bool = False  # no file was racily clean when listed: a later run may take its part
-    span: tuple[int, int] | None = None  # one range of its one JSON Lines file (see simdoc.stages.ranges)
+    span: tuple[int, int] | None = None  # one range of its one JSON Lines or Parquet file (see simdoc.stages.ranges)
 
 
 def batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
@@ -116,12 +115,16 @@ def scan_tasks(
     digests = {e.id: d for e, d, keep in plan if not keep}
     pending: list[FileEntry] = []
     for e in (e for e, _, keep in plan if not keep):
-        # A big plain JSON Lines file: one task a range (joined by simdoc.stages.ranges); not on a
-        # cluster (a part holds whole files) nor for `simdoc shingle` alone (it keeps sets by file).
-        if parts is None and signature is not None and jsonl_ranges.can_cut(e.path, e.size):
+        # A big plain JSON Lines file or Parquet file: one task a byte range or span of row groups
+        # (joined by simdoc.stages.ranges); not on a cluster (a part holds whole files) nor for
+        # `simdoc shingle` alone (it keeps sets by file).
+        spans = None
+        if parts is None and signature is not None:
+            spans = spans_of(e.path, e.size, shingle.text_field, bool(shingle.follow_symlinks))
+        if spans:
             yield from _batch_tasks(pending, digests, shingle, signature, parts, racy)
             pending = []
-            yield from (ScanTask([(e.id, e.path, e.size, digests[e.id])], shingle, signature, span=s) for s in jsonl_ranges.cut(e.size))
+            yield from (ScanTask([(e.id, e.path, e.size, digests[e.id])], shingle, signature, span=s) for s in spans)
         else:
             pending.append(e)
     yield from _batch_tasks(pending, digests, shingle, signature, parts, racy)
