@@ -212,6 +212,7 @@ def object_stat(url: str) -> ObjectStat | None:
     """The object's identity now (one HEAD), or None if it is gone or cannot be asked."""
     fs, path = filesystem(url)
     try:
+        fs.invalidate_cache(path)
         info = fs.info(path)
     except Exception:  # gone, refused, unreachable: not the object indexed, as far as anyone can tell
         return None
@@ -261,6 +262,7 @@ def list_prefix(url: str) -> tuple[str, list[tuple[str, str, ObjectStat]], list[
     base, one = _base(url)
     fs, root = filesystem(base)
     try:
+        fs.invalidate_cache(root)  # fsspec keeps listings: this run lists the store as it is now
         found = {one: fs.info(one)} if one is not None else fs.find(root, detail=True)
     except Exception as exc:  # every backend raises its own kinds (botocore: not OSError)
         raise unreachable(canonical(url), exc) from None
