@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import SAMPLE_CORPUS, assert_clean_error, numbered_page, write
+from tests.conftest import SAMPLE_CORPUS, assert_clean_error, numbered_page, warc_record, write
 
 KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 _REQUEST = re.compile(r'"(GET|HEAD|PUT|DELETE|POST) (\S+) HTTP')
@@ -113,6 +113,28 @@ def test_pairs_on_a_bucket_equal_pairs_on_the_same_files_on_disk(run, s3, tmp_pa
     assert absolute.exit_code == 0, absolute.stderr
     dropped = run("dedup", corpus, "--index", tmp_path / "local.idx").stdout.split()
     assert absolute.stdout.split() == [f"s3://{bucket}/crawl/2026/{d}" for d in dropped]
+
+
+def test_crawls_and_datasets_on_a_bucket_give_what_they_give_on_disk(run, s3, tmp_path):
+    """WARC (a gzip member a record, and one stream) and Parquet: read, and verified at their offsets."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    fs, endpoint, bucket, requests = s3
+    corpus = tmp_path / "corpus"
+    records = [warc_record(f"http://example.org/{i}", numbered_page(i % 3, change=i // 3), i) for i in range(6)]
+    write(corpus / "crawl" / "a.warc.gz", b"".join(gzip.compress(r) for r in records))
+    write(corpus / "crawl" / "b.warc.gz", gzip.compress(b"".join(records[:3])))
+    (corpus / "sets").mkdir()
+    texts = [numbered_page(i % 4, change=i // 4) for i in range(8)]
+    pq.write_table(pa.table({"text": texts, "id": [f"r{i}" for i in range(8)]}), corpus / "sets" / "t.parquet", row_group_size=3)
+    upload(fs, corpus, bucket, "web")
+    opts = ("-j", "1", "--format", "tsv", "--threshold", "0.5", "--id-field", "id")
+    local = run("pairs", corpus, "--index", tmp_path / "local.idx", *opts)
+    requests.seen.clear()
+    remote = run("pairs", f"s3://{bucket}/web", "--index", tmp_path / "s3.idx", *opts, "--storage-option", endpoint)
+    assert local.exit_code == 0 and remote.exit_code == 0, (local.stderr, remote.stderr)
+    assert remote.stdout == local.stdout
+    assert "crawl/a.warc.gz/#http://example.org/0" in remote.stdout and "sets/t.parquet/#r0" in remote.stdout
 
 
 def test_a_second_cron_run_over_an_unchanged_bucket_reads_no_object(run, s3, tmp_path):

@@ -114,6 +114,17 @@ def open_regular(path: str, follow_symlinks: bool = False, ranged: bool = False)
     return fd, st
 
 
+def open_binary(path: str, ranged: bool = False):
+    """``open(path, "rb")``, or an object at a URL opened as :func:`open_regular` opens it (an
+    object that cannot be opened: OSError saying why)."""
+    if not is_url(path):
+        return open(path, "rb")
+    got = open_regular(path, ranged=ranged)
+    if isinstance(got, ReadResult):
+        raise OSError(got.warning)
+    return got[0]
+
+
 def as_file(handle, buffering: int = -1):
     """A file object over what :func:`open_regular` opened (a descriptor: it then owns it)."""
     return os.fdopen(handle, "rb", buffering=buffering) if isinstance(handle, int) else handle
@@ -126,8 +137,12 @@ def second_file(handle):
 
 
 def handle_stat(handle):
-    """The stat of what :func:`open_regular` opened, now (an object's: as it was opened)."""
-    return os.fstat(handle) if isinstance(handle, int) else handle.stat
+    """The stat of what :func:`open_regular` opened, now (an object's: as it was opened), or of
+    the file object :func:`as_file` made of it."""
+    if isinstance(handle, int):
+        return os.fstat(handle)
+    st = getattr(handle, "stat", None)
+    return st if st is not None else os.fstat(handle.fileno())
 
 
 def read_from(handle, n: int) -> bytes:

@@ -130,7 +130,7 @@ def _read_range(path: str, source: str, start: int, end: int, text_field, max_by
             if start == 0:  # the rest of the file, for its digest (the lines read so far went through it)
                 while chunk := f.read(_CHUNK):
                     digest.update(chunk)
-            after = handle_stat(fd if not isinstance(fd, int) else f.fileno())
+            after = handle_stat(f)
         except _Binary:
             status = ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary")
             return Piece([], failed=status)

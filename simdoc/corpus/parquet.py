@@ -21,10 +21,9 @@ before it is parsed.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, field
 
-from simdoc.corpus.files import ReadResult, open_regular
+from simdoc.corpus.files import ReadResult, as_file, handle_stat, open_regular
 from simdoc.corpus.formats import MemberKeys, _summarise, cut_utf8
 
 PARQUET_SUFFIXES = (".parquet",)
@@ -63,12 +62,12 @@ def _is_text_type(typ) -> bool:
     return pa.types.is_string(typ) or pa.types.is_large_string(typ) or getattr(pa.types, "is_string_view", lambda t: False)(typ)
 
 
-def _digest(fd: int) -> str:
+def _digest(fileobj) -> str:
     digest = hashlib.blake2b(digest_size=16)
-    os.lseek(fd, 0, os.SEEK_SET)
-    while chunk := os.read(fd, 1 << 24):
+    fileobj.seek(0)
+    while chunk := fileobj.read(1 << 24):
         digest.update(chunk)
-    os.lseek(fd, 0, os.SEEK_SET)
+    fileobj.seek(0)
     return digest.hexdigest()
 
 
@@ -78,12 +77,13 @@ def _open(path: str, follow_symlinks: bool):
     if isinstance(opened, ReadResult):
         return opened
     fd, before = opened
+    fileobj = as_file(fd)  # a descriptor's file owns it; an object (a URL) is its own file
     try:
-        digest = _digest(fd)
+        digest = _digest(fileobj)
     except OSError as exc:
-        os.close(fd)
+        fileobj.close()
         return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
-    return os.fdopen(fd, "rb"), before, digest
+    return fileobj, before, digest
 
 
 def read_parquet(
@@ -149,7 +149,7 @@ def read_parquet(
                 if said:
                     problems.setdefault("an id that repeats gets @ROW appended", []).append((row_number, said))
                 out.docs.append((doc_id, text, group, row))
-        after = os.fstat(fileobj.fileno())
+        after = handle_stat(fileobj)
     except OSError as exc:
         out.result = ReadResult(None, digest, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
         return out
