@@ -187,6 +187,24 @@ def test_a_url_of_one_object_names_it_as_a_file_on_the_command_line_is_named(run
     assert r.stdout.startswith("pages.jsonl/#1\tpages.jsonl/#3\t")
 
 
+def test_show_query_and_dedup_write_on_a_bucket(run, s3, tmp_path):
+    fs, endpoint, bucket, _ = s3
+    upload(fs, SAMPLE_CORPUS / "misc", bucket, "m")
+    url, idx = f"s3://{bucket}/m/", tmp_path / "idx"
+    assert run("pairs", url, "--index", idx, "-j", "1", "--storage-option", endpoint).exit_code == 0
+    a, b = "red-lentil-soup.txt", "backup/red-lentil-soup-copy.txt"
+    shown = run("show", url, a, b, "--index", idx, "--format", "json", "--storage-option", endpoint)
+    assert shown.exit_code == 0, shown.stderr
+    assert "\"set_jaccard\": 1.0" in shown.stdout
+    asked = run("query", SAMPLE_CORPUS / "misc" / a, "--index", idx, "--storage-option", endpoint)
+    assert asked.exit_code == 0, asked.stderr
+    assert asked.stdout.split("\t")[1] == b
+    # Not yet: an Error line, and nothing written.
+    written = run("dedup", url, "--index", idx, "--write", tmp_path / "out", "--storage-option", endpoint)
+    assert written.exit_code == 3 and "dedup --write does not read a corpus at a URL yet" in written.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_members_are_read_again_by_ranged_requests(s3, tmp_path):
     from simdoc.corpus.jsonl_ranges import texts_at
     from simdoc.corpus.objects import configure
