@@ -13,12 +13,15 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
 import re
+import subprocess
+import sys
 import uuid
 
 import pytest
 
-from tests.conftest import SAMPLE_CORPUS, assert_clean_error, numbered_page, warc_record, write
+from tests.conftest import REPO, SAMPLE_CORPUS, assert_clean_error, numbered_page, warc_record, write
 
 KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 _REQUEST = re.compile(r'"(GET|HEAD|PUT|DELETE|POST) (\S+) HTTP')
@@ -248,3 +251,16 @@ def test_a_storage_option_without_a_value_is_a_usage_error(run, tmp_path):
     r = run("pairs", "s3://bucket/prefix/", "--index", tmp_path / "idx", "--storage-option", "anon")
     assert r.exit_code == 2
     assert "KEY=VALUE" in r.stderr
+
+
+def test_a_url_corpus_on_a_dask_cluster_is_refused_with_one_error_line(tmp_path):
+    """Not yet: the workers would need the store's options and credentials (README, "A corpus in a bucket")."""
+    pytest.importorskip("distributed")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    r = subprocess.run(
+        [sys.executable, "-m", "simdoc", "pairs", "s3://bucket/prefix/", "--index", str(tmp_path / "idx"), "--scheduler", "local[1]"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == "" and "Traceback" not in r.stderr
+    assert "Error: a corpus at a URL (s3://bucket/prefix/) is read on this machine only, not on a Dask cluster yet" in r.stderr

@@ -62,6 +62,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from simdoc.corpus.objects import is_url
 from simdoc.errors import ClusterError, SimdocError, UsageError
 
 ENV = "SIMDOC_SCHEDULER"
@@ -241,6 +242,11 @@ def contract_checks(index, corpus, needs_corpus: bool = True) -> list[tuple[str,
             corpus = IndexStore(index).read_manifest()["stages"]["shingle"].get("corpus") or None
     if corpus is None:
         return checks
+    if is_url(corpus):  # the workers would need the store's options and credentials: not yet
+        raise UsageError(
+            f"a corpus at a URL ({corpus}) is read on this machine only, not on a Dask cluster yet",
+            hint="run without --scheduler (and without $SIMDOC_SCHEDULER), or copy the corpus to a shared file system",
+        )
     items = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(itertools.islice(corpus, _SAMPLE))
     for item in items:
         path = os.path.abspath(os.fspath(item))
