@@ -208,6 +208,19 @@ def test_show_query_and_dedup_write_on_a_bucket(run, s3, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_the_default_index_of_a_bucket_is_listed_and_cleaned_by_its_url(run, s3):
+    fs, endpoint, bucket, _ = s3
+    upload(fs, SAMPLE_CORPUS / "misc", bucket, "m")
+    url = f"s3://{bucket}/m/"
+    assert run("pairs", url, "-j", "1", "--storage-option", endpoint).exit_code == 0
+    listed = run("cache", "list")
+    assert listed.exit_code == 0 and f"\ts3://{bucket}/m\t" in listed.stdout
+    assert run("stats", url.rstrip("/")).exit_code == 0  # the same index, with or without the slash
+    cleaned = run("cache", "clean", url)
+    assert cleaned.exit_code == 0 and cleaned.stdout == listed.stdout.split("\t")[0] + "\n"
+    assert run("cache", "list").stdout == ""
+
+
 def test_members_are_read_again_by_ranged_requests(s3, tmp_path):
     from simdoc.corpus.jsonl_ranges import texts_at
     from simdoc.corpus.objects import configure
