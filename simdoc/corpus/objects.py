@@ -247,7 +247,7 @@ def _base(url: str) -> tuple[str, str | None]:
 def list_prefix(url: str) -> tuple[str, list[tuple[str, str, ObjectStat]], list[tuple[str, str, int, int]]]:
     """The objects under ``url``: (base URL, [(id, URL, identity)], [(id, why passed over, size, time)]).
 
-    Ids are keys relative to the prefix with "/" separators, unsorted. An URL
+    Ids are keys relative to the prefix with "/" separators, unsorted. A URL
     that names one object lists that object, relative to its "folder" (as a
     file named on the command line). Hidden names (a part starting with
     ".") are left out as in a folder; a key that cannot be a path (an empty,
