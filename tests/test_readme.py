@@ -43,6 +43,8 @@ NOT_RUN = {
     "dask scheduler": "starts a Dask scheduler that runs until stopped, for workers on other hosts",
     "dask worker": "needs a Dask scheduler on another host",
     "simdoc pairs /shared/crawl": "needs a Dask cluster and a file system shared by its hosts",
+    "simdoc pairs s3://": "needs an S3 endpoint and a bucket: tests/test_object_storage.py runs these against moto's server",
+    "simdoc dedup s3://": "needs an S3 endpoint and a bucket: tests/test_object_storage.py runs these against moto's server",
 }
 # Commands that belong to a clone of the repository, not to a user's folder.
 IN_CLONE = ("make ", ".venv/")

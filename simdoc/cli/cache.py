@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from simdoc.cli.options import emit, quiet_flag, setup_logging, verbose_flag
+from simdoc.cli.options import corpus_type, emit, quiet_flag, setup_logging, verbose_flag
 from simdoc.errors import EXIT_BUSY
 from simdoc.output import tsv_field
 from simdoc.store.cache import (
@@ -74,7 +74,7 @@ def cache_list(quiet, verbose) -> None:
 
 
 @cache.command("clean")
-@click.argument("targets", nargs=-1, metavar="[CORPUS|INDEX]...", type=click.Path(path_type=Path))
+@click.argument("targets", nargs=-1, metavar="[CORPUS|INDEX]...", type=corpus_type)
 @click.option("--older-than", type=click.FloatRange(0), default=None, metavar="DAYS", help="Only indexes last updated more than DAYS days ago.")
 @click.option("--dry-run", "-n", is_flag=True, help="Print what would be removed; remove nothing.")
 @click.option(
@@ -110,7 +110,10 @@ def cache_clean(targets, older_than, dry_run, wait, quiet, verbose) -> None:
         by_path = {i.path.resolve(): i for i in found}
         chosen = []
         for target in targets:
-            wanted = target.resolve() if target.resolve() in by_path else cached_index_path(target).resolve()
+            if isinstance(target, str):  # a corpus at a URL (corpus_type keeps it a string)
+                wanted = cached_index_path(target).resolve()
+            else:
+                wanted = target.resolve() if target.resolve() in by_path else cached_index_path(target).resolve()
             if wanted not in by_path:
                 log.warning(f"{target}: no index of it in {cache_dir()}")
             elif by_path[wanted] not in chosen:

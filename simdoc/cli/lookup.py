@@ -25,6 +25,7 @@ from simdoc.cli.options import (
     opt,
     quiet_flag,
     reader_corpus_argument,
+    storage_option,
     reader_went_away,
     setup_logging,
     threshold_option,
@@ -63,6 +64,7 @@ log = logging.getLogger("simdoc")
 @opt("--text-field", default=None, help="JSON Lines queries: the field holding a document's text. Default: the index's.")
 @opt("--id-field", default=None, help="JSON Lines queries: the field holding a document's id. Default: the index's, else the line number.")
 @header_option
+@storage_option
 @quiet_flag("Print nothing on stderr but errors (no warnings, no summary line).")
 @verbose_flag("Also print the index directory used, on stderr.")
 def query(

@@ -25,9 +25,10 @@ from pathlib import Path
 import click
 
 from simdoc.corpus.filelists import ListedPath, chosen_list
+from simdoc.corpus.objects import configure, is_url, parse_option
 from simdoc.engines.dask import DEFAULT_WAIT_WORKERS
 from simdoc.engines.dask_contract import ANSWER_FLOOR
-from simdoc.errors import CorpusError, IndexError_
+from simdoc.errors import CorpusError, IndexError_, UsageError
 from simdoc.output import FORMATS, check_header
 from simdoc.params import DEFAULT_THRESHOLD
 from simdoc.shingling import UNITS
@@ -79,6 +80,41 @@ def report_stages(stages: list[StageResult], verbose: bool) -> None:
 
 
 opt = click.option  # every option below is declared with it
+
+
+class CorpusPath(click.ParamType):
+    """A CORPUS argument: a path (as ``click.Path(path_type=Path)`` gives it), or a URL kept as
+    typed (``s3://bucket/prefix/``: a Path would fold its ``//``)."""
+
+    name = "path"
+    _path = click.Path(path_type=Path)
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and is_url(value):
+            return value
+        return self._path.convert(value, param, ctx)
+
+
+corpus_type = CorpusPath()
+
+
+def _storage_options(ctx, param, values) -> None:
+    """--storage-option KEY=VALUE, for this run only (never written to the index)."""
+    try:
+        configure(dict(parse_option(v) for v in values))
+    except UsageError as exc:
+        raise click.BadParameter(exc.message, ctx, param) from None
+
+
+storage_option = opt(
+    "--storage-option",
+    multiple=True,
+    metavar="KEY=VALUE",
+    expose_value=False,
+    callback=_storage_options,
+    help="A corpus at a URL (s3://bucket/prefix/): an fsspec storage option, VALUE as JSON where it parses "
+    "(endpoint_url=http://host:9000, anon=true, key=..., secret=...); repeatable. Not kept in the index.",
+)
 
 index_option = opt(
     "--index",
@@ -225,6 +261,7 @@ shingle_options = [
         default=None,
         help="Follow symbolic links (loops are cut and reported). Default: links are reported, not followed.",
     ),
+    storage_option,
 ]
 signature_options = [
     opt("--num-perm", type=click.IntRange(1, 65536), default=None, help="MinHash signature length. Default: 128."),
@@ -331,7 +368,7 @@ def check_corpus_index(corpus: Path | None, index: Path | None, rebuild: bool) -
 
 
 # A reader's CORPUS only names its default index: the corpus itself is not read.
-reader_corpus_argument = click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
+reader_corpus_argument = click.argument("corpus", nargs=-1, type=corpus_type)
 
 
 # ---------------------------------------------------------------- helpers

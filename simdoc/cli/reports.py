@@ -25,6 +25,7 @@ from simdoc.cli.options import (
     check_output_flags,
     corpus_arg,
     corpus_list_options,
+    corpus_type,
     emit,
     format_option,
     header_option,
@@ -125,7 +126,7 @@ def _skipped(res: PairsResult) -> str:
 
 
 @click.command()
-@click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("corpus", nargs=-1, type=corpus_type)
 @with_options(corpus_list_options)
 @format_option(("tsv", "jsonl"), "Output format. Default: tsv.")
 @null_option(
@@ -183,7 +184,7 @@ def clusters(
 
 
 @click.command()
-@click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("corpus", nargs=-1, type=corpus_type)
 @with_options(corpus_list_options)
 @opt(
     "--keep",

@@ -12,7 +12,6 @@ import os
 import shlex
 import sys
 import textwrap
-from pathlib import Path
 
 import click
 
@@ -30,6 +29,7 @@ from simdoc.cli.options import (
     rebuild_option,
     report_stages,
     setup_logging,
+    corpus_type,
     shingle_options,
     show_progress,
     signature_options,
@@ -232,7 +232,7 @@ def _index_evidence(
     rebuild: bool, wait: float, quiet: bool, verbose: bool,
 ) -> PairEvidence:
     """The evidence for two documents of an index, bringing its stages up to date from CORPUS first (as `pairs` does)."""
-    corpus = corpus_arg(tuple(Path(c) for c in corpora), None)
+    corpus = corpus_arg(tuple(corpus_type.convert(c, None, None) for c in corpora), None)  # a URL stays one
     index = check_corpus_index(corpus, index, rebuild)
     # No --scheduler here, but $SIMDOC_SCHEDULER is honoured, as by every command that builds stages.
     with open_engine(jobs, index=index, corpus=corpus, needs_corpus=corpus is not None) as engine:

@@ -19,6 +19,7 @@ from simdoc.cli.options import (
     check_output_flags,
     corpus_arg,
     corpus_list_options,
+    corpus_type,
     env_index,
     format_option,
     header_option,
@@ -64,7 +65,7 @@ from simdoc.wording import count
 log = logging.getLogger("simdoc")
 
 @click.command()
-@click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("corpus", nargs=-1, type=corpus_type)
 @with_options(corpus_list_options)
 @null_option()  # hidden: kept only to say where NUL-separated lists went
 @index_option
@@ -171,7 +172,7 @@ def index_cmd(corpus, index, threshold, bands, rows, scheduler, wait_workers, wa
 
 
 @click.command()
-@click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("corpus", nargs=-1, type=corpus_type)
 @with_options(corpus_list_options)
 @index_option
 @threshold_option

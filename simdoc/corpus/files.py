@@ -18,6 +18,8 @@ import os
 import stat
 from dataclasses import dataclass
 
+from simdoc.corpus.objects import is_url
+
 BINARY_SNIFF = 8192
 
 
@@ -69,14 +71,25 @@ class ReadResult:
     status: str = "ok"  # ok | replaced | binary | unreadable
 
 
-def open_regular(path: str, follow_symlinks: bool = False) -> tuple[int, os.stat_result] | ReadResult:
+def open_regular(path: str, follow_symlinks: bool = False, ranged: bool = False) -> tuple[int, os.stat_result] | ReadResult:
     """Open a file to read without ever blocking, and check it is still a regular file.
 
     A FIFO or device that replaced the file since the scan would block a
     plain open; O_NONBLOCK plus an fstat afterwards skips it. Symbolic links
     are refused unless ``follow_symlinks``. Returns (descriptor, its stat),
     or the ReadResult saying why the file is skipped.
+
+    A URL (``s3://...``) is opened through fsspec instead
+    (:func:`simdoc.corpus.objects.open_object`; ``ranged``: each read one
+    ranged request): the handle is then a file object, which
+    :func:`as_file`, :func:`handle_stat`, :func:`read_from` and
+    :func:`close_handle` take as they take a descriptor.
     """
+    if is_url(path):
+        from simdoc.corpus.objects import open_object
+
+        got = open_object(path, ranged)
+        return ReadResult(None, warning=got, status="unreadable") if isinstance(got, str) else (got, got.stat)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     if not follow_symlinks:
         flags |= getattr(os, "O_NOFOLLOW", 0)
@@ -99,6 +112,48 @@ def open_regular(path: str, follow_symlinks: bool = False) -> tuple[int, os.stat
         os.close(fd)
         return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
     return fd, st
+
+
+def open_binary(path: str, ranged: bool = False):
+    """``open(path, "rb")``, or an object at a URL opened as :func:`open_regular` opens it (an
+    object that cannot be opened: OSError saying why)."""
+    if not is_url(path):
+        return open(path, "rb")
+    got = open_regular(path, ranged=ranged)
+    if isinstance(got, ReadResult):
+        raise OSError(got.warning)
+    return got[0]
+
+
+def as_file(handle, buffering: int = -1):
+    """A file object over what :func:`open_regular` opened (a descriptor: it then owns it)."""
+    return os.fdopen(handle, "rb", buffering=buffering) if isinstance(handle, int) else handle
+
+
+def second_file(handle):
+    """A file object of its own over the same file (a descriptor's duplicate; an object is shared:
+    closing it early is harmless, its stat stays known)."""
+    return os.fdopen(os.dup(handle), "rb") if isinstance(handle, int) else handle
+
+
+def handle_stat(handle):
+    """The stat of what :func:`open_regular` opened, now (an object's: as it was opened), or of
+    the file object :func:`as_file` made of it."""
+    if isinstance(handle, int):
+        return os.fstat(handle)
+    st = getattr(handle, "stat", None)
+    return st if st is not None else os.fstat(handle.fileno())
+
+
+def read_from(handle, n: int) -> bytes:
+    return os.read(handle, n) if isinstance(handle, int) else handle.read(n)
+
+
+def close_handle(handle) -> None:
+    if isinstance(handle, int):
+        os.close(handle)
+    else:
+        handle.close()
 
 
 def read_document(
@@ -134,7 +189,7 @@ def read_document(
             limit = before.st_size + 1 if max_bytes is None else max_bytes + 1
             chunks, got = [], 0
             while got < limit:
-                chunk = os.read(fd, min(1 << 24, limit - got))
+                chunk = read_from(fd, min(1 << 24, limit - got))
                 if not chunk:
                     break
                 chunks.append(chunk)
@@ -144,12 +199,12 @@ def read_document(
             raw = b"".join(chunks)
             if max_bytes is None and len(raw) > before.st_size:
                 # It grew while we read: take the rest too, and say so below.
-                while chunk := os.read(fd, 1 << 24):
+                while chunk := read_from(fd, 1 << 24):
                     raw += chunk
         if max_bytes is not None and len(raw) > max_bytes:
             raw = raw[:max_bytes]
             warnings.append(f"longer than --max-bytes {max_bytes}; only the first {max_bytes} bytes are indexed")
-        after = os.fstat(fd)
+        after = handle_stat(fd)
         if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
             warnings.append("changed while being read; indexed as read (run again to pick up the final version)")
     except Undecompressable as exc:
@@ -157,7 +212,7 @@ def read_document(
     except OSError as exc:
         return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
     finally:
-        os.close(fd)
+        close_handle(fd)
     digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
     if b"\x00" in raw[:BINARY_SNIFF]:
         return ReadResult(None, digest, warning="binary file (NUL byte), skipped", status="binary")
@@ -188,7 +243,7 @@ def file_digest(path: str, max_bytes: int | None = None, follow_symlinks: bool =
         return None
     fd, _ = opened
     digest = hashlib.blake2b(digest_size=16)
-    raw_file = os.fdopen(fd, "rb")
+    raw_file = as_file(fd)
     try:
         kind = compression_of(path) if decompress else None
         reader = decompressing_reader(raw_file, kind) if kind is not None else raw_file
@@ -217,7 +272,7 @@ class Undecompressable(Exception):
 
 def _read_decompressed(fd: int, kind: str, max_bytes: int | None) -> bytes:
     """All the decompressed bytes (up to max_bytes + 1, to tell that there are more)."""
-    raw_file = os.fdopen(os.dup(fd), "rb")
+    raw_file = second_file(fd)
     try:
         reader = decompressing_reader(raw_file, kind)
         out, got = [], 0

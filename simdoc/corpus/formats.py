@@ -24,7 +24,6 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
-import os
 from collections.abc import Iterator
 
 from simdoc.corpus.files import (
@@ -32,8 +31,10 @@ from simdoc.corpus.files import (
     COMPRESSED,
     ReadResult,
     Undecompressable,
+    as_file,
     compression_of,
     decompressing_reader,
+    handle_stat,
     open_regular,
 )
 from simdoc.corpus.streaming import STREAM_BYTES
@@ -222,7 +223,7 @@ def read_jsonl(
     members = _JsonlMembers(source, text_field, id_field, max_bytes)
     digest = hashlib.blake2b(digest_size=16)
     replaced: list[int] = []  # lines with invalid UTF-8
-    source_file = os.fdopen(fd, "rb", buffering=0)
+    source_file = as_file(fd, buffering=0)
     kind = compression_of(path)
     try:
         try:
@@ -245,7 +246,7 @@ def read_jsonl(
                 except UnicodeDecodeError:
                     replaced.append(lineno)
                     members.add(lineno, line.decode("utf-8", errors="replace"), offset, length)
-            after = os.fstat(fd)  # before the decompressor closes it (zstandard's does)
+            after = handle_stat(fd)  # before the decompressor closes it (zstandard's does)
         finally:
             if stream is not source_file:
                 stream.close()

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import codecs
 import hashlib
-import os
 from dataclasses import dataclass, field
 
-from simdoc.corpus.files import ReadResult, compression_of, open_regular
+from simdoc.corpus.files import ReadResult, as_file, compression_of, handle_stat, open_regular
 from simdoc.corpus.formats import (
     MEMBER_BYTES,
     REPEATS,
@@ -109,7 +108,7 @@ def _read_range(path: str, source: str, start: int, end: int, text_field, max_by
         members.deferred = []
     digest = hashlib.blake2b(digest_size=16) if start == 0 else _Skip()
     piece = Piece(members.docs, keys=members.deferred)
-    with os.fdopen(fd, "rb", buffering=0) as f:
+    with as_file(fd, buffering=0) as f:
         try:
             begin = _first_line(f, start)
             if begin is not None and begin < end:
@@ -132,7 +131,7 @@ def _read_range(path: str, source: str, start: int, end: int, text_field, max_by
             if start == 0:  # the rest of the file, for its digest (the lines read so far went through it)
                 while chunk := f.read(_CHUNK):
                     digest.update(chunk)
-            after = os.fstat(f.fileno())
+            after = handle_stat(f)
         except _Binary:
             status = ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary")
             return Piece([], failed=status)
@@ -242,11 +241,11 @@ def texts_at(
     (the caller checks the digest of what it gets). The file is never parsed whole.
     """
     out: dict[str, str | None] = dict.fromkeys(at)
-    opened = open_regular(path, follow_symlinks)
+    opened = open_regular(path, follow_symlinks, ranged=True)  # an object: one ranged request a member
     if isinstance(opened, ReadResult):
         return out
     fd, _ = opened
-    with os.fdopen(fd, "rb", buffering=0) as f:
+    with as_file(fd, buffering=0) as f:
         for n, (doc_id, (offset, length)) in enumerate(sorted(at.items(), key=lambda kv: kv[1])):
             if offset < 0 or length < 0 or length > MEMBER_BYTES:
                 continue

@@ -37,10 +37,9 @@ file changed while it was read.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, field
 
-from simdoc.corpus.files import ReadResult, open_regular
+from simdoc.corpus.files import ReadResult, as_file, handle_stat, open_regular
 from simdoc.corpus.formats import _summarise, cut_utf8, member_id
 from simdoc.corpus.jsonl_ranges import Piece, _take_keys, first_lines, renumber
 
@@ -94,12 +93,12 @@ def _is_text_type(typ) -> bool:
     return pa.types.is_string(typ) or pa.types.is_large_string(typ) or getattr(pa.types, "is_string_view", lambda t: False)(typ)
 
 
-def _digest(fd: int) -> str:
+def _digest(fileobj) -> str:
     digest = hashlib.blake2b(digest_size=16)
-    os.lseek(fd, 0, os.SEEK_SET)
-    while chunk := os.read(fd, 1 << 24):
+    fileobj.seek(0)
+    while chunk := fileobj.read(1 << 24):
         digest.update(chunk)
-    os.lseek(fd, 0, os.SEEK_SET)
+    fileobj.seek(0)
     return digest.hexdigest()
 
 
@@ -109,12 +108,13 @@ def _open(path: str, follow_symlinks: bool, digest: bool = True):
     if isinstance(opened, ReadResult):
         return opened
     fd, before = opened
+    fileobj = as_file(fd)  # a descriptor's file owns it; an object (a URL) is its own file
     try:
-        hexdigest = _digest(fd) if digest else ""
+        hexdigest = _digest(fileobj) if digest else ""
     except OSError as exc:
-        os.close(fd)
+        fileobj.close()
         return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
-    return os.fdopen(fd, "rb"), before, hexdigest
+    return fileobj, before, hexdigest
 
 
 def cut(path: str, size: int, text_field: str = "text", follow_symlinks: bool = False) -> list[tuple[int, int]] | None:
@@ -133,7 +133,7 @@ def cut(path: str, size: int, text_field: str = "text", follow_symlinks: bool = 
         opened = open_regular(path, follow_symlinks)
         if isinstance(opened, ReadResult):
             return None
-        with os.fdopen(opened[0], "rb") as f:
+        with as_file(opened[0]) as f:
             meta = pq.ParquetFile(f).metadata
             volumes = [_volume(meta.row_group(g), text_field) for g in range(meta.num_row_groups)]
     except Exception:  # not Parquet, damaged, gone: the one task says so
@@ -220,7 +220,7 @@ def read_groups(
             if id_field is not None and not use_id:
                 piece.warnings.append(f"no column {id_field!r}: the ids are row numbers")
             _read_rows(piece, pf, first, end, text_field, id_field if use_id else None, max_bytes)
-        after = os.fstat(fileobj.fileno())
+        after = handle_stat(fileobj)
     except OSError as exc:
         piece.failed = ReadResult(None, digest, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
         return piece

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import codecs
 import hashlib
-import os
 import unicodedata
 from collections.abc import Callable
 
@@ -24,9 +23,13 @@ import numpy as np
 from simdoc.corpus.files import (
     BINARY_SNIFF,
     ReadResult,
+    close_handle,
     compression_of,
     decompressing_reader,
+    handle_stat,
     open_regular,
+    read_from,
+    second_file,
 )
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec, fold, shingle_texts
@@ -331,13 +334,13 @@ def stream_document(
         kind = compression_of(path)
         if kind is not None:
             try:
-                source = decompressing_reader(os.fdopen(os.dup(fd), "rb"), kind)
+                source = decompressing_reader(second_file(fd), kind)
             except OSError as exc:
                 return ReadResult(None, warning=f"cannot decompress: {exc}", status="unreadable"), empty
 
         def read_some(n: int) -> bytes:
             if source is None:
-                return os.read(fd, n)
+                return read_from(fd, n)
             try:
                 return source.read(n)
             except Exception as exc:  # each decompressor has its own errors for bad data
@@ -364,7 +367,7 @@ def stream_document(
             if final:
                 windows.feed("", True)
                 break
-        after = os.fstat(fd)
+        after = handle_stat(fd)
         if (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
             warnings.append("changed while being read; indexed as read (run again to pick up the final version)")
     except _BadArchive as exc:
@@ -372,7 +375,7 @@ def stream_document(
     except OSError as exc:
         return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"), empty
     finally:
-        os.close(fd)
+        close_handle(fd)
         if source is not None:
             source.close()
     status = "ok"

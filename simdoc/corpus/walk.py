@@ -25,6 +25,7 @@ from pathlib import Path
 from simdoc.corpus.filelists import ListedPath
 from simdoc.corpus.files import COMPRESSED
 from simdoc.corpus.globs import may_hold, selected
+from simdoc.corpus.objects import base_of, is_url
 from simdoc.errors import CorpusError
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -267,6 +268,11 @@ def resolve_sources(corpus) -> tuple[str, list[tuple[str, str]]]:
     items = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
     if not items:
         raise CorpusError("no corpus given", hint="name a folder, files, or --files-from")
+    if any(is_url(item) for item in items):
+        if len(items) > 1:
+            raise CorpusError("a corpus at a URL is given alone (one bucket and prefix)", hint="run simdoc once per URL")
+        base = base_of(items[0])  # the prefix, or the "folder" of the one object named
+        return base, [(base, "")]
     absolute = []
     for item in items:
         path = os.path.abspath(os.fspath(item))
@@ -299,6 +305,8 @@ def discover_sources(
     what was passed over is complete, and sorted by id, only once the
     iterator is exhausted.
     """
+    if is_url(corpus):
+        return _listed(corpus, include_globs, exclude_globs, lazy)
     base, sources = resolve_sources(corpus)
     if len(sources) == 1 and sources[0][1] == "":
         if lazy:
@@ -332,6 +340,18 @@ def discover_sources(
             skipped.append(_seen(prefix, "not a regular file (device, FIFO or socket)", st))
     _reported(skipped, include_globs, exclude_globs)
     chosen = _select(list(entries.values()), include_globs, exclude_globs)
+    return base, (iter(chosen) if lazy else chosen), skipped
+
+
+def _listed(url: str, include_globs, exclude_globs, lazy: bool):
+    """:func:`discover_sources` of a URL: the objects under the prefix (see :mod:`simdoc.corpus.objects`)."""
+    from simdoc.corpus.objects import list_prefix
+
+    base, listed, passed = list_prefix(url)
+    entries = [FileEntry(doc_id, path, *st.values()) for doc_id, path, st in listed]
+    skipped = [Skipped(doc_id, reason, size, mtime_ns) for doc_id, reason, size, mtime_ns in passed]
+    _reported(skipped, include_globs, exclude_globs)
+    chosen = _select(entries, include_globs, exclude_globs)
     return base, (iter(chosen) if lazy else chosen), skipped
 
 

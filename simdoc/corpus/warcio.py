@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from simdoc.corpus.files import compression_of, decompressing_reader
+from simdoc.corpus.files import compression_of, decompressing_reader, open_binary
 
 CHUNK = 1 << 20
 FEED = 1 << 15  # compressed bytes given to zlib at once
@@ -232,7 +232,7 @@ def kind_of(path: str) -> str | None:
 
 def open_input(path: str, digest=None) -> tuple[object, Input]:
     """The file at ``path`` opened, and its decompressed bytes from the start."""
-    fh = open(path, "rb")
+    fh = open_binary(path)
     try:
         return fh, Input(fh, kind_of(path), digest)
     except BaseException:
@@ -246,7 +246,7 @@ def open_at(path: str, offset: int) -> tuple[object, Input] | None:
     kind = kind_of(path)
     if kind not in (None, "gzip"):
         return None
-    fh = open(path, "rb")
+    fh = open_binary(path, ranged=True)  # an object: a ranged request, not the whole archive
     fh.seek(offset)
     if kind == "gzip" and fh.read(2) != _GZIP_MAGIC:
         fh.close()

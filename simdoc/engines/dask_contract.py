@@ -24,7 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from simdoc.errors import ClusterError
+from simdoc.corpus.objects import is_url
+from simdoc.errors import ClusterError, UsageError
 
 ANSWER_FLOOR = 10.0  # seconds a worker has at least to answer the contract's check (else max(--wait-workers, this))
 _SAMPLE = 8  # corpus entries each worker must see, besides the corpus folder itself
@@ -138,6 +139,11 @@ def contract_checks(index, corpus, needs_corpus: bool = True) -> list[tuple[str,
             corpus = IndexStore(index).read_manifest()["stages"]["shingle"].get("corpus") or None
     if corpus is None:
         return checks
+    if is_url(corpus):  # the workers would need the store's options and credentials: not yet
+        raise UsageError(
+            f"a corpus at a URL ({corpus}) is read on this machine only, not on a Dask cluster yet",
+            hint="run without --scheduler (and without $SIMDOC_SCHEDULER), or copy the corpus to a shared file system",
+        )
     items = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(itertools.islice(corpus, _SAMPLE))
     for item in items:
         path = os.path.abspath(os.fspath(item))

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simdoc.corpus.files import compression_of, decompressing_reader, file_digest
+from simdoc.corpus.objects import is_url
 from simdoc.corpus.warcio import Broken, HashedReader, RecordReader, open_input
 from simdoc.errors import CorpusError, IndexError_, OutputError, UsageError
 from simdoc.stages.reread import DocumentReader
@@ -86,6 +87,11 @@ def write_corpus(reader: DocumentReader, drop: set[str], dest: Path, link: bool 
     OutputError
         DIR cannot be written (nothing is left of it).
     """
+    if is_url(reader.root):
+        raise CorpusError(
+            f"dedup --write does not read a corpus at a URL yet ({reader.root})",
+            hint="list what to drop with `simdoc dedup` (--absolute for the objects' URLs), or copy the corpus to disk",
+        )
     check_destination(dest, reader.root, folder)
     table = reader.table
     files: dict[str, list[int]] = defaultdict(list)

@@ -35,6 +35,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from simdoc.corpus.objects import UNKNOWN, is_url
 from simdoc.corpus.walk import FileEntry
 
 RACY_NS = 2_000_000_000  # time granularity we do not trust (FAT has 2 s)
@@ -75,6 +76,12 @@ def racy(e: FileEntry, newest: dict[int, int]) -> bool:
     system's clock had reached before the file was read, or its device is
     not in ``newest``: an edit in the same tick could have followed the
     read unseen. (RACY_NS covers the coarsest tick, FAT's 2 s.)
+
+    An object (a URL corpus) is never racy when it has an ETag (or version):
+    a write gives it another, whatever the clocks; one without is read again
+    at every scan (see :mod:`simdoc.corpus.objects`).
     """
+    if is_url(e.path):
+        return e.ino == UNKNOWN
     bound = newest.get(e.dev)
     return bound is None or e.ctime_ns > bound - RACY_NS

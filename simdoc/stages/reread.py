@@ -20,6 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from simdoc.corpus.files import compression_of, file_digest
+from simdoc.corpus.objects import is_url, object_stat
 from simdoc.corpus.read import MEMBER_WAYS, read_again, read_member_texts
 from simdoc.corpus.streaming import Part, sets64_of_texts
 from simdoc.errors import CorruptIndex
@@ -52,7 +53,7 @@ def confined_path(root: str, rel: str, follow_symlinks: bool, where: str = "inde
     documents of one folder cost one ``realpath``.
     """
     path = os.path.join(root, safe_relative(rel, where))
-    if follow_symlinks:
+    if follow_symlinks or is_url(root):  # an object's key cannot lead out of its prefix
         return path
     dirs = {} if dirs is None else dirs
     parent = os.path.dirname(path)
@@ -100,6 +101,10 @@ class DocumentReader:
         path = self.confined(self.table.sources[doc] or self.table.ids[doc])
         if path is None:
             return False
+        c = self.table.columns
+        if is_url(path):  # its ETag and size (simdoc.corpus.objects), asked of the store
+            st = object_stat(path)
+            return st is not None and st.values() == tuple(int(c[name][doc]) for name in STAT_COLUMNS)
         try:
             st = os.stat(path) if self.follow_symlinks else os.lstat(path)
         except OSError:
@@ -139,8 +144,8 @@ class DocumentReader:
         compressed file (the digest is of what it holds), or a --max-bytes
         index (of a prefix, which a file that grew may still have).
         """
-        if self.max_bytes is not None or compression_of(path) is not None:
-            return True
+        if self.max_bytes is not None or compression_of(path) is not None or is_url(path):
+            return True  # (an object: its read carries the ETag; a HEAD first would only add a request)
         try:
             st = os.stat(path) if self.follow_symlinks else os.lstat(path)
         except OSError:

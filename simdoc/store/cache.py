@@ -48,6 +48,10 @@ def cached_index_path(corpus: str | os.PathLike | Iterable[str | os.PathLike]) -
     corpus gets its own index and the corpus itself is never written to.
     """
     items = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
+    if len(items) == 1 and isinstance(items[0], str) and "://" in items[0]:  # a URL (s3://bucket/prefix/): as given
+        url = items[0].rstrip("/")
+        digest = hashlib.sha256(url.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        return cache_dir() / f"{url.rpartition('/')[2] or 'root'}-{digest}"
     absolute = sorted(str(Path(c).resolve()) for c in items)
     digest = hashlib.sha256("\0".join(absolute).encode("utf-8", "surrogateescape")).hexdigest()[:12]
     name = Path(absolute[0]).name if len(absolute) == 1 else Path(os.path.commonpath(absolute)).name

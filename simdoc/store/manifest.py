@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover - zlib-ng is a dependency; same values, 
 CHECKSUM = "checksum"
 _ZERO = "00000000"
 _HEX16 = re.compile(r"^[0-9a-f]{16}$")
+_URL = re.compile(r"^([a-z][a-z0-9+.-]*)://")  # a corpus at a URL, as simdoc.corpus.objects writes it
 _HEX8 = re.compile(r"^[0-9a-f]{8}$")
 
 
@@ -126,7 +127,10 @@ def _build_id(x: object) -> bool:
 
 def _corpus(x: object) -> bool:
     # Documents are opened (and printed by `dedup --absolute`) under this folder: it is an
-    # absolute, normalised path, so that no id joined to it climbs out through a `..` here.
+    # absolute, normalised path, so that no id joined to it climbs out through a `..` here;
+    # or a URL's bucket and prefix (s3://bucket/prefix) with no empty, "." or ".." part.
+    if isinstance(x, str) and (m := _URL.match(x)) and m.group(1) != "file":
+        return is_safe_relative(x[m.end() :])
     return isinstance(x, str) and x.startswith("/") and "\0" not in x and os.path.normpath(x) == x
 
 
