@@ -168,11 +168,22 @@ if ENABLED:
         empty = uint64(1) << uint64(32)
         for p in range(num_perm):
             sig64[p] = empty
-        for w in range(view.shape[0]):
-            h = _mix64(uint64(view[w]) + key)
-            bin_ = ((h >> uint64(32)) * uint64(num_perm)) >> uint64(32)
-            # Stored whether smaller or not: a branch here costs more than the store (measured).
-            sig64[bin_] = min(h & uint64(0xFFFFFFFF), sig64[bin_])
+        if num_perm > 1 and num_perm & (num_perm - 1) == 0:
+            # ((h >> 32) * 2**s) >> 32 is h >> (64 - s): one multiply fewer a window.
+            bits = 0
+            while (1 << bits) < num_perm:
+                bits += 1
+            shift = uint64(64 - bits)
+            for w in range(view.shape[0]):
+                h = _mix64(uint64(view[w]) + key)
+                bin_ = h >> shift
+                # Stored whether smaller or not: a branch here costs more than the store (measured).
+                sig64[bin_] = min(h & uint64(0xFFFFFFFF), sig64[bin_])
+        else:
+            for w in range(view.shape[0]):
+                h = _mix64(uint64(view[w]) + key)
+                bin_ = ((h >> uint64(32)) * uint64(num_perm)) >> uint64(32)
+                sig64[bin_] = min(h & uint64(0xFFFFFFFF), sig64[bin_])
         for i in range(num_perm):
             if sig64[i] != empty:
                 row[i] = uint32(sig64[i])
