@@ -215,9 +215,10 @@ def warm_up() -> None:
     if not ENABLED:
         return
     one = np.ones(1, np.uint32)
+    raw = np.frombuffer(b"a", np.uint8)  # read-only, as a batch's bytes are: its own build
     for oph in (True, False):
         sign_utf8(
-            np.zeros(1, np.uint8), np.array([0, 1], np.int64), 1, np.zeros(1, np.uint32), oph, np.uint64(1), np.uint64(2),
+            raw, np.array([0, 1], np.int64), 1, np.zeros(1, np.uint32), oph, np.uint64(1), np.uint64(2),
             one, one, np.zeros((1, 2), np.uint32), np.zeros(1, np.int64), np.zeros(1, np.bool_), one.copy(), one.copy(),
             np.zeros(2, np.uint64),
         )
