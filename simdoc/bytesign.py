@@ -2,7 +2,8 @@
 
 :func:`sign_texts` gives exactly what the reference gives,
 ``hasher.signatures(shingle_texts(texts, spec, form="stream"))`` and each
-document's window count, byte for byte. Character shingles go through
+document's window count, byte for byte; :func:`sets64_texts` gives
+verification's ``shingle_texts(texts, spec, form="sets64")``. Character shingles go through
 :func:`simdoc.kernels_bytes.sign_utf8`, which reads the documents' UTF-8
 bytes (an ASCII file's bytes as read; a ``str`` encoded once) with no Python
 string per document; what it declines (see below), word shingles, and any
@@ -40,7 +41,8 @@ import numpy as np
 
 from simdoc import kernels, kernels_bytes
 from simdoc.minhash import MinHasher
-from simdoc.shingling import ShingleSpec, shingle_texts
+from simdoc.shinglesets import ShingleSets
+from simdoc.shingling import VERIFY_SEEDS, ShingleSpec, shingle_texts
 from simdoc.workspace import workspace
 
 _BMP = 0x10000
@@ -57,10 +59,7 @@ def sign_texts(texts: Sequence[str | bytes], spec: ShingleSpec, hasher: MinHashe
     windows = np.zeros(n, dtype=np.int64)
     handled = np.zeros(n, dtype=np.bool_)
     if n and spec.unit == "char" and kernels.ENABLED:
-        pieces = [t if isinstance(t, bytes) else t.encode("utf-8", "surrogatepass") for t in texts]
-        raw = b"".join(pieces)
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=n), out=offsets[1:])
+        raw, offsets = _joined(texts)
         table = code_point_table(spec.lowercase, spec.unicode, raw.isascii())
         longest = max(int(np.diff(offsets).max()), 1)
         ws = workspace()
@@ -75,6 +74,45 @@ def sign_texts(texts: Sequence[str | bytes], spec: ShingleSpec, hasher: MinHashe
         out[rest] = hasher.signatures(stream)
         windows[rest] = np.diff(stream.indptr)
     return windows
+
+
+def sets64_texts(texts: Sequence[str | bytes], spec: ShingleSpec) -> ShingleSets:
+    """Exactly ``shingle_texts(texts, spec, form="sets64")`` (verification's 64-bit shingle
+    sets), character shingles made by :func:`simdoc.kernels_bytes.sets64_utf8` in one pass."""
+    n = len(texts)
+    if not n or spec.unit != "char" or not kernels.ENABLED:
+        return shingle_texts(texts, spec, form="sets64")
+    raw, offsets = _joined(texts)
+    longest = max(int(np.diff(offsets).max()), 1)
+    ws = workspace()
+    data = np.empty(max(len(raw), 1), dtype=np.uint64)
+    counts = np.empty(max(len(raw), 1), dtype=np.uint32)
+    sizes = np.empty(n, dtype=np.int64)
+    handled = np.zeros(n, dtype=np.bool_)
+    nnz = kernels_bytes.sets64_utf8(
+        np.frombuffer(raw, dtype=np.uint8), offsets, spec.k, code_point_table(spec.lowercase, spec.unicode, raw.isascii()),
+        np.uint32(VERIFY_SEEDS[0]), np.uint32(VERIFY_SEEDS[1]), data, counts, sizes, handled,
+        ws.get("blocks", longest, np.uint32), ws.get("buf", longest, np.uint32), ws.get("tmp", longest, np.uint32),
+        ws.get("wide", longest, np.uint64), ws.get("upper", longest, np.uint64),
+    )
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=indptr[1:])
+    # As shingling.unique_rows keeps them: few repeats (prose), a view costs less than a copy.
+    sets = ShingleSets(indptr, data[:nnz], counts[:nnz]) if nnz * 2 >= len(raw) else ShingleSets(indptr, data[:nnz].copy(), counts[:nnz].copy())
+    rest = np.flatnonzero(~handled)
+    if not len(rest):
+        return sets
+    others = shingle_texts([texts[i] for i in rest.tolist()], spec, form="sets64")
+    at = dict(zip(rest.tolist(), range(len(rest))))
+    return ShingleSets.concatenate([others.slice(at[i], at[i] + 1) if i in at else sets.slice(i, i + 1) for i in range(n)])
+
+
+def _joined(texts: Sequence[str | bytes]) -> tuple[bytes, np.ndarray]:
+    """The texts' UTF-8 bytes, one after another, and where each starts (and the last ends)."""
+    pieces = [t if isinstance(t, bytes) else t.encode("utf-8", "surrogatepass") for t in texts]
+    offsets = np.zeros(len(pieces) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)), out=offsets[1:])
+    return b"".join(pieces), offsets
 
 
 @lru_cache(maxsize=8)

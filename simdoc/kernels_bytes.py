@@ -10,6 +10,8 @@ signature (one-permutation hashing as :func:`simdoc.kernels.oph_csr`, or the
 classic scheme as :func:`simdoc.kernels.minhash_csr`). The document's code
 points and window hashes live only in scratch arrays as long as the longest
 document, reused for every document, so they stay in the CPU's cache.
+:func:`sets64_utf8` decodes the same way and makes verification's 64-bit
+shingle sets (two MurmurHash3 seeds a window, sorted, with counts).
 
 It is exact or it declines: a document holding a byte sequence that is not
 strict UTF-8 (Python's decoder would replace it), a code point past the
@@ -32,7 +34,7 @@ SPACE = 32  # a table entry: whitespace, as str.split() sees it once normalised
 if ENABLED:
     from numba import njit, uint32, uint64
 
-    from simdoc.kernels import _fmix, _mix64, _rotl
+    from simdoc.kernels import _fmix, _mix64, _rotl, _sort64
 
     @njit(cache=CACHE, nogil=True, inline="always")
     def _premix(c):
@@ -117,6 +119,61 @@ if ENABLED:
             pos -= 1  # the trailing blank
         return pos
 
+    @njit(cache=CACHE, nogil=True, inline="always")
+    def _windows(blocks, length, k, seed, hashes):
+        """MurmurHash3 (``seed``) of every k-window of blocks[:length] (one window of all of them
+        if fewer than k) into ``hashes``; returns how many. Rounds run across all windows at
+        once, so that the compiler vectorises them (as shingle_csr)."""
+        kk = k if length >= k else length
+        nw = length - kk + 1
+        view = hashes[:nw]
+        for w in range(nw):
+            view[w] = seed
+        for j in range(kk):
+            column = blocks[j : j + nw]
+            for w in range(nw):
+                h = view[w] ^ column[w]
+                h = _rotl(h, 13)
+                view[w] = uint32(h * uint32(5) + uint32(0xE6546B64))
+        tail = uint32(4 * kk)
+        for w in range(nw):
+            view[w] = _fmix(view[w] ^ tail)
+        return nw
+
+    @njit(cache=CACHE, nogil=True)
+    def sets64_utf8(raw, offsets, k, table, seed_low, seed_high, out_data, out_counts, out_sizes, handled, blocks, low, high, wide, tmp):
+        """The 64-bit shingle sets of verification (``shingle_texts(form="sets64")``): each
+        window's hash under ``seed_high`` above its hash under ``seed_low``, sorted, repeats
+        folded into counts. Row d's values follow row d-1's in ``out_data``/``out_counts``, its
+        count in ``out_sizes[d]`` (0 for a document not handled); returns the total.
+        ``low``/``high`` (uint32), ``wide``/``tmp`` (uint64): scratch as long as the longest
+        document in bytes.
+        """
+        pos = 0
+        for d in range(offsets.shape[0] - 1):
+            out_sizes[d] = 0
+            length = _decode(raw, offsets[d], offsets[d + 1], table, blocks)
+            handled[d] = length >= 0
+            if length <= 0:
+                continue
+            nw = _windows(blocks, length, k, seed_low, low)
+            _windows(blocks, length, k, seed_high, high)
+            row = wide[:nw]
+            for w in range(nw):
+                row[w] = (uint64(high[w]) << uint64(32)) | uint64(low[w])
+            _sort64(row, tmp[:nw])
+            m = 0
+            for w in range(nw):
+                if w == 0 or row[w] != row[w - 1]:
+                    out_data[pos + m] = row[w]
+                    out_counts[pos + m] = 1
+                    m += 1
+                else:
+                    out_counts[pos + m - 1] += 1
+            out_sizes[d] = m
+            pos += m
+        return pos
+
     @njit(cache=CACHE, nogil=True)
     def sign_utf8(raw, offsets, k, table, oph, key, probe_key, a, b, out, n_windows, handled, blocks, hashes, sig64):
         """Sign each document raw[offsets[d]:offsets[d+1]]: out[d] its signature, n_windows[d]
@@ -140,21 +197,9 @@ if ENABLED:
                 for p in range(num_perm):
                     out[d, p] = uint32(0xFFFFFFFF)
                 continue
-            kk = k if length >= k else length
-            nw = length - kk + 1
+            nw = _windows(blocks, length, k, uint32(0), hashes)  # SHINGLE_SEED
             n_windows[d] = nw
             view = hashes[:nw]
-            for w in range(nw):
-                view[w] = uint32(0)  # SHINGLE_SEED
-            for j in range(kk):
-                column = blocks[j : j + nw]
-                for w in range(nw):
-                    h = view[w] ^ column[w]
-                    h = _rotl(h, 13)
-                    view[w] = uint32(h * uint32(5) + uint32(0xE6546B64))
-            tail = uint32(4 * kk)
-            for w in range(nw):
-                view[w] = _fmix(view[w] ^ tail)
             if oph:
                 _oph_one(view, key, probe_key, sig64, out[d])
             else:
@@ -222,3 +267,8 @@ def warm_up() -> None:
             one, one, np.zeros((1, 2), np.uint32), np.zeros(1, np.int64), np.zeros(1, np.bool_), one.copy(), one.copy(),
             np.zeros(2, np.uint64),
         )
+    wide = np.zeros(1, np.uint64)
+    sets64_utf8(
+        raw, np.array([0, 1], np.int64), 1, np.zeros(128, np.uint32), np.uint32(0), np.uint32(1), wide, one.copy(),
+        np.zeros(1, np.int64), np.zeros(1, np.bool_), one.copy(), one.copy(), one.copy(), wide.copy(), wide.copy(),
+    )

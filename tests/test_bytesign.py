@@ -167,3 +167,16 @@ def test_every_safe_table_entry_is_what_normalise_makes_of_it_between_letters():
             assert got == ("a b" if table[c] == SPACE else "a" + chr(table[c]) + "b"), hex(c)
         assert table[ord("İ")] == UNSAFE and table[ord("Σ")] == UNSAFE and table[0x301] == UNSAFE
         assert unicodedata.normalize(unicode, "\u1100\u1161") != "\u1100\u1161" and table[0x1161] == UNSAFE
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.one_of(documents, file_bytes.map(as_read)), max_size=8), st.integers(1, 9), st.booleans(), st.sampled_from(["NFC", "NFKC", "none"]))
+def test_verification_sets_equal_the_reference(texts, k, lowercase, unicode):
+    # Verification's 64-bit shingle sets, sorted with counts, from the same one-pass decoding.
+    spec = ShingleSpec("char", k, lowercase, unicode)
+    want = shingle_texts(texts, spec, form="sets64")
+    got = bytesign.sets64_texts(texts, spec)
+    assert got.indptr.tolist() == want.indptr.tolist()
+    assert np.asarray(got.data).tobytes() == np.asarray(want.data).tobytes()
+    assert np.asarray(got.counts).tolist() == np.asarray(want.counts).tolist()
+    assert np.asarray(got.data).dtype == np.uint64
