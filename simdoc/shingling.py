@@ -130,7 +130,20 @@ def stop_words() -> frozenset[str]:
 
 
 def _word_hashes(words: list[str]) -> np.ndarray:
-    return np.fromiter((mmh3.hash(w, SHINGLE_SEED, signed=False) for w in words), dtype=np.uint32, count=len(words))
+    return np.fromiter((mmh3.hash(w, SHINGLE_SEED, signed=False) for w in _hashable(words)), dtype=np.uint32, count=len(words))
+
+
+def _hashable(words: list[str]) -> list[str] | list[bytes]:
+    """The words, or their UTF-8 bytes if one holds a lone surrogate (a JSON string may: "\\ud800").
+
+    mmh3 hashes a str as its UTF-8 bytes, and crashes the process (a segmentation fault) on
+    a str it cannot encode; the same bytes, surrogates passed through, hash alike.
+    """
+    try:
+        " ".join(words).encode("utf-8")
+    except UnicodeEncodeError:
+        return [w.encode("utf-8", "surrogatepass") for w in words]
+    return words
 
 
 def _is_stop(word: str, stops: frozenset[str]) -> bool:
@@ -235,7 +248,7 @@ VERIFY_SEEDS = (SHINGLE_SEED, 0x5BD1E995)
 def _word_hashes_high(words: list[str]) -> np.ndarray:
     """A second 32-bit hash of each word, independent of :func:`_word_hashes` (mmh3's 64-bit hash, high half)."""
     return np.fromiter(
-        (mmh3.hash64(w, VERIFY_SEEDS[1], signed=False)[0] >> 32 for w in words), dtype=np.uint32, count=len(words)
+        (mmh3.hash64(w, VERIFY_SEEDS[1], signed=False)[0] >> 32 for w in _hashable(words)), dtype=np.uint32, count=len(words)
     )
 
 

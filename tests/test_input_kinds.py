@@ -341,3 +341,30 @@ def test_jsonl_problems_are_counted_per_kind():
         "2 lines (3, 5): an id that repeats gets @LINE appended",
         "line 6: no string field 'text', skipped",
     ]
+
+
+def test_how_a_file_is_read_is_told_by_the_end_of_its_name_as_by_the_whole_name():
+    # how_read looks only at the last characters of a path (cached): it must agree with the
+    # checks on the whole path for every ending, case and compression, and a long prefix.
+    from simdoc.corpus import read as corpus_read
+    from simdoc.corpus import streaming
+    from simdoc.corpus.files import COMPRESSED, compression_of
+    from simdoc.corpus.formats import HTML_SUFFIXES, is_html
+    from simdoc.corpus.parquet import PARQUET_SUFFIXES, is_parquet
+    from simdoc.corpus.walk import JSONL_SUFFIXES, WARC_SUFFIXES, is_jsonl, is_warc
+
+    def by_whole_name(path, size):
+        for test, way in ((is_jsonl, "jsonl"), (is_warc, "warc"), (is_parquet, "parquet"), (is_html, "html")):
+            if test(path):
+                return way
+        return "streamed" if size > streaming.STREAM_BYTES or compression_of(path) else "whole"
+
+    endings = [*JSONL_SUFFIXES, *WARC_SUFFIXES, ".warc.wet", *PARQUET_SUFFIXES, *HTML_SUFFIXES, ".txt", "", ".gz.txt", "İ.html"]
+    for ending in endings:
+        for name in (ending, ending.upper()):
+            for comp in ["", *COMPRESSED]:
+                for prefix in ("", "a", "/some/long/folder/name.with.dots/doc"):
+                    path = prefix + name + comp
+                    assert len(name + comp) <= corpus_read._NAME_TAIL or not name
+                    for size in (10, streaming.STREAM_BYTES + 1):
+                        assert corpus_read.how_read(path, size) == by_whole_name(path, size), path

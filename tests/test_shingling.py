@@ -136,3 +136,22 @@ def test_rows_sorted_unique():
         row = sets.row(i)
         assert np.all(row[1:] > row[:-1])
     assert sets.row(1).tolist() == [char_hash("aaaaa")] and sets.row_counts(1).tolist() == [6]
+
+
+def test_a_word_with_a_lone_surrogate_hashes_as_its_bytes_and_does_not_crash():
+    # A JSON Lines text may hold "\ud800"; mmh3 given such a str killed the worker (SIGSEGV).
+    # In a child process, so that the old crash fails this test instead of ending the run.
+    import subprocess
+    import sys
+
+    code = (
+        "import mmh3\n"
+        "from simdoc.shingling import ShingleSpec, _word_hashes, shingle_texts\n"
+        "shingle_texts(['one \\ud800 two'], ShingleSpec('word', 1), form='stream')\n"
+        "got = _word_hashes(['one', '\\ud800', 'two']).tolist()\n"
+        "want = [mmh3.hash(w.encode('utf-8', 'surrogatepass'), 0, signed=False) for w in ['one', '\\ud800', 'two']]\n"
+        "assert got == want, (got, want)\n"
+        "shingle_texts(['one \\ud800 two'], ShingleSpec('word', 2), form='sets64')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

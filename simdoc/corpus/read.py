@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 
 from simdoc.corpus.files import ReadResult, compression_of, read_document
 from simdoc.corpus.formats import (
@@ -52,17 +53,29 @@ def how_read(path: str, size: int) -> str:
     """How a file of this name and size is read into documents (see the module docstring)."""
     from simdoc.corpus import streaming
 
-    if is_jsonl(path):
-        return "jsonl"
-    if is_warc(path):
-        return "warc"
-    if is_parquet(path):
-        return "parquet"
-    if is_html(path):
-        return "html"
-    if size > streaming.STREAM_BYTES or compression_of(path):
+    way = _way_by_name(path[-_NAME_TAIL:])
+    if way == "compressed" or (way == "whole" and size > streaming.STREAM_BYTES):
         return "streamed"
-    return "whole"
+    return way
+
+
+# Every suffix the ways are told by (".ndjson.zst", ".xhtml.bz2") ends within this many characters.
+_NAME_TAIL = 16
+
+
+@lru_cache(maxsize=1024)
+def _way_by_name(tail: str) -> str:
+    """how_read by name alone, from the end of the path (the shingle stage asks for every file:
+    a corpus has few distinct endings)."""
+    if is_jsonl(tail):
+        return "jsonl"
+    if is_warc(tail):
+        return "warc"
+    if is_parquet(tail):
+        return "parquet"
+    if is_html(tail):
+        return "html"
+    return "compressed" if compression_of(tail) else "whole"
 
 
 def text_digest(text: str) -> bytes:

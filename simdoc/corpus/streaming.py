@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from simdoc.bytesign import sets64_texts
 from simdoc.corpus.files import (
     BINARY_SNIFF,
     ReadResult,
@@ -236,17 +237,17 @@ def sets64_of_texts(texts: list[str | bytes], spec: ShingleSpec, part: Part | No
     for text in texts:
         if len(text) > PIECE_CHARS:
             if batch:
-                add(shingle_texts(batch, spec, form="sets64"))
+                add(sets64_texts(batch, spec))
                 batch, held = [], 0
             add(_sets64_in_pieces(text, spec, part))
             continue
         if held + len(text) > PIECE_CHARS and batch:
-            add(shingle_texts(batch, spec, form="sets64"))
+            add(sets64_texts(batch, spec))
             batch, held = [], 0
         batch.append(text)
         held += len(text)
     if batch:
-        add(shingle_texts(batch, spec, form="sets64"))
+        add(sets64_texts(batch, spec))
     return ShingleSets(
         np.asarray(indptr, dtype=np.int64),
         np.concatenate(data).astype(np.uint64, copy=False) if data else np.zeros(0, np.uint64),

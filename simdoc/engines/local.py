@@ -101,9 +101,10 @@ class LocalEngine:
             for task in itertools.chain(head, tasks):
                 yield func(task)
             return
-        from simdoc.kernels import warm_up
+        from simdoc import kernels, kernels_bytes
 
-        warm_up()  # compiled once here; forked workers inherit the machine code
+        kernels.warm_up()  # compiled once here; forked workers inherit the machine code
+        kernels_bytes.warm_up()
         context = pool_context(share=initializer is not None)
         with context.Pool(len(head), _start_worker, (os.getpid(), initializer, initargs)) as pool:
             if ordered:

@@ -49,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simdoc.bytesign import sign_texts
 from simdoc.corpus.parquet import have_pyarrow
 from simdoc.corpus.read import how_read, no_pyarrow, read_file, read_range_file, spans_of, text_digest, text_size
 from simdoc.corpus.walk import FileEntry
@@ -254,9 +255,9 @@ def _scan(task: ScanTask) -> BatchResult:
     large = [j for j, t in enumerate(texts) if len(t) > streaming.LARGE_CHARS]
     together = np.array([j for j, t in enumerate(texts) if len(t) <= streaming.LARGE_CHARS], dtype=np.int64)
     if len(together):
-        stream = shingle_texts([texts[j] for j in together.tolist()], spec, form="stream", views=True)
-        sigs[in_texts[together]] = hasher.signatures(stream)
-        sizes = np.diff(stream.indptr)
+        rows = np.empty((len(together), task.signature.num_perm), dtype=np.uint32)
+        sizes = sign_texts([texts[j] for j in together.tolist()], spec, hasher, rows)  # bytes to signature in one pass
+        sigs[in_texts[together]] = rows
         for i, n in zip(in_texts[together].tolist(), sizes.tolist()):
             docs[i].n_shingles = int(n)
     for j in large:  # signed a piece at a time, the same bytes: memory does not grow with the document

@@ -1,0 +1,165 @@
+"""A batch of documents to MinHash signatures in one compiled pass, the reference path as fallback.
+
+:func:`sign_texts` gives exactly what the reference gives,
+``hasher.signatures(shingle_texts(texts, spec, form="stream"))`` and each
+document's window count, byte for byte; :func:`sets64_texts` gives
+verification's ``shingle_texts(texts, spec, form="sets64")``. Character shingles go through
+:func:`simdoc.kernels_bytes.sign_utf8`, which reads the documents' UTF-8
+bytes (an ASCII file's bytes as read; a ``str`` encoded once) with no Python
+string per document; what it declines (see below), word shingles, and any
+run without numba take the reference path.
+
+The normalisation (``str.lower``, then NFC or NFKC, then ``str.split``
+whitespace) is applied through :func:`code_point_table`: for each code point
+of the Basic Multilingual Plane the one code point it becomes, or whitespace,
+or :data:`~simdoc.kernels_bytes.UNSAFE` when mapping it on its own could differ
+from normalising the whole text:
+
+* its lowercase is more than one code point (``İ`` → ``i̇``), or depends on
+  the context (``Σ`` → ``ς`` at the end of a word, ``σ`` elsewhere);
+* normalisation changes it, it is a combining mark (combining class > 0, it
+  may be reordered), or its decomposition starts with one;
+* it can be the second of a pair that composes (a combining accent with no
+  class, a Hangul vowel or final jamo, an Indic vowel sign that joins the
+  consonant before it).
+
+A character the table does not hold (past U+FFFF) makes the document go the
+reference way too, as does a byte sequence that is not strict UTF-8 (Python
+would put U+FFFD there). The table is built from Python's own ``str.lower``
+and :mod:`unicodedata`, so it follows the interpreter's Unicode version, as
+the reference does; it is built the first time a batch holds a non-ASCII
+byte (an ASCII batch needs the first 128 entries only).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from simdoc import kernels, kernels_bytes
+from simdoc.minhash import MinHasher
+from simdoc.shinglesets import ShingleSets
+from simdoc.shingling import VERIFY_SEEDS, ShingleSpec, shingle_texts
+from simdoc.workspace import workspace
+
+_BMP = 0x10000
+
+
+def sign_texts(texts: Sequence[str | bytes], spec: ShingleSpec, hasher: MinHasher, out: np.ndarray) -> np.ndarray:
+    """Sign a batch: ``out[i]`` the signature of ``texts[i]``; returns each one's window count (int64).
+
+    ``texts`` holds ``str``, or ``bytes`` that are ASCII (as
+    :func:`simdoc.corpus.files.read_document` gives an ASCII file), as
+    :func:`simdoc.shingling.shingle_texts` takes them.
+    """
+    n = len(texts)
+    windows = np.zeros(n, dtype=np.int64)
+    handled = np.zeros(n, dtype=np.bool_)
+    if n and spec.unit == "char" and kernels.ENABLED:
+        raw, offsets = _joined(texts)
+        table = code_point_table(spec.lowercase, spec.unicode, raw.isascii())
+        longest = max(int(np.diff(offsets).max()), 1)
+        ws = workspace()
+        kernels_bytes.sign_utf8(
+            np.frombuffer(raw, dtype=np.uint8), offsets, spec.k, table, hasher.scheme == "oph", hasher.oph_key,
+            hasher.probe_key, hasher.a, hasher.b, out, windows, handled, ws.get("blocks", longest, np.uint32),
+            ws.get("buf", longest, np.uint32), ws.get("sig64", hasher.num_perm, np.uint64),
+        )
+    rest = np.flatnonzero(~handled)
+    if len(rest):
+        stream = shingle_texts([texts[i] for i in rest.tolist()], spec, form="stream", views=True)
+        out[rest] = hasher.signatures(stream)
+        windows[rest] = np.diff(stream.indptr)
+    return windows
+
+
+def sets64_texts(texts: Sequence[str | bytes], spec: ShingleSpec) -> ShingleSets:
+    """Exactly ``shingle_texts(texts, spec, form="sets64")`` (verification's 64-bit shingle
+    sets), character shingles made by :func:`simdoc.kernels_bytes.sets64_utf8` in one pass."""
+    n = len(texts)
+    if not n or spec.unit != "char" or not kernels.ENABLED:
+        return shingle_texts(texts, spec, form="sets64")
+    raw, offsets = _joined(texts)
+    longest = max(int(np.diff(offsets).max()), 1)
+    ws = workspace()
+    data = np.empty(max(len(raw), 1), dtype=np.uint64)
+    counts = np.empty(max(len(raw), 1), dtype=np.uint32)
+    sizes = np.empty(n, dtype=np.int64)
+    handled = np.zeros(n, dtype=np.bool_)
+    nnz = kernels_bytes.sets64_utf8(
+        np.frombuffer(raw, dtype=np.uint8), offsets, spec.k, code_point_table(spec.lowercase, spec.unicode, raw.isascii()),
+        np.uint32(VERIFY_SEEDS[0]), np.uint32(VERIFY_SEEDS[1]), data, counts, sizes, handled,
+        ws.get("blocks", longest, np.uint32), ws.get("buf", longest, np.uint32), ws.get("tmp", longest, np.uint32),
+        ws.get("wide", longest, np.uint64), ws.get("upper", longest, np.uint64),
+    )
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=indptr[1:])
+    # As shingling.unique_rows keeps them: few repeats (prose), a view costs less than a copy.
+    sets = ShingleSets(indptr, data[:nnz], counts[:nnz]) if nnz * 2 >= len(raw) else ShingleSets(indptr, data[:nnz].copy(), counts[:nnz].copy())
+    rest = np.flatnonzero(~handled)
+    if not len(rest):
+        return sets
+    others = shingle_texts([texts[i] for i in rest.tolist()], spec, form="sets64")
+    at = dict(zip(rest.tolist(), range(len(rest))))
+    return ShingleSets.concatenate([others.slice(at[i], at[i] + 1) if i in at else sets.slice(i, i + 1) for i in range(n)])
+
+
+def _joined(texts: Sequence[str | bytes]) -> tuple[bytes, np.ndarray]:
+    """The texts' UTF-8 bytes, one after another, and where each starts (and the last ends)."""
+    pieces = [t if isinstance(t, bytes) else t.encode("utf-8", "surrogatepass") for t in texts]
+    offsets = np.zeros(len(pieces) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)), out=offsets[1:])
+    return b"".join(pieces), offsets
+
+
+@lru_cache(maxsize=8)
+def code_point_table(lowercase: bool, unicode: str, ascii_only: bool = False) -> np.ndarray:
+    """What each code point becomes once lowercased and normalised: one code point, or
+    :data:`~simdoc.kernels_bytes.SPACE` (whitespace), or :data:`~simdoc.kernels_bytes.UNSAFE`.
+
+    ``ascii_only``: the first 128 entries, all a batch of ASCII bytes needs.
+    """
+    # No ASCII character is the second of a composing pair (a test checks the two tables agree).
+    seconds = _second_of_a_pair() if unicode != "none" and not ascii_only else frozenset()
+    size = 128 if ascii_only else _BMP
+    table = np.empty(size, dtype=np.uint32)
+    for c in range(size):
+        table[c] = _entry(chr(c), lowercase, unicode, seconds)
+    return table
+
+
+def _entry(ch: str, lowercase: bool, unicode: str, seconds: frozenset[str]) -> int:
+    c = ord(ch)
+    if 0xD800 <= c <= 0xDFFF:
+        return kernels_bytes.UNSAFE  # not in strict UTF-8 (a str may hold one: the reference takes it)
+    low = ch.lower() if lowercase else ch
+    if len(low) != 1 or (lowercase and c == 0x3A3):  # İ → i̇; Σ → σ or ς by its context
+        return kernels_bytes.UNSAFE
+    norm = unicodedata.normalize(unicode, low) if unicode != "none" else low
+    if low.isspace():
+        return kernels_bytes.SPACE if norm.isspace() else kernels_bytes.UNSAFE
+    if unicode == "none":
+        return ord(low)
+    if norm != low or unicodedata.combining(low) or low in seconds:
+        return kernels_bytes.UNSAFE
+    if unicodedata.combining(unicodedata.normalize("NFD", low)[0]):
+        return kernels_bytes.UNSAFE
+    return ord(low)
+
+
+@lru_cache(maxsize=1)
+def _second_of_a_pair() -> frozenset[str]:
+    """Every code point that canonical composition may join to the one before it: the second
+    of each primary composite's decomposition, and the Hangul vowel and final jamo."""
+    seconds = {chr(c) for c in range(0x1161, 0x1176)} | {chr(c) for c in range(0x11A8, 0x11C3)}
+    for c in range(0x110000):
+        d = unicodedata.decomposition(chr(c))
+        if not d or d.startswith("<"):
+            continue
+        parts = d.split()
+        if len(parts) == 2 and unicodedata.normalize("NFC", chr(c)) == chr(c):
+            seconds.add(chr(int(parts[1], 16)))
+    return frozenset(seconds)

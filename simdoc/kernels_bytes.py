@@ -1,0 +1,274 @@
+"""One compiled pass from a batch's UTF-8 bytes to MinHash signatures (issue 32).
+
+:func:`sign_utf8` takes the documents of a batch as one ``uint8`` array and
+their offsets, and for each document decodes UTF-8, maps every code point
+through a table (lowercase and Unicode normalisation folded in, whitespace
+marked), collapses whitespace runs as ``" ".join(text.split())`` does, hashes
+every character k-window with MurmurHash3 (the same arithmetic as
+:func:`simdoc.kernels.shingle_csr`) and folds the window hashes into the
+signature (one-permutation hashing as :func:`simdoc.kernels.oph_csr`, or the
+classic scheme as :func:`simdoc.kernels.minhash_csr`). The document's code
+points and window hashes live only in scratch arrays as long as the longest
+document, reused for every document, so they stay in the CPU's cache.
+:func:`sets64_utf8` decodes the same way and makes verification's 64-bit
+shingle sets (two MurmurHash3 seeds a window, sorted, with counts).
+
+It is exact or it declines: a document holding a byte sequence that is not
+strict UTF-8 (Python's decoder would replace it), a code point past the
+table (the table holds only what is safe to map one code point at a time,
+see :func:`simdoc.bytesign.code_point_table`), or one whose table entry is
+:data:`UNSAFE` is reported not handled, and the caller signs it the
+reference way. The table is the whole of the normalisation semantics: this
+kernel only applies it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simdoc.kernels import CACHE, ENABLED
+
+UNSAFE = 0xFFFFFFFF  # a table entry: this code point needs the reference path
+SPACE = 32  # a table entry: whitespace, as str.split() sees it once normalised
+
+if ENABLED:
+    from numba import njit, uint32, uint64
+
+    from simdoc.kernels import _fmix, _mix64, _rotl, _sort64
+
+    @njit(cache=CACHE, nogil=True, inline="always")
+    def _premix(c):
+        return uint32(_rotl(uint32(uint32(c) * uint32(0xCC9E2D51)), 15) * uint32(0x1B873593))
+
+    @njit(cache=CACHE, nogil=True)
+    def _decode(raw, s, e, table, blocks):
+        """Normalised code points of raw[s:e], premixed as MurmurHash3 blocks, into ``blocks``;
+        returns how many, or -1 if the document needs the reference path.
+
+        A run of whitespace writes one blank and moves on only after the first of it, without
+        a branch (it would be mispredicted at every word); a trailing blank is then dropped.
+        """
+        limit = table.shape[0]
+        high = raw[s:e].max() if e > s else 0  # a past-ASCII byte makes it >= 0x80
+        if high >= 0x80:
+            pos = _decode_utf8(raw, s, e, table, blocks)
+        else:
+            pos = 0
+            gap = 1  # at the start, or after whitespace: a blank here would be dropped or doubled
+            bad = False
+            for i in range(s, e):
+                c = uint32(raw[i])
+                if c >= limit:
+                    return -1
+                m = table[c]
+                bad |= m == uint32(UNSAFE)
+                space = 1 if m == SPACE else 0
+                blocks[pos] = m
+                pos += 1 - (space & gap)
+                gap = space
+            if bad:
+                return -1
+            if pos > 0 and gap:
+                pos -= 1
+        if pos < 0:
+            return -1
+        # Premixed in a pass of its own: the compiler vectorises it.
+        view = blocks[:pos]
+        for i in range(pos):
+            view[i] = _premix(view[i])
+        return pos
+
+    @njit(cache=CACHE, nogil=True)
+    def _decode_utf8(raw, s, e, table, blocks):
+        """_decode's code points of a document with bytes past ASCII (not premixed)."""
+        limit = table.shape[0]
+        pos = 0
+        gap = True
+        i = s
+        while i < e:
+            c = uint32(raw[i])
+            i += 1
+            if c >= 0x80:
+                # Strict UTF-8 as Python decodes it: no overlong forms, no surrogates. Four-byte
+                # sequences (past the BMP) are not in the table: the reference path takes them.
+                if 0xC2 <= c <= 0xDF and i < e and (raw[i] & 0xC0) == 0x80:
+                    c = ((c & uint32(0x1F)) << uint32(6)) | uint32(raw[i] & 0x3F)
+                    i += 1
+                elif 0xE0 <= c <= 0xEF and i + 1 < e and (raw[i] & 0xC0) == 0x80 and (raw[i + 1] & 0xC0) == 0x80:
+                    c = ((c & uint32(0x0F)) << uint32(12)) | (uint32(raw[i] & 0x3F) << uint32(6)) | uint32(raw[i + 1] & 0x3F)
+                    i += 2
+                    if c < 0x800 or (0xD800 <= c <= 0xDFFF):
+                        return -1
+                else:
+                    return -1
+            if c >= limit:
+                return -1
+            m = table[c]
+            if m == SPACE:
+                if not gap:
+                    blocks[pos] = SPACE
+                    pos += 1
+                    gap = True
+                continue
+            if m == UNSAFE:
+                return -1
+            blocks[pos] = m
+            pos += 1
+            gap = False
+        if pos > 0 and gap:
+            pos -= 1  # the trailing blank
+        return pos
+
+    @njit(cache=CACHE, nogil=True, inline="always")
+    def _windows(blocks, length, k, seed, hashes):
+        """MurmurHash3 (``seed``) of every k-window of blocks[:length] (one window of all of them
+        if fewer than k) into ``hashes``; returns how many. Rounds run across all windows at
+        once, so that the compiler vectorises them (as shingle_csr)."""
+        kk = k if length >= k else length
+        nw = length - kk + 1
+        view = hashes[:nw]
+        for w in range(nw):
+            view[w] = seed
+        for j in range(kk):
+            column = blocks[j : j + nw]
+            for w in range(nw):
+                h = view[w] ^ column[w]
+                h = _rotl(h, 13)
+                view[w] = uint32(h * uint32(5) + uint32(0xE6546B64))
+        tail = uint32(4 * kk)
+        for w in range(nw):
+            view[w] = _fmix(view[w] ^ tail)
+        return nw
+
+    @njit(cache=CACHE, nogil=True)
+    def sets64_utf8(raw, offsets, k, table, seed_low, seed_high, out_data, out_counts, out_sizes, handled, blocks, low, high, wide, tmp):
+        """The 64-bit shingle sets of verification (``shingle_texts(form="sets64")``): each
+        window's hash under ``seed_high`` above its hash under ``seed_low``, sorted, repeats
+        folded into counts. Row d's values follow row d-1's in ``out_data``/``out_counts``, its
+        count in ``out_sizes[d]`` (0 for a document not handled); returns the total.
+        ``low``/``high`` (uint32), ``wide``/``tmp`` (uint64): scratch as long as the longest
+        document in bytes.
+        """
+        pos = 0
+        for d in range(offsets.shape[0] - 1):
+            out_sizes[d] = 0
+            length = _decode(raw, offsets[d], offsets[d + 1], table, blocks)
+            handled[d] = length >= 0
+            if length <= 0:
+                continue
+            nw = _windows(blocks, length, k, seed_low, low)
+            _windows(blocks, length, k, seed_high, high)
+            row = wide[:nw]
+            for w in range(nw):
+                row[w] = (uint64(high[w]) << uint64(32)) | uint64(low[w])
+            _sort64(row, tmp[:nw])
+            m = 0
+            for w in range(nw):
+                if w == 0 or row[w] != row[w - 1]:
+                    out_data[pos + m] = row[w]
+                    out_counts[pos + m] = 1
+                    m += 1
+                else:
+                    out_counts[pos + m - 1] += 1
+            out_sizes[d] = m
+            pos += m
+        return pos
+
+    @njit(cache=CACHE, nogil=True)
+    def sign_utf8(raw, offsets, k, table, oph, key, probe_key, a, b, out, n_windows, handled, blocks, hashes, sig64):
+        """Sign each document raw[offsets[d]:offsets[d+1]]: out[d] its signature, n_windows[d]
+        its number of k-windows (the stream's length), handled[d] whether it was done here.
+
+        ``oph``: one-permutation hashing with ``key``/``probe_key``, else the classic
+        scheme with ``a``/``b``. ``blocks`` and ``hashes`` (uint32) are scratch as long as
+        the longest document in bytes, ``sig64`` (uint64) as long as the signature. A
+        document not handled leaves its row of ``out`` untouched.
+        """
+        n = offsets.shape[0] - 1
+        num_perm = out.shape[1]
+        for d in range(n):
+            length = _decode(raw, offsets[d], offsets[d + 1], table, blocks)
+            if length < 0:
+                handled[d] = False
+                continue
+            handled[d] = True
+            if length == 0:
+                n_windows[d] = 0
+                for p in range(num_perm):
+                    out[d, p] = uint32(0xFFFFFFFF)
+                continue
+            nw = _windows(blocks, length, k, uint32(0), hashes)  # SHINGLE_SEED
+            n_windows[d] = nw
+            view = hashes[:nw]
+            if oph:
+                _oph_one(view, key, probe_key, sig64, out[d])
+            else:
+                _classic_one(view, a, b, out[d])
+
+    @njit(cache=CACHE, nogil=True, inline="always")
+    def _oph_one(view, key, probe_key, sig64, row):
+        """oph_csr of one non-empty document. A bin holds 2**32 until a shingle falls in it:
+        one array for both the minimum and whether the bin was hit."""
+        num_perm = row.shape[0]
+        empty = uint64(1) << uint64(32)
+        for p in range(num_perm):
+            sig64[p] = empty
+        if num_perm > 1 and num_perm & (num_perm - 1) == 0:
+            # ((h >> 32) * 2**s) >> 32 is h >> (64 - s): one multiply fewer a window.
+            bits = 0
+            while (1 << bits) < num_perm:
+                bits += 1
+            shift = uint64(64 - bits)
+            for w in range(view.shape[0]):
+                h = _mix64(uint64(view[w]) + key)
+                bin_ = h >> shift
+                # Stored whether smaller or not: a branch here costs more than the store (measured).
+                sig64[bin_] = min(h & uint64(0xFFFFFFFF), sig64[bin_])
+        else:
+            for w in range(view.shape[0]):
+                h = _mix64(uint64(view[w]) + key)
+                bin_ = ((h >> uint64(32)) * uint64(num_perm)) >> uint64(32)
+                sig64[bin_] = min(h & uint64(0xFFFFFFFF), sig64[bin_])
+        for i in range(num_perm):
+            if sig64[i] != empty:
+                row[i] = uint32(sig64[i])
+                continue
+            attempt = uint64(0)
+            while True:
+                z = _mix64(probe_key + (uint64(i) << uint64(32)) + attempt)
+                src = ((z >> uint64(32)) * uint64(num_perm)) >> uint64(32)
+                if sig64[src] != empty:
+                    row[i] = uint32(sig64[src])
+                    break
+                attempt += uint64(1)
+
+    @njit(cache=CACHE, nogil=True, inline="always")
+    def _classic_one(view, a, b, row):
+        """minhash_csr of one document."""
+        num_perm = row.shape[0]
+        for p in range(num_perm):
+            acc = uint32(0xFFFFFFFF)
+            ap = a[p]
+            bp = b[p]
+            for w in range(view.shape[0]):
+                acc = min(acc, _fmix(uint32(ap * view[w] + bp)))
+            row[p] = acc
+
+
+def warm_up() -> None:
+    """Compile (or load from cache) the kernel in this process."""
+    if not ENABLED:
+        return
+    one = np.ones(1, np.uint32)
+    raw = np.frombuffer(b"a", np.uint8)  # read-only, as a batch's bytes are: its own build
+    for oph in (True, False):
+        sign_utf8(
+            raw, np.array([0, 1], np.int64), 1, np.zeros(1, np.uint32), oph, np.uint64(1), np.uint64(2),
+            one, one, np.zeros((1, 2), np.uint32), np.zeros(1, np.int64), np.zeros(1, np.bool_), one.copy(), one.copy(),
+            np.zeros(2, np.uint64),
+        )
+    wide = np.zeros(1, np.uint64)
+    sets64_utf8(
+        raw, np.array([0, 1], np.int64), 1, np.zeros(128, np.uint32), np.uint32(0), np.uint32(1), wide, one.copy(),
+        np.zeros(1, np.int64), np.zeros(1, np.bool_), one.copy(), one.copy(), one.copy(), wide.copy(), wide.copy(),
+    )
