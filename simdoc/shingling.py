@@ -200,12 +200,15 @@ def shingle_texts(
         # Same result as normalise() + the path below, without building split lists. ASCII
         # documents given as bytes go to the kernel as they are, which lowercases them.
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-        if all(isinstance(t, bytes) for t in texts):
+        all_bytes = all(isinstance(t, bytes) for t in texts)
+        if all_bytes:
             np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
             raw = np.frombuffer(b"".join(texts), dtype=np.uint8)
         else:
+            # The kernel may lower A-Z only of bytes: a str is folded already, and NFKC can make
+            # an ASCII capital of a letter that has no lowercase ('𝔄' -> 'A'), which stays.
             pieces = [
-                np.frombuffer(t, dtype=np.uint8)
+                np.frombuffer(t.lower() if spec.lowercase else t, dtype=np.uint8)
                 if isinstance(t, bytes)
                 else np.frombuffer(fold(t, spec.lowercase, spec.unicode).encode("utf-32-le", "surrogatepass"), "<u4")
                 for t in texts
@@ -216,7 +219,7 @@ def shingle_texts(
                 raw[a:b] = p
         tokens = workspace().get("tokens", len(raw), np.uint32)
         new_offsets = np.empty_like(offsets)
-        total = kernels.collapse_whitespace(raw, offsets, _space_table(), tokens, new_offsets, spec.lowercase)
+        total = kernels.collapse_whitespace(raw, offsets, _space_table(), tokens, new_offsets, spec.lowercase and all_bytes)
         tokens = tokens[:total]
         return _shingles_of_tokens(tokens, tokens, np.diff(new_offsets), k, None, views, form)
     texts = [t.decode("ascii") if isinstance(t, bytes) else t for t in texts]
