@@ -60,7 +60,7 @@ from simdoc.stages.scan_results import BatchResult, FileOutcome
 from simdoc.stages.signature import finish_signatures, next_signature_rows
 from simdoc.stages.skipped import SkipNotes, recorded_warnings
 from simdoc.store.directory import IndexStore
-from simdoc.store.doccolumns import DocColumns, TableBuilder
+from simdoc.store.doccolumns import TableBuilder, added_by_id
 from simdoc.store.doctable import FORMAT_3_MISSING, STAT_COLUMNS, DocsTable
 from simdoc.store.loaded import LoadedIndex, readable_docs
 from simdoc.store.manifest import left_out_by_source
@@ -319,9 +319,8 @@ class _Collector:
         self.left_out.extend(self.old_left_out.get(e.id, ()))
         rows = self.old_rows[e.id]
         self.builder.add_old(rows, stat)
-        if self.sig_rows is not None:
-            for j in rows:
-                self.sig_rows.keep(j)
+        for j in rows if self.sig_rows is not None else ():
+            self.sig_rows.keep(j)
         self.n_kept_old += len(rows)
 
     def read(self, e: FileEntry, outcome: FileOutcome, batch: BatchResult, at_doc: int) -> None:
@@ -340,33 +339,18 @@ class _Collector:
             return
         self.left_out.extend({"id": i, "source": e.id, "reason": why} for i, why in outcome.left_out)
         docs = batch.docs.slice(at_doc, at_doc + outcome.n_docs)
-        stat = dict(zip(STAT_COLUMNS, e.stat()))
-        self.builder.add_new(docs, {**stat, "file_digest": outcome.file_digest, "added": self._added(docs)})
+        added, changed, kept = added_by_id(docs, self.old, self.old_pos, self.prev, self.prev_pos, self.generation)
+        self.n_changed, self.n_kept_old = self.n_changed + changed, self.n_kept_old + kept
+        self.builder.add_new(docs, {**dict(zip(STAT_COLUMNS, e.stat())), "file_digest": outcome.file_digest, "added": added})
         if self.sig_rows is not None and outcome.n_docs:
             if batch.signatures is None:  # left in the task's part, for the workers to copy
                 self.sig_rows.add_part(batch.part, at_doc, outcome.n_docs)
-            elif batch.sig_order is None:
-                self.sig_rows.add(batch.signatures[at_doc : at_doc + outcome.n_docs])
-            else:  # joined ranges: rows in line order, gathered in id order a slice at a time
+            else:  # joined ranges keep their rows in line order (sig_order): gathered a slice at a time
                 for a in range(at_doc, at_doc + outcome.n_docs, 1 << 16):
-                    self.sig_rows.add(batch.signatures[batch.sig_order[a : min(a + (1 << 16), at_doc + outcome.n_docs)]])
+                    b = min(a + (1 << 16), at_doc + outcome.n_docs)
+                    self.sig_rows.add(batch.signatures[a:b] if batch.sig_order is None else batch.signatures[batch.sig_order[a:b]])
         if self.settings.keep_sets and outcome.n_docs:
             self.sets_parts.append(batch.sets.slice(at_doc, at_doc + outcome.n_docs))
-
-    def _added(self, docs: DocColumns) -> np.ndarray:
-        """The update that added each document: the one recorded for its id if its digest is the one
-        recorded, else this one; counts the documents new or changed, and those kept by id."""
-        n = len(docs)
-        if not self.old_pos and not self.prev_pos:  # a first build: no document was there before
-            self.n_changed += n
-            return np.full(n, self.generation, dtype=np.int64)
-        ids = list(docs.ids())  # an update: the ids of this file only
-        j = np.fromiter((self.old_pos.get(i, -1) for i in ids), dtype=np.int64, count=n)
-        p = np.fromiter((self.prev_pos.get(i, -1) for i in ids), dtype=np.int64, count=n)
-        self.n_changed += n - int(np.count_nonzero(_same_digest(self.old, j, docs.digest)))
-        self.n_kept_old += int(np.count_nonzero(j >= 0))
-        same = _same_digest(self.prev, p, docs.digest)
-        return np.where(same, self.prev.added[np.maximum(p, 0)] if n else 0, self.generation).astype(np.int64)
 
     def result(self, built: bool, seconds: float, detail: str) -> StageResult:
         """The stage's result, with the warnings to give and those about skipped files given
@@ -405,16 +389,6 @@ class _Collector:
         if self.settings.signer is not None:
             out += f"; {stage['n_docs']} x {self.settings.signer.num_perm} signatures"
         return out
-
-
-def _same_digest(table: DocsTable | None, rows: np.ndarray, digests: np.ndarray) -> np.ndarray:
-    """Whether each row (-1: none) of ``table`` has that digest."""
-    has = rows >= 0
-    if table is None or not has.any():
-        return has
-    out = np.zeros(len(rows), dtype=bool)
-    out[has] = (table.digest[rows[has]] == digests[has]).all(axis=1)
-    return out
 
 
 # ---------------------------------------------------------------- 4. writing and publishing

@@ -271,3 +271,36 @@ def _file_column(c: str, dtype, tail: tuple, docs: list[DocColumns], values: lis
         out[at : at + len(d)] = np.frombuffer(x, dtype=np.uint8) if isinstance(x, bytes) else x
         at += len(d)
     return out
+
+
+def added_by_id(
+    docs: DocColumns, old: DocsTable | None, old_pos: dict[str, int], prev: DocsTable | None, prev_pos: dict[str, int],
+    generation: int,
+) -> tuple[np.ndarray, int, int]:
+    """The update that added each of ``docs`` (the one recorded in ``prev`` for its id if its digest
+    is the one recorded there, else ``generation``), how many are new or changed against ``old``,
+    and how many have an id of ``old`` (``*_pos``: a table's row by id).
+
+    A first build has no table to look in: no id is turned into a string. An update looks up
+    the ids of these documents only (one file's).
+    """
+    n = len(docs)
+    if not old_pos and not prev_pos:
+        return np.full(n, generation, dtype=np.int64), n, 0
+    ids = list(docs.ids())
+    j = np.fromiter((old_pos.get(i, -1) for i in ids), dtype=np.int64, count=n)
+    p = np.fromiter((prev_pos.get(i, -1) for i in ids), dtype=np.int64, count=n)
+    n_changed = n - int(np.count_nonzero(_same_digest(old, j, docs.digest)))
+    same = _same_digest(prev, p, docs.digest)
+    added = np.full(n, generation, dtype=np.int64)
+    added[same] = prev.added[p[same]] if same.any() else 0
+    return added, n_changed, int(np.count_nonzero(j >= 0))
+
+
+def _same_digest(table: DocsTable | None, rows: np.ndarray, digests: np.ndarray) -> np.ndarray:
+    """Whether each row (-1: none) of ``table`` has that digest."""
+    out = np.zeros(len(rows), dtype=bool)
+    has = rows >= 0
+    if table is not None and has.any():
+        out[has] = (np.asarray(table.digest[rows[has]]) == digests[has]).all(axis=1)
+    return out
