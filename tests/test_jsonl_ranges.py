@@ -112,3 +112,14 @@ def test_ids_that_repeat_across_ranges_are_renamed_as_by_one_task(tmp_path):
     cut = build(tmp_path / "c", tmp_path / "i2", 150, id_field="id")
     assert cut == whole
     assert any("@LINE" in w for w in whole[3]) and any("no field 'id'" in w for w in whole[3])
+
+
+def test_line_ids_of_every_width_are_ordered_as_by_one_task(tmp_path):
+    """Ids SOURCE/#1 .. #1100 sort as strings (#10 before #2): the join renumbers and orders them as
+    arrays, and the docs table and signatures are one task's, byte for byte, wherever the cuts fall."""
+    rows = [json.dumps({"text": f"record {i} {WORDS[i % 13]} {WORDS[i % 7]} harbour tide table"}) for i in range(1100)]
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.jsonl").write_text("\n".join(rows) + "\n")
+    whole = build(tmp_path / "c", tmp_path / "w", 1 << 40)
+    for n, cut_at in enumerate((97, 4000, 30011)):
+        assert build(tmp_path / "c", tmp_path / f"i{n}", cut_at) == whole

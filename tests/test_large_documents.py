@@ -103,11 +103,11 @@ def test_scan_signs_a_long_document_in_pieces_the_same(tmp_path):
                 pieces = scan.scan_batch(task)
             with mock.patch.object(streaming, "STREAM_BYTES", 1000), mock.patch.object(streaming, "PIECE_CHARS", 41):
                 read_in_chunks = scan.scan_batch(task)
-            assert [d.how for d in read_in_chunks.docs].count("streamed") >= 2
+            assert read_in_chunks.docs.hows().count("streamed") >= 2
             for other in (pieces, read_in_chunks):
                 assert whole.signatures.tobytes() == other.signatures.tobytes()
-                assert [d.n_shingles for d in whole.docs] == [d.n_shingles for d in other.docs]
-            sizes = [d.size for d in whole.docs]
+                assert whole.docs.n_shingles.tolist() == other.docs.n_shingles.tolist()
+            sizes = whole.docs.size.tolist()
             assert min(sizes) < 1000 < max(sizes)  # both paths are taken
 
 

@@ -15,8 +15,11 @@ file whose bytes turn out to be the ones indexed is then reported
 unchanged, as a single task would report it (its ranges were read for
 nothing: a file whose size or time changed is read again whole).
 
-The parent still holds one file's rows at a time, as before; only the
-reading and signing are spread over the workers.
+The parent still holds one file's rows at a time, as before, but as
+arrays (:class:`simdoc.store.doccolumns.DocColumns`): ids that are line
+numbers are renumbered and sorted as arrays, and the signature rows stay in
+line order with the order to read them in (``sig_order``), so that they are
+not copied twice.
 """
 
 from __future__ import annotations
@@ -26,8 +29,11 @@ from collections.abc import Iterator
 import numpy as np
 
 from simdoc.corpus import parquet
+from simdoc.corpus.formats import member_id
 from simdoc.corpus.jsonl_ranges import first_lines, joined_read, renumber
-from simdoc.stages.scan_results import BatchResult, DocOut, FileOutcome
+from simdoc.stages.scan_results import BatchResult, FileOutcome
+from simdoc.store.doccolumns import DocColumns
+from simdoc.store.doctable import _blob
 
 
 def joined(results: Iterator[BatchResult]) -> Iterator[BatchResult]:
@@ -59,26 +65,60 @@ def join(group: list[BatchResult]) -> BatchResult:
     num_perm = group[0].signatures.shape[1]
     none = np.empty((0, num_perm), dtype=np.uint32)
     if res.text is None:
-        return BatchResult([FileOutcome(digest, res.status, res.warning, False, how)], [], none)
+        return BatchResult([FileOutcome(digest, res.status, res.warning, False, how)], DocColumns.empty(), none)
     if expected is not None and digest == expected:
-        return BatchResult([FileOutcome(digest, res.status, res.warning, True, how)], [], none)
+        return BatchResult([FileOutcome(digest, res.status, res.warning, True, how)], DocColumns.empty(), none)
     source = pieces[0].source
-    docs: list[DocOut] = []
     left_out: list[tuple[str, str]] = []
-    for g, before, by_line in zip(group, first_lines(pieces), ids):
-        for d in g.docs:
-            d.id = renumber(d.id, source, before, by_line)
-            docs.append(d)
+    befores = first_lines(pieces)
+    for g, before, by_line in zip(group, befores, ids):
         left_out.extend((renumber(i, source, before, by_line), why) for i, why in g.files[0].left_out)
-    order = np.asarray(sorted(range(len(docs)), key=lambda i: docs[i].id), dtype=np.int64)
+    docs = DocColumns.concatenate([g.docs for g in group])
+    prefix = member_id(source, "").encode("utf-8", "surrogateescape")
+    local = [_line_numbers(g.docs.id_blob, g.docs.id_offsets, len(prefix)) for g in group]
+    if ids[0] is None:  # ids are line numbers: sorted as their digits, made as arrays
+        lines = np.concatenate([n + before for n, before in zip(local, befores)])
+        order, (blob, offsets) = _numbered(prefix, lines)
+    else:  # --id-field: the keys taken in line order by joined_read, sorted as strings
+        names = [by_line[n] for by_line, ns in zip(ids, local) for n in ns.tolist()]
+        order = np.asarray(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
+        blob, offsets = _blob([names[i] for i in order.tolist()])
     sigs = np.empty((len(docs), num_perm), dtype=np.uint32)
-    rank = np.empty(len(docs), dtype=np.int64)
-    rank[order] = np.arange(len(docs))
     at = 0
-    for g in group:  # each range's rows put in place and let go: one copy of the file's rows at a time
-        sigs[rank[at : at + len(g.docs)]] = g.signatures
+    for g in group:  # each range's rows copied and let go: one copy of the file's rows at a time
+        sigs[at : at + len(g.docs)] = g.signatures
         at += len(g.docs)
-        g.signatures = None
+        g.signatures = g.docs = None
     left_out.sort()
     outcome = FileOutcome(digest, res.status, res.warning, False, how, len(docs), left_out)
-    return BatchResult([outcome], [docs[i] for i in order.tolist()], sigs)
+    # The rows stay in line order (sig_order says where each document's is): no second copy.
+    nameless = docs.with_ids(np.zeros(0, np.uint8), np.zeros(len(docs) + 1, np.int64))  # its range ids: not taken
+    return BatchResult([outcome], nameless.take(order).with_ids(blob, offsets), sigs, sig_order=order)
+
+
+def _line_numbers(blob: np.ndarray, offsets: np.ndarray, skip: int) -> np.ndarray:
+    """The numbers after the first ``skip`` bytes of each string of a blob column (a range's ids,
+    ``SOURCE/#LINE``), read as decimal digits by arrays."""
+    starts = offsets[:-1] + skip
+    lengths = offsets[1:] - starts
+    out = np.zeros(len(starts), dtype=np.int64)
+    for k in range(int(lengths.max()) if len(lengths) else 0):
+        has = lengths > k
+        digit = blob[np.where(has, starts + k, 0)].astype(np.int64) - ord("0")
+        out = np.where(has, out * 10 + digit, out)
+    return out
+
+
+def _numbered(prefix: bytes, lines: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """The order of the ids ``prefix + str(line)`` as strings, and those ids in that order as a blob column."""
+    digits = lines.astype(f"S{len(str(int(lines.max()))) if len(lines) else 1}")
+    order = np.argsort(digits, kind="stable")  # bytes order: the order of the ids as strings
+    width = digits.dtype.itemsize
+    table = np.empty((len(lines), len(prefix) + width), dtype=np.uint8)
+    table[:, : len(prefix)] = np.frombuffer(prefix, dtype=np.uint8)
+    table[:, len(prefix) :] = digits[order].view(np.uint8).reshape(len(lines), width)
+    lengths = len(prefix) + np.count_nonzero(table[:, len(prefix) :], axis=1)
+    offsets = np.zeros(len(lines) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    blob = table[np.arange(table.shape[1]) < lengths[:, None]]
+    return order.astype(np.int64), (blob, offsets)

@@ -15,8 +15,9 @@ hash still matches.
 
 Tasks are top-level, picklable dataclasses, made by :func:`scan_tasks` as the
 engine draws them: consecutive files, cut at BATCH_BYTES or BATCH_DOCS files.
-Results travel back to the parent: a few hundred bytes per document, plus
-its signature row with the local engine.
+Results travel back to the parent as columns (ids and sources as UTF-8
+blobs; :class:`simdoc.store.doccolumns.DocColumns`): about a hundred bytes
+per document, plus its signature row with the local engine.
 
 On a Dask cluster a task also writes its result to a part file of the index
 (``dask-parts/scan/<key>.npz``, :func:`simdoc.stages.scan_results.write_part`), atomically, and sends
@@ -56,7 +57,7 @@ from simdoc.corpus.walk import FileEntry
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import shingle_texts
-from simdoc.stages.scan_results import BatchResult, DocOut, FileOutcome, write_part
+from simdoc.stages.scan_results import BatchResult, DocOut, FileOutcome, doc_columns, write_part
 
 BATCH_BYTES = 4 << 20  # text per shingling task
 BATCH_DOCS = 2000
@@ -285,7 +286,7 @@ def _scan(task: ScanTask) -> BatchResult:
                 sets_parts.append(text_sets.slice(t, t + 1))
                 t += 1
         sets = ShingleSets.concatenate(sets_parts)
-    return BatchResult(files, docs, sigs, sets, piece=piece if task.span is not None else None)
+    return BatchResult(files, doc_columns(docs), sigs, sets, piece=piece if task.span is not None else None)
 
 
 def short_documents(

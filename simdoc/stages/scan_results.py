@@ -1,12 +1,15 @@
 """What a reading task of the shingle stage gives back, and the part file it leaves on a cluster.
 
 :class:`BatchResult` holds one task's outcome per file (:class:`FileOutcome`),
-its documents (:class:`DocOut`) and their signature rows. On a Dask cluster the
+its documents and their signature rows. The worker notes each document as a
+:class:`DocOut` and sends them back as columns (:func:`doc_columns`, a
+:class:`simdoc.store.doccolumns.DocColumns`): the main process never holds
+one Python object per document of a task. On a Dask cluster the
 task also writes it to a part file of the index (:func:`write_part`,
 ``dask-parts/scan/<key>.npz``, named by :func:`simdoc.stages.scan.part_key`),
 atomically: a part that exists is that task's completion record, which
 :func:`read_part` gives back to a later run (see :mod:`simdoc.stages.resume`).
-Parts hold arrays and JSON only, read with ``allow_pickle=False``: an index
+Parts hold the documents' columns as arrays, the files' outcomes as JSON, and nothing else, read with ``allow_pickle=False``: an index
 directory is not trusted to hold code, and a part that cannot be read, for
 whatever reason, only makes its task run again.
 """
@@ -23,7 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from simdoc.corpus.jsonl_ranges import Piece
+from simdoc.corpus.read import identity
 from simdoc.shinglesets import ShingleSets
+from simdoc.store.doccolumns import DocColumns
 
 
 @dataclass
@@ -39,9 +44,10 @@ class FileOutcome:
     left_out: list[tuple[str, str]] = field(default_factory=list)  # members left out or skipped: (id, why)
 
 
-@dataclass(slots=True)  # a big JSON Lines file's parent holds one per record until the file is joined
+@dataclass(slots=True)
 class DocOut:
-    """One document a batch produced (see :class:`simdoc.store.doctable.DocRow` for the meanings)."""
+    """One document a worker read (see :class:`simdoc.store.doctable.DocRow` for the meanings); it
+    goes back to the main process as columns (:func:`doc_columns`)."""
 
     id: str
     source: str
@@ -54,33 +60,42 @@ class DocOut:
     n_shingles: int
 
 
+def doc_columns(docs: list[DocOut]) -> DocColumns:
+    """A worker's documents as the columns it sends back, each with the identity of its text."""
+    return DocColumns.build(
+        [d.id for d in docs], [d.source for d in docs], [d.offset for d in docs], [d.length for d in docs],
+        [d.size for d in docs], [d.n_shingles for d in docs], [d.how for d in docs], [d.status for d in docs],
+        [d.digest for d in docs], [identity(d.digest, d.how, d.id) for d in docs],
+    )
+
+
 @dataclass
 class BatchResult:
     files: list[FileOutcome]
-    docs: list[DocOut]
-    signatures: np.ndarray | None  # (len(docs), num_perm) uint32; None: they are in ``part``
+    docs: DocColumns
+    signatures: np.ndarray | None  # (len(docs), num_perm) uint32 (see sig_order); None: they are in ``part``
     sets: ShingleSets | None = None  # with keep_sets: the sorted shingle sets of docs
     warnings: list[str] = field(default_factory=list)
     part: str | None = None  # the part file the task wrote, which holds its signature rows
     piece: Piece | None = None  # a range's task: what the join needs (texts dropped), ids counted from the range
-
+    sig_order: np.ndarray | None = None  # joined ranges: document i's row is signatures[sig_order[i]]
 
 
 def write_part(path: str, r: BatchResult, reusable: bool = True) -> None:
     """Write one task's result to its part, atomically (temporary file, fsync, rename): a part that exists is complete.
 
-    The outcomes and documents go as JSON (``ensure_ascii``: ids that are not
-    valid UTF-8 come back as they were), the arrays as arrays. A part that is
+    The outcomes go as JSON (``ensure_ascii``: ids that are not valid UTF-8
+    come back as they were), the documents' columns and the rows as arrays. A part that is
     not ``reusable`` serves this run only (its signature rows), never a later one.
     """
     meta = {
         "key": Path(path).stem,
         "reusable": reusable,
         "files": [[f.file_digest.hex(), f.status, f.warning, f.unchanged, f.how, f.n_docs, f.left_out] for f in r.files],
-        "docs": [[d.id, d.source, d.offset, d.length, d.size, d.digest.hex(), d.how, d.status, d.n_shingles] for d in r.docs],
         "warnings": r.warnings,
     }
     arrays = {"meta": np.frombuffer(json.dumps(meta).encode("ascii"), np.uint8), "signatures": r.signatures}
+    arrays.update(r.docs.arrays(_DOCS))
     if r.sets is not None:
         arrays.update(indptr=r.sets.indptr, data=r.sets.data, counts=r.sets.counts)
     folder, name = os.path.split(path)
@@ -118,10 +133,7 @@ def read_part(path: str, rows: bool = True) -> BatchResult | None:
                 FileOutcome(bytes.fromhex(d), s, w, bool(u), h, int(n), [(str(i), str(y)) for i, y in left])
                 for d, s, w, u, h, n, left in meta["files"]
             ]
-            docs = [
-                DocOut(i, src, int(o), int(ln), int(sz), bytes.fromhex(dg), h, st, int(n))
-                for i, src, o, ln, sz, dg, h, st, n in meta["docs"]
-            ]
+            docs = DocColumns.from_arrays(z, _DOCS)
             sigs = np.asarray(z["signatures"], dtype=np.uint32) if rows else None
             shape, dtype = _member_shape(z, "signatures")
             sets = ShingleSets(z["indptr"], z["data"], z["counts"]) if "indptr" in z.files else None
@@ -132,6 +144,9 @@ def read_part(path: str, rows: bool = True) -> BatchResult | None:
     if sets is not None and len(sets.indptr) != len(docs) + 1:
         return None
     return BatchResult(files, docs, sigs, sets, list(meta["warnings"]), None if rows else path)
+
+
+_DOCS = "doc_"  # the documents' columns in a part: doc_id_blob, doc_offset, ...
 
 
 def _member_shape(z, name: str) -> tuple[tuple[int, ...], np.dtype]:

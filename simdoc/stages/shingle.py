@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from simdoc.corpus.formats import MEMBER_IDS
-from simdoc.corpus.read import MEMBER_WAYS, identity
+from simdoc.corpus.read import MEMBER_WAYS
 from simdoc.corpus.walk import FileEntry, Skipped, discover_sources, is_warc, resolve_sources
 from simdoc.engines import DaskEngine, Engine
 from simdoc.engines.local import LocalEngine
@@ -60,7 +60,8 @@ from simdoc.stages.scan_results import BatchResult, FileOutcome
 from simdoc.stages.signature import finish_signatures, next_signature_rows
 from simdoc.stages.skipped import SkipNotes, recorded_warnings
 from simdoc.store.directory import IndexStore
-from simdoc.store.doctable import FORMAT_3_MISSING, STAT_COLUMNS, DocRow, DocsTable, TableBuilder
+from simdoc.store.doccolumns import TableBuilder, added_by_id
+from simdoc.store.doctable import FORMAT_3_MISSING, STAT_COLUMNS, DocsTable
 from simdoc.store.loaded import LoadedIndex, readable_docs
 from simdoc.store.manifest import left_out_by_source
 from simdoc.version import __version__
@@ -316,11 +317,11 @@ class _Collector:
         """The file's rows of the current table (``stat``: its new stat, if it was read),
         and the members it left out when it was read."""
         self.left_out.extend(self.old_left_out.get(e.id, ()))
-        for j in self.old_rows[e.id]:
-            self.builder.add_old(j, stat)
-            if self.sig_rows is not None:
-                self.sig_rows.keep(j)
-            self.n_kept_old += 1
+        rows = self.old_rows[e.id]
+        self.builder.add_old(rows, stat)
+        for j in rows if self.sig_rows is not None else ():
+            self.sig_rows.keep(j)
+        self.n_kept_old += len(rows)
 
     def read(self, e: FileEntry, outcome: FileOutcome, batch: BatchResult, at_doc: int) -> None:
         """What reading the file gave: its documents start at ``at_doc`` of the batch."""
@@ -337,22 +338,17 @@ class _Collector:
         if unread:
             return
         self.left_out.extend({"id": i, "source": e.id, "reason": why} for i, why in outcome.left_out)
-        old, prev = self.old, self.prev
-        for d in batch.docs[at_doc : at_doc + outcome.n_docs]:
-            j, p = self.old_pos.get(d.id, -1), self.prev_pos.get(d.id, -1)
-            self.n_changed += not (j >= 0 and bytes(old.digest[j]) == d.digest)
-            self.n_kept_old += j >= 0
-            self.builder.add_new(DocRow(
-                d.id, d.source, d.offset, d.length, d.size, e.size, e.mtime_ns, e.ctime_ns, e.ino, e.dev, d.digest,
-                outcome.file_digest, d.how, d.status, d.n_shingles,
-                int(prev.added[p]) if p >= 0 and bytes(prev.digest[p]) == d.digest else self.generation,
-                identity(d.digest, d.how, d.id),
-            ))
+        docs = batch.docs.slice(at_doc, at_doc + outcome.n_docs)
+        added, changed, kept = added_by_id(docs, self.old, self.old_pos, self.prev, self.prev_pos, self.generation)
+        self.n_changed, self.n_kept_old = self.n_changed + changed, self.n_kept_old + kept
+        self.builder.add_new(docs, {**dict(zip(STAT_COLUMNS, e.stat())), "file_digest": outcome.file_digest, "added": added})
         if self.sig_rows is not None and outcome.n_docs:
             if batch.signatures is None:  # left in the task's part, for the workers to copy
                 self.sig_rows.add_part(batch.part, at_doc, outcome.n_docs)
-            else:
-                self.sig_rows.add(batch.signatures[at_doc : at_doc + outcome.n_docs])
+            else:  # joined ranges keep their rows in line order (sig_order): gathered a slice at a time
+                for a in range(at_doc, at_doc + outcome.n_docs, 1 << 16):
+                    b = min(a + (1 << 16), at_doc + outcome.n_docs)
+                    self.sig_rows.add(batch.signatures[a:b] if batch.sig_order is None else batch.signatures[batch.sig_order[a:b]])
         if self.settings.keep_sets and outcome.n_docs:
             self.sets_parts.append(batch.sets.slice(at_doc, at_doc + outcome.n_docs))
 

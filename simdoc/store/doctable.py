@@ -161,6 +161,13 @@ class Strings(Sequence):
         a, b = int(self.offsets[i]), int(self.offsets[i + 1])
         return bytes(self.blob[a:b]).decode("utf-8", "surrogateescape")
 
+    def __iter__(self):
+        step = 1 << 16  # decoded a chunk at a time: a pass over all of them holds one chunk
+        for a in range(0, len(self), step):
+            b = min(a + step, len(self))
+            lo = int(self.offsets[a])
+            yield from _unblob(self.blob[lo : int(self.offsets[b])], np.asarray(self.offsets[a : b + 1]) - lo)
+
 
 @dataclass(slots=True)
 class DocRow:
@@ -192,6 +199,8 @@ class DocsTable:
     ids: list[str] | Strings
     sources: list[str] | Strings
     columns: dict[str, np.ndarray] = field(default_factory=dict)
+    # "id", "source" -> (blob, offsets) as stored, when the table has them: not encoded again
+    blobs: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -228,13 +237,22 @@ class DocsTable:
     def arrays(self) -> dict[str, np.ndarray]:
         """Every column as the array stored under role ``docs.<column>``."""
         out = {}
-        for name, strings in (("id", self.ids), ("source", self.sources)):
-            blob, offsets = _blob(strings)
-            out[f"docs.{name}"] = blob
+        for name in ("id", "source"):
+            blob, offsets = self.blob(name)
+            out[f"docs.{name}"] = np.ascontiguousarray(blob)
             out[f"docs.{name}.offsets"] = offsets
         for c in _INT_COLUMNS + _BYTE_COLUMNS + _DIGEST_COLUMNS:
             out[f"docs.{c}"] = np.ascontiguousarray(self.columns[c])
         return out
+
+    def blob(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """The ids (``name`` "id") or the sources ("source") as the table stores them: UTF-8 blob, int64 offsets."""
+        strings = self.ids if name == "id" else self.sources
+        if isinstance(strings, Strings):
+            return strings.blob, strings.offsets
+        if name in self.blobs:
+            return self.blobs[name]
+        return _blob(list(strings))
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], where: str, lazy: bool = False) -> DocsTable:
@@ -249,6 +267,7 @@ class DocsTable:
         ids = unblob(arrays["docs.id"], arrays["docs.id.offsets"])
         sources = unblob(arrays["docs.source"], arrays["docs.source.offsets"])
         n = len(ids)
+        blobs = {name: (arrays[f"docs.{name}"], arrays[f"docs.{name}.offsets"]) for name in ("id", "source")}
         cols = {
             c: np.asarray(arrays[f"docs.{c}"]) if f"docs.{c}" in arrays else np.full(n, UNKNOWN, np.int64)
             for c in _INT_COLUMNS + _BYTE_COLUMNS + _DIGEST_COLUMNS
@@ -264,7 +283,7 @@ class DocsTable:
             # Rows are checked as they are used: DocumentReader opens only paths that stay inside
             # the corpus (simdoc.stages.reread.safe_relative). Checking all n here would read the
             # whole blob in every process that opens the table for a few rows.
-            return cls(ids, sources, cols)
+            return cls(ids, sources, cols, blobs)
         # Every path simdoc opens or prints is built from these: a damaged or crafted table must
         # not name anything outside the corpus (`../`, an absolute path, a NUL).
         suspects = np.union1d(
@@ -279,63 +298,8 @@ class DocsTable:
         for i in members.tolist():  # a member's id is SOURCE/#KEY (a cheap test, row by row)
             if not ids[i].startswith(sources[i]) or not ids[i].startswith("/#", len(sources[i])):
                 raise CorruptIndex(where, f"the docs table holds {name_problem(ids[i], sources[i])}")
-        return cls(ids, sources, cols)
+        return cls(ids, sources, cols, blobs)
 
     def identities(self) -> np.ndarray:
         """(n, 16) uint8: BLAKE2b-128 of each document's digest and how it was read (see module doc)."""
         return self.columns["identity"]
-
-
-class TableBuilder:
-    """Builds the next docs table in id order from rows kept from the current one and new rows.
-
-    An update keeps almost every row: kept rows are gathered column by column
-    at the end, never turned into Python objects one by one.
-    """
-
-    def __init__(self, old: DocsTable | None) -> None:
-        self.old = old
-        self.src: list[int] = []  # per row: its row in the old table, or -1 for a new one
-        self.new_rows: list[DocRow] = []
-        self.stat: dict[int, tuple[int, ...]] = {}  # row -> its file's STAT_COLUMNS, for a kept row re-read
-
-    def __len__(self) -> int:
-        return len(self.src)
-
-    def add_old(self, j: int, stat: tuple[int, ...] | None = None) -> None:
-        if stat is not None:
-            self.stat[len(self.src)] = stat
-        self.src.append(j)
-
-    def add_new(self, row: DocRow) -> None:
-        self.src.append(-1)
-        self.new_rows.append(row)
-
-    def finish(self) -> DocsTable:
-        src = np.asarray(self.src, dtype=np.int64)
-        fresh = DocsTable.from_rows(self.new_rows)
-        kept = src >= 0
-        if not kept.any():
-            table = fresh
-        else:
-            cols = {}
-            for name, new_col in fresh.columns.items():
-                col = np.empty((len(src),) + new_col.shape[1:], dtype=new_col.dtype)
-                col[kept] = self.old.columns[name][src[kept]]
-                col[~kept] = new_col
-                cols[name] = col
-            it = iter(range(len(self.new_rows)))
-            ids, sources = [], []
-            for j in self.src:
-                if j >= 0:
-                    ids.append(self.old.ids[j])
-                    sources.append(self.old.sources[j])
-                else:
-                    k = next(it)
-                    ids.append(fresh.ids[k])
-                    sources.append(fresh.sources[k])
-            table = DocsTable(ids, sources, cols)
-        for row, values in self.stat.items():
-            for c, v in zip(STAT_COLUMNS, values):
-                table.columns[c][row] = v
-        return table

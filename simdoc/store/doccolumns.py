@@ -1,0 +1,306 @@
+"""Documents as columns: what a reading task hands the docs table, without one object per document (issue 29).
+
+A reading task (:mod:`simdoc.stages.scan`) gives its documents back as one
+:class:`DocColumns`: numpy arrays of the docs-table columns that reading
+decides (see :mod:`simdoc.store.doctable` for their meanings), the ids and
+sources as UTF-8 blobs with offsets (the table's own encoding). The main
+process slices, reorders and appends these arrays
+(:class:`simdoc.store.doctable.TableBuilder`); it never turns a document
+into a Python object on that path. A Dask part stores the same arrays as
+arrays (:func:`simdoc.stages.scan_results.write_part`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from simdoc.store.doctable import (
+    _BYTE_COLUMNS,
+    _DIGEST_COLUMNS,
+    _INT_COLUMNS,
+    HOW,
+    STAT_COLUMNS,
+    STATUSES,
+    DocsTable,
+    Strings,
+    _blob,
+)
+
+_INTS = ("offset", "length", "size", "n_shingles")
+# The docs-table columns a new row takes from its file (and the update that added it), not from reading it.
+FILE_COLUMNS = (*STAT_COLUMNS, "file_digest", "added")
+_TABLE_COLUMNS = (
+    [(c, np.int64, ()) for c in _INT_COLUMNS] + [(c, np.uint8, ()) for c in _BYTE_COLUMNS]
+    + [(c, np.uint8, (16,)) for c in _DIGEST_COLUMNS]
+)
+_CODES = ("how", "status")
+_DIGESTS = ("digest", "identity")
+
+
+@dataclass(eq=False)
+class DocColumns:
+    """``n`` documents, in order, as columns (see the module)."""
+
+    id_blob: np.ndarray  # uint8: the ids, UTF-8 (file names' raw bytes kept), one after the other
+    id_offsets: np.ndarray  # int64 (n + 1,): id i is id_blob[id_offsets[i]:id_offsets[i + 1]]
+    source_blob: np.ndarray  # the same for the sources ("" for a file)
+    source_offsets: np.ndarray
+    offset: np.ndarray  # int64 (n,) each
+    length: np.ndarray
+    size: np.ndarray
+    n_shingles: np.ndarray
+    how: np.ndarray  # uint8 (n,): position in simdoc.store.doctable.HOW
+    status: np.ndarray  # uint8 (n,): position in STATUSES
+    digest: np.ndarray  # uint8 (n, 16) each
+    identity: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.id_offsets) - 1
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DocColumns):
+            return NotImplemented
+        return all(np.array_equal(getattr(self, f.name), getattr(other, f.name)) for f in fields(self))
+
+    @classmethod
+    def build(
+        cls, ids: list[str], sources: list[str], offset: list[int], length: list[int], size: list[int],
+        n_shingles: list[int], how: list[str], status: list[str], digest: list[bytes], identity: list[bytes],
+    ) -> DocColumns:
+        """From one list per column (a worker's documents)."""
+        n = len(ids)
+        id_blob, id_offsets = _blob(ids)
+        source_blob, source_offsets = _blob(sources)
+        ints = [np.asarray(v, dtype=np.int64).reshape(n) for v in (offset, length, size, n_shingles)]
+        codes = [
+            np.asarray([names.index(x) for x in v], dtype=np.uint8).reshape(n) for v, names in ((how, HOW), (status, STATUSES))
+        ]
+        digests = [np.frombuffer(b"".join(v), dtype=np.uint8).reshape(n, 16).copy() for v in (digest, identity)]
+        return cls(id_blob, id_offsets, source_blob, source_offsets, *ints, *codes, *digests)
+
+    @classmethod
+    def empty(cls) -> DocColumns:
+        return cls.build([], [], [], [], [], [], [], [], [], [])
+
+    def ids(self) -> Strings:
+        """The ids, each decoded when it is asked for."""
+        return Strings(self.id_blob, self.id_offsets)
+
+    def sources(self) -> Strings:
+        return Strings(self.source_blob, self.source_offsets)
+
+    def hows(self) -> list[str]:
+        return [HOW[c] for c in self.how.tolist()]
+
+    def slice(self, a: int, b: int) -> DocColumns:
+        """Documents ``a`` to ``b`` (views of these arrays where they can be)."""
+        return DocColumns(
+            *_blob_slice(self.id_blob, self.id_offsets, a, b), *_blob_slice(self.source_blob, self.source_offsets, a, b),
+            *(getattr(self, c)[a:b] for c in _INTS + _CODES + _DIGESTS),
+        )
+
+    def take(self, order: np.ndarray) -> DocColumns:
+        """The documents in ``order`` (their positions here)."""
+        order = np.asarray(order, dtype=np.int64)
+        return DocColumns(
+            *take_strings(self.id_blob, self.id_offsets, order), *take_strings(self.source_blob, self.source_offsets, order),
+            *(getattr(self, c)[order] for c in _INTS + _CODES + _DIGESTS),
+        )
+
+    def with_ids(self, blob: np.ndarray, offsets: np.ndarray) -> DocColumns:
+        """These documents with other ids (the same number)."""
+        if len(offsets) != len(self.id_offsets):
+            raise ValueError("ids for another number of documents")
+        out = DocColumns(**{f.name: getattr(self, f.name) for f in fields(self)})
+        out.id_blob, out.id_offsets = blob, offsets
+        return out
+
+    @classmethod
+    def concatenate(cls, parts: list[DocColumns]) -> DocColumns:
+        if not parts:
+            return cls.empty()
+        return DocColumns(
+            *concat_strings([(p.id_blob, p.id_offsets) for p in parts]),
+            *concat_strings([(p.source_blob, p.source_offsets) for p in parts]),
+            *(np.concatenate([getattr(p, c) for p in parts]) for c in _INTS + _CODES + _DIGESTS),
+        )
+
+    def arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
+        """Every column by name (for a part file)."""
+        return {prefix + f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix: str = "") -> DocColumns:
+        """The columns :meth:`arrays` gave, checked: ValueError if they do not fit together."""
+        cols = {f.name: np.asarray(arrays[prefix + f.name]) for f in fields(cls)}
+        kinds = {"id_blob": (np.uint8, 1), "source_blob": (np.uint8, 1), "id_offsets": (np.int64, 1), "source_offsets": (np.int64, 1)}
+        kinds.update({c: (np.int64, 1) for c in _INTS}, **{c: (np.uint8, 1) for c in _CODES}, **{c: (np.uint8, 2) for c in _DIGESTS})
+        for name, (dtype, ndim) in kinds.items():
+            if cols[name].dtype != dtype or cols[name].ndim != ndim:
+                raise ValueError(f"column {name} is not {np.dtype(dtype)} of {ndim} dimension(s)")
+        n = len(cols["id_offsets"]) - 1
+        for blob, offsets in (("id_blob", "id_offsets"), ("source_blob", "source_offsets")):
+            off = cols[offsets]
+            if len(off) != n + 1 or off[0] != 0 or off[-1] != len(cols[blob]) or (np.diff(off) < 0).any():
+                raise ValueError(f"column {offsets} does not cut its blob")
+        for c in _INTS + _CODES + _DIGESTS:
+            if len(cols[c]) != n or (c in _DIGESTS and cols[c].shape[1:] != (16,)):
+                raise ValueError(f"column {c} has the wrong shape")
+        if n and (cols["how"].max() >= len(HOW) or cols["status"].max() >= len(STATUSES)):
+            raise ValueError("an unknown reading or status code")
+        return cls(**cols)
+
+
+def _blob_slice(blob: np.ndarray, offsets: np.ndarray, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = int(offsets[a]), int(offsets[b])
+    return blob[lo:hi], offsets[a : b + 1] - lo
+
+
+def take_strings(blob: np.ndarray, offsets: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The strings of a blob column at positions ``order``, as a new blob and offsets (no Python string made)."""
+    order = np.asarray(order, dtype=np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    starts = offsets[:-1][order]
+    lengths = offsets[1:][order] - starts
+    out_offsets = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=out_offsets[1:])
+    out = np.empty(int(out_offsets[-1]), dtype=np.uint8)
+    blob = np.asarray(blob)
+    for a in range(0, len(order), _TAKE_ROWS):  # by chunks: the byte positions cost 8 bytes a byte
+        b = min(a + _TAKE_ROWS, len(order))
+        lo, hi = int(out_offsets[a]), int(out_offsets[b])
+        # byte k of the output comes from starts[i] + (k - out_offsets[i]) of the string i it falls in
+        which = np.repeat(np.arange(a, b, dtype=np.int64), lengths[a:b])
+        where = np.arange(lo, hi, dtype=np.int64)
+        where += starts[which] - out_offsets[which]
+        out[lo:hi] = blob[where]
+    return out, out_offsets
+
+
+_TAKE_ROWS = 1 << 16
+
+
+def concat_strings(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Blob columns one after the other, as one."""
+    if not parts:
+        return np.zeros(0, np.uint8), np.zeros(1, np.int64)
+    blob = np.concatenate([np.asarray(b, dtype=np.uint8) for b, _ in parts])
+    offsets = [np.zeros(1, np.int64)]
+    at = 0
+    for b, off in parts:
+        offsets.append(np.asarray(off[1:], dtype=np.int64) - int(off[0]) + at)
+        at += int(off[-1]) - int(off[0])
+    return blob, np.concatenate(offsets)
+
+
+class TableBuilder:
+    """Builds the next docs table in id order from rows kept from the current one and new documents.
+
+    Both come in chunks: rows kept as arrays of their rows in the current table,
+    new documents as :class:`DocColumns` with the columns of the file they were
+    read from. :meth:`finish` gathers each column once; no row becomes a
+    Python object.
+    """
+
+    def __init__(self, old: DocsTable | None) -> None:
+        self.old = old
+        self.src: list[np.ndarray] = []  # per chunk: the rows' rows in the old table, or -1 for new ones
+        self.new: list[DocColumns] = []
+        self.file_columns: list[dict[str, np.ndarray]] = []  # per new chunk: FILE_COLUMNS, one value each or n
+        self.stat: list[tuple[int, int, tuple[int, ...]]] = []  # (first, end, STAT_COLUMNS) of kept rows re-read
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def add_old(self, rows, stat: tuple[int, ...] | None = None) -> None:
+        """Rows of the current table (``stat``: their file's new stat, if it was read again)."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if stat is not None:
+            self.stat.append((self.n, self.n + len(rows), stat))
+        self.src.append(rows)
+        self.n += len(rows)
+
+    def add_new(self, docs: DocColumns, file_columns: dict[str, object]) -> None:
+        """New documents, with the values of FILE_COLUMNS (the file's stat and digest; ``added``)."""
+        if set(file_columns) != set(FILE_COLUMNS):
+            raise ValueError(f"new rows need the columns {FILE_COLUMNS}")
+        self.src.append(np.full(len(docs), -1, dtype=np.int64))
+        self.new.append(docs)
+        self.file_columns.append(file_columns)
+        self.n += len(docs)
+
+    def finish(self) -> DocsTable:
+        src = np.concatenate(self.src) if self.src else np.zeros(0, np.int64)
+        kept = src >= 0
+        fresh = DocColumns.concatenate(self.new)
+        cols: dict[str, np.ndarray] = {}
+        for c, dtype, tail in _TABLE_COLUMNS:
+            col = np.empty((len(src),) + tail, dtype=dtype)
+            if kept.any():
+                col[kept] = self.old.columns[c][src[kept]]
+            if c in FILE_COLUMNS:
+                col[~kept] = _file_column(c, dtype, tail, self.new, self.file_columns)
+            else:
+                col[~kept] = getattr(fresh, c)
+            cols[c] = col
+        for first, end, values in self.stat:
+            for c, v in zip(STAT_COLUMNS, values):
+                cols[c][first:end] = v
+        blobs = {}
+        for name, new_blob, new_offsets in (("id", fresh.id_blob, fresh.id_offsets), ("source", fresh.source_blob, fresh.source_offsets)):
+            if not kept.any():
+                blobs[name] = (new_blob, new_offsets)
+                continue
+            old_blob, old_offsets = self.old.blob(name)
+            both = concat_strings([(old_blob, old_offsets), (new_blob, new_offsets)])
+            where = src.copy()
+            where[~kept] = len(old_offsets) - 1 + np.arange(int(np.count_nonzero(~kept)), dtype=np.int64)
+            blobs[name] = take_strings(*both, where)
+        return DocsTable(Strings(*blobs["id"]), Strings(*blobs["source"]), cols, blobs)
+
+
+def _file_column(c: str, dtype, tail: tuple, docs: list[DocColumns], values: list[dict]) -> np.ndarray:
+    """Column ``c`` of the new rows: each chunk's value, repeated for its documents (or its array)."""
+    out = np.empty((sum(len(d) for d in docs),) + tail, dtype=dtype)
+    at = 0
+    for d, v in zip(docs, values):
+        x = v[c]
+        out[at : at + len(d)] = np.frombuffer(x, dtype=np.uint8) if isinstance(x, bytes) else x
+        at += len(d)
+    return out
+
+
+def added_by_id(
+    docs: DocColumns, old: DocsTable | None, old_pos: dict[str, int], prev: DocsTable | None, prev_pos: dict[str, int],
+    generation: int,
+) -> tuple[np.ndarray, int, int]:
+    """The update that added each of ``docs`` (the one recorded in ``prev`` for its id if its digest
+    is the one recorded there, else ``generation``), how many are new or changed against ``old``,
+    and how many have an id of ``old`` (``*_pos``: a table's row by id).
+
+    A first build has no table to look in: no id is turned into a string. An update looks up
+    the ids of these documents only (one file's).
+    """
+    n = len(docs)
+    if not old_pos and not prev_pos:
+        return np.full(n, generation, dtype=np.int64), n, 0
+    ids = list(docs.ids())
+    j = np.fromiter((old_pos.get(i, -1) for i in ids), dtype=np.int64, count=n)
+    p = np.fromiter((prev_pos.get(i, -1) for i in ids), dtype=np.int64, count=n)
+    n_changed = n - int(np.count_nonzero(_same_digest(old, j, docs.digest)))
+    same = _same_digest(prev, p, docs.digest)
+    added = np.full(n, generation, dtype=np.int64)
+    added[same] = prev.added[p[same]] if same.any() else 0
+    return added, n_changed, int(np.count_nonzero(j >= 0))
+
+
+def _same_digest(table: DocsTable | None, rows: np.ndarray, digests: np.ndarray) -> np.ndarray:
+    """Whether each row (-1: none) of ``table`` has that digest."""
+    out = np.zeros(len(rows), dtype=bool)
+    has = rows >= 0
+    if table is not None and has.any():
+        out[has] = (np.asarray(table.digest[rows[has]]) == digests[has]).all(axis=1)
+    return out
