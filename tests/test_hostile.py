@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import simdoc.corpus.files
 import simdoc.corpus.walk
 import simdoc.stages.scan
-import simdoc.stages.shingle
+import simdoc.stages.plan
 from simdoc.cli import cli
 from simdoc.corpus.files import read_document
 from simdoc.corpus.walk import discover
@@ -100,7 +100,7 @@ def test_vanished_file_is_skipped_with_a_warning(tmp_path, monkeypatch):
 
         return base, then_delete(), skipped
 
-    monkeypatch.setattr(simdoc.stages.shingle, "discover_sources", discover_then_delete)
+    monkeypatch.setattr(simdoc.stages.plan, "discover_sources", discover_then_delete)
     r = run("pairs", corpus, "--index", tmp_path / "idx", "-j", "1")
     assert r.exit_code == 0, r.stderr
     assert r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import simdoc
 import simdoc.corpus.read
-import simdoc.stages.shingle
+import simdoc.stages.plan
 from simdoc.cli import cli
 from simdoc.corpus.walk import FileEntry
 from simdoc.stages.racy import RACY_NS, newest_ctimes, racy
@@ -89,8 +89,8 @@ def test_the_trials_edit_that_keeps_size_and_mtime_is_seen(tmp_path):
 def test_a_change_time_or_inode_alone_makes_a_file_read_again(tmp_path, monkeypatch):
     """Not as a racily clean file: every file is proven clean by time here (a file system clock
     far ahead), so only the stat recorded can tell the edit."""
-    real = simdoc.stages.shingle.newest_ctimes
-    monkeypatch.setattr(simdoc.stages.shingle, "newest_ctimes", lambda e, clock=None: {d: 2**62 for d in real(e, clock)})
+    real = simdoc.stages.plan.newest_ctimes
+    monkeypatch.setattr(simdoc.stages.plan, "newest_ctimes", lambda e, clock=None: {d: 2**62 for d in real(e, clock)})
     c, i = tmp_path / "c", tmp_path / "i"
     make_corpus(c)
     assert run("pairs", c, "--index", i).stdout.count("\n") == 1
@@ -191,7 +191,7 @@ def test_racy_is_a_window_below_the_newest_change_time_of_each_device(times):
         assert racy(_entry(ns, dev), newest)  # the newest file itself is always racy
 
 
-_DISCOVER = simdoc.stages.shingle.discover_sources
+_DISCOVER = simdoc.stages.plan.discover_sources
 
 
 def _behind(monkeypatch, pins: dict[str, int]) -> None:
@@ -212,7 +212,7 @@ def _behind(monkeypatch, pins: dict[str, int]) -> None:
             out.append(dataclasses.replace(e, **times))
         return base, out, skipped
 
-    monkeypatch.setattr(simdoc.stages.shingle, "discover_sources", listing)
+    monkeypatch.setattr(simdoc.stages.plan, "discover_sources", listing)
 
 
 def test_an_edit_in_the_same_tick_of_a_clock_an_hour_behind_is_seen(tmp_path, monkeypatch):

@@ -4,9 +4,10 @@
 
 1. :func:`_settle`: the parameters this build uses (asked, else the index's,
    else the defaults), and whether rows of the current build can be kept.
-2. :func:`_scan`: the corpus walked; the current docs table, if its rows describe
-   the same thing (:func:`_same_build`: nothing to do). :func:`_reading_plan`:
-   which files to read, and which to keep without reading.
+2. :func:`simdoc.stages.plan.scan_corpus`: the corpus walked; the current docs
+   table, if its rows describe the same thing (:func:`_same_build`: nothing to
+   do). :func:`~simdoc.stages.plan.reading_plan`: which files to read, and which
+   to keep without reading.
 3. :func:`simdoc.stages.scan.scan_tasks`: the files to read, in batches, as
    tasks for the engine (:func:`~simdoc.stages.scan.scan_batch` reads, shingles
    and signs them). :class:`_Collector`: the next docs table in corpus order, from kept rows and the
@@ -37,7 +38,7 @@ import numpy as np
 
 from simdoc.corpus.formats import MEMBER_IDS
 from simdoc.corpus.read import MEMBER_WAYS
-from simdoc.corpus.walk import FileEntry, Skipped, discover_sources, is_warc, resolve_sources
+from simdoc.corpus.walk import FileEntry, is_warc, resolve_sources
 from simdoc.engines import DaskEngine, Engine
 from simdoc.engines.local import LocalEngine
 from simdoc.errors import CorpusError, IndexError_
@@ -51,7 +52,8 @@ from simdoc.stages.common import (
     mismatch,
     progress_bar,
 )
-from simdoc.stages.racy import index_clock, newest_ctimes, racy
+from simdoc.stages.plan import Scan, reading_plan, scan_corpus
+from simdoc.stages.racy import racy
 from simdoc.stages.ranges import joined
 from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
@@ -108,14 +110,14 @@ def build_shingles(
         if rebuild:
             manifest["stages"] = {}
         settings = _settle(manifest, corpus, index, params, signature, rebuild)
-        scan = _scan(store, manifest, corpus, index, settings)
+        scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params)
         if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
             force_read = set(force_read or ()) | {e.id for e in scan.entries if is_warc(e.id)}
         if _same_build(settings, scan) and not scan.racy() and not force_read:
             remove_scan_parts(store)
             seconds = time.perf_counter() - t0
             return StageResult("shingle", False, seconds, "up to date", repeated=recorded_warnings(settings.stored))
-        plan = _reading_plan(scan, settings.reuse, force_read or set())
+        plan = reading_plan(scan, settings.reuse, force_read or set())
         store.ensure_dir()
         engine = engine or LocalEngine()
         parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
@@ -184,56 +186,10 @@ def _settle(
     return _Settings(shingle, params, signer, corpus_abs, stored, same_params, reuse)
 
 
-# ---------------------------------------------------------------- 2. the corpus, and what to read
+# ---------------------------------------------------------------- 2. what to read (simdoc.stages.plan)
 
 
-@dataclass
-class _Scan:
-    """The corpus as walked now, and the current build's rows to compare it with."""
-
-    entries: list[FileEntry]
-    skipped: list[Skipped]
-    scan_id: str  # a hash of every path and stat: the same scan, the same id
-    newest: dict[int, int]  # this listing's newest_ctimes (simdoc.stages.racy), recorded for the next scan
-    old: DocsTable | None  # the current docs table, if its parameters are this build's
-    old_rows: dict[str, list[int]]  # file id -> its rows in it (a JSON Lines or WARC file: several)
-    old_newest: dict[int, int]  # the last scan's newest_ctimes: whom it recorded racily clean
-
-    def racy(self) -> list[FileEntry]:
-        return [e for e in self.entries if e.id in self.old_rows and racy(e, self.old_newest)]
-
-
-def _scan(store: IndexStore, manifest: dict, corpus, index: Path, settings: _Settings) -> _Scan:
-    shingle = settings.shingle
-    clock = index_clock(index)  # before the listing: see simdoc.stages.racy
-    _, entries, skipped = discover_sources(
-        corpus,
-        exclude=[index],
-        follow_symlinks=shingle.follow_symlinks,
-        include_globs=shingle.include or (),
-        exclude_globs=shingle.exclude or (),
-    )
-    entries = list(entries)
-    if not entries:
-        err = CorpusError(
-            f"corpus {corpus_name(corpus)} has no documents" + (f" ({count(len(skipped), 'path')} passed over)" if skipped else ""),
-            hint="point simdoc at a folder that holds text files (hidden files are ignored)",
-        )
-        err.warnings = [f"{s.id}: {s.reason}" for s in skipped]
-        raise err
-    # A skipped path's size and time count: one that changes is warned about again (simdoc.stages.skipped).
-    scan_id = build_id([[e.id, *e.stat()] for e in entries] + [[s.id, s.reason, s.size, s.mtime_ns] for s in skipped])
-    scan = _Scan(entries, skipped, scan_id, newest_ctimes(entries, clock), None, {}, {})
-    if settings.same_params:
-        # A format-3 index recorded none: every file is racy (and its stat unknown), read once more.
-        scan.old_newest = {int(dev): int(ns) for dev, ns in settings.stored.get("newest_ctime", [])}
-        scan.old = LoadedIndex(store, manifest).docs()
-        for j, (doc_id, src) in enumerate(zip(scan.old.ids, scan.old.sources)):
-            scan.old_rows.setdefault(src or doc_id, []).append(j)
-    return scan
-
-
-def _same_build(settings: _Settings, scan: _Scan) -> bool:
+def _same_build(settings: _Settings, scan: Scan) -> bool:
     """The current build is what this one would be, and its scan looked as this one does.
 
     Then nothing needs reading but racily clean files, and if their bytes are
@@ -245,24 +201,6 @@ def _same_build(settings: _Settings, scan: _Scan) -> bool:
     return same and stored.get("scan_id") == scan.scan_id and FORMAT_3_MISSING[0] in stored["roles"]
 
 
-def _reading_plan(scan: _Scan, reuse: bool, force_read: set[str]) -> list[tuple[FileEntry, bytes | None, bool]]:
-    """(entry, digest indexed, keep without reading) of every file, in corpus order."""
-    old = scan.old
-    plan = []
-    for e in scan.entries:
-        rows = scan.old_rows.get(e.id) if reuse else None
-        if rows is None:
-            plan.append((e, None, False))
-            continue
-        j = rows[0]
-        unchanged = (
-            tuple(int(old.columns[c][j]) for c in STAT_COLUMNS) == e.stat() and not racy(e, scan.old_newest)
-            and e.id not in force_read and not any(old.ids[r] in force_read for r in rows)
-        )
-        plan.append((e, None if e.id in force_read else bytes(old.file_digest[j]), unchanged))
-    return plan
-
-
 # ---------------------------------------------------------------- 3. collecting the results
 
 
@@ -271,7 +209,7 @@ class _Collector:
     signature rows (fused stage) or the shingle sets (stage on its own) alongside."""
 
     def __init__(
-        self, store: IndexStore, manifest: dict, settings: _Settings, scan: _Scan, placed: bool, replaced: DocsTable | None
+        self, store: IndexStore, manifest: dict, settings: _Settings, scan: Scan, placed: bool, replaced: DocsTable | None
     ) -> None:
         self.settings = settings
         self.old = scan.old
@@ -290,6 +228,10 @@ class _Collector:
         for s in scan.skipped:
             self.notes.skip(s.id, s.reason, s.size, s.mtime_ns)
         self.n_read = self.n_changed = self.n_kept_old = 0
+        # New rows go to the builder a run at a time (consecutive files of one batch), not a file
+        # at a time: 10^5 one-document files would be 10^5 chunks (simdoc.store.doccolumns).
+        self.run: tuple[BatchResult, int, int] | None = None  # (batch, first document, end)
+        self.run_files: list[tuple[int, tuple[int, ...], bytes]] = []  # (documents, stat, file digest)
         # Members of JSON Lines and WARC files left out (SOURCE/#KEY ids, with their source): listed
         # in the manifest's ``skipped`` beside the files, counted apart from them.
         self.left_out: list[dict] = []
@@ -311,11 +253,13 @@ class _Collector:
                 self.read(e, outcome, batch, at_doc)
                 at_doc += outcome.n_docs
             bar.update(1)
+        self.flush()
         bar.close()
 
     def keep(self, e: FileEntry, stat: tuple[int, ...] | None) -> None:
         """The file's rows of the current table (``stat``: its new stat, if it was read),
         and the members it left out when it was read."""
+        self.flush()
         self.left_out.extend(self.old_left_out.get(e.id, ()))
         rows = self.old_rows[e.id]
         self.builder.add_old(rows, stat)
@@ -338,10 +282,12 @@ class _Collector:
         if unread:
             return
         self.left_out.extend({"id": i, "source": e.id, "reason": why} for i, why in outcome.left_out)
-        docs = batch.docs.slice(at_doc, at_doc + outcome.n_docs)
-        added, changed, kept = added_by_id(docs, self.old, self.old_pos, self.prev, self.prev_pos, self.generation)
-        self.n_changed, self.n_kept_old = self.n_changed + changed, self.n_kept_old + kept
-        self.builder.add_new(docs, {**dict(zip(STAT_COLUMNS, e.stat())), "file_digest": outcome.file_digest, "added": added})
+        if outcome.n_docs:
+            if self.run is None or self.run[0] is not batch or self.run[2] != at_doc:
+                self.flush()
+                self.run = (batch, at_doc, at_doc)
+            self.run = (batch, self.run[1], at_doc + outcome.n_docs)
+            self.run_files.append((outcome.n_docs, e.stat(), outcome.file_digest))
         if self.sig_rows is not None and outcome.n_docs:
             if batch.signatures is None:  # left in the task's part, for the workers to copy
                 self.sig_rows.add_part(batch.part, at_doc, outcome.n_docs)
@@ -351,6 +297,21 @@ class _Collector:
                     self.sig_rows.add(batch.signatures[a:b] if batch.sig_order is None else batch.signatures[batch.sig_order[a:b]])
         if self.settings.keep_sets and outcome.n_docs:
             self.sets_parts.append(batch.sets.slice(at_doc, at_doc + outcome.n_docs))
+
+    def flush(self) -> None:
+        """The documents of the current run of read files into the builder, as one chunk."""
+        if self.run is None:
+            return
+        batch, first, end = self.run
+        counts = np.array([n for n, _, _ in self.run_files], dtype=np.int64)
+        docs = batch.docs.slice(first, end)
+        added, changed, kept = added_by_id(docs, self.old, self.old_pos, self.prev, self.prev_pos, self.generation)
+        self.n_changed, self.n_kept_old = self.n_changed + changed, self.n_kept_old + kept
+        stats = np.array([stat for _, stat, _ in self.run_files], dtype=np.int64).reshape(len(counts), len(STAT_COLUMNS))
+        digests = np.frombuffer(b"".join(d for _, _, d in self.run_files), dtype=np.uint8).reshape(len(counts), -1)
+        columns = {c: np.repeat(stats[:, i], counts) for i, c in enumerate(STAT_COLUMNS)}
+        self.builder.add_new(docs, {**columns, "file_digest": np.repeat(digests, counts, axis=0), "added": added})
+        self.run, self.run_files = None, []
 
     def result(self, built: bool, seconds: float, detail: str) -> StageResult:
         """The stage's result, with the warnings to give and those about skipped files given
@@ -375,7 +336,7 @@ class _Collector:
         if self.sig_rows is not None:
             self.sig_rows.abort()
 
-    def detail(self, scan: _Scan, stage: dict) -> str:
+    def detail(self, scan: Scan, stage: dict) -> str:
         """What the build did, for --verbose."""
         out = f"{stage['n_docs']} documents"
         if scan.old is not None:
@@ -395,7 +356,7 @@ class _Collector:
 
 
 def _write_build(
-    store: IndexStore, settings: _Settings, scan: _Scan, collector: _Collector, engine: Engine
+    store: IndexStore, settings: _Settings, scan: Scan, collector: _Collector, engine: Engine
 ) -> tuple[DocsTable, dict, dict | None]:
     """Write the new build's files: the docs table, and the shingle sets or the signatures
     (on a cluster, written by the workers of ``engine``).
