@@ -140,8 +140,12 @@ def test_query_compares_long_queries_and_large_candidates_in_passes(tmp_path, un
         mock.patch.object(streaming, "LARGE_CHARS", 1000), mock.patch.object(query_mod, "jaccard_in_passes", passes),
     ):
         small, warned, _ = query_mod.query_documents(tmp_path / "idx", queries, all_candidates=True)
+        unverified, _, _ = query_mod.query_documents(tmp_path / "idx", queries, verify=False, all_candidates=True)
     assert not warned
     assert max(calls) > 2 and len(calls) > len(queries)  # long queries, and large pairs in several passes
+    # Long queries signed a piece at a time have the signatures of the whole: the same estimates.
+    assert {(m.query, m.doc): m.estimated for m in unverified} == {(m.query, m.doc): m.estimated for m in whole}
+    assert all(m.jaccard is None for m in unverified)
     assert [(m.query, m.doc, m.estimated, m.jaccard) for m in small] == [(m.query, m.doc, m.estimated, m.jaccard) for m in whole]
     # A candidate changed since it was indexed is named and left out, in passes as whole.
     big = max(texts, key=len)

@@ -153,8 +153,8 @@ class _Lookup:
         texts = [text for _, text in documents]
         qsigs, n_windows = self._signatures(texts)
         # 64-bit sets to verify, of the queries shingled whole (a long one is compared in passes).
-        whole = [q for q, t in enumerate(texts) if len(t) <= streaming.LARGE_CHARS]
-        qsets = shingle_texts([texts[q] for q in whole], self.spec, form="sets64") if self.verify and whole else None
+        whole = [q for q, t in enumerate(texts) if len(t) <= streaming.LARGE_CHARS] if self.verify else []
+        qsets = shingle_texts([texts[q] for q in whole], self.spec, form="sets64") if whole else None
         row_of = {q: i for i, q in enumerate(whole)}
         qkeys = band_keys(qsigs, self.bands, self.rows)
         for q, (qid, text) in enumerate(documents):
