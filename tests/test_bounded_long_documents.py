@@ -151,3 +151,24 @@ def test_simdoc_shingle_stores_a_long_documents_set_in_bounded_memory(tmp_path):
     # smaller. Python, numpy and numba take ~200 MB, a run's merge ~8 MB (RUN_ITEMS lowered).
     assert peaks[1] < peaks[0] + 30, peaks
     assert peaks[1] < 300, peaks
+
+
+def test_show_of_long_documents_costs_no_more_than_short_ones(tmp_path):
+    """`simdoc show` compared the two whole 64-bit sets: 0.44 GB for a 2.7 MB pair of base64 (with the
+    budgets lowered as here). Now it compares them in passes, as `pairs` verifies a pair."""
+    peaks = []
+    for raw in (MB, 2 * MB):
+        corpus = tmp_path / f"c{raw}"
+        _corpus(corpus, raw)
+        index = tmp_path / f"i{raw}"
+        built = subprocess.run(
+            [sys.executable, "-m", "simdoc", "pairs", corpus, "--index", index, "-j", "1", "--no-verify", "-q"],
+            capture_output=True, text=True,
+        )
+        assert built.returncode == 0, built.stderr
+        peak, r = _peak_mb(None, None, "--large-chars", "show", corpus, "a.txt", "b.txt", "--index", index, "--format", "json")
+        assert r.returncode == 0, r.stderr
+        assert 0.99 < json.loads(r.stdout)["set_jaccard"] < 1  # its numbers: test_verify_passes.py
+        peaks.append(peak)
+    assert peaks[1] < peaks[0] + 30, peaks
+    assert peaks[1] < 300, peaks

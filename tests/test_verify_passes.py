@@ -154,3 +154,41 @@ def test_query_compares_long_queries_and_large_candidates_in_passes(tmp_path, un
         changed, warned, _ = query_mod.query_documents(tmp_path / "idx", queries, all_candidates=True)
     assert warned == [f"{big}: changed or gone since it was indexed; not compared (run `simdoc pairs CORPUS` to update the index)"]
     assert {m.doc for m in changed} == {m.doc for m in whole} - {big}
+
+
+def test_show_compares_long_documents_in_passes_with_the_same_numbers(tmp_path):
+    """`simdoc show` compared two whole 64-bit sets (12 bytes a distinct shingle each, and their sort):
+    now texts too long to compare whole are compared in passes, with the same numbers."""
+    from click.testing import CliRunner
+
+    from simdoc.cli import cli
+
+    rng = random.Random(3)
+    words = "the of and amber basil cedar Delta ember fjord grove heron é".split()
+    text = " ".join(rng.choice(words) for _ in range(3000))
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", text)
+    write(corpus / "b.txt", text[:5000] + " an edit " + text[5000:])
+    assert CliRunner().invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "idx"), "-q"]).exit_code == 0
+    runs = [
+        ["show", str(corpus), "--index", str(tmp_path / "idx"), "a.txt", "b.txt", "--format", "json"],
+        ["show", str(corpus / "a.txt"), str(corpus / "b.txt"), "--format", "json"],  # two files, no index
+    ]
+    for args in runs:
+        whole = CliRunner().invoke(cli, args)
+        calls: list[int] = []
+        counted = verify.sums_in_passes
+
+        def passes(read, n_a, n_b):
+            calls.append(verify.pair_passes(n_a, n_b))
+            return counted(read, n_a, n_b)
+
+        with (
+            mock.patch.object(verify, "PAIR_BYTES", 40_000), mock.patch.object(streaming, "LARGE_CHARS", 1000),
+            mock.patch.object(verify, "sums_in_passes", passes),
+        ):
+            split = CliRunner().invoke(cli, args)
+        assert whole.exit_code == split.exit_code == 0, (whole.stderr, split.stderr)
+        assert calls and calls[0] > 3, calls
+        assert json.loads(split.stdout) == json.loads(whole.stdout)
+        assert 0.9 < json.loads(whole.stdout)["set_jaccard"] < 1

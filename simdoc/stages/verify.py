@@ -66,7 +66,20 @@ def jaccard_in_passes(
     counts are those of the whole sets, so the Jaccards are the same floats as comparing
     them whole. ``n_a``, ``n_b``: their window counts, to plan the first pass.
     """
-    common = union = common_bag = total = 0
+    sums = sums_in_passes(read, n_a, n_b)
+    if sums is None:
+        return None
+    size_a, size_b, common, common_bag, total = sums
+    union = size_a + size_b - common
+    return (common / union if union else 0.0), (common_bag / total if total else 0.0)
+
+
+def sums_in_passes(
+    read: Callable[[Part], tuple[ShingleSets | None, ShingleSets | None]], n_a: int, n_b: int
+) -> tuple[int, int, int, int, int] | None:
+    """The counts behind :func:`jaccard_in_passes`, summed over the passes: distinct shingles of
+    each, shared ones, the sum of the smaller count of each shared one, and of all counts."""
+    size_a = size_b = common = common_bag = total = 0
     n_parts = pair_passes(n_a, n_b)  # planned from the window counts: repeats make it too many
     lo, step = 0, 1
     while lo < n_parts:
@@ -76,14 +89,15 @@ def jaccard_in_passes(
             return None
         _, ia, ib = np.intersect1d(ra.data, rb.data, assume_unique=True, return_indices=True)
         common += len(ia)
-        union += len(ra.data) + len(rb.data) - len(ia)
+        size_a += len(ra.data)
+        size_b += len(rb.data)
         common_bag += int(np.minimum(ra.counts[ia], rb.counts[ib]).sum(dtype=np.int64))
         total += int(ra.counts.sum(dtype=np.int64)) + int(rb.counts.sum(dtype=np.int64))
         # The rest in as few passes as the distinct shingles seen per range allow.
         small, large = sorted((len(ra.data), len(rb.data)))
         step = max(1, PAIR_BYTES * (hi - lo) // max(1, 12 * small + 48 * large))
         lo = hi
-    return (common / union if union else 0.0), (common_bag / total if total else 0.0)
+    return size_a, size_b, common, common_bag, total
 
 
 def components(left: np.ndarray, right: np.ndarray, n: int) -> np.ndarray:
