@@ -95,3 +95,100 @@ def test_a_pair_with_many_repeats_takes_few_passes(tmp_path):
     assert passes.set_jaccard.tobytes() == whole.set_jaccard.tobytes()
     assert passes.bag_jaccard.tobytes() == whole.bag_jaccard.tobytes()
     assert max(reader.reads.values()) == 2
+
+
+def _exact_jaccard(a: str, b: str, spec: ShingleSpec) -> float:
+    """Set Jaccard of two texts' 64-bit shingle sets, computed here."""
+    from simdoc.shingling import shingle_texts
+
+    s = shingle_texts([a, b], spec, form="sets64")
+    ra, rb = s.data[s.indptr[0] : s.indptr[1]], s.data[s.indptr[1] : s.indptr[2]]
+    common = len(np.intersect1d(ra, rb))
+    return common / (len(ra) + len(rb) - common)
+
+
+@pytest.mark.parametrize("unit", ["char", "word"])
+def test_query_compares_long_queries_and_large_candidates_in_passes(tmp_path, unit):
+    """`simdoc query` held a candidate's whole set, and shingled a long query whole (issue 28 item 7):
+    now both are compared in passes as `pairs` verifies, with the same Jaccards."""
+    from simdoc.reports import query as query_mod
+
+    rng = random.Random(unit)
+    with mock.patch.object(streaming, "STREAM_BYTES", 10_000):
+        _corpus(tmp_path / "c", rng)
+        simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", jobs=1, verify=False, unit=unit)
+    texts = {p.name: p.read_text() for p in sorted((tmp_path / "c").glob("*.txt"))}
+    lines = (tmp_path / "c" / "m.jsonl").read_text().splitlines()
+    members = {f"m.jsonl/#{i}": json.loads(line)["text"] for i, line in enumerate(lines, 1)}
+    queries = [(f"q{i}", t + " added " + rng.choice(list(texts.values()))[:50]) for i, t in enumerate(texts.values())]
+    queries.append(("short", "amber basil"))
+    whole, warned, _ = query_mod.query_documents(tmp_path / "idx", queries, all_candidates=True)
+    assert not warned and len(whole) >= len(queries) - 1
+    spec = reader_of(open_index(tmp_path / "idx")).spec
+    for m in whole:  # the Jaccards are those of the texts, computed here
+        assert m.jaccard == _exact_jaccard(dict(queries)[m.query], {**texts, **members}[m.doc], spec)
+    calls: list[int] = []
+    counted = verify.jaccard_in_passes
+
+    def passes(read, n_a, n_b):
+        calls.append(verify.pair_passes(n_a, n_b))
+        return counted(read, n_a, n_b)
+
+    most = int(np.max(open_index(tmp_path / "idx").docs().columns["n_shingles"])) * 12
+    with (
+        mock.patch.object(verify, "PAIR_BYTES", most // 2), mock.patch.object(streaming, "PIECE_CHARS", 97),
+        mock.patch.object(streaming, "LARGE_CHARS", 1000), mock.patch.object(query_mod, "jaccard_in_passes", passes),
+    ):
+        small, warned, _ = query_mod.query_documents(tmp_path / "idx", queries, all_candidates=True)
+        unverified, _, _ = query_mod.query_documents(tmp_path / "idx", queries, verify=False, all_candidates=True)
+    assert not warned
+    assert max(calls) > 2 and len(calls) > len(queries)  # long queries, and large pairs in several passes
+    # Long queries signed a piece at a time have the signatures of the whole: the same estimates.
+    assert {(m.query, m.doc): m.estimated for m in unverified} == {(m.query, m.doc): m.estimated for m in whole}
+    assert all(m.jaccard is None for m in unverified)
+    assert [(m.query, m.doc, m.estimated, m.jaccard) for m in small] == [(m.query, m.doc, m.estimated, m.jaccard) for m in whole]
+    # A candidate changed since it was indexed is named and left out, in passes as whole.
+    big = max(texts, key=len)
+    (tmp_path / "c" / big).write_text(texts[big].replace("a", "b"))
+    with mock.patch.object(verify, "PAIR_BYTES", 1000), mock.patch.object(streaming, "LARGE_CHARS", 1000):
+        changed, warned, _ = query_mod.query_documents(tmp_path / "idx", queries, all_candidates=True)
+    assert warned == [f"{big}: changed or gone since it was indexed; not compared (run `simdoc pairs CORPUS` to update the index)"]
+    assert {m.doc for m in changed} == {m.doc for m in whole} - {big}
+
+
+def test_show_compares_long_documents_in_passes_with_the_same_numbers(tmp_path):
+    """`simdoc show` compared two whole 64-bit sets (12 bytes a distinct shingle each, and their sort):
+    now texts too long to compare whole are compared in passes, with the same numbers."""
+    from click.testing import CliRunner
+
+    from simdoc.cli import cli
+
+    rng = random.Random(3)
+    words = "the of and amber basil cedar Delta ember fjord grove heron é".split()
+    text = " ".join(rng.choice(words) for _ in range(3000))
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", text)
+    write(corpus / "b.txt", text[:5000] + " an edit " + text[5000:])
+    assert CliRunner().invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "idx"), "-q"]).exit_code == 0
+    runs = [
+        ["show", str(corpus), "--index", str(tmp_path / "idx"), "a.txt", "b.txt", "--format", "json"],
+        ["show", str(corpus / "a.txt"), str(corpus / "b.txt"), "--format", "json"],  # two files, no index
+    ]
+    for args in runs:
+        whole = CliRunner().invoke(cli, args)
+        calls: list[int] = []
+        counted = verify.sums_in_passes
+
+        def passes(read, n_a, n_b):
+            calls.append(verify.pair_passes(n_a, n_b))
+            return counted(read, n_a, n_b)
+
+        with (
+            mock.patch.object(verify, "PAIR_BYTES", 40_000), mock.patch.object(streaming, "LARGE_CHARS", 1000),
+            mock.patch.object(verify, "sums_in_passes", passes),
+        ):
+            split = CliRunner().invoke(cli, args)
+        assert whole.exit_code == split.exit_code == 0, (whole.stderr, split.stderr)
+        assert calls and calls[0] > 3, calls
+        assert json.loads(split.stdout) == json.loads(whole.stdout)
+        assert 0.9 < json.loads(whole.stdout)["set_jaccard"] < 1

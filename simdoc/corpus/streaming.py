@@ -70,13 +70,20 @@ class _Counts:
         data = np.concatenate([p[0] for p in self.parts])
         counts = np.concatenate([p[1] for p in self.parts])
         self.parts = []  # the pieces are in ``data`` now: let them go before sorting
-        order = np.argsort(data, kind="stable")
-        data = data[order]
-        counts = counts[order]
-        del order
-        first = np.concatenate(([True], data[1:] != data[:-1]))
-        starts = np.flatnonzero(first)
-        return data[starts], np.add.reduceat(counts, starts, dtype=np.uint64).astype(np.uint32)
+        return sum_repeats(data, counts)
+
+
+def sum_repeats(data: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted unique hashes of ``data``, each with the sum of its ``counts`` (uint32)."""
+    if not len(data):
+        return data, counts.astype(np.uint32)
+    order = np.argsort(data, kind="stable")
+    data = data[order]
+    counts = counts[order]
+    del order
+    first = np.concatenate(([True], data[1:] != data[:-1]))
+    starts = np.flatnonzero(first)
+    return data[starts], np.add.reduceat(counts, starts, dtype=np.uint64).astype(np.uint32)
 
 
 class _Normaliser:

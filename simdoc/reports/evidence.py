@@ -44,8 +44,8 @@ from simdoc.reports.passages import (
     join_spans,
     split_words,
 )
-from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec
+from simdoc.reports.overlap import ShingleOverlap, shingle_overlap, texts_overlap  # noqa: F401 (shingle_overlap: its old home)
 from simdoc.stages.reread import confined_path
 
 if TYPE_CHECKING:
@@ -56,71 +56,6 @@ if TYPE_CHECKING:
 # per byte searched (every word, its place and its word-grams), which for a 200 MB
 # one-line file was 6.5 GB. The similarity numbers are always the whole documents'.
 PASSAGE_BYTES = 1 << 20
-
-
-# ---------------------------------------------------------------- shingle numbers
-
-
-@dataclass(frozen=True)
-class ShingleOverlap:
-    """Similarity of two shingle sets.
-
-    Attributes
-    ----------
-    n_a, n_b : int
-        Distinct shingles of A and of B.
-    n_common : int
-        Shingles in both, ``|A∩B|``.
-    set_jaccard : float
-        ``|A∩B| / |A∪B|``; 0 when both are empty.
-    bag_jaccard : float
-        Sum of the smaller multiplicity of each common shingle over the sum of
-        both bag sizes; identical bags give 1/2.
-    containment_a : float
-        ``|A∩B| / |A|``: the share of A's shingles that are also in B.
-    containment_b : float
-        ``|A∩B| / |B|``.
-    """
-
-    n_a: int
-    n_b: int
-    n_common: int
-    set_jaccard: float
-    bag_jaccard: float
-    containment_a: float
-    containment_b: float
-
-    @property
-    def n_union(self) -> int:
-        return self.n_a + self.n_b - self.n_common
-
-
-def shingle_overlap(sets: ShingleSets, a: int, b: int) -> ShingleOverlap:
-    """Set and bag Jaccard and containment of rows ``a`` and ``b`` of ``sets``.
-
-    Examples
-    --------
-    >>> sets = ShingleSets.from_sets([[1, 1, 2, 3], [2, 3, 4, 5, 6, 7]])
-    >>> o = shingle_overlap(sets, 0, 1)
-    >>> (o.n_common, round(o.set_jaccard, 4), round(o.bag_jaccard, 4), o.containment_a, round(o.containment_b, 4))
-    (2, 0.2857, 0.2, 0.6666666666666666, 0.3333)
-    """
-    ra, rb = sets.row(a), sets.row(b)
-    ca, cb = sets.row_counts(a), sets.row_counts(b)
-    _, ia, ib = np.intersect1d(ra, rb, assume_unique=True, return_indices=True)
-    n_a, n_b, n_c = len(ra), len(rb), len(ia)
-    union = n_a + n_b - n_c
-    bag_total = int(ca.sum(dtype=np.int64)) + int(cb.sum(dtype=np.int64))
-    bag_common = int(np.minimum(ca[ia], cb[ib]).sum(dtype=np.int64))
-    return ShingleOverlap(
-        n_a,
-        n_b,
-        n_c,
-        n_c / union if union else 0.0,
-        bag_common / bag_total if bag_total else 0.0,
-        n_c / n_a if n_a else 0.0,
-        n_c / n_b if n_b else 0.0,
-    )
 
 
 # ---------------------------------------------------------------- passages
@@ -346,9 +281,7 @@ def pair_evidence(
     text_a, text_b = texts
     overlap = None
     if text_a is not None and text_b is not None:
-        from simdoc.corpus.streaming import sets64_of_texts
-
-        overlap = shingle_overlap(sets64_of_texts([text_a, text_b], loaded.spec()), 0, 1)
+        overlap = texts_overlap(text_a, text_b, loaded.spec())
     indexed = _indexed_jaccard(loaded, a, b) if warnings else None
     lowercase = shingle["params"].get("lowercase", True)
     return _with_passages(
@@ -385,10 +318,18 @@ def text_evidence(
 
     if min_words < 1:
         raise UsageError(f"--min-words must be at least 1, got {min_words}")
-    sigs = hasher.signatures(shingle_texts([text_a, text_b], spec, form="stream"))
-    from simdoc.corpus.streaming import sets64_of_texts
+    from simdoc.corpus import streaming
+    from simdoc.minhash import SignatureFold
 
-    overlap = shingle_overlap(sets64_of_texts([text_a, text_b], spec), 0, 1)
+    sigs = []
+    for text in (text_a, text_b):  # a long text signed a piece at a time: the same bytes
+        if len(text) <= streaming.LARGE_CHARS:
+            sigs.append(hasher.signatures(shingle_texts([text], spec, form="stream"))[0])
+            continue
+        fold = SignatureFold(hasher)
+        streaming.windows_in_pieces(text, spec, lambda data, _counts: fold.add(data))
+        sigs.append(fold.result())
+    overlap = texts_overlap(text_a, text_b, spec)
     estimated = estimate_jaccard(sigs[0], sigs[1])
     return _with_passages(
         doc_a, doc_b, text_a, text_b, overlap, estimated, hasher.num_perm, hasher.scheme, spec.lowercase, min_words, []

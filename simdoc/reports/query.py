@@ -10,7 +10,11 @@ with a warning naming it. Nothing in the index changes.
 
 Queries stream (:func:`iter_matches`): they are taken a batch at a time and
 their matches given before the next batch is read, so that memory is bounded
-by a batch and the candidates' cache, not by the number of queries.
+by a batch and the candidates' cache, not by the number of queries. Nor by
+their length: a query longer than :data:`simdoc.corpus.streaming.LARGE_CHARS`
+is signed a piece at a time, and a pair too large to compare whole (a long
+query, or a long candidate) is compared in passes over hash ranges, as
+`pairs` verifies one (:func:`simdoc.stages.verify.jaccard_in_passes`).
 """
 
 from __future__ import annotations
@@ -21,12 +25,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simdoc.corpus import streaming
+from simdoc.corpus.streaming import Part, sets64_of_texts, windows_in_pieces
 from simdoc.lsh import band_keys, check_threshold
+from simdoc.minhash import SignatureFold
 from simdoc.params import Threshold, choose_threshold
 from simdoc.shinglesets import ShingleSets
-from simdoc.shingling import shingle_texts
+from simdoc.shingling import ShingleSpec, shingle_texts
 from simdoc.similarity import pair_estimates, pair_jaccard
 from simdoc.stages.reread import reader_of
+from simdoc.stages.verify import jaccard_in_passes, pair_passes
 from simdoc.store.directory import IndexStore
 from simdoc.store.loaded import LoadedIndex, open_index
 
@@ -143,16 +151,14 @@ class _Lookup:
 
     def batch(self, documents: list[tuple[str, str]]) -> Iterator[Match]:
         texts = [text for _, text in documents]
-        # Signatures from the window stream, as the build computes them; 64-bit sets to verify.
-        stream = shingle_texts(texts, self.spec, form="stream")
-        qsigs = self.hasher.signatures(stream)
-        empty = np.diff(stream.indptr) == 0
-        del stream
-        qsets = shingle_texts(texts, self.spec, form="sets64") if self.verify else None
-        del texts
+        qsigs, n_windows = self._signatures(texts)
+        # 64-bit sets to verify, of the queries shingled whole (a long one is compared in passes).
+        whole = [q for q, t in enumerate(texts) if len(t) <= streaming.LARGE_CHARS] if self.verify else []
+        qsets = shingle_texts([texts[q] for q in whole], self.spec, form="sets64") if whole else None
+        row_of = {q: i for i, q in enumerate(whole)}
         qkeys = band_keys(qsigs, self.bands, self.rows)
-        for q, (qid, _) in enumerate(documents):
-            if empty[q]:
+        for q, (qid, text) in enumerate(documents):
+            if n_windows[q] == 0:
                 self.warn(f"{qid}: no shingles (empty or too short for the index's shingles); nothing to match")
                 continue
             found = _candidates(qkeys[:, q], self.sorted_keys, self.buckets)
@@ -160,10 +166,38 @@ class _Lookup:
                 continue
             if self.folded:  # buckets hold one representative per group of exact copies
                 found = np.flatnonzero(np.isin(self.rep, found))
+            query = _Query(qid, q, text, int(n_windows[q]), None if q not in row_of else qsets.slice(row_of[q], row_of[q] + 1))
             yield from _score(
-                qid, q, qsets, qsigs, found, self.looked_up, self.sigs, self.doc_ids, self.threshold, self.verify,
-                self.all_candidates,
+                query, qsigs, found, self.looked_up, self.sigs, self.doc_ids, self.threshold, self.verify,
+                self.all_candidates, self.spec,
             )
+
+    def _signatures(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The queries' signatures and window counts, from the window stream as the build computes
+        them; a query longer than LARGE_CHARS signed a piece at a time (the same bytes)."""
+        sigs = np.empty((len(texts), self.hasher.num_perm), dtype=np.uint32)
+        n_windows = np.zeros(len(texts), dtype=np.int64)
+        short = np.array([q for q, t in enumerate(texts) if len(t) <= streaming.LARGE_CHARS], dtype=np.int64)
+        if len(short):
+            stream = shingle_texts([texts[q] for q in short.tolist()], self.spec, form="stream")
+            sigs[short] = self.hasher.signatures(stream)
+            n_windows[short] = np.diff(stream.indptr)
+        for q in (q for q, t in enumerate(texts) if len(t) > streaming.LARGE_CHARS):
+            fold = SignatureFold(self.hasher)
+            windows_in_pieces(texts[q], self.spec, lambda data, _counts: fold.add(data))
+            sigs[q], n_windows[q] = fold.result(), fold.n
+        return sigs, n_windows
+
+
+@dataclass
+class _Query:
+    """One query being scored: its text, window count and, unless it is long, its 64-bit set."""
+
+    qid: str
+    row: int  # its row of the batch's signatures
+    text: str
+    n_windows: int
+    set64: ShingleSets | None  # None: too long to hold, compared in passes
 
 
 class _DocumentSets:
@@ -183,6 +217,50 @@ class _DocumentSets:
         self.bytes = 0
         self.warned: set[int] = set()
 
+    def jaccards(self, query: _Query, found: np.ndarray, spec: ShingleSpec) -> tuple[np.ndarray, np.ndarray]:
+        """Exact set Jaccard of the query with each candidate, and which could be compared.
+
+        A pair too large to compare whole (:func:`simdoc.stages.verify.pair_passes`), or a query
+        too long to hold its set, is compared in passes over hash ranges, as `pairs` verifies
+        such a pair: both re-shingled each pass, one range of hashes kept.
+        """
+        jac = np.zeros(len(found))
+        readable = np.ones(len(found), dtype=bool)
+        n_shingles = self.reader.table.columns["n_shingles"]
+        heads = [int(self.rep[d]) for d in found]
+        in_passes = np.array(
+            [query.set64 is None or pair_passes(query.n_windows, int(n_shingles[h])) > 1 for h in heads], dtype=bool
+        )
+        whole = np.flatnonzero(~in_passes)
+        if len(whole):
+            rows = self.get(found[whole])
+            readable[whole] = [r is not None for r in rows]
+            rows = [r for r in rows if r is not None]
+            # One small CSR: the query row, then the candidates' re-read rows.
+            parts = [query.set64] + rows
+            indptr = np.concatenate([[0], np.cumsum([len(r.data) for r in parts])])
+            data = np.concatenate([r.data.astype(np.uint64) for r in parts])
+            counts = np.concatenate([np.asarray(r.counts, dtype=np.uint32) for r in parts])
+            local = ShingleSets(indptr, data, counts)
+            jac[whole[readable[whole]]] = pair_jaccard(local, np.zeros(len(rows), np.int64), np.arange(1, len(rows) + 1))
+        done: dict[int, tuple[float, float] | None] = {}  # exact copies share their representative's passes
+        for i in np.flatnonzero(in_passes).tolist():
+            h = heads[i]
+
+            def read(part: Part, h: int = h) -> tuple[ShingleSets | None, ShingleSets | None]:
+                return sets64_of_texts([query.text], spec, part), self.reader.read_sets([h], part=part).get(h)
+
+            if h not in done:
+                known_bad = h in self.sets and self.sets[h] is None
+                done[h] = None if known_bad else jaccard_in_passes(read, query.n_windows, int(n_shingles[h]))
+            got = done[h]
+            if got is None:
+                readable[i] = False
+                self._unread(h)
+            else:
+                jac[i] = got[0]
+        return jac, readable
+
     def get(self, docs: np.ndarray) -> list[ShingleSets | None]:
         heads = [int(self.rep[d]) for d in docs]
         missing = sorted({h for h in heads if h not in self.sets})
@@ -194,14 +272,19 @@ class _DocumentSets:
                 if row is not None:  # a copy: a slice would keep the whole read alive
                     row = ShingleSets(row.indptr.copy(), row.data.copy(), row.counts.copy())
                     self.bytes += row.data.nbytes + row.counts.nbytes
-                elif h not in self.warned:
-                    self.warned.add(h)
-                    self.warn(
-                        f"{self.doc_ids[h]}: changed or gone since it was indexed; not compared "
-                        "(run `simdoc pairs CORPUS` to update the index)"
-                    )
+                else:
+                    self._unread(h)
                 self.sets[h] = row
         return [self.sets[h] for h in heads]
+
+    def _unread(self, h: int) -> None:
+        """Warn, once per run, that a candidate could not be compared."""
+        if h not in self.warned:
+            self.warned.add(h)
+            self.warn(
+                f"{self.doc_ids[h]}: changed or gone since it was indexed; not compared "
+                "(run `simdoc pairs CORPUS` to update the index)"
+            )
 
     def _make_room(self, wanted: set[int]) -> None:
         """Drop the oldest sets not ``wanted`` now while the cache holds more than CACHE_BYTES."""
@@ -225,26 +308,18 @@ def _candidates(qkey: np.ndarray, sorted_keys: list[np.ndarray], buckets: np.nda
     return np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
 
 
-def _score(qid, q, qsets, qsigs, found, looked_up, sigs, doc_ids, threshold, verify, all_candidates) -> list[Match]:
+def _score(query: _Query, qsigs, found, looked_up, sigs, doc_ids, threshold, verify, all_candidates, spec) -> list[Match]:
     jac = None
     if verify:
-        rows = looked_up.get(found)
-        readable = np.array([r is not None for r in rows], dtype=bool)
-        found = found[readable]
-        rows = [r for r in rows if r is not None]
-        # One small CSR: the query row, then the candidates' re-read rows.
-        parts = [qsets.slice(q, q + 1)] + rows
-        indptr = np.concatenate([[0], np.cumsum([len(r.data) for r in parts])])
-        data = np.concatenate([r.data.astype(np.uint64) for r in parts])
-        counts = np.concatenate([np.asarray(r.counts, dtype=np.uint32) for r in parts])
-        local = ShingleSets(indptr, data, counts)
-        jac = pair_jaccard(local, np.zeros(len(found), np.int64), np.arange(1, len(found) + 1))
+        jac, readable = looked_up.jaccards(query, found, spec)
+        found, jac = found[readable], jac[readable]
     if not len(found):
         return []
+    q = query.row
     est = pair_estimates(np.vstack([qsigs[q : q + 1], np.asarray(sigs[found])]), np.zeros(len(found), np.int64), np.arange(1, len(found) + 1))
     score = jac if verify else est
     keep = np.ones(len(found), bool) if all_candidates else score >= threshold
     order = sorted(np.flatnonzero(keep).tolist(), key=lambda i: (-round(float(score[i]), 4), doc_ids[found[i]]))
     return [
-        Match(qid, doc_ids[found[i]], float(est[i]), None if jac is None else float(jac[i])) for i in order
+        Match(query.qid, doc_ids[found[i]], float(est[i]), None if jac is None else float(jac[i])) for i in order
     ]

@@ -58,6 +58,7 @@ from simdoc.params import ShingleParams, SignatureParams
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import shingle_texts
 from simdoc.stages.scan_results import BatchResult, DocOut, FileOutcome, doc_columns, write_part
+from simdoc.stages.spilled import SetRuns, SpilledSet, rows_of
 
 BATCH_BYTES = 4 << 20  # text per shingling task
 BATCH_DOCS = 2000
@@ -75,6 +76,7 @@ class ScanTask:
     shingle: ShingleParams
     signature: SignatureParams
     keep_sets: bool = False
+    spill: str | None = None  # with keep_sets: where a long document's set is built on disk (the index folder)
     part: str | None = None  # where the task writes its result (its completion record); None: nowhere
     reusable: bool = False  # no file was racily clean when listed: a later run may take its part
     span: tuple[int, int] | None = None  # one range of its one JSON Lines or Parquet file (see simdoc.stages.ranges)
@@ -103,6 +105,7 @@ def scan_tasks(
     signature: SignatureParams | None,
     parts: str | os.PathLike | None = None,
     racy: Callable[[FileEntry], bool] = lambda e: True,
+    spill: str | None = None,
 ) -> Iterator[ScanTask]:
     """The tasks for the files of ``plan`` (entry, digest indexed, keep without reading) not kept, in order.
 
@@ -110,6 +113,8 @@ def scan_tasks(
     ``parts``: the folder (absolute) where each task writes its part, named by
     :func:`part_key`; None: nowhere. ``racy``: whether a file was racily clean
     as this run listed it (then its task's part serves this run only).
+    ``spill``: without ``signature`` and ``parts``, the folder (the index's)
+    where a long document's set is built on disk (:mod:`simdoc.stages.spilled`).
     """
     plan = list(plan)
     if any(how_read(e.path, e.size) == "parquet" for e, _, keep in plan if not keep) and not have_pyarrow():
@@ -124,18 +129,19 @@ def scan_tasks(
         if parts is None and signature is not None:
             spans = spans_of(e.path, e.size, shingle.text_field, bool(shingle.follow_symlinks))
         if spans:
-            yield from _batch_tasks(pending, digests, shingle, signature, parts, racy)
+            yield from _batch_tasks(pending, digests, shingle, signature, parts, racy, spill)
             pending = []
             yield from (ScanTask([(e.id, e.path, e.size, digests[e.id])], shingle, signature, span=s) for s in spans)
         else:
             pending.append(e)
-    yield from _batch_tasks(pending, digests, shingle, signature, parts, racy)
+    yield from _batch_tasks(pending, digests, shingle, signature, parts, racy, spill)
 
 
-def _batch_tasks(entries: list[FileEntry], digests: dict, shingle, signature, parts, racy) -> Iterator[ScanTask]:
+def _batch_tasks(entries: list[FileEntry], digests: dict, shingle, signature, parts, racy, spill) -> Iterator[ScanTask]:
     for b in batches(entries):
         files = [(e.id, e.path, e.size, digests[e.id]) for e in b]
-        task = ScanTask(files, shingle, signature or _NO_SIGNATURES, signature is None)
+        # A cluster's workers may not see the folder: there a long document's set is held.
+        task = ScanTask(files, shingle, signature or _NO_SIGNATURES, signature is None, spill if parts is None and signature is None else None)
         if parts is not None:
             name = f"{part_key(task, [list(e.stat()[1:]) for e in b])}.npz"
             task = dataclasses.replace(task, part=str(Path(parts) / name), reusable=not any(racy(e) for e in b))
@@ -213,15 +219,21 @@ def _scan(task: ScanTask) -> BatchResult:
             # A huge file is shingled in chunks, in bounded memory; so is every compressed
             # file, whose size says nothing of what it holds.
             fold = None if task.keep_sets else SignatureFold(hasher)  # signed as read: no set is kept
+            runs = SetRuns(task.spill) if task.keep_sets and task.spill else None  # the set built on disk
             res, row = streaming.stream_document(
                 path, spec, reading.max_bytes, reading.follow_symlinks, "stream" if fold else "sets",
-                sink=fold and (lambda data, _counts: fold.add(data)),
+                sink=(fold and (lambda data, _counts: fold.add(data))) or (runs and runs.add),
             )
             outcome = FileOutcome(_raw(res.digest), res.status, res.warning, False, how)
+            if runs is not None and res.text is None:
+                runs.abort()
+            elif runs is not None:
+                n_windows = runs.n_windows
+                row = runs.finish()
             if res.text is not None:
                 streamed_paths[len(docs)] = path
                 streamed[len(docs)] = row if fold is None else fold.result()
-                n = int(row.counts.sum()) if fold is None else fold.n
+                n = (int(row.counts.sum()) if runs is None else n_windows) if fold is None else fold.n
                 docs.append(DocOut(doc_id, "", -1, -1, size, _raw(res.digest), how, res.status, n))
                 outcome.n_docs = 1
             files.append(outcome)
@@ -261,31 +273,56 @@ def _scan(task: ScanTask) -> BatchResult:
         sigs[in_texts[together]] = rows
         for i, n in zip(in_texts[together].tolist(), sizes.tolist()):
             docs[i].n_shingles = int(n)
+    spilled: dict[int, SpilledSet] = {}  # document number -> its set, built on disk (keep_sets)
     for j in large:  # signed a piece at a time, the same bytes: memory does not grow with the document
         fold = SignatureFold(hasher)
+        if task.keep_sets and task.spill:  # and its set built on disk from the same pieces
+            runs = SetRuns(task.spill)
+
+            def both(data: np.ndarray, counts: np.ndarray) -> None:
+                runs.add(data, counts)
+                fold.add(data)
+
+            streaming.windows_in_pieces(texts[j], spec, both, form="sets")
+            spilled[int(in_texts[j])] = runs.finish()
+            sigs[in_texts[j]], docs[in_texts[j]].n_shingles = fold.result(), runs.n_windows
+            continue
         streaming.windows_in_pieces(texts[j], spec, lambda data, _counts: fold.add(data))
         sigs[in_texts[j]], docs[in_texts[j]].n_shingles = fold.result(), fold.n
     for i, row in streamed.items():
-        sigs[i] = row if isinstance(row, np.ndarray) else hasher.signatures(row)[0]
+        if isinstance(row, SpilledSet):
+            fold = SignatureFold(hasher)
+            for data, _counts in row.chunks():
+                fold.add(data)
+            sigs[i] = fold.result()
+        else:
+            sigs[i] = row if isinstance(row, np.ndarray) else hasher.signatures(row)[0]
     if task.shingle.min_length:
         short = short_documents(docs, texts, streamed, streamed_paths, spec, task.shingle)
         if short:
             keep = [i not in short for i in range(len(docs))]
             texts = [t for t, i in zip(texts, (i for i in range(len(docs)) if i not in streamed)) if keep[i]]
+            for i, row in [*streamed.items(), *spilled.items()]:
+                if not keep[i] and isinstance(row, SpilledSet):
+                    row.remove()
             streamed = {sum(keep[:i]): row for i, row in streamed.items() if keep[i]}
+            spilled = {sum(keep[:i]): row for i, row in spilled.items() if keep[i]}
             sigs = sigs[np.asarray(keep, dtype=bool)]
             docs = _leave_out(files, docs, short, task.shingle.min_length, spec.unit)
     sets = None
     if task.keep_sets:
-        text_sets = shingle_texts(texts, spec) if texts else None
+        in_memory = [t for t, i in enumerate(i for i in range(len(docs)) if i not in streamed) if i not in spilled]
+        text_sets = shingle_texts([texts[t] for t in in_memory], spec) if in_memory else None
         t = 0
         for i in range(len(docs)):
             if i in streamed:
                 sets_parts.append(streamed[i])
+            elif i in spilled:
+                sets_parts.append(spilled[i])
             else:
                 sets_parts.append(text_sets.slice(t, t + 1))
                 t += 1
-        sets = ShingleSets.concatenate(sets_parts)
+        sets = rows_of(sets_parts)
     return BatchResult(files, doc_columns(docs), sigs, sets, piece=piece if task.span is not None else None)
 
 

@@ -61,6 +61,7 @@ from simdoc.stages.scan import scan_batch, scan_tasks
 from simdoc.stages.scan_results import BatchResult, FileOutcome
 from simdoc.stages.signature import finish_signatures, next_signature_rows
 from simdoc.stages.skipped import SkipNotes, recorded_warnings
+from simdoc.stages.spilled import remove_spilled, write_rows
 from simdoc.store.directory import IndexStore
 from simdoc.store.doccolumns import TableBuilder, added_by_id
 from simdoc.store.doctable import FORMAT_3_MISSING, STAT_COLUMNS, DocsTable
@@ -123,12 +124,13 @@ def build_shingles(
         parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
         collector = _Collector(store, manifest, settings, scan, parts is not None, replaced)
         try:
-            tasks = scan_tasks(plan, settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest))
+            tasks = scan_tasks(plan, settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
             with contextlib.closing(resumed(engine, tasks) if parts is not None else joined(engine.map(scan_batch, tasks))) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
             if _same_build(settings, scan) and collector.nothing_new():
                 # Only racily clean files were read, and their bytes are the ones indexed.
                 collector.abort()
+                remove_spilled(collector.sets_parts)
                 remove_scan_parts(store)
                 detail = f"up to date ({collector.n_read} racily clean files re-read)"
                 return collector.result(False, time.perf_counter() - t0, detail)
@@ -136,6 +138,7 @@ def build_shingles(
             table, stage, sig_stage = _write_build(store, settings, scan, collector, engine)
         except BaseException:
             collector.abort()
+            remove_spilled(collector.sets_parts)
             raise
         _publish(store, manifest, table, stage, sig_stage, collector.generation, before_publish)
         remove_scan_parts(store)
@@ -371,11 +374,9 @@ def _write_build(
     for role, arr in table.arrays().items():
         roles[role] = f"{role}.{build}.npy"
         files[roles[role]] = store.save_array(roles[role], arr)
-    if settings.keep_sets:
-        sets = ShingleSets.concatenate(collector.sets_parts)
-        for role, arr in (("indptr", sets.indptr), ("data", sets.data), ("counts", sets.counts)):
-            roles[role] = f"shingles.{role}.{build}.npy"
-            files[roles[role]] = store.save_array(roles[role], np.ascontiguousarray(arr))
+    if settings.keep_sets:  # streamed: a long document's set, built on disk, is copied a block at a time
+        for role, (name, info) in write_rows(store, build, collector.sets_parts).items():
+            roles[role], files[name] = name, info
     stage = {
         "params": settings.params,
         "corpus": settings.corpus_abs,

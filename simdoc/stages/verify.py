@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simdoc.corpus.streaming import Part
 from simdoc.engines.local import LocalEngine, can_fork
 from simdoc.shinglesets import ShingleSets
 from simdoc.stages.reread import DocumentReader
@@ -44,6 +45,59 @@ PAIR_BYTES = 128 << 20
 CHUNK_PAIRS = 1 << 16  # pairs compared per call of the merge kernel
 READ_GROUP = 64  # documents read and shingled per task of the reading threads
 PROGRESS_PAIRS = 4096  # pairs compared between two moves of the progress bar
+
+
+def pair_passes(n_a: int, n_b: int) -> int:
+    """How many passes a pair of ``n_a`` and ``n_b`` shingles (window counts) is compared in, for a
+    pass to hold about PAIR_BYTES: the first document's range (12 bytes a shingle) while the
+    second's is merged (~48 bytes a shingle). One: the pair is compared whole."""
+    small, large = sorted((int(n_a), int(n_b)))
+    return max(1, -(-(12 * small + 48 * large) // PAIR_BYTES))
+
+
+def jaccard_in_passes(
+    read: Callable[[Part], tuple[ShingleSets | None, ShingleSets | None]], n_a: int, n_b: int
+) -> tuple[float, float] | None:
+    """(set, bag) Jaccard of one pair of one-row 64-bit sets, one hash range at a time, in about
+    PAIR_BYTES whatever the documents hold; None if ``read`` gave None for either (not compared).
+
+    ``read(part)`` gives the two documents' sets restricted to ``part`` (see
+    :func:`simdoc.corpus.streaming.in_part`), reading them again. The sums of the ranges'
+    counts are those of the whole sets, so the Jaccards are the same floats as comparing
+    them whole. ``n_a``, ``n_b``: their window counts, to plan the first pass.
+    """
+    sums = sums_in_passes(read, n_a, n_b)
+    if sums is None:
+        return None
+    size_a, size_b, common, common_bag, total = sums
+    union = size_a + size_b - common
+    return (common / union if union else 0.0), (common_bag / total if total else 0.0)
+
+
+def sums_in_passes(
+    read: Callable[[Part], tuple[ShingleSets | None, ShingleSets | None]], n_a: int, n_b: int
+) -> tuple[int, int, int, int, int] | None:
+    """The counts behind :func:`jaccard_in_passes`, summed over the passes: distinct shingles of
+    each, shared ones, the sum of the smaller count of each shared one, and of all counts."""
+    size_a = size_b = common = common_bag = total = 0
+    n_parts = pair_passes(n_a, n_b)  # planned from the window counts: repeats make it too many
+    lo, step = 0, 1
+    while lo < n_parts:
+        hi = min(n_parts, lo + step)
+        ra, rb = read((lo, hi, n_parts))
+        if ra is None or rb is None:
+            return None
+        _, ia, ib = np.intersect1d(ra.data, rb.data, assume_unique=True, return_indices=True)
+        common += len(ia)
+        size_a += len(ra.data)
+        size_b += len(rb.data)
+        common_bag += int(np.minimum(ra.counts[ia], rb.counts[ib]).sum(dtype=np.int64))
+        total += int(ra.counts.sum(dtype=np.int64)) + int(rb.counts.sum(dtype=np.int64))
+        # The rest in as few passes as the distinct shingles seen per range allow.
+        small, large = sorted((len(ra.data), len(rb.data)))
+        step = max(1, PAIR_BYTES * (hi - lo) // max(1, 12 * small + 48 * large))
+        lo = hi
+    return size_a, size_b, common, common_bag, total
 
 
 def components(left: np.ndarray, right: np.ndarray, n: int) -> np.ndarray:
@@ -173,35 +227,20 @@ class _Work:
         """Bytes a document's 64-bit shingle set holds while it is cached (with counts), roughly."""
         return int(self.shingles[doc]) * 12 + 64
 
-    def passes(self, a: int, b: int) -> int:
-        """How many passes the pair (a, b) is compared in, for a pass to hold about PAIR_BYTES: the
-        first document's range (12 bytes a shingle) while the second's is merged (~48 bytes a shingle)."""
-        small, large = sorted((int(self.shingles[a]), int(self.shingles[b])))
-        return max(1, -(-(12 * small + 48 * large) // PAIR_BYTES))
-
     def in_passes(self, a: int, b: int, bad: dict) -> tuple[float, float, bool]:
-        """(set, bag, ok) of one large pair, one hash range at a time: the sums of the ranges'
-        counts are those of the whole sets, so the Jaccards are the same floats."""
-        common = union = common_bag = total = 0
-        n_parts = self.passes(a, b)  # planned from the window counts: repeats make it too many
-        lo, step = 0, 1
-        while lo < n_parts:
-            hi = min(n_parts, lo + step)
-            got = self.reader.read_sets([a, b], part=(lo, hi, n_parts))
-            if got.get(a) is None or got.get(b) is None:
-                bad.update((d, None) for d in (a, b) if got.get(d) is None)
-                return 0.0, 0.0, False
-            ra, rb = got[a], got[b]
-            _, ia, ib = np.intersect1d(ra.data, rb.data, assume_unique=True, return_indices=True)
-            common += len(ia)
-            union += len(ra.data) + len(rb.data) - len(ia)
-            common_bag += int(np.minimum(ra.counts[ia], rb.counts[ib]).sum(dtype=np.int64))
-            total += int(ra.counts.sum(dtype=np.int64)) + int(rb.counts.sum(dtype=np.int64))
-            # The rest in as few passes as the distinct shingles seen per range allow.
-            small, large = sorted((len(ra.data), len(rb.data)))
-            step = max(1, PAIR_BYTES * (hi - lo) // max(1, 12 * small + 48 * large))
-            lo = hi
-        return (common / union if union else 0.0), (common_bag / total if total else 0.0), True
+        """(set, bag, ok) of one large pair, compared in passes (:func:`jaccard_in_passes`)."""
+        unread: list[int] = []
+
+        def read(part: Part) -> tuple[ShingleSets | None, ShingleSets | None]:
+            got = self.reader.read_sets([a, b], part=part)
+            unread.extend(d for d in (a, b) if got.get(d) is None)
+            return got.get(a), got.get(b)
+
+        got = jaccard_in_passes(read, int(self.shingles[a]), int(self.shingles[b]))
+        if got is None:
+            bad.update((d, None) for d in unread)
+            return 0.0, 0.0, False
+        return got[0], got[1], True
 
     def run(self, lo: int, hi: int, progress: Callable[[int], object] | None = None) -> tuple:
         """Verify ordered pairs [lo, hi): (lo, hi, set, bag, ok, unread documents, reads).
@@ -223,7 +262,7 @@ class _Work:
         np.maximum.at(last_of, inverse[n:], pos)
         last = dict(zip(docs.tolist(), last_of.tolist()))
         na, nb = np.asarray(self.shingles[ol], np.int64), np.asarray(self.shingles[orr], np.int64)
-        split = 12 * np.minimum(na, nb) + 48 * np.maximum(na, nb) > PAIR_BYTES  # self.passes(a, b) > 1
+        split = 12 * np.minimum(na, nb) + 48 * np.maximum(na, nb) > PAIR_BYTES  # pair_passes(a, b) > 1
         for p in np.flatnonzero(split).tolist():
             set_j[p], bag_j[p], ok[p] = self.in_passes(int(ol[p]), int(orr[p]), bad)
         cache: dict[int, ShingleSets | None] = {}
