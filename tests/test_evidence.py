@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simdoc.errors import UsageError
-from simdoc.reports.evidence import pair_evidence, resolve_doc, shingle_overlap
+from simdoc.reports.evidence import pair_evidence, resolve_doc
+from simdoc.reports.overlap import shingle_overlap
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import normalise
 from simdoc.similarity import bag_jaccard, jaccard

@@ -45,7 +45,7 @@ from simdoc.reports.passages import (
     split_words,
 )
 from simdoc.shingling import ShingleSpec
-from simdoc.reports.overlap import ShingleOverlap, shingle_overlap, texts_overlap  # noqa: F401 (shingle_overlap: its old home)
+from simdoc.reports.overlap import ShingleOverlap, texts_overlap
 from simdoc.stages.reread import confined_path
 
 if TYPE_CHECKING:
