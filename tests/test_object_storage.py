@@ -304,14 +304,59 @@ def test_a_storage_option_without_a_value_is_a_usage_error(run, tmp_path):
     assert "KEY=VALUE" in r.stderr
 
 
-def test_a_url_corpus_on_a_dask_cluster_is_refused_with_one_error_line(tmp_path):
-    """Not yet: the workers would need the store's options and credentials (README, "A corpus in a bucket")."""
+def _simdoc(*args, cwd) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("SIMDOC_INDEX", "SIMDOC_SCHEDULER")}
+    env.update(KEYS, PYTHONPATH=str(REPO), SIMDOC_NO_NUMBA="1")
+    return subprocess.run([sys.executable, "-m", "simdoc", *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=240)
+
+
+def test_spawned_workers_are_given_the_storage_options_with_the_work(s3, monkeypatch):
+    """Not a process global that only forked workers inherit: a spawned pool worker reads the object too."""
+    import multiprocessing
+
+    from simdoc.corpus import objects
+    from simdoc.engines import local
+
+    fs, endpoint, bucket, _ = s3
+    for i in range(3):
+        fs.pipe(f"{bucket}/o/{i}.txt", b"x" * (i + 1))
+    monkeypatch.setattr(local, "pool_context", lambda share: multiprocessing.get_context("spawn"))
+    objects.configure({"endpoint_url": endpoint.split("=", 1)[1]})
+    try:
+        got = list(local.LocalEngine(2).map(objects.object_stat, [f"s3://{bucket}/o/{i}.txt" for i in range(3)]))
+    finally:
+        objects.configure({})
+    assert [st.st_size if st else None for st in got] == [1, 2, 3]
+
+
+def test_a_url_corpus_on_a_dask_cluster_is_read_by_the_workers_and_gives_the_local_answer(s3, tmp_path):
     pytest.importorskip("distributed")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    r = subprocess.run(
-        [sys.executable, "-m", "simdoc", "pairs", "s3://bucket/prefix/", "--index", str(tmp_path / "idx"), "--scheduler", "local[1]"],
-        capture_output=True, text=True, env=env, timeout=120,
+    fs, endpoint, bucket, _ = s3
+    corpus = mixed_corpus(tmp_path / "corpus")
+    upload(fs, corpus, bucket, "crawl")
+    url = f"s3://{bucket}/crawl/"
+    opts = ("--format", "tsv", "--threshold", "0.5", "--storage-option", endpoint)
+    local = _simdoc("pairs", url, "--index", tmp_path / "local.idx", "-j", "1", *opts, cwd=tmp_path)
+    dask = _simdoc("pairs", url, "--index", tmp_path / "dask.idx", "--scheduler", "local[2]", *opts, cwd=tmp_path)
+    assert local.returncode == 0, local.stderr
+    assert dask.returncode == 0, dask.stderr
+    assert dask.stdout == local.stdout and "data/pages.jsonl/#" in dask.stdout
+    # The options are never written to the index.
+    assert not any(endpoint.split("=", 1)[1].encode() in p.read_bytes() for p in (tmp_path / "dask.idx").rglob("*") if p.is_file())
+
+
+def test_a_worker_that_cannot_reach_the_endpoint_is_one_error_line(s3, tmp_path, monkeypatch):
+    """Checked on each worker before the client lists or reads anything: exit 7, never a hang."""
+    pytest.importorskip("distributed")
+    fs, endpoint, bucket, _ = s3
+    upload(fs, SAMPLE_CORPUS / "misc", bucket, "m")
+    index = tmp_path / "idx"
+    r = _simdoc(
+        "pairs", f"s3://{bucket}/m/", "--index", index, "--scheduler", "local[1]", "--storage-option", "endpoint_url=http://127.0.0.1:9",
+        "--storage-option", 'config_kwargs={"retries": {"max_attempts": 1}, "connect_timeout": 1}', cwd=tmp_path,
     )
-    assert r.returncode == 2, r.stderr
+    assert r.returncode == 7, r.stderr
     assert r.stdout == "" and "Traceback" not in r.stderr
-    assert "Error: a corpus at a URL (s3://bucket/prefix/) is read on this machine only, not on a Dask cluster yet" in r.stderr
+    assert re.search(rf"^Error: Dask worker .* cannot read the corpus at s3://{bucket}/m/: cannot list", r.stderr, re.M), r.stderr
+    assert len([x for x in r.stderr.splitlines() if x.startswith("Error:")]) == 1
+    assert not (index / "manifest.json").exists()
