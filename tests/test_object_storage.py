@@ -202,10 +202,39 @@ def test_show_query_and_dedup_write_on_a_bucket(run, s3, tmp_path):
     asked = run("query", SAMPLE_CORPUS / "misc" / a, "--index", idx, "--storage-option", endpoint)
     assert asked.exit_code == 0, asked.stderr
     assert asked.stdout.split("\t")[1] == b
-    # Not yet: an Error line, and nothing written.
-    written = run("dedup", url, "--index", idx, "--write", tmp_path / "out", "--storage-option", endpoint)
-    assert written.exit_code == 3 and "dedup --write does not read a corpus at a URL yet" in written.stderr
-    assert not (tmp_path / "out").exists()
+
+
+def tree(folder) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_dedup_write_from_a_bucket_writes_what_it_writes_from_the_files_on_disk(run, s3, tmp_path):
+    """Plain, JSON Lines (plain and gzip), WARC (a gzip member a record, and one stream) and Parquet."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    fs, endpoint, bucket, _ = s3
+    corpus = mixed_corpus(tmp_path / "corpus")
+    lines = [{"id": f"z{i}", "text": numbered_page(i % 3, change=i // 3)} for i in range(6)]
+    write(corpus / "data" / "more.jsonl.gz", gzip.compress("".join(json.dumps(x) + "\n" for x in lines).encode()))
+    records = [warc_record(f"http://example.org/{i}", numbered_page(10 + i % 3, change=i // 3), i) for i in range(6)]
+    write(corpus / "crawl" / "a.warc.gz", b"".join(gzip.compress(r) for r in records))
+    write(corpus / "crawl" / "b.warc.gz", gzip.compress(b"".join(records[:4])))
+    texts = [numbered_page(20 + i % 4, change=i // 4) for i in range(8)]
+    pq.write_table(pa.table({"text": texts, "id": [f"r{i}" for i in range(8)]}), corpus / "crawl" / "t.parquet", row_group_size=3)
+    upload(fs, corpus, bucket, "c")
+    opts = ("--threshold", "0.5", "--id-field", "id", "-j", "1")
+    here = run("dedup", corpus, "--index", tmp_path / "local.idx", "--write", tmp_path / "from-disk", *opts)
+    there = run(
+        "dedup", f"s3://{bucket}/c/", "--index", tmp_path / "s3.idx", "--write", tmp_path / "from-bucket", *opts,
+        "--storage-option", endpoint,
+    )
+    assert here.exit_code == 0, here.stderr
+    assert there.exit_code == 0, there.stderr
+    assert there.stdout == here.stdout and here.stdout
+    written = tree(tmp_path / "from-disk")
+    assert tree(tmp_path / "from-bucket") == written
+    assert len(written) < len(tree(corpus)) and "crawl/t.parquet" in written and "crawl/a.warc.gz" in written
+    assert written["crawl/a.warc.gz"] != (corpus / "crawl" / "a.warc.gz").read_bytes()  # records dropped
 
 
 def test_the_default_index_of_a_bucket_is_listed_and_cleaned_by_its_url(run, s3):
