@@ -204,6 +204,33 @@ def test_show_query_and_dedup_write_on_a_bucket(run, s3, tmp_path):
     assert asked.stdout.split("\t")[1] == b
 
 
+def test_query_and_show_a_b_take_objects_and_lists_of_urls(run, s3, tmp_path):
+    fs, endpoint, bucket, _ = s3
+    upload(fs, SAMPLE_CORPUS / "misc", bucket, "m")
+    misc, idx = SAMPLE_CORPUS / "misc", tmp_path / "idx"
+    assert run("pairs", misc, "--index", idx, "-j", "1").exit_code == 0
+    a, b = "red-lentil-soup.txt", "backup/red-lentil-soup-copy.txt"
+    url_a, url_b = f"s3://{bucket}/m/{a}", f"s3://{bucket}/m/{b}"
+    here = run("query", misc / a, "--index", idx)
+    there = run("query", url_a, "--index", idx, "--storage-option", endpoint)
+    assert there.exit_code == 0, there.stderr
+    assert there.stdout == here.stdout.replace(str(misc / a), url_a) and f"{url_a}\t{b}\t" in there.stdout
+    listed = tmp_path / "list.txt"
+    listed.write_text(f"{url_a}\n{url_b}\n")
+    both = run("query", "--files-from", listed, "--index", idx, "--storage-option", endpoint)
+    assert both.exit_code == 0, both.stderr
+    (tmp_path / "local.txt").write_text(f"{misc / a}\n{misc / b}\n")
+    on_disk = run("query", "--files-from", tmp_path / "local.txt", "--index", idx).stdout
+    assert both.stdout == on_disk.replace(str(misc / a), url_a).replace(str(misc / b), url_b)
+    assert {tuple(line.split("\t")[:2]) for line in both.stdout.splitlines()} >= {(url_a, b), (url_b, a)}
+    gone = run("query", f"s3://{bucket}/m/no-such.txt", "--index", idx, "--storage-option", endpoint)
+    assert gone.exit_code == 3 and f"s3://{bucket}/m/no-such.txt: cannot read" in gone.stderr
+    shown = run("show", url_a, url_b, "--format", "json", "--storage-option", endpoint)
+    local = run("show", misc / a, misc / b, "--format", "json")
+    assert shown.exit_code == 0, shown.stderr
+    assert json.loads(shown.stdout)["set_jaccard"] == json.loads(local.stdout)["set_jaccard"] == 1.0
+
+
 def tree(folder) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
