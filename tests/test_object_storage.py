@@ -387,16 +387,29 @@ def test_spawned_workers_are_given_the_storage_options_with_the_work(s3, monkeyp
 
 def test_a_url_corpus_on_a_dask_cluster_is_read_by_the_workers_and_gives_the_local_answer(s3, tmp_path):
     pytest.importorskip("distributed")
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
     fs, endpoint, bucket, _ = s3
     corpus = mixed_corpus(tmp_path / "corpus")
+    records = [warc_record(f"http://example.org/{i}", numbered_page(10 + i % 3, change=i // 3), i) for i in range(6)]
+    write(corpus / "web" / "a.warc.gz", b"".join(gzip.compress(r) for r in records))
+    texts = [numbered_page(20 + i % 4, change=i // 4) for i in range(8)]
+    pq.write_table(pa.table({"text": texts, "id": [f"r{i}" for i in range(8)]}), corpus / "web" / "t.parquet", row_group_size=3)
     upload(fs, corpus, bucket, "crawl")
     url = f"s3://{bucket}/crawl/"
-    opts = ("--format", "tsv", "--threshold", "0.5", "--storage-option", endpoint)
+    opts = ("--format", "tsv", "--threshold", "0.5", "--id-field", "id", "--storage-option", endpoint)
     local = _simdoc("pairs", url, "--index", tmp_path / "local.idx", "-j", "1", *opts, cwd=tmp_path)
     dask = _simdoc("pairs", url, "--index", tmp_path / "dask.idx", "--scheduler", "local[2]", *opts, cwd=tmp_path)
     assert local.returncode == 0, local.stderr
     assert dask.returncode == 0, dask.stderr
     assert dask.stdout == local.stdout and "data/pages.jsonl/#" in dask.stdout
+    assert "web/a.warc.gz/#http://example.org/" in dask.stdout and "web/t.parquet/#r" in dask.stdout
+    # A nightly change: --new on the cluster reports what it reports locally.
+    fs.pipe(f"{bucket}/crawl/misc/todo.txt", numbered_page(2, change=1).encode())
+    local = _simdoc("pairs", url, "--index", tmp_path / "local.idx", "-j", "1", "--new", *opts, cwd=tmp_path)
+    dask = _simdoc("pairs", url, "--index", tmp_path / "dask.idx", "--scheduler", "local[2]", "--new", *opts, cwd=tmp_path)
+    assert local.returncode == 0 and dask.returncode == 0, dask.stderr
+    assert dask.stdout == local.stdout and "misc/todo.txt" in dask.stdout
     # The options are never written to the index.
     assert not any(endpoint.split("=", 1)[1].encode() in p.read_bytes() for p in (tmp_path / "dask.idx").rglob("*") if p.is_file())
 
