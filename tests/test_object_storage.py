@@ -202,10 +202,66 @@ def test_show_query_and_dedup_write_on_a_bucket(run, s3, tmp_path):
     asked = run("query", SAMPLE_CORPUS / "misc" / a, "--index", idx, "--storage-option", endpoint)
     assert asked.exit_code == 0, asked.stderr
     assert asked.stdout.split("\t")[1] == b
-    # Not yet: an Error line, and nothing written.
-    written = run("dedup", url, "--index", idx, "--write", tmp_path / "out", "--storage-option", endpoint)
-    assert written.exit_code == 3 and "dedup --write does not read a corpus at a URL yet" in written.stderr
-    assert not (tmp_path / "out").exists()
+
+
+def test_query_and_show_a_b_take_objects_and_lists_of_urls(run, s3, tmp_path):
+    fs, endpoint, bucket, _ = s3
+    upload(fs, SAMPLE_CORPUS / "misc", bucket, "m")
+    misc, idx = SAMPLE_CORPUS / "misc", tmp_path / "idx"
+    assert run("pairs", misc, "--index", idx, "-j", "1").exit_code == 0
+    a, b = "red-lentil-soup.txt", "backup/red-lentil-soup-copy.txt"
+    url_a, url_b = f"s3://{bucket}/m/{a}", f"s3://{bucket}/m/{b}"
+    here = run("query", misc / a, "--index", idx)
+    there = run("query", url_a, "--index", idx, "--storage-option", endpoint)
+    assert there.exit_code == 0, there.stderr
+    assert there.stdout == here.stdout.replace(str(misc / a), url_a) and f"{url_a}\t{b}\t" in there.stdout
+    listed = tmp_path / "list.txt"
+    listed.write_text(f"{url_a}\n{url_b}\n")
+    both = run("query", "--files-from", listed, "--index", idx, "--storage-option", endpoint)
+    assert both.exit_code == 0, both.stderr
+    (tmp_path / "local.txt").write_text(f"{misc / a}\n{misc / b}\n")
+    on_disk = run("query", "--files-from", tmp_path / "local.txt", "--index", idx).stdout
+    assert both.stdout == on_disk.replace(str(misc / a), url_a).replace(str(misc / b), url_b)
+    assert {tuple(line.split("\t")[:2]) for line in both.stdout.splitlines()} >= {(url_a, b), (url_b, a)}
+    gone = run("query", f"s3://{bucket}/m/no-such.txt", "--index", idx, "--storage-option", endpoint)
+    assert gone.exit_code == 3 and f"s3://{bucket}/m/no-such.txt: cannot read" in gone.stderr
+    shown = run("show", url_a, url_b, "--format", "json", "--storage-option", endpoint)
+    local = run("show", misc / a, misc / b, "--format", "json")
+    assert shown.exit_code == 0, shown.stderr
+    assert json.loads(shown.stdout)["set_jaccard"] == json.loads(local.stdout)["set_jaccard"] == 1.0
+
+
+def tree(folder) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_dedup_write_from_a_bucket_writes_what_it_writes_from_the_files_on_disk(run, s3, tmp_path):
+    """Plain, JSON Lines (plain and gzip), WARC (a gzip member a record, and one stream) and Parquet."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    fs, endpoint, bucket, _ = s3
+    corpus = mixed_corpus(tmp_path / "corpus")
+    lines = [{"id": f"z{i}", "text": numbered_page(i % 3, change=i // 3)} for i in range(6)]
+    write(corpus / "data" / "more.jsonl.gz", gzip.compress("".join(json.dumps(x) + "\n" for x in lines).encode()))
+    records = [warc_record(f"http://example.org/{i}", numbered_page(10 + i % 3, change=i // 3), i) for i in range(6)]
+    write(corpus / "crawl" / "a.warc.gz", b"".join(gzip.compress(r) for r in records))
+    write(corpus / "crawl" / "b.warc.gz", gzip.compress(b"".join(records[:4])))
+    texts = [numbered_page(20 + i % 4, change=i // 4) for i in range(8)]
+    pq.write_table(pa.table({"text": texts, "id": [f"r{i}" for i in range(8)]}), corpus / "crawl" / "t.parquet", row_group_size=3)
+    upload(fs, corpus, bucket, "c")
+    opts = ("--threshold", "0.5", "--id-field", "id", "-j", "1")
+    here = run("dedup", corpus, "--index", tmp_path / "local.idx", "--write", tmp_path / "from-disk", *opts)
+    there = run(
+        "dedup", f"s3://{bucket}/c/", "--index", tmp_path / "s3.idx", "--write", tmp_path / "from-bucket", *opts,
+        "--storage-option", endpoint,
+    )
+    assert here.exit_code == 0, here.stderr
+    assert there.exit_code == 0, there.stderr
+    assert there.stdout == here.stdout and here.stdout
+    written = tree(tmp_path / "from-disk")
+    assert tree(tmp_path / "from-bucket") == written
+    assert len(written) < len(tree(corpus)) and "crawl/t.parquet" in written and "crawl/a.warc.gz" in written
+    assert written["crawl/a.warc.gz"] != (corpus / "crawl" / "a.warc.gz").read_bytes()  # records dropped
 
 
 def test_the_default_index_of_a_bucket_is_listed_and_cleaned_by_its_url(run, s3):
@@ -304,14 +360,72 @@ def test_a_storage_option_without_a_value_is_a_usage_error(run, tmp_path):
     assert "KEY=VALUE" in r.stderr
 
 
-def test_a_url_corpus_on_a_dask_cluster_is_refused_with_one_error_line(tmp_path):
-    """Not yet: the workers would need the store's options and credentials (README, "A corpus in a bucket")."""
+def _simdoc(*args, cwd) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("SIMDOC_INDEX", "SIMDOC_SCHEDULER")}
+    env.update(KEYS, PYTHONPATH=str(REPO), SIMDOC_NO_NUMBA="1")
+    return subprocess.run([sys.executable, "-m", "simdoc", *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=240)
+
+
+def test_spawned_workers_are_given_the_storage_options_with_the_work(s3, monkeypatch):
+    """Not a process global that only forked workers inherit: a spawned pool worker reads the object too."""
+    import multiprocessing
+
+    from simdoc.corpus import objects
+    from simdoc.engines import local
+
+    fs, endpoint, bucket, _ = s3
+    for i in range(3):
+        fs.pipe(f"{bucket}/o/{i}.txt", b"x" * (i + 1))
+    monkeypatch.setattr(local, "pool_context", lambda share: multiprocessing.get_context("spawn"))
+    objects.configure({"endpoint_url": endpoint.split("=", 1)[1]})
+    try:
+        got = list(local.LocalEngine(2).map(objects.object_stat, [f"s3://{bucket}/o/{i}.txt" for i in range(3)]))
+    finally:
+        objects.configure({})
+    assert [st.st_size if st else None for st in got] == [1, 2, 3]
+
+
+def test_a_url_corpus_on_a_dask_cluster_is_read_by_the_workers_and_gives_the_local_answer(s3, tmp_path):
     pytest.importorskip("distributed")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    r = subprocess.run(
-        [sys.executable, "-m", "simdoc", "pairs", "s3://bucket/prefix/", "--index", str(tmp_path / "idx"), "--scheduler", "local[1]"],
-        capture_output=True, text=True, env=env, timeout=120,
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    fs, endpoint, bucket, _ = s3
+    corpus = mixed_corpus(tmp_path / "corpus")
+    records = [warc_record(f"http://example.org/{i}", numbered_page(10 + i % 3, change=i // 3), i) for i in range(6)]
+    write(corpus / "web" / "a.warc.gz", b"".join(gzip.compress(r) for r in records))
+    texts = [numbered_page(20 + i % 4, change=i // 4) for i in range(8)]
+    pq.write_table(pa.table({"text": texts, "id": [f"r{i}" for i in range(8)]}), corpus / "web" / "t.parquet", row_group_size=3)
+    upload(fs, corpus, bucket, "crawl")
+    url = f"s3://{bucket}/crawl/"
+    opts = ("--format", "tsv", "--threshold", "0.5", "--id-field", "id", "--storage-option", endpoint)
+    local = _simdoc("pairs", url, "--index", tmp_path / "local.idx", "-j", "1", *opts, cwd=tmp_path)
+    dask = _simdoc("pairs", url, "--index", tmp_path / "dask.idx", "--scheduler", "local[2]", *opts, cwd=tmp_path)
+    assert local.returncode == 0, local.stderr
+    assert dask.returncode == 0, dask.stderr
+    assert dask.stdout == local.stdout and "data/pages.jsonl/#" in dask.stdout
+    assert "web/a.warc.gz/#http://example.org/" in dask.stdout and "web/t.parquet/#r" in dask.stdout
+    # A nightly change: --new on the cluster reports what it reports locally.
+    fs.pipe(f"{bucket}/crawl/misc/todo.txt", numbered_page(2, change=1).encode())
+    local = _simdoc("pairs", url, "--index", tmp_path / "local.idx", "-j", "1", "--new", *opts, cwd=tmp_path)
+    dask = _simdoc("pairs", url, "--index", tmp_path / "dask.idx", "--scheduler", "local[2]", "--new", *opts, cwd=tmp_path)
+    assert local.returncode == 0 and dask.returncode == 0, dask.stderr
+    assert dask.stdout == local.stdout and "misc/todo.txt" in dask.stdout
+    # The options are never written to the index.
+    assert not any(endpoint.split("=", 1)[1].encode() in p.read_bytes() for p in (tmp_path / "dask.idx").rglob("*") if p.is_file())
+
+
+def test_a_worker_that_cannot_reach_the_endpoint_is_one_error_line(s3, tmp_path, monkeypatch):
+    """Checked on each worker before the client lists or reads anything: exit 7, never a hang."""
+    pytest.importorskip("distributed")
+    fs, endpoint, bucket, _ = s3
+    upload(fs, SAMPLE_CORPUS / "misc", bucket, "m")
+    index = tmp_path / "idx"
+    r = _simdoc(
+        "pairs", f"s3://{bucket}/m/", "--index", index, "--scheduler", "local[1]", "--storage-option", "endpoint_url=http://127.0.0.1:9",
+        "--storage-option", 'config_kwargs={"retries": {"max_attempts": 1}, "connect_timeout": 1}', cwd=tmp_path,
     )
-    assert r.returncode == 2, r.stderr
+    assert r.returncode == 7, r.stderr
     assert r.stdout == "" and "Traceback" not in r.stderr
-    assert "Error: a corpus at a URL (s3://bucket/prefix/) is read on this machine only, not on a Dask cluster yet" in r.stderr
+    assert re.search(rf"^Error: Dask worker .* cannot read the corpus at s3://{bucket}/m/: cannot list", r.stderr, re.M), r.stderr
+    assert len([x for x in r.stderr.splitlines() if x.startswith("Error:")]) == 1
+    assert not (index / "manifest.json").exists()

@@ -14,6 +14,7 @@ import click
 
 from simdoc.cli.options import (
     RECORD_FORMATS,
+    CorpusPath,
     check_output_flags,
     empty_list,
     file_list_options,
@@ -43,7 +44,7 @@ from simdoc.wording import count
 log = logging.getLogger("simdoc")
 
 @click.command()
-@click.argument("files", nargs=-1, type=click.Path(path_type=Path, allow_dash=True))
+@click.argument("files", nargs=-1, type=CorpusPath(allow_dash=True))  # a URL (s3://...) stays one
 @index_option
 @opt(
     "--corpus",

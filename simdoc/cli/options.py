@@ -87,7 +87,9 @@ class CorpusPath(click.ParamType):
     typed (``s3://bucket/prefix/``: a Path would fold its ``//``)."""
 
     name = "path"
-    _path = click.Path(path_type=Path)
+
+    def __init__(self, allow_dash: bool = False) -> None:
+        self._path = click.Path(path_type=Path, allow_dash=allow_dash)
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and is_url(value):

@@ -38,6 +38,7 @@ from simdoc.cli.options import (
     with_options,
 )
 from simdoc.corpus.file_texts import read_file_texts
+from simdoc.corpus.objects import is_url
 from simdoc.corpus.walk import resolve_sources
 from simdoc.engines import open_engine
 from simdoc.errors import CorpusError, IndexError_
@@ -199,7 +200,7 @@ def _file_evidence(
     """The evidence for two files outside any index (`simdoc show A B`), with resolved parameters."""
     texts = []
     for name in (doc_a, doc_b):
-        if not os.path.lexists(name):
+        if not is_url(name) and not os.path.lexists(name):
             raise click.UsageError(
                 f"{name} is not a file; without a CORPUS or --index, DOC_A and DOC_B are two files to compare "
                 "(give CORPUS... DOC_A DOC_B or --index IDX to name documents by id)"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from simdoc.corpus.objects import is_url, object_stat
 from simdoc.corpus.read import MEMBER_WAYS, how_read, read_file
 
 
@@ -49,10 +50,16 @@ def read_file_texts(
     own problems.
     """
     name = path if name is None else name
-    try:
-        size = os.stat(path).st_size
-    except OSError as exc:
-        return FileTexts([], [f"{name}: cannot read: {exc.strerror or exc}"], False)
+    if is_url(path):  # an object (s3://...): its size asked of the store, then read as the scan reads one
+        st = object_stat(path)
+        if st is None:
+            return FileTexts([], [f"{name}: cannot read: no such object, or the store cannot be asked"], False)
+        size = st.st_size
+    else:
+        try:
+            size = os.stat(path).st_size
+        except OSError as exc:
+            return FileTexts([], [f"{name}: cannot read: {exc.strerror or exc}"], False)
     how = how_read(path, size)
     if how == "streamed":
         # Compressed or very large: read whole here (a query or a pair shown is one file).

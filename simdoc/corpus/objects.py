@@ -50,7 +50,7 @@ EXTRAS = {"s3": "s3", "s3a": "s3"}
 # On S3: a few attempts with backoff (throttling included), a connection given up after 5 s.
 _S3_CONFIG = {"connect_timeout": 5, "read_timeout": 60, "retries": {"max_attempts": 4, "mode": "standard"}}
 
-_options: dict[str, object] = {}  # --storage-option, for this process and the workers it forks
+_options: dict[str, object] = {}  # --storage-option, for this process (workers: given with the work)
 
 
 def is_url(path: object) -> bool:
@@ -92,10 +92,17 @@ def parse_option(text: str) -> tuple[str, object]:
 
 
 def configure(options: dict[str, object]) -> None:
-    """The storage options of this process (``--storage-option``), replacing those set before;
-    forked workers inherit them. Not index parameters: they are never written to the index."""
-    _options.clear()
-    _options.update(options)
+    """The storage options of this process (``--storage-option``), replacing those set before.
+    Not index parameters: they are never written to the index. They travel to the workers with
+    the work (:func:`current`): a pool worker is given them when it starts, a Dask task in its terms."""
+    if options != _options:
+        _options.clear()
+        _options.update(options)
+
+
+def current() -> dict[str, object]:
+    """A copy of this process's storage options, to send with the work to another process."""
+    return dict(_options)
 
 
 def _storage_options(protocol: str) -> dict[str, object]:
@@ -151,6 +158,21 @@ def unreachable(url: str, exc: BaseException) -> CorpusError:
     return CorpusError(
         f"cannot list {url}: {_said(exc)}", hint="check the endpoint and the network (--storage-option endpoint_url=...)"
     )
+
+
+def reach(url: str, options: dict[str, object]) -> str | None:
+    """Why this process cannot read ``url`` with the storage ``options`` (which it takes as its
+    own), or None: one HEAD or one-key listing of the prefix (a Dask worker's check of the run)."""
+    configure(options)
+    try:
+        fs, path = filesystem(url)
+        fs.invalidate_cache(path)
+        fs.info(path)
+    except CorpusError as exc:
+        return exc.message
+    except Exception as exc:  # gone, refused, unreachable: each backend raises its own kinds
+        return unreachable(url, exc).message
+    return None
 
 
 # ---------------------------------------------------------------- identity

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from simdoc.corpus import objects
 from simdoc.engines.dask_contract import BROKEN, _probe_function, _version, _worker_functions
 
 TOKEN = re.compile(r"^contract\.[0-9a-f]{32}$")  # the client's token in the index's PARTS folder
@@ -233,6 +234,9 @@ def run_checked(terms: tuple, payload: bytes, spots: tuple, values: tuple, kwarg
 
             raise RuntimeError(BROKEN, get_worker().address, out)
         _PASSED[key] = checks
+    for _, path, want in checks:  # a corpus at a URL: the client's storage options, for this task
+        if want.startswith("url:"):
+            objects.configure(json.loads(want[4:]))
     func, args = pickle.loads(payload)
     for i, value in zip(spots, values):
         args[i] = value

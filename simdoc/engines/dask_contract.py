@@ -4,7 +4,8 @@ Before the client is handed out (:func:`simdoc.engines.dask.connect`), it
 waits for workers (``--wait-workers``) and asks each one, on its own and all
 at once, to run a probe (:func:`check_contract`): does simdoc import there,
 at the client's version, and does it see the index and the corpus at the
-client's absolute paths (:func:`contract_checks`)? A worker that does not
+client's absolute paths, or read a corpus at a URL with the run's storage options
+(:func:`contract_checks`)? A worker that does not
 answer within max(--wait-workers, :data:`ANSWER_FLOOR`) seconds is named,
 never waited for. The probe, and the wrapper every task travels in
 (``_simdoc_task``, see :mod:`simdoc.engines.dask_checked`), are sent by
@@ -19,13 +20,15 @@ import contextlib
 import functools
 import hashlib
 import itertools
+import json
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+from simdoc.corpus import objects
 from simdoc.corpus.objects import is_url
-from simdoc.errors import ClusterError, UsageError
+from simdoc.errors import ClusterError
 
 ANSWER_FLOOR = 10.0  # seconds a worker has at least to answer the contract's check (else max(--wait-workers, this))
 _SAMPLE = 8  # corpus entries each worker must see, besides the corpus folder itself
@@ -36,7 +39,7 @@ _SAMPLE = 8  # corpus entries each worker must see, besides the corpus folder it
 # check_contract (client.run); _simdoc_task is what every task of a CheckedClient runs.
 _WORKER_SOURCE = '''
 def _simdoc_contract_probe(checks):
-    import hashlib, os, socket, stat, sys
+    import hashlib, json, os, socket, stat, sys
 
     out = {"host": socket.gethostname(), "python": sys.executable, "version": None, "problems": []}
     try:
@@ -47,6 +50,13 @@ def _simdoc_contract_probe(checks):
         out["import_error"] = ((type(exc).__name__ + ": " + str(exc)).splitlines() or ["?"])[0]
     for what, path, want in checks:
         try:
+            if want.startswith("url:"):  # read by the worker itself: with the client's storage options
+                from simdoc.corpus.objects import reach
+
+                problem = reach(path, json.loads(want[4:]))
+                if problem:
+                    out["problems"].append((what, path, problem))
+                continue
             st = os.stat(path) if want != "exists" else os.lstat(path)
             if want == "dir" and not stat.S_ISDIR(st.st_mode):
                 problem = "not a directory"
@@ -139,11 +149,9 @@ def contract_checks(index, corpus, needs_corpus: bool = True) -> list[tuple[str,
             corpus = IndexStore(index).read_manifest()["stages"]["shingle"].get("corpus") or None
     if corpus is None:
         return checks
-    if is_url(corpus):  # the workers would need the store's options and credentials: not yet
-        raise UsageError(
-            f"a corpus at a URL ({corpus}) is read on this machine only, not on a Dask cluster yet",
-            hint="run without --scheduler (and without $SIMDOC_SCHEDULER), or copy the corpus to a shared file system",
-        )
+    if is_url(corpus):  # each worker reads the objects itself, with the run's storage options
+        checks.append(("the corpus", str(corpus), "url:" + json.dumps(objects.current(), sort_keys=True)))
+        return checks
     items = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(itertools.islice(corpus, _SAMPLE))
     for item in items:
         path = os.path.abspath(os.fspath(item))
@@ -261,6 +269,10 @@ def _fault(worker: str, out: Any, version: str) -> tuple[str, str, str, bool] | 
                 f"install simdoc {version} on every worker (the same as here), or stop that worker", False)
     if out["problems"]:
         what, path, problem = out["problems"][0]
+        if is_url(path):
+            return (where, f"cannot read {what} at {path}: {problem}",
+                    "every worker reads the objects itself, with the storage options given here "
+                    "(--storage-option): give its host access to the endpoint, or run without --scheduler", False)
         return (where, f"cannot see {what} at {path}: {problem}",
                 "the corpus and the index must be at the same absolute paths on every worker "
                 "(a shared file system); start workers that see them, or run without --scheduler", False)

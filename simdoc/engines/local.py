@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from simdoc.corpus import objects
 from simdoc.errors import UsageError
 from simdoc.interrupts import quiet_worker
 
@@ -106,15 +107,19 @@ class LocalEngine:
         kernels.warm_up()  # compiled once here; forked workers inherit the machine code
         kernels_bytes.warm_up()
         context = pool_context(share=initializer is not None)
-        with context.Pool(len(head), _start_worker, (os.getpid(), initializer, initargs)) as pool:
+        # The storage options of a corpus at a URL go to each worker as it starts (spawned ones too).
+        start = (os.getpid(), initializer, initargs, objects.current())
+        with context.Pool(len(head), _start_worker, start) as pool:
             if ordered:
                 yield from pool.imap(func, itertools.chain(head, tasks), chunksize=1)
             else:
                 yield from pool.imap_unordered(func, itertools.chain(head, tasks), chunksize=1)
 
 
-def _start_worker(parent: int, initializer: Callable[..., None] | None, initargs: tuple) -> None:
-    """A worker's start: signals left to the main process (simdoc.interrupts), then the stage's initializer."""
+def _start_worker(parent: int, initializer: Callable[..., None] | None, initargs: tuple, options: dict) -> None:
+    """A worker's start: signals left to the main process (simdoc.interrupts), the client's storage
+    options, then the stage's initializer."""
     quiet_worker(parent)
+    objects.configure(options)
     if initializer is not None:
         initializer(*initargs)

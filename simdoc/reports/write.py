@@ -17,7 +17,8 @@ file's digest (of the bytes the index digested: see the docs table's
 ``file_digest``) is computed from the very bytes copied, and any difference
 stops the writing with an error. The files go to a temporary folder beside
 DIR, renamed to DIR at the end: DIR is whole or not there. A DIR that holds
-anything, or that lies inside the corpus, is refused.
+anything, or that lies inside the corpus, is refused. A corpus at a URL
+(``s3://...``) is read through fsspec, as the scan reads it; DIR is local.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from simdoc.corpus.files import compression_of, decompressing_reader, file_digest
+from simdoc.corpus.files import compression_of, decompressing_reader, file_digest, open_binary
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.warcio import Broken, HashedReader, RecordReader, open_input
 from simdoc.errors import CorpusError, IndexError_, OutputError, UsageError
@@ -87,12 +88,8 @@ def write_corpus(reader: DocumentReader, drop: set[str], dest: Path, link: bool 
     OutputError
         DIR cannot be written (nothing is left of it).
     """
-    if is_url(reader.root):
-        raise CorpusError(
-            f"dedup --write does not read a corpus at a URL yet ({reader.root})",
-            hint="list what to drop with `simdoc dedup` (--absolute for the objects' URLs), or copy the corpus to disk",
-        )
-    check_destination(dest, reader.root, folder)
+    # A corpus at a URL: its objects read through fsspec (members by range), written to the local DIR.
+    check_destination(dest, reader.root, folder and not is_url(reader.root))
     table = reader.table
     files: dict[str, list[int]] = defaultdict(list)
     for d, doc_id in enumerate(table.ids):
@@ -122,6 +119,10 @@ def write_corpus(reader: DocumentReader, drop: set[str], dest: Path, link: bool 
                 got = _write_one(src, str(target), how, at, reader, link)
             except FileNotFoundError:
                 got = None
+            except OSError:
+                if not is_url(src):
+                    raise
+                got = None  # an object gone or unreadable (open_binary says OSError): not the one indexed
             if got != indexed:
                 raise CorpusError(
                     f"{name}: changed or gone since it was indexed; nothing written",
@@ -151,7 +152,10 @@ def _write_one(src: str, target: str, how: str, gone: list[tuple[int, int]], rea
         return _write_warc(src, target, {o for o, _ in gone})
     if how == "parquet":
         return _write_parquet(src, target, set(gone))
-    if link:
+    if is_url(src):
+        with open_binary(src) as fin, open(target, "xb") as fout:
+            shutil.copyfileobj(fin, fout, _CHUNK)
+    elif link:
         os.link(src, target, follow_symlinks=reader.follow_symlinks)
     else:
         shutil.copyfile(src, target, follow_symlinks=reader.follow_symlinks)
@@ -162,7 +166,7 @@ def _write_one(src: str, target: str, how: str, gone: list[tuple[int, int]], rea
 def _copy_raw(src: str, target: str, spans: list[tuple[int, int]]) -> str:
     """Copy a file but the byte ranges ``spans`` (sorted, apart); the digest of all its bytes."""
     digest = hashlib.blake2b(digest_size=16)
-    with open(src, "rb") as fin, open(target, "xb") as fout:
+    with open_binary(src) as fin, open(target, "xb") as fout:
         _filter(fin.read, fout.write, spans, digest)
     return digest.hexdigest()
 
@@ -208,7 +212,7 @@ def _copy_decompressed(src: str, target: str, kind: str, spans: list[tuple[int, 
     """Decompress a file, leave out the ranges ``spans`` of its decompressed bytes and compress the
     rest the same way; (digest of its raw bytes, digest of its decompressed bytes)."""
     raw, plain = hashlib.blake2b(digest_size=16), hashlib.blake2b(digest_size=16)
-    with open(src, "rb") as fin, open(target, "xb") as fout:
+    with open_binary(src) as fin, open(target, "xb") as fout:
         hashed = HashedReader(fin, raw)
         reader = decompressing_reader(hashed, kind)
         writer = _compressing_writer(fout, kind)
@@ -237,7 +241,8 @@ def _write_warc(src: str, target: str, gone: set[int]) -> str | None:
     kind = compression_of(src)
     if kind == "gzip" and starts and all(m is not None for _, m, _ in starts):
         # One gzip member per record (as crawlers write): members copied as they are.
-        size = os.path.getsize(src)
+        with open_binary(src) as f:
+            size = f.seek(0, os.SEEK_END)
         ends = [m for _, m, _ in starts[1:]] + [size]
         return _copy_raw(src, target, [(m, e) for (_, m, dropped), e in zip(starts, ends) if dropped])
     ends = [p for p, _, _ in starts[1:]] + [1 << 62]
@@ -254,13 +259,13 @@ def _write_parquet(src: str, target: str, gone: set[tuple[int, int]]) -> str | N
 
     def digest() -> str:
         h = hashlib.blake2b(digest_size=16)
-        with open(src, "rb") as f:
+        with open_binary(src) as f:
             while chunk := f.read(_CHUNK):
                 h.update(chunk)
         return h.hexdigest()
 
     before = digest()
-    pf = pq.ParquetFile(src)
+    pf = pq.ParquetFile(open_binary(src) if is_url(src) else src)
     meta = pf.metadata
     codecs = {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
     # The file's own compression when it has one throughout (pyarrow's default otherwise).
