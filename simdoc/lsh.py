@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simdoc.errors import UsageError
+from simdoc.memory import release
 
 DEFAULT_RECALL = 0.95
 PAIR_CHUNK = 1 << 21  # candidate pairs handed out at once
@@ -179,6 +180,9 @@ class BandingReport:
         return f"bands={self.bands} rows={self.rows} midpoint (1/b)^(1/r)={self.midpoint:.3f}; {probs}"
 
 
+BAND_BLOCK_ROWS = 1 << 16  # signature rows banded at once (32 MB of a 128-value matrix)
+
+
 def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """64-bit key of each document's values in each band.
 
@@ -200,7 +204,15 @@ def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
 
     if kernels.ENABLED and signatures.dtype == np.uint32 and n:
         seeds = np.array([((t + 1) * int(_GOLDEN)) & 0xFFFFFFFFFFFFFFFF for t in range(bands)], dtype=np.uint64)
-        kernels.band_keys_rows(np.ascontiguousarray(signatures), rows, seeds, _GOLDEN, _MIX1, _MIX2, out)
+        # A block of rows at a time, its pages of a memory-mapped matrix let go after it: the
+        # matrix (512 MB at 10^6 documents) never counts whole in this process's resident size.
+        block = np.empty((bands, min(n, BAND_BLOCK_ROWS)), dtype=np.uint64)
+        for a in range(0, n, BAND_BLOCK_ROWS):
+            b = min(a + BAND_BLOCK_ROWS, n)
+            part = block[:, : b - a] if b - a == block.shape[1] else np.empty((bands, b - a), dtype=np.uint64)
+            kernels.band_keys_rows(np.ascontiguousarray(signatures[a:b]), rows, seeds, _GOLDEN, _MIX1, _MIX2, part)
+            out[:, a:b] = part
+            release(signatures)
         return out
     for t in range(bands):
         h = np.full(n, ((t + 1) * int(_GOLDEN)) & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64)

@@ -24,6 +24,8 @@ not copied twice.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 
 import numpy as np
@@ -31,43 +33,51 @@ import numpy as np
 from simdoc.corpus import parquet
 from simdoc.corpus.formats import member_id
 from simdoc.corpus.jsonl_ranges import first_lines, joined_read, renumber
+from simdoc.memory import release
 from simdoc.stages.scan_results import BatchResult, FileOutcome
 from simdoc.store.doccolumns import DocColumns
 from simdoc.store.doctable import _blob
 
 
-def joined(results: Iterator[BatchResult]) -> Iterator[BatchResult]:
+def joined(results: Iterator[BatchResult], spill: str | os.PathLike | None = None) -> Iterator[BatchResult]:
     """The results, those of one file's ranges joined into one (they come in task order).
 
+    ``spill``: a folder (the index's) where a file's signature rows are written, unnamed, when
+    they are many, instead of being held (512 MB at 10^6 documents); see :func:`signature_slices`.
     Closing this closes ``results`` too (the engine's stream of tasks: its workers stop)."""
     try:
         for r in results:
             if r.piece is None:
                 yield r
                 continue
-            group = [r]
+            group, rows = [r], _Rows(spill, r)
             while not group[-1].piece.last:
-                group.append(next(results))
-            yield join(group)
+                group.append(rows.take(next(results)))
+            yield join(group, rows)
     finally:
         close = getattr(results, "close", None)
         if close is not None:
             close()
 
 
-def join(group: list[BatchResult]) -> BatchResult:
-    """One file's range results as the result of one task reading it whole."""
+def join(group: list[BatchResult], rows: _Rows | None = None) -> BatchResult:
+    """One file's range results as the result of one task reading it whole (``rows``: their
+    signature rows, taken from them as they came; by default, taken here and held)."""
+    if rows is None:
+        rows = _Rows(None, group[0])
+        for g in group[1:]:
+            rows.take(g)
     pieces = [g.piece for g in group]
     how = pieces[0].how
     res, ids = (parquet.joined_read if how == "parquet" else joined_read)(pieces)
     digest = bytes.fromhex(res.digest) if res.digest else b""
     expected = pieces[0].expected
-    num_perm = group[0].signatures.shape[1]
+    num_perm = rows.num_perm
     none = np.empty((0, num_perm), dtype=np.uint32)
-    if res.text is None:
-        return BatchResult([FileOutcome(digest, res.status, res.warning, False, how)], DocColumns.empty(), none)
-    if expected is not None and digest == expected:
-        return BatchResult([FileOutcome(digest, res.status, res.warning, True, how)], DocColumns.empty(), none)
+    if res.text is None or (expected is not None and digest == expected):  # unreadable, or unchanged
+        rows.close()
+        unchanged = res.text is not None
+        return BatchResult([FileOutcome(digest, res.status, res.warning, unchanged, how)], DocColumns.empty(), none)
     source = pieces[0].source
     left_out: list[tuple[str, str]] = []
     befores = first_lines(pieces)
@@ -83,12 +93,9 @@ def join(group: list[BatchResult]) -> BatchResult:
         names = [by_line[n] for by_line, ns in zip(ids, local) for n in ns.tolist()]
         order = np.asarray(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
         blob, offsets = _blob([names[i] for i in order.tolist()])
-    sigs = np.empty((len(docs), num_perm), dtype=np.uint32)
-    at = 0
-    for g in group:  # each range's rows copied and let go: one copy of the file's rows at a time
-        sigs[at : at + len(g.docs)] = g.signatures
-        at += len(g.docs)
-        g.signatures = g.docs = None
+    for g in group:
+        g.docs = None  # concatenated above: let go
+    sigs = rows.rows()
     left_out.sort()
     outcome = FileOutcome(digest, res.status, res.warning, False, how, len(docs), left_out)
     # The rows stay in line order (sig_order says where each document's is): no second copy.
@@ -122,3 +129,57 @@ def _numbered(prefix: bytes, lines: np.ndarray) -> tuple[np.ndarray, tuple[np.nd
     np.cumsum(lengths, out=offsets[1:])
     blob = table[np.arange(table.shape[1]) < lengths[:, None]]
     return order.astype(np.int64), (blob, offsets)
+
+
+
+class _Rows:
+    """One file's signature rows, taken from its ranges' results as they come (line order):
+    held, or, with a ``spill`` folder (the index's), written to an unnamed temporary file there
+    and memory-mapped once all are in, so that the parent never holds them (512 MB at 10^6
+    documents); :func:`signature_slices` lets the mapped pages go as they are read."""
+
+    def __init__(self, spill: str | os.PathLike | None, first: BatchResult) -> None:
+        self.num_perm = first.signatures.shape[1]
+        # O_TMPFILE where the file system has it, else a simdoc temporary's name, removed at once.
+        self.file = None if spill is None else tempfile.TemporaryFile(dir=spill, prefix=".signatures.tmp.npy.", suffix=".tmp")
+        self.held: list[np.ndarray] = []
+        self.n = 0
+        self.take(first)
+
+    def take(self, r: BatchResult) -> BatchResult:
+        """Take ``r``'s rows (it keeps none)."""
+        if self.file is not None:
+            self.file.write(np.ascontiguousarray(r.signatures, dtype=np.uint32).data)
+        else:
+            self.held.append(r.signatures)
+        self.n += len(r.signatures)
+        r.signatures = None
+        return r
+
+    def rows(self) -> np.ndarray:
+        """All of them, (n, num_perm) uint32."""
+        if self.file is None:
+            sigs = np.empty((self.n, self.num_perm), dtype=np.uint32)
+            at = 0
+            while self.held:  # one copy of the file's rows at a time
+                part = self.held.pop(0)
+                sigs[at : at + len(part)] = part
+                at += len(part)
+            return sigs
+        with self.file:
+            self.file.flush()
+            if not self.n:
+                return np.empty((0, self.num_perm), dtype=np.uint32)
+            return np.memmap(self.file, dtype=np.uint32, mode="r", shape=(self.n, self.num_perm))
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+def signature_slices(batch: BatchResult, first: int, n: int, step: int = 1 << 16) -> Iterator[np.ndarray]:
+    """The signature rows of documents ``first`` to ``first + n`` of ``batch``, a slice at a time
+    (joined ranges keep theirs in line order: gathered by ``sig_order``, their mapped pages let go)."""
+    for a in range(first, first + n, step):
+        b = min(a + step, first + n)
+        yield batch.signatures[a:b] if batch.sig_order is None else batch.signatures[batch.sig_order[a:b]]
+        release(batch.signatures)

@@ -17,6 +17,7 @@ import numpy as np
 
 from simdoc.exact import expand_pairs, group_members
 from simdoc.lsh import BandingReport, BucketStats, iter_candidates
+from simdoc.memory import release
 from simdoc.params import Threshold
 from simdoc.similarity import estimate_rules_out, pair_estimates
 from simdoc.stages.common import progress_bar
@@ -281,8 +282,17 @@ def score_pairs(
 def filled_bins(signatures: np.ndarray, docs: np.ndarray) -> np.ndarray:
     """Distinct values in each given signature row: a lower bound of its OPH bins filled by the
     document's own shingles (a bin filled by densification repeats another bin's value)."""
-    rows = np.sort(np.asarray(signatures[docs]), axis=1)
-    return 1 + np.count_nonzero(rows[:, 1:] != rows[:, :-1], axis=1)
+    out = np.empty(len(docs), dtype=np.int64)
+    for a in range(0, len(docs), FILLED_BINS_ROWS):
+        # A block of rows at a time, its memory-mapped pages let go after it (simdoc.memory):
+        # the documents of 10^5 candidates touch most pages of a 512 MB matrix.
+        rows = np.sort(np.asarray(signatures[docs[a : a + FILLED_BINS_ROWS]]), axis=1)
+        out[a : a + FILLED_BINS_ROWS] = 1 + np.count_nonzero(rows[:, 1:] != rows[:, :-1], axis=1)
+        release(signatures)
+    return out
+
+
+FILLED_BINS_ROWS = 1 << 11  # sorted rows: a few MB of the matrix mapped (see simdoc.similarity.RELEASE_EVERY_PAIRS)
 
 
 def in_print_order(parts: list[tuple], verify: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
@@ -333,6 +343,9 @@ def score_candidates(
 
     def score() -> None:
         nonlocal n_candidates, held
+        # The band keys and buckets read at random so far leave this process's resident size
+        # before verification forks (they stay in the page cache): ~200 MB at 10^6 documents.
+        release(keys, buckets)
         left = np.concatenate([p[0] for p in pending])
         right = np.concatenate([p[1] for p in pending])
         scored, n = score_pairs(loaded, left, right, how, members, verifier)

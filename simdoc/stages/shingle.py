@@ -54,7 +54,7 @@ from simdoc.stages.common import (
 )
 from simdoc.stages.plan import Scan, reading_plan, scan_corpus
 from simdoc.stages.racy import racy
-from simdoc.stages.ranges import joined
+from simdoc.stages.ranges import joined, signature_slices
 from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
 from simdoc.stages.scan import scan_batch, scan_tasks
@@ -125,7 +125,7 @@ def build_shingles(
         collector = _Collector(store, manifest, settings, scan, parts is not None, replaced)
         try:
             tasks = scan_tasks(plan, settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
-            with contextlib.closing(resumed(engine, tasks) if parts is not None else joined(engine.map(scan_batch, tasks))) as results:
+            with contextlib.closing(resumed(engine, tasks) if parts is not None else joined(engine.map(scan_batch, tasks), index)) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
             if _same_build(settings, scan) and collector.nothing_new():
                 # Only racily clean files were read, and their bytes are the ones indexed.
@@ -294,10 +294,9 @@ class _Collector:
         if self.sig_rows is not None and outcome.n_docs:
             if batch.signatures is None:  # left in the task's part, for the workers to copy
                 self.sig_rows.add_part(batch.part, at_doc, outcome.n_docs)
-            else:  # joined ranges keep their rows in line order (sig_order): gathered a slice at a time
-                for a in range(at_doc, at_doc + outcome.n_docs, 1 << 16):
-                    b = min(a + (1 << 16), at_doc + outcome.n_docs)
-                    self.sig_rows.add(batch.signatures[a:b] if batch.sig_order is None else batch.signatures[batch.sig_order[a:b]])
+            else:  # a slice at a time (joined ranges: in line order, maybe spilled; see simdoc.stages.ranges)
+                for rows in signature_slices(batch, at_doc, outcome.n_docs):
+                    self.sig_rows.add(rows)
         if self.settings.keep_sets and outcome.n_docs:
             self.sets_parts.append(batch.sets.slice(at_doc, at_doc + outcome.n_docs))
 
