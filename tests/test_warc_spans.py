@@ -1,0 +1,70 @@
+"""A WARC/WET file cut into spans of records gives exactly what one task reading it gives (issue 29)."""
+
+from __future__ import annotations
+
+import gzip
+
+from hypothesis import given, settings, strategies as st
+
+from simdoc.corpus import warc_spans
+from simdoc.corpus.warc import read_warc
+from test_warc_crawls import record
+
+BODIES = st.sampled_from([
+    "plain words here", "WARC/1.0\r\nWARC-Type: response\r\nContent-Length: 5\r\n\r\nhello",
+    "\nWARC/1.0\n\n", "same page text", "caf\u00e9 ol\u00e9",
+])
+RECORDS = st.tuples(
+    st.sampled_from(["http://a/", "http://b/", "http://a/", "http://c/x"]), BODIES,
+    st.sampled_from(["response", "resource", "revisit", "conversion"]),
+    st.sampled_from([200, 404]),
+    st.sampled_from(["text/plain; charset=utf-8", "text/plain; charset=nosuch", "text/plain; charset=ascii", "image/png"]),
+)
+
+
+def _file(tmp_path, recs, gz: bool):
+    raw = [record(uri, body, i, kind=kind, status=status, ctype=ctype) for i, (uri, body, kind, status, ctype) in enumerate(recs)]
+    path = tmp_path / ("c.warc.gz" if gz else "c.warc")
+    path.write_bytes(b"".join(gzip.compress(r) for r in raw) if gz else b"".join(raw))
+    return path
+
+
+@settings(max_examples=60, deadline=None)
+@given(recs=st.lists(RECORDS, min_size=1, max_size=12), budget=st.integers(1, 900), gz=st.booleans())
+def test_spans_joined_are_one_task(tmp_path_factory, recs, budget, gz):
+    tmp = tmp_path_factory.mktemp("w")
+    path = _file(tmp, recs, gz)
+    old = warc_spans.SPAN_BYTES
+    warc_spans.SPAN_BYTES = budget
+    try:
+        spans = warc_spans.cut(str(path))
+    finally:
+        warc_spans.SPAN_BYTES = old
+    whole = read_warc(str(path), "c.warc")
+    if spans is None:  # too small to cut: still one span read and joined
+        assert len(recs) == 1 or budget > 200
+        spans = [(0, warc_spans._END)]
+    got = warc_spans.join([warc_spans.read_span(str(path), s, e) for s, e in spans], "c.warc")
+    assert got is not None
+    assert got == whole
+
+
+def test_a_body_holding_a_warc_line_is_never_a_cut_point(tmp_path, monkeypatch):
+    monkeypatch.setattr(warc_spans, "SPAN_BYTES", 1)
+    body = "x\r\n\r\nWARC/1.0\r\nWARC-Type: resource\r\nContent-Length: 3\r\n\r\nabc\r\n\r\n"
+    path = _file(tmp_path, [("http://a/", body, "resource", 200, "text/plain")] * 3, False)
+    spans = warc_spans.cut(str(path))
+    one = len(record("http://a/", body, 0, kind="resource", ctype="text/plain"))
+    assert [s for s, _ in spans] == [0, one, 2 * one]
+
+
+def test_a_single_gzip_stream_and_a_changed_file_are_one_task(tmp_path, monkeypatch):
+    monkeypatch.setattr(warc_spans, "SPAN_BYTES", 1)
+    raw = b"".join(record(f"http://{i}/", "text", i) for i in range(3))
+    (tmp_path / "s.warc.gz").write_bytes(gzip.compress(raw))
+    assert warc_spans.cut(str(tmp_path / "s.warc.gz")) is None
+    path = tmp_path / "p.warc"
+    path.write_bytes(raw)
+    spans = warc_spans.cut(str(path))
+    path.write_bytes(b"\r\n" + raw)  # shifted: the spans no longer start where records do
+    assert warc_spans.join([warc_spans.read_span(str(path), s, e) for s, e in spans], "p.warc") is None
