@@ -68,3 +68,54 @@ def test_a_single_gzip_stream_and_a_changed_file_are_one_task(tmp_path, monkeypa
     spans = warc_spans.cut(str(path))
     path.write_bytes(b"\r\n" + raw)  # shifted: the spans no longer start where records do
     assert warc_spans.join([warc_spans.read_span(str(path), s, e) for s, e in spans], "p.warc") is None
+
+
+WORDS = "harbour tide table mountain goats climb steep paths dawn far from any river stone bridge".split()
+
+
+def _build(corpus, index, span_bytes, jobs=1, **kw):
+    import json
+    from unittest import mock
+
+    import simdoc
+
+    with mock.patch.object(warc_spans, "SPAN_BYTES", span_bytes):
+        result = simdoc.find_pairs(corpus, index, jobs=jobs, threshold=0.3, **kw)
+    manifest = json.loads((index / "manifest.json").read_text())
+    arrays = {p.name: p.read_bytes() for p in sorted(index.glob("*.npy"))}
+    warnings = [w for s in result.stages for w in s.warnings]
+    return list(result), arrays, manifest["stages"]["shingle"].get("skipped"), warnings
+
+
+PAGE = st.builds(lambda ws: " ".join(WORDS[i % len(WORDS)] for i in ws), st.lists(st.integers(0, 20), min_size=3, max_size=14))
+BUILT = st.tuples(
+    st.sampled_from(["http://a/", "http://b/", "http://a/", "http://c/x"]),
+    st.one_of(PAGE, BODIES),
+    st.sampled_from(["response", "resource", "revisit", "conversion"]),
+    st.sampled_from([200, 200, 404]),
+    st.sampled_from(["text/plain; charset=utf-8", "text/plain; charset=nosuch", "text/plain; charset=ascii", "image/png"]),
+)
+
+
+@settings(max_examples=12, deadline=None)
+@given(recs=st.lists(BUILT, min_size=1, max_size=14), budget=st.integers(1, 700), gz=st.booleans())
+def test_a_cut_crawl_gives_the_arrays_pairs_warnings_and_skipped_of_one_task(tmp_path_factory, recs, budget, gz):
+    base = tmp_path_factory.mktemp("c")
+    (base / "c").mkdir()
+    _file(base / "c", recs, gz)
+    (base / "c" / "small.txt").write_text("harbour tide table mountain goats climb steep paths\n")
+    whole = _build(base / "c", base / "i1", 1 << 40)
+    cut = _build(base / "c", base / "i2", budget)
+    assert cut == whole
+
+
+def test_two_workers_on_a_cut_crawl_print_the_exact_jaccards(tmp_path):
+    texts = [" ".join(WORDS[(i + k) % len(WORDS)] for k in range(12)) for i in range(6)] * 2
+    (tmp_path / "c").mkdir()
+    _file(tmp_path / "c", [(f"http://{i}/", t, "resource", 200, "text/plain") for i, t in enumerate(texts)], False)
+    one = _build(tmp_path / "c", tmp_path / "i1", 1 << 40)
+    two = _build(tmp_path / "c", tmp_path / "i2", 300, jobs=2)
+    assert one[0] == two[0] and one[1] == two[1]
+    by_uri = {f"http://{i}/": t for i, t in enumerate(texts)}
+    same = [p for p in two[0] if by_uri[p.doc_a.split("/#", 1)[1].split("#")[0]] == by_uri[p.doc_b.split("/#", 1)[1].split("#")[0]]]
+    assert len(same) == 6 and all(p.jaccard == 1.0 for p in same)

@@ -92,6 +92,13 @@ class Span:
     stop: int | None = None  # where the first record past the span starts (None: the data ended)
     broken: bool = False  # a broken record or a cut: the file is read again as one task
     digest: str = ""  # the whole file's (first span only)
+    # For the join in simdoc.stages.ranges (as simdoc.corpus.jsonl_ranges.Piece has them):
+    source: str = ""
+    last: bool = False
+    expected: bytes | None = None
+    failed: object | None = None  # the file could not be read: the ReadResult one task would give
+    task: object | None = None  # the span's task, to read the file whole when the spans do not fit
+    how: str = "warc"
 
 
 class _Recorder(_Notes):
@@ -146,12 +153,20 @@ def read_span(path: str, start: int, end: int, reading: WarcReading = WarcReadin
     finally:
         fh.close()
     span.digest = digest.hexdigest() if digest is not None else ""
+    span.last = end >= _END
     return span
 
 
 def join(spans: list[Span], source: str) -> WarcFile | None:
     """What :func:`simdoc.corpus.warc.read_warc` gives for the whole file, from its spans in order;
     None when they do not fit together (read the file again as one task)."""
+    got = joined_ids(spans, source)
+    return None if got is None else got[0]
+
+
+def joined_ids(spans: list[Span], source: str) -> tuple[WarcFile, list[dict[int, str]]] | None:
+    """As :func:`join`, and each span's member ids by record number counted from the span (a
+    span's task names its documents ``SOURCE/#NUMBER``, the join renames them)."""
     for a, b in zip(spans, spans[1:]):
         if a.broken or a.stop != b.start:
             return None
@@ -161,7 +176,9 @@ def join(spans: list[Span], source: str) -> WarcFile | None:
     notes = _Notes()
     keys = MemberKeys(source)
     before = 0
+    ids: list[dict[int, str]] = []
     for span in spans:
+        ids.append({})
         for ev in span.events:
             number = ev.number + before
             uri = ev.uri or f"record {number}"
@@ -179,7 +196,8 @@ def join(spans: list[Span], source: str) -> WarcFile | None:
             if said:
                 out.warnings.append(f"record {number}: {said}")
             out.docs.append((doc_id, ev.text, ev.offset, ev.length))
+            ids[-1][ev.number] = doc_id
         before += span.n_records
     out.warnings[:0] = notes.warnings()
     out.docs.sort()
-    return out
+    return out, ids
