@@ -119,3 +119,16 @@ def test_two_workers_on_a_cut_crawl_print_the_exact_jaccards(tmp_path):
     by_uri = {f"http://{i}/": t for i, t in enumerate(texts)}
     same = [p for p in two[0] if by_uri[p.doc_a.split("/#", 1)[1].split("#")[0]] == by_uri[p.doc_b.split("/#", 1)[1].split("#")[0]]]
     assert len(same) == 6 and all(p.jaccard == 1.0 for p in same)
+
+
+def test_spans_that_do_not_fit_are_read_again_whole(tmp_path):
+    # As if the file changed after it was planned: the second span starts inside a record.
+    texts = [" ".join(WORDS[(i + k) % len(WORDS)] for k in range(12)) for i in range(4)] * 2
+    (tmp_path / "c").mkdir()
+    _file(tmp_path / "c", [(f"http://{i}/", t, "resource", 200, "text/plain") for i, t in enumerate(texts)], False)
+    whole = _build(tmp_path / "c", tmp_path / "i1", 1 << 40)
+    from unittest import mock
+
+    with mock.patch.object(warc_spans, "cut", lambda path: [(0, 100), (100, 700), (700, warc_spans._END)]):
+        bad = _build(tmp_path / "c", tmp_path / "i2", 1)
+    assert bad == whole
