@@ -30,9 +30,10 @@ from simdoc.corpus.formats import (
     WEB_EXTRA,
     html_to_text,
     is_html,
+    member_id,
     read_jsonl,
 )
-from simdoc.corpus import jsonl_ranges, parquet
+from simdoc.corpus import jsonl_ranges, parquet, warc_spans
 from simdoc.corpus.jsonl_ranges import Piece, read_range
 from simdoc.corpus.jsonl_ranges import texts_at as jsonl_texts_at
 from simdoc.corpus.parquet import PARQUET_EXTRA, is_parquet, read_groups, read_parquet
@@ -155,19 +156,40 @@ def _read_warc(path: str, doc_id: str, reading: WarcReading) -> FileRead:
     return FileRead(res, [Member(*d) for d in got.docs], got.left_out)
 
 
+def _read_warc_span(path: str, source: str, span: tuple[int, int], reading: WarcReading) -> tuple[FileRead, Piece]:
+    try:
+        piece = warc_spans.read_span(path, *span, reading)
+    except ImportError:
+        piece = warc_spans.Span(span[0], failed=ReadResult(None, warning=f"its HTML pages need {WEB_EXTRA}", status="unreadable"))
+    except OSError as exc:
+        piece = warc_spans.Span(span[0], failed=ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"))
+    piece.source, piece.last = source, span[1] >= warc_spans._END
+    docs = [Member(member_id(source, str(ev.number)), ev.text, ev.offset, ev.length) for ev in piece.events if ev.text is not None]
+    for ev in piece.events:
+        if ev.text is not None:
+            ev.text = ""  # the join needs to know it was a document, not its text
+    return FileRead(piece.failed or ReadResult("", piece.digest), docs), piece
+
+
 def spans_of(path: str, size: int, text_field: str, follow: bool) -> list[tuple[int, int]] | None:
     """The spans a file is read by, one task each, or None: one task reads it whole. A big plain
     JSON Lines file: byte ranges (:mod:`simdoc.corpus.jsonl_ranges`); a big Parquet file of
     several row groups: spans of row groups (:func:`simdoc.corpus.parquet.cut`, which reads its footer)."""
     if jsonl_ranges.can_cut(path, size):
         return jsonl_ranges.cut(size)
+    if warc_spans.can_cut(path, size):
+        try:
+            return warc_spans.cut(path)
+        except OSError:
+            return None  # the one task says what
     if is_parquet(path):
         return parquet.cut(path, size, text_field, follow)
     return None
 
 
 def read_range_file(
-    path: str, source: str, span: tuple[int, int], fields: tuple, max_bytes: int | None, follow: bool
+    path: str, source: str, span: tuple[int, int], fields: tuple, max_bytes: int | None, follow: bool,
+    warc: WarcReading | None = None,
 ) -> tuple[FileRead, Piece]:
     """The members of one span of a file (see :func:`spans_of`): the span's members as a
     :class:`FileRead` (ids counted from the span), and the piece for the join without its texts.
@@ -177,6 +199,8 @@ def read_range_file(
     CorpusError
         a Parquet file, and pyarrow is not installed.
     """
+    if is_warc(path):  # spans of records (simdoc.corpus.warc_spans), read as `warc` says
+        return _read_warc_span(path, source, span, warc or WarcReading(max_bytes))
     if is_parquet(path):
         try:
             piece = read_groups(path, source, *span, *fields, max_bytes=max_bytes, follow_symlinks=follow)

@@ -1,8 +1,10 @@
-"""A big plain JSON Lines or Parquet file read by several tasks, one span each, and joined (issue 29).
+"""A big plain JSON Lines, Parquet or WARC file read by several tasks, one span each, and joined (issue 29).
 
 :func:`simdoc.stages.scan.scan_tasks` cuts such a file (see
 :mod:`simdoc.corpus.jsonl_ranges` for which JSON Lines files and where, and
-:mod:`simdoc.corpus.parquet` for Parquet files, cut into spans of row groups)
+:mod:`simdoc.corpus.parquet` for Parquet files, cut into spans of row groups, and
+:mod:`simdoc.corpus.warc_spans` for WARC files, cut into spans of records; spans of a
+WARC file that no longer fit together are read again whole, here)
 into tasks of one range each; :func:`joined` sits between the engine and the shingle
 stage's collector and turns the results of one file's ranges, which come
 in task order, back into the one result a single task reading the whole
@@ -30,7 +32,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from simdoc.corpus import parquet
+from simdoc.corpus import parquet, warc_spans
+from simdoc.corpus.files import ReadResult
 from simdoc.corpus.formats import member_id
 from simdoc.corpus.jsonl_ranges import first_lines, joined_read, renumber
 from simdoc.memory import release
@@ -69,7 +72,17 @@ def join(group: list[BatchResult], rows: _Rows | None = None) -> BatchResult:
             rows.take(g)
     pieces = [g.piece for g in group]
     how = pieces[0].how
-    res, ids = (parquet.joined_read if how == "parquet" else joined_read)(pieces)
+    warc_left_out = None
+    if how == "warc":
+        joined_warc = _warc_read(pieces)
+        if joined_warc is None:  # the spans do not fit (the file changed since planned): read it whole
+            from simdoc.stages.scan import _scan
+
+            rows.close()
+            return _scan(pieces[0].task)
+        res, ids, warc_left_out = joined_warc
+    else:
+        res, ids = (parquet.joined_read if how == "parquet" else joined_read)(pieces)
     digest = bytes.fromhex(res.digest) if res.digest else b""
     expected = pieces[0].expected
     num_perm = rows.num_perm
@@ -80,9 +93,12 @@ def join(group: list[BatchResult], rows: _Rows | None = None) -> BatchResult:
         return BatchResult([FileOutcome(digest, res.status, res.warning, unchanged, how)], DocColumns.empty(), none)
     source = pieces[0].source
     left_out: list[tuple[str, str]] = []
-    befores = first_lines(pieces)
-    for g, before, by_line in zip(group, befores, ids):
-        left_out.extend((renumber(i, source, before, by_line), why) for i, why in g.files[0].left_out)
+    befores = first_lines(pieces) if how != "warc" else [0] * len(pieces)
+    if warc_left_out is not None:  # named by URI already, in file order
+        left_out.extend(warc_left_out)
+    else:
+        for g, before, by_line in zip(group, befores, ids):
+            left_out.extend((renumber(i, source, before, by_line), why) for i, why in g.files[0].left_out)
     docs = DocColumns.concatenate([g.docs for g in group])
     prefix = member_id(source, "").encode("utf-8", "surrogateescape")
     local = [_line_numbers(g.docs.id_blob, g.docs.id_offsets, len(prefix)) for g in group]
@@ -96,11 +112,25 @@ def join(group: list[BatchResult], rows: _Rows | None = None) -> BatchResult:
     for g in group:
         g.docs = None  # concatenated above: let go
     sigs = rows.rows()
-    left_out.sort()
+    if how != "warc":  # a WARC file's are in file order, as one task lists them
+        left_out.sort()
     outcome = FileOutcome(digest, res.status, res.warning, False, how, len(docs), left_out)
     # The rows stay in line order (sig_order says where each document's is): no second copy.
     nameless = docs.with_ids(np.zeros(0, np.uint8), np.zeros(len(docs) + 1, np.int64))  # its range ids: not taken
     return BatchResult([outcome], nameless.take(order).with_ids(blob, offsets), sigs, sig_order=order)
+
+
+def _warc_read(pieces: list) -> tuple[ReadResult, list[dict[int, str]], list[tuple[str, str]]] | None:
+    """A WARC file's spans joined: the read result, each span's ids by record number, the records
+    left out; None when the spans do not fit (see :mod:`simdoc.corpus.warc_spans`)."""
+    for p in pieces:
+        if p.failed is not None:
+            return p.failed, [{} for _ in pieces], []
+    got = warc_spans.joined_ids(pieces, pieces[0].source)
+    if got is None:
+        return None
+    whole, ids = got
+    return ReadResult("", whole.digest, warning="; ".join(whole.warnings) or None), ids, whole.left_out
 
 
 def _line_numbers(blob: np.ndarray, offsets: np.ndarray, skip: int) -> np.ndarray:

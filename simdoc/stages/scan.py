@@ -54,6 +54,7 @@ from simdoc.bytesign import sign_texts
 from simdoc.corpus.parquet import have_pyarrow
 from simdoc.corpus.read import how_read, no_pyarrow, read_file, read_range_file, spans_of, text_digest, text_size
 from simdoc.corpus.walk import FileEntry
+from simdoc.corpus.warc import WarcReading
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import shingle_texts
@@ -239,8 +240,11 @@ def _scan(task: ScanTask) -> BatchResult:
             files.append(outcome)
             continue
         if task.span is not None:  # the join tells a file whose bytes are the ones indexed
-            got, piece = read_range_file(path, doc_id, task.span, fields, reading.max_bytes, reading.follow_symlinks)
+            warc = WarcReading(reading.max_bytes, bool(reading.main_content), bool(reading.all_responses))
+            got, piece = read_range_file(path, doc_id, task.span, fields, reading.max_bytes, reading.follow_symlinks, warc)
             piece.expected, expected = expected, None
+            if piece.how == "warc":  # spans that turn out not to fit: the join reads the file whole
+                piece.task = dataclasses.replace(task, span=None, files=[(doc_id, path, size, piece.expected)], part=None)
         else:
             got = read_file(
                 path, doc_id, how, reading.max_bytes, reading.follow_symlinks, fields,
