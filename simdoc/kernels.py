@@ -91,6 +91,19 @@ if ENABLED:
                 total += t
 
     @njit(cache=CACHE, nogil=True)
+    def fold_repeats(row, out_data, out_counts, pos):
+        """Sorted ``row`` from ``out_data[pos]`` on, each value once, repeats in ``out_counts``."""
+        m = 0
+        for w in range(row.shape[0]):
+            if w == 0 or row[w] != row[w - 1]:
+                out_data[pos + m] = row[w]
+                out_counts[pos + m] = 1
+                m += 1
+            else:
+                out_counts[pos + m - 1] += 1
+        return m
+
+    @njit(cache=CACHE, nogil=True)
     def _radix_sort(a, tmp):
         """LSD radix sort of uint32 in 4 byte passes; the result ends in ``a``.
 
@@ -188,14 +201,7 @@ if ENABLED:
                 pos += nw
                 continue
             _radix_sort(view, tmp[:nw])
-            m = 0
-            for w in range(nw):
-                if w == 0 or view[w] != view[w - 1]:
-                    out_data[pos + m] = view[w]
-                    out_counts[pos + m] = 1
-                    m += 1
-                else:
-                    out_counts[pos + m - 1] += 1
+            m = fold_repeats(view, out_data, out_counts, pos)
             out_sizes[d] = m
             pos += m
         return pos
@@ -392,14 +398,7 @@ if ENABLED:
         for d in range(indptr.shape[0] - 1):
             row = data[indptr[d] : indptr[d + 1]].copy()
             _sort64(row, tmp[: row.shape[0]])
-            m = 0
-            for w in range(row.shape[0]):
-                if w == 0 or row[w] != row[w - 1]:
-                    out_data[pos + m] = row[w]
-                    out_counts[pos + m] = 1
-                    m += 1
-                else:
-                    out_counts[pos + m - 1] += 1
+            m = fold_repeats(row, out_data, out_counts, pos)
             out_sizes[d] = m
             pos += m
         return pos

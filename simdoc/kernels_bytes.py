@@ -34,7 +34,7 @@ SPACE = 32  # a table entry: whitespace, as str.split() sees it once normalised
 if ENABLED:
     from numba import njit, uint32, uint64
 
-    from simdoc.kernels import _fmix, _mix64, _rotl, _sort64
+    from simdoc.kernels import _fmix, _mix64, _rotl, _sort64, fold_repeats
 
     @njit(cache=CACHE, nogil=True, inline="always")
     def _premix(c):
@@ -162,14 +162,7 @@ if ENABLED:
             for w in range(nw):
                 row[w] = (uint64(high[w]) << uint64(32)) | uint64(low[w])
             _sort64(row, tmp[:nw])
-            m = 0
-            for w in range(nw):
-                if w == 0 or row[w] != row[w - 1]:
-                    out_data[pos + m] = row[w]
-                    out_counts[pos + m] = 1
-                    m += 1
-                else:
-                    out_counts[pos + m - 1] += 1
+            m = fold_repeats(row, out_data, out_counts, pos)
             out_sizes[d] = m
             pos += m
         return pos
