@@ -37,6 +37,7 @@ from simdoc.corpus.files import ReadResult
 from simdoc.corpus.formats import member_id
 from simdoc.corpus.jsonl_ranges import first_lines, joined_read, renumber
 from simdoc.memory import release
+from simdoc.stages.scan import scan_batch
 from simdoc.stages.scan_results import BatchResult, FileOutcome
 from simdoc.store.doccolumns import DocColumns
 from simdoc.store.doctable import _blob
@@ -76,10 +77,8 @@ def join(group: list[BatchResult], rows: _Rows | None = None) -> BatchResult:
     if how == "warc":
         joined_warc = _warc_read(pieces)
         if joined_warc is None:  # the spans do not fit (the file changed since planned): read it whole
-            from simdoc.stages.scan import _scan
-
             rows.close()
-            return _scan(pieces[0].task)
+            return scan_batch(pieces[0].task)
         res, ids, warc_left_out = joined_warc
     else:
         res, ids = (parquet.joined_read if how == "parquet" else joined_read)(pieces)
