@@ -354,6 +354,19 @@ def test_a_missing_backend_names_the_extra_to_install(run, monkeypatch, tmp_path
     assert_clean_error(r, 3, "s3:// needs a backend that is not installed", "pip install 'simdoc[s3]'")
 
 
+def test_a_missing_backend_without_an_extra_names_its_package(run, monkeypatch, tmp_path):
+    """gs:// has no simdoc extra: the hint is the package fsspec's registry names for it
+    (before, the hint was a truncated "install the package named")."""
+    fsspec = pytest.importorskip("fsspec")
+
+    def no_backend(protocol):
+        raise ImportError("Please install gcsfs to access Google Storage")
+
+    monkeypatch.setattr(fsspec, "get_filesystem_class", no_backend)
+    r = run("pairs", "gs://bucket/prefix/", "--index", tmp_path / "idx")
+    assert_clean_error(r, 3, "gs:// needs a backend that is not installed", "pip install gcsfs")
+
+
 def test_a_storage_option_without_a_value_is_a_usage_error(run, tmp_path):
     r = run("pairs", "s3://bucket/prefix/", "--index", tmp_path / "idx", "--storage-option", "anon")
     assert r.exit_code == 2

@@ -129,9 +129,12 @@ def filesystem(url: str):
     try:
         cls = fsspec.get_filesystem_class(protocol)
     except ImportError as exc:
-        raise CorpusError(
-            f"{protocol}:// needs a backend that is not installed ({exc})", hint=install or "install the package named"
-        ) from None
+        # fsspec names each protocol's class ("gcsfs.GCSFileSystem"): its package is what to install.
+        from fsspec.registry import known_implementations
+
+        known = known_implementations.get(protocol, {}).get("class", "")
+        package = f"pip install {known.split('.')[0]}" if known else "install the package that fsspec names"
+        raise CorpusError(f"{protocol}:// needs a backend that is not installed ({exc})", hint=install or package) from None
     except ValueError:
         raise CorpusError(f"fsspec knows no protocol {protocol}://", hint="check the URL") from None
     try:
