@@ -78,7 +78,9 @@ def connect(address: str, wait_workers: float | None = None, index=None, corpus=
         n = int(m.group(1) or os.cpu_count() or 1)
         try:
             cluster = LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR,
+                # CRITICAL: a worker's heartbeat meeting the scheduler as it closes logs an ERROR
+                # traceback at the end of a run; a real failure reaches the client as ClusterError.
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.CRITICAL,
                 # No dashboard, but the scheduler still serves its HTTP routes, by default on :8787,
                 # with a UserWarning on stderr when that port is taken (another cluster): any free port
                 # of this host, which is never taken.
