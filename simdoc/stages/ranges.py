@@ -84,8 +84,7 @@ def join(group: list[BatchResult], rows: _Rows | None = None) -> BatchResult:
         res, ids = (parquet.joined_read if how == "parquet" else joined_read)(pieces)
     digest = bytes.fromhex(res.digest) if res.digest else b""
     expected = pieces[0].expected
-    num_perm = rows.num_perm
-    none = np.empty((0, num_perm), dtype=np.uint32)
+    none = None if rows.num_perm is None else np.empty((0, rows.num_perm), dtype=np.uint32)
     if res.text is None or (expected is not None and digest == expected):  # unreadable, or unchanged
         rows.close()
         unchanged = res.text is not None
@@ -116,7 +115,7 @@ def join(group: list[BatchResult], rows: _Rows | None = None) -> BatchResult:
     outcome = FileOutcome(digest, res.status, res.warning, False, how, len(docs), left_out)
     # The rows stay in line order (sig_order says where each document's is): no second copy.
     nameless = docs.with_ids(np.zeros(0, np.uint8), np.zeros(len(docs) + 1, np.int64))  # its range ids: not taken
-    return BatchResult([outcome], nameless.take(order).with_ids(blob, offsets), sigs, sig_order=order)
+    return BatchResult([outcome], nameless.take(order).with_ids(blob, offsets), sigs, sig_order=order, parts=rows.parts)
 
 
 def _warc_read(pieces: list) -> tuple[ReadResult, list[dict[int, str]], list[tuple[str, str]]] | None:
@@ -165,28 +164,58 @@ class _Rows:
     """One file's signature rows, taken from its ranges' results as they come (line order):
     held, or, with a ``spill`` folder (the index's), written to an unnamed temporary file there
     and memory-mapped once all are in, so that the parent never holds them (512 MB at 10^6
-    documents); :func:`signature_slices` lets the mapped pages go as they are read."""
+    documents); :func:`signature_slices` lets the mapped pages go as they are read.
+
+    On a cluster the ranges' rows stay in their parts: only (part, rows) are taken (``parts``),
+    and the workers copy the rows (:mod:`simdoc.stages.dask_signatures`). A range whose worker
+    could not write its part (no room) sends its rows: then all of them are held here."""
 
     def __init__(self, spill: str | os.PathLike | None, first: BatchResult) -> None:
-        self.num_perm = first.signatures.shape[1]
-        # O_TMPFILE where the file system has it, else a simdoc temporary's name, removed at once.
-        self.file = None if spill is None else tempfile.TemporaryFile(dir=spill, prefix=".signatures.tmp.npy.", suffix=".tmp")
+        self.spill = spill
+        self.num_perm = first.signatures.shape[1] if first.signatures is not None else None
+        self.parts: list[tuple[str, int]] | None = [] if first.signatures is None else None
+        self.file = None
         self.held: list[np.ndarray] = []
         self.n = 0
+        self._open()
         self.take(first)
+
+    def _open(self) -> None:
+        if self.parts is None and self.spill is not None:
+            # O_TMPFILE where the file system has it, else a simdoc temporary's name, removed at once.
+            self.file = tempfile.TemporaryFile(dir=self.spill, prefix=".signatures.tmp.npy.", suffix=".tmp")
 
     def take(self, r: BatchResult) -> BatchResult:
         """Take ``r``'s rows (it keeps none)."""
-        if self.file is not None:
-            self.file.write(np.ascontiguousarray(r.signatures, dtype=np.uint32).data)
-        else:
-            self.held.append(r.signatures)
-        self.n += len(r.signatures)
+        if self.parts is not None and r.signatures is None:
+            self.parts.append((r.part, len(r.docs)))
+            self.n += len(r.docs)
+            return r
+        if self.parts is not None:  # rows that came back after all: those in parts are read here too
+            parts, self.parts, self.n = self.parts, None, 0
+            self.num_perm = r.signatures.shape[1]
+            self._open()
+            for part, _ in parts:
+                self._add(_part_rows(part))
+        if r.signatures is None:  # left in its part, but the other ranges' are here: read here
+            r.signatures, r.part = _part_rows(r.part), None
+        self._add(r.signatures)
         r.signatures = None
         return r
 
-    def rows(self) -> np.ndarray:
-        """All of them, (n, num_perm) uint32."""
+    def _add(self, rows: np.ndarray) -> None:
+        if self.num_perm is None:
+            self.num_perm = rows.shape[1]
+        if self.file is not None:
+            self.file.write(np.ascontiguousarray(rows, dtype=np.uint32).data)
+        else:
+            self.held.append(rows)
+        self.n += len(rows)
+
+    def rows(self) -> np.ndarray | None:
+        """All of them, (n, num_perm) uint32; None: they are in ``parts``."""
+        if self.parts is not None:
+            return None
         if self.file is None:
             sigs = np.empty((self.n, self.num_perm), dtype=np.uint32)
             at = 0
@@ -204,6 +233,12 @@ class _Rows:
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
+
+def _part_rows(part: str) -> np.ndarray:
+    """The signature rows a range's task left in its part."""
+    with np.load(part, allow_pickle=False) as z:
+        return np.asarray(z["signatures"], dtype=np.uint32)
+
 
 def signature_slices(batch: BatchResult, first: int, n: int, step: int = 1 << 16) -> Iterator[np.ndarray]:
     """The signature rows of documents ``first`` to ``first + n`` of ``batch``, a slice at a time

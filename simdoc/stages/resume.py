@@ -7,7 +7,9 @@ files' ids, paths, sizes, mtimes and indexed digests, every parameter, the
 version). A client killed mid-stage loses nothing that finished: the next
 run draws the same tasks, takes the result of each task whose part is
 there (:func:`resumed`) and submits only the rest, and publishes the same
-files as an uninterrupted run. Once the stage is published (or found up to
+files as an uninterrupted run. A task of one range of a big file (see
+:mod:`simdoc.stages.ranges`) has a part of its own, which holds what the
+join needs of the range (:mod:`simdoc.corpus.pieces`) besides its rows. Once the stage is published (or found up to
 date) the parts are used or stale, and go (:func:`remove_scan_parts`).
 """
 
@@ -19,7 +21,7 @@ import os
 from collections.abc import Iterator
 
 from simdoc.engines import Engine
-from simdoc.stages.scan import ScanTask, scan_batch
+from simdoc.stages.scan import ScanTask, scan_batch, whole_file_task
 from simdoc.stages.scan_results import BatchResult, read_part
 from simdoc.store.directory import IndexStore
 from simdoc.store.names import PARTS, parts_folder, remove_parts
@@ -64,8 +66,10 @@ def resumed(engine: Engine, tasks: Iterator[ScanTask]) -> Iterator[BatchResult]:
             yield ran.popleft() if ran else next(results)
             continue
         done = read_part(task.part, rows=False)  # the signature rows stay in the part (simdoc.stages.dask_signatures)
-        if done is None or len(done.files) != len(task.files):
+        if done is None or len(done.files) != len(task.files) or (done.piece is None) != (task.span is None):
             done = next(iter(engine.map(scan_batch, [task])))
+        elif done.piece is not None and done.piece.how == "warc":  # as the range's task would have set it
+            done.piece.task = whole_file_task(task)
         yield done
 
 

@@ -123,16 +123,18 @@ def scan_tasks(
     digests = {e.id: d for e, d, keep in plan if not keep}
     pending: list[FileEntry] = []
     for e in (e for e, _, keep in plan if not keep):
-        # A big plain JSON Lines file or Parquet file: one task a byte range or span of row groups
-        # (joined by simdoc.stages.ranges); not on a cluster (a part holds whole files) nor for
-        # `simdoc shingle` alone (it keeps sets by file).
+        # A big plain JSON Lines, Parquet or WARC file: one task a byte range or span of row groups
+        # or records (joined by simdoc.stages.ranges), on a cluster too (each range's task writes
+        # a part of its own); not for `simdoc shingle` alone (it keeps sets by file).
         spans = None
-        if parts is None and signature is not None:
+        if signature is not None:
             spans = spans_of(e.path, e.size, shingle.text_field, bool(shingle.follow_symlinks))
         if spans:
             yield from _batch_tasks(pending, digests, shingle, signature, parts, racy, spill)
             pending = []
-            yield from (ScanTask([(e.id, e.path, e.size, digests[e.id])], shingle, signature, span=s) for s in spans)
+            for s in spans:
+                task = ScanTask([(e.id, e.path, e.size, digests[e.id])], shingle, signature, span=s)
+                yield task if parts is None else _with_part(task, [e], parts, racy)
         else:
             pending.append(e)
     yield from _batch_tasks(pending, digests, shingle, signature, parts, racy, spill)
@@ -143,10 +145,13 @@ def _batch_tasks(entries: list[FileEntry], digests: dict, shingle, signature, pa
         files = [(e.id, e.path, e.size, digests[e.id]) for e in b]
         # A cluster's workers may not see the folder: there a long document's set is held.
         task = ScanTask(files, shingle, signature or _NO_SIGNATURES, signature is None, spill if parts is None and signature is None else None)
-        if parts is not None:
-            name = f"{part_key(task, [list(e.stat()[1:]) for e in b])}.npz"
-            task = dataclasses.replace(task, part=str(Path(parts) / name), reusable=not any(racy(e) for e in b))
-        yield task
+        yield task if parts is None else _with_part(task, b, parts, racy)
+
+
+def _with_part(task: ScanTask, entries: list[FileEntry], parts, racy) -> ScanTask:
+    """``task`` writing its result to its part in ``parts`` (see the module docstring)."""
+    name = f"{part_key(task, [list(e.stat()[1:]) for e in entries])}.npz"
+    return dataclasses.replace(task, part=str(Path(parts) / name), reusable=not any(racy(e) for e in entries))
 
 
 def part_key(task: ScanTask, stats: list[list[int]]) -> str:
@@ -161,6 +166,8 @@ def part_key(task: ScanTask, stats: list[list[int]]) -> str:
 
     files = [[i, p, s, m, d.hex() if d is not None else None] for (i, p, s, d), m in zip(task.files, stats)]
     what = [__version__, repr(task.shingle), repr(task.signature), task.keep_sets, files]
+    if task.span is not None:  # one range of the file: each of its ranges has a part of its own
+        what.append(list(task.span))
     return hashlib.sha256(json.dumps(what).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
@@ -199,6 +206,12 @@ def scan_batch(task: ScanTask) -> BatchResult:
         with contextlib.suppress(OSError):  # no room: then the run is not resumable
             write_part(task.part, result)
     return result
+
+
+def whole_file_task(task: ScanTask) -> ScanTask:
+    """The task reading the one file of a range's ``task`` whole, in the process that runs it
+    (no part): for WARC spans that turn out not to fit together (see simdoc.stages.ranges)."""
+    return dataclasses.replace(task, span=None, part=None, reusable=False)
 
 
 def _scan(task: ScanTask) -> BatchResult:
@@ -244,7 +257,7 @@ def _scan(task: ScanTask) -> BatchResult:
             got, piece = read_range_file(path, doc_id, task.span, fields, reading.max_bytes, reading.follow_symlinks, warc)
             piece.expected, expected = expected, None
             if piece.how == "warc":  # spans that turn out not to fit: the join reads the file whole
-                piece.task = dataclasses.replace(task, span=None, files=[(doc_id, path, size, piece.expected)], part=None)
+                piece.task = whole_file_task(task)
         else:
             got = read_file(
                 path, doc_id, how, reading.max_bytes, reading.follow_symlinks, fields,

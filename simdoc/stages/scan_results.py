@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from simdoc.corpus.jsonl_ranges import Piece
+from simdoc.corpus.pieces import piece_json, piece_of
 from simdoc.corpus.read import identity
 from simdoc.shinglesets import ShingleSets
 from simdoc.store.doccolumns import DocColumns
@@ -79,6 +80,9 @@ class BatchResult:
     part: str | None = None  # the part file the task wrote, which holds its signature rows
     piece: Piece | None = None  # a range's task: what the join needs (texts dropped), ids counted from the range
     sig_order: np.ndarray | None = None  # joined ranges: document i's row is signatures[sig_order[i]]
+    # Joined ranges on a cluster (``signatures`` None): each range's part and its rows, in line
+    # order; document i's row is row sig_order[i] of them all (simdoc.stages.dask_signatures).
+    parts: list[tuple[str, int]] | None = None
 
 
 def write_part(path: str, r: BatchResult, reusable: bool = True) -> None:
@@ -93,6 +97,7 @@ def write_part(path: str, r: BatchResult, reusable: bool = True) -> None:
         "reusable": reusable,
         "files": [[f.file_digest.hex(), f.status, f.warning, f.unchanged, f.how, f.n_docs, f.left_out] for f in r.files],
         "warnings": r.warnings,
+        "piece": None if r.piece is None else piece_json(r.piece),  # a range's task: what the join needs
     }
     arrays = {"meta": np.frombuffer(json.dumps(meta).encode("ascii"), np.uint8), "signatures": r.signatures}
     arrays.update(r.docs.arrays(_DOCS))
@@ -137,13 +142,14 @@ def read_part(path: str, rows: bool = True) -> BatchResult | None:
             sigs = np.asarray(z["signatures"], dtype=np.uint32) if rows else None
             shape, dtype = _member_shape(z, "signatures")
             sets = ShingleSets(z["indptr"], z["data"], z["counts"]) if "indptr" in z.files else None
+            piece = None if meta.get("piece") is None else piece_of(meta["piece"])
     except Exception:  # whatever a damaged part makes numpy, zipfile or json raise: run the task again
         return None
     if len(shape) != 2 or shape[0] != len(docs) or dtype != np.uint32 or sum(f.n_docs for f in files) != len(docs):
         return None
     if sets is not None and len(sets.indptr) != len(docs) + 1:
         return None
-    return BatchResult(files, docs, sigs, sets, list(meta["warnings"]), None if rows else path)
+    return BatchResult(files, docs, sigs, sets, list(meta["warnings"]), None if rows else path, piece)
 
 
 _DOCS = "doc_"  # the documents' columns in a part: doc_id_blob, doc_offset, ...

@@ -125,7 +125,8 @@ def build_shingles(
         collector = _Collector(store, manifest, settings, scan, parts is not None, replaced)
         try:
             tasks = scan_tasks(plan, settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
-            with contextlib.closing(resumed(engine, tasks) if parts is not None else joined(engine.map(scan_batch, tasks), index)) as results:
+            ran = resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
+            with contextlib.closing(joined(ran, index)) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
             if _same_build(settings, scan) and collector.nothing_new():
                 # Only racily clean files were read, and their bytes are the ones indexed.
@@ -292,7 +293,9 @@ class _Collector:
             self.run = (batch, self.run[1], at_doc + outcome.n_docs)
             self.run_files.append((outcome.n_docs, e.stat(), outcome.file_digest))
         if self.sig_rows is not None and outcome.n_docs:
-            if batch.signatures is None:  # left in the task's part, for the workers to copy
+            if batch.parts is not None:  # joined ranges on a cluster: in their parts, in line order
+                self.sig_rows.add_gathered(batch.parts, batch.sig_order[at_doc : at_doc + outcome.n_docs])
+            elif batch.signatures is None:  # left in the task's part, for the workers to copy
                 self.sig_rows.add_part(batch.part, at_doc, outcome.n_docs)
             else:  # a slice at a time (joined ranges: in line order, maybe spilled; see simdoc.stages.ranges)
                 for rows in signature_slices(batch, at_doc, outcome.n_docs):
