@@ -175,17 +175,32 @@ def test_a_range_whose_part_could_not_be_written_sends_its_rows(tmp_path, small_
     c = make(tmp_path / "c")
     build(c, tmp_path / "local", LocalEngine(1))
     real = scan.write_part
-    calls = []
+    calls: dict[str, int] = {}
+    fail = {"big.jsonl": (2,), "crawl.warc.gz": (1, 3)}  # a range after a part; the first, then another
 
     def some_fail(path, result, reusable=True):
-        calls.append(path)
-        if len(calls) % 3 == 2:
+        source = result.piece.source if result.piece is not None else ""
+        calls[source] = calls.get(source, 0) + 1
+        if calls[source] in fail.get(source, ()):
             raise OSError(28, "No space left on device")
         return real(path, result, reusable=reusable)
 
     monkeypatch.setattr(scan, "write_part", some_fail)
-    build(c, tmp_path / "dask", DaskEngine(InProcessClient(), 1))
+    client = RecordingClient()
+    by_file: dict[str, list[bool]] = {}  # each range's task, in order: did its rows come back?
+    real_submit = client.submit
+
+    def submit(func, task, pure=True):
+        done = real_submit(func, task, pure)
+        if getattr(task, "span", None):
+            by_file.setdefault(task.files[0][0], []).append(done.result().signatures is not None)
+        return done
+
+    client.submit = submit
+    build(c, tmp_path / "dask", DaskEngine(client, 1))
     assert files_of(tmp_path / "dask") == files_of(tmp_path / "local")
+    # Ranges of one file came back both ways: a first range with its rows, and one with a part first.
+    assert any(h[0] and not all(h) for h in by_file.values()) and any(not h[0] and any(h) for h in by_file.values()), by_file
 
 
 def test_gathered_rows_are_taken_from_the_mapped_parts(tmp_path):
@@ -202,3 +217,24 @@ def test_gathered_rows_are_taken_from_the_mapped_parts(tmp_path):
     assert np.array_equal(got, every[order])
     with pytest.raises(ValueError):
         dask_signatures._gathered(dask_signatures.Gathered(tuple(parts), np.array([8])), 4, lambda p, last: dask_signatures.part_rows(p))
+
+
+def test_each_kind_of_piece_comes_back_from_its_part_as_it_was(tmp_path, small_spans, settled):
+    c = make(tmp_path / "c", id_field=True)
+    shingle = ShingleParams(id_field="id").resolved()
+    seen = set()
+    for name in ("big.jsonl", "rows.parquet", "crawl.warc.gz"):
+        path = c / name
+        if not path.exists():
+            continue
+        spans = scan.spans_of(str(path), path.stat().st_size, "text", False)
+        assert spans and len(spans) >= 3, (name, spans)
+        for i, s in enumerate(spans):
+            part = str(tmp_path / f"{name}.{i}.npz")
+            task = scan.ScanTask([(name, str(path), path.stat().st_size, None)], shingle, SIGNER, span=s, part=part, reusable=True)
+            sent = scan.scan_batch(task)
+            back = read_part(part, rows=False)
+            sent.piece.task = None
+            assert back.piece == sent.piece and back.docs == sent.docs and back.files == sent.files
+            seen.add(type(back.piece).__name__)
+    assert {"Piece", "Span"} <= seen
