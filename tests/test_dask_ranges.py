@@ -238,3 +238,21 @@ def test_each_kind_of_piece_comes_back_from_its_part_as_it_was(tmp_path, small_s
             assert back.piece == sent.piece and back.docs == sent.docs and back.files == sent.files
             seen.add(type(back.piece).__name__)
     assert {"Piece", "Span"} <= seen
+
+
+def test_an_update_on_a_cluster_is_the_local_engines(tmp_path, small_spans, settled):
+    """A big file appended to is read again by ranges; one touched (same bytes) keeps its rows."""
+    c = make(tmp_path / "c")
+    dask, local = tmp_path / "dask", tmp_path / "local"
+    build(c, dask, DaskEngine(InProcessClient(), 1))
+    build(c, local, LocalEngine(1))
+    with open(c / "big.jsonl", "a") as f:
+        f.write(json.dumps({"text": text(7)}) + "\n")
+    then = time.time_ns() - HOUR_NS // 2
+    for p in c.iterdir():
+        os.utime(p, ns=(then, then))  # every file's time changed: each is read again, its bytes digested
+    again = InProcessClient()
+    build(c, dask, DaskEngine(again, 1))
+    build(c, local, LocalEngine(1))
+    assert ranges(again)["big.jsonl"] >= 4
+    assert files_of(dask) == files_of(local)

@@ -10,7 +10,7 @@
   Any breach, a scheduler lost later, or a task that kept killing its
   workers is a :class:`ClusterError` (here).
 * Reading and signatures: the batches the local engine gives to its
-  process pool are Dask tasks instead, submitted as a bounded stream
+  process pool (and the ranges of a big file, simdoc.stages.ranges) are Dask tasks instead, submitted as a bounded stream
   (:func:`map_ordered`). Workers read the documents, leave the signature
   rows in part files of the index and send back the docs-table rows; then
   workers copy the rows into the new matrix (simdoc.stages.dask_signatures).

@@ -17,6 +17,14 @@ file whose bytes turn out to be the ones indexed is then reported
 unchanged, as a single task would report it (its ranges were read for
 nothing: a file whose size or time changed is read again whole).
 
+On a Dask cluster the ranges' tasks are the same, each writing its part
+(:func:`simdoc.stages.scan_results.write_part`); their results come through
+:func:`simdoc.stages.resume.resumed` (from a killed client's parts, too)
+and are joined here alike, but for the signature rows, which stay in the
+parts: the joined result names the parts (``parts``) and the order of the
+rows (``sig_order``), and the workers copy them into the new matrix
+(:class:`simdoc.stages.dask_signatures.Gathered`).
+
 The parent still holds one file's rows at a time, as before, but as
 arrays (:class:`simdoc.store.doccolumns.DocColumns`): ids that are line
 numbers are renumbered and sorted as arrays, and the signature rows stay in

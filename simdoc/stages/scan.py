@@ -14,7 +14,9 @@ at all: the parent keeps its rows, as git keeps an index entry whose content
 hash still matches.
 
 Tasks are top-level, picklable dataclasses, made by :func:`scan_tasks` as the
-engine draws them: consecutive files, cut at BATCH_BYTES or BATCH_DOCS files.
+engine draws them: consecutive files, cut at BATCH_BYTES or BATCH_DOCS files;
+a big JSON Lines, Parquet or WARC file is one task a range instead (joined
+by :mod:`simdoc.stages.ranges`), with either engine.
 Results travel back to the parent as columns (ids and sources as UTF-8
 blobs; :class:`simdoc.store.doccolumns.DocColumns`): about a hundred bytes
 per document, plus its signature row with the local engine.
@@ -27,7 +29,7 @@ A part that exists is that task's completion record, as in datatrove's
 ``completions/``. Its name is a hash of everything the result depends on
 (:func:`part_key`: each file's id, path, stat (size, modification and change
 times, inode, device) and the digest indexed before, the parameters, the
-simdoc version), so a client killed while reading is followed by a run
+simdoc version, and a range's bounds), so a client killed while reading is followed by a run
 that takes the parts of the same work instead of running it again, and
 never takes a part of other work. A part is reusable only if no file of
 the task was racily clean when it was listed (:mod:`simdoc.stages.racy`,
@@ -80,7 +82,7 @@ class ScanTask:
     spill: str | None = None  # with keep_sets: where a long document's set is built on disk (the index folder)
     part: str | None = None  # where the task writes its result (its completion record); None: nowhere
     reusable: bool = False  # no file was racily clean when listed: a later run may take its part
-    span: tuple[int, int] | None = None  # one range of its one JSON Lines or Parquet file (see simdoc.stages.ranges)
+    span: tuple[int, int] | None = None  # one range of its one JSON Lines, Parquet or WARC file (see simdoc.stages.ranges)
 
 
 def batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:

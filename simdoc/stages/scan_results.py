@@ -9,7 +9,8 @@ task also writes it to a part file of the index (:func:`write_part`,
 ``dask-parts/scan/<key>.npz``, named by :func:`simdoc.stages.scan.part_key`),
 atomically: a part that exists is that task's completion record, which
 :func:`read_part` gives back to a later run (see :mod:`simdoc.stages.resume`).
-Parts hold the documents' columns as arrays, the files' outcomes as JSON, and nothing else, read with ``allow_pickle=False``: an index
+Parts hold the documents' columns as arrays, the files' outcomes (and a
+range's piece, :mod:`simdoc.corpus.pieces`) as JSON, and nothing else, read with ``allow_pickle=False``: an index
 directory is not trusted to hold code, and a part that cannot be read, for
 whatever reason, only makes its task run again.
 """
