@@ -242,6 +242,7 @@ class _Rows:
         if self.file is not None:
             self.file.close()
 
+
 def _part_rows(part: str) -> np.ndarray:
     """The signature rows a range's task left in its part."""
     with np.load(part, allow_pickle=False) as z:

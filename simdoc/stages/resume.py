@@ -9,8 +9,9 @@ run draws the same tasks, takes the result of each task whose part is
 there (:func:`resumed`) and submits only the rest, and publishes the same
 files as an uninterrupted run. A task of one range of a big file (see
 :mod:`simdoc.stages.ranges`) has a part of its own, which holds what the
-join needs of the range (:mod:`simdoc.corpus.pieces`) besides its rows. Once the stage is published (or found up to
-date) the parts are used or stale, and go (:func:`remove_scan_parts`).
+join needs of the range (:mod:`simdoc.corpus.pieces`) besides its rows.
+Once the stage is published (or found up to date) the parts are used or
+stale, and go (:func:`remove_scan_parts`).
 """
 
 from __future__ import annotations
