@@ -256,3 +256,15 @@ def test_an_update_on_a_cluster_is_the_local_engines(tmp_path, small_spans, sett
     build(c, local, LocalEngine(1))
     assert ranges(again)["big.jsonl"] >= 4
     assert files_of(dask) == files_of(local)
+
+
+def test_warc_ranges_that_do_not_fit_are_read_whole_on_a_cluster_too(tmp_path, small_spans, monkeypatch, settled):
+    """Spans of a WARC file that no longer fit together (it changed since planned) are read again
+    as one task; its rows then come back to the client, which writes them itself."""
+    c = make(tmp_path / "c")
+    build(c, tmp_path / "local", LocalEngine(1))
+    monkeypatch.setattr(warc_spans, "joined_ids", lambda spans, source: None)
+    client = InProcessClient()
+    build(c, tmp_path / "dask", DaskEngine(client, 1))
+    assert ranges(client)["crawl.warc.gz"] >= 3
+    assert files_of(tmp_path / "dask") == files_of(tmp_path / "local")
