@@ -8,7 +8,8 @@
    table, if its rows describe the same thing (:func:`_same_build`: nothing to
    do). :func:`~simdoc.stages.plan.reading_plan`: which files to read, and which
    to keep without reading.
-3. :func:`simdoc.stages.scan.scan_tasks`: the files to read, in batches, as
+3. :func:`simdoc.stages.scan.scan_tasks`: the files to read, in batches (a big
+   file in ranges, joined by :func:`simdoc.stages.ranges.joined`), as
    tasks for the engine (:func:`~simdoc.stages.scan.scan_batch` reads, shingles
    and signs them). :class:`_Collector`: the next docs table in corpus order, from kept rows and the
    tasks' results, with the signature rows (or the shingle sets) alongside.
