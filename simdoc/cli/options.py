@@ -88,8 +88,8 @@ class CorpusPath(click.ParamType):
 
     name = "path"
 
-    def __init__(self, allow_dash: bool = False) -> None:
-        self._path = click.Path(path_type=Path, allow_dash=allow_dash)
+    def __init__(self, allow_dash: bool = False, file_okay: bool = True) -> None:
+        self._path = click.Path(path_type=Path, allow_dash=allow_dash, file_okay=file_okay)
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and is_url(value):
