@@ -3,7 +3,10 @@
 A nightly update verifies its new pairs by reading both documents again; in a
 crawl, a partner is a WARC record read at its offset by ranged requests. Those
 requests ask for 64 KiB first, then twice as much each time: a record of a
-few KB costs one request of at most 64 KiB, not the 1 MiB it cost before.
+few KB costs one request of at most 64 KiB, not the 1 MiB it cost before. In
+a dataset, a partner is a Parquet row: the footer and its row group's text
+column are read, not the whole object (before: the object digested whole
+first, for nothing).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import base64
 import gzip
 import random
+
+import pytest
 
 from tests.conftest import warc_record
 from tests.test_object_storage import s3, server  # noqa: F401  (fixtures)
@@ -43,3 +48,33 @@ def test_a_warc_record_read_again_costs_about_its_bytes_not_a_megabyte(s3, monke
     assert got == {offset: docs[offset]} and bodies[500] in got[offset]
     # Its gzip magic (2 bytes), then one request of 64 KiB; before, the second was of 1 MiB.
     assert len(members[500]) < sum(served) <= (64 << 10) + 2 and len(served) == 2, served
+
+
+def test_a_nightly_pair_with_a_row_of_a_large_parquet_object_reads_its_row_group_not_the_object(run, s3, tmp_path, monkeypatch):
+    """The partner's row is read by its footer and its row group's text column (ranged requests);
+    before, verification digested the whole object first (and read ahead 4 MiB at each read)."""
+    import io
+
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    import s3fs
+
+    fs, endpoint, bucket, _ = s3
+    texts = [base64.b64encode(random.Random(i).randbytes(600)).decode() for i in range(2000)]
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"text": texts}), buf, compression="none", row_group_size=100)
+    big = buf.getvalue()
+    fs.pipe(f"{bucket}/d/big.parquet", big)
+    args = ("pairs", f"s3://{bucket}/d/", "--index", tmp_path / "idx", "-j", "1", "--new", "--format", "tsv", "--storage-option", endpoint)
+    first = run(*args)
+    assert first.exit_code == 0 and first.stdout == "", first.stderr
+    near = texts[1234][:-8] + "ABCDEFGH"  # a near copy of row 1234 (row group 12), in a new object
+    fs.pipe(f"{bucket}/d/new.txt", near.encode())
+    served: list[int] = []
+    fetch = s3fs.core.S3File._fetch_range
+    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", lambda self, start, end: served.append(len(got := fetch(self, start, end))) or got)
+    second = run(*args)
+    assert second.exit_code == 0, second.stderr
+    assert second.stdout.startswith("big.parquet/#1235\tnew.txt\t"), second.stdout
+    # new.txt, then the footer and one row group's text column (~60 KB) of a 1.6 MB object.
+    assert sum(served) < len(near) + 200_000 < len(big) // 4, (served, len(big))
