@@ -57,3 +57,39 @@ def test_a_list_that_mixes_urls_with_paths_or_buckets_is_one_error_line(run, s3,
     r = run("pairs", "--files-from", tmp_path / "list.txt", "--index", tmp_path / "idx", "--storage-option", endpoint)
     assert_clean_error(r, 3, "takes no other CORPUS or local path" if second == "local" else "in several buckets")
     assert not (tmp_path / "idx").exists()
+
+
+def test_a_list_of_urls_on_a_dask_cluster_gives_the_local_answer(s3, tmp_path):
+    """The contract check reaches the list's base with the run's options; the workers read the objects."""
+    pytest.importorskip("distributed")
+    from tests.test_object_storage import _simdoc
+
+    fs, endpoint, bucket, _ = s3
+    corpus = mixed_corpus(tmp_path / "corpus")
+    upload(fs, corpus, bucket, "crawl")
+    names = sorted(p.relative_to(corpus).as_posix() for p in corpus.rglob("*") if p.is_file())
+    (tmp_path / "urls.txt").write_text("".join(f"s3://{bucket}/crawl/{n}\n" for n in names))
+    opts = ("--files-from", tmp_path / "urls.txt", "--format", "tsv", "--threshold", "0.5", "--storage-option", endpoint)
+    local = _simdoc("pairs", "--index", tmp_path / "local.idx", "-j", "1", *opts, cwd=tmp_path)
+    dask = _simdoc("pairs", "--index", tmp_path / "dask.idx", "--scheduler", "local[2]", *opts, cwd=tmp_path)
+    assert local.returncode == 0, local.stderr
+    assert dask.returncode == 0, dask.stderr
+    assert dask.stdout == local.stdout and "data/pages.jsonl/#" in dask.stdout
+
+
+def test_a_worker_that_cannot_reach_the_listed_objects_is_one_error_line(s3, tmp_path):
+    """Checked on each worker before the client asks the store anything: exit 7, as for a prefix."""
+    pytest.importorskip("distributed")
+    import re
+
+    from tests.test_object_storage import _simdoc
+
+    fs, endpoint, bucket, _ = s3
+    (tmp_path / "urls.txt").write_text(f"s3://{bucket}/m/a.txt\ns3://{bucket}/m/b/c.txt\n")
+    r = _simdoc(
+        "pairs", "--files-from", tmp_path / "urls.txt", "--index", tmp_path / "idx", "--scheduler", "local[1]",
+        "--storage-option", "endpoint_url=http://127.0.0.1:9",
+        "--storage-option", 'config_kwargs={"retries": {"max_attempts": 1}, "connect_timeout": 1}', cwd=tmp_path,
+    )
+    assert r.returncode == 7, r.stderr
+    assert re.search(rf"^Error: Dask worker .* cannot read the corpus at s3://{bucket}/m: cannot list", r.stderr, re.M), r.stderr
