@@ -256,11 +256,29 @@ def open_at(path: str, offset: int) -> tuple[object, Input] | None:
         return None
     fh = open_binary(path, ranged=True)  # an object: a ranged request, not the whole archive
     fh.seek(offset)
-    if kind == "gzip" and fh.read(2) != _GZIP_MAGIC:
+    ranged = is_url(path)
+    # An object: the gzip magic checked in the first range read, not in a request of its own.
+    first = fh.read(FIRST_RANGE if ranged else 2)
+    if kind == "gzip" and first[:2] != _GZIP_MAGIC:
         fh.close()
         return None
+    if ranged:
+        return fh, Input(_Prefetched(fh, first), kind, raw_start=offset, ranged=True)
     fh.seek(offset)
-    return fh, Input(fh, kind, raw_start=offset, ranged=is_url(path))
+    return fh, Input(fh, kind, raw_start=offset)
+
+
+class _Prefetched:
+    """A file whose first bytes were read already: ``read`` gives them, then reads on."""
+
+    def __init__(self, fh, first: bytes) -> None:
+        self._fh, self._first = fh, first
+
+    def read(self, n: int) -> bytes:
+        if self._first:
+            out, self._first = self._first[:n], self._first[n:]
+            return out
+        return self._fh.read(n)
 
 
 # ---------------------------------------------------------------- records
