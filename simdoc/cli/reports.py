@@ -20,12 +20,12 @@ from pathlib import Path
 import click
 
 from simdoc.cli.options import (
+    CorpusPath,
     banding_options,
     check_corpus_index,
     check_output_flags,
     corpus_arg,
     corpus_list_options,
-    CorpusPath,
     corpus_type,
     emit,
     format_option,

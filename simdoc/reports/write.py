@@ -35,8 +35,8 @@ from pathlib import Path
 from simdoc.corpus.files import compression_of, decompressing_reader, file_digest, open_binary
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.warcio import Broken, HashedReader, RecordReader, open_input
-from simdoc.reports.destination import check_url_destination, destination_of
 from simdoc.errors import CorpusError, IndexError_, OutputError, UsageError
+from simdoc.reports.destination import check_url_destination, destination_of
 from simdoc.stages.reread import DocumentReader
 from simdoc.store.doctable import HOW
 
