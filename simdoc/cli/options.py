@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from simdoc.corpus.filelists import ListedPath, chosen_list
+from simdoc.corpus.filelists import chosen_list, listed
 from simdoc.corpus.objects import configure, is_url, parse_option
 from simdoc.engines.dask import DEFAULT_WAIT_WORKERS
 from simdoc.engines.dask_contract import ANSWER_FLOOR
@@ -88,8 +88,8 @@ class CorpusPath(click.ParamType):
 
     name = "path"
 
-    def __init__(self, allow_dash: bool = False) -> None:
-        self._path = click.Path(path_type=Path, allow_dash=allow_dash)
+    def __init__(self, allow_dash: bool = False, file_okay: bool = True) -> None:
+        self._path = click.Path(path_type=Path, allow_dash=allow_dash, file_okay=file_okay)
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and is_url(value):
@@ -398,11 +398,11 @@ def reader_went_away() -> None:
 
 def corpus_arg(corpus: tuple, files_from, files0_from=None):
     """One folder or file as given, several of them as a list, or None; --files-from or --files0-from adds to them
-    (as ListedPath: a name listed that is gone is a file skipped, not an error)."""
+    (as ListedPath or ListedURL: a name listed that is gone is a file skipped, not an error)."""
     items = list(corpus)
-    listed = chosen_list(files_from, files0_from)
-    if listed is not None:
-        items += [ListedPath(p) for p in listed]
+    names = chosen_list(files_from, files0_from)
+    if names is not None:
+        items += [listed(p) for p in names]
         if not items:
             raise empty_list(files_from, files0_from)
     if not items:

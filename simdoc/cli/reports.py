@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 
 from simdoc.cli.options import (
+    CorpusPath,
     banding_options,
     check_corpus_index,
     check_output_flags,
@@ -197,8 +198,9 @@ def clusters(
 @opt(
     "--write",
     "write_dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Also write the deduplicated corpus to this new (or empty) folder, in the corpus's own formats.",
+    type=CorpusPath(file_okay=False),
+    help="Also write the deduplicated corpus to this new (or empty) folder, or prefix at a URL (s3://bucket/prefix/), "
+    "in the corpus's own formats.",
 )
 @opt("--link", is_flag=True, help="With --write: hard-link the plain files that stay instead of copying them.")
 @null_option("End each path with NUL instead of newline (for `xargs -0`).")
@@ -253,7 +255,7 @@ def dedup(
     if write_dir is not None:
         from simdoc.reports.write import check_destination
 
-        check_destination(write_dir, "")  # before any work; the corpus is checked again once known
+        check_destination(write_dir, "", link=link)  # before any work; the corpus is checked again once known
     plan = _verified_clusters(
         corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
         rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose, keep=keep,

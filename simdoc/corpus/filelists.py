@@ -10,7 +10,7 @@ for ``--files0-from``: that is an error saying so, not a guess.
 ``-0``/``--null`` has nothing to do with these lists: it shapes output only
 (as in fd, ripgrep and ``find -print0``).
 
-A name in a list is a :class:`ListedPath`: a list is often made before the
+A name in a list is a :class:`ListedPath` (a URL: a :class:`ListedURL`): a list is often made before the
 run (a nightly ``find`` into a file), so a name that no longer exists is a
 file skipped with a warning, as one that vanishes during a folder walk is,
 not the end of the run. A CORPUS named on the command line that does not
@@ -23,11 +23,22 @@ import os
 from pathlib import PosixPath
 from typing import BinaryIO
 
+from simdoc.corpus.objects import is_url
 from simdoc.errors import UsageError
 
 
 class ListedPath(PosixPath):
     """A path read from a ``--files-from``/``--files0-from`` list: it may be gone by the time it is read."""
+
+
+class ListedURL(str):
+    """A URL read from such a list (``s3://bucket/key``): an object, which may be gone too
+    (see :mod:`simdoc.corpus.object_lists`). A Path would fold its ``//``."""
+
+
+def listed(name: str) -> ListedPath | ListedURL:
+    """A name read from a list, as the path or URL it is."""
+    return ListedURL(name) if is_url(name) else ListedPath(name)
 
 
 def read_file_list(stream: BinaryIO, nul_separated: bool) -> list[str]:

@@ -37,9 +37,11 @@ file changed while it was read.
 from __future__ import annotations
 
 import hashlib
+import io
 from dataclasses import dataclass, field
 
 from simdoc.corpus.files import ReadResult, as_file, handle_stat, open_regular
+from simdoc.corpus.objects import is_url
 from simdoc.corpus.formats import _summarise, cut_utf8, member_id
 from simdoc.corpus.jsonl_ranges import Piece, _take_keys, first_lines, renumber
 
@@ -47,6 +49,7 @@ PARQUET_SUFFIXES = (".parquet",)
 # Not `pip install 'simdoc[parquet]'`: the package index's "simdoc" is another project.
 PARQUET_EXTRA = "pyarrow: pip install pyarrow (or, in simdoc's source folder, pip install '.[parquet]')"
 TASK_BYTES = 4 << 20  # text of a Parquet file per reading task (as simdoc.corpus.jsonl_ranges.RANGE_BYTES)
+HELD_BYTES = 64 << 20  # an object up to this size is read once for its digest and its rows (see _open)
 CUT_BYTES = 1 << 20  # a smaller file is one task, planned without reading its footer
 _LAST = 1 << 62  # the end of a file's last span: past any row group
 REPEATS = "an id that repeats gets @ROW appended"
@@ -102,14 +105,31 @@ def _digest(fileobj) -> str:
     return digest.hexdigest()
 
 
+class _Held(io.BytesIO):
+    """An object's bytes, read once for its digest and kept for its rows; ``stat``: as it was opened."""
+
+    def __init__(self, data: bytes, st) -> None:
+        super().__init__(data)
+        self.stat = st
+
+
 def _open(path: str, follow_symlinks: bool, digest: bool = True):
-    """(Python file, its stat before, digest of its bytes or "") or the ReadResult saying why not."""
-    opened = open_regular(path, follow_symlinks)
+    """(Python file, its stat before, digest of its bytes or "") or the ReadResult saying why not.
+
+    An object (a URL) is read by ranged requests, the footer and each column
+    chunk by one of its own (no read-ahead past them: that read the whole
+    object again for every span and every verification); one to be digested,
+    up to HELD_BYTES, is read once, whole, and its rows read from memory."""
+    opened = open_regular(path, follow_symlinks, ranged=True)
     if isinstance(opened, ReadResult):
         return opened
     fd, before = opened
     fileobj = as_file(fd)  # a descriptor's file owns it; an object (a URL) is its own file
     try:
+        if digest and is_url(path) and before.st_size <= HELD_BYTES:
+            data = fileobj.read()
+            fileobj.close()
+            fileobj = _Held(data, before)
         hexdigest = _digest(fileobj) if digest else ""
     except OSError as exc:
         fileobj.close()
@@ -130,7 +150,7 @@ def cut(path: str, size: int, text_field: str = "text", follow_symlinks: bool = 
     try:
         import pyarrow.parquet as pq
 
-        opened = open_regular(path, follow_symlinks)
+        opened = open_regular(path, follow_symlinks, ranged=True)  # an object: its footer alone
         if isinstance(opened, ReadResult):
             return None
         with as_file(opened[0]) as f:
@@ -308,7 +328,7 @@ def texts_at(
     import pyarrow.parquet as pq
 
     out: dict[tuple[int, int], str | None] = dict.fromkeys(wanted)
-    opened = _open(path, follow_symlinks)
+    opened = _open(path, follow_symlinks, digest=False)  # (the rows' texts have their own digests)
     if isinstance(opened, ReadResult):
         return out
     fileobj = opened[0]

@@ -22,10 +22,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from simdoc.corpus.filelists import ListedPath
+from simdoc.corpus.filelists import ListedPath, ListedURL
 from simdoc.corpus.files import COMPRESSED
 from simdoc.corpus.globs import may_hold, selected
-from simdoc.corpus.objects import base_of, is_url
+from simdoc.corpus.object_lists import common_base, stat_listed
+from simdoc.corpus.objects import base_of, canonical, is_url
 from simdoc.errors import CorpusError
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -268,6 +269,11 @@ def resolve_sources(corpus) -> tuple[str, list[tuple[str, str]]]:
     items = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
     if not items:
         raise CorpusError("no corpus given", hint="name a folder, files, or --files-from")
+    if any(isinstance(item, ListedURL) for item in items):  # objects named one by one (--files-from)
+        if not all(isinstance(item, ListedURL) for item in items):
+            raise CorpusError("a corpus of URLs from a list takes no other CORPUS or local path", hint="list only URLs, of one bucket")
+        base = common_base(items)
+        return base, [(canonical(item), canonical(item)[len(base) + 1 :]) for item in items]
     if any(is_url(item) for item in items):
         if len(items) > 1:
             raise CorpusError("a corpus at a URL is given alone (one bucket and prefix)", hint="run simdoc once per URL")
@@ -305,9 +311,11 @@ def discover_sources(
     what was passed over is complete, and sorted by id, only once the
     iterator is exhausted.
     """
-    if is_url(corpus):
+    if is_url(corpus) and not isinstance(corpus, ListedURL):
         return _listed(corpus, include_globs, exclude_globs, lazy)
     base, sources = resolve_sources(corpus)
+    if is_url(base):
+        return _named_objects(base, sources, include_globs, exclude_globs, lazy)
     if len(sources) == 1 and sources[0][1] == "":
         if lazy:
             skipped: list[Skipped] = []
@@ -352,6 +360,21 @@ def _listed(url: str, include_globs, exclude_globs, lazy: bool):
     skipped = [Skipped(doc_id, reason, size, mtime_ns) for doc_id, reason, size, mtime_ns in passed]
     _reported(skipped, include_globs, exclude_globs)
     chosen = _select(entries, include_globs, exclude_globs)
+    return base, (iter(chosen) if lazy else chosen), skipped
+
+
+def _named_objects(base: str, sources: list[tuple[str, str]], include_globs, exclude_globs, lazy: bool):
+    """:func:`discover_sources` of URLs from a list (see :mod:`simdoc.corpus.object_lists`)."""
+    entries: dict[str, FileEntry] = {}
+    skipped: list[Skipped] = []
+    unique = list(dict(sources).items())
+    for (url, doc_id), st in zip(unique, stat_listed([url for url, _ in unique])):
+        if isinstance(st, str):
+            skipped.append(_seen(doc_id, st))
+        else:
+            entries.setdefault(doc_id, FileEntry(doc_id, url, *st.values()))
+    _reported(skipped, include_globs, exclude_globs)
+    chosen = _select(list(entries.values()), include_globs, exclude_globs)
     return base, (iter(chosen) if lazy else chosen), skipped
 
 

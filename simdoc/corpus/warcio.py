@@ -23,8 +23,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from simdoc.corpus.files import compression_of, decompressing_reader, open_binary
+from simdoc.corpus.objects import is_url
 
 CHUNK = 1 << 20
+# A record read again at its offset in an object: one ranged GET per raw read, so the first asks
+# for this much (a crawl's record, compressed, is mostly smaller) and each next one for twice as
+# much, up to CHUNK: a record costs at most about twice its bytes, not a whole CHUNK.
+FIRST_RANGE = 1 << 16
 FEED = 1 << 15  # compressed bytes given to zlib at once
 HEADER_BYTES = 1 << 16  # a WARC header longer than this is not one
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -37,8 +42,9 @@ class Input:
     says why the compressed data ended early (a truncated archive), if it did.
     """
 
-    def __init__(self, fh, kind: str | None, digest=None, raw_start: int = 0) -> None:
+    def __init__(self, fh, kind: str | None, digest=None, raw_start: int = 0, ranged: bool = False) -> None:
         self.fh = fh
+        self._step = FIRST_RANGE if ranged else CHUNK  # the most one raw read asks for (see FIRST_RANGE)
         self.kind = kind
         self.digest = digest
         self.buf = bytearray()
@@ -58,6 +64,8 @@ class Input:
     # ---- filling
 
     def _raw(self, n: int) -> bytes:
+        if n > self._step:
+            n, self._step = self._step, min(2 * self._step, CHUNK)
         chunk = self.fh.read(n)
         if self.digest is not None and chunk:
             self.digest.update(chunk)
@@ -248,11 +256,29 @@ def open_at(path: str, offset: int) -> tuple[object, Input] | None:
         return None
     fh = open_binary(path, ranged=True)  # an object: a ranged request, not the whole archive
     fh.seek(offset)
-    if kind == "gzip" and fh.read(2) != _GZIP_MAGIC:
+    ranged = is_url(path)
+    # An object: the gzip magic checked in the first range read, not in a request of its own.
+    first = fh.read(FIRST_RANGE if ranged else 2)
+    if kind == "gzip" and first[:2] != _GZIP_MAGIC:
         fh.close()
         return None
+    if ranged:
+        return fh, Input(_Prefetched(fh, first), kind, raw_start=offset, ranged=True)
     fh.seek(offset)
     return fh, Input(fh, kind, raw_start=offset)
+
+
+class _Prefetched:
+    """A file whose first bytes were read already: ``read`` gives them, then reads on."""
+
+    def __init__(self, fh, first: bytes) -> None:
+        self._fh, self._first = fh, first
+
+    def read(self, n: int) -> bytes:
+        if self._first:
+            out, self._first = self._first[:n], self._first[n:]
+            return out
+        return self._fh.read(n)
 
 
 # ---------------------------------------------------------------- records

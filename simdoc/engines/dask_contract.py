@@ -27,8 +27,10 @@ from collections.abc import Callable
 from typing import Any
 
 from simdoc.corpus import objects
+from simdoc.corpus.filelists import ListedURL
+from simdoc.corpus.object_lists import common_base
 from simdoc.corpus.objects import is_url
-from simdoc.errors import ClusterError
+from simdoc.errors import ClusterError, CorpusError
 
 ANSWER_FLOOR = 10.0  # seconds a worker has at least to answer the contract's check (else max(--wait-workers, this))
 _SAMPLE = 8  # corpus entries each worker must see, besides the corpus folder itself
@@ -149,6 +151,9 @@ def contract_checks(index, corpus, needs_corpus: bool = True) -> list[tuple[str,
             corpus = IndexStore(index).read_manifest()["stages"]["shingle"].get("corpus") or None
     if corpus is None:
         return checks
+    if not isinstance(corpus, (str, os.PathLike)) and any(isinstance(c, ListedURL) for c in corpus):
+        with contextlib.suppress(CorpusError):  # URLs of several buckets: the corpus stage says so
+            corpus = common_base(list(corpus))  # objects from a list: the store is reached where they are
     if is_url(corpus):  # each worker reads the objects itself, with the run's storage options
         checks.append(("the corpus", str(corpus), "url:" + json.dumps(objects.current(), sort_keys=True)))
         return checks

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simdoc.corpus.objects import is_url
 from simdoc.corpus.walk import resolve_sources
 from simdoc.engines import DaskEngine, open_engine
 from simdoc.errors import IndexError_, UsageError
@@ -130,7 +131,7 @@ class Dedup:
         return sum(self.sizes[x] for d in self.decisions for x in d.drop)
 
     def write(self, dest: str | os.PathLike, link: bool = False):
-        """Write the corpus without :meth:`paths` to the new or empty folder ``dest``, in its
+        """Write the corpus without :meth:`paths` to the new or empty folder (or URL prefix) ``dest``, in its
         own formats, as ``simdoc dedup --write`` does (:mod:`simdoc.reports.write`); returns
         what was written (files, documents, dropped). Only when the corpus was named (see
         ``root``): the files are read from it."""
@@ -141,7 +142,7 @@ class Dedup:
                 "writing the deduplicated corpus needs the CORPUS named (simdoc dedup CORPUS --write DIR): an index "
                 "alone is not trusted to say where its files are"
             )
-        return write_deduplicated(self, Path(dest), link)
+        return write_deduplicated(self, dest if is_url(dest) else Path(dest), link)
 
 
 @dataclass

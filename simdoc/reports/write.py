@@ -18,7 +18,9 @@ file's digest (of the bytes the index digested: see the docs table's
 stops the writing with an error. The files go to a temporary folder beside
 DIR, renamed to DIR at the end: DIR is whole or not there. A DIR that holds
 anything, or that lies inside the corpus, is refused. A corpus at a URL
-(``s3://...``) is read through fsspec, as the scan reads it; DIR is local.
+(``s3://...``) is read through fsspec, as the scan reads it. DIR may be a
+URL too (``s3://bucket/prefix/``): the same bytes, put object by object
+(see :mod:`simdoc.reports.destination`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from simdoc.corpus.files import compression_of, decompressing_reader, file_diges
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.warcio import Broken, HashedReader, RecordReader, open_input
 from simdoc.errors import CorpusError, IndexError_, OutputError, UsageError
+from simdoc.reports.destination import check_url_destination, destination_of
 from simdoc.stages.reread import DocumentReader
 from simdoc.store.doctable import HOW
 
@@ -50,9 +52,14 @@ class Written:
     dropped: int = 0
 
 
-def check_destination(dest: Path, root: str, folder: bool = True) -> None:
+def check_destination(dest: Path | str, root: str, folder: bool = True, link: bool = False) -> None:
     """Refuse a DIR that holds anything or lies inside the corpus folder ``root`` (before any work
-    is done); with ``folder`` False the corpus is files named one by one, and DIR may lie beside them."""
+    is done); with ``folder`` False the corpus is files named one by one, and DIR may lie beside them.
+    A URL DIR: see :func:`simdoc.reports.destination.check_url_destination`."""
+    if is_url(dest):
+        check_url_destination(str(dest), root, folder, link)
+        return
+    dest = Path(dest)
     real, corpus = os.path.realpath(dest), os.path.realpath(root) if root and folder else None
     if corpus is not None and (real == corpus or real.startswith(corpus.rstrip(os.sep) + os.sep)):
         raise UsageError(f"--write {dest} is inside the corpus {root}", hint="write the deduplicated corpus elsewhere")
@@ -62,7 +69,7 @@ def check_destination(dest: Path, root: str, folder: bool = True) -> None:
         raise UsageError(f"--write {dest} is not empty", hint="name a new or empty folder; simdoc never writes over files")
 
 
-def write_deduplicated(plan, dest: Path, link: bool = False, folder: bool = True) -> Written:
+def write_deduplicated(plan, dest: Path | str, link: bool = False, folder: bool = True) -> Written:
     """Write what :func:`simdoc.reports.library.dedup_of` planned (``plan``, a ``Dedup``): the
     indexed corpus without the documents it drops (see :func:`write_corpus`)."""
     from simdoc.stages.reread import reader_of
@@ -77,7 +84,7 @@ def write_deduplicated(plan, dest: Path, link: bool = False, folder: bool = True
     return write_corpus(reader, {x for d in plan.decisions for x in d.drop}, dest, link, folder)
 
 
-def write_corpus(reader: DocumentReader, drop: set[str], dest: Path, link: bool = False, folder: bool = True) -> Written:
+def write_corpus(reader: DocumentReader, drop: set[str], dest: Path | str, link: bool = False, folder: bool = True) -> Written:
     """Write the indexed corpus without the documents ``drop`` to ``dest`` (see the module docstring);
     ``folder``: the corpus is a folder, not files named one by one (see :func:`check_destination`).
 
@@ -88,18 +95,13 @@ def write_corpus(reader: DocumentReader, drop: set[str], dest: Path, link: bool 
     OutputError
         DIR cannot be written (nothing is left of it).
     """
-    # A corpus at a URL: its objects read through fsspec (members by range), written to the local DIR.
-    check_destination(dest, reader.root, folder and not is_url(reader.root))
+    # A corpus at a URL: its objects read through fsspec (members by range); DIR local or a URL.
+    check_destination(dest, reader.root, folder and (is_url(dest) or not is_url(reader.root)), link)
     table = reader.table
     files: dict[str, list[int]] = defaultdict(list)
     for d, doc_id in enumerate(table.ids):
         files[table.sources[d] or doc_id].append(d)
-    dest = Path(os.path.abspath(dest))
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
-    except OSError as exc:
-        raise OutputError(f"cannot write {dest}: {exc.strerror or exc}") from None
+    where = destination_of(dest)
     out = Written()
     try:
         for name, docs in files.items():
@@ -110,13 +112,12 @@ def write_corpus(reader: DocumentReader, drop: set[str], dest: Path, link: bool 
             src = reader.confined(name)
             if src is None:
                 raise CorpusError(f"{name}: a symbolic link now leads it out of the corpus; nothing written")
-            target = tmp / name
-            target.parent.mkdir(parents=True, exist_ok=True)
+            target = where.target(name)
             how = HOW[int(table.columns["how"][docs[0]])]
             indexed = bytes(table.columns["file_digest"][docs[0]]).hex()
             at = [(int(table.columns["offset"][d]), int(table.columns["length"][d])) for d in gone]
             try:
-                got = _write_one(src, str(target), how, at, reader, link)
+                got = _write_one(src, target, how, at, reader, link)
             except FileNotFoundError:
                 got = None
             except OSError:
@@ -128,14 +129,15 @@ def write_corpus(reader: DocumentReader, drop: set[str], dest: Path, link: bool 
                     f"{name}: changed or gone since it was indexed; nothing written",
                     hint="run `simdoc dedup CORPUS --write DIR` again to index the corpus again first",
                 )
+            where.done(name)
             out.files += 1
             out.documents += len(docs) - len(gone)
-        os.rename(tmp, dest)  # replaces an empty DIR; atomic
+        where.commit()
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise OutputError(f"cannot write {dest}: {exc.strerror or exc}") from None
+        where.abort()
+        raise OutputError(f"cannot write {where.dest}: {exc.strerror or exc}") from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        where.abort()
         raise
     return out
 

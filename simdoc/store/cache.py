@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import json
 import os
+import posixpath
 import stat
 import time
 from collections.abc import Iterable
@@ -52,6 +53,10 @@ def cached_index_path(corpus: str | os.PathLike | Iterable[str | os.PathLike]) -
         url = items[0].rstrip("/")
         digest = hashlib.sha256(url.encode("utf-8", "surrogateescape")).hexdigest()[:12]
         return cache_dir() / f"{url.rpartition('/')[2] or 'root'}-{digest}"
+    if all(isinstance(c, str) and "://" in c for c in items):  # URLs from a list: as given, not made paths
+        urls = sorted(c.rstrip("/") for c in items)
+        digest = hashlib.sha256("\0".join(urls).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        return cache_dir() / f"{posixpath.basename(posixpath.commonpath(urls)) or 'root'}-{digest}"
     absolute = sorted(str(Path(c).resolve()) for c in items)
     digest = hashlib.sha256("\0".join(absolute).encode("utf-8", "surrogateescape")).hexdigest()[:12]
     name = Path(absolute[0]).name if len(absolute) == 1 else Path(os.path.commonpath(absolute)).name
