@@ -302,37 +302,39 @@ if ENABLED:
         return pos
 
     @njit(cache=CACHE, nogil=True)
-    def jaccard_of_rows(a_data, a_counts, b_data, b_counts):
-        """Set and bag Jaccard of two sorted rows with counts, in one merge (0 for two empty rows).
+    def pair_sums(indptr, data, counts, rows_a, rows_b, out):
+        """What the Jaccards of pairs of rows of one CSR of sorted sets with counts are made of.
 
-        One call per pair: the rows stay where they are (verification's cache),
-        nothing is gathered into one array first.
+        For pair p, rows ``rows_a[p]`` and ``rows_b[p]``: out[p] = (distinct values
+        of a, of b, values in both, the sum over those of the smaller count, the
+        sum of all counts of both), in one merge of the two rows. Rows stay where
+        they are: a row shared by many pairs is merged in place each time.
         """
-        total = 0.0
-        for i in range(a_counts.shape[0]):
-            total += a_counts[i]
-        for j in range(b_counts.shape[0]):
-            total += b_counts[j]
-        common = 0.0
-        common_bag = 0.0
-        i = 0
-        j = 0
-        n_a = a_data.shape[0]
-        n_b = b_data.shape[0]
-        while i < n_a and j < n_b:
-            x = a_data[i]
-            y = b_data[j]
-            if x < y:
-                i += 1
-            elif y < x:
-                j += 1
-            else:
-                common += 1.0
-                common_bag += min(a_counts[i], b_counts[j])
-                i += 1
-                j += 1
-        union = float(n_a + n_b) - common
-        return (common / union if union > 0 else 0.0), (common_bag / total if total > 0 else 0.0)
+        for p in range(rows_a.shape[0]):
+            a0, a1 = indptr[rows_a[p]], indptr[rows_a[p] + 1]
+            b0, b1 = indptr[rows_b[p]], indptr[rows_b[p] + 1]
+            total = 0
+            for i in range(a0, a1):
+                total += counts[i]
+            for j in range(b0, b1):
+                total += counts[j]
+            common = 0
+            common_bag = 0
+            i, j = a0, b0
+            # Without branches: which side moves is a coin toss for the CPU's predictor.
+            while i < a1 and j < b1:
+                x = data[i]
+                y = data[j]
+                same = x == y
+                common += same
+                common_bag += min(counts[i], counts[j]) * same
+                i += x <= y
+                j += y <= x
+            out[p, 0] = a1 - a0
+            out[p, 1] = b1 - b0
+            out[p, 2] = common
+            out[p, 3] = common_bag
+            out[p, 4] = total
 
 
 def warm_up() -> None:
@@ -353,5 +355,5 @@ def warm_up() -> None:
     for sigs in (np.zeros((1, 1), np.uint32), np.zeros((1, 1), np.uint32)):
         band_keys_rows(sigs, 1, seeds, seeds[0], seeds[0], seeds[0], keys)
         sigs.setflags(write=False)  # signatures mapped read-only from the index get their own build
-    wide = np.zeros(1, np.uint64)
-    jaccard_of_rows(wide, one, wide, one)
+    pair = np.zeros(1, np.int64)
+    pair_sums(np.array([0, 1], np.int64), np.zeros(1, np.uint64), one, pair, pair, np.zeros((1, 5), np.int64))

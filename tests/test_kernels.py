@@ -105,30 +105,39 @@ def test_pair_jaccard_equal_reference(rows, data, measure):
     assert np.array_equal(compiled, reference)
 
 
+_VALUES = st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 30) | st.sampled_from([2**63, 2**64 - 1]), max_size=40)
+
+
 @settings(max_examples=200, deadline=None)
-@given(
-    st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 30), max_size=40),
-    st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 30), max_size=40),
-)
-def test_verification_jaccard_of_two_rows_equals_counting(a, b):
-    # The kernel verification uses, its numpy twin, and the definition (bags: MMDS's bag Jaccard).
+@given(st.lists(_VALUES, min_size=1, max_size=6), st.data())
+def test_pair_intersections_equal_python_set_arithmetic(docs, data):
+    # Verification's kernel (pairs of rows of one CSR of sorted 64-bit sets, repeats folded
+    # into counts), its numpy twin, and the definitions: empty sets, repeats, a row paired
+    # with itself, the same row in many pairs.
     from collections import Counter
 
-    from simdoc.stages.verify import _jaccard_numpy
+    from simdoc.similarity import jaccards_of_sums, pair_sums
 
-    rows = []
-    for x in (a, b):
-        values, counts = np.unique(np.array(x, dtype=np.uint64), return_counts=True)
-        rows += [values, counts.astype(np.uint32)]
-    got = kernels.jaccard_of_rows(*rows)
-    twin = _jaccard_numpy(*rows)
-    ca, cb = Counter(a), Counter(b)
-    union = len(ca.keys() | cb.keys())
-    want_set = len(ca.keys() & cb.keys()) / union if union else 0.0
-    total = len(a) + len(b)
-    want_bag = sum((ca & cb).values()) / total if total else 0.0
-    assert got == pytest.approx((want_set, want_bag), abs=1e-15)
-    assert twin == pytest.approx((want_set, want_bag), abs=1e-15)
+    indptr, values, counts = [0], [], []
+    for doc in docs:
+        v, c = np.unique(np.array(doc, dtype=np.uint64), return_counts=True)
+        values.append(v)
+        counts.append(c.astype(np.uint32))
+        indptr.append(indptr[-1] + len(v))
+    sets = ShingleSets(np.array(indptr), np.concatenate(values).astype(np.uint64), np.concatenate(counts))
+    n = len(docs)
+    left = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=12)), dtype=np.int64)
+    right = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=len(left), max_size=len(left))), dtype=np.int64)
+    got, twin = both(lambda: pair_sums(sets, left, right))
+    assert np.array_equal(got, twin)
+    set_j, bag_j = jaccards_of_sums(got)
+    for p, (a, b) in enumerate(zip(left.tolist(), right.tolist())):
+        ca, cb = Counter(docs[a]), Counter(docs[b])
+        union = len(ca.keys() | cb.keys())
+        total = len(docs[a]) + len(docs[b])
+        assert got[p].tolist() == [len(ca), len(cb), len(ca.keys() & cb.keys()), sum((ca & cb).values()), total]
+        assert set_j[p] == (len(ca.keys() & cb.keys()) / union if union else 0.0)
+        assert bag_j[p] == (sum((ca & cb).values()) / total if total else 0.0)
 
 
 @settings(max_examples=80, deadline=None)
