@@ -19,6 +19,15 @@ still need, up to the budget: then a document may be read more than once, and
 memory stays bounded. Members of one JSON Lines file are read in one pass
 over it; a WARC record is read at its offset.
 
+How a unit of pairs is verified (:meth:`_Work.run`), top to bottom: cut the
+pairs into chunks whose new documents hold about :data:`CHUNK_BYTES` of
+sets; read a chunk's documents in one batch, in the order of their names
+(:meth:`simdoc.stages.reread.DocumentReader.read_batch`: one CSR of sorted
+64-bit sets, a row a document); compare all the chunk's pairs in one call
+of the merge kernel over pairs of rows (:func:`simdoc.similarity.pair_sums`,
+integers, divided once by :func:`simdoc.similarity.jaccards_of_sums`); keep
+the rows later pairs still need (:class:`_Held`).
+
 A document whose bytes no longer have the digest indexed is *stale*, one
 that cannot be read any more is *gone*: neither is compared; the caller
 re-indexes (``simdoc pairs CORPUS``) or warns.
