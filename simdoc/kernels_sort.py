@@ -15,6 +15,10 @@ import numpy as np
 
 from simdoc.jit import CACHE, ENABLED
 
+# sort64 radix-sorts on 22 bits rows of SHORT_ROW to LONG_ROW values, on 32 bits the others.
+SHORT_ROW = 1 << 11
+LONG_ROW = 1 << 16
+
 if ENABLED:
     from numba import njit, uint64
 
@@ -71,6 +75,54 @@ if ENABLED:
 
     @njit(cache=CACHE, nogil=True)
     def sort64(a, tmp):
+        """Sort uint64 ``a`` in place (``tmp``: scratch as long as ``a``).
+
+        A row of a few thousand values: two LSD radix passes of 11 bits on the top
+        22 bits, then insertion for the values they leave out of order. The values
+        are shingle hashes, uniform over 64 bits: in a row of 4,000 about four pairs
+        share their top 22 bits, so the insertion pass almost never moves a value
+        and its branch is predicted. Values that are not uniform (a crafted text)
+        cannot make it quadratic: past 4 moves a value on average, the rest is
+        sorted by :func:`sort64_radix`. Short rows (the histograms would cost more
+        than the values) and long ones (many would share 22 bits) go there directly.
+        """
+        n = a.shape[0]
+        if n < SHORT_ROW or n > LONG_ROW:
+            sort64_radix(a, tmp)
+            return
+        cnt = np.zeros((2, 2048), np.int64)
+        for i in range(n):
+            v = a[i]
+            cnt[0, (v >> uint64(42)) & uint64(2047)] += 1
+            cnt[1, v >> uint64(53)] += 1
+        _starts(cnt)
+        low = cnt[0]
+        for i in range(n):
+            v = a[i]
+            b = (v >> uint64(42)) & uint64(2047)
+            tmp[low[b]] = v
+            low[b] += 1
+        high = cnt[1]
+        for i in range(n):
+            v = tmp[i]
+            b = v >> uint64(53)
+            a[high[b]] = v
+            high[b] += 1
+        moves = 0
+        for i in range(1, n):
+            v = a[i]
+            j = i - 1
+            while j >= 0 and a[j] > v:
+                a[j + 1] = a[j]
+                j -= 1
+            moves += i - 1 - j
+            a[j + 1] = v
+            if moves > 4 * n:
+                sort64_radix(a, tmp)
+                return
+
+    @njit(cache=CACHE, nogil=True)
+    def sort64_radix(a, tmp):
         """Sort uint64 ``a`` in place: LSD radix passes on the high 32 bits, then the rare
         runs of equal high halves put in order by insertion.
 
