@@ -8,7 +8,8 @@ Set ``SIMDOC_NO_NUMBA=1`` to use the numpy reference (e.g. where numba has
 no wheel yet); :data:`ENABLED` tells which is in use.
 
 The compiled code is cached in ``$NUMBA_CACHE_DIR`` if the user set it, else
-in ``$XDG_CACHE_HOME/simdoc/numba`` (``~/.cache/simdoc/numba``): never next to
+in a folder of ``$XDG_CACHE_HOME/simdoc/numba`` (``~/.cache/simdoc/numba``)
+named by the digest of the kernels' source (:func:`kernels_digest`): never next to
 the package. numba's own default is the package's ``__pycache__``, which pip
 does not know about and leaves behind on uninstall; that folder then turns
 ``site-packages/simdoc`` into a namespace package that shadows a later
@@ -18,15 +19,35 @@ in every process instead (a few seconds) rather than cached in the package.
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 
 def cache_dir() -> str:
-    """Where compiled kernels are cached: $NUMBA_CACHE_DIR, else $XDG_CACHE_HOME/simdoc/numba."""
+    """Where compiled kernels are cached: $NUMBA_CACHE_DIR, else a folder of
+    $XDG_CACHE_HOME/simdoc/numba named by :func:`kernels_digest`."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return os.environ["NUMBA_CACHE_DIR"]
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "simdoc", "numba")
+    return os.path.join(cache, "simdoc", "numba", kernels_digest())
+
+
+def kernels_digest() -> str:
+    """A digest of the compiled modules' source (this one and ``kernels*.py``).
+
+    numba checks a cached function against its own file only: a kernel whose
+    callee in another module changed (kernels_bytes.sets64_utf8 calling
+    kernels_sort.sort64) would be loaded as it was compiled, with the old
+    callee (seen: a sort64 changed, the cached caller kept the old one). A
+    folder per version of the kernels' source cannot hold such a mix.
+    """
+    here = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.blake2b(digest_size=8)
+    for name in sorted(os.listdir(here)):
+        if name == "jit.py" or (name.startswith("kernels") and name.endswith(".py")):
+            with open(os.path.join(here, name), "rb") as f:
+                digest.update(name.encode() + b"\0" + f.read())
+    return digest.hexdigest()
 
 
 def _usable(directory: str) -> bool:

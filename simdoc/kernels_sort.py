@@ -3,10 +3,12 @@
 Each document's window hashes are sorted and their repeats counted before
 they become a set (:func:`simdoc.kernels.shingle_csr`, 32 bits) or
 verification's 64-bit set (:func:`simdoc.kernels_bytes.sets64_utf8`,
-:func:`simdoc.kernels.unique_rows`). LSD radix sorts a byte at a time
-instead of a comparison sort: the rows are a few thousand values, and
-np.sort on each would cost a call per document. Tests check them against
-np.unique.
+:func:`simdoc.kernels.unique_rows`). LSD radix sorts instead of a comparison
+sort: the rows are a few thousand values, and np.sort on each would cost a
+call per document. The 64-bit sort is most of the time of verification's
+shingling (34 of 57 us a c100k document before it took two 11-bit passes
+instead of four 8-bit ones, 21 after). Tests check them against np.sort
+and np.unique.
 """
 
 from __future__ import annotations

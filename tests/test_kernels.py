@@ -278,3 +278,41 @@ def test_sort64_sorts_any_row(n, kind, seed):
     row = values.copy()
     sort64(row, np.empty(n, np.uint64))
     assert np.array_equal(row, np.sort(values))
+
+
+_SETS64 = (
+    "import numpy as np\n"
+    "from simdoc import bytesign\n"
+    "from simdoc.shingling import ShingleSpec\n"
+    "s = bytesign.sets64_texts([b'the quick brown fox jumps over the lazy dog again'], ShingleSpec())\n"
+    "print(bool((s.data[1:] > s.data[:-1]).all()))\n"
+)
+
+
+def test_a_changed_callee_is_not_run_stale_from_a_cached_caller(tmp_path):
+    # numba checks a cached kernel against its own file only: sets64_utf8 (kernels_bytes.py)
+    # cached with the sort64 of kernels_sort.py would keep it after kernels_sort.py changed.
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pkg = tmp_path / "site" / "simdoc"
+    shutil.copytree(Path(kernels.__file__).parent, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    env.update(PYTHONPATH=str(pkg.parent), PYTHONDONTWRITEBYTECODE="1", XDG_CACHE_HOME=str(tmp_path / "xdg"))
+
+    def sorted_sets() -> str:
+        r = subprocess.run([sys.executable, "-c", _SETS64], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    assert sorted_sets() == "True"
+    source = (pkg / "kernels_sort.py").read_text()
+    sort = "    def sort64(a, tmp):\n"
+    assert sort in source
+    # A sort64 that leaves short rows as they are: the caller must see it.
+    broken = source.replace(sort, sort + "        if a.shape[0] < 1000:\n            return\n", 1)
+    (pkg / "kernels_sort.py").write_text(broken)
+    assert sorted_sets() == "False"
