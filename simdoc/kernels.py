@@ -11,61 +11,22 @@ benchmarks/RESULTS.md). Tests check both paths give identical output.
 Numba promotes uint32 arithmetic to 64 bits, so every product is cast back
 with ``uint32(...)``: that is the modulo-2**32 wrap the reference relies on.
 
-Set ``SIMDOC_NO_NUMBA=1`` to use the numpy reference (e.g. where numba has
-no wheel yet); :data:`ENABLED` tells which is in use.
-
-The compiled code is cached in ``$NUMBA_CACHE_DIR`` if the user set it, else
-in ``$XDG_CACHE_HOME/simdoc/numba`` (``~/.cache/simdoc/numba``): never next to
-the package. numba's own default is the package's ``__pycache__``, which pip
-does not know about and leaves behind on uninstall; that folder then turns
-``site-packages/simdoc`` into a namespace package that shadows a later
-``pip install -e .``. If no cache folder can be made, the kernels are compiled
-in every process instead (a few seconds) rather than cached in the package.
+The numba set-up (whether it is used, where compiled code is cached) is
+:mod:`simdoc.jit`; the sorts of each row's hashes are :mod:`simdoc.kernels_sort`.
+:func:`murmur_windows` is the one loop of MurmurHash3 over a document's
+windows, shared with the bytes kernel (:mod:`simdoc.kernels_bytes`).
 """
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-
-def cache_dir() -> str:
-    """Where compiled kernels are cached: $NUMBA_CACHE_DIR, else $XDG_CACHE_HOME/simdoc/numba."""
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return os.environ["NUMBA_CACHE_DIR"]
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "simdoc", "numba")
-
-
-def _usable(directory: str) -> bool:
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError:
-        return False
-    return os.access(directory, os.W_OK | os.X_OK)
-
-
-ENABLED = False
-CACHE = False  # whether compiled kernels are written to cache_dir()
-if os.environ.get("SIMDOC_NO_NUMBA", "") in ("", "0"):
-    CACHE = _usable(cache_dir())
-    if CACHE:
-        # numba reads the variable once, when it is first imported (here, or by worker processes).
-        os.environ["NUMBA_CACHE_DIR"] = cache_dir()
-    try:
-        import numba
-        from numba import njit, uint32, uint64
-
-        ENABLED = True
-    except ImportError:  # pragma: no cover - numba is a dependency; this is the escape hatch
-        ENABLED = False
-    if ENABLED and CACHE and numba.config.CACHE_DIR != cache_dir():
-        # numba was imported before simdoc, without NUMBA_CACHE_DIR: point it here anyway
-        # (the cache locator reads the setting when a function is decorated, below).
-        numba.config.CACHE_DIR = cache_dir()
+from simdoc.jit import CACHE, ENABLED
 
 if ENABLED:
+    from numba import njit, uint32, uint64
+
+    from simdoc.kernels_sort import fold_repeats, radix_sort, sort64
 
     @njit(cache=CACHE, nogil=True, inline="always")
     def _rotl(x, r):
@@ -80,56 +41,45 @@ if ENABLED:
         h ^= h >> uint32(16)
         return h
 
-    @njit(cache=CACHE, nogil=True)
-    def _starts(cnt):
-        """Turn each row of byte counts into the start of each byte's run (exclusive prefix sums)."""
-        for p in range(cnt.shape[0]):
-            total = 0
-            for c in range(cnt.shape[1]):
-                t = cnt[p, c]
-                cnt[p, c] = total
-                total += t
+    @njit(cache=CACHE, nogil=True, inline="always")
+    def premix(c):
+        """A 4-byte block (a token or code point) as MurmurHash3 mixes it before its round."""
+        return uint32(_rotl(uint32(uint32(c) * uint32(0xCC9E2D51)), 15) * uint32(0x1B873593))
 
-    @njit(cache=CACHE, nogil=True)
-    def fold_repeats(row, out_data, out_counts, pos):
-        """Sorted ``row`` from ``out_data[pos]`` on, each value once, repeats in ``out_counts``."""
-        m = 0
-        for w in range(row.shape[0]):
-            if w == 0 or row[w] != row[w - 1]:
-                out_data[pos + m] = row[w]
-                out_counts[pos + m] = 1
-                m += 1
-            else:
-                out_counts[pos + m - 1] += 1
-        return m
+    @njit(cache=CACHE, nogil=True, inline="always")
+    def _round(h, block):
+        """One MurmurHash3_x86_32 round: the running hash ``h`` takes one premixed ``block``."""
+        h ^= block
+        h = _rotl(h, 13)
+        return uint32(h * uint32(5) + uint32(0xE6546B64))
 
-    @njit(cache=CACHE, nogil=True)
-    def _radix_sort(a, tmp):
-        """LSD radix sort of uint32 in 4 byte passes; the result ends in ``a``.
+    @njit(cache=CACHE, nogil=True, inline="always")
+    def _finish(view, kk):
+        """The end of MurmurHash3_x86_32 for each hash of ``view``, after ``kk`` blocks of 4 bytes."""
+        tail = uint32(4 * kk)
+        for w in range(view.shape[0]):
+            view[w] = _fmix(view[w] ^ tail)
 
-        The four passes' histograms are counted in one read of ``a`` (8% less
-        time than counting before each pass, measured on 69 M values).
+    @njit(cache=CACHE, nogil=True, inline="always")
+    def murmur_windows(blocks, length, k, seed, hashes):
+        """MurmurHash3_x86_32 (``seed``) of every k-window of the premixed ``blocks[:length]``
+        (one window of all of them if fewer than k) into ``hashes``; returns how many.
+
+        The rounds run across all windows at once (the loop over windows is the
+        inner one) so that the compiler vectorises them; slices indexed by the
+        loop variable alone let numba drop its negative-index checks (~4x faster).
         """
-        n = a.shape[0]
-        cnt = np.zeros((4, 256), np.int64)
-        for i in range(n):
-            v = a[i]
-            cnt[0, v & 255] += 1
-            cnt[1, (v >> 8) & 255] += 1
-            cnt[2, (v >> 16) & 255] += 1
-            cnt[3, v >> 24] += 1
-        _starts(cnt)
-        src = a
-        dst = tmp
-        for p in range(4):
-            shift = 8 * p
-            start = cnt[p]
-            for i in range(n):
-                v = src[i]
-                b = (v >> shift) & 255
-                dst[start[b]] = v
-                start[b] += 1
-            src, dst = dst, src
+        kk = k if length >= k else length
+        nw = length - kk + 1
+        view = hashes[:nw]
+        for w in range(nw):
+            view[w] = uint32(seed)
+        for j in range(kk):
+            column = blocks[j : j + nw]
+            for w in range(nw):
+                view[w] = _round(view[w], column[w])
+        _finish(view, kk)
+        return nw
 
     @njit(cache=CACHE, nogil=True)
     def shingle_csr(tokens, offsets, k, seed, anchors, use_anchors, out_data, out_counts, out_sizes, blocks, buf, tmp, starts, dedupe):
@@ -151,9 +101,7 @@ if ENABLED:
         n = offsets.shape[0] - 1
         n_tok = tokens.shape[0]
         for i in range(n_tok):
-            k1 = uint32(tokens[i] * uint32(0xCC9E2D51))
-            k1 = _rotl(k1, 15)
-            blocks[i] = uint32(k1 * uint32(0x1B873593))
+            blocks[i] = premix(tokens[i])
         pos = 0
         for d in range(n):
             s = offsets[d]
@@ -173,26 +121,16 @@ if ENABLED:
                 nw = m
                 if nw == 0:
                     continue
-            # Slices indexed by the loop variable alone: numba can then drop its
-            # negative-index checks and LLVM vectorises the rounds (~4x faster).
-            view = buf[:nw]
-            for w in range(nw):
-                view[w] = uint32(seed)
-            for j in range(kk):
-                if gather:
+                view = buf[:nw]
+                for w in range(nw):
+                    view[w] = uint32(seed)
+                for j in range(kk):
                     for w in range(nw):
-                        h = view[w] ^ blocks[starts[w] + j]
-                        h = _rotl(h, 13)
-                        view[w] = uint32(h * uint32(5) + uint32(0xE6546B64))
-                else:
-                    column = blocks[s + j : s + j + nw]
-                    for w in range(nw):
-                        h = view[w] ^ column[w]
-                        h = _rotl(h, 13)
-                        view[w] = uint32(h * uint32(5) + uint32(0xE6546B64))
-            tail = uint32(4 * kk)
-            for w in range(nw):
-                view[w] = _fmix(view[w] ^ tail)
+                        view[w] = _round(view[w], blocks[starts[w] + j])
+                _finish(view, kk)
+            else:
+                nw = murmur_windows(blocks[s : s + length], length, k, seed, buf)
+                view = buf[:nw]
             if not dedupe:
                 dest = out_data[pos : pos + nw]
                 for w in range(nw):
@@ -200,7 +138,7 @@ if ENABLED:
                 out_sizes[d] = nw
                 pos += nw
                 continue
-            _radix_sort(view, tmp[:nw])
+            radix_sort(view, tmp[:nw])
             m = fold_repeats(view, out_data, out_counts, pos)
             out_sizes[d] = m
             pos += m
@@ -347,46 +285,6 @@ if ENABLED:
         return pos
 
     @njit(cache=CACHE, nogil=True)
-    def _sort64(a, tmp):
-        """Sort uint64 ``a`` in place: LSD radix passes on the high 32 bits, then the rare
-        runs of equal high halves put in order by insertion.
-
-        The values are 64-bit shingle hashes whose two halves are independent
-        32-bit hashes: a high half shared by different values is about as rare
-        as a 32-bit collision, so the last step costs one comparison a value.
-        Four byte passes (as ``_radix_sort``) instead of a comparison sort:
-        ~9x faster on rows of a few thousand values.
-        """
-        n = a.shape[0]
-        cnt = np.zeros((4, 256), np.int64)
-        for i in range(n):
-            v = a[i] >> uint64(32)
-            cnt[0, v & uint64(255)] += 1
-            cnt[1, (v >> uint64(8)) & uint64(255)] += 1
-            cnt[2, (v >> uint64(16)) & uint64(255)] += 1
-            cnt[3, v >> uint64(24)] += 1
-        _starts(cnt)
-        src = a
-        dst = tmp
-        for p in range(4):
-            shift = uint64(32 + 8 * p)
-            start = cnt[p]
-            for i in range(n):
-                v = src[i]
-                b = (v >> shift) & uint64(255)
-                dst[start[b]] = v
-                start[b] += 1
-            src, dst = dst, src
-        # After an even number of passes the result is back in ``a``.
-        for i in range(1, n):
-            v = a[i]
-            j = i - 1
-            while j >= 0 and (a[j] >> uint64(32)) == (v >> uint64(32)) and a[j] > v:
-                a[j + 1] = a[j]
-                j -= 1
-            a[j + 1] = v
-
-    @njit(cache=CACHE, nogil=True)
     def unique_rows(indptr, data, out_data, out_counts, out_sizes, tmp):
         """Sort each CSR row of 64-bit ``data`` and fold repeats: unique values and their counts.
 
@@ -397,44 +295,46 @@ if ENABLED:
         pos = 0
         for d in range(indptr.shape[0] - 1):
             row = data[indptr[d] : indptr[d + 1]].copy()
-            _sort64(row, tmp[: row.shape[0]])
+            sort64(row, tmp[: row.shape[0]])
             m = fold_repeats(row, out_data, out_counts, pos)
             out_sizes[d] = m
             pos += m
         return pos
 
     @njit(cache=CACHE, nogil=True)
-    def jaccard_of_rows(a_data, a_counts, b_data, b_counts):
-        """Set and bag Jaccard of two sorted rows with counts, in one merge (0 for two empty rows).
+    def pair_sums(indptr, data, counts, rows_a, rows_b, out):
+        """What the Jaccards of pairs of rows of one CSR of sorted sets with counts are made of.
 
-        One call per pair: the rows stay where they are (verification's cache),
-        nothing is gathered into one array first.
+        For pair p, rows ``rows_a[p]`` and ``rows_b[p]``: out[p] = (distinct values
+        of a, of b, values in both, the sum over those of the smaller count, the
+        sum of all counts of both), in one merge of the two rows. Rows stay where
+        they are: a row shared by many pairs is merged in place each time.
         """
-        total = 0.0
-        for i in range(a_counts.shape[0]):
-            total += a_counts[i]
-        for j in range(b_counts.shape[0]):
-            total += b_counts[j]
-        common = 0.0
-        common_bag = 0.0
-        i = 0
-        j = 0
-        n_a = a_data.shape[0]
-        n_b = b_data.shape[0]
-        while i < n_a and j < n_b:
-            x = a_data[i]
-            y = b_data[j]
-            if x < y:
-                i += 1
-            elif y < x:
-                j += 1
-            else:
-                common += 1.0
-                common_bag += min(a_counts[i], b_counts[j])
-                i += 1
-                j += 1
-        union = float(n_a + n_b) - common
-        return (common / union if union > 0 else 0.0), (common_bag / total if total > 0 else 0.0)
+        for p in range(rows_a.shape[0]):
+            a0, a1 = indptr[rows_a[p]], indptr[rows_a[p] + 1]
+            b0, b1 = indptr[rows_b[p]], indptr[rows_b[p] + 1]
+            total = 0
+            for i in range(a0, a1):
+                total += counts[i]
+            for j in range(b0, b1):
+                total += counts[j]
+            common = 0
+            common_bag = 0
+            i, j = a0, b0
+            # Without branches: which side moves is a coin toss for the CPU's predictor.
+            while i < a1 and j < b1:
+                x = data[i]
+                y = data[j]
+                same = x == y
+                common += same
+                common_bag += min(counts[i], counts[j]) * same
+                i += x <= y
+                j += y <= x
+            out[p, 0] = a1 - a0
+            out[p, 1] = b1 - b0
+            out[p, 2] = common
+            out[p, 3] = common_bag
+            out[p, 4] = total
 
 
 def warm_up() -> None:
@@ -455,5 +355,5 @@ def warm_up() -> None:
     for sigs in (np.zeros((1, 1), np.uint32), np.zeros((1, 1), np.uint32)):
         band_keys_rows(sigs, 1, seeds, seeds[0], seeds[0], seeds[0], keys)
         sigs.setflags(write=False)  # signatures mapped read-only from the index get their own build
-    wide = np.zeros(1, np.uint64)
-    jaccard_of_rows(wide, one, wide, one)
+    pair = np.zeros(1, np.int64)
+    pair_sums(np.array([0, 1], np.int64), np.zeros(1, np.uint64), one, pair, pair, np.zeros((1, 5), np.int64))

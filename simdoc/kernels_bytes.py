@@ -4,8 +4,8 @@
 their offsets, and for each document decodes UTF-8, maps every code point
 through a table (lowercase and Unicode normalisation folded in, whitespace
 marked), collapses whitespace runs as ``" ".join(text.split())`` does, hashes
-every character k-window with MurmurHash3 (the same arithmetic as
-:func:`simdoc.kernels.shingle_csr`) and folds the window hashes into the
+every character k-window with MurmurHash3 (:func:`simdoc.kernels.murmur_windows`,
+the loop :func:`simdoc.kernels.shingle_csr` runs) and folds the window hashes into the
 signature (one-permutation hashing as :func:`simdoc.kernels.oph_csr`, or the
 classic scheme as :func:`simdoc.kernels.minhash_csr`). The document's code
 points and window hashes live only in scratch arrays as long as the longest
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simdoc.kernels import CACHE, ENABLED
+from simdoc.jit import CACHE, ENABLED
 
 UNSAFE = 0xFFFFFFFF  # a table entry: this code point needs the reference path
 SPACE = 32  # a table entry: whitespace, as str.split() sees it once normalised
@@ -34,11 +34,8 @@ SPACE = 32  # a table entry: whitespace, as str.split() sees it once normalised
 if ENABLED:
     from numba import njit, uint32, uint64
 
-    from simdoc.kernels import _fmix, _mix64, _rotl, _sort64, fold_repeats
-
-    @njit(cache=CACHE, nogil=True, inline="always")
-    def _premix(c):
-        return uint32(_rotl(uint32(uint32(c) * uint32(0xCC9E2D51)), 15) * uint32(0x1B873593))
+    from simdoc.kernels import _fmix, _mix64, murmur_windows, premix
+    from simdoc.kernels_sort import fold_repeats, sort64
 
     @njit(cache=CACHE, nogil=True)
     def _decode(raw, s, e, table, blocks):
@@ -75,7 +72,7 @@ if ENABLED:
         # Premixed in a pass of its own: the compiler vectorises it.
         view = blocks[:pos]
         for i in range(pos):
-            view[i] = _premix(view[i])
+            view[i] = premix(view[i])
         return pos
 
     @njit(cache=CACHE, nogil=True)
@@ -119,27 +116,6 @@ if ENABLED:
             pos -= 1  # the trailing blank
         return pos
 
-    @njit(cache=CACHE, nogil=True, inline="always")
-    def _windows(blocks, length, k, seed, hashes):
-        """MurmurHash3 (``seed``) of every k-window of blocks[:length] (one window of all of them
-        if fewer than k) into ``hashes``; returns how many. Rounds run across all windows at
-        once, so that the compiler vectorises them (as shingle_csr)."""
-        kk = k if length >= k else length
-        nw = length - kk + 1
-        view = hashes[:nw]
-        for w in range(nw):
-            view[w] = seed
-        for j in range(kk):
-            column = blocks[j : j + nw]
-            for w in range(nw):
-                h = view[w] ^ column[w]
-                h = _rotl(h, 13)
-                view[w] = uint32(h * uint32(5) + uint32(0xE6546B64))
-        tail = uint32(4 * kk)
-        for w in range(nw):
-            view[w] = _fmix(view[w] ^ tail)
-        return nw
-
     @njit(cache=CACHE, nogil=True)
     def sets64_utf8(raw, offsets, k, table, seed_low, seed_high, out_data, out_counts, out_sizes, handled, blocks, low, high, wide, tmp):
         """The 64-bit shingle sets of verification (``shingle_texts(form="sets64")``): each
@@ -156,12 +132,12 @@ if ENABLED:
             handled[d] = length >= 0
             if length <= 0:
                 continue
-            nw = _windows(blocks, length, k, seed_low, low)
-            _windows(blocks, length, k, seed_high, high)
+            nw = murmur_windows(blocks, length, k, seed_low, low)
+            murmur_windows(blocks, length, k, seed_high, high)
             row = wide[:nw]
             for w in range(nw):
                 row[w] = (uint64(high[w]) << uint64(32)) | uint64(low[w])
-            _sort64(row, tmp[:nw])
+            sort64(row, tmp[:nw])
             m = fold_repeats(row, out_data, out_counts, pos)
             out_sizes[d] = m
             pos += m
@@ -190,7 +166,7 @@ if ENABLED:
                 for p in range(num_perm):
                     out[d, p] = uint32(0xFFFFFFFF)
                 continue
-            nw = _windows(blocks, length, k, uint32(0), hashes)  # SHINGLE_SEED
+            nw = murmur_windows(blocks, length, k, uint32(0), hashes)  # SHINGLE_SEED
             n_windows[d] = nw
             view = hashes[:nw]
             if oph:

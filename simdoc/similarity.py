@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from simdoc import kernels
 from simdoc.memory import release
 from simdoc.shinglesets import ShingleSets
 
@@ -191,16 +192,39 @@ def _batch_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measu
 
 
 def _wide_jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray, measure: str) -> np.ndarray:
-    """pair_jaccard for 64-bit shingle sets (verification's), one pair at a time."""
-    out = np.zeros(len(left))
-    for p, (a, b) in enumerate(zip(left.tolist(), right.tolist())):
+    """pair_jaccard for 64-bit shingle sets (verification's): :func:`pair_sums`, a merge a pair."""
+    set_j, bag_j = jaccards_of_sums(pair_sums(sets, left, right))
+    return set_j if measure == "set" else bag_j
+
+
+def pair_sums(sets: ShingleSets, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """(n_pairs, 5) int64: for rows ``left[p]`` and ``right[p]`` of ``sets``, their distinct
+    shingles, each; the shared ones; the sum over those of the smaller count; the sum of all
+    counts of both. The set and bag Jaccards are made of them (:func:`jaccards_of_sums`),
+    and so are the sums over the passes of a pair compared a hash range at a time."""
+    left = np.ascontiguousarray(left, dtype=np.int64)
+    right = np.ascontiguousarray(right, dtype=np.int64)
+    out = np.zeros((len(left), 5), np.int64)
+    if kernels.ENABLED:
+        kernels.pair_sums(sets.indptr, sets.data, sets.counts, left, right, out)
+        return out
+    for p, (a, b) in enumerate(zip(left.tolist(), right.tolist())):  # the kernel's reference
         ra, rb = sets.row(a), sets.row(b)
-        common, ia, ib = np.intersect1d(ra, rb, assume_unique=True, return_indices=True)
-        if measure == "set":
-            union = len(ra) + len(rb) - len(common)
-            out[p] = len(common) / union if union else 0.0
-        else:
-            ca, cb = sets.row_counts(a).astype(np.float64), sets.row_counts(b).astype(np.float64)
-            total = ca.sum() + cb.sum()
-            out[p] = np.minimum(ca[ia], cb[ib]).sum() / total if total else 0.0
+        _, ia, ib = np.intersect1d(ra, rb, assume_unique=True, return_indices=True)
+        ca, cb = sets.row_counts(a), sets.row_counts(b)
+        out[p] = (
+            len(ra), len(rb), len(ia), np.minimum(ca[ia], cb[ib]).sum(dtype=np.int64),
+            ca.sum(dtype=np.int64) + cb.sum(dtype=np.int64),
+        )
     return out
+
+
+def jaccards_of_sums(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(set, bag) Jaccards from :func:`pair_sums`' rows (0 where a pair has nothing): the
+    integers divided once, so any way of summing them gives the same floats."""
+    sums = np.asarray(sums, dtype=np.int64).reshape(-1, 5)
+    union = sums[:, 0] + sums[:, 1] - sums[:, 2]
+    total = sums[:, 4]
+    set_j = np.divide(sums[:, 2], union, out=np.zeros(len(sums)), where=union > 0)
+    bag_j = np.divide(sums[:, 3], total, out=np.zeros(len(sums)), where=total > 0)
+    return set_j, bag_j

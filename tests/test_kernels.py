@@ -105,30 +105,39 @@ def test_pair_jaccard_equal_reference(rows, data, measure):
     assert np.array_equal(compiled, reference)
 
 
+_VALUES = st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 30) | st.sampled_from([2**63, 2**64 - 1]), max_size=40)
+
+
 @settings(max_examples=200, deadline=None)
-@given(
-    st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 30), max_size=40),
-    st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 30), max_size=40),
-)
-def test_verification_jaccard_of_two_rows_equals_counting(a, b):
-    # The kernel verification uses, its numpy twin, and the definition (bags: MMDS's bag Jaccard).
+@given(st.lists(_VALUES, min_size=1, max_size=6), st.data())
+def test_pair_intersections_equal_python_set_arithmetic(docs, data):
+    # Verification's kernel (pairs of rows of one CSR of sorted 64-bit sets, repeats folded
+    # into counts), its numpy twin, and the definitions: empty sets, repeats, a row paired
+    # with itself, the same row in many pairs.
     from collections import Counter
 
-    from simdoc.stages.verify import _jaccard_numpy
+    from simdoc.similarity import jaccards_of_sums, pair_sums
 
-    rows = []
-    for x in (a, b):
-        values, counts = np.unique(np.array(x, dtype=np.uint64), return_counts=True)
-        rows += [values, counts.astype(np.uint32)]
-    got = kernels.jaccard_of_rows(*rows)
-    twin = _jaccard_numpy(*rows)
-    ca, cb = Counter(a), Counter(b)
-    union = len(ca.keys() | cb.keys())
-    want_set = len(ca.keys() & cb.keys()) / union if union else 0.0
-    total = len(a) + len(b)
-    want_bag = sum((ca & cb).values()) / total if total else 0.0
-    assert got == pytest.approx((want_set, want_bag), abs=1e-15)
-    assert twin == pytest.approx((want_set, want_bag), abs=1e-15)
+    indptr, values, counts = [0], [], []
+    for doc in docs:
+        v, c = np.unique(np.array(doc, dtype=np.uint64), return_counts=True)
+        values.append(v)
+        counts.append(c.astype(np.uint32))
+        indptr.append(indptr[-1] + len(v))
+    sets = ShingleSets(np.array(indptr), np.concatenate(values).astype(np.uint64), np.concatenate(counts))
+    n = len(docs)
+    left = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=12)), dtype=np.int64)
+    right = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=len(left), max_size=len(left))), dtype=np.int64)
+    got, twin = both(lambda: pair_sums(sets, left, right))
+    assert np.array_equal(got, twin)
+    set_j, bag_j = jaccards_of_sums(got)
+    for p, (a, b) in enumerate(zip(left.tolist(), right.tolist())):
+        ca, cb = Counter(docs[a]), Counter(docs[b])
+        union = len(ca.keys() | cb.keys())
+        total = len(docs[a]) + len(docs[b])
+        assert got[p].tolist() == [len(ca), len(cb), len(ca.keys() & cb.keys()), sum((ca & cb).values()), total]
+        assert set_j[p] == (len(ca.keys() & cb.keys()) / union if union else 0.0)
+        assert bag_j[p] == (sum((ca & cb).values()) / total if total else 0.0)
 
 
 @settings(max_examples=80, deadline=None)
@@ -249,3 +258,61 @@ def test_no_usable_cache_dir_compiles_without_caching(tmp_path):
     lines, pkg = _compile_in_a_copy(tmp_path, XDG_CACHE_HOME=str(tmp_path / "not-a-dir"))
     assert lines[1] == "False"
     assert _cached(pkg) == [] and not (pkg / "__pycache__").exists()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6000), st.sampled_from(["uniform", "top bits shared", "high halves shared", "repeats"]), st.integers(0, 2**32))
+def test_sort64_sorts_any_row(n, kind, seed):
+    # Uniform hashes, and rows whose values share their top bits or their whole high half
+    # (the radix passes leave those to the insertion pass), or repeat.
+    from simdoc.kernels_sort import sort64
+
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+    if kind == "top bits shared":
+        values = (values >> np.uint64(24)) | (np.uint64(rng.integers(0, 3)) << np.uint64(62))
+    elif kind == "high halves shared":
+        values = (values & np.uint64(0xFFFF)) | np.uint64(0xABCDEF0100000000)
+    elif kind == "repeats":
+        values = rng.choice(values[: max(1, n // 50)], n)
+    row = values.copy()
+    sort64(row, np.empty(n, np.uint64))
+    assert np.array_equal(row, np.sort(values))
+
+
+_SETS64 = (
+    "import numpy as np\n"
+    "from simdoc import bytesign\n"
+    "from simdoc.shingling import ShingleSpec\n"
+    "s = bytesign.sets64_texts([b'the quick brown fox jumps over the lazy dog again'], ShingleSpec())\n"
+    "print(bool((s.data[1:] > s.data[:-1]).all()))\n"
+)
+
+
+def test_a_changed_callee_is_not_run_stale_from_a_cached_caller(tmp_path):
+    # numba checks a cached kernel against its own file only: sets64_utf8 (kernels_bytes.py)
+    # cached with the sort64 of kernels_sort.py would keep it after kernels_sort.py changed.
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pkg = tmp_path / "site" / "simdoc"
+    shutil.copytree(Path(kernels.__file__).parent, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    env.update(PYTHONPATH=str(pkg.parent), PYTHONDONTWRITEBYTECODE="1", XDG_CACHE_HOME=str(tmp_path / "xdg"))
+
+    def sorted_sets() -> str:
+        r = subprocess.run([sys.executable, "-c", _SETS64], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    assert sorted_sets() == "True"
+    source = (pkg / "kernels_sort.py").read_text()
+    sort = "    def sort64(a, tmp):\n"
+    assert sort in source
+    # A sort64 that leaves short rows as they are: the caller must see it.
+    broken = source.replace(sort, sort + "        if a.shape[0] < 1000:\n            return\n", 1)
+    (pkg / "kernels_sort.py").write_text(broken)
+    assert sorted_sets() == "False"

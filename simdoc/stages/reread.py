@@ -19,6 +19,8 @@ import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from simdoc.corpus.files import compression_of, file_digest
 from simdoc.corpus.objects import is_url, object_stat
 from simdoc.corpus.read import MEMBER_WAYS, read_again, read_member_texts
@@ -159,6 +161,14 @@ class DocumentReader:
     def read_sets(self, docs: list[int], part: Part | None = None) -> dict[int, ShingleSets | None]:
         """Each document's one-row 64-bit sets, or None if it is stale or gone (``part``: only the
         hashes of that range, see :func:`simdoc.corpus.streaming.in_part`)."""
+        sets, rows = self.read_batch(docs, part)
+        return {d: None if r < 0 else sets.slice(r, r + 1) for d, r in rows.items()}
+
+    def read_batch(self, docs: list[int], part: Part | None = None) -> tuple[ShingleSets, dict[int, int]]:
+        """The 64-bit sets of ``docs`` as rows of one CSR, and each document's row (-1: stale or
+        gone). Members of one file are read in one pass over it; the texts read whole are
+        shingled together, in as few kernel calls as :func:`simdoc.corpus.streaming.sets64_of_texts`
+        makes (a streamed document is shingled in pieces as it is read, a row of its own)."""
         out: dict[int, ShingleSets | None] = {}
         texts: list[str | bytes] = []
         order: list[int] = []
@@ -213,11 +223,19 @@ class DocumentReader:
                 else:
                     texts.append(text)
                     order.append(d)
+        rows = dict.fromkeys(docs, -1)
+        # Streamed documents' rows first, then the texts' rows, all in one CSR.
+        streamed = [d for d, r in out.items() if r is not None]
+        parts = [out[d] for d in streamed]
+        for i, d in enumerate(streamed):
+            rows[d] = i
         if texts:
-            sets = sets64_of_texts(texts, self.spec, part)
-            for i, d in enumerate(order):
-                out[d] = sets.slice(i, i + 1)
-        return out
+            parts.append(sets64_of_texts(texts, self.spec, part))
+            for i, d in enumerate(order, start=len(streamed)):
+                rows[d] = i
+        if not parts:
+            return ShingleSets(np.zeros(1, np.int64), np.zeros(0, np.uint64)), rows
+        return (parts[0] if len(parts) == 1 else ShingleSets.concatenate(parts)), rows
 
 
 def reader_of(loaded: LoadedIndex) -> DocumentReader:

@@ -19,6 +19,15 @@ still need, up to the budget: then a document may be read more than once, and
 memory stays bounded. Members of one JSON Lines file are read in one pass
 over it; a WARC record is read at its offset.
 
+How a unit of pairs is verified (:meth:`_Work.run`), top to bottom: cut the
+pairs into chunks whose new documents hold about :data:`CHUNK_BYTES` of
+sets; read a chunk's documents in one batch, in the order of their names
+(:meth:`simdoc.stages.reread.DocumentReader.read_batch`: one CSR of sorted
+64-bit sets, a row a document); compare all the chunk's pairs in one call
+of the merge kernel over pairs of rows (:func:`simdoc.similarity.pair_sums`,
+integers, divided once by :func:`simdoc.similarity.jaccards_of_sums`); keep
+the rows later pairs still need (:class:`_Held`).
+
 A document whose bytes no longer have the digest indexed is *stale*, one
 that cannot be read any more is *gone*: neither is compared; the caller
 re-indexes (``simdoc pairs CORPUS``) or warns.
@@ -27,7 +36,6 @@ re-indexes (``simdoc pairs CORPUS``) or warns.
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,6 +44,7 @@ import numpy as np
 from simdoc.corpus.streaming import Part
 from simdoc.engines.local import LocalEngine, can_fork
 from simdoc.shinglesets import ShingleSets
+from simdoc.similarity import jaccards_of_sums, pair_sums
 from simdoc.stages.reread import DocumentReader
 
 CACHE_BYTES = 512 << 20  # shingle sets held at once (64-bit hashes and counts: ~12 bytes a shingle)
@@ -43,7 +52,10 @@ CACHE_BYTES = 512 << 20  # shingle sets held at once (64-bit hashes and counts: 
 # reading both documents again and keeping one range of their hashes: exact, in bounded memory.
 PAIR_BYTES = 128 << 20
 CHUNK_PAIRS = 1 << 16  # pairs compared per call of the merge kernel
-READ_GROUP = 64  # documents read and shingled per task of the reading threads
+# The sets of the documents read for one chunk of pairs, at most (about): read, shingled and
+# compared while their arrays are still in the CPU's caches, and their memory is reused by
+# the next chunk's (larger ones would be fresh pages each time: measured 1.4x the CPU time).
+CHUNK_BYTES = 8 << 20
 PROGRESS_PAIRS = 4096  # pairs compared between two moves of the progress bar
 
 
@@ -245,114 +257,107 @@ class _Work:
     def run(self, lo: int, hi: int, progress: Callable[[int], object] | None = None) -> tuple:
         """Verify ordered pairs [lo, hi): (lo, hi, set, bag, ok, unread documents, reads).
 
-        ``progress`` is called with each PROGRESS_PAIRS pairs compared (in this process only).
+        The pairs are taken in order, a chunk at a time: as many as the sets of the
+        documents they add fit the budget. Those documents are read in one batch (in
+        the order of their names: a folder, a file of members, read front to back) and
+        shingled together, then the chunk's pairs are merged by one kernel call, where
+        the rows lie (:func:`simdoc.similarity.pair_sums`). The sets later pairs still
+        need are kept for them. ``progress`` is called with each PROGRESS_PAIRS pairs
+        compared (in this process only).
         """
-        from simdoc import kernels
-
-        reader, ol, orr, cost, budget = self.reader, self.ol[lo:hi], self.orr[lo:hi], self.cost, self.budget
+        reader, ol, orr = self.reader, self.ol[lo:hi], self.orr[lo:hi]
         n = hi - lo
         set_j, bag_j, ok = np.zeros(n), np.zeros(n), np.ones(n, dtype=bool)
         bad: dict[int, None] = {}
         before = dict(reader.reads)
-        # The last position (in verification order) at which each document is needed.
-        docs, inverse = np.unique(np.concatenate([ol, orr]), return_inverse=True)
-        last_of = np.full(len(docs), -1, dtype=np.int64)
-        pos = np.arange(n, dtype=np.int64)
-        np.maximum.at(last_of, inverse[:n], pos)
-        np.maximum.at(last_of, inverse[n:], pos)
-        last = dict(zip(docs.tolist(), last_of.tolist()))
+        last = _last_needed(ol, orr)
         na, nb = np.asarray(self.shingles[ol], np.int64), np.asarray(self.shingles[orr], np.int64)
         split = 12 * np.minimum(na, nb) + 48 * np.maximum(na, nb) > PAIR_BYTES  # pair_passes(a, b) > 1
         for p in np.flatnonzero(split).tolist():
             set_j[p], bag_j[p], ok[p] = self.in_passes(int(ol[p]), int(orr[p]), bad)
-        cache: dict[int, ShingleSets | None] = {}
-        held = 0
+        held = _Held(self.cost)
         start = 0
-        identity = np.arange(n, dtype=np.int64)
         while start < n:
-            # Take pairs while the sets they add to those held fit the budget (at least one pair).
-            stop = start
-            new: list[int] = []
-            seen: set[int] = set()
-            extra = 0
-            while stop < n and stop - start < CHUNK_PAIRS:
-                if split[stop]:  # done above
-                    stop += 1
-                    continue
-                add = [d for d in (int(ol[stop]), int(orr[stop])) if d not in cache and d not in seen]
-                more = sum(cost(d) for d in add)
-                if stop > start and held + extra + more > budget:
-                    break
-                for d in add:
-                    seen.add(d)
-                    new.append(d)
-                extra += more
-                stop += 1
-            _load(reader, sorted(new), cache)
-            held += extra
+            stop, new = self._chunk(ol, orr, start, split, held)
+            held.add(*reader.read_batch(new))
             for a in range(start, stop, PROGRESS_PAIRS):
                 b = min(a + PROGRESS_PAIRS, stop)
-                _compare(cache, ol, orr, a, b, identity, set_j, bag_j, ok, bad, kernels, split)
+                at = a + np.flatnonzero(~split[a:b])
+                set_j[at], bag_j[at], ok[at] = held.compare(ol[at], orr[at], bad)
                 if progress is not None:
                     progress(b - a)
-            # Drop the sets no later pair needs.
-            for d in [d for d in cache if last[d] < stop]:
-                held -= cost(d)
-                del cache[d]
-            if held > budget:  # a component larger than the budget: keep what comes soonest
-                for d in sorted(cache, key=lambda d: -last[d]):
-                    if held <= budget // 2:
-                        break
-                    held -= cost(d)
-                    del cache[d]
+            held.keep([d for d in held.row if last[d] >= stop], self.budget, last)
             start = stop
         reads = {d: c - before.get(d, 0) for d, c in reader.reads.items() if c != before.get(d, 0)}
         return lo, hi, set_j, bag_j, ok, set(bad), reads
 
-
-def _load(reader: DocumentReader, docs: list[int], cache: dict) -> None:
-    if not docs:
-        return
-    # Members of one file stay in one group, so that the file is read once.
-    groups: list[list[int]] = []
-    by_source: dict[str, list[int]] = defaultdict(list)
-    singles: list[int] = []
-    for d in docs:
-        src = reader.table.sources[d]
-        (by_source[src] if src else singles).append(d)
-    groups.extend(by_source.values())
-    groups.extend(singles[i : i + READ_GROUP] for i in range(0, len(singles), READ_GROUP))
-    for group in groups:
-        cache.update(reader.read_sets(group))
-
-
-def _compare(cache, ol, orr, start, stop, order, set_j, bag_j, ok, bad, kernels, skip=None) -> None:
-    """Compare pairs [start, stop) from the sets in ``cache``, where they are: one merge a pair
-    (but those ``skip`` marks, compared in passes)."""
-    for p in range(start, stop):
-        if skip is not None and skip[p]:
-            continue
-        ra, rb = cache.get(int(ol[p])), cache.get(int(orr[p]))
-        where = order[p]
-        if ra is None or rb is None:
-            for d, r in ((int(ol[p]), ra), (int(orr[p]), rb)):
-                if r is None:
-                    bad[d] = None
-            set_j[where] = bag_j[where] = 0.0
-            ok[where] = False
-            continue
-        if kernels.ENABLED:
-            set_j[where], bag_j[where] = kernels.jaccard_of_rows(ra.data, ra.counts, rb.data, rb.counts)
-        else:
-            set_j[where], bag_j[where] = _jaccard_numpy(ra.data, ra.counts, rb.data, rb.counts)
+    def _chunk(self, ol: np.ndarray, orr: np.ndarray, start: int, split: np.ndarray, held: _Held) -> tuple[int, list[int]]:
+        """The end of the chunk of pairs from ``start``, and the documents it needs that are not
+        held (sorted): pairs are taken while the sets held and added fit the budget (one at least)."""
+        n = len(split)
+        stop, extra = start, 0
+        new: dict[int, None] = {}
+        while stop < n and stop - start < CHUNK_PAIRS:
+            if not split[stop]:  # (a split pair is compared in passes, on its own)
+                add = [d for d in (int(ol[stop]), int(orr[stop])) if d not in held.row and d not in new]
+                more = sum(self.cost(d) for d in add)
+                if stop > start and (held.bytes + extra + more > self.budget or extra + more > CHUNK_BYTES):
+                    break
+                new.update(dict.fromkeys(add))
+                extra += more
+            stop += 1
+        return stop, sorted(new)
 
 
-def _jaccard_numpy(da, ca, db, cb) -> tuple[float, float]:
-    """Set and bag Jaccard of two sorted rows with counts (the kernel's answer, without numba)."""
-    _, ia, ib = np.intersect1d(da, db, assume_unique=True, return_indices=True)
-    union = len(da) + len(db) - len(ia)
-    total = float(ca.sum(dtype=np.float64) + cb.sum(dtype=np.float64))
-    common_bag = float(np.minimum(ca[ia], cb[ib]).sum(dtype=np.float64))
-    return (len(ia) / union if union else 0.0), (common_bag / total if total else 0.0)
+def _last_needed(ol: np.ndarray, orr: np.ndarray) -> dict[int, int]:
+    """The last position (in verification order) at which each document is needed."""
+    n = len(ol)
+    docs, inverse = np.unique(np.concatenate([ol, orr]), return_inverse=True)
+    last_of = np.full(len(docs), -1, dtype=np.int64)
+    pos = np.arange(n, dtype=np.int64)
+    np.maximum.at(last_of, inverse[:n], pos)
+    np.maximum.at(last_of, inverse[n:], pos)
+    return dict(zip(docs.tolist(), last_of.tolist()))
 
 
+class _Held:
+    """The 64-bit sets of the documents read and still needed: rows of one CSR, ``row[doc]``
+    (-1: the document is stale or gone), ``bytes`` about what they hold."""
+
+    def __init__(self, cost: Callable[[int], int]) -> None:
+        self.sets = ShingleSets(np.zeros(1, np.int64), np.zeros(0, np.uint64))
+        self.row: dict[int, int] = {}
+        self.cost = cost
+        self.bytes = 0
+
+    def add(self, sets: ShingleSets, rows: dict[int, int]) -> None:
+        base = self.sets.n_docs
+        self.sets = ShingleSets.concatenate([self.sets, sets]) if base else sets
+        self.row.update((d, r + base if r >= 0 else -1) for d, r in rows.items())
+        self.bytes += sum(self.cost(d) for d in rows)
+
+    def compare(self, left: np.ndarray, right: np.ndarray, bad: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(set, bag, ok) of pairs of held documents; a pair with a document not read is not
+        ok (0), and that document goes into ``bad``."""
+        ra = np.fromiter((self.row[d] for d in left.tolist()), np.int64, len(left))
+        rb = np.fromiter((self.row[d] for d in right.tolist()), np.int64, len(right))
+        ok = (ra >= 0) & (rb >= 0)
+        for d in np.concatenate([left[ra < 0], right[rb < 0]]).tolist():
+            bad[d] = None
+        sums = np.zeros((len(left), 5), np.int64)
+        sums[ok] = pair_sums(self.sets, ra[ok], rb[ok])
+        set_j, bag_j = jaccards_of_sums(sums)
+        return set_j, bag_j, ok
+
+    def keep(self, docs: list[int], budget: int, last: dict[int, int]) -> None:
+        """Keep only the sets of ``docs``; past the budget (a component larger than it), only
+        those needed soonest, down to half of it."""
+        held = sum(self.cost(d) for d in docs)
+        if held > budget:
+            docs = sorted(docs, key=lambda d: last[d])
+            while held > budget // 2 and docs:
+                held -= self.cost(docs.pop())
+        read = [d for d in docs if self.row[d] >= 0]
+        self.sets = self.sets.take(np.asarray([self.row[d] for d in read], np.int64))
+        self.row = dict(zip(read, range(len(read)))) | {d: -1 for d in docs if self.row[d] < 0}
+        self.bytes = held
