@@ -19,7 +19,8 @@ from __future__ import annotations
 import codecs
 import hashlib
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import chain
 
 import numpy as np
 
@@ -335,6 +336,24 @@ def windows_in_pieces(
     for start in range(0, len(text), PIECE_CHARS):
         windows.feed(norm.feed(text[start : start + PIECE_CHARS]), False)
     windows.feed(norm.feed("", final=True), True)
+
+
+def shingle_pieces(
+    pieces: Iterable[str], spec: ShingleSpec, form: str = "sets", part: Part | None = None,
+    sink: Callable[[np.ndarray, np.ndarray], None] | None = None,
+) -> ShingleSets:
+    """The one-row sets of a document given as decoded text in pieces of any size, the same as
+    of the whole text (``form``, ``part``, ``sink`` as for :func:`stream_document`)."""
+    norm = _Normaliser(spec.lowercase, spec.unicode)
+    windows = _Windows(spec, form)
+    windows.add = sink or _part_sink(windows.counts, part) or windows.add
+    for raw in chain(pieces, [None]):  # None: the end
+        text = norm.feed("", final=True) if raw is None else norm.feed(raw)
+        for start in range(0, len(text), PIECE_CHARS):  # ~40 bytes a character shingled at once
+            windows.feed(text[start : start + PIECE_CHARS], False)
+    windows.feed("", True)
+    data, counts = windows.counts.merged()
+    return ShingleSets(np.array([0, len(data)], np.int64), data, counts)
 
 
 def stream_document(
