@@ -105,3 +105,14 @@ def test_sets64_of_texts_in_pieces_equal_shingling_whole(texts, unit, k, piece):
     assert np.array_equal(got.indptr, want.indptr)
     assert np.array_equal(got.data, want.data) and got.data.dtype == np.uint64
     assert np.array_equal(got.counts, want.counts)
+
+
+def test_an_invalid_byte_past_the_first_chunk_is_placed_as_in_the_whole_file(tmp_path, monkeypatch):
+    """The offset said was the byte's place in its chunk (the decoder's input), not in the file."""
+    monkeypatch.setattr(streaming, "CHUNK_BYTES", 7)
+    for bom in (b"", b"\xef\xbb\xbf"):
+        path = tmp_path / "doc.txt"
+        path.write_bytes(bom + "abc déf ".encode() * 10 + b"\xff tail \xc3")
+        info, _ = stream_document(str(path), ShingleSpec(), None, False)
+        whole = read_document(str(path))
+        assert info.warning == whole.warning and "invalid UTF-8 at byte" in whole.warning

@@ -370,10 +370,11 @@ def stream_document(
         return opened, empty
     fd, st = opened
     replaced = []
+    at = [0]  # where the bytes the decoder is given start, counted as a whole decoding counts (after a BOM)
 
     def note(err: UnicodeDecodeError):
         if not replaced:
-            replaced.append(err.start)
+            replaced.append(at[0] + err.start)
         return ("\ufffd", err.end)
 
     handler = f"simdoc-count-{id(note)}"
@@ -403,6 +404,7 @@ def stream_document(
                 raise _BadArchive(str(exc) or type(exc).__name__) from None
 
         first = True
+        head = b""  # the first bytes, for the BOM
         while True:
             want = CHUNK_BYTES if max_bytes is None else min(CHUNK_BYTES, max_bytes - read)
             chunk = read_some(want) if want > 0 else b""
@@ -415,6 +417,9 @@ def stream_document(
                 warnings.append(f"longer than --max-bytes {max_bytes}; only the first {max_bytes} bytes are indexed")
                 final = True
             digest.update(chunk)
+            held, bom_unread = decoder.getstate()  # bytes kept from the last chunk; BOM not looked for yet
+            head = head or chunk[:3]
+            at[0] = read - len(held) - (3 if not bom_unread and head == codecs.BOM_UTF8 else 0)
             read += len(chunk)
             text = norm.feed(decoder.decode(chunk, final=final), final)
             # Shingled PIECE_CHARS at a time: a chunk at once would hold ~40 bytes a character.
