@@ -177,3 +177,20 @@ def test_a_query_file_that_changes_between_passes_is_not_compared(tmp_path, monk
     assert r.stdout == ""
     assert r.stderr.count("q.txt: changed while it was read; its candidates are not compared") == 1
     assert "changed or gone since it was indexed" not in r.stderr
+
+
+def test_a_long_query_on_stdin_that_cannot_be_copied_is_one_error(tmp_path, small_index, monkeypatch):
+    import errno
+
+    import simdoc.corpus.long_text as long_text
+    import simdoc.corpus.streaming as streaming
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(streaming, "LARGE_CHARS", 1 << 10)
+    monkeypatch.setattr(long_text.tempfile, "TemporaryFile", full)
+    r = CliRunner().invoke(cli, ["query", "-", "--index", str(small_index)], input="bees and honey " * 200)
+    assert r.exit_code == 6, (r.exit_code, r.stderr, r.exception)
+    assert r.stderr.startswith("Error: cannot copy the query on stdin to a temporary file in ")
+    assert "No space left on device" in r.stderr and "Traceback" not in r.stderr
