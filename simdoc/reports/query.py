@@ -271,8 +271,11 @@ class _DocumentSets:
             h = heads[i]
 
             def read(part: Part, h: int = h) -> tuple[ShingleSets | None, ShingleSets | None]:
-                text = query.text
-                mine = sets64_of_texts([text], spec, part) if isinstance(text, str) else text.shingle(spec, "sets64", self.warn, part)
+                text = query.text  # a LongText is read again: None if it changed since it was signed
+                if isinstance(text, str):
+                    mine = sets64_of_texts([text], spec, part)
+                else:
+                    mine = text.shingle(spec, "sets64", self.warn, part)
                 return mine, None if mine is None else self.reader.read_sets([h], part=part).get(h)
 
             if isinstance(query.text, LongText) and query.text.changed:  # said once; nothing more compared
