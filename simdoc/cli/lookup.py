@@ -9,6 +9,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -40,6 +41,9 @@ from simdoc.reports.check import check_index, out_of_date
 from simdoc.store.loaded import open_index
 from simdoc.store.locks import lock_file_problems
 from simdoc.wording import count
+
+if TYPE_CHECKING:
+    from simdoc.corpus.long_text import LongText
 
 log = logging.getLogger("simdoc")
 
@@ -130,7 +134,9 @@ class _Queries:
     """The query documents of the files named, read one file at a time as they are taken.
 
     A JSON Lines or WARC file gives all its documents at once (as `simdoc
-    pairs` reads it); each is let go once it is taken.
+    pairs` reads it); each is let go once it is taken. A long plain file, or
+    long text on stdin, is not held but read again as it is used
+    (:mod:`simdoc.corpus.long_text`).
     """
 
     def __init__(self, names: list[str], stored: dict, text_field: str | None, id_field: str | None) -> None:
@@ -138,20 +144,30 @@ class _Queries:
         self.stored = stored
         self.text_field = text_field or stored.get("text_field") or DEFAULT_TEXT_FIELD
         self.id_field = id_field or stored.get("id_field")
-        self.n_read = 0
+        self.n_given = 0
+        self.long: list[LongText] = []  # found unreadable only when first used
 
-    def __iter__(self) -> Iterator[tuple[str, str]]:
+    @property
+    def n_read(self) -> int:
+        return self.n_given - sum(t.failed for t in self.long)
+
+    def __iter__(self) -> Iterator[tuple[str, str | LongText]]:
         from simdoc.corpus.file_texts import read_file_texts
+        from simdoc.corpus.long_text import LongText, long_file, read_stdin
 
+        max_bytes, follow = self.stored.get("max_bytes"), bool(self.stored.get("follow_symlinks"))
         for name in self.names:
-            if name == "-":
-                self.n_read += 1
-                yield "-", sys.stdin.buffer.read().decode("utf-8", "replace")
+            text = read_stdin(sys.stdin.buffer) if name == "-" else long_file(name, name, max_bytes, follow)
+            if text is not None:
+                if isinstance(text, LongText):
+                    self.long.append(text)
+                self.n_given += 1
+                yield name, text
                 continue
             got = read_file_texts(
                 name,
-                max_bytes=self.stored.get("max_bytes"),
-                follow_symlinks=bool(self.stored.get("follow_symlinks")),
+                max_bytes=max_bytes,
+                follow_symlinks=follow,
                 text_field=self.text_field,
                 id_field=self.id_field,
                 main_content=bool(self.stored.get("main_content")),
@@ -162,7 +178,7 @@ class _Queries:
             documents = got.documents[::-1]
             del got
             while documents:
-                self.n_read += 1
+                self.n_given += 1
                 yield documents.pop()
 
 

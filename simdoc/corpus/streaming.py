@@ -6,9 +6,12 @@ a chunk boundary still become one blank), and shingle hashes are computed
 over each piece plus the last k-1 tokens of the previous one, so every
 window is hashed exactly once. The (hash, count) pairs are merged as they
 come. The result is the same set and counts as shingling the whole text at
-once (tested on random texts and chunk sizes); one caveat: ``str.lower`` is
-applied per chunk, so the context-dependent lowercasing of a Greek capital
-sigma at a chunk boundary may differ.
+once (tested on random texts and chunk sizes): a chunk is folded (lowercased,
+Unicode-normalised) only up to a place where folding it apart gives what
+folding the whole would (see :func:`_hold_back`). The one exception: a text with
+no such place in 16 MiB (no ASCII digit, blank or pair of ASCII letters, say a
+long run of Greek with no space), where a capital sigma at the cut may take the
+other final/medial form.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from __future__ import annotations
 import codecs
 import hashlib
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import chain
 
 import numpy as np
 
@@ -89,25 +93,23 @@ def sum_repeats(data: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.nd
 class _Normaliser:
     """Yields pieces whose concatenation is normalise(whole text), chunk by chunk.
 
-    Unicode normalisation joins a character with the combining marks after
-    it, which may come in the next chunk: the text from the last ASCII
-    character on is held back until the next chunk (no ASCII character
-    composes with the one before it, so the two sides normalise apart as
-    they would together; the ASCII character itself may take marks that
-    follow). A text with no ASCII character in two chunks is
-    cut at its last character without a combining class instead.
+    Folding is not local: Unicode normalisation joins a character with the
+    combining marks after it, and ``str.lower`` makes a capital sigma final
+    or medial by the letters around it, either of which may come in the next
+    chunk. So the text from the last place where it can be folded apart
+    (:func:`_hold_back`) on is held back until the next chunk.
     """
 
     def __init__(self, lowercase: bool, unicode: str = "none") -> None:
         self.lowercase = lowercase
         self.unicode = unicode
-        self.held = ""  # raw text not normalised yet (unicode only)
+        self.held = ""  # raw text not folded yet
         self.started = False
         self.pending_space = False
 
     def feed(self, raw: str, final: bool = False) -> str:
-        if self.unicode != "none":
-            raw, self.held = _hold_back(self.held + raw, final)
+        if self.unicode != "none" or self.lowercase:
+            raw, self.held = _hold_back(self.held + raw, final, self.lowercase)
         raw = fold(raw, self.lowercase, self.unicode)
         body = " ".join(raw.split())
         if not body:
@@ -120,18 +122,46 @@ class _Normaliser:
         return out
 
 
-def _hold_back(text: str, final: bool) -> tuple[str, str]:
-    """(what can be normalised now, what to hold for the next chunk); see :class:`_Normaliser`."""
+# The ASCII characters that are Case_Ignorable (Word_Break MidLetter, MidNumLet, Single_Quote;
+# Sk): a capital sigma's context is looked for across them.
+_CASE_IGNORABLE_ASCII = frozenset("'.:^`")
+
+
+def _folds_apart(text: str, i: int, lowercase: bool) -> bool:
+    """Whether ``text[:i]`` and ``text[i:]`` fold (see :func:`simdoc.shingling.fold`) to what
+    ``text`` folds to.
+
+    Unicode normalisation: ``text[i]`` is ASCII, which composes with nothing
+    before it. Lowercasing is per character except for a capital sigma, whose
+    form depends on the nearest characters on each side that are not
+    Case_Ignorable: ``text[i]`` is not Case_Ignorable and either is not a
+    letter (the search stops at it, and it is not cased, as the string's end
+    is not) or follows another ASCII character that is not Case_Ignorable (each
+    side's search stops on its own side).
+    """
+    c = text[i]
+    if c >= "\x80":
+        return False
+    if not lowercase:
+        return True
+    if c in _CASE_IGNORABLE_ASCII:
+        return False
+    return not c.isalpha() or (i > 0 and text[i - 1] < "\x80" and text[i - 1] not in _CASE_IGNORABLE_ASCII)
+
+
+# How far back from a chunk's end a place to cut is looked for, and the text held back at most
+# while there is none (then it is cut anyway, see the module docstring).
+_LOOK_BACK = 1 << 16
+
+
+def _hold_back(text: str, final: bool, lowercase: bool = False) -> tuple[str, str]:
+    """(what can be folded now, what to hold for the next chunk); see :class:`_Normaliser`."""
     if final:
         return text, ""
-    if text.isascii():  # its last character may take combining marks from the next chunk
-        return text[:-1], text[-1:]
-    for i in range(len(text) - 1, -1, -1):
-        if text[i] < "\x80":
+    for i in range(len(text) - 1, max(len(text) - _LOOK_BACK, 0) - 1, -1):
+        if _folds_apart(text, i, lowercase):
             return text[:i], text[i:]
-        if len(text) - i > 1 << 16:
-            break
-    if len(text) < 2 * CHUNK_BYTES:
+    if len(text) < max(2 * CHUNK_BYTES, 2 * _LOOK_BACK):
         return "", text
     for i in range(len(text) - 1, 0, -1):
         if not unicodedata.combining(text[i]):
@@ -308,6 +338,24 @@ def windows_in_pieces(
     windows.feed(norm.feed("", final=True), True)
 
 
+def shingle_pieces(
+    pieces: Iterable[str], spec: ShingleSpec, form: str = "sets", part: Part | None = None,
+    sink: Callable[[np.ndarray, np.ndarray], None] | None = None,
+) -> ShingleSets:
+    """The one-row sets of a document given as decoded text in pieces of any size, the same as
+    of the whole text (``form``, ``part``, ``sink`` as for :func:`stream_document`)."""
+    norm = _Normaliser(spec.lowercase, spec.unicode)
+    windows = _Windows(spec, form)
+    windows.add = sink or _part_sink(windows.counts, part) or windows.add
+    for raw in chain(pieces, [None]):  # None: the end
+        text = norm.feed("", final=True) if raw is None else norm.feed(raw)
+        for start in range(0, len(text), PIECE_CHARS):  # ~40 bytes a character shingled at once
+            windows.feed(text[start : start + PIECE_CHARS], False)
+    windows.feed("", True)
+    data, counts = windows.counts.merged()
+    return ShingleSets(np.array([0, len(data)], np.int64), data, counts)
+
+
 def stream_document(
     path: str, spec: ShingleSpec, max_bytes: int | None, follow_symlinks: bool, form: str = "sets",
     part: Part | None = None, sink: Callable[[np.ndarray, np.ndarray], None] | None = None,
@@ -322,10 +370,11 @@ def stream_document(
         return opened, empty
     fd, st = opened
     replaced = []
+    at = [0]  # where the bytes the decoder is given start, counted as a whole decoding counts (after a BOM)
 
     def note(err: UnicodeDecodeError):
         if not replaced:
-            replaced.append(err.start)
+            replaced.append(at[0] + err.start)
         return ("\ufffd", err.end)
 
     handler = f"simdoc-count-{id(note)}"
@@ -355,6 +404,7 @@ def stream_document(
                 raise _BadArchive(str(exc) or type(exc).__name__) from None
 
         first = True
+        head = b""  # the first bytes, for the BOM
         while True:
             want = CHUNK_BYTES if max_bytes is None else min(CHUNK_BYTES, max_bytes - read)
             chunk = read_some(want) if want > 0 else b""
@@ -367,6 +417,9 @@ def stream_document(
                 warnings.append(f"longer than --max-bytes {max_bytes}; only the first {max_bytes} bytes are indexed")
                 final = True
             digest.update(chunk)
+            held, bom_unread = decoder.getstate()  # bytes kept from the last chunk; BOM not looked for yet
+            head = head or chunk[:3]
+            at[0] = read - len(held) - (3 if not bom_unread and head == codecs.BOM_UTF8 else 0)
             read += len(chunk)
             text = norm.feed(decoder.decode(chunk, final=final), final)
             # Shingled PIECE_CHARS at a time: a chunk at once would hold ~40 bytes a character.

@@ -14,7 +14,10 @@ by a batch and the candidates' cache, not by the number of queries. Nor by
 their length: a query longer than :data:`simdoc.corpus.streaming.LARGE_CHARS`
 is signed a piece at a time, and a pair too large to compare whole (a long
 query, or a long candidate) is compared in passes over hash ranges, as
-`pairs` verifies one (:func:`simdoc.stages.verify.jaccard_in_passes`).
+`pairs` verifies one (:func:`simdoc.stages.verify.jaccard_in_passes`). A
+query given as a :class:`simdoc.corpus.long_text.LongText` (a long file, or
+long text on stdin) is never held: it is read again, a chunk at a time, to
+be signed and for each pass.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simdoc.corpus import streaming
+from simdoc.corpus.long_text import LongText
 from simdoc.corpus.streaming import Part, sets64_of_texts, windows_in_pieces
 from simdoc.lsh import band_keys, check_threshold
 from simdoc.minhash import SignatureFold
@@ -64,7 +68,7 @@ CACHE_BYTES = 64 << 20
 
 def query_documents(
     index: str | os.PathLike,
-    documents: Iterable[tuple[str, str]],
+    documents: Iterable[tuple[str, str | LongText]],
     threshold: float | None = None,
     verify: bool = True,
     all_candidates: bool = False,
@@ -88,7 +92,7 @@ def query_documents(
 
 def iter_matches(
     index: str | os.PathLike,
-    documents: Iterable[tuple[str, str]],
+    documents: Iterable[tuple[str, str | LongText]],
     threshold: float | None = None,
     verify: bool = True,
     all_candidates: bool = False,
@@ -114,12 +118,12 @@ def iter_matches(
             yield from looked.batch(batch)
 
 
-def _batches(documents: Iterable[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
-    batch: list[tuple[str, str]] = []
+def _batches(documents: Iterable[tuple[str, str | LongText]]) -> Iterator[list[tuple[str, str | LongText]]]:
+    batch: list[tuple[str, str | LongText]] = []
     size = 0
     for qid, text in documents:
         batch.append((qid, text))
-        size += len(text)
+        size += len(text) if isinstance(text, str) else 0  # a LongText is not held
         if size >= BATCH_BYTES or len(batch) >= BATCH_QUERIES:
             yield batch
             batch, size = [], 0
@@ -149,15 +153,17 @@ class _Lookup:
         self.folded = bool(np.any(self.rep != np.arange(len(self.rep))))
         self.looked_up = _DocumentSets(reader_of(loaded), self.rep, self.doc_ids, warn) if verify else None
 
-    def batch(self, documents: list[tuple[str, str]]) -> Iterator[Match]:
+    def batch(self, documents: list[tuple[str, str | LongText]]) -> Iterator[Match]:
         texts = [text for _, text in documents]
-        qsigs, n_windows = self._signatures(texts)
+        qsigs, n_windows, unread = self._signatures(texts)
         # 64-bit sets to verify, of the queries shingled whole (a long one is compared in passes).
-        whole = [q for q, t in enumerate(texts) if len(t) <= streaming.LARGE_CHARS] if self.verify else []
+        whole = [q for q, t in enumerate(texts) if _short(t)] if self.verify else []
         qsets = shingle_texts([texts[q] for q in whole], self.spec, form="sets64") if whole else None
         row_of = {q: i for i, q in enumerate(whole)}
         qkeys = band_keys(qsigs, self.bands, self.rows)
         for q, (qid, text) in enumerate(documents):
+            if q in unread:  # its reading said why
+                continue
             if n_windows[q] == 0:
                 self.warn(f"{qid}: no shingles (empty or too short for the index's shingles); nothing to match")
                 continue
@@ -172,21 +178,38 @@ class _Lookup:
                 self.all_candidates, self.spec,
             )
 
-    def _signatures(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def _signatures(self, texts: list[str | LongText]) -> tuple[np.ndarray, np.ndarray, set[int]]:
         """The queries' signatures and window counts, from the window stream as the build computes
-        them; a query longer than LARGE_CHARS signed a piece at a time (the same bytes)."""
-        sigs = np.empty((len(texts), self.hasher.num_perm), dtype=np.uint32)
+        them, and which queries could not be read; a query longer than LARGE_CHARS signed a piece
+        at a time (the same bytes), a LongText as it is read."""
+        sigs = np.zeros((len(texts), self.hasher.num_perm), dtype=np.uint32)
         n_windows = np.zeros(len(texts), dtype=np.int64)
-        short = np.array([q for q, t in enumerate(texts) if len(t) <= streaming.LARGE_CHARS], dtype=np.int64)
+        unread: set[int] = set()
+        short = np.array([q for q, t in enumerate(texts) if _short(t)], dtype=np.int64)
         if len(short):
             stream = shingle_texts([texts[q] for q in short.tolist()], self.spec, form="stream")
             sigs[short] = self.hasher.signatures(stream)
             n_windows[short] = np.diff(stream.indptr)
-        for q in (q for q, t in enumerate(texts) if len(t) > streaming.LARGE_CHARS):
+        for q, text in enumerate(texts):
+            if _short(text):
+                continue
             fold = SignatureFold(self.hasher)
-            windows_in_pieces(texts[q], self.spec, lambda data, _counts: fold.add(data))
+
+            def add(data: np.ndarray, _counts: np.ndarray, fold: SignatureFold = fold) -> None:
+                fold.add(data)
+
+            if isinstance(text, str):
+                windows_in_pieces(text, self.spec, add)
+            elif text.shingle(self.spec, "stream", self.warn, sink=add) is None:
+                unread.add(q)
+                continue
             sigs[q], n_windows[q] = fold.result(), fold.n
-        return sigs, n_windows
+        return sigs, n_windows, unread
+
+
+def _short(text: str | LongText) -> bool:
+    """Whether a query is shingled with its batch (else a piece at a time, and compared in passes)."""
+    return isinstance(text, str) and len(text) <= streaming.LARGE_CHARS
 
 
 @dataclass
@@ -195,7 +218,7 @@ class _Query:
 
     qid: str
     row: int  # its row of the batch's signatures
-    text: str
+    text: str | LongText  # a LongText is read again for each pass
     n_windows: int
     set64: ShingleSets | None  # None: too long to hold, compared in passes
 
@@ -248,15 +271,24 @@ class _DocumentSets:
             h = heads[i]
 
             def read(part: Part, h: int = h) -> tuple[ShingleSets | None, ShingleSets | None]:
-                return sets64_of_texts([query.text], spec, part), self.reader.read_sets([h], part=part).get(h)
+                text = query.text  # a LongText is read again: None if it changed since it was signed
+                if isinstance(text, str):
+                    mine = sets64_of_texts([text], spec, part)
+                else:
+                    mine = text.shingle(spec, "sets64", self.warn, part)
+                return mine, None if mine is None else self.reader.read_sets([h], part=part).get(h)
 
+            if isinstance(query.text, LongText) and query.text.changed:  # said once; nothing more compared
+                readable[i] = False
+                continue
             if h not in done:
                 known_bad = h in self.sets and self.sets[h] is None
                 done[h] = None if known_bad else jaccard_in_passes(read, query.n_windows, int(n_shingles[h]))
             got = done[h]
             if got is None:
                 readable[i] = False
-                self._unread(h)
+                if not (isinstance(query.text, LongText) and query.text.changed):
+                    self._unread(h)
             else:
                 jac[i] = got[0]
         return jac, readable
