@@ -35,6 +35,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
+
 from simdoc.corpus.objects import UNKNOWN, is_url
 from simdoc.corpus.walk import FileEntry
 
@@ -85,3 +87,14 @@ def racy(e: FileEntry, newest: dict[int, int]) -> bool:
         return e.ino == UNKNOWN
     bound = newest.get(e.dev)
     return bound is None or e.ctime_ns > bound - RACY_NS
+
+
+def racy_mask(ctime_ns: np.ndarray, dev: np.ndarray, ino: np.ndarray, newest: dict[int, int], objects: bool) -> np.ndarray:
+    """:func:`racy` of every file of a listing at once, from its columns (``objects``: a bucket's listing)."""
+    if objects:
+        return np.asarray(ino) == UNKNOWN
+    out = np.ones(len(ctime_ns), dtype=bool)  # a device with no time known: never proven clean
+    for device, bound in newest.items():
+        on = np.asarray(dev) == device
+        out[on] = np.asarray(ctime_ns)[on] > bound - RACY_NS
+    return out
