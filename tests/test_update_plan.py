@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simdoc.corpus.objects import UNKNOWN
-from simdoc.corpus.walk import FileEntry, walk_key
-from simdoc.stages.plan import Scan, join, reading_plan
+from simdoc.corpus.walk import FileEntry, Skipped, is_jsonl, is_warc, walk_key
+from simdoc.stages.common import build_id
+from simdoc.stages.plan import Listing, Scan, join, reading_plan, scan_id_of
 from simdoc.stages.racy import RACY_NS, newest_ctimes, racy
 from simdoc.store.doctable import STAT_COLUMNS, DocRow, DocsTable
 
@@ -179,3 +180,26 @@ def test_a_member_id_is_not_taken_for_a_file_listed_under_that_name():
     joined = join(["a.jsonl/#0", "b.txt"], old)
     assert joined.rows(0).tolist() == [] and joined.rows(1).tolist() == [1]
     assert joined.first().tolist() == [-1, 1]
+
+
+_NAMES = st.text(st.characters(codec="utf-8") | st.sampled_from(["\udcff", '"', "\\", "/", ".", "\n"]), max_size=12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    files=st.lists(st.tuples(_NAMES, st.lists(st.integers(-(2**63), 2**63 - 1), min_size=5, max_size=5)), max_size=8),
+    skipped=st.lists(st.tuples(_NAMES, _NAMES, st.integers(-1, 2**40), st.integers(-1, 2**62)), max_size=3),
+)
+def test_the_scan_id_written_from_columns_is_the_one_build_id_gave(files, skipped):
+    """Indexes built before keep their scan id: a run with nothing changed stays one."""
+    entries = [FileEntry(name, "/c/" + name, *stat) for name, stat in files]
+    passed = [Skipped(*s) for s in skipped]
+    expected = build_id([[e.id, *e.stat()] for e in entries] + [[s.id, s.reason, s.size, s.mtime_ns] for s in passed])
+    assert scan_id_of(Listing.of(entries), passed) == expected
+
+
+@given(st.lists(st.sampled_from(["a", ".", "jsonl", "ndjson", "warc", "wet", "gz", "zst", "Parquet", "parquet", "/", "txt"])))
+def test_walk_key_looks_at_the_last_suffix_first_and_still_gives_the_same_key(parts):
+    name = "".join(parts)
+    many = is_jsonl(name) or is_warc(name) or name.lower().endswith(".parquet")
+    assert walk_key(name) == (name + "/" if many else name)

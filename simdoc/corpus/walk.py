@@ -20,6 +20,7 @@ import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 
 from simdoc.corpus.filelists import ListedPath
@@ -59,7 +60,14 @@ def walk_key(doc_id: str) -> str:
     another document's id. Sorting such a file as ``PATH/``, the way a
     directory sorts, keeps the ids of all documents in sorted order.
     """
+    dot = doc_id.rfind(".")
+    if dot < 0 or (doc_id[dot:] not in _MANY_SUFFIXES and doc_id[dot:].lower() != ".parquet"):
+        return doc_id  # most files: one look at the last suffix (a walk asks for 10^5 of them)
     return doc_id + "/" if is_jsonl(doc_id) or is_warc(doc_id) or doc_id.lower().endswith(".parquet") else doc_id
+
+
+# The last suffix of every name is_jsonl or is_warc accepts (each suffix has one dot).
+_MANY_SUFFIXES = frozenset((*COMPRESSED, *JSONL_SUFFIXES, *WARC_SUFFIXES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,31 +187,32 @@ def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_
     excluded = {os.path.realpath(e) for e in exclude}
     root_st = os.stat(root_abs)
     walked = {(root_st.st_dev, root_st.st_ino)}
+    globs = bool(include_globs or exclude_globs)
     # A depth-first walk whose every directory lists its files and subdirectories sorted by
     # name, a subdirectory as if its name ended in "/", gives the ids in sorted order: all
     # ids under "d/" sort together, where "d/" sorts among its siblings. A file of many
     # documents sorts the same way, as the "f/#..." ids of its members do (see walk_key).
     pending = [iter(_listing(root_abs, "", excluded, follow_symlinks, skipped))]
     while pending:
-        item = next(pending[-1], None)
-        if item is None:
+        for item in pending[-1]:  # a directory's files in one loop: a walk meets 10^5 of them
+            if item.__class__ is FileEntry:
+                if not globs or selected(item.id, include_globs, exclude_globs):
+                    yield item
+                continue
+            child_rel, path, st = item  # a subdirectory: walked before the rest of this one
+            key = (st.st_dev, st.st_ino)
+            if key in walked:
+                skipped.append(_seen(child_rel, "directory already walked (symbolic link loop or second link to it)", st, True))
+                continue
+            walked.add(key)
+            pending.append(iter(_listing(path, child_rel, excluded, follow_symlinks, skipped)))
+            break
+        else:
             pending.pop()
-            continue
-        child_rel, path, st = item
-        if stat.S_ISREG(st.st_mode):
-            if selected(child_rel, include_globs, exclude_globs):
-                yield FileEntry.of_stat(child_rel, path, st)
-            continue
-        key = (st.st_dev, st.st_ino)
-        if key in walked:
-            skipped.append(_seen(child_rel, "directory already walked (symbolic link loop or second link to it)", st, True))
-            continue
-        walked.add(key)
-        pending.append(iter(_listing(path, child_rel, excluded, follow_symlinks, skipped)))
 
 
-def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, skipped: list) -> list[tuple]:
-    """A directory's files and subdirectories to walk, as (id, path, stat), in walk order."""
+def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, skipped: list) -> list:
+    """A directory's files (as FileEntry) and subdirectories to walk (as (id, path, stat)), in walk order."""
     # Plain strings and os.scandir: pathlib costs more than the stat calls on 10^5 files.
     try:
         with os.scandir(directory) as it:
@@ -212,11 +221,12 @@ def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, ski
         skipped.append(_seen(rel or ".", f"directory cannot be listed: {exc.strerror or exc}", directory=True))
         return []
     keyed = []
+    prefix = f"{rel}/" if rel else ""
     for entry in children:
         name = entry.name
         if name.startswith("."):
             continue
-        child_rel = f"{rel}/{name}" if rel else name
+        child_rel = prefix + name
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError as exc:
@@ -232,15 +242,15 @@ def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, ski
                 skipped.append(_seen(child_rel, f"broken symbolic link: {exc.strerror or exc}", st))
                 continue
         if stat.S_ISREG(st.st_mode):
-            keyed.append((walk_key(name), child_rel, entry.path, st))
+            keyed.append((walk_key(name), FileEntry.of_stat(child_rel, entry.path, st)))
         elif stat.S_ISDIR(st.st_mode):
             if excluded and os.path.realpath(entry.path) in excluded:
                 continue
-            keyed.append((name + "/", child_rel, entry.path, st))
+            keyed.append((name + "/", (child_rel, entry.path, st)))
         else:
             skipped.append(_seen(child_rel, "not a regular file (device, FIFO or socket)", st))
-    keyed.sort(key=lambda k: k[0])
-    return [k[1:] for k in keyed]
+    keyed.sort(key=itemgetter(0))  # names are unique: so are their keys
+    return [item for _, item in keyed]
 
 
 def _select(entries: list[FileEntry], include_globs, exclude_globs) -> list[FileEntry]:

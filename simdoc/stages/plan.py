@@ -19,9 +19,12 @@ as arrays.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
+from json.encoder import encode_basestring_ascii
 from operator import attrgetter
 from pathlib import Path
 
@@ -31,7 +34,7 @@ from simdoc.corpus.objects import is_url
 from simdoc.corpus.walk import FileEntry, Skipped, discover_sources
 from simdoc.errors import CorpusError
 from simdoc.params import ShingleParams
-from simdoc.stages.common import build_id, corpus_name
+from simdoc.stages.common import corpus_name
 from simdoc.stages.racy import index_clock, newest_ctimes, racy_mask
 from simdoc.store.directory import IndexStore
 from simdoc.store.doctable import STAT_COLUMNS, DocsTable
@@ -53,7 +56,7 @@ class Listing:
     @classmethod
     def of(cls, entries: list[FileEntry]) -> Listing:
         n = len(entries)
-        flat = np.fromiter((v for e in map(_STAT, entries) for v in e), dtype=np.int64, count=n * len(STAT_COLUMNS))
+        flat = np.fromiter(chain.from_iterable(map(_STAT, entries)), dtype=np.int64, count=n * len(STAT_COLUMNS))
         return cls([e.id for e in entries], flat.reshape(n, len(STAT_COLUMNS)), bool(n) and is_url(entries[0].path))
 
     def column(self, name: str) -> np.ndarray:
@@ -104,20 +107,32 @@ def join(ids: list[str], old: DocsTable) -> Joined:
 
 
 class Scan:
-    """The corpus as walked now, and the current build's rows to compare it with."""
+    """The corpus as walked now, and the current build's rows to compare it with.
+
+    ``old``, the current docs table if its parameters are this build's, is
+    loaded when first asked for (``load_old``): a run that finds nothing
+    changed and no file racily clean never loads it.
+    """
 
     def __init__(
         self, entries: list[FileEntry], skipped: list[Skipped], scan_id: str, newest: dict[int, int],
         old: DocsTable | None = None, old_newest: dict[int, int] | None = None,
+        load_old: Callable[[], DocsTable] | None = None,
     ) -> None:
         self.entries = entries
         self.skipped = skipped
         self.scan_id = scan_id  # a hash of every path and stat: the same scan, the same id
         self.newest = newest  # this listing's newest_ctimes (simdoc.stages.racy), recorded for the next scan
-        self.old = old  # the current docs table, if its parameters are this build's
+        self._old, self._load_old = old, load_old
         self.old_newest = old_newest or {}  # the last scan's newest_ctimes: whom it recorded racily clean
         self.listing = Listing.of(entries)
         self._joined: Joined | None = None
+
+    @property
+    def old(self) -> DocsTable | None:
+        if self._old is None and self._load_old is not None:
+            self._old, self._load_old = self._load_old(), None
+        return self._old
 
     @property
     def joined(self) -> Joined:
@@ -132,7 +147,7 @@ class Scan:
     def racy(self) -> list[FileEntry]:
         """The files of the table that were racily clean as the last scan listed them."""
         maybe = np.flatnonzero(self.listing.racy(self.old_newest))
-        if not len(maybe) or self.old is None:
+        if not len(maybe) or self.old is None:  # none racy: the table is not loaded
             return []
         at = self.joined.at
         return [self.entries[i] for i in maybe.tolist() if at[i + 1] > at[i]]
@@ -160,13 +175,22 @@ def scan_corpus(
         err.warnings = [f"{s.id}: {s.reason}" for s in skipped]
         raise err
     # A skipped path's size and time count: one that changes is warned about again (simdoc.stages.skipped).
-    scan_id = build_id([[e.id, *e.stat()] for e in entries] + [[s.id, s.reason, s.size, s.mtime_ns] for s in skipped])
-    scan = Scan(entries, skipped, scan_id, newest_ctimes(entries, clock))
+    scan = Scan(entries, skipped, "", newest_ctimes(entries, clock))
+    scan.scan_id = scan_id_of(scan.listing, skipped)
     if same_params:
         # A format-3 index recorded none: every file is racy (and its stat unknown), read once more.
         scan.old_newest = {int(dev): int(ns) for dev, ns in stored.get("newest_ctime", [])}
-        scan.old = LoadedIndex(store, manifest).docs()
+        scan._load_old = LoadedIndex(store, manifest).docs
     return scan
+
+
+def scan_id_of(listing: Listing, skipped: list[Skipped]) -> str:
+    """``build_id([[id, *stat] of each file] + [[id, reason, size, mtime_ns] of each path skipped])``,
+    the JSON it hashes written from the columns (each file's part formatted by ``map`` in C)."""
+    files = map("[{}, {}, {}, {}, {}, {}]".format, map(encode_basestring_ascii, listing.ids), *listing.stat.T.tolist())
+    passed = (json.dumps([s.id, s.reason, s.size, s.mtime_ns]) for s in skipped)
+    text = "[[" + ", ".join(chain(files, passed)) + "]]"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass
