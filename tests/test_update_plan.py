@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simdoc.corpus.objects import UNKNOWN
-from simdoc.corpus.walk import FileEntry, Skipped, is_jsonl, is_warc, walk_key
+from simdoc.corpus.walk import Entries, FileEntry, Skipped, discover, is_jsonl, is_warc, walk_key
 from simdoc.stages.common import build_id
 from simdoc.stages.plan import Listing, Scan, join, reading_plan, scan_id_of
 from simdoc.stages.racy import RACY_NS, newest_ctimes, racy
@@ -203,3 +203,27 @@ def test_walk_key_looks_at_the_last_suffix_first_and_still_gives_the_same_key(pa
     name = "".join(parts)
     many = is_jsonl(name) or is_warc(name) or name.lower().endswith(".parquet")
     assert walk_key(name) == (name + "/" if many else name)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(-(2**40), 2**40)), max_size=20),
+    st.none() | st.tuples(st.integers(0, 3), st.integers(-(2**40), 2**40)),
+)
+def test_the_walks_columns_give_what_its_entries_give(times, clock):
+    entries = [FileEntry(f"f{k}", f"/c/f{k}", k, ns - 5, ns, 100 + k, dev) for k, (dev, ns) in enumerate(times)]
+    columns = Entries([e.id for e in entries], [e.path for e in entries], Listing.of(entries).stat)
+    assert list(columns) == entries and columns[1:3] == entries[1:3]
+    assert newest_ctimes(columns, clock) == newest_ctimes(entries, clock)
+    assert np.array_equal(Listing.of(columns).stat, Listing.of(entries).stat) and Listing.of(columns).ids == Listing.of(entries).ids
+
+
+def test_a_walk_as_columns_finds_what_a_walk_as_entries_finds(tmp_path):
+    for name in ("b.txt", "a/x.jsonl", "a/y.txt", "a.txt", ".hidden", "a/.h/z.txt", "c/d/e.warc"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    (tmp_path / "link").symlink_to(tmp_path / "b.txt")
+    for globs in ((), ("*.txt",)):
+        listed, skipped = discover(tmp_path, include_globs=globs)
+        columns, skipped_too = discover(tmp_path, include_globs=globs, columns=True)
+        assert isinstance(columns, Entries) and list(columns) == listed and skipped_too == skipped
+    assert [e.id for e in listed] == ["a.txt", "a/y.txt", "b.txt"]  # * crosses / (simdoc.corpus.globs)

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from simdoc.corpus.objects import is_url
-from simdoc.corpus.walk import FileEntry, Skipped, discover_sources
+from simdoc.corpus.walk import Entries, FileEntry, Skipped, discover_sources
 from simdoc.errors import CorpusError
 from simdoc.params import ShingleParams
 from simdoc.stages.common import corpus_name
@@ -54,7 +54,9 @@ class Listing:
     objects: bool  # a bucket's listing (a URL corpus is given alone): the ETag rule of racy
 
     @classmethod
-    def of(cls, entries: list[FileEntry]) -> Listing:
+    def of(cls, entries: list[FileEntry] | Entries) -> Listing:
+        if isinstance(entries, Entries):  # the walk's columns (one folder)
+            return cls(entries.ids, entries.stat, False)
         n = len(entries)
         flat = np.fromiter(chain.from_iterable(map(_STAT, entries)), dtype=np.int64, count=n * len(STAT_COLUMNS))
         return cls([e.id for e in entries], flat.reshape(n, len(STAT_COLUMNS)), bool(n) and is_url(entries[0].path))
@@ -115,7 +117,7 @@ class Scan:
     """
 
     def __init__(
-        self, entries: list[FileEntry], skipped: list[Skipped], scan_id: str, newest: dict[int, int],
+        self, entries: list[FileEntry] | Entries, skipped: list[Skipped], scan_id: str, newest: dict[int, int],
         old: DocsTable | None = None, old_newest: dict[int, int] | None = None,
         load_old: Callable[[], DocsTable] | None = None,
     ) -> None:
@@ -165,8 +167,10 @@ def scan_corpus(
         follow_symlinks=shingle.follow_symlinks,
         include_globs=shingle.include or (),
         exclude_globs=shingle.exclude or (),
+        columns=True,
     )
-    entries = list(entries)
+    if not isinstance(entries, Entries):
+        entries = list(entries)
     if not entries:
         err = CorpusError(
             f"corpus {corpus_name(corpus)} has no documents" + (f" ({count(len(skipped), 'path')} passed over)" if skipped else ""),
@@ -197,7 +201,7 @@ def scan_id_of(listing: Listing, skipped: list[Skipped]) -> str:
 class Plan:
     """What to do with each file listed, in corpus order, as columns."""
 
-    entries: list[FileEntry]
+    entries: list[FileEntry] | Entries  # a FileEntry made for each file asked for
     keep: np.ndarray  # bool (n,): keep its rows without reading
     digest_row: np.ndarray  # int64 (n,): the row whose file digest is handed to its task, -1 for none
     joined: Joined  # the current table's rows of each file

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from simdoc.corpus.objects import UNKNOWN, is_url
-from simdoc.corpus.walk import FileEntry
+from simdoc.corpus.walk import Entries, FileEntry
 
 RACY_NS = 2_000_000_000  # time granularity we do not trust (FAT has 2 s)
 
@@ -65,6 +65,12 @@ def newest_ctimes(entries: Iterable[FileEntry], clock: tuple[int, int] | None = 
     newest: dict[int, int] = {}
     if clock is not None:
         newest[clock[0]] = clock[1]
+    if isinstance(entries, Entries):  # columns: the newest of each device at once
+        devs, ctimes = entries.stat[:, 4], entries.stat[:, 2]
+        for dev in np.unique(devs).tolist():
+            ns = int(ctimes[devs == dev].max())
+            newest[dev] = max(ns, newest.get(dev, ns))
+        return newest
     for e in entries:
         if e.dev not in newest or e.ctime_ns > newest[e.dev]:
             newest[e.dev] = e.ctime_ns

@@ -216,6 +216,7 @@ class _Collector:
     ) -> None:
         self.settings = settings
         self.old = scan.old
+        self.ids = scan.listing.ids
         self.old_pos = {doc_id: j for j, doc_id in enumerate(scan.old.ids)} if scan.old is not None else {}
         # A document with the digest recorded keeps the update that added it: in the current table or
         # in the one a --rebuild replaces (with other parameters), so that --new does not report it again.
@@ -266,8 +267,8 @@ class _Collector:
         of the one file read again), and the members they left out when they were read."""
         self.flush()
         if self.old_left_out:
-            for e in plan.entries[a:b]:
-                self.left_out.extend(self.old_left_out.get(e.id, ()))
+            for doc_id in self.ids[a:b]:
+                self.left_out.extend(self.old_left_out.get(doc_id, ()))
         rows = plan.joined.rows(a, b)
         self.builder.add_old(rows, stat)
         if self.sig_rows is not None:
