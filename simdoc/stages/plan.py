@@ -179,12 +179,11 @@ def scan_corpus(
         err.warnings = [f"{s.id}: {s.reason}" for s in skipped]
         raise err
     # A skipped path's size and time count: one that changes is warned about again (simdoc.stages.skipped).
-    scan = Scan(entries, skipped, "", newest_ctimes(entries, clock))
+    # A format-3 index recorded no newest_ctime: every file is racy (and its stat unknown), read once more.
+    old_newest = {int(dev): int(ns) for dev, ns in stored.get("newest_ctime", [])} if same_params else {}
+    load_old = LoadedIndex(store, manifest).docs if same_params else None
+    scan = Scan(entries, skipped, "", newest_ctimes(entries, clock), old_newest=old_newest, load_old=load_old)
     scan.scan_id = scan_id_of(scan.listing, skipped)
-    if same_params:
-        # A format-3 index recorded none: every file is racy (and its stat unknown), read once more.
-        scan.old_newest = {int(dev): int(ns) for dev, ns in stored.get("newest_ctime", [])}
-        scan._load_old = LoadedIndex(store, manifest).docs
     return scan
 
 
