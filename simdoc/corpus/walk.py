@@ -18,9 +18,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter, itemgetter
 from pathlib import Path
+
+import numpy as np
 
 from simdoc.corpus.filelists import ListedPath, ListedURL
 from simdoc.corpus.files import COMPRESSED
@@ -60,7 +64,14 @@ def walk_key(doc_id: str) -> str:
     another document's id. Sorting such a file as ``PATH/``, the way a
     directory sorts, keeps the ids of all documents in sorted order.
     """
+    dot = doc_id.rfind(".")
+    if dot < 0 or (doc_id[dot:] not in _MANY_SUFFIXES and doc_id[dot:].lower() != ".parquet"):
+        return doc_id  # most files: one look at the last suffix (a walk asks for 10^5 of them)
     return doc_id + "/" if is_jsonl(doc_id) or is_warc(doc_id) or doc_id.lower().endswith(".parquet") else doc_id
+
+
+# The last suffix of every name is_jsonl or is_warc accepts (each suffix has one dot).
+_MANY_SUFFIXES = frozenset((*COMPRESSED, *JSONL_SUFFIXES, *WARC_SUFFIXES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +99,34 @@ class FileEntry:
     def stat(self) -> tuple[int, int, int, int, int]:
         """The values of :data:`simdoc.store.doctable.STAT_COLUMNS`, in that order."""
         return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev)
+
+
+_STAT = attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev")  # FileEntry.stat() of an os.stat_result
+
+
+class Entries(Sequence):
+    """The files a walk found as columns (issue 29): ids, paths, and an (n, 5) int64 array of
+    :meth:`FileEntry.stat`; a :class:`FileEntry` is made only for a file asked for (one to read).
+
+    :func:`discover` with ``columns``: 10^5 files are not 10^5 objects on a run that reads none.
+    """
+
+    def __init__(self, ids: list[str], paths: list[str], stat: np.ndarray) -> None:
+        self.ids, self.paths, self.stat = ids, paths, stat
+
+    @classmethod
+    def of_walk(cls, found: list[tuple[str, str, os.stat_result]]) -> Entries:
+        n = len(found)
+        stat = np.fromiter(chain.from_iterable(map(_STAT, map(itemgetter(2), found))), dtype=np.int64, count=5 * n)
+        return cls(list(map(itemgetter(0), found)), list(map(itemgetter(1), found)), stat.reshape(n, 5))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return FileEntry(self.ids[i], self.paths[i], *self.stat[i].tolist())
 
 
 @dataclass(frozen=True)
@@ -125,15 +164,17 @@ def discover(
     follow_symlinks: bool = False,
     include_globs: tuple[str, ...] = (),
     exclude_globs: tuple[str, ...] = (),
-) -> tuple[list[FileEntry], list[Skipped]]:
+    columns: bool = False,
+) -> tuple[list[FileEntry] | Entries, list[Skipped]]:
     """List the documents under ``root`` sorted by id, and what was passed over (sorted by id).
 
     See :func:`walk`, which finds the same documents one at a time.
+    ``columns``: the documents as :class:`Entries`.
     """
     skipped: list[Skipped] = []
-    entries = list(walk(root, exclude, follow_symlinks, include_globs, exclude_globs, skipped))
+    found = list(_found(root, exclude, follow_symlinks, include_globs, exclude_globs, skipped))
     _reported(skipped, include_globs, exclude_globs)
-    return entries, skipped
+    return Entries.of_walk(found) if columns else [FileEntry.of_stat(*f) for f in found], skipped
 
 
 def walk(
@@ -166,45 +207,52 @@ def walk(
         ``root`` does not exist or is not a directory (at once, not when
         the first document is asked for).
     """
+    found = _found(root, exclude, follow_symlinks, include_globs, exclude_globs, skipped if skipped is not None else [])
+    return (FileEntry.of_stat(*f) for f in found)
+
+
+def _found(root, exclude, follow_symlinks: bool, include_globs, exclude_globs, skipped: list) -> Iterator[tuple]:
+    """:func:`walk`'s documents as (id, path, stat); raises at once as it does."""
     root_path = Path(root)
     if not root_path.exists():
         raise CorpusError(f"corpus {root} does not exist", hint="check the path")
     if not root_path.is_dir():
         raise CorpusError(f"corpus {root} is not a directory", hint="pass the folder that holds the documents")
-    return _walk(str(root_path.resolve()), exclude, follow_symlinks, include_globs, exclude_globs,
-                 skipped if skipped is not None else [])
+    return _walk(str(root_path.resolve()), exclude, follow_symlinks, include_globs, exclude_globs, skipped)
 
 
-def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_globs, skipped: list) -> Iterator[FileEntry]:
+def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_globs, skipped: list) -> Iterator[tuple]:
     # Only directories can be excluded (the index); compare resolved paths, once per directory.
     excluded = {os.path.realpath(e) for e in exclude}
     root_st = os.stat(root_abs)
     walked = {(root_st.st_dev, root_st.st_ino)}
+    globs = bool(include_globs or exclude_globs)
     # A depth-first walk whose every directory lists its files and subdirectories sorted by
     # name, a subdirectory as if its name ended in "/", gives the ids in sorted order: all
     # ids under "d/" sort together, where "d/" sorts among its siblings. A file of many
     # documents sorts the same way, as the "f/#..." ids of its members do (see walk_key).
     pending = [iter(_listing(root_abs, "", excluded, follow_symlinks, skipped))]
     while pending:
-        item = next(pending[-1], None)
-        if item is None:
+        for item in pending[-1]:  # a directory's files in one loop: a walk meets 10^5 of them
+            if item.__class__ is tuple:  # a file: (id, path, stat)
+                if not globs or selected(item[0], include_globs, exclude_globs):
+                    yield item
+                continue
+            child_rel, path, st = item  # a subdirectory (a list): walked before the rest of this one
+            key = (st.st_dev, st.st_ino)
+            if key in walked:
+                skipped.append(_seen(child_rel, "directory already walked (symbolic link loop or second link to it)", st, True))
+                continue
+            walked.add(key)
+            pending.append(iter(_listing(path, child_rel, excluded, follow_symlinks, skipped)))
+            break
+        else:
             pending.pop()
-            continue
-        child_rel, path, st = item
-        if stat.S_ISREG(st.st_mode):
-            if selected(child_rel, include_globs, exclude_globs):
-                yield FileEntry.of_stat(child_rel, path, st)
-            continue
-        key = (st.st_dev, st.st_ino)
-        if key in walked:
-            skipped.append(_seen(child_rel, "directory already walked (symbolic link loop or second link to it)", st, True))
-            continue
-        walked.add(key)
-        pending.append(iter(_listing(path, child_rel, excluded, follow_symlinks, skipped)))
 
 
-def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, skipped: list) -> list[tuple]:
-    """A directory's files and subdirectories to walk, as (id, path, stat), in walk order."""
+def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, skipped: list) -> list:
+    """A directory's files (as tuples (id, path, stat)) and subdirectories to walk (as lists
+    [id, path, stat]), in walk order."""
     # Plain strings and os.scandir: pathlib costs more than the stat calls on 10^5 files.
     try:
         with os.scandir(directory) as it:
@@ -213,11 +261,12 @@ def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, ski
         skipped.append(_seen(rel or ".", f"directory cannot be listed: {exc.strerror or exc}", directory=True))
         return []
     keyed = []
+    prefix = f"{rel}/" if rel else ""
     for entry in children:
         name = entry.name
         if name.startswith("."):
             continue
-        child_rel = f"{rel}/{name}" if rel else name
+        child_rel = prefix + name
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError as exc:
@@ -233,15 +282,15 @@ def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, ski
                 skipped.append(_seen(child_rel, f"broken symbolic link: {exc.strerror or exc}", st))
                 continue
         if stat.S_ISREG(st.st_mode):
-            keyed.append((walk_key(name), child_rel, entry.path, st))
+            keyed.append((walk_key(name), (child_rel, entry.path, st)))
         elif stat.S_ISDIR(st.st_mode):
             if excluded and os.path.realpath(entry.path) in excluded:
                 continue
-            keyed.append((name + "/", child_rel, entry.path, st))
+            keyed.append((name + "/", [child_rel, entry.path, st]))
         else:
             skipped.append(_seen(child_rel, "not a regular file (device, FIFO or socket)", st))
-    keyed.sort(key=lambda k: k[0])
-    return [k[1:] for k in keyed]
+    keyed.sort(key=itemgetter(0))  # names are unique: so are their keys
+    return [item for _, item in keyed]
 
 
 def _select(entries: list[FileEntry], include_globs, exclude_globs) -> list[FileEntry]:
@@ -303,8 +352,11 @@ def discover_sources(
     include_globs: tuple[str, ...] = (),
     exclude_globs: tuple[str, ...] = (),
     lazy: bool = False,
-) -> tuple[str, list[FileEntry] | Iterator[FileEntry], list[Skipped]]:
+    columns: bool = False,
+) -> tuple[str, list[FileEntry] | Iterator[FileEntry] | Entries, list[Skipped]]:
     """:func:`discover` over one folder, several folders, or files; returns the id base too.
+
+    With ``columns``, one folder's documents come as :class:`Entries` (the others as a list).
 
     With ``lazy``, the documents come as an iterator in id order: one
     folder's are found while it is consumed (:func:`walk`), and the list of
@@ -321,7 +373,7 @@ def discover_sources(
             skipped: list[Skipped] = []
             found = walk(sources[0][0], exclude, follow_symlinks, include_globs, exclude_globs, skipped)
             return base, _then_reported(found, skipped, include_globs, exclude_globs), skipped
-        entries, skipped = discover(sources[0][0], exclude, follow_symlinks, include_globs, exclude_globs)
+        entries, skipped = discover(sources[0][0], exclude, follow_symlinks, include_globs, exclude_globs, columns)
         return base, entries, skipped
     entries: dict[str, FileEntry] = {}
     skipped: list[Skipped] = []

@@ -159,6 +159,13 @@ class PlacedRows:
         """Row ``j`` of the current matrix."""
         self._append(self.old_path, j, 1)
 
+    def keep_rows(self, rows: np.ndarray) -> None:
+        """These rows of the current matrix, in order: one source a run of consecutive rows."""
+        rows = np.asarray(rows, dtype=np.int64)
+        cuts = [0, *(np.flatnonzero(np.diff(rows) != 1) + 1).tolist(), len(rows)] if len(rows) else [0]
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            self._append(self.old_path, int(rows[a]), b - a)
+
     def add_part(self, part: str, first: int, n: int) -> None:
         """Rows [first, first + n) of the signatures a reading task wrote to ``part``."""
         if n:

@@ -1,52 +1,165 @@
 """What the shingle stage reads: the corpus as walked now, against the current docs table.
 
 :func:`scan_corpus` walks the corpus (files, or a bucket's listing) and, when
-the current build has this build's parameters, loads its docs table and the
-rows each file gave. :func:`reading_plan` then decides, file by file, which
-to read and which to keep without reading: a file is kept when its stat
-(size, mtime, ctime, inode, device; an object's ETag) is the one recorded
-and it is not racily clean (:mod:`simdoc.stages.racy`); a file read again
-whose bytes turn out to be the ones indexed keeps its rows too (the digest
-recorded is handed to its task).
+the current build has this build's parameters, loads its docs table.
+:func:`reading_plan` then decides which files to read and which to keep
+without reading: a file is kept when its stat (size, mtime, ctime, inode,
+device; an object's ETag) is the one recorded and it is not racily clean
+(:mod:`simdoc.stages.racy`); a file read again whose bytes turn out to be
+the ones indexed keeps its rows too (the digest recorded is handed to its
+task).
+
+Both are done on columns (issue 29), with no Python loop per file: the
+listing's stat is an (n, 5) array (:class:`Listing`); :func:`join` matches
+the listing's ids against the files the table's rows came from with one hash
+join (dict probes run by ``map`` in C), and groups the rows by file with one
+stable sort; the stat, the racy window and ``force_read`` are then compared
+as arrays.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import chain, compress, repeat
+from json.encoder import encode_basestring_ascii
+from operator import attrgetter
 from pathlib import Path
 
-from simdoc.corpus.walk import FileEntry, Skipped, discover_sources
+import numpy as np
+
+from simdoc.corpus.objects import is_url
+from simdoc.corpus.walk import Entries, FileEntry, Skipped, discover_sources
 from simdoc.errors import CorpusError
 from simdoc.params import ShingleParams
-from simdoc.stages.common import build_id, corpus_name
-from simdoc.stages.racy import index_clock, newest_ctimes, racy
+from simdoc.stages.common import corpus_name
+from simdoc.stages.racy import index_clock, newest_ctimes, racy_mask
 from simdoc.store.directory import IndexStore
 from simdoc.store.doctable import STAT_COLUMNS, DocsTable
 from simdoc.store.loaded import LoadedIndex
 from simdoc.wording import count
 
+_STAT = attrgetter("size", "mtime_ns", "ctime_ns", "ino", "dev")  # FileEntry.stat(), as STAT_COLUMNS
+
 
 @dataclass
-class Scan:
-    """The corpus as walked now, and the current build's rows to compare it with."""
+class Listing:
+    """The walk's listing as columns: the ids, and the stat of each file as an (n, 5) int64 array
+    in the order of :data:`simdoc.store.doctable.STAT_COLUMNS`."""
 
-    entries: list[FileEntry]
-    skipped: list[Skipped]
-    scan_id: str  # a hash of every path and stat: the same scan, the same id
-    newest: dict[int, int]  # this listing's newest_ctimes (simdoc.stages.racy), recorded for the next scan
-    old: DocsTable | None  # the current docs table, if its parameters are this build's
-    old_rows: dict[str, list[int]]  # file id -> its rows in it (a JSON Lines or WARC file: several)
-    old_newest: dict[int, int]  # the last scan's newest_ctimes: whom it recorded racily clean
+    ids: list[str]
+    stat: np.ndarray
+    objects: bool  # a bucket's listing (a URL corpus is given alone): the ETag rule of racy
+
+    @classmethod
+    def of(cls, entries: list[FileEntry] | Entries) -> Listing:
+        if isinstance(entries, Entries):  # the walk's columns (one folder)
+            return cls(entries.ids, entries.stat, False)
+        n = len(entries)
+        flat = np.fromiter(chain.from_iterable(map(_STAT, entries)), dtype=np.int64, count=n * len(STAT_COLUMNS))
+        return cls([e.id for e in entries], flat.reshape(n, len(STAT_COLUMNS)), bool(n) and is_url(entries[0].path))
+
+    def column(self, name: str) -> np.ndarray:
+        return self.stat[:, STAT_COLUMNS.index(name)]
+
+    def racy(self, newest: dict[int, int]) -> np.ndarray:
+        """Which files were racily clean as listed (:func:`simdoc.stages.racy.racy`, on columns)."""
+        return racy_mask(self.column("ctime_ns"), self.column("dev"), self.column("ino"), newest, self.objects)
+
+
+@dataclass
+class Joined:
+    """The current table's rows of each file listed: file ``i``'s are ``order[at[i]:at[i + 1]]``,
+    in table order (a JSON Lines or WARC file has several)."""
+
+    order: np.ndarray  # int64: rows of the table, grouped by the file listed they came from
+    at: np.ndarray  # int64 (n + 1,)
+
+    def rows(self, a: int, b: int | None = None) -> np.ndarray:
+        """The rows of files ``a`` to ``b`` (default: file ``a`` alone), in listing order."""
+        return self.order[self.at[a] : self.at[a + 1 if b is None else b]]
+
+    def first(self) -> np.ndarray:
+        """Each file's first row, -1 for a file the table does not hold."""
+        has = self.at[1:] > self.at[:-1]
+        out = np.full(len(has), -1, dtype=np.int64)
+        out[has] = self.order[self.at[:-1][has]]
+        return out
+
+
+def join(ids: list[str], old: DocsTable) -> Joined:
+    """Match the files listed (``ids``, unique) against the file each row of ``old`` came from:
+    its source for a member of a JSON Lines, WARC or Parquet file, else its own id."""
+    where = dict(zip(ids, range(len(ids))))
+    n = len(old)
+    member = np.diff(np.asarray(old.blob("source")[1], dtype=np.int64)) > 0
+    file_of = np.full(n, -1, dtype=np.int64)
+    for rows, keys in ((~member, old.ids), (member, old.sources)):
+        picked = np.flatnonzero(rows)
+        if len(picked):
+            found = map(where.get, compress(keys, rows.tolist()), repeat(-1))
+            file_of[picked] = np.fromiter(found, dtype=np.int64, count=len(picked))
+    order = np.argsort(file_of, kind="stable")  # rows of no file listed (-1) first, then by file
+    order = order[int(np.count_nonzero(file_of < 0)) :]
+    at = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(file_of[order], minlength=len(ids)), out=at[1:])
+    return Joined(order, at)
+
+
+class Scan:
+    """The corpus as walked now, and the current build's rows to compare it with.
+
+    ``old``, the current docs table if its parameters are this build's, is
+    loaded when first asked for (``load_old``): a run that finds nothing
+    changed and no file racily clean never loads it.
+    """
+
+    def __init__(
+        self, entries: list[FileEntry] | Entries, skipped: list[Skipped], scan_id: str, newest: dict[int, int],
+        old: DocsTable | None = None, old_newest: dict[int, int] | None = None,
+        load_old: Callable[[], DocsTable] | None = None,
+    ) -> None:
+        self.entries = entries
+        self.skipped = skipped
+        self.scan_id = scan_id  # a hash of every path and stat: the same scan, the same id
+        self.newest = newest  # this listing's newest_ctimes (simdoc.stages.racy), recorded for the next scan
+        self._old, self._load_old = old, load_old
+        self.old_newest = old_newest or {}  # the last scan's newest_ctimes: whom it recorded racily clean
+        self.listing = Listing.of(entries)
+        self._joined: Joined | None = None
+
+    @property
+    def old(self) -> DocsTable | None:
+        if self._old is None and self._load_old is not None:
+            self._old, self._load_old = self._load_old(), None
+        return self._old
+
+    @property
+    def joined(self) -> Joined:
+        """The table's rows of each file listed (none without a table)."""
+        if self._joined is None:
+            if self.old is None:
+                self._joined = Joined(np.zeros(0, np.int64), np.zeros(len(self.entries) + 1, np.int64))
+            else:
+                self._joined = join(self.listing.ids, self.old)
+        return self._joined
 
     def racy(self) -> list[FileEntry]:
-        return [e for e in self.entries if e.id in self.old_rows and racy(e, self.old_newest)]
+        """The files of the table that were racily clean as the last scan listed them."""
+        maybe = np.flatnonzero(self.listing.racy(self.old_newest))
+        if not len(maybe) or self.old is None:  # none racy: the table is not loaded
+            return []
+        at = self.joined.at
+        return [self.entries[i] for i in maybe.tolist() if at[i + 1] > at[i]]
 
 
 def scan_corpus(
     store: IndexStore, manifest: dict, corpus, index: Path, shingle: ShingleParams, stored: dict | None, same_params: bool
 ) -> Scan:
     """The corpus walked now, and, if the current build has these parameters (``same_params``),
-    its docs table and the files its rows came from."""
+    its docs table."""
     clock = index_clock(index)  # before the listing: see simdoc.stages.racy
     _, entries, skipped = discover_sources(
         corpus,
@@ -54,8 +167,10 @@ def scan_corpus(
         follow_symlinks=shingle.follow_symlinks,
         include_globs=shingle.include or (),
         exclude_globs=shingle.exclude or (),
+        columns=True,
     )
-    entries = list(entries)
+    if not isinstance(entries, Entries):
+        entries = list(entries)
     if not entries:
         err = CorpusError(
             f"corpus {corpus_name(corpus)} has no documents" + (f" ({count(len(skipped), 'path')} passed over)" if skipped else ""),
@@ -64,30 +179,75 @@ def scan_corpus(
         err.warnings = [f"{s.id}: {s.reason}" for s in skipped]
         raise err
     # A skipped path's size and time count: one that changes is warned about again (simdoc.stages.skipped).
-    scan_id = build_id([[e.id, *e.stat()] for e in entries] + [[s.id, s.reason, s.size, s.mtime_ns] for s in skipped])
-    scan = Scan(entries, skipped, scan_id, newest_ctimes(entries, clock), None, {}, {})
-    if same_params:
-        # A format-3 index recorded none: every file is racy (and its stat unknown), read once more.
-        scan.old_newest = {int(dev): int(ns) for dev, ns in stored.get("newest_ctime", [])}
-        scan.old = LoadedIndex(store, manifest).docs()
-        for j, (doc_id, src) in enumerate(zip(scan.old.ids, scan.old.sources)):
-            scan.old_rows.setdefault(src or doc_id, []).append(j)
+    # A format-3 index recorded no newest_ctime: every file is racy (and its stat unknown), read once more.
+    old_newest = {int(dev): int(ns) for dev, ns in stored.get("newest_ctime", [])} if same_params else {}
+    load_old = LoadedIndex(store, manifest).docs if same_params else None
+    scan = Scan(entries, skipped, "", newest_ctimes(entries, clock), old_newest=old_newest, load_old=load_old)
+    scan.scan_id = scan_id_of(scan.listing, skipped)
     return scan
 
 
-def reading_plan(scan: Scan, reuse: bool, force_read: set[str]) -> list[tuple[FileEntry, bytes | None, bool]]:
-    """(entry, digest indexed, keep without reading) of every file, in corpus order."""
+def scan_id_of(listing: Listing, skipped: list[Skipped]) -> str:
+    """``build_id([[id, *stat] of each file] + [[id, reason, size, mtime_ns] of each path skipped])``,
+    the JSON it hashes written from the columns (each file's part formatted by ``map`` in C)."""
+    files = map("[{}, {}, {}, {}, {}, {}]".format, map(encode_basestring_ascii, listing.ids), *listing.stat.T.tolist())
+    passed = (json.dumps([s.id, s.reason, s.size, s.mtime_ns]) for s in skipped)
+    text = "[[" + ", ".join(chain(files, passed)) + "]]"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Plan:
+    """What to do with each file listed, in corpus order, as columns."""
+
+    entries: list[FileEntry] | Entries  # a FileEntry made for each file asked for
+    keep: np.ndarray  # bool (n,): keep its rows without reading
+    digest_row: np.ndarray  # int64 (n,): the row whose file digest is handed to its task, -1 for none
+    joined: Joined  # the current table's rows of each file
+    old: DocsTable | None
+
+    def digest(self, i: int) -> bytes | None:
+        j = int(self.digest_row[i])
+        return None if j < 0 else bytes(self.old.file_digest[j])
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[tuple[FileEntry, bytes | None, bool]]:
+        """(entry, digest indexed, keep without reading) of every file, in corpus order."""
+        for i, (e, keep) in enumerate(zip(self.entries, self.keep.tolist())):
+            yield e, self.digest(i), keep
+
+    def to_read(self) -> list[tuple[FileEntry, bytes | None, bool]]:
+        """The files not kept, as :meth:`__iter__` gives them (what :func:`simdoc.stages.scan.scan_tasks` needs)."""
+        return [(self.entries[i], self.digest(i), False) for i in np.flatnonzero(~self.keep).tolist()]
+
+    def runs(self) -> Iterator[tuple[int, int, bool]]:
+        """(first, end, keep) of each run of consecutive files kept, or read."""
+        n = len(self.keep)
+        cuts = [0, *(np.flatnonzero(self.keep[1:] != self.keep[:-1]) + 1).tolist(), n] if n else [0]
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            yield a, b, bool(self.keep[a])
+
+
+def reading_plan(scan: Scan, reuse: bool, force_read: set[str]) -> Plan:
+    """Which files to read, and which to keep without reading (see the module)."""
+    n = len(scan.entries)
+    joined = scan.joined
     old = scan.old
-    plan = []
-    for e in scan.entries:
-        rows = scan.old_rows.get(e.id) if reuse else None
-        if rows is None:
-            plan.append((e, None, False))
-            continue
-        j = rows[0]
-        unchanged = (
-            tuple(int(old.columns[c][j]) for c in STAT_COLUMNS) == e.stat() and not racy(e, scan.old_newest)
-            and e.id not in force_read and not any(old.ids[r] in force_read for r in rows)
-        )
-        plan.append((e, None if e.id in force_read else bytes(old.file_digest[j]), unchanged))
-    return plan
+    if not reuse or old is None:
+        return Plan(scan.entries, np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64), joined, old)
+    first = joined.first()
+    held = first >= 0
+    j = np.where(held, first, 0)
+    recorded = np.stack([np.asarray(old.columns[c])[j] for c in STAT_COLUMNS], axis=1) if len(old) else scan.listing.stat
+    same = (recorded == scan.listing.stat).all(axis=1) & held
+    forced = np.zeros(n, dtype=bool)
+    forced_rows = np.zeros(n, dtype=bool)
+    if force_read:
+        forced = np.fromiter(map(force_read.__contains__, scan.listing.ids), dtype=bool, count=n)
+        row_forced = np.fromiter(map(force_read.__contains__, old.ids), dtype=bool, count=len(old))
+        per_file = np.repeat(np.arange(n), np.diff(joined.at))
+        forced_rows = np.bincount(per_file[row_forced[joined.order]], minlength=n) > 0
+    keep = same & ~scan.listing.racy(scan.old_newest) & ~forced & ~forced_rows
+    return Plan(scan.entries, keep, np.where(held & ~forced, first, -1), joined, old)

@@ -35,8 +35,10 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
+
 from simdoc.corpus.objects import UNKNOWN, is_url
-from simdoc.corpus.walk import FileEntry
+from simdoc.corpus.walk import Entries, FileEntry
 
 RACY_NS = 2_000_000_000  # time granularity we do not trust (FAT has 2 s)
 
@@ -63,6 +65,12 @@ def newest_ctimes(entries: Iterable[FileEntry], clock: tuple[int, int] | None = 
     newest: dict[int, int] = {}
     if clock is not None:
         newest[clock[0]] = clock[1]
+    if isinstance(entries, Entries):  # columns: the newest of each device at once
+        devs, ctimes = entries.stat[:, 4], entries.stat[:, 2]
+        for dev in np.unique(devs).tolist():
+            ns = int(ctimes[devs == dev].max())
+            newest[dev] = max(ns, newest.get(dev, ns))
+        return newest
     for e in entries:
         if e.dev not in newest or e.ctime_ns > newest[e.dev]:
             newest[e.dev] = e.ctime_ns
@@ -85,3 +93,14 @@ def racy(e: FileEntry, newest: dict[int, int]) -> bool:
         return e.ino == UNKNOWN
     bound = newest.get(e.dev)
     return bound is None or e.ctime_ns > bound - RACY_NS
+
+
+def racy_mask(ctime_ns: np.ndarray, dev: np.ndarray, ino: np.ndarray, newest: dict[int, int], objects: bool) -> np.ndarray:
+    """:func:`racy` of every file of a listing at once, from its columns (``objects``: a bucket's listing)."""
+    if objects:
+        return np.asarray(ino) == UNKNOWN
+    out = np.ones(len(ctime_ns), dtype=bool)  # a device with no time known: never proven clean
+    for device, bound in newest.items():
+        on = np.asarray(dev) == device
+        out[on] = np.asarray(ctime_ns)[on] > bound - RACY_NS
+    return out

@@ -39,7 +39,7 @@ import numpy as np
 
 from simdoc.corpus.formats import MEMBER_IDS
 from simdoc.corpus.read import MEMBER_WAYS
-from simdoc.corpus.walk import FileEntry, is_warc, resolve_sources
+from simdoc.corpus.walk import is_warc, resolve_sources
 from simdoc.engines import DaskEngine, Engine
 from simdoc.engines.local import LocalEngine
 from simdoc.errors import CorpusError, IndexError_
@@ -53,7 +53,7 @@ from simdoc.stages.common import (
     mismatch,
     progress_bar,
 )
-from simdoc.stages.plan import Scan, reading_plan, scan_corpus
+from simdoc.stages.plan import Plan, Scan, reading_plan, scan_corpus
 from simdoc.stages.racy import racy
 from simdoc.stages.ranges import joined, signature_slices
 from simdoc.stages.results import StageResult
@@ -125,7 +125,7 @@ def build_shingles(
         parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
         collector = _Collector(store, manifest, settings, scan, parts is not None, replaced)
         try:
-            tasks = scan_tasks(plan, settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
+            tasks = scan_tasks(plan.to_read(), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
             ran = resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
             with contextlib.closing(joined(ran, index)) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
@@ -218,7 +218,7 @@ class _Collector:
     ) -> None:
         self.settings = settings
         self.old = scan.old
-        self.old_rows = scan.old_rows
+        self.ids = scan.listing.ids
         self.old_pos = {doc_id: j for j, doc_id in enumerate(scan.old.ids)} if scan.old is not None else {}
         # A document with the digest recorded keeps the update that added it: in the current table or
         # in the one a --rebuild replaces (with other parameters), so that --new does not report it again.
@@ -242,38 +242,44 @@ class _Collector:
         self.left_out: list[dict] = []
         self.old_left_out = left_out_by_source(settings.stored) if scan.old is not None else {}
 
-    def collect(self, plan: list[tuple[FileEntry, bytes | None, bool]], results: Iterator[BatchResult], bar) -> None:
-        """Every file of the plan in order: kept, or taken from the next result of the tasks."""
+    def collect(self, plan: Plan, results: Iterator[BatchResult], bar) -> None:
+        """Every file of the plan in order: kept (a run of them at once), or taken from the next
+        result of the tasks."""
         batch: BatchResult | None = None
         at_file = at_doc = 0
-        for e, _, keep in plan:
+        for a, b, keep in plan.runs():
             if keep:
-                self.keep(e, None)
-            else:
+                self.keep(plan, a, b, None)
+                bar.update(b - a)
+                continue
+            for i in range(a, b):
                 if batch is None or at_file == len(batch.files):
                     batch = next(results)
                     at_file = at_doc = 0
                 outcome = batch.files[at_file]
                 at_file += 1
-                self.read(e, outcome, batch, at_doc)
+                self.read(plan, i, outcome, batch, at_doc)
                 at_doc += outcome.n_docs
-            bar.update(1)
+                bar.update(1)
         self.flush()
         bar.close()
 
-    def keep(self, e: FileEntry, stat: tuple[int, ...] | None) -> None:
-        """The file's rows of the current table (``stat``: its new stat, if it was read),
-        and the members it left out when it was read."""
+    def keep(self, plan: Plan, a: int, b: int, stat: tuple[int, ...] | None) -> None:
+        """The rows of files ``a`` to ``b`` of the plan in the current table (``stat``: the new stat
+        of the one file read again), and the members they left out when they were read."""
         self.flush()
-        self.left_out.extend(self.old_left_out.get(e.id, ()))
-        rows = self.old_rows[e.id]
+        if self.old_left_out:
+            for doc_id in self.ids[a:b]:
+                self.left_out.extend(self.old_left_out.get(doc_id, ()))
+        rows = plan.joined.rows(a, b)
         self.builder.add_old(rows, stat)
-        for j in rows if self.sig_rows is not None else ():
-            self.sig_rows.keep(j)
+        if self.sig_rows is not None:
+            self.sig_rows.keep_rows(rows)
         self.n_kept_old += len(rows)
 
-    def read(self, e: FileEntry, outcome: FileOutcome, batch: BatchResult, at_doc: int) -> None:
-        """What reading the file gave: its documents start at ``at_doc`` of the batch."""
+    def read(self, plan: Plan, i: int, outcome: FileOutcome, batch: BatchResult, at_doc: int) -> None:
+        """What reading file ``i`` of the plan gave: its documents start at ``at_doc`` of the batch."""
+        e = plan.entries[i]
         self.n_read += 1
         unread = not outcome.unchanged and outcome.how not in MEMBER_WAYS and outcome.status in ("binary", "unreadable", "short")
         if unread or (not outcome.unchanged and outcome.how in MEMBER_WAYS and outcome.n_docs == 0):
@@ -282,7 +288,7 @@ class _Collector:
         elif outcome.warning:
             self.notes.warn(f"{e.id}: {outcome.warning}")
         if outcome.unchanged:
-            self.keep(e, e.stat())
+            self.keep(plan, i, i + 1, e.stat())
             return
         if unread:
             return

@@ -190,19 +190,20 @@ class SignatureRows:
     def __init__(self, store: IndexStore, num_perm: int, old: np.ndarray | None) -> None:
         self.writer = store.array_writer("signatures.tmp.npy", np.uint32, (num_perm,))
         self.old = old
-        self.pending: list[int] = []
+        self.pending: list[np.ndarray] = []  # rows of the current matrix to copy, in order
 
-    def keep(self, j: int) -> None:
-        self.pending.append(j)
+    def keep_rows(self, rows: np.ndarray) -> None:
+        """These rows of the current matrix, in order."""
+        self.pending.append(np.asarray(rows, dtype=np.int64))
 
     def add(self, rows: np.ndarray) -> None:
         self.flush()
         self.writer.append(rows)
 
     def flush(self) -> None:
-        for s in range(0, len(self.pending), 1 << 16):
-            idx = np.asarray(self.pending[s : s + (1 << 16)], dtype=np.int64)
-            self.writer.append(np.asarray(self.old[idx]))
+        pending = np.concatenate(self.pending) if self.pending else np.zeros(0, np.int64)
+        for s in range(0, len(pending), 1 << 16):
+            self.writer.append(np.asarray(self.old[pending[s : s + (1 << 16)]]))
         self.pending.clear()
 
     def written(self, engine: Engine | None = None) -> NpyWriter:
