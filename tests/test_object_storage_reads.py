@@ -78,3 +78,41 @@ def test_a_nightly_pair_with_a_row_of_a_large_parquet_object_reads_its_row_group
     assert second.stdout.startswith("big.parquet/#1235\tnew.txt\t"), second.stdout
     # new.txt, then the footer and one row group's text column (~60 KB) of a 1.6 MB object.
     assert sum(served) < len(near) + 200_000 < len(big) // 4, (served, len(big))
+
+
+def test_a_long_query_at_a_url_is_streamed_and_prints_what_the_same_file_on_disk_does(run, s3, tmp_path, monkeypatch):
+    """A query object past LARGE_CHARS is never held: it is streamed (one GET for each reading)
+    as a long local file is, and prints what that file prints (issue 28 item 7)."""
+    import simdoc.corpus.long_text as long_text
+    import simdoc.corpus.streaming as streaming
+
+    fs, endpoint, bucket, _ = s3
+    rng = random.Random(7)
+    words = ["alpha", "Beta", "GAMMA", "ΣΑΣ", "delta", "café", "bee", "l'île"]
+    base = " ".join(rng.choice(words) for _ in range(6000))
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text(base)
+    (corpus / "b.txt").write_text(base.replace("bee", "BEE", 40))
+    (corpus / "c.txt").write_text(" ".join(rng.choice(words) for _ in range(4000)))
+    idx = tmp_path / "i"
+    assert run("pairs", corpus, "--index", idx, "-q").exit_code == 0
+    query = base.replace("delta", "Delta", 30)
+    (tmp_path / "q.txt").write_text(query)
+    (tmp_path / "q.txt.gz").write_bytes(gzip.compress(query.encode()))
+    for name in ("q.txt", "q.txt.gz"):
+        fs.pipe(f"{bucket}/q/{name}", (tmp_path / name).read_bytes())
+    readings: list[str] = []
+    shingle = long_text.LongFile.shingle
+    monkeypatch.setattr(long_text.LongFile, "shingle", lambda self, *a, **kw: readings.append(self.name) or shingle(self, *a, **kw))
+    monkeypatch.setattr(streaming, "LARGE_CHARS", 1 << 12)
+    monkeypatch.setattr(streaming, "CHUNK_BYTES", 4099)  # cuts words, and UTF-8 sequences
+    args = ["--index", idx, "--format", "jsonl", "--threshold", "0.3"]
+    here = run("query", tmp_path / "q.txt", tmp_path / "q.txt.gz", *args)
+    urls = [f"s3://{bucket}/q/q.txt", f"s3://{bucket}/q/q.txt.gz"]
+    there = run("query", *urls, *args, "--storage-option", endpoint)
+    assert here.exit_code == 0 and there.exit_code == 0, (here.stderr, there.stderr)
+    assert here.stdout.count('"doc": "b.txt"') == 2, here.stdout
+    expected = here.stdout.replace(str(tmp_path / "q.txt.gz"), urls[1]).replace(str(tmp_path / "q.txt"), urls[0])
+    assert there.stdout == expected
+    assert set(readings) == {str(tmp_path / "q.txt"), str(tmp_path / "q.txt.gz"), *urls}, readings

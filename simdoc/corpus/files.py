@@ -162,6 +162,7 @@ def read_document(
     follow_symlinks: bool = False,
     keep_ascii: bool = False,
     opened: tuple[int, os.stat_result] | ReadResult | None = None,
+    whole_up_to: int | None = None,
 ) -> ReadResult:
     """Read and decode one file; never raises for a file's own problems, never blocks.
 
@@ -174,7 +175,15 @@ def read_document(
     decoded (the shingle workers turn them into code points without a str).
     ``opened`` is what :func:`open_regular` returned for ``path``, when the
     caller opened it ahead (to prefetch it); the descriptor is closed here.
+    ``whole_up_to``: for a file that must be held whole to be read (an HTML
+    page, parsed whole): one whose bytes (decompressed) are more than this,
+    unless ``max_bytes`` cuts it to that or less, is skipped (status
+    ``unreadable``, the warning :func:`too_long` gives) after reading at most
+    one byte more than this: it is never held whole.
     """
+    # What is read: at most `cap` bytes and one more, to tell that there are more.
+    over = whole_up_to is not None and (max_bytes is None or max_bytes > whole_up_to)
+    cap = whole_up_to if over else max_bytes
     if opened is None:
         opened = open_regular(path, follow_symlinks)
     if isinstance(opened, ReadResult):
@@ -184,9 +193,9 @@ def read_document(
     try:
         kind = compression_of(path)
         if kind is not None:
-            raw = _read_decompressed(fd, kind, max_bytes)
+            raw = _read_decompressed(fd, kind, cap)
         else:
-            limit = before.st_size + 1 if max_bytes is None else max_bytes + 1
+            limit = before.st_size + 1 if cap is None else cap + 1
             chunks, got = [], 0
             while got < limit:
                 chunk = read_from(fd, min(1 << 24, limit - got))
@@ -194,13 +203,15 @@ def read_document(
                     break
                 chunks.append(chunk)
                 got += len(chunk)
-                if got == before.st_size > 0 and max_bytes is None:
+                if got == before.st_size > 0 and cap is None:
                     break  # all of it; growth since is caught by the fstat below, without one more read
             raw = b"".join(chunks)
-            if max_bytes is None and len(raw) > before.st_size:
+            if cap is None and len(raw) > before.st_size:
                 # It grew while we read: take the rest too, and say so below.
                 while chunk := read_from(fd, 1 << 24):
                     raw += chunk
+        if over and len(raw) > whole_up_to:
+            return ReadResult(None, warning=too_long(whole_up_to), status="unreadable")
         if max_bytes is not None and len(raw) > max_bytes:
             raw = raw[:max_bytes]
             warnings.append(f"longer than --max-bytes {max_bytes}; only the first {max_bytes} bytes are indexed")
@@ -228,6 +239,12 @@ def read_document(
     if status == "ok":
         status = _status(warnings)
     return ReadResult(text, digest, warning="; ".join(warnings) or None, status=status)
+
+
+def too_long(bound: int) -> str:
+    """Why a file longer than ``bound`` bytes that is parsed whole (an HTML page) is skipped."""
+    size = f"{bound >> 20} MiB" if bound >= 1 << 20 and bound % (1 << 20) == 0 else f"{bound} bytes"
+    return f"longer than {size}, skipped (an HTML page is parsed whole; --max-bytes N, at most {bound}, indexes its first N bytes)"
 
 
 def file_digest(path: str, max_bytes: int | None = None, follow_symlinks: bool = False, decompress: bool = True) -> str | None:

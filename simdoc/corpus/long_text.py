@@ -2,7 +2,7 @@
 
 ``simdoc query`` holds a query's text only up to
 :data:`simdoc.corpus.streaming.LARGE_CHARS` bytes. A longer plain file, or a
-compressed one, is read as ``simdoc pairs`` streams a file
+compressed one (on disk, or an object at a URL), is read as ``simdoc pairs`` streams a file
 (:func:`simdoc.corpus.streaming.stream_document`); a longer text on stdin,
 which cannot be read twice, is first copied to an anonymous temporary file
 (no name to find or leave behind; the system frees it when simdoc exits, however
@@ -26,7 +26,7 @@ from typing import BinaryIO
 import numpy as np
 
 from simdoc.corpus import streaming
-from simdoc.corpus.objects import is_url
+from simdoc.corpus.objects import is_url, object_stat
 from simdoc.corpus.read import how_read
 from simdoc.corpus.streaming import Part, shingle_pieces, stream_document
 from simdoc.errors import OutputError
@@ -108,13 +108,19 @@ class SpilledText(LongText):
 def long_file(path: str, name: str, max_bytes: int | None, follow_symlinks: bool) -> LongFile | None:
     """``path`` as a :class:`LongFile` if a query should not hold its text: a plain file (not
     JSON Lines, WARC, Parquet or HTML) over LARGE_CHARS bytes, or compressed; else None (read it
-    whole, as before: its documents are at most LARGE_CHARS characters, or members)."""
+    whole, as before: its documents are at most LARGE_CHARS characters, or members).
+    An object (``s3://...``) is told by its size in the store, and streamed the same way
+    (:func:`simdoc.corpus.files.open_regular` opens it), one request for each reading."""
     if is_url(path):
-        return None
-    try:
-        size = os.stat(path).st_size
-    except OSError:
-        return None  # the whole reading says why
+        st = object_stat(path)
+        if st is None:
+            return None  # the whole reading says why
+        size = st.st_size
+    else:
+        try:
+            size = os.stat(path).st_size
+        except OSError:
+            return None  # the whole reading says why
     how = how_read(path, size)
     if how == "streamed" or (how == "whole" and size > streaming.LARGE_CHARS):
         return LongFile(path, name, max_bytes, follow_symlinks)

@@ -5,7 +5,8 @@ A file is read one of six ways (:func:`how_read`), by its name and size:
 * ``jsonl``: a JSON Lines file, one document per line (:mod:`simdoc.corpus.formats`);
 * ``parquet``: a Parquet file, one document per row (:mod:`simdoc.corpus.parquet`);
 * ``warc``: a WARC or WET crawl, one document per HTML or text page (:mod:`simdoc.corpus.warc`);
-* ``html``: an HTML page, its visible text;
+* ``html``: an HTML page, its visible text (a page over
+  :data:`simdoc.corpus.formats.MEMBER_BYTES` is skipped, unread: it is parsed whole);
 * ``streamed``: a file over :data:`simdoc.corpus.streaming.STREAM_BYTES`, or any
   compressed file, shingled in chunks in bounded memory;
 * ``whole``: every other file, read at once.
@@ -33,7 +34,7 @@ from simdoc.corpus.formats import (
     member_id,
     read_jsonl,
 )
-from simdoc.corpus import jsonl_ranges, parquet, warc_spans
+from simdoc.corpus import formats, jsonl_ranges, parquet, warc_spans
 from simdoc.corpus.jsonl_ranges import Piece, read_range
 from simdoc.corpus.jsonl_ranges import texts_at as jsonl_texts_at
 from simdoc.corpus.parquet import PARQUET_EXTRA, is_parquet, read_groups, read_parquet
@@ -136,13 +137,19 @@ def read_file(
         res, docs, notes = read_jsonl(path, doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
         res.warning = "; ".join(([res.warning] if res.warning else []) + notes) or None
         return FileRead(res, [Member(*d) for d in docs])
-    res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow, keep_ascii=how == "whole")
+    res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow, keep_ascii=how == "whole", whole_up_to=_html_bound(how))
     if how == "html" and res.text is not None:
         try:
             res.text = html_to_text(res.text, main_content)
         except ImportError:
             return FileRead(ReadResult(None, res.digest, warning=f"HTML needs an extractor: {WEB_EXTRA}", status="unreadable"))
     return FileRead(res)
+
+
+def _html_bound(how: str) -> int | None:
+    """The most bytes of a file read this way that are held whole: an HTML page is parsed whole,
+    so one longer than a JSON Lines line may be is skipped, unread (None: no bound, or streamed)."""
+    return formats.MEMBER_BYTES if how == "html" else None
 
 
 def _read_warc(path: str, doc_id: str, reading: WarcReading) -> FileRead:
@@ -318,7 +325,9 @@ def read_again(
         if text is None:
             return Reread(None, False, f"no longer in {source or doc_id}")
         return Reread(text, text_digest(text) == digest)
-    res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow, keep_ascii=ascii_bytes and how == "whole")
+    res = read_document(
+        path, max_bytes=max_bytes, follow_symlinks=follow, keep_ascii=ascii_bytes and how == "whole", whole_up_to=_html_bound(how)
+    )
     if res.text is None:
         return Reread(None, False, res.warning)
     text = res.text
