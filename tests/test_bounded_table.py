@@ -66,3 +66,18 @@ def test_a_table_written_in_chunks_is_the_table_written_whole(tmp_path, monkeypa
     for role in ra:
         assert (whole / ra[role]).read_bytes() == (chunked / rb[role]).read_bytes(), role
     assert np.array_equal(a.signatures(), b.signatures())
+
+
+def test_an_opened_docs_table_holds_no_string_a_row(tmp_path):
+    corpus = tmp_path / "c"
+    _corpus(corpus, 4, 10000)
+    build_shingles(corpus, tmp_path / "idx", ShingleParams(), signature=SignatureParams(16).resolved(), engine=LocalEngine(1))
+    tracemalloc.start()
+    try:
+        docs = open_index(tmp_path / "idx").docs()  # checked as paths, and each id as SOURCE/#KEY
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(docs) == 40000 and docs.ids[1] == "s000.jsonl/#10" and docs.sources[3] == "s000.jsonl"
+    # The ids and sources as lists of strings were ~135 bytes a row (1.4 GB at 10^7).
+    assert peak < 20 * len(docs), peak / len(docs)
