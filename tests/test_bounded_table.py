@@ -13,12 +13,14 @@ from __future__ import annotations
 import tracemalloc
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simdoc.engines.local import LocalEngine
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.stages import scan
 from simdoc.stages.shingle import build_shingles
-from simdoc.store import doccolumns
+from simdoc.store import doccolumns, doctable
 from simdoc.store.loaded import open_index
 
 
@@ -68,7 +70,8 @@ def test_a_table_written_in_chunks_is_the_table_written_whole(tmp_path, monkeypa
     assert np.array_equal(a.signatures(), b.signatures())
 
 
-def test_an_opened_docs_table_holds_no_string_a_row(tmp_path):
+def test_an_opened_docs_table_holds_no_string_a_row(tmp_path, monkeypatch):
+    monkeypatch.setattr(doctable, "_CHECK_ROWS", 1024)
     corpus = tmp_path / "c"
     _corpus(corpus, 4, 10000)
     build_shingles(corpus, tmp_path / "idx", ShingleParams(), signature=SignatureParams(16).resolved(), engine=LocalEngine(1))
@@ -81,3 +84,17 @@ def test_an_opened_docs_table_holds_no_string_a_row(tmp_path):
     assert len(docs) == 40000 and docs.ids[1] == "s000.jsonl/#10" and docs.sources[3] == "s000.jsonl"
     # The ids and sources as lists of strings were ~135 bytes a row (1.4 GB at 10^7).
     assert peak < 20 * len(docs), peak / len(docs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.text(st.sampled_from(list("ab/#é\udcc3")), max_size=4), st.text(st.sampled_from(list("ab/#é\udcc3")), max_size=6)), max_size=8), step=st.integers(1, 4))
+def test_the_member_check_by_arrays_is_the_check_by_strings(rows, step):
+    """A member's id is SOURCE/#KEY of its source: the first row that is not, found by bytes."""
+    sources = [s for s, _ in rows]
+    ids = [s + k if k.startswith("/#") or not s else (s + "/#" + k if len(k) % 2 else k) for s, k in rows]
+    want = next((i for i, (d, s) in enumerate(zip(ids, sources)) if s and not (d.startswith(s) and d.startswith("/#", len(s)))), None)
+    old, doctable._CHECK_ROWS = doctable._CHECK_ROWS, step << 4
+    try:
+        assert doctable._not_source_keys(*doctable._blob(ids), *doctable._blob(sources)) == want
+    finally:
+        doctable._CHECK_ROWS = old

@@ -104,12 +104,16 @@ def name_problem(doc_id: str, source: str) -> str | None:
     return None
 
 
-def _suspects(blob: np.ndarray, offsets: np.ndarray, allow_empty: bool = False, step: int = 1 << 16) -> np.ndarray:
+_CHECK_ROWS = 1 << 16  # rows of a blob column checked at once
+
+
+def _suspects(blob: np.ndarray, offsets: np.ndarray, allow_empty: bool = False) -> np.ndarray:
     """Rows of a blob column that may hold an unsafe path (see :func:`_suspects_of`), a chunk of
     rows at a time: its temporaries are a chunk's, not the column's (10^7 ids: ~50 bytes a row)."""
     offsets = np.asarray(offsets, dtype=np.int64)
     n = len(offsets) - 1
     out = [np.zeros(0, np.int64)]
+    step = _CHECK_ROWS
     for a in range(0, n, step):
         # A pair '//' or '/.' across two rows is flagged anyway: the first row ends with '/'.
         b = min(a + step, n)
@@ -151,7 +155,7 @@ def _unblob(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
     return [raw[a:b].decode("utf-8", "surrogateescape") for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def _not_source_keys(id_blob, id_offsets, source_blob, source_offsets, step: int = 1 << 12) -> int | None:
+def _not_source_keys(id_blob, id_offsets, source_blob, source_offsets) -> int | None:
     """The first member (a row with a source) whose id is not ``SOURCE/#KEY`` of its source, or None.
 
     Compared as bytes, by arrays, a chunk of rows at a time: the byte after the source is an ASCII
@@ -162,6 +166,7 @@ def _not_source_keys(id_blob, id_offsets, source_blob, source_offsets, step: int
     source_offsets = np.asarray(source_offsets, dtype=np.int64)
     src_len = np.diff(source_offsets)
     members = np.flatnonzero(src_len > 0)
+    step = max(1, _CHECK_ROWS >> 4)  # a row's source is copied 8 bytes a byte
     for a in range(0, len(members), step):
         rows = members[a : a + step]
         wrong = id_offsets[rows + 1] - id_offsets[rows] < src_len[rows] + 2  # too short to hold it
