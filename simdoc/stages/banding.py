@@ -71,5 +71,4 @@ def _sort_bands(keys: PieceWriter, bands: int, n: int, banded: np.ndarray, out, 
             for order in pool.map(sort_band, range(a, min(a + step, bands))):
                 out.append(order.reshape(1, -1))
             release(mapped)
-    del mapped
     return pairs
