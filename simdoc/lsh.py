@@ -308,6 +308,9 @@ def iter_candidates(
     stats = stats if stats is not None else BucketStats()
     n_bands = keys.shape[0]
     for t in range(n_bands):
+        # The pages of the bands read so far let go: memory-mapped, the keys and buckets would
+        # otherwise all count in this process's resident size (2 GB at 10^7 documents, 13 bands).
+        release(keys, buckets)
         order = np.asarray(buckets[t])
         if len(order) < 2:
             continue
@@ -349,3 +352,4 @@ def iter_candidates(
                     yield left, right
             done += n_pairs
             p0 = p1
+    release(keys, buckets)

@@ -345,7 +345,7 @@ def dedup_of(
         # The corpus was checked against the index when the stages were brought up to date; a
         # writer that ran since could have rebuilt it for another one.
         raise IndexError_(f"the index at {found.index} is now the index of {root}, not of the corpus named", hint="run dedup again")
-    if [r["id"] for r in records] != found.pairs.doc_ids:
+    if [r["id"] for r in records] != list(found.pairs.doc_ids):
         # Another run updated the index between the pairs and this read: sizes and
         # times would belong to other documents than the clusters.
         raise IndexError_(f"the index at {found.index} changed while dedup ran", hint="run dedup again")

@@ -28,13 +28,12 @@ from simdoc.exact import representatives
 from simdoc.lsh import (
     DEFAULT_RECALL,
     BandingReport,
-    band_keys,
-    bucket_order,
     check_bands_rows,
     choose_bands_rows,
     s_curve_threshold,
 )
 from simdoc.params import BandingParams, PairsParams, Threshold, choose_threshold
+from simdoc.stages.banding import band_here
 from simdoc.stages.dask_index import band_on_cluster
 from simdoc.stages.common import build_id
 from simdoc.stages.results import StageResult
@@ -181,11 +180,9 @@ def _index_stage(loaded: LoadedIndex, plan: _Plan, engine: Engine, t0: float) ->
         written, pairs = on_cluster
         files.update(written)
     else:
-        keys = band_keys(loaded.signatures(), params["bands"], params["rows"])
-        pairs = np.zeros(params["bands"], np.int64)
-        order = bucket_order(keys, banded, engine.jobs, pairs)
-        files[names["bands"]] = loaded.store.save_array(names["bands"], keys)
-        files[names["buckets"]] = loaded.store.save_array(names["buckets"], order)
+        # Written as they are made: the keys and buckets are never held whole (simdoc.stages.banding).
+        written, pairs = band_here(loaded.store, loaded.signatures(), params["bands"], params["rows"], banded, names, engine.jobs)
+        files.update(written)
     loaded.manifest["stages"]["index"] = {
         "params": params,
         "built_from": sig_stage["build_id"],

@@ -64,7 +64,7 @@ from simdoc.stages.signature import finish_signatures, next_signature_rows
 from simdoc.stages.skipped import SkipNotes, recorded_warnings
 from simdoc.stages.spilled import remove_spilled, write_rows
 from simdoc.store.directory import IndexStore
-from simdoc.store.doccolumns import TableBuilder, added_by_id
+from simdoc.store.doccolumns import TableBuilder, TableFiles, added_by_id
 from simdoc.store.doctable import FORMAT_3_MISSING, STAT_COLUMNS, DocsTable
 from simdoc.store.loaded import LoadedIndex, readable_docs
 from simdoc.store.manifest import left_out_by_source
@@ -226,8 +226,15 @@ class _Collector:
             (self.old, self.old_pos) if replaced is None else (replaced, {doc_id: j for j, doc_id in enumerate(replaced.ids)})
         )
         self.generation = int(manifest.get("generation", 0)) + 1
-        self.builder = TableBuilder(scan.old)
+        self.build = build_id(scan.scan_id, settings.params, __version__, self.generation)
         self.sig_rows = next_signature_rows(store, manifest, settings.signer, settings.reuse, placed)
+        # The table's columns go to their files a chunk at a time (not held: issue 29).
+        try:
+            self.builder = TableBuilder(scan.old, TableFiles(store, self.build))
+        except BaseException:
+            if self.sig_rows is not None:
+                self.sig_rows.abort()
+            raise
         self.sets_parts: list[ShingleSets] = []
         self.notes = SkipNotes(settings.stored.get("skipped") if settings.stored else None)
         for s in scan.skipped:
@@ -344,7 +351,8 @@ class _Collector:
             raise err
 
     def abort(self) -> None:
-        """Remove the signature rows written so far (nothing else is written before the end)."""
+        """Remove the docs table's and the signature rows' files written so far (none is published before the end)."""
+        self.builder.abort()
         if self.sig_rows is not None:
             self.sig_rows.abort()
 
@@ -376,13 +384,10 @@ def _write_build(
     Returns the table and the manifest entries of the shingle stage and of the
     signature stage (None when shingle sets are stored instead).
     """
-    table = collector.builder.finish()
-    build = build_id(scan.scan_id, settings.params, __version__, collector.generation)
-    roles: dict[str, str] = {}
-    files: dict[str, dict] = {}
-    for role, arr in table.arrays().items():
-        roles[role] = f"{role}.{build}.npy"
-        files[roles[role]] = store.save_array(roles[role], arr)
+    table = collector.builder.finish()  # its files published under the build's names, as it is memory-mapped
+    build = collector.build
+    roles: dict[str, str] = dict(collector.builder.sink.roles)
+    files: dict[str, dict] = dict(collector.builder.sink.files)
     if settings.keep_sets:  # streamed: a long document's set, built on disk, is copied a block at a time
         for role, (name, info) in write_rows(store, build, collector.sets_parts).items():
             roles[role], files[name] = name, info
@@ -393,7 +398,7 @@ def _write_build(
         "newest_ctime": sorted([dev, ns] for dev, ns in scan.newest.items()),
         "build_id": build,
         "n_docs": len(table),
-        "n_empty": int(np.count_nonzero(table.n_shingles == 0)),
+        "n_empty": collector.builder.n_empty,
         "n_changed": collector.n_changed,
         "n_removed": len(collector.old_pos) - collector.n_kept_old,
         "skipped": collector.notes.skipped + collector.left_out,

@@ -13,6 +13,7 @@ arrays (:func:`simdoc.stages.scan_results.write_part`).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from simdoc.store.doctable import (
     Strings,
     _blob,
 )
+
+if TYPE_CHECKING:
+    from simdoc.store.directory import IndexStore
 
 _INTS = ("offset", "length", "size", "n_shingles")
 # The docs-table columns a new row takes from its file (and the update that added it), not from reading it.
@@ -200,17 +204,23 @@ class TableBuilder:
 
     Both come in chunks: rows kept as arrays of their rows in the current table,
     new documents as :class:`DocColumns` with the columns of the file they were
-    read from. :meth:`finish` gathers each column once; no row becomes a
-    Python object.
+    read from. Every :data:`TABLE_CHUNK_ROWS` rows, the rows so far are gathered
+    column by column and appended to the table's files (``sink``: a
+    :class:`TableFiles` of the index), so that the builder holds one chunk, not
+    the table (issue 29: 10^7 records); no row becomes a Python object.
+    Without a sink the columns are held and joined at the end (tests).
     """
 
-    def __init__(self, old: DocsTable | None) -> None:
+    def __init__(self, old: DocsTable | None, sink: TableFiles | None = None) -> None:
         self.old = old
+        self.sink = sink if sink is not None else _Held()
         self.src: list[np.ndarray] = []  # per chunk: the rows' rows in the old table, or -1 for new ones
         self.new: list[DocColumns] = []
         self.file_columns: list[dict[str, np.ndarray]] = []  # per new chunk: FILE_COLUMNS, one value each or n
         self.stat: list[tuple[int, int, tuple[int, ...]]] = []  # (first, end, STAT_COLUMNS) of kept rows re-read
+        self.pending = 0  # rows not yet written
         self.n = 0
+        self.n_empty = 0  # rows with no shingles
 
     def __len__(self) -> int:
         return self.n
@@ -218,28 +228,44 @@ class TableBuilder:
     def add_old(self, rows, stat: tuple[int, ...] | None = None) -> None:
         """Rows of the current table (``stat``: their file's new stat, if it was read again)."""
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
-        if stat is not None:
-            self.stat.append((self.n, self.n + len(rows), stat))
-        self.src.append(rows)
-        self.n += len(rows)
+        for a in range(0, len(rows), TABLE_CHUNK_ROWS):
+            part = rows[a : a + TABLE_CHUNK_ROWS]
+            if stat is not None:
+                self.stat.append((self.pending, self.pending + len(part), stat))
+            self.src.append(part)
+            self._added(len(part))
 
     def add_new(self, docs: DocColumns, file_columns: dict[str, object]) -> None:
         """New documents, with the values of FILE_COLUMNS (the file's stat and digest; ``added``)."""
         if set(file_columns) != set(FILE_COLUMNS):
             raise ValueError(f"new rows need the columns {FILE_COLUMNS}")
-        self.src.append(np.full(len(docs), -1, dtype=np.int64))
-        self.new.append(docs)
-        self.file_columns.append(file_columns)
-        self.n += len(docs)
+        n = len(docs)
+        for a in range(0, max(n, 1), TABLE_CHUNK_ROWS):
+            b = min(a + TABLE_CHUNK_ROWS, n)
+            part = docs if (a, b) == (0, n) else docs.slice(a, b)
+            self.src.append(np.full(b - a, -1, dtype=np.int64))
+            self.new.append(part)
+            self.file_columns.append({c: _rows_of(v, a, b, n) for c, v in file_columns.items()})
+            self._added(b - a)
+        if n > TABLE_CHUNK_ROWS and self.pending:  # its last slice is a view of it all: not kept
+            self._write()
 
-    def finish(self) -> DocsTable:
+    def _added(self, n: int) -> None:
+        self.n += n
+        self.pending += n
+        if self.pending >= TABLE_CHUNK_ROWS:
+            self._write()
+
+    def _write(self) -> None:
+        """The rows so far, gathered column by column, to the sink."""
         src = np.concatenate(self.src) if self.src else np.zeros(0, np.int64)
         kept = src >= 0
+        any_kept = bool(kept.any())
         fresh = DocColumns.concatenate(self.new)
         cols: dict[str, np.ndarray] = {}
         for c, dtype, tail in _TABLE_COLUMNS:
             col = np.empty((len(src),) + tail, dtype=dtype)
-            if kept.any():
+            if any_kept:
                 col[kept] = self.old.columns[c][src[kept]]
             if c in FILE_COLUMNS:
                 col[~kept] = _file_column(c, dtype, tail, self.new, self.file_columns)
@@ -251,15 +277,121 @@ class TableBuilder:
                 cols[c][first:end] = v
         blobs = {}
         for name, new_blob, new_offsets in (("id", fresh.id_blob, fresh.id_offsets), ("source", fresh.source_blob, fresh.source_offsets)):
-            if not kept.any():
+            if not any_kept:
                 blobs[name] = (new_blob, new_offsets)
                 continue
+            # The kept rows' strings (taken from the current table's blob, this chunk's only), then the
+            # new ones, put back in the chunk's order.
             old_blob, old_offsets = self.old.blob(name)
-            both = concat_strings([(old_blob, old_offsets), (new_blob, new_offsets)])
-            where = src.copy()
-            where[~kept] = len(old_offsets) - 1 + np.arange(int(np.count_nonzero(~kept)), dtype=np.int64)
+            both = concat_strings([take_strings(old_blob, old_offsets, src[kept]), (new_blob, new_offsets)])
+            where = np.empty(len(src), dtype=np.int64)
+            n_kept = int(np.count_nonzero(kept))
+            where[kept] = np.arange(n_kept, dtype=np.int64)
+            where[~kept] = n_kept + np.arange(len(src) - n_kept, dtype=np.int64)
             blobs[name] = take_strings(*both, where)
-        return DocsTable(Strings(*blobs["id"]), Strings(*blobs["source"]), cols, blobs)
+        self.n_empty += int(np.count_nonzero(cols["n_shingles"] == 0))
+        self.sink.append(blobs, cols)
+        self.src, self.new, self.file_columns, self.stat, self.pending = [], [], [], [], 0
+
+    def finish(self) -> DocsTable:
+        """The table, every row written (from the sink's files: memory-mapped)."""
+        if self.pending or not self.n:
+            self._write()
+        return self.sink.finish()
+
+    def abort(self) -> None:
+        self.sink.abort()
+
+
+TABLE_CHUNK_ROWS = 1 << 16  # rows the builder gathers before appending them to the table's files
+
+
+def _rows_of(value, a: int, b: int, n: int):
+    """Rows ``a`` to ``b`` of a FILE_COLUMNS value: one value for all, or one a row."""
+    return value[a:b] if isinstance(value, np.ndarray) and value.ndim and len(value) == n and (a, b) != (0, n) else value
+
+
+_BLOB_ROLES = (("id", "docs.id", "docs.id.offsets"), ("source", "docs.source", "docs.source.offsets"))
+
+
+class TableFiles:
+    """The docs table's column files, appended a chunk at a time under temporary names and
+    published (each atomically, as :meth:`finish` does) under ``docs.<column>.<build>.npy``:
+    the roles and manifest entries of the shingle stage are in ``roles`` and ``files`` then."""
+
+    def __init__(self, store: IndexStore, build: str) -> None:
+        self.store = store
+        self.writers: dict[str, object] = {}
+        self.roles: dict[str, str] = {}
+        self.files: dict[str, dict] = {}
+        self.ends = {"id": 0, "source": 0}
+        try:
+            for role, dtype, tail in _STORED:
+                self.writers[role] = store.array_writer(f"{role}.{build}.npy", dtype, tail)
+            for _, _, offsets in _BLOB_ROLES:
+                self.writers[offsets].append(np.zeros(1, np.int64))
+        except BaseException:
+            self.abort()
+            raise
+
+    def append(self, blobs: dict[str, tuple[np.ndarray, np.ndarray]], cols: dict[str, np.ndarray]) -> None:
+        for name, blob_role, offsets_role in _BLOB_ROLES:
+            blob, offsets = blobs[name]
+            self.writers[blob_role].append(blob)
+            offsets = np.asarray(offsets, dtype=np.int64)
+            self.writers[offsets_role].append(offsets[1:] - offsets[0] + self.ends[name])
+            self.ends[name] += int(offsets[-1] - offsets[0])
+        for c, _, _ in _TABLE_COLUMNS:
+            self.writers[f"docs.{c}"].append(cols[c])
+
+    def finish(self) -> DocsTable:
+        for role, writer in self.writers.items():
+            self.roles[role] = writer.name
+            self.files[writer.name] = writer.finish()
+        self.writers = {}
+        arrays = {role: self.store.load_array(name, self.files[name]) for role, name in self.roles.items()}
+        return _table_of(arrays)
+
+    def abort(self) -> None:
+        for writer in self.writers.values():
+            writer.abort()
+        self.writers = {}
+
+
+class _Held:
+    """The sink of a builder with no index: the chunks held, joined at the end."""
+
+    def __init__(self) -> None:
+        self.chunks: dict[str, list[np.ndarray]] = {role: [] for role, _, _ in _STORED}
+        self.blobs: dict[str, list] = {"id": [], "source": []}
+
+    def append(self, blobs, cols) -> None:
+        for name in self.blobs:
+            self.blobs[name].append(blobs[name])
+        for c, _, _ in _TABLE_COLUMNS:
+            self.chunks[f"docs.{c}"].append(cols[c])
+
+    def finish(self) -> DocsTable:
+        arrays = {role: np.concatenate(parts) for role, parts in self.chunks.items() if parts}
+        for name, blob_role, offsets_role in _BLOB_ROLES:
+            arrays[blob_role], arrays[offsets_role] = concat_strings(self.blobs[name])
+        return _table_of(arrays)
+
+    def abort(self) -> None:
+        pass
+
+
+def _table_of(arrays: dict[str, np.ndarray]) -> DocsTable:
+    blobs = {name: (arrays[blob_role], arrays[offsets_role]) for name, blob_role, offsets_role in _BLOB_ROLES}
+    cols = {c: arrays[f"docs.{c}"] for c, _, _ in _TABLE_COLUMNS}
+    return DocsTable(Strings(*blobs["id"]), Strings(*blobs["source"]), cols, blobs)
+
+
+# The roles in the order DocsTable.arrays() gives them (and the manifest lists them).
+_STORED = [
+    ("docs.id", np.uint8, ()), ("docs.id.offsets", np.int64, ()), ("docs.source", np.uint8, ()),
+    ("docs.source.offsets", np.int64, ()),
+] + [(f"docs.{c}", dtype, tail) for c, dtype, tail in _TABLE_COLUMNS]
 
 
 def _file_column(c: str, dtype, tail: tuple, docs: list[DocColumns], values: list[dict]) -> np.ndarray:

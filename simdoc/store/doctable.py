@@ -104,7 +104,25 @@ def name_problem(doc_id: str, source: str) -> str | None:
     return None
 
 
+_CHECK_ROWS = 1 << 16  # rows of a blob column checked at once
+
+
 def _suspects(blob: np.ndarray, offsets: np.ndarray, allow_empty: bool = False) -> np.ndarray:
+    """Rows of a blob column that may hold an unsafe path (see :func:`_suspects_of`), a chunk of
+    rows at a time: its temporaries are a chunk's, not the column's (10^7 ids: ~50 bytes a row)."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n = len(offsets) - 1
+    out = [np.zeros(0, np.int64)]
+    step = _CHECK_ROWS
+    for a in range(0, n, step):
+        # A pair '//' or '/.' across two rows is flagged anyway: the first row ends with '/'.
+        b = min(a + step, n)
+        lo, hi = int(offsets[a]), int(offsets[b])
+        out.append(_suspects_of(blob[lo:hi], offsets[a : b + 1] - lo, allow_empty) + a)
+    return np.concatenate(out)
+
+
+def _suspects_of(blob: np.ndarray, offsets: np.ndarray, allow_empty: bool = False) -> np.ndarray:
     """Rows of a blob column that may hold an unsafe path (a superset; checked one by one after).
 
     Vectorised, so that a clean table of a million ids costs no Python loop:
@@ -135,6 +153,33 @@ def _unblob(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
     raw = np.asarray(blob).tobytes()
     bounds = np.asarray(offsets).tolist()
     return [raw[a:b].decode("utf-8", "surrogateescape") for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _not_source_keys(id_blob, id_offsets, source_blob, source_offsets) -> int | None:
+    """The first member (a row with a source) whose id is not ``SOURCE/#KEY`` of its source, or None.
+
+    Compared as bytes, by arrays, a chunk of rows at a time: the byte after the source is an ASCII
+    ``/``, so the id's first bytes decode as the source does (UTF-8 resynchronises on it).
+    """
+    id_blob, source_blob = np.asarray(id_blob), np.asarray(source_blob)
+    id_offsets = np.asarray(id_offsets, dtype=np.int64)
+    source_offsets = np.asarray(source_offsets, dtype=np.int64)
+    src_len = np.diff(source_offsets)
+    members = np.flatnonzero(src_len > 0)
+    step = max(1, _CHECK_ROWS >> 4)  # a row's source is copied 8 bytes a byte
+    for a in range(0, len(members), step):
+        rows = members[a : a + step]
+        wrong = id_offsets[rows + 1] - id_offsets[rows] < src_len[rows] + 2  # too short to hold it
+        fit = np.flatnonzero(~wrong)
+        sl, s0, i0 = src_len[rows[fit]], source_offsets[rows[fit]], id_offsets[rows[fit]]
+        which = np.repeat(np.arange(len(fit), dtype=np.int64), sl)
+        k = np.arange(len(which), dtype=np.int64) - np.repeat(np.cumsum(sl) - sl, sl)
+        differs = id_blob[i0[which] + k] != source_blob[s0[which] + k]
+        wrong[fit[which[differs]]] = True
+        wrong[fit] |= (id_blob[i0 + sl] != ord("/")) | (id_blob[i0 + sl + 1] != ord("#"))
+        if wrong.any():
+            return int(rows[np.flatnonzero(wrong)[0]])
+    return None
 
 
 class Strings(Sequence):
@@ -263,9 +308,9 @@ class DocsTable:
         reads a few rows and opens nothing but through
         :class:`simdoc.stages.reread.DocumentReader`, which checks each path).
         """
-        unblob = Strings if lazy else _unblob
-        ids = unblob(arrays["docs.id"], arrays["docs.id.offsets"])
-        sources = unblob(arrays["docs.source"], arrays["docs.source.offsets"])
+        # Decoded row by row when asked for, never as a list: 10^7 ids as Python strings are ~1.4 GB.
+        ids = Strings(arrays["docs.id"], arrays["docs.id.offsets"])
+        sources = Strings(arrays["docs.source"], arrays["docs.source.offsets"])
         n = len(ids)
         blobs = {name: (arrays[f"docs.{name}"], arrays[f"docs.{name}.offsets"]) for name in ("id", "source")}
         cols = {
@@ -290,14 +335,13 @@ class DocsTable:
             _suspects(arrays["docs.id"], arrays["docs.id.offsets"]),
             _suspects(arrays["docs.source"], arrays["docs.source.offsets"], allow_empty=True),
         )
-        members = np.flatnonzero(np.diff(np.asarray(arrays["docs.source.offsets"], dtype=np.int64)) > 0)
         for i in suspects.tolist():
             problem = name_problem(ids[i], sources[i])
             if problem is not None:
                 raise CorruptIndex(where, f"the docs table holds {problem}")
-        for i in members.tolist():  # a member's id is SOURCE/#KEY (a cheap test, row by row)
-            if not ids[i].startswith(sources[i]) or not ids[i].startswith("/#", len(sources[i])):
-                raise CorruptIndex(where, f"the docs table holds {name_problem(ids[i], sources[i])}")
+        bad = _not_source_keys(*blobs["id"], *blobs["source"])
+        if bad is not None:  # a member's id is SOURCE/#KEY
+            raise CorruptIndex(where, f"the docs table holds {name_problem(ids[bad], sources[bad])}")
         return cls(ids, sources, cols, blobs)
 
     def identities(self) -> np.ndarray:

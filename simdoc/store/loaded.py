@@ -80,7 +80,7 @@ class LoadedIndex:
         return self._docs
 
     def doc_ids(self) -> list[str]:
-        return self.docs().ids
+        return list(self.docs().ids)
 
     def doc_records(self) -> list[dict]:
         """One dict per document (id, size, mtime_ns, digest, status, n_shingles, source)."""
