@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from simdoc.cli import cli
 from simdoc.corpus import file_texts
+from conftest import warc_record
 from test_bounded_long_queries import _peak_mb
 
 MB = 1 << 20
@@ -40,24 +41,29 @@ def tiny_index(tmp_path_factory):
 
 def _queries(path, size: int, seed: int) -> None:
     rng = random.Random(seed)
-    with open(path, "w") as f:
+    with open(path, "wb") as f:
         n = 0
         while f.tell() < size:
             n += 1
-            f.write(json.dumps({"id": n, "text": "".join(rng.choices("abcdefgh ", k=8000))}) + "\n")
+            text = "".join(rng.choices("abcdefgh ", k=8000))
+            if path.suffix == ".warc":
+                f.write(warc_record(f"http://example.org/{n}", text, n))
+            else:
+                f.write(json.dumps({"id": n, "text": text}).encode() + b"\n")
 
 
-def test_a_big_jsonl_file_of_queries_costs_no_more_than_a_small_one(tmp_path, tiny_index):
+@pytest.mark.parametrize("suffix", [".jsonl", ".warc"])
+def test_a_big_file_of_queries_costs_no_more_than_a_small_one(tmp_path, tiny_index, suffix):
     index, _ = tiny_index
     peaks = []
     for size in (3 * MB, 30 * MB):
-        path = tmp_path / f"q{size}.jsonl"
+        path = tmp_path / f"q{size}{suffix}"
         _queries(path, size, size)
         peak, r = _peak_mb(["query", path, "--index", index, "--no-verify", "--format", "jsonl"])
         assert r.returncode == 0, r.stderr
         assert b"queries, 0 matches" in r.stderr, r.stderr
         peaks.append(peak)
-    # Before: every member's text held: 191 and 219 MB. Now one batch at a time: 191 and 191 MB.
+    # Before: every member's text held: 191 and 219 MB (JSON Lines). Now one batch at a time: 191 and 191 MB.
     assert peaks[1] < peaks[0] + 10, peaks
 
 
@@ -95,3 +101,18 @@ def test_a_spilled_file_of_queries_prints_what_reading_it_whole_printed(tmp_path
         outs.append((r.exit_code, r.stdout, r.stderr))
     assert outs[0] == outs[1]
     assert "an id that repeats" in outs[0][2] and "not valid JSON" in outs[0][2] and outs[0][1].count("\n") > 3
+
+
+def test_a_spilled_warc_file_of_queries_prints_what_reading_it_whole_printed(tmp_path, tiny_index, monkeypatch):
+    index, corpus = tiny_index
+    base = (corpus / "a.txt").read_text()
+    crawl = tmp_path / "crawl.warc"
+    records = [warc_record(f"http://example.org/{n % 4}", base if n % 5 == 0 else f"page {n} " + "w1 w2 " * n, n) for n in range(1, 20)]
+    crawl.write_bytes(b"".join(records) + b"WARC/1.0\r\nbroken")
+    outs = []
+    for held in (1 << 40, 0):  # whole, then spilled
+        monkeypatch.setattr(file_texts, "HELD_BYTES", held)
+        r = CliRunner().invoke(cli, ["query", str(crawl), "--index", str(index), "-t", "0.1"])
+        outs.append((r.exit_code, r.stdout, r.stderr))
+    assert outs[0] == outs[1]
+    assert "#<urn:uuid:" in outs[0][1] and "record 20" in outs[0][2] and outs[0][1].count("\n") >= 3, outs[0]

@@ -133,8 +133,8 @@ def query(
 class _Queries:
     """The query documents of the files named, read one file at a time as they are taken.
 
-    A WARC or Parquet file gives all its documents at once (as `simdoc
-    pairs` reads it); each is let go once it is taken. A JSON Lines file over
+    A Parquet file gives all its documents at once (as `simdoc pairs` reads
+    it); each is let go once it is taken. A JSON Lines or WARC file over
     4 MiB, or compressed, has its texts spilled to a temporary file as it is
     read, and each read back as it is taken (:class:`simdoc.corpus.file_texts.SpilledMembers`). A long plain file, or
     long text on stdin, is not held but read again as it is used

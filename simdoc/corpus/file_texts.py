@@ -8,7 +8,7 @@ page its visible text, a compressed file its decompressed text. Which of
 these applies is :func:`simdoc.corpus.read.how_read`'s decision, and the
 reading is :func:`simdoc.corpus.read.read_file`'s, as for the index itself.
 
-A JSON Lines file of queries over :data:`HELD_BYTES` (or compressed) is not
+A JSON Lines or WARC file of queries over :data:`HELD_BYTES` (or compressed) is not
 held: with ``spill``, its members' texts are written, as they are read, to an
 anonymous temporary file, and read back one at a time as they are taken
 (:class:`SpilledMembers`), in the order and with the ids and warnings of
@@ -24,10 +24,11 @@ from dataclasses import dataclass
 
 from simdoc.corpus.objects import is_url, object_stat
 from simdoc.corpus.files import compression_of
-from simdoc.corpus.formats import read_jsonl
+from simdoc.corpus.formats import WEB_EXTRA, read_jsonl
 from simdoc.corpus.read import MEMBER_WAYS, how_read, read_file
+from simdoc.corpus.warc import WarcReading, read_warc
 
-# A JSON Lines file of queries up to this many bytes (on disk) is read whole; a larger one, or
+# A JSON Lines or WARC file of queries up to this many bytes (on disk) is read whole; a larger one, or
 # a compressed one, has its members' texts spilled to a temporary file (see the module docstring).
 HELD_BYTES = 4 << 20
 
@@ -46,7 +47,7 @@ class FileTexts:
 
 
 class SpilledMembers:
-    """The members of a JSON Lines file whose texts are in a temporary file: a sequence of
+    """The members of a JSON Lines or WARC file whose texts are in a temporary file: a sequence of
     (id, text), each text read back when it is taken; its length is known without reading."""
 
     def __init__(self) -> None:
@@ -94,7 +95,7 @@ def read_file_texts(
     of a JSON Lines or WARC file are ``name#LINE`` (or ``name#ID`` with
     ``id_field``) and ``name#TARGET-URI``, as ``simdoc pairs`` names them.
     Warnings are prefixed with the file's name. Never raises for the file's
-    own problems. With ``spill``, the members of a JSON Lines file over
+    own problems. With ``spill``, the members of a JSON Lines or WARC file over
     :data:`HELD_BYTES`, or compressed, are a :class:`SpilledMembers`.
     """
     name = path if name is None else name
@@ -109,7 +110,9 @@ def read_file_texts(
         except OSError as exc:
             return FileTexts([], [f"{name}: cannot read: {exc.strerror or exc}"], False)
     how = how_read(path, size)
-    if spill and how == "jsonl" and (size > HELD_BYTES or compression_of(path) is not None):
+    if spill and how in ("jsonl", "warc") and (size > HELD_BYTES or compression_of(path) is not None):
+        if how == "warc":
+            return _spilled_warc(path, name, WarcReading(max_bytes, main_content, all_responses))
         return _spilled(path, name, max_bytes, follow_symlinks, text_field, id_field)
     if how == "streamed":
         # Compressed or very large: read whole here (a query or a pair shown is one file).
@@ -135,3 +138,20 @@ def _spilled(path: str, name: str, max_bytes: int | None, follow: bool, text_fie
     said = "; ".join(([res.warning] if res.warning else []) + notes)  # split as read_file_texts splits it
     warnings = [f"{name}: {w}" for w in said.split("; ") if w]
     return FileTexts(spilled, warnings, True)
+
+
+def _spilled_warc(path: str, name: str, reading: WarcReading) -> FileTexts:
+    """A WARC file read as :func:`read_file` reads it, its texts spilled (see :class:`SpilledMembers`)."""
+    spilled = SpilledMembers()
+    try:
+        got = read_warc(path, name, reading, keep=spilled.keep)
+    except ImportError:
+        spilled.close()
+        return FileTexts([], [f"{name}: its HTML pages need {WEB_EXTRA}"], True)
+    except OSError as exc:
+        spilled.close()
+        return FileTexts([], [f"{name}: cannot read: {exc.strerror or exc}"], True)
+    spilled.members = got.docs
+    spilled.file.flush()
+    said = "; ".join(got.warnings)  # split as read_file_texts splits it
+    return FileTexts(spilled, [f"{name}: {w}" for w in said.split("; ") if w], True)
