@@ -133,8 +133,10 @@ def query(
 class _Queries:
     """The query documents of the files named, read one file at a time as they are taken.
 
-    A JSON Lines or WARC file gives all its documents at once (as `simdoc
-    pairs` reads it); each is let go once it is taken. A long plain file, or
+    A Parquet file gives all its documents at once (as `simdoc pairs` reads
+    it); each is let go once it is taken. A JSON Lines or WARC file over
+    4 MiB, or compressed, has its texts spilled to a temporary file as it is
+    read, and each read back as it is taken (:class:`simdoc.corpus.file_texts.SpilledMembers`). A long plain file, or
     long text on stdin, is not held but read again as it is used
     (:mod:`simdoc.corpus.long_text`).
     """
@@ -152,7 +154,7 @@ class _Queries:
         return self.n_given - sum(t.failed for t in self.long)
 
     def __iter__(self) -> Iterator[tuple[str, str | LongText]]:
-        from simdoc.corpus.file_texts import read_file_texts
+        from simdoc.corpus.file_texts import SpilledMembers, read_file_texts
         from simdoc.corpus.long_text import LongText, long_file, read_stdin
 
         max_bytes, follow = self.stored.get("max_bytes"), bool(self.stored.get("follow_symlinks"))
@@ -172,10 +174,19 @@ class _Queries:
                 id_field=self.id_field,
                 main_content=bool(self.stored.get("main_content")),
                 all_responses=bool(self.stored.get("all_responses")),
+                spill=True,
             )
             for w in got.warnings:
                 log.warning(w)
-            documents = got.documents[::-1]
+            if isinstance(got.documents, SpilledMembers):  # texts read back one at a time
+                try:
+                    for document in got.documents:
+                        self.n_given += 1
+                        yield document
+                finally:
+                    got.documents.close()
+                continue
+            documents = list(reversed(got.documents))
             del got
             while documents:
                 self.n_given += 1

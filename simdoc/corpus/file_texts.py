@@ -7,15 +7,30 @@ one document per line, a WARC file one per HTML or text response, an HTML
 page its visible text, a compressed file its decompressed text. Which of
 these applies is :func:`simdoc.corpus.read.how_read`'s decision, and the
 reading is :func:`simdoc.corpus.read.read_file`'s, as for the index itself.
+
+A JSON Lines or WARC file of queries over :data:`HELD_BYTES` (or compressed) is not
+held: with ``spill``, its members' texts are written, as they are read, to an
+anonymous temporary file, and read back one at a time as they are taken
+(:class:`SpilledMembers`), in the order and with the ids and warnings of
+reading it whole. What is held is each member's id and where its text is.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from simdoc.corpus.objects import is_url, object_stat
+from simdoc.corpus.files import compression_of
+from simdoc.corpus.formats import WEB_EXTRA, read_jsonl
 from simdoc.corpus.read import MEMBER_WAYS, how_read, read_file
+from simdoc.corpus.warc import WarcReading, read_warc
+
+# A JSON Lines or WARC file of queries up to this many bytes (on disk) is read whole; a larger one, or
+# a compressed one, has its members' texts spilled to a temporary file (see the module docstring).
+HELD_BYTES = 4 << 20
 
 
 @dataclass
@@ -26,9 +41,41 @@ class FileTexts:
     WARC); ``documents`` is empty when the file could not be read.
     """
 
-    documents: list[tuple[str, str]]
+    documents: Sequence[tuple[str, str]]
     warnings: list[str]
     container: bool
+
+
+class SpilledMembers:
+    """The members of a JSON Lines or WARC file whose texts are in a temporary file: a sequence of
+    (id, text), each text read back when it is taken; its length is known without reading."""
+
+    def __init__(self) -> None:
+        self.file = tempfile.TemporaryFile()  # freed by the system however simdoc ends
+        self.size = 0
+        self.members: list[tuple[str, tuple[int, int], int, int]] = []
+
+    def keep(self, text: str) -> tuple[int, int]:
+        """Write ``text`` out; where it is. surrogatepass: a JSON string may hold a lone surrogate."""
+        raw = text.encode("utf-8", "surrogatepass")
+        self.file.write(raw)
+        at, self.size = self.size, self.size + len(raw)
+        return at, len(raw)
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def __getitem__(self, i: int) -> tuple[str, str]:
+        doc_id, (at, n), _, _ = self.members[i]
+        self.file.seek(at)
+        return doc_id, self.file.read(n).decode("utf-8", "surrogatepass")
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        for i in range(len(self.members)):
+            yield self[i]
+
+    def close(self) -> None:
+        self.file.close()
 
 
 def read_file_texts(
@@ -40,6 +87,7 @@ def read_file_texts(
     id_field: str | None = None,
     main_content: bool = False,
     all_responses: bool = False,
+    spill: bool = False,
 ) -> FileTexts:
     """The documents of the file at ``path``; ids start with ``name`` (default: the path).
 
@@ -47,7 +95,8 @@ def read_file_texts(
     of a JSON Lines or WARC file are ``name#LINE`` (or ``name#ID`` with
     ``id_field``) and ``name#TARGET-URI``, as ``simdoc pairs`` names them.
     Warnings are prefixed with the file's name. Never raises for the file's
-    own problems.
+    own problems. With ``spill``, the members of a JSON Lines or WARC file over
+    :data:`HELD_BYTES`, or compressed, are a :class:`SpilledMembers`.
     """
     name = path if name is None else name
     if is_url(path):  # an object (s3://...): its size asked of the store, then read as the scan reads one
@@ -61,6 +110,10 @@ def read_file_texts(
         except OSError as exc:
             return FileTexts([], [f"{name}: cannot read: {exc.strerror or exc}"], False)
     how = how_read(path, size)
+    if spill and how in ("jsonl", "warc") and (size > HELD_BYTES or compression_of(path) is not None):
+        if how == "warc":
+            return _spilled_warc(path, name, WarcReading(max_bytes, main_content, all_responses))
+        return _spilled(path, name, max_bytes, follow_symlinks, text_field, id_field)
     if how == "streamed":
         # Compressed or very large: read whole here (a query or a pair shown is one file).
         how = "whole"
@@ -75,3 +128,30 @@ def read_file_texts(
         return FileTexts([], warnings, how in MEMBER_WAYS)
     text = res.text.decode("ascii") if isinstance(res.text, bytes) else res.text
     return FileTexts([(name, text)], warnings, False)
+
+
+def _spilled(path: str, name: str, max_bytes: int | None, follow: bool, text_field: str, id_field: str | None) -> FileTexts:
+    """A JSON Lines file read as :func:`read_file` reads it, its texts spilled (see :class:`SpilledMembers`)."""
+    spilled = SpilledMembers()
+    res, spilled.members, notes = read_jsonl(path, name, text_field, id_field, max_bytes=max_bytes, follow_symlinks=follow, keep=spilled.keep)
+    spilled.file.flush()
+    said = "; ".join(([res.warning] if res.warning else []) + notes)  # split as read_file_texts splits it
+    warnings = [f"{name}: {w}" for w in said.split("; ") if w]
+    return FileTexts(spilled, warnings, True)
+
+
+def _spilled_warc(path: str, name: str, reading: WarcReading) -> FileTexts:
+    """A WARC file read as :func:`read_file` reads it, its texts spilled (see :class:`SpilledMembers`)."""
+    spilled = SpilledMembers()
+    try:
+        got = read_warc(path, name, reading, keep=spilled.keep)
+    except ImportError:
+        spilled.close()
+        return FileTexts([], [f"{name}: its HTML pages need {WEB_EXTRA}"], True)
+    except OSError as exc:
+        spilled.close()
+        return FileTexts([], [f"{name}: cannot read: {exc.strerror or exc}"], True)
+    spilled.members = got.docs
+    spilled.file.flush()
+    said = "; ".join(got.warnings)  # split as read_file_texts splits it
+    return FileTexts(spilled, [f"{name}: {w}" for w in said.split("; ") if w], True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from simdoc.corpus.files import (
     BINARY_SNIFF,
@@ -85,8 +85,11 @@ class _JsonlMembers:
     still one warning, with the count and the first few line numbers.
     """
 
-    def __init__(self, source: str, text_field: str, id_field: str | None, max_bytes: int | None) -> None:
+    def __init__(
+        self, source: str, text_field: str, id_field: str | None, max_bytes: int | None, keep: Callable[[str], object] | None = None,
+    ) -> None:
         self.text_field = text_field
+        self.keep = keep  # what a member's text is held as (None: the text itself)
         self.id_field = id_field
         self.max_bytes = max_bytes
         self.keys = MemberKeys(source)
@@ -140,7 +143,7 @@ class _JsonlMembers:
         doc_id, said = self.keys.take(key, lineno)
         if said:
             self.note(REPEATS, lineno, said)
-        self.docs.append((doc_id, text, offset, length))
+        self.docs.append((doc_id, text if self.keep is None else self.keep(text), offset, length))
 
     def warnings(self) -> list[str]:
         out = [_summarise(kind, seen) for kind, seen in self.problems.items()]
@@ -206,6 +209,7 @@ def read_jsonl(
     id_field: str | None = None,
     max_bytes: int | None = None,
     follow_symlinks: bool = False,
+    keep: Callable[[str], object] | None = None,
 ) -> tuple[ReadResult, list[tuple[str, str, int, int]], list[str]]:
     """Read a JSON Lines file (compressed or not) line by line, in memory bounded by its longest line.
 
@@ -214,13 +218,15 @@ def read_jsonl(
     documents as :func:`split_jsonl` gives them (offsets into the
     decompressed bytes), and the warnings about its lines. A line longer
     than :data:`MEMBER_BYTES` is skipped without being held; ``max_bytes``
-    cuts each document's text, not the file.
+    cuts each document's text, not the file. With ``keep``, each document
+    holds ``keep(text)`` in place of its text (e.g. where it was written
+    out), so that the documents do not hold the file's text.
     """
     opened = open_regular(path, follow_symlinks)
     if isinstance(opened, ReadResult):
         return opened, [], []
     fd, before = opened
-    members = _JsonlMembers(source, text_field, id_field, max_bytes)
+    members = _JsonlMembers(source, text_field, id_field, max_bytes, keep)
     digest = hashlib.blake2b(digest_size=16)
     replaced: list[int] = []  # lines with invalid UTF-8
     source_file = as_file(fd, buffering=0)

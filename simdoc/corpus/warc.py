@@ -31,6 +31,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simdoc.corpus import formats, warcio
@@ -87,8 +88,13 @@ def _limit(reading: WarcReading) -> int:
     return formats.MEMBER_BYTES if reading.max_bytes is None else reading.max_bytes
 
 
-def read_warc(path: str, source: str, reading: WarcReading = WarcReading()) -> WarcFile:
+def read_warc(
+    path: str, source: str, reading: WarcReading = WarcReading(), keep: Callable[[str], object] | None = None,
+) -> WarcFile:
     """Every document of a WARC or WET file, in one pass (see the module docstring).
+
+    With ``keep``, each document holds ``keep(text)`` in place of its text
+    (e.g. where it was written out), so that the documents do not hold the file's text.
 
     Raises ImportError when an HTML body needs the ``web`` extra, and OSError
     when the file cannot be read; nothing else for the file's own problems.
@@ -129,7 +135,7 @@ def read_warc(path: str, source: str, reading: WarcReading = WarcReading()) -> W
             doc_id, said = keys.take(key, rec.number, what="record")
             if said:
                 out.warnings.append(f"record {rec.number}: {said}")
-            out.docs.append((doc_id, text, rec.offset, rec.length))
+            out.docs.append((doc_id, text if keep is None else keep(text), rec.offset, rec.length))
         reader.finish()
         if reader.cut:
             out.warnings.append(f"{reader.cut}; the records before it are indexed")
