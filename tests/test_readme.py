@@ -92,10 +92,26 @@ def not_run_reason(command: str) -> str | None:
     return next((why for start, why in NOT_RUN.items() if command.startswith(start)), None)
 
 
+def crontab_commands() -> list[str]:
+    """The command of each crontab block, in README order: a folder's, then a bucket's."""
+    commands = []
+    for block in [b for b in readme_blocks() if b.lang == "crontab"]:
+        (entry,) = [ln for ln in block.text.splitlines() if ln.strip() and not ln.startswith("#")]
+        commands.append(entry.split(None, 5)[5])  # after minute, hour, day of month, month and day of week
+    return commands
+
+
 def crontab_command() -> str:
-    (block,) = [b for b in readme_blocks() if b.lang == "crontab"]
-    (entry,) = [ln for ln in block.text.splitlines() if ln.strip() and not ln.startswith("#")]
-    return entry.split(None, 5)[5]  # after minute, hour, day of month, month and day of week
+    """The folder's crontab line, the one these tests run (a bucket's needs an S3 endpoint)."""
+    return crontab_commands()[0]
+
+
+def test_the_buckets_crontab_line_is_the_folders_with_the_corpus_a_url():
+    # tests/test_object_storage*.py run `pairs s3://... --new` against moto; here the printed
+    # line must stay the tested folder line with only the corpus changed.
+    folder, bucket = crontab_commands()
+    assert "$HOME/crawl " in folder
+    assert bucket == folder.replace("$HOME/crawl ", "s3://my-bucket/crawl/ ", 1)
 
 
 # ---------------------------------------------------------------- the scratch folder
