@@ -116,3 +116,38 @@ def test_a_spilled_warc_file_of_queries_prints_what_reading_it_whole_printed(tmp
         outs.append((r.exit_code, r.stdout, r.stderr))
     assert outs[0] == outs[1]
     assert "#<urn:uuid:" in outs[0][1] and "record 20" in outs[0][2] and outs[0][1].count("\n") >= 3, outs[0]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".warc"])
+def test_a_file_of_queries_that_cannot_be_spilled_is_one_error_exit_6(tmp_path, tiny_index, monkeypatch, suffix):
+    # A full $TMPDIR while the members' texts are written out: one Error line and the documented
+    # exit 6, never a traceback, and never taken for a fault of the queries' own file.
+    import errno
+    import tempfile
+
+    index, _ = tiny_index
+    path = tmp_path / f"q{suffix}"
+    _queries(path, 200_000, 5)
+    real = tempfile.TemporaryFile
+
+    class Full:
+        def __init__(self, *args, **kwargs):
+            self.file = real(*args, **kwargs)
+            self.written = 0
+
+        def write(self, raw):
+            self.written += len(raw)
+            if self.written > 50_000:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return self.file.write(raw)
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+    monkeypatch.setattr(file_texts, "HELD_BYTES", 1000)
+    monkeypatch.setattr(file_texts.tempfile, "TemporaryFile", Full)
+    r = CliRunner().invoke(cli, ["query", str(path), "--index", str(index), "--no-verify"])
+    assert r.exit_code == 6, (r.exit_code, r.stderr, r.exception)
+    assert r.stderr.startswith("Error: cannot write the queries' texts to a temporary file in "), r.stderr
+    assert "No space left on device" in r.stderr and "Traceback" not in r.stderr
+    assert r.stdout == ""

@@ -27,6 +27,7 @@ from simdoc.corpus.files import compression_of
 from simdoc.corpus.formats import WEB_EXTRA, read_jsonl
 from simdoc.corpus.read import MEMBER_WAYS, how_read, read_file
 from simdoc.corpus.warc import WarcReading, read_warc
+from simdoc.errors import OutputError
 
 # A JSON Lines or WARC file of queries up to this many bytes (on disk) is read whole; a larger one, or
 # a compressed one, has its members' texts spilled to a temporary file (see the module docstring).
@@ -51,16 +52,28 @@ class SpilledMembers:
     (id, text), each text read back when it is taken; its length is known without reading."""
 
     def __init__(self) -> None:
-        self.file = tempfile.TemporaryFile()  # freed by the system however simdoc ends
+        try:
+            self.file = tempfile.TemporaryFile(prefix="simdoc-queries-")  # freed by the system however simdoc ends
+        except OSError as exc:
+            raise _no_room(exc) from None
         self.size = 0
         self.members: list[tuple[str, tuple[int, int], int, int]] = []
 
     def keep(self, text: str) -> tuple[int, int]:
         """Write ``text`` out; where it is. surrogatepass: a JSON string may hold a lone surrogate."""
         raw = text.encode("utf-8", "surrogatepass")
-        self.file.write(raw)
+        try:
+            self.file.write(raw)
+        except OSError as exc:  # not an OSError: the reader of the queries' file would take it for its own
+            raise _no_room(exc) from None
         at, self.size = self.size, self.size + len(raw)
         return at, len(raw)
+
+    def flush(self) -> None:
+        try:
+            self.file.flush()
+        except OSError as exc:
+            raise _no_room(exc) from None
 
     def __len__(self) -> int:
         return len(self.members)
@@ -76,6 +89,13 @@ class SpilledMembers:
 
     def close(self) -> None:
         self.file.close()
+
+
+def _no_room(exc: OSError) -> OutputError:
+    return OutputError(
+        f"cannot write the queries' texts to a temporary file in {tempfile.gettempdir()}: {exc.strerror or exc}",
+        hint="set TMPDIR to a directory with room (a file of queries over 4 MiB needs about its size there)",
+    )
 
 
 def read_file_texts(
@@ -134,7 +154,7 @@ def _spilled(path: str, name: str, max_bytes: int | None, follow: bool, text_fie
     """A JSON Lines file read as :func:`read_file` reads it, its texts spilled (see :class:`SpilledMembers`)."""
     spilled = SpilledMembers()
     res, spilled.members, notes = read_jsonl(path, name, text_field, id_field, max_bytes=max_bytes, follow_symlinks=follow, keep=spilled.keep)
-    spilled.file.flush()
+    spilled.flush()
     said = "; ".join(([res.warning] if res.warning else []) + notes)  # split as read_file_texts splits it
     warnings = [f"{name}: {w}" for w in said.split("; ") if w]
     return FileTexts(spilled, warnings, True)
@@ -152,6 +172,6 @@ def _spilled_warc(path: str, name: str, reading: WarcReading) -> FileTexts:
         spilled.close()
         return FileTexts([], [f"{name}: cannot read: {exc.strerror or exc}"], True)
     spilled.members = got.docs
-    spilled.file.flush()
+    spilled.flush()
     said = "; ".join(got.warnings)  # split as read_file_texts splits it
     return FileTexts(spilled, [f"{name}: {w}" for w in said.split("; ") if w], True)
