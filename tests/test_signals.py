@@ -99,6 +99,19 @@ def _one_numba_cache(tmp_path_factory):
     _NUMBA_CACHE.clear()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _ctrl_c_not_ignored():
+    """A test run started in the background by a shell without job control (`make test &` in a
+    script, `nohup`) inherits SIGINT ignored, and so would every process these tests start: simdoc
+    rightly leaves an ignored SIGINT ignored, but these tests are about a Ctrl-C that arrives. A
+    handler here (not SIG_IGN) gives the children SIGINT at its default again."""
+    before = signal.getsignal(signal.SIGINT)
+    if before == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def _env(**extra: str) -> dict[str, str]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **extra)
     if _NUMBA_CACHE:
