@@ -204,14 +204,29 @@ def pair_sums(sets: ShingleSets, left: np.ndarray, right: np.ndarray) -> np.ndar
     and so are the sums over the passes of a pair compared a hash range at a time."""
     left = np.ascontiguousarray(left, dtype=np.int64)
     right = np.ascontiguousarray(right, dtype=np.int64)
+    return _sums(sets.indptr, sets.data, sets.counts, left, right)
+
+
+def span_sums(data: np.ndarray, counts: np.ndarray, spans_a: np.ndarray, spans_b: np.ndarray) -> np.ndarray:
+    """:func:`pair_sums` of rows given by where they lie in ``data``/``counts`` (sorted 64-bit
+    sets with counts, anywhere in one array): pair p compares ``data[spans_a[p, 0]:spans_a[p, 1]]``
+    with ``data[spans_b[p, 0]:spans_b[p, 1]]``. Rows stay where they are (none is copied)."""
+    m = len(spans_a)
+    # The spans as the rows of a CSR whose every other row is a gap: row 2p is pair p's a, 2m + 2p its b.
+    bounds = np.concatenate([np.asarray(spans_a, np.int64).reshape(-1), np.asarray(spans_b, np.int64).reshape(-1)])
+    rows = 2 * np.arange(m, dtype=np.int64)
+    return _sums(bounds, data, counts, rows, rows + 2 * m)
+
+
+def _sums(indptr: np.ndarray, data: np.ndarray, counts: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     out = np.zeros((len(left), 5), np.int64)
     if kernels.ENABLED:
-        kernels.pair_sums(sets.indptr, sets.data, sets.counts, left, right, out)
+        kernels.pair_sums(indptr, data, counts, left, right, out)
         return out
     for p, (a, b) in enumerate(zip(left.tolist(), right.tolist())):  # the kernel's reference
-        ra, rb = sets.row(a), sets.row(b)
+        ra, rb = data[indptr[a] : indptr[a + 1]], data[indptr[b] : indptr[b + 1]]
         _, ia, ib = np.intersect1d(ra, rb, assume_unique=True, return_indices=True)
-        ca, cb = sets.row_counts(a), sets.row_counts(b)
+        ca, cb = counts[indptr[a] : indptr[a + 1]], counts[indptr[b] : indptr[b + 1]]
         out[p] = (
             len(ra), len(rb), len(ia), np.minimum(ca[ia], cb[ib]).sum(dtype=np.int64),
             ca.sum(dtype=np.int64) + cb.sum(dtype=np.int64),
