@@ -164,9 +164,24 @@ class DocumentReader:
         """The path of a file of the corpus to open, or None if a link now leads it out (see :func:`confined_path`)."""
         return confined_path(self.root, rel, self.follow_symlinks, self.where, self._dirs)
 
-    def openable(self, rel: str) -> str | None:
-        """:meth:`confined`, but for a file opened with O_NOFOLLOW: its folder checked, not the file."""
-        return confined_path(self.root, rel, self.follow_symlinks, self.where, self._dirs, link_check=False)
+    def openable(self, rels: list[str]) -> list[str | None]:
+        """:meth:`confined` of each, but for files opened with O_NOFOLLOW: their folders checked,
+        not the files (:func:`simdoc.corpus.plain.read_plain` refuses a link itself)."""
+        if self.follow_symlinks or is_url(self.root):
+            return [os.path.join(self.root, safe_relative(rel, self.where)) for rel in rels]
+        out: list[str | None] = []
+        dirs = self._dirs
+        for rel in rels:
+            # confined_path's answer, its folder looked up first (the documents of one folder
+            # are many): the same memo, so the same realpath decides.
+            path = os.path.join(self.root, safe_relative(rel, self.where))
+            folder = path.rpartition("/")[0]
+            inside = dirs.get(folder) if folder else None  # ("": the memo's own entry, the root's realpath)
+            if inside is None:
+                out.append(confined_path(self.root, rel, False, self.where, dirs, link_check=False))
+            else:
+                out.append(path if inside else None)
+        return out
 
     def read_sets(self, docs: list[int], part: Part | None = None) -> dict[int, ShingleSets | None]:
         """Each document's one-row 64-bit sets, or None if it is stale or gone (``part``: only the

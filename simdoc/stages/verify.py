@@ -240,7 +240,9 @@ class _Work:
 
     def __init__(self, reader: DocumentReader, ol: np.ndarray, orr: np.ndarray, budget: int) -> None:
         self.reader, self.ol, self.orr, self.budget = reader, ol, orr, budget
-        self.shingles = reader.table.columns["n_shingles"]  # (memory-mapped on a Dask worker: read per document)
+        # (Memory-mapped on a Dask worker: read per document. A plain array's view of it: a
+        # memmap's item costs a microsecond more, and costs are asked per document.)
+        self.shingles = np.asarray(reader.table.columns["n_shingles"])
         # Files read whole when indexed are read again leanly (simdoc.corpus.plain), unless the
         # corpus is at a URL or cut by --max-bytes: those, and members, the reader's general way.
         self.lean = reader.max_bytes is None and not is_url(reader.root)
@@ -330,10 +332,10 @@ class _Work:
         read: list[int] = []
         sizes = np.asarray(table.columns["file_size"][plain], np.int64).tolist()
         digests = np.asarray(table.digest[plain])
-        for i, (d, rel) in enumerate(zip(plain.tolist(), table.places(plain))):
+        follow = reader.follow_symlinks
+        for i, (d, path) in enumerate(zip(plain.tolist(), reader.openable(table.places(plain)))):
             reader.reads[d] += 1
-            path = reader.openable(rel)
-            text = None if path is None else read_plain(path, sizes[i], digests[i].tobytes(), reader.follow_symlinks)
+            text = None if path is None else read_plain(path, sizes[i], digests[i].tobytes(), follow)
             if text is None:
                 held.missing(d)
             elif len(text) > PIECE_CHARS:  # shingled in pieces, in bounded memory
