@@ -1,4 +1,4 @@
-"""Verification: candidate documents re-read from the corpus, shingled, compared exactly.
+"""Verification: candidate pairs compared exactly, their documents read again from the corpus.
 
 MMDS §3.4.3 ends the LSH procedure by checking each candidate pair against
 "the documents themselves". The index keeps no shingles (it would be several
@@ -9,24 +9,40 @@ Jaccard then equals the Jaccard of the k-grams themselves unless two
 distinct k-grams of a pair collide in 64 bits, about once in 10^10 pairs of
 10^4-shingle documents.
 
-Order and memory. Pairs are verified in order of the connected component of
-the candidate graph they belong to, so the documents of one component are
-read together and dropped together once its last pair is done; each
-document is read and shingled once per run whenever its component's sets
-fit in :data:`CACHE_BYTES`. A larger component (a templated site) is walked
-pair by pair in that order, keeping the sets of the documents its later pairs
-still need, up to the budget: then a document may be read more than once, and
-memory stays bounded. Members of one JSON Lines file are read in one pass
-over it; a WARC record is read at its offset.
+This module is the whole of it, read top to bottom; it calls down into the
+store (the docs table), the corpus (reading files) and the maths (the
+kernels), never back up:
 
-How a unit of pairs is verified (:meth:`_Work.run`), top to bottom: cut the
-pairs into chunks whose new documents hold about :data:`CHUNK_BYTES` of
-sets; read a chunk's documents in one batch, in the order of their names
-(:meth:`simdoc.stages.reread.DocumentReader.read_batch`: one CSR of sorted
-64-bit sets, a row a document); compare all the chunk's pairs in one call
-of the merge kernel over pairs of rows (:func:`simdoc.similarity.pair_sums`,
-integers, divided once by :func:`simdoc.similarity.jaccards_of_sums`); keep
-the rows later pairs still need (:class:`_Held`).
+1. :func:`verify_pairs` orders the pairs by the connected component of the
+   candidate graph they belong to, so that the documents of one component
+   are read together and dropped together once its last pair is done, and
+   cuts them into units of whole components, verified here or on forked
+   processes (``jobs``).
+2. :meth:`_Work.run` verifies a unit a chunk of pairs at a time: as many
+   pairs as the sets of the documents they add fit in :data:`CHUNK_BYTES`
+   (and all held in ``budget``, :data:`CACHE_BYTES`).
+3. :meth:`_Work.read` reads a chunk's new documents, in the order of their
+   names: where they live and their digests come from the docs table a
+   batch at a time (:meth:`simdoc.store.doctable.DocsTable.places`); a file
+   read whole when indexed is read again leanly and checked against its
+   digest (:func:`simdoc.corpus.plain.read_plain`); the texts are shingled
+   by one kernel call straight into the rows held
+   (:func:`simdoc.bytesign.sets64_into`). Members of JSON Lines, WARC and
+   Parquet files (each file read once for all its members wanted), streamed
+   and HTML files, a corpus at a URL or cut by ``--max-bytes`` are read by
+   :meth:`simdoc.stages.reread.DocumentReader.read_batch`, the general way.
+4. :meth:`_Held.compare` merges all the chunk's pairs in one kernel call,
+   where their rows lie (:func:`simdoc.similarity.span_sums`: integers,
+   divided once by :func:`simdoc.similarity.jaccards_of_sums`), and
+   :meth:`_Held.keep` keeps the rows later pairs still need, moved to the
+   front of the arena the next chunk is written after.
+
+Each document is read and shingled once per run whenever its component's
+sets fit in the budget. A larger component (a templated site) is walked
+pair by pair in that order, keeping the sets of the documents its later
+pairs still need, up to the budget: then a document may be read more than
+once, and memory stays bounded. A pair too large to hold is compared in
+passes over ranges of its hashes (:func:`simdoc.similarity.jaccard_in_passes`).
 
 A document whose bytes no longer have the digest indexed is *stale*, one
 that cannot be read any more is *gone*: neither is compared; the caller
@@ -41,6 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simdoc import similarity
 from simdoc.bytesign import sets64_into
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.plain import read_plain
@@ -48,14 +65,11 @@ from simdoc.corpus.streaming import PIECE_CHARS, Part, sets64_of_texts
 from simdoc.engines.local import LocalEngine, can_fork
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import shingle_texts
-from simdoc.similarity import jaccards_of_sums, span_sums
+from simdoc.similarity import jaccard_in_passes, jaccards_of_sums, span_sums
 from simdoc.stages.reread import DocumentReader
 from simdoc.store.doctable import HOW
 
 CACHE_BYTES = 512 << 20  # shingle sets held at once (64-bit hashes and counts: ~12 bytes a shingle)
-# A pair whose two sets would need more than this to be read is compared in passes, each
-# reading both documents again and keeping one range of their hashes: exact, in bounded memory.
-PAIR_BYTES = 128 << 20
 CHUNK_PAIRS = 1 << 16  # pairs compared per call of the merge kernel
 # The sets of the documents read for one chunk of pairs, at most (about): read, shingled and
 # compared while their arrays are still in the CPU's caches, and their memory is reused by
@@ -64,77 +78,6 @@ CHUNK_BYTES = 8 << 20
 PROGRESS_PAIRS = 4096  # pairs compared between two moves of the progress bar
 ARENA_VALUES = 1 << 20  # values the held rows start with room for (12 MB; grown when a chunk needs more)
 WHOLE = HOW.index("whole")
-
-
-def pair_passes(n_a: int, n_b: int) -> int:
-    """How many passes a pair of ``n_a`` and ``n_b`` shingles (window counts) is compared in, for a
-    pass to hold about PAIR_BYTES: the first document's range (12 bytes a shingle) while the
-    second's is merged (~48 bytes a shingle). One: the pair is compared whole."""
-    small, large = sorted((int(n_a), int(n_b)))
-    return max(1, -(-(12 * small + 48 * large) // PAIR_BYTES))
-
-
-def jaccard_in_passes(
-    read: Callable[[Part], tuple[ShingleSets | None, ShingleSets | None]], n_a: int, n_b: int
-) -> tuple[float, float] | None:
-    """(set, bag) Jaccard of one pair of one-row 64-bit sets, one hash range at a time, in about
-    PAIR_BYTES whatever the documents hold; None if ``read`` gave None for either (not compared).
-
-    ``read(part)`` gives the two documents' sets restricted to ``part`` (see
-    :func:`simdoc.corpus.streaming.in_part`), reading them again. The sums of the ranges'
-    counts are those of the whole sets, so the Jaccards are the same floats as comparing
-    them whole. ``n_a``, ``n_b``: their window counts, to plan the first pass.
-    """
-    sums = sums_in_passes(read, n_a, n_b)
-    if sums is None:
-        return None
-    size_a, size_b, common, common_bag, total = sums
-    union = size_a + size_b - common
-    return (common / union if union else 0.0), (common_bag / total if total else 0.0)
-
-
-def sums_in_passes(
-    read: Callable[[Part], tuple[ShingleSets | None, ShingleSets | None]], n_a: int, n_b: int
-) -> tuple[int, int, int, int, int] | None:
-    """The counts behind :func:`jaccard_in_passes`, summed over the passes: distinct shingles of
-    each, shared ones, the sum of the smaller count of each shared one, and of all counts."""
-    size_a = size_b = common = common_bag = total = 0
-    n_parts = pair_passes(n_a, n_b)  # planned from the window counts: repeats make it too many
-    lo, step = 0, 1
-    while lo < n_parts:
-        hi = min(n_parts, lo + step)
-        ra, rb = read((lo, hi, n_parts))
-        if ra is None or rb is None:
-            return None
-        _, ia, ib = np.intersect1d(ra.data, rb.data, assume_unique=True, return_indices=True)
-        common += len(ia)
-        size_a += len(ra.data)
-        size_b += len(rb.data)
-        common_bag += int(np.minimum(ra.counts[ia], rb.counts[ib]).sum(dtype=np.int64))
-        total += int(ra.counts.sum(dtype=np.int64)) + int(rb.counts.sum(dtype=np.int64))
-        # The rest in as few passes as the distinct shingles seen per range allow.
-        small, large = sorted((len(ra.data), len(rb.data)))
-        step = max(1, PAIR_BYTES * (hi - lo) // max(1, 12 * small + 48 * large))
-        lo = hi
-    return size_a, size_b, common, common_bag, total
-
-
-def components(left: np.ndarray, right: np.ndarray, n: int) -> np.ndarray:
-    """Label of each pair's connected component in the graph of the pairs (the smallest document in it)."""
-    label = np.arange(n, dtype=np.int64)
-    if not len(left):
-        return np.zeros(0, np.int64)
-    while True:
-        lo = np.minimum(label[left], label[right])
-        changed = False
-        for side in (left, right):
-            before = label[side]
-            np.minimum.at(label, side, lo)
-            changed |= bool(np.any(label[side] != before))
-        label = label[label]  # pointer jumping: a label's label is smaller still
-        if not changed and np.array_equal(label[left], label[right]):
-            break
-    return label[left]
 
 
 @dataclass
@@ -200,6 +143,24 @@ def verify_pairs(
             bad |= unread
     stale = {d for d in bad if os.path.exists(reader.path_of(d))}
     return Verified(set_j, bag_j, ok, stale, bad - stale)
+
+
+def components(left: np.ndarray, right: np.ndarray, n: int) -> np.ndarray:
+    """Label of each pair's connected component in the graph of the pairs (the smallest document in it)."""
+    label = np.arange(n, dtype=np.int64)
+    if not len(left):
+        return np.zeros(0, np.int64)
+    while True:
+        lo = np.minimum(label[left], label[right])
+        changed = False
+        for side in (left, right):
+            before = label[side]
+            np.minimum.at(label, side, lo)
+            changed |= bool(np.any(label[side] != before))
+        label = label[label]  # pointer jumping: a label's label is smaller still
+        if not changed and np.array_equal(label[left], label[right]):
+            break
+    return label[left]
 
 
 def _units(label: np.ndarray, jobs: int) -> list[tuple[int, int]]:
@@ -284,7 +245,7 @@ class _Work:
         before = dict(reader.reads)
         last = _last_needed(ol, orr)
         na, nb = np.asarray(self.shingles[ol], np.int64), np.asarray(self.shingles[orr], np.int64)
-        split = 12 * np.minimum(na, nb) + 48 * np.maximum(na, nb) > PAIR_BYTES  # pair_passes(a, b) > 1
+        split = 12 * np.minimum(na, nb) + 48 * np.maximum(na, nb) > similarity.PAIR_BYTES  # pair_passes(a, b) > 1
         for p in np.flatnonzero(split).tolist():
             set_j[p], bag_j[p], ok[p] = self.in_passes(int(ol[p]), int(orr[p]), bad)
         held = _Held()
