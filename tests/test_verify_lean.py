@@ -168,3 +168,10 @@ def test_a_tiny_arena_and_budget_give_the_same_jaccards_and_an_edit_in_place_is_
     assert got.stale == {d} and not got.gone
     assert not got.ok[(left == d) | (right == d)].any() and got.ok[(left != d) & (right != d)].all()
     assert np.array_equal(got.set_jaccard[got.ok], whole.set_jaccard[got.ok])
+    (tmp_path / "c" / "d05.txt").unlink()  # vanished: gone, not stale
+    gone = loaded.docs().ids.index("d05.txt")
+    got = verify.verify_pairs(reader_of(loaded), left, right, jobs=2)
+    assert got.stale == {d} and got.gone == {gone}
+    kept = (left != d) & (right != d) & (left != gone) & (right != gone)
+    assert got.ok[kept].all() and not got.ok[~kept].any()
+    assert np.array_equal(got.set_jaccard[kept], whole.set_jaccard[kept])
