@@ -59,9 +59,10 @@ import numpy as np
 
 from simdoc import similarity
 from simdoc.bytesign import sets64_into
+from simdoc.corpus import streaming
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.plain import read_plain
-from simdoc.corpus.streaming import PIECE_CHARS, Part, sets64_of_texts
+from simdoc.corpus.streaming import Part, sets64_of_texts
 from simdoc.engines.local import LocalEngine, can_fork
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import shingle_texts
@@ -299,7 +300,7 @@ class _Work:
             text = None if path is None else read_plain(path, sizes[i], digests[i].tobytes(), follow)
             if text is None:
                 held.missing(d)
-            elif len(text) > PIECE_CHARS:  # shingled in pieces, in bounded memory
+            elif len(text) > streaming.PIECE_CHARS:  # shingled in pieces, in bounded memory
                 held.add(sets64_of_texts([text], reader.spec), {d: 0})
             else:
                 texts.append(text)
