@@ -83,28 +83,52 @@ def sets64_texts(texts: Sequence[str | bytes], spec: ShingleSpec) -> ShingleSets
     if not n or spec.unit != "char" or not kernels.ENABLED:
         return shingle_texts(texts, spec, form="sets64")
     raw, offsets = _joined(texts)
-    longest = max(int(np.diff(offsets).max()), 1)
-    ws = workspace()
-    data = np.empty(max(len(raw), 1), dtype=np.uint64)
-    counts = np.empty(max(len(raw), 1), dtype=np.uint32)
-    sizes = np.empty(n, dtype=np.int64)
-    handled = np.zeros(n, dtype=np.bool_)
-    nnz = kernels_bytes.sets64_utf8(
-        np.frombuffer(raw, dtype=np.uint8), offsets, spec.k, code_point_table(spec.lowercase, spec.unicode, raw.isascii()),
-        np.uint32(VERIFY_SEEDS[0]), np.uint32(VERIFY_SEEDS[1]), data, counts, sizes, handled,
-        ws.get("blocks", longest, np.uint32), ws.get("buf", longest, np.uint32), ws.get("tmp", longest, np.uint32),
-        ws.get("wide", longest, np.uint64), ws.get("upper", longest, np.uint64),
-    )
+    room = max(len(raw), 1)
+    data = np.empty(room, dtype=np.uint64)
+    counts = np.empty(room, dtype=np.uint32)
+    sizes = _sets64_joined(raw, offsets, spec, data, counts)
+    handled = sizes >= 0
     indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(sizes, out=indptr[1:])
+    np.cumsum(np.where(handled, sizes, 0), out=indptr[1:])
+    nnz = int(indptr[-1])
     # As shingling.unique_rows keeps them: few repeats (prose), a view costs less than a copy.
-    sets = ShingleSets(indptr, data[:nnz], counts[:nnz]) if nnz * 2 >= len(raw) else ShingleSets(indptr, data[:nnz].copy(), counts[:nnz].copy())
+    sets = ShingleSets(indptr, data[:nnz], counts[:nnz]) if nnz * 2 >= room else ShingleSets(indptr, data[:nnz].copy(), counts[:nnz].copy())
     rest = np.flatnonzero(~handled)
     if not len(rest):
         return sets
     others = shingle_texts([texts[i] for i in rest.tolist()], spec, form="sets64")
     at = dict(zip(rest.tolist(), range(len(rest))))
     return ShingleSets.concatenate([others.slice(at[i], at[i] + 1) if i in at else sets.slice(i, i + 1) for i in range(n)])
+
+
+def sets64_into(texts: Sequence[str | bytes], spec: ShingleSpec, data: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The kernel part of :func:`sets64_texts`, written where the caller says: the rows of the
+    texts it handles one after another from ``data[0]``/``counts[0]`` (uint64, uint32, room for
+    as many values as the texts have UTF-8 bytes), and each text's row length, -1 for a text
+    it declines (word shingles, no numba, a character the table cannot map): the caller
+    shingles those the reference way (:func:`simdoc.shingling.shingle_texts`)."""
+    if not len(texts) or spec.unit != "char" or not kernels.ENABLED:
+        return np.full(len(texts), -1, dtype=np.int64)
+    raw, offsets = _joined(texts)
+    return _sets64_joined(raw, offsets, spec, data, counts)
+
+
+def _sets64_joined(raw: bytes, offsets: np.ndarray, spec: ShingleSpec, data: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    n = len(offsets) - 1
+    sizes = np.full(n, -1, dtype=np.int64)
+    if len(data) < len(raw) or len(counts) < len(raw):
+        raise ValueError("sets64_into: less room than the texts' bytes")
+    longest = max(int(np.diff(offsets).max()), 1)
+    ws = workspace()
+    handled = np.zeros(n, dtype=np.bool_)
+    kernels_bytes.sets64_utf8(
+        np.frombuffer(raw, dtype=np.uint8), offsets, spec.k, code_point_table(spec.lowercase, spec.unicode, raw.isascii()),
+        np.uint32(VERIFY_SEEDS[0]), np.uint32(VERIFY_SEEDS[1]), data, counts, sizes, handled,
+        ws.get("blocks", longest, np.uint32), ws.get("buf", longest, np.uint32), ws.get("tmp", longest, np.uint32),
+        ws.get("wide", longest, np.uint64), ws.get("upper", longest, np.uint64),
+    )
+    sizes[~handled] = -1
+    return sizes
 
 
 def _joined(texts: Sequence[str | bytes]) -> tuple[bytes, np.ndarray]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -204,14 +204,29 @@ def pair_sums(sets: ShingleSets, left: np.ndarray, right: np.ndarray) -> np.ndar
     and so are the sums over the passes of a pair compared a hash range at a time."""
     left = np.ascontiguousarray(left, dtype=np.int64)
     right = np.ascontiguousarray(right, dtype=np.int64)
+    return _sums(sets.indptr, sets.data, sets.counts, left, right)
+
+
+def span_sums(data: np.ndarray, counts: np.ndarray, spans_a: np.ndarray, spans_b: np.ndarray) -> np.ndarray:
+    """:func:`pair_sums` of rows given by where they lie in ``data``/``counts`` (sorted 64-bit
+    sets with counts, anywhere in one array): pair p compares ``data[spans_a[p, 0]:spans_a[p, 1]]``
+    with ``data[spans_b[p, 0]:spans_b[p, 1]]``. Rows stay where they are (none is copied)."""
+    m = len(spans_a)
+    # The spans as the rows of a CSR whose every other row is a gap: row 2p is pair p's a, 2m + 2p its b.
+    bounds = np.concatenate([np.asarray(spans_a, np.int64).reshape(-1), np.asarray(spans_b, np.int64).reshape(-1)])
+    rows = 2 * np.arange(m, dtype=np.int64)
+    return _sums(bounds, data, counts, rows, rows + 2 * m)
+
+
+def _sums(indptr: np.ndarray, data: np.ndarray, counts: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     out = np.zeros((len(left), 5), np.int64)
     if kernels.ENABLED:
-        kernels.pair_sums(sets.indptr, sets.data, sets.counts, left, right, out)
+        kernels.pair_sums(indptr, data, counts, left, right, out)
         return out
     for p, (a, b) in enumerate(zip(left.tolist(), right.tolist())):  # the kernel's reference
-        ra, rb = sets.row(a), sets.row(b)
+        ra, rb = data[indptr[a] : indptr[a + 1]], data[indptr[b] : indptr[b + 1]]
         _, ia, ib = np.intersect1d(ra, rb, assume_unique=True, return_indices=True)
-        ca, cb = sets.row_counts(a), sets.row_counts(b)
+        ca, cb = counts[indptr[a] : indptr[a + 1]], counts[indptr[b] : indptr[b + 1]]
         out[p] = (
             len(ra), len(rb), len(ia), np.minimum(ca[ia], cb[ib]).sum(dtype=np.int64),
             ca.sum(dtype=np.int64) + cb.sum(dtype=np.int64),
@@ -228,3 +243,63 @@ def jaccards_of_sums(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     set_j = np.divide(sums[:, 2], union, out=np.zeros(len(sums)), where=union > 0)
     bag_j = np.divide(sums[:, 3], total, out=np.zeros(len(sums)), where=total > 0)
     return set_j, bag_j
+
+
+# A pair whose two sets would need more than this to be read is compared in passes, each
+# reading both documents again and keeping one range of their hashes: exact, in bounded memory.
+PAIR_BYTES = 128 << 20
+# (lo, hi, P): only the 64-bit hashes in ranges lo..hi-1 of P equal ones (simdoc.corpus.streaming.Part)
+Part = tuple[int, int, int]
+
+
+def pair_passes(n_a: int, n_b: int) -> int:
+    """How many passes a pair of ``n_a`` and ``n_b`` shingles (window counts) is compared in, for a
+    pass to hold about PAIR_BYTES: the first document's range (12 bytes a shingle) while the
+    second's is merged (~48 bytes a shingle). One: the pair is compared whole."""
+    small, large = sorted((int(n_a), int(n_b)))
+    return max(1, -(-(12 * small + 48 * large) // PAIR_BYTES))
+
+
+def jaccard_in_passes(
+    read: Callable[[Part], tuple[ShingleSets | None, ShingleSets | None]], n_a: int, n_b: int
+) -> tuple[float, float] | None:
+    """(set, bag) Jaccard of one pair of one-row 64-bit sets, one hash range at a time, in about
+    PAIR_BYTES whatever the documents hold; None if ``read`` gave None for either (not compared).
+
+    ``read(part)`` gives the two documents' sets restricted to ``part`` (see
+    ``simdoc.corpus.streaming.in_part``), reading them again. The sums of the ranges'
+    counts are those of the whole sets, so the Jaccards are the same floats as comparing
+    them whole. ``n_a``, ``n_b``: their window counts, to plan the first pass.
+    """
+    sums = sums_in_passes(read, n_a, n_b)
+    if sums is None:
+        return None
+    size_a, size_b, common, common_bag, total = sums
+    union = size_a + size_b - common
+    return (common / union if union else 0.0), (common_bag / total if total else 0.0)
+
+
+def sums_in_passes(
+    read: Callable[[Part], tuple[ShingleSets | None, ShingleSets | None]], n_a: int, n_b: int
+) -> tuple[int, int, int, int, int] | None:
+    """The counts behind :func:`jaccard_in_passes`, summed over the passes: distinct shingles of
+    each, shared ones, the sum of the smaller count of each shared one, and of all counts."""
+    size_a = size_b = common = common_bag = total = 0
+    n_parts = pair_passes(n_a, n_b)  # planned from the window counts: repeats make it too many
+    lo, step = 0, 1
+    while lo < n_parts:
+        hi = min(n_parts, lo + step)
+        ra, rb = read((lo, hi, n_parts))
+        if ra is None or rb is None:
+            return None
+        _, ia, ib = np.intersect1d(ra.data, rb.data, assume_unique=True, return_indices=True)
+        common += len(ia)
+        size_a += len(ra.data)
+        size_b += len(rb.data)
+        common_bag += int(np.minimum(ra.counts[ia], rb.counts[ib]).sum(dtype=np.int64))
+        total += int(ra.counts.sum(dtype=np.int64)) + int(rb.counts.sum(dtype=np.int64))
+        # The rest in as few passes as the distinct shingles seen per range allow.
+        small, large = sorted((len(ra.data), len(rb.data)))
+        step = max(1, PAIR_BYTES * (hi - lo) // max(1, 12 * small + 48 * large))
+        lo = hi
+    return size_a, size_b, common, common_bag, total

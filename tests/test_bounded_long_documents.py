@@ -3,7 +3,7 @@
 Base64 of random bytes has a distinct shingle at almost every position: a
 32 MiB file and an edited copy took 2.4 GB to index and verify (~36 bytes
 an input byte). Now a file is signed as it is read, and a pair is verified
-in passes of one hash range each (:data:`simdoc.stages.verify.PAIR_BYTES`),
+in passes of one hash range each (:data:`simdoc.similarity.PAIR_BYTES`),
 so the peak is the same for a document twice as long. The sizes here are
 small, for speed: files over 1 MiB are made to be streamed and the pass
 budget is lowered to match, as the defaults (64 MiB, 128 MiB) do at scale.
@@ -26,7 +26,7 @@ from test_bounded_memory import _LAUNCHER
 MB = 1 << 20
 
 _ENTRY = (
-    "import sys, simdoc.corpus.streaming as s, simdoc.stages.verify as v\n"
+    "import sys, simdoc.corpus.streaming as s, simdoc.stages.verify, simdoc.similarity as v\n"
     "s.STREAM_BYTES = 1 << 20\n"
     "v.PAIR_BYTES = 48 << 20\n"
     "if sys.argv[1] == '--large-chars':  # queries and pairs of a few MB, budgets to match\n"

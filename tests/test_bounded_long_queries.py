@@ -94,7 +94,7 @@ def test_a_streamed_query_prints_what_the_whole_query_did(tmp_path, monkeypatch)
     compressed file and stdin (with undecodable bytes)."""
     import simdoc.corpus.long_text as long_text
     import simdoc.corpus.streaming as streaming
-    import simdoc.stages.verify as verify
+    import simdoc.similarity as similarity
 
     rng = random.Random(28)
     corpus = tmp_path / "c"
@@ -125,7 +125,7 @@ def test_a_streamed_query_prints_what_the_whole_query_did(tmp_path, monkeypatch)
         monkeypatch.setattr(cls, "shingle", _spy(readings, cls.shingle))
     monkeypatch.setattr(streaming, "LARGE_CHARS", 1 << 14)
     monkeypatch.setattr(streaming, "CHUNK_BYTES", 4099)  # cuts words, and UTF-8 sequences
-    monkeypatch.setattr(verify, "PAIR_BYTES", 3 << 20)  # several passes
+    monkeypatch.setattr(similarity, "PAIR_BYTES", 3 << 20)  # several passes
     assert run() == whole
     printed = [json.loads(line)["query"] for line in (whole[0] + whole[1]).splitlines()]
     for name in (str(tmp_path / "q.txt"), str(tmp_path / "q.txt.gz"), "-"):
@@ -147,7 +147,7 @@ def test_a_query_file_that_changes_between_passes_is_not_compared(tmp_path, monk
     changed, once, and nothing of it is printed."""
     import simdoc.corpus.long_text as long_text
     import simdoc.corpus.streaming as streaming
-    import simdoc.stages.verify as verify
+    import simdoc.similarity as similarity
 
     rng = random.Random(5)
     corpus = tmp_path / "c"
@@ -161,7 +161,7 @@ def test_a_query_file_that_changes_between_passes_is_not_compared(tmp_path, monk
     q = tmp_path / "q.txt"
     q.write_text(base)
     monkeypatch.setattr(streaming, "LARGE_CHARS", 1 << 14)
-    monkeypatch.setattr(verify, "PAIR_BYTES", 1 << 20)
+    monkeypatch.setattr(similarity, "PAIR_BYTES", 1 << 20)
     method = long_text.LongFile.shingle
     calls = []
 

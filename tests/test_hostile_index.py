@@ -47,6 +47,9 @@ def _audit(event: str, args: tuple) -> None:
         return
     path = args[0] if args else None
     if isinstance(path, (str, bytes, os.PathLike)):
+        flags = args[2] if event == "open" and len(args) > 2 and isinstance(args[2], int) else 0
+        if flags & getattr(os, "O_NOFOLLOW", 0) and os.path.islink(path):
+            return  # refused by the open itself (ELOOP): nothing is read through the link
         _RECORD.append((event, os.fsdecode(path)))
 
 

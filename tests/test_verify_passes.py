@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simdoc
+import simdoc.similarity as similarity
 import simdoc.stages.verify as verify
 from simdoc.corpus import streaming
 from simdoc.shingling import ShingleSpec
@@ -71,7 +72,7 @@ def test_pairs_verified_in_passes_have_the_whole_sets_jaccards(tmp_path, unit):
         reader = reader_of(loaded)
         # The largest pairs in about four passes, the smallest in one.
         most = int(np.max(loaded.docs().columns["n_shingles"])) * 12
-        with mock.patch.object(verify, "PAIR_BYTES", most // 2), mock.patch.object(streaming, "PIECE_CHARS", 97):
+        with mock.patch.object(similarity, "PAIR_BYTES", most // 2), mock.patch.object(streaming, "PIECE_CHARS", 97):
             steps: list[int] = []
             passes = verify.verify_pairs(reader, left, right, jobs=1, progress=steps.append)
     assert sum(steps) == len(left)  # each pair reported once, those verified in passes too
@@ -90,7 +91,7 @@ def test_a_pair_with_many_repeats_takes_few_passes(tmp_path):
     loaded = open_index(tmp_path / "idx")
     whole = verify.verify_pairs(reader_of(loaded), [0], [1], jobs=1)
     reader = reader_of(loaded)
-    with mock.patch.object(verify, "PAIR_BYTES", 60 * 60_000 // 20):  # planned: ~20 passes
+    with mock.patch.object(similarity, "PAIR_BYTES", 60 * 60_000 // 20):  # planned: ~20 passes
         passes = verify.verify_pairs(reader, [0], [1], jobs=1)
     assert passes.set_jaccard.tobytes() == whole.set_jaccard.tobytes()
     assert passes.bag_jaccard.tobytes() == whole.bag_jaccard.tobytes()
@@ -128,15 +129,15 @@ def test_query_compares_long_queries_and_large_candidates_in_passes(tmp_path, un
     for m in whole:  # the Jaccards are those of the texts, computed here
         assert m.jaccard == _exact_jaccard(dict(queries)[m.query], {**texts, **members}[m.doc], spec)
     calls: list[int] = []
-    counted = verify.jaccard_in_passes
+    counted = similarity.jaccard_in_passes
 
     def passes(read, n_a, n_b):
-        calls.append(verify.pair_passes(n_a, n_b))
+        calls.append(similarity.pair_passes(n_a, n_b))
         return counted(read, n_a, n_b)
 
     most = int(np.max(open_index(tmp_path / "idx").docs().columns["n_shingles"])) * 12
     with (
-        mock.patch.object(verify, "PAIR_BYTES", most // 2), mock.patch.object(streaming, "PIECE_CHARS", 97),
+        mock.patch.object(similarity, "PAIR_BYTES", most // 2), mock.patch.object(streaming, "PIECE_CHARS", 97),
         mock.patch.object(streaming, "LARGE_CHARS", 1000), mock.patch.object(query_mod, "jaccard_in_passes", passes),
     ):
         small, warned, _ = query_mod.query_documents(tmp_path / "idx", queries, all_candidates=True)
@@ -150,7 +151,7 @@ def test_query_compares_long_queries_and_large_candidates_in_passes(tmp_path, un
     # A candidate changed since it was indexed is named and left out, in passes as whole.
     big = max(texts, key=len)
     (tmp_path / "c" / big).write_text(texts[big].replace("a", "b"))
-    with mock.patch.object(verify, "PAIR_BYTES", 1000), mock.patch.object(streaming, "LARGE_CHARS", 1000):
+    with mock.patch.object(similarity, "PAIR_BYTES", 1000), mock.patch.object(streaming, "LARGE_CHARS", 1000):
         changed, warned, _ = query_mod.query_documents(tmp_path / "idx", queries, all_candidates=True)
     assert warned == [f"{big}: changed or gone since it was indexed; not compared (run `simdoc pairs CORPUS` to update the index)"]
     assert {m.doc for m in changed} == {m.doc for m in whole} - {big}
@@ -177,15 +178,15 @@ def test_show_compares_long_documents_in_passes_with_the_same_numbers(tmp_path):
     for args in runs:
         whole = CliRunner().invoke(cli, args)
         calls: list[int] = []
-        counted = verify.sums_in_passes
+        counted = similarity.sums_in_passes
 
         def passes(read, n_a, n_b):
-            calls.append(verify.pair_passes(n_a, n_b))
+            calls.append(similarity.pair_passes(n_a, n_b))
             return counted(read, n_a, n_b)
 
         with (
-            mock.patch.object(verify, "PAIR_BYTES", 40_000), mock.patch.object(streaming, "LARGE_CHARS", 1000),
-            mock.patch.object(verify, "sums_in_passes", passes),
+            mock.patch.object(similarity, "PAIR_BYTES", 40_000), mock.patch.object(streaming, "LARGE_CHARS", 1000),
+            mock.patch.object(similarity, "sums_in_passes", passes),
         ):
             split = CliRunner().invoke(cli, args)
         assert whole.exit_code == split.exit_code == 0, (whole.stderr, split.stderr)

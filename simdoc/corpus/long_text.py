@@ -8,7 +8,7 @@ which cannot be read twice, is first copied to an anonymous temporary file
 (no name to find or leave behind; the system frees it when simdoc exits, however
 it ends). Each use reads the text again, a chunk at a time: once to sign it,
 then once per pass of each exact comparison (a range of hashes at a time, see
-:func:`simdoc.stages.verify.jaccard_in_passes`), so that memory does not grow
+:func:`simdoc.similarity.jaccard_in_passes`), so that memory does not grow
 with its length. A file whose bytes are not those of its first reading is not
 compared further: the sums of two passes over two versions would be no
 Jaccard of either.

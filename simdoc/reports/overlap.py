@@ -2,7 +2,7 @@
 
 :func:`texts_overlap` compares two texts' 64-bit sets whole, or, when they
 are too long for that, in passes over hash ranges as `pairs` verifies a
-pair (:func:`simdoc.stages.verify.sums_in_passes`): the same numbers in
+pair (:func:`simdoc.similarity.sums_in_passes`): the same numbers in
 bounded memory.
 """
 
@@ -83,7 +83,7 @@ def texts_overlap(text_a: str | bytes, text_b: str | bytes, spec: ShingleSpec) -
     """:func:`shingle_overlap` of two texts' 64-bit sets; texts too long to compare whole are
     compared in passes over hash ranges, as `pairs` verifies a pair: the same numbers."""
     from simdoc.corpus.streaming import sets64_of_texts
-    from simdoc.stages.verify import pair_passes, sums_in_passes
+    from simdoc.similarity import pair_passes, sums_in_passes
 
     # A text has at most as many windows as characters, whatever the unit: passes planned from them.
     if pair_passes(len(text_a), len(text_b)) == 1:

@@ -14,7 +14,7 @@ by a batch and the candidates' cache, not by the number of queries. Nor by
 their length: a query longer than :data:`simdoc.corpus.streaming.LARGE_CHARS`
 is signed a piece at a time, and a pair too large to compare whole (a long
 query, or a long candidate) is compared in passes over hash ranges, as
-`pairs` verifies one (:func:`simdoc.stages.verify.jaccard_in_passes`). A
+`pairs` verifies one (:func:`simdoc.similarity.jaccard_in_passes`). A
 query given as a :class:`simdoc.corpus.long_text.LongText` (a long file, or
 long text on stdin) is never held: it is read again, a chunk at a time, to
 be signed and for each pass.
@@ -36,9 +36,8 @@ from simdoc.minhash import SignatureFold
 from simdoc.params import Threshold, choose_threshold
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec, shingle_texts
-from simdoc.similarity import pair_estimates, pair_jaccard
+from simdoc.similarity import jaccard_in_passes, pair_estimates, pair_jaccard, pair_passes
 from simdoc.stages.reread import reader_of
-from simdoc.stages.verify import jaccard_in_passes, pair_passes
 from simdoc.store.directory import IndexStore
 from simdoc.store.loaded import LoadedIndex, open_index
 
@@ -243,7 +242,7 @@ class _DocumentSets:
     def jaccards(self, query: _Query, found: np.ndarray, spec: ShingleSpec) -> tuple[np.ndarray, np.ndarray]:
         """Exact set Jaccard of the query with each candidate, and which could be compared.
 
-        A pair too large to compare whole (:func:`simdoc.stages.verify.pair_passes`), or a query
+        A pair too large to compare whole (:func:`simdoc.similarity.pair_passes`), or a query
         too long to hold its set, is compared in passes over hash ranges, as `pairs` verifies
         such a pair: both re-shingled each pass, one range of hashes kept.
         """

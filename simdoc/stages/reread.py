@@ -44,7 +44,9 @@ def safe_relative(doc_id: str, where: str) -> str:
     return doc_id
 
 
-def confined_path(root: str, rel: str, follow_symlinks: bool, where: str = "index", dirs: dict | None = None) -> str | None:
+def confined_path(
+    root: str, rel: str, follow_symlinks: bool, where: str = "index", dirs: dict | None = None, link_check: bool = True
+) -> str | None:
     """``root/rel`` if it is still inside ``root``, else None; ``rel`` is a docs-table path.
 
     ``rel`` itself cannot climb out (see :func:`safe_relative`), but a folder
@@ -52,7 +54,9 @@ def confined_path(root: str, rel: str, follow_symlinks: bool, where: str = "inde
     was indexed. Unless the index follows links (then that was asked for),
     a path whose folder resolves outside the corpus, or that is itself a
     link now, is not opened. ``dirs`` memoises the folders' answers: the
-    documents of one folder cost one ``realpath``.
+    documents of one folder cost one ``realpath``. Without ``link_check`` the
+    file itself is not looked at: for a caller that opens it with O_NOFOLLOW
+    (:func:`simdoc.corpus.plain.read_plain`), which refuses a link itself.
     """
     path = os.path.join(root, safe_relative(rel, where))
     if follow_symlinks or is_url(root):  # an object's key cannot lead out of its prefix
@@ -67,6 +71,8 @@ def confined_path(root: str, rel: str, follow_symlinks: bool, where: str = "inde
         inside = dirs[parent] = real == real_root or real.startswith(real_root.rstrip("/") + "/")
     if not inside:
         return None
+    if not link_check:
+        return path
     try:
         if stat.S_ISLNK(os.lstat(path).st_mode):
             return None
@@ -157,6 +163,25 @@ class DocumentReader:
     def confined(self, rel: str) -> str | None:
         """The path of a file of the corpus to open, or None if a link now leads it out (see :func:`confined_path`)."""
         return confined_path(self.root, rel, self.follow_symlinks, self.where, self._dirs)
+
+    def openable(self, rels: list[str]) -> list[str | None]:
+        """:meth:`confined` of each, but for files opened with O_NOFOLLOW: their folders checked,
+        not the files (:func:`simdoc.corpus.plain.read_plain` refuses a link itself)."""
+        if self.follow_symlinks or is_url(self.root):
+            return [os.path.join(self.root, safe_relative(rel, self.where)) for rel in rels]
+        out: list[str | None] = []
+        dirs = self._dirs
+        for rel in rels:
+            # confined_path's answer, its folder looked up first (the documents of one folder
+            # are many): the same memo, so the same realpath decides.
+            path = os.path.join(self.root, safe_relative(rel, self.where))
+            folder = path.rpartition("/")[0]
+            inside = dirs.get(folder) if folder else None  # ("": the memo's own entry, the root's realpath)
+            if inside is None:
+                out.append(confined_path(self.root, rel, False, self.where, dirs, link_check=False))
+            else:
+                out.append(path if inside else None)
+        return out
 
     def read_sets(self, docs: list[int], part: Part | None = None) -> dict[int, ShingleSets | None]:
         """Each document's one-row 64-bit sets, or None if it is stale or gone (``part``: only the

@@ -1,4 +1,4 @@
-"""Verification: candidate documents re-read from the corpus, shingled, compared exactly.
+"""Verification: candidate pairs compared exactly, their documents read again from the corpus.
 
 MMDS §3.4.3 ends the LSH procedure by checking each candidate pair against
 "the documents themselves". The index keeps no shingles (it would be several
@@ -9,24 +9,40 @@ Jaccard then equals the Jaccard of the k-grams themselves unless two
 distinct k-grams of a pair collide in 64 bits, about once in 10^10 pairs of
 10^4-shingle documents.
 
-Order and memory. Pairs are verified in order of the connected component of
-the candidate graph they belong to, so the documents of one component are
-read together and dropped together once its last pair is done; each
-document is read and shingled once per run whenever its component's sets
-fit in :data:`CACHE_BYTES`. A larger component (a templated site) is walked
-pair by pair in that order, keeping the sets of the documents its later pairs
-still need, up to the budget: then a document may be read more than once, and
-memory stays bounded. Members of one JSON Lines file are read in one pass
-over it; a WARC record is read at its offset.
+This module is the whole of it, read top to bottom; it calls down into the
+store (the docs table), the corpus (reading files) and the maths (the
+kernels), never back up:
 
-How a unit of pairs is verified (:meth:`_Work.run`), top to bottom: cut the
-pairs into chunks whose new documents hold about :data:`CHUNK_BYTES` of
-sets; read a chunk's documents in one batch, in the order of their names
-(:meth:`simdoc.stages.reread.DocumentReader.read_batch`: one CSR of sorted
-64-bit sets, a row a document); compare all the chunk's pairs in one call
-of the merge kernel over pairs of rows (:func:`simdoc.similarity.pair_sums`,
-integers, divided once by :func:`simdoc.similarity.jaccards_of_sums`); keep
-the rows later pairs still need (:class:`_Held`).
+1. :func:`verify_pairs` orders the pairs by the connected component of the
+   candidate graph they belong to, so that the documents of one component
+   are read together and dropped together once its last pair is done, and
+   cuts them into units of whole components, verified here or on forked
+   processes (``jobs``).
+2. :meth:`_Work.run` verifies a unit a chunk of pairs at a time: as many
+   pairs as the sets of the documents they add fit in :data:`CHUNK_BYTES`
+   (and all held in ``budget``, :data:`CACHE_BYTES`).
+3. :meth:`_Work.read` reads a chunk's new documents, in the order of their
+   names: where they live and their digests come from the docs table a
+   batch at a time (:meth:`simdoc.store.doctable.DocsTable.places`); a file
+   read whole when indexed is read again leanly and checked against its
+   digest (:func:`simdoc.corpus.plain.read_plain`); the texts are shingled
+   by one kernel call straight into the rows held
+   (:func:`simdoc.bytesign.sets64_into`). Members of JSON Lines, WARC and
+   Parquet files (each file read once for all its members wanted), streamed
+   and HTML files, a corpus at a URL or cut by ``--max-bytes`` are read by
+   :meth:`simdoc.stages.reread.DocumentReader.read_batch`, the general way.
+4. :meth:`_Held.compare` merges all the chunk's pairs in one kernel call,
+   where their rows lie (:func:`simdoc.similarity.span_sums`: integers,
+   divided once by :func:`simdoc.similarity.jaccards_of_sums`), and
+   :meth:`_Held.keep` keeps the rows later pairs still need, moved to the
+   front of the arena the next chunk is written after.
+
+Each document is read and shingled once per run whenever its component's
+sets fit in the budget. A larger component (a templated site) is walked
+pair by pair in that order, keeping the sets of the documents its later
+pairs still need, up to the budget: then a document may be read more than
+once, and memory stays bounded. A pair too large to hold is compared in
+passes over ranges of its hashes (:func:`simdoc.similarity.jaccard_in_passes`).
 
 A document whose bytes no longer have the digest indexed is *stale*, one
 that cannot be read any more is *gone*: neither is compared; the caller
@@ -41,93 +57,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simdoc.corpus.streaming import Part
+from simdoc import similarity
+from simdoc.bytesign import sets64_into
+from simdoc.corpus import streaming
+from simdoc.corpus.objects import is_url
+from simdoc.corpus.plain import read_plain
+from simdoc.corpus.streaming import Part, sets64_of_texts
 from simdoc.engines.local import LocalEngine, can_fork
 from simdoc.shinglesets import ShingleSets
-from simdoc.similarity import jaccards_of_sums, pair_sums
+from simdoc.shingling import shingle_texts
+from simdoc.similarity import jaccard_in_passes, jaccards_of_sums, span_sums
 from simdoc.stages.reread import DocumentReader
+from simdoc.store.doctable import HOW
 
 CACHE_BYTES = 512 << 20  # shingle sets held at once (64-bit hashes and counts: ~12 bytes a shingle)
-# A pair whose two sets would need more than this to be read is compared in passes, each
-# reading both documents again and keeping one range of their hashes: exact, in bounded memory.
-PAIR_BYTES = 128 << 20
 CHUNK_PAIRS = 1 << 16  # pairs compared per call of the merge kernel
 # The sets of the documents read for one chunk of pairs, at most (about): read, shingled and
 # compared while their arrays are still in the CPU's caches, and their memory is reused by
 # the next chunk's (larger ones would be fresh pages each time: measured 1.4x the CPU time).
 CHUNK_BYTES = 8 << 20
 PROGRESS_PAIRS = 4096  # pairs compared between two moves of the progress bar
-
-
-def pair_passes(n_a: int, n_b: int) -> int:
-    """How many passes a pair of ``n_a`` and ``n_b`` shingles (window counts) is compared in, for a
-    pass to hold about PAIR_BYTES: the first document's range (12 bytes a shingle) while the
-    second's is merged (~48 bytes a shingle). One: the pair is compared whole."""
-    small, large = sorted((int(n_a), int(n_b)))
-    return max(1, -(-(12 * small + 48 * large) // PAIR_BYTES))
-
-
-def jaccard_in_passes(
-    read: Callable[[Part], tuple[ShingleSets | None, ShingleSets | None]], n_a: int, n_b: int
-) -> tuple[float, float] | None:
-    """(set, bag) Jaccard of one pair of one-row 64-bit sets, one hash range at a time, in about
-    PAIR_BYTES whatever the documents hold; None if ``read`` gave None for either (not compared).
-
-    ``read(part)`` gives the two documents' sets restricted to ``part`` (see
-    :func:`simdoc.corpus.streaming.in_part`), reading them again. The sums of the ranges'
-    counts are those of the whole sets, so the Jaccards are the same floats as comparing
-    them whole. ``n_a``, ``n_b``: their window counts, to plan the first pass.
-    """
-    sums = sums_in_passes(read, n_a, n_b)
-    if sums is None:
-        return None
-    size_a, size_b, common, common_bag, total = sums
-    union = size_a + size_b - common
-    return (common / union if union else 0.0), (common_bag / total if total else 0.0)
-
-
-def sums_in_passes(
-    read: Callable[[Part], tuple[ShingleSets | None, ShingleSets | None]], n_a: int, n_b: int
-) -> tuple[int, int, int, int, int] | None:
-    """The counts behind :func:`jaccard_in_passes`, summed over the passes: distinct shingles of
-    each, shared ones, the sum of the smaller count of each shared one, and of all counts."""
-    size_a = size_b = common = common_bag = total = 0
-    n_parts = pair_passes(n_a, n_b)  # planned from the window counts: repeats make it too many
-    lo, step = 0, 1
-    while lo < n_parts:
-        hi = min(n_parts, lo + step)
-        ra, rb = read((lo, hi, n_parts))
-        if ra is None or rb is None:
-            return None
-        _, ia, ib = np.intersect1d(ra.data, rb.data, assume_unique=True, return_indices=True)
-        common += len(ia)
-        size_a += len(ra.data)
-        size_b += len(rb.data)
-        common_bag += int(np.minimum(ra.counts[ia], rb.counts[ib]).sum(dtype=np.int64))
-        total += int(ra.counts.sum(dtype=np.int64)) + int(rb.counts.sum(dtype=np.int64))
-        # The rest in as few passes as the distinct shingles seen per range allow.
-        small, large = sorted((len(ra.data), len(rb.data)))
-        step = max(1, PAIR_BYTES * (hi - lo) // max(1, 12 * small + 48 * large))
-        lo = hi
-    return size_a, size_b, common, common_bag, total
-
-
-def components(left: np.ndarray, right: np.ndarray, n: int) -> np.ndarray:
-    """Label of each pair's connected component in the graph of the pairs (the smallest document in it)."""
-    label = np.arange(n, dtype=np.int64)
-    if not len(left):
-        return np.zeros(0, np.int64)
-    while True:
-        lo = np.minimum(label[left], label[right])
-        changed = False
-        for side in (left, right):
-            before = label[side]
-            np.minimum.at(label, side, lo)
-            changed |= bool(np.any(label[side] != before))
-        label = label[label]  # pointer jumping: a label's label is smaller still
-        if not changed and np.array_equal(label[left], label[right]):
-            break
-    return label[left]
+ARENA_VALUES = 1 << 20  # values the held rows start with room for (12 MB; grown when a chunk needs more)
+WHOLE = HOW.index("whole")
 
 
 @dataclass
@@ -195,6 +146,24 @@ def verify_pairs(
     return Verified(set_j, bag_j, ok, stale, bad - stale)
 
 
+def components(left: np.ndarray, right: np.ndarray, n: int) -> np.ndarray:
+    """Label of each pair's connected component in the graph of the pairs (the smallest document in it)."""
+    label = np.arange(n, dtype=np.int64)
+    if not len(left):
+        return np.zeros(0, np.int64)
+    while True:
+        lo = np.minimum(label[left], label[right])
+        changed = False
+        for side in (left, right):
+            before = label[side]
+            np.minimum.at(label, side, lo)
+            changed |= bool(np.any(label[side] != before))
+        label = label[label]  # pointer jumping: a label's label is smaller still
+        if not changed and np.array_equal(label[left], label[right]):
+            break
+    return label[left]
+
+
 def _units(label: np.ndarray, jobs: int) -> list[tuple[int, int]]:
     """[start, stop) ranges of the ordered pairs, cut at component boundaries, about
     eight per job (for balance) and at most UNIT_PAIRS pairs unless one component is larger."""
@@ -233,7 +202,12 @@ class _Work:
 
     def __init__(self, reader: DocumentReader, ol: np.ndarray, orr: np.ndarray, budget: int) -> None:
         self.reader, self.ol, self.orr, self.budget = reader, ol, orr, budget
-        self.shingles = reader.table.columns["n_shingles"]  # (memory-mapped on a Dask worker: read per document)
+        # (Memory-mapped on a Dask worker: read per document. A plain array's view of it: a
+        # memmap's item costs a microsecond more, and costs are asked per document.)
+        self.shingles = np.asarray(reader.table.columns["n_shingles"])
+        # Files read whole when indexed are read again leanly (simdoc.corpus.plain), unless the
+        # corpus is at a URL or cut by --max-bytes: those, and members, the reader's general way.
+        self.lean = reader.max_bytes is None and not is_url(reader.root)
 
     def cost(self, doc: int) -> int:
         """Bytes a document's 64-bit shingle set holds while it is cached (with counts), roughly."""
@@ -258,12 +232,12 @@ class _Work:
         """Verify ordered pairs [lo, hi): (lo, hi, set, bag, ok, unread documents, reads).
 
         The pairs are taken in order, a chunk at a time: as many as the sets of the
-        documents they add fit the budget. Those documents are read in one batch (in
-        the order of their names: a folder, a file of members, read front to back) and
-        shingled together, then the chunk's pairs are merged by one kernel call, where
-        the rows lie (:func:`simdoc.similarity.pair_sums`). The sets later pairs still
-        need are kept for them. ``progress`` is called with each PROGRESS_PAIRS pairs
-        compared (in this process only).
+        documents they add fit the budget. Those documents are read (in the order of
+        their names: a folder, a file of members, read front to back) and shingled
+        together into the rows held (:meth:`read`), then the chunk's pairs are merged by
+        one kernel call, where the rows lie (:func:`simdoc.similarity.span_sums`). The
+        rows later pairs still need are kept for them. ``progress`` is called with each
+        PROGRESS_PAIRS pairs compared (in this process only).
         """
         reader, ol, orr = self.reader, self.ol[lo:hi], self.orr[lo:hi]
         n = hi - lo
@@ -272,21 +246,21 @@ class _Work:
         before = dict(reader.reads)
         last = _last_needed(ol, orr)
         na, nb = np.asarray(self.shingles[ol], np.int64), np.asarray(self.shingles[orr], np.int64)
-        split = 12 * np.minimum(na, nb) + 48 * np.maximum(na, nb) > PAIR_BYTES  # pair_passes(a, b) > 1
+        split = 12 * np.minimum(na, nb) + 48 * np.maximum(na, nb) > similarity.PAIR_BYTES  # pair_passes(a, b) > 1
         for p in np.flatnonzero(split).tolist():
             set_j[p], bag_j[p], ok[p] = self.in_passes(int(ol[p]), int(orr[p]), bad)
-        held = _Held(self.cost)
+        held = _Held()
         start = 0
         while start < n:
             stop, new = self._chunk(ol, orr, start, split, held)
-            held.add(*reader.read_batch(new))
+            self.read(new, held)
             for a in range(start, stop, PROGRESS_PAIRS):
                 b = min(a + PROGRESS_PAIRS, stop)
                 at = a + np.flatnonzero(~split[a:b])
                 set_j[at], bag_j[at], ok[at] = held.compare(ol[at], orr[at], bad)
                 if progress is not None:
                     progress(b - a)
-            held.keep([d for d in held.row if last[d] >= stop], self.budget, last)
+            held.keep([d for d in held.span if last[d] >= stop], self.budget, last, self.cost)
             start = stop
         reads = {d: c - before.get(d, 0) for d, c in reader.reads.items() if c != before.get(d, 0)}
         return lo, hi, set_j, bag_j, ok, set(bad), reads
@@ -299,7 +273,7 @@ class _Work:
         new: dict[int, None] = {}
         while stop < n and stop - start < CHUNK_PAIRS:
             if not split[stop]:  # (a split pair is compared in passes, on its own)
-                add = [d for d in (int(ol[stop]), int(orr[stop])) if d not in held.row and d not in new]
+                add = [d for d in (int(ol[stop]), int(orr[stop])) if d not in held.span and d not in new]
                 more = sum(self.cost(d) for d in add)
                 if stop > start and (held.bytes + extra + more > self.budget or extra + more > CHUNK_BYTES):
                     break
@@ -307,6 +281,43 @@ class _Work:
                 extra += more
             stop += 1
         return stop, sorted(new)
+
+    def read(self, docs: list[int], held: _Held) -> None:
+        """Read ``docs`` again and add their sets to ``held`` (a document not read as indexed
+        is held as missing). Plain files are read here, leanly, and shingled together by one
+        call of the kernel, straight into the rows held; the rest by the reader."""
+        reader, table = self.reader, self.reader.table
+        docs_a = np.asarray(docs, dtype=np.int64)
+        plain = docs_a[table.columns["how"][docs_a] == WHOLE] if self.lean else docs_a[:0]
+        others = docs_a[~np.isin(docs_a, plain)].tolist()
+        texts: list[str | bytes] = []
+        read: list[int] = []
+        sizes = np.asarray(table.columns["file_size"][plain], np.int64).tolist()
+        digests = np.asarray(table.digest[plain])
+        follow = reader.follow_symlinks
+        for i, (d, path) in enumerate(zip(plain.tolist(), reader.openable(table.places(plain)))):
+            reader.reads[d] += 1
+            text = None if path is None else read_plain(path, sizes[i], digests[i].tobytes(), follow)
+            if text is None:
+                held.missing(d)
+            elif len(text) > streaming.PIECE_CHARS:  # shingled in pieces, in bounded memory
+                held.add(sets64_of_texts([text], reader.spec), {d: 0})
+            else:
+                texts.append(text)
+                read.append(d)
+        if texts:
+            room = sum(len(t) if isinstance(t, bytes) else 4 * len(t) for t in texts)
+            data, counts = held.room(room)
+            rows = sets64_into(texts, reader.spec, data, counts)
+            held.wrote(read, rows)
+            declined = [i for i, r in enumerate(rows.tolist()) if r < 0]
+            if declined:  # what the kernel cannot do exactly: the reference way
+                sets = shingle_texts([texts[i] for i in declined], reader.spec, form="sets64")
+                held.add(sets, {read[i]: j for j, i in enumerate(declined)})
+        if others:
+            held.add(*reader.read_batch(others))
+        for d in docs:
+            held.bytes += self.cost(d)
 
 
 def _last_needed(ol: np.ndarray, orr: np.ndarray) -> dict[int, int]:
@@ -321,43 +332,81 @@ def _last_needed(ol: np.ndarray, orr: np.ndarray) -> dict[int, int]:
 
 
 class _Held:
-    """The 64-bit sets of the documents read and still needed: rows of one CSR, ``row[doc]``
-    (-1: the document is stale or gone), ``bytes`` about what they hold."""
+    """The 64-bit sets of the documents read and still needed, as rows of one arena reused from
+    chunk to chunk (written in place by the kernel, never gathered into a new array): document
+    d's row is ``data[s:e]`` with its counts, ``span[d] = (s, e)``; (-1, -1): the document could
+    not be read as indexed (stale or gone). ``bytes``: about what the rows hold."""
 
-    def __init__(self, cost: Callable[[int], int]) -> None:
-        self.sets = ShingleSets(np.zeros(1, np.int64), np.zeros(0, np.uint64))
-        self.row: dict[int, int] = {}
-        self.cost = cost
+    def __init__(self) -> None:
+        self.data = np.empty(ARENA_VALUES, np.uint64)
+        self.counts = np.empty(ARENA_VALUES, np.uint32)
+        self.used = 0
+        self.span: dict[int, tuple[int, int]] = {}
         self.bytes = 0
 
+    def room(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Views of at least ``n`` free values after the rows held (the arena grows if need be)."""
+        if self.used + n > len(self.data):
+            size = max(2 * len(self.data), self.used + n)
+            data, counts = np.empty(size, np.uint64), np.empty(size, np.uint32)
+            data[: self.used], counts[: self.used] = self.data[: self.used], self.counts[: self.used]
+            self.data, self.counts = data, counts
+        return self.data[self.used :], self.counts[self.used :]
+
+    def wrote(self, docs: list[int], sizes: np.ndarray) -> None:
+        """Take the rows just written at the free end, one after another (a size < 0: none)."""
+        at = self.used
+        for d, m in zip(docs, sizes.tolist()):
+            if m >= 0:
+                self.span[d] = (at, at + m)
+                at += m
+        self.used = at
+
+    def missing(self, doc: int) -> None:
+        self.span[doc] = (-1, -1)
+
     def add(self, sets: ShingleSets, rows: dict[int, int]) -> None:
-        base = self.sets.n_docs
-        self.sets = ShingleSets.concatenate([self.sets, sets]) if base else sets
-        self.row.update((d, r + base if r >= 0 else -1) for d, r in rows.items())
-        self.bytes += sum(self.cost(d) for d in rows)
+        """Copy ``sets``' row ``rows[d]`` in as document d's (-1: missing)."""
+        data, counts = self.room(len(sets.data))
+        start = self.used
+        for d, r in rows.items():
+            if r < 0:
+                self.missing(d)
+                continue
+            a, b = int(sets.indptr[r]), int(sets.indptr[r + 1])
+            at = self.used - start
+            data[at : at + b - a], counts[at : at + b - a] = sets.data[a:b], sets.counts[a:b]
+            self.span[d] = (self.used, self.used + b - a)
+            self.used += b - a
 
     def compare(self, left: np.ndarray, right: np.ndarray, bad: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(set, bag, ok) of pairs of held documents; a pair with a document not read is not
         ok (0), and that document goes into ``bad``."""
-        ra = np.fromiter((self.row[d] for d in left.tolist()), np.int64, len(left))
-        rb = np.fromiter((self.row[d] for d in right.tolist()), np.int64, len(right))
-        ok = (ra >= 0) & (rb >= 0)
-        for d in np.concatenate([left[ra < 0], right[rb < 0]]).tolist():
+        sa = np.array([self.span[d] for d in left.tolist()], np.int64).reshape(-1, 2)
+        sb = np.array([self.span[d] for d in right.tolist()], np.int64).reshape(-1, 2)
+        ok = (sa[:, 0] >= 0) & (sb[:, 0] >= 0)
+        for d in np.concatenate([left[~(sa[:, 0] >= 0)], right[~(sb[:, 0] >= 0)]]).tolist():
             bad[d] = None
         sums = np.zeros((len(left), 5), np.int64)
-        sums[ok] = pair_sums(self.sets, ra[ok], rb[ok])
+        sums[ok] = span_sums(self.data, self.counts, sa[ok], sb[ok])
         set_j, bag_j = jaccards_of_sums(sums)
         return set_j, bag_j, ok
 
-    def keep(self, docs: list[int], budget: int, last: dict[int, int]) -> None:
-        """Keep only the sets of ``docs``; past the budget (a component larger than it), only
-        those needed soonest, down to half of it."""
-        held = sum(self.cost(d) for d in docs)
+    def keep(self, docs: list[int], budget: int, last: dict[int, int], cost: Callable[[int], int]) -> None:
+        """Keep only the rows of ``docs``, moved to the front of the arena; past the budget (a
+        component larger than it), only those needed soonest, down to half of it."""
+        held = sum(cost(d) for d in docs)
         if held > budget:
             docs = sorted(docs, key=lambda d: last[d])
             while held > budget // 2 and docs:
-                held -= self.cost(docs.pop())
-        read = [d for d in docs if self.row[d] >= 0]
-        self.sets = self.sets.take(np.asarray([self.row[d] for d in read], np.int64))
-        self.row = dict(zip(read, range(len(read)))) | {d: -1 for d in docs if self.row[d] < 0}
-        self.bytes = held
+                held -= cost(docs.pop())
+        span, at = {}, 0
+        for d in sorted(docs, key=lambda d: self.span[d][0]):  # front to back: a row moves down, never onto a later one
+            a, b = self.span[d]
+            if a < 0:
+                span[d] = (-1, -1)
+                continue
+            self.data[at : at + b - a], self.counts[at : at + b - a] = self.data[a:b], self.counts[a:b]
+            span[d] = (at, at + b - a)
+            at += b - a
+        self.span, self.used, self.bytes = span, at, held

@@ -1,0 +1,177 @@
+"""Verification's lean path (issue 32): plain files read again in the fewest system calls, the docs
+table's places gathered a batch at a time, the texts shingled straight into the rows held, the pairs
+merged where their rows lie. Each gives what the general way gives."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simdoc
+import simdoc.stages.verify as verify
+from simdoc import kernels
+from simdoc.bytesign import sets64_into, sets64_texts
+from simdoc.corpus.files import read_document
+from simdoc.corpus.plain import read_plain
+from simdoc.shinglesets import ShingleSets
+from simdoc.shingling import ShingleSpec, shingle_texts
+from simdoc.similarity import pair_sums, span_sums
+from simdoc.stages.reread import reader_of
+from simdoc.store.doctable import DocsTable, Strings, _blob
+from simdoc.store.loaded import open_index
+
+KINDS = {
+    "ascii.txt": b"plain words, plain words\nand more",
+    "bom.txt": "\ufeffcaf\u00e9 au lait".encode(),
+    "bad.txt": b"caf\xe9 not utf-8 \xff",
+    "wide.txt": "\u00c9t\u00e9 \U0001f600 \u0130stanbul".encode(),
+    "empty.txt": b"",
+}
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_a_plain_file_reads_as_read_document_reads_it(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(KINDS[name])
+    res = read_document(str(path), keep_ascii=True)
+    got = read_plain(str(path), len(KINDS[name]), bytes.fromhex(res.digest))
+    assert got == res.text and type(got) is type(res.text)
+
+
+def test_a_plain_file_not_the_one_indexed_is_not_read(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"the indexed text")
+    digest = bytes.fromhex(read_document(str(path)).digest)
+    size = path.stat().st_size
+    assert read_plain(str(path), size, digest) == b"the indexed text"
+    path.write_bytes(b"the edited  text")  # in place, the same size
+    assert read_plain(str(path), size, digest) is None
+    path.write_bytes(b"the indexed text, grown")
+    assert read_plain(str(path), size, digest) is None
+    path.write_bytes(b"the indexed text")
+    (tmp_path / "link.txt").symlink_to(path)
+    assert read_plain(str(tmp_path / "link.txt"), size, digest) is None  # a link is not followed
+    assert read_plain(str(tmp_path / "link.txt"), size, digest, follow_symlinks=True) == b"the indexed text"
+    os.mkfifo(tmp_path / "fifo")  # never blocks: not a regular file
+    assert read_plain(str(tmp_path / "fifo"), size, digest) is None
+    assert read_plain(str(tmp_path / "gone.txt"), size, digest) is None
+    nul = tmp_path / "nul.txt"
+    nul.write_bytes(b"a\x00b")
+    assert read_plain(str(nul), 3, bytes.fromhex(read_document(str(nul)).digest)) is None  # binary
+
+
+NAMES = st.lists(st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), min_size=1, max_size=8), min_size=1, max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(NAMES, st.data())
+def test_places_are_the_rows_sources_or_ids(names, data):
+    sources = [data.draw(st.sampled_from(["", "f.jsonl", "d/\u00e9.warc"])) for _ in names]
+    ids = Strings(*_blob(names))
+    lazy = DocsTable(ids, Strings(*_blob(sources)))
+    listed = DocsTable(list(names), list(sources))
+    docs = np.asarray(data.draw(st.lists(st.integers(0, len(names) - 1), max_size=20)), np.int64)
+    want = [sources[d] or names[d] for d in docs.tolist()]
+    assert lazy.places(docs) == listed.places(docs) == want
+    assert ids.take(docs) == [names[d] for d in docs.tolist()]
+
+
+ROWS = st.lists(st.dictionaries(st.integers(0, 2**64 - 1), st.integers(1, 5), max_size=30), min_size=1, max_size=6)
+
+
+@settings(max_examples=80, deadline=None)
+@given(ROWS, st.data(), st.booleans())
+def test_span_sums_are_pair_sums_of_the_rows_wherever_they_lie(rows, data, compiled):
+    sets = ShingleSets(
+        np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64),
+        np.array([v for r in rows for v in sorted(r)], np.uint64),
+        np.array([r[v] for r in rows for v in sorted(r)], np.uint32),
+    )
+    # The rows in an arena, in another order, with gaps between them.
+    order = data.draw(st.permutations(range(len(rows))))
+    arena_d, arena_c, spans, at = np.zeros(400, np.uint64), np.zeros(400, np.uint32), {}, 0
+    for r in order:
+        at += data.draw(st.integers(0, 3))
+        a, b = sets.indptr[r], sets.indptr[r + 1]
+        arena_d[at : at + b - a], arena_c[at : at + b - a] = sets.data[a:b], sets.counts[a:b]
+        spans[r] = (at, at + b - a)
+        at += b - a
+    pairs = data.draw(st.lists(st.tuples(st.sampled_from(range(len(rows))), st.sampled_from(range(len(rows)))), max_size=10))
+    left = np.array([p[0] for p in pairs], np.int64)
+    right = np.array([p[1] for p in pairs], np.int64)
+    sa = np.array([spans[a] for a in left.tolist()], np.int64).reshape(-1, 2)
+    sb = np.array([spans[b] for b in right.tolist()], np.int64).reshape(-1, 2)
+    enabled = kernels.ENABLED
+    try:
+        kernels.ENABLED = enabled and compiled  # the reference loop too
+        got = span_sums(arena_d, arena_c, sa, sb)
+    finally:
+        kernels.ENABLED = enabled
+    assert np.array_equal(got, pair_sums(sets, left, right))
+
+
+def test_sets64_into_writes_the_rows_of_sets64_texts_and_declines_the_rest():
+    spec = ShingleSpec("char", 3)
+    texts = [b"abcabcabc", "caf\u00e9 \u00e9t\u00e9", "\U0001f600 smile", b"", "\u0130stanbul", b"ab"]
+    data, counts = np.zeros(200, np.uint64), np.zeros(200, np.uint32)
+    sizes = sets64_into(texts, spec, data, counts)
+    ref = shingle_texts(texts, spec, form="sets64")
+    at = 0
+    for i, m in enumerate(sizes.tolist()):
+        if m < 0:
+            assert kernels.ENABLED is False or texts[i] in ("\U0001f600 smile", "\u0130stanbul")
+            continue
+        assert np.array_equal(data[at : at + m], ref.row(i)) and np.array_equal(counts[at : at + m], ref.row_counts(i))
+        at += m
+    whole = sets64_texts(texts, spec)
+    assert np.array_equal(whole.indptr, ref.indptr) and np.array_equal(whole.data, ref.data)
+    assert np.array_equal(sets64_into(texts, ShingleSpec("word", 2), data, counts), np.full(len(texts), -1))
+
+
+def _corpus(root, n: int = 14) -> None:
+    root.mkdir()
+    base = " ".join(f"word{i % 23} filler{i % 7}" for i in range(400))
+    for i in range(n):
+        (root / f"d{i:02d}.txt").write_text(base + f" tail {i} " * (i % 4), encoding="utf-8")
+    (root / "sub").mkdir()
+    (root / "sub" / "\u00e9.txt").write_text("\u00c9t\u00e9 " + base, encoding="utf-8")
+    (root / "m.jsonl").write_text("".join(f'{{"id": {i}, "text": "{base} member {i}"}}\n' for i in range(3)), encoding="utf-8")
+
+
+def test_a_tiny_arena_and_budget_give_the_same_jaccards_and_an_edit_in_place_is_stale(tmp_path, monkeypatch):
+    """The rows held grow, move to the front and are dropped many times: the same floats as the
+    default run; then a file edited in place (same size) between indexing and verification is
+    stale and its pairs left out, the others still compared."""
+    _corpus(tmp_path / "c")
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", jobs=1, verify=False)
+    loaded = open_index(tmp_path / "idx")
+    n = len(loaded.docs())
+    left = np.array([a for a in range(n) for b in range(a + 1, n)], np.int64)
+    right = np.array([b for a in range(n) for b in range(a + 1, n)], np.int64)
+    whole = verify.verify_pairs(reader_of(loaded), left, right, jobs=1)
+    assert whole.ok.all() and whole.set_jaccard.min() > 0
+    monkeypatch.setattr(verify, "ARENA_VALUES", 1)
+    monkeypatch.setattr(verify, "CHUNK_BYTES", 1)
+    reader = reader_of(loaded)
+    small = verify.verify_pairs(reader, left, right, jobs=1, budget=30_000)
+    assert np.array_equal(small.set_jaccard, whole.set_jaccard) and np.array_equal(small.bag_jaccard, whole.bag_jaccard)
+    assert max(reader.reads.values()) > 1  # the budget made it read some again
+    edited = tmp_path / "c" / "d03.txt"
+    text = edited.read_bytes()
+    edited.write_bytes(text.replace(b"word1 ", b"WORD1 ", 1))
+    got = verify.verify_pairs(reader_of(loaded), left, right, jobs=1)
+    d = loaded.docs().ids.index("d03.txt")
+    assert got.stale == {d} and not got.gone
+    assert not got.ok[(left == d) | (right == d)].any() and got.ok[(left != d) & (right != d)].all()
+    assert np.array_equal(got.set_jaccard[got.ok], whole.set_jaccard[got.ok])
+    (tmp_path / "c" / "d05.txt").unlink()  # vanished: gone, not stale
+    gone = loaded.docs().ids.index("d05.txt")
+    got = verify.verify_pairs(reader_of(loaded), left, right, jobs=2)
+    assert got.stale == {d} and got.gone == {gone}
+    kept = (left != d) & (right != d) & (left != gone) & (right != gone)
+    assert got.ok[kept].all() and not got.ok[~kept].any()
+    assert np.array_equal(got.set_jaccard[kept], whole.set_jaccard[kept])
