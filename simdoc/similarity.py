@@ -21,7 +21,6 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from simdoc import kernels
 from simdoc.memory import release
 from simdoc.shinglesets import ShingleSets
 
@@ -205,6 +204,8 @@ def pair_sums(sets: ShingleSets, left: np.ndarray, right: np.ndarray) -> np.ndar
     left = np.ascontiguousarray(left, dtype=np.int64)
     right = np.ascontiguousarray(right, dtype=np.int64)
     out = np.zeros((len(left), 5), np.int64)
+    from simdoc import kernels  # here: numba is imported only by a run that compiles or calls a kernel
+
     if kernels.ENABLED:
         kernels.pair_sums(sets.indptr, sets.data, sets.counts, left, right, out)
         return out

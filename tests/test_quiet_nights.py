@@ -1,0 +1,132 @@
+"""A nightly run where little or nothing changed (issue 29): it costs the walk, and little more.
+
+What it must not cost: numba's import (nothing is signed), a Python loop over
+every entry of the walk, the stored pairs scored again. What it must still
+do: print exactly what a rebuild prints, and nothing with --new.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simdoc.corpus.walk
+from simdoc.corpus.walk import discover, walk, walk_key
+from tests.conftest import REPO, TEXT_A, TEXT_C, write
+
+# ---------------------------------------------------------------- no numba when nothing is signed
+
+_IMPORTS_AT_EXIT = (
+    "import sys, atexit\n"
+    "import simdoc.stages.racy\n"
+    "simdoc.stages.racy.RACY_NS = 0  # the files just written count as settled (see conftest.settled)\n"
+    "atexit.register(lambda: sys.stderr.write('IMPORTED ' + ' '.join(sorted(m for m in sys.modules"
+    " if m.split('.')[0] == 'numba' or m in ('simdoc.kernels', 'simdoc.kernels_bytes'))) + '\\n'))\n"
+    "from simdoc.__main__ import main\n"
+    "sys.argv = ['simdoc', *sys.argv[1:]]\n"
+    "main()\n"
+)
+
+
+def _simdoc(*args) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-c", _IMPORTS_AT_EXIT, *map(str, args)], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def _imported(r: subprocess.CompletedProcess) -> list[str]:
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("IMPORTED")]
+    assert len(line) == 1, r.stderr
+    return line[0].split()[1:]
+
+
+def test_a_run_that_signs_nothing_never_imports_numba(tmp_path):
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", TEXT_A)
+    write(corpus / "b.txt", TEXT_A)
+    write(corpus / "c.txt", TEXT_C)
+    idx = tmp_path / "idx"
+    first = _simdoc("pairs", corpus, "--index", idx, "--new", "-j", "1")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "a.txt\tb.txt\t1.0000\t1.0000\tboth\n"
+    assert "simdoc.kernels" in _imported(first)  # it signed three documents
+    again = _simdoc("pairs", corpus, "--index", idx, "--new", "-j", "1")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == ""
+    assert _imported(again) == []
+    whole = _simdoc("pairs", corpus, "--index", idx, "-j", "1")
+    assert whole.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n" and _imported(whole) == []
+
+
+# ---------------------------------------------------------------- the walk, in C loops
+
+
+def _reference(root: Path, follow: bool = False) -> list[str]:
+    """The ids a walk finds, the plain way: every regular file not under a hidden name, in
+    walk order (sorting by walk_key of the whole id is that order, see simdoc.corpus.walk)."""
+    ids = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=follow):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if name.startswith(".") or not stat.S_ISREG((os.stat if follow else os.lstat)(path).st_mode):
+                continue
+            ids.append(os.path.relpath(path, root).replace(os.sep, "/"))
+    return sorted(ids, key=walk_key)
+
+
+_PARTS = st.sampled_from(["a", "B", "é", ".", "-", "0", "txt", "jsonl", "JSONL", "gz", "warc", "wet", "Parquet", "z"])
+_NAME = st.lists(_PARTS, min_size=1, max_size=4).map("".join).filter(lambda n: n not in (".", ".."))
+
+
+@settings(max_examples=60, deadline=None)
+@given(paths=st.lists(st.lists(_NAME, min_size=1, max_size=3), min_size=1, max_size=25), links=st.integers(0, 3))
+def test_the_walk_finds_what_a_plain_walk_finds_in_walk_order(paths, links):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "c"
+        root.mkdir()
+        for parts in paths:
+            target = root.joinpath(*parts)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if not target.exists():
+                    target.write_text("/".join(parts), encoding="utf-8")
+            except (FileExistsError, NotADirectoryError, IsADirectoryError):
+                continue  # a name already taken by a file or a directory
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+        for i in range(min(links, len(files))):
+            (root / f"link{i}").symlink_to(files[i])
+        listed, skipped = discover(root)
+        assert [e.id for e in listed] == _reference(root)
+        assert [e.id for e in walk(root)] == _reference(root)
+        assert {s.id for s in skipped} == {f"link{i}" for i in range(min(links, len(files)))}
+        columns, _ = discover(root, columns=True)
+        assert list(columns) == listed
+        for e in listed:
+            st_ = os.lstat(e.path)
+            assert e.stat() == (st_.st_size, st_.st_mtime_ns, st_.st_ctime_ns, st_.st_ino, st_.st_dev)
+        assert [e.id for e in discover(root, follow_symlinks=True)[0]] == _reference(root, follow=True)
+
+
+def test_a_file_gone_between_the_listing_and_its_stat_is_passed_over_and_the_rest_kept(tmp_path, monkeypatch):
+    for name in ("a.txt", "b.txt", "c.txt", "sub/d.txt"):
+        write(tmp_path / name, name)
+    real = simdoc.corpus.walk._LSTAT
+
+    def vanishing(entry):
+        if entry.name == "b.txt":
+            raise FileNotFoundError(2, "No such file or directory")
+        return real(entry)
+
+    monkeypatch.setattr(simdoc.corpus.walk, "_LSTAT", vanishing)
+    listed, skipped = discover(tmp_path)
+    assert [e.id for e in listed] == ["a.txt", "c.txt", "sub/d.txt"]
+    assert [(s.id, s.reason) for s in skipped] == [("b.txt", "cannot stat: No such file or directory")]
