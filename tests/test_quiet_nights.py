@@ -14,11 +14,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simdoc.corpus.walk
 from simdoc.corpus.walk import discover, walk, walk_key
+from simdoc.lsh import BucketStats, band_keys, bucket_order, iter_candidates
 from tests.conftest import REPO, TEXT_A, TEXT_C, write
 
 # ---------------------------------------------------------------- no numba when nothing is signed
@@ -130,3 +132,48 @@ def test_a_file_gone_between_the_listing_and_its_stat_is_passed_over_and_the_res
     listed, skipped = discover(tmp_path)
     assert [e.id for e in listed] == ["a.txt", "c.txt", "sub/d.txt"]
     assert [(s.id, s.reason) for s in skipped] == [("b.txt", "cannot stat: No such file or directory")]
+
+
+# ---------------------------------------------------------------- --new: the buckets of the update alone
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31), st.integers(2, 40), st.integers(1, 5), st.integers(1, 3), st.integers(1, 30), st.floats(0, 1))
+def test_candidates_of_the_touched_buckets_are_the_candidates_touching_them(seed, n, bands, rows, chunk, share):
+    rng = np.random.default_rng(seed)
+    sig = rng.integers(0, 3, size=(n, bands * rows)).astype(np.uint32)  # few values: buckets collide
+    keys = band_keys(sig, bands, rows)
+    order = bucket_order(keys, rng.random(n) > 0.1)
+    touching = rng.random(n) < share
+    every, stats_all = BucketStats(), BucketStats()
+    pairs = [(a, b) for left, right in iter_candidates(keys, order, stats_all, chunk) for a, b in zip(left.tolist(), right.tolist())]
+    touched = [
+        (a, b) for left, right in iter_candidates(keys, order, every, chunk, touching=touching)
+        for a, b in zip(left.tolist(), right.tolist())
+    ]
+    assert sorted(touched) == sorted(p for p in pairs if touching[p[0]] or touching[p[1]])
+    assert len(touched) == len(set(touched))
+    assert (every.largest_bucket, every.large_buckets) == (stats_all.largest_bucket, stats_all.large_buckets)
+
+
+NEAR = "The harbour lantern festival returns to Port Ellery on the first Saturday of August, with stalls. "
+
+
+def test_new_reports_the_pairs_of_a_new_copy_through_its_groups_representative(run, tmp_path, settled):
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", NEAR * 3)
+    write(corpus / "b.txt", NEAR * 3)  # a copy of a.txt: a.txt stands for both in the buckets
+    write(corpus / "d.txt", NEAR * 3 + "And one more line.")  # near a.txt and b.txt
+    write(corpus / "e.txt", TEXT_C)
+    idx = tmp_path / "idx"
+    first = run("pairs", corpus, "--index", idx, "--new", "-t", "0.5", "-j", "1")
+    assert first.exit_code == 0, first.stderr
+    assert len(first.stdout.splitlines()) == 3
+    assert run("pairs", corpus, "--index", idx, "--new", "-t", "0.5", "-j", "1").stdout == ""
+    write(corpus / "c.txt", NEAR * 3)  # a new copy, not its group's representative
+    new = run("pairs", corpus, "--index", idx, "--new", "-t", "0.5", "-j", "1")
+    assert new.exit_code == 0, new.stderr
+    every = run("pairs", corpus, "--index", idx, "-t", "0.5", "-j", "1").stdout.splitlines()
+    touching = [line for line in every if "c.txt" in line.split("\t")[:2]]
+    assert [line.rsplit("\t", 1)[0] for line in new.stdout.splitlines()] == touching
+    assert {line.split("\t")[1] for line in touching} | {line.split("\t")[0] for line in touching} == {"a.txt", "b.txt", "c.txt", "d.txt"}
