@@ -19,8 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simdoc.corpus.walk
-from simdoc.corpus.walk import discover, walk, walk_key
+import simdoc.stages.plan
+from simdoc.corpus.walk import FileEntry, Skipped, discover, discover_sources, walk, walk_key
 from simdoc.lsh import BucketStats, band_keys, bucket_order, iter_candidates
+from simdoc.stages.plan import Listing, is_listing_id, listing_id, scan_id_of
+from simdoc.store.directory import IndexStore
+from simdoc.store.loaded import open_index
 from tests.conftest import REPO, TEXT_A, TEXT_C, write
 
 # ---------------------------------------------------------------- no numba when nothing is signed
@@ -177,3 +181,76 @@ def test_new_reports_the_pairs_of_a_new_copy_through_its_groups_representative(r
     touching = [line for line in every if "c.txt" in line.split("\t")[:2]]
     assert [line.rsplit("\t", 1)[0] for line in new.stdout.splitlines()] == touching
     assert {line.split("\t")[1] for line in touching} | {line.split("\t")[0] for line in touching} == {"a.txt", "b.txt", "c.txt", "d.txt"}
+
+
+# ---------------------------------------------------------------- the scan id: arrays hashed, not JSON per file
+
+
+def _scanned(corpus: Path, idx: Path):
+    """The listing and the paths skipped, as a run's scan sees them."""
+    _, entries, skipped = discover_sources(corpus, exclude=[idx], columns=True)
+    return Listing.of(entries), skipped
+
+
+def test_a_run_with_nothing_changed_formats_no_json_per_file(run, tmp_path, settled, monkeypatch):
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", TEXT_A)
+    write(corpus / "b.txt", TEXT_C)
+    idx = tmp_path / "idx"
+    assert run("pairs", corpus, "--index", idx, "-j", "1").exit_code == 0
+
+    def refused(*args):
+        raise AssertionError("the scan id of an index built before listing ids was made")
+
+    monkeypatch.setattr(simdoc.stages.plan, "scan_id_of", refused)
+    generation = open_index(idx).manifest["generation"]
+    r = run("pairs", corpus, "--index", idx, "-j", "1", "-v")
+    assert r.exit_code == 0, r.output
+    assert open_index(idx).manifest["generation"] == generation
+    assert is_listing_id(open_index(idx).stage("shingle")["scan_id"])
+
+
+def test_an_index_built_before_listing_ids_stays_up_to_date_when_nothing_changed(run, tmp_path, settled):
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", TEXT_A)
+    write(corpus / "b.txt", TEXT_A)
+    idx = tmp_path / "idx"
+    for attempt in range(64):  # one old scan id in 16 passes the check digit: change the listing, build again
+        write(corpus / "c.txt", f"{TEXT_C} {attempt}")
+        assert run("pairs", corpus, "--index", idx, "-j", "1").exit_code == 0
+        old_id = scan_id_of(*_scanned(corpus, idx))
+        if not is_listing_id(old_id):
+            break
+    store = IndexStore(idx)
+    with store.writing():
+        manifest = store.read_manifest()
+        manifest["stages"]["shingle"]["scan_id"] = old_id  # as simdoc wrote it before listing ids
+        store.write_manifest(manifest)
+    generation = open_index(idx).manifest["generation"]
+    r = run("pairs", corpus, "--index", idx, "-j", "1")
+    assert r.exit_code == 0 and r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n", r.output
+    assert open_index(idx).manifest["generation"] == generation  # nothing written
+    write(corpus / "d.txt", TEXT_C + " and more")
+    assert run("pairs", corpus, "--index", idx, "-j", "1").exit_code == 0
+    assert open_index(idx).manifest["generation"] == generation + 1
+    assert open_index(idx).stage("shingle")["scan_id"] == listing_id(*_scanned(corpus, idx))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    files=st.lists(st.tuples(_NAME, st.lists(st.integers(-(2**63), 2**63 - 1), min_size=5, max_size=5)), max_size=6, unique_by=lambda f: f[0]),
+    which=st.integers(0, 5), field=st.integers(0, 5), delta=st.integers(1, 3),
+)
+def test_a_listing_id_changes_with_any_id_or_stat_and_is_told_from_older_ids(files, which, field, delta):
+    entries = [FileEntry(name, "/c/" + name, *stat_) for name, stat_ in files]
+    before = listing_id(Listing.of(entries), [])
+    assert is_listing_id(before)
+    if not entries:
+        return
+    e = entries[which % len(entries)]
+    values = [e.id, *e.stat()]
+    values[field] = values[field] + "x" * delta if field == 0 else (values[field] + delta + 2**63) % 2**64 - 2**63
+    changed = [FileEntry(values[0], e.path, *values[1:]) if x is e else x for x in entries]
+    if len({x.id for x in changed}) == len(changed):
+        assert listing_id(Listing.of(changed), []) != before
+    assert listing_id(Listing.of(entries), [Skipped("z", "why", 1, 2)]) != before
