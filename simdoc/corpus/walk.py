@@ -218,7 +218,7 @@ def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_
 
 
 _LSTAT = methodcaller("stat", follow_symlinks=False)
-_NAME, _PATH, _MODE, _KEY = attrgetter("name"), attrgetter("path"), attrgetter("st_mode"), itemgetter(0)
+_NAME, _MODE, _KEY = attrgetter("name"), attrgetter("st_mode"), itemgetter(0)
 _ROW = (itemgetter(1), itemgetter(2), itemgetter(3))  # a file's row (key, id, path, stat): its id, path, stat
 
 
@@ -227,25 +227,36 @@ def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, ski
     files as a tuple of lists (ids, paths, stats), each subdirectory as a list [id, path, stat]."""
     # os.scandir, and each entry's stat in C loops (map): a walk of 10^5 files costs its system
     # calls and little more (pathlib, or a loop in Python an entry, cost more than the calls).
+    # Listed through a descriptor of the directory, each entry is stat-ed relative to it
+    # (fstatat): the kernel looks up one name, not every component of its path again.
+    fd = None
     try:
-        with os.scandir(directory) as it:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY) if _BY_DESCRIPTOR else None
+        with os.scandir(directory if fd is None else fd) as it:
             children = [e for e in it if not e.name.startswith(".")]
+        prefix = f"{rel}/" if rel else ""
+        try:
+            stats = list(map(_LSTAT, children))
+        except OSError:  # one gone since it was listed, or not stat-able: each on its own, to say which
+            children, stats = _stat_each(children, prefix, skipped)
     except OSError as exc:
         skipped.append(_seen(rel or ".", f"directory cannot be listed: {exc.strerror or exc}", directory=True))
         return []
-    prefix = f"{rel}/" if rel else ""
-    try:
-        stats = list(map(_LSTAT, children))
-    except OSError:  # one gone since it was listed, or not stat-able: each on its own, to say which
-        children, stats = _stat_each(children, prefix, skipped)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    names = list(map(_NAME, children))
+    paths = list(map((directory if directory.endswith(os.sep) else directory + os.sep).__add__, names))
     regular = (np.fromiter(map(_MODE, stats), np.int64, len(stats)) & 0o170000) == stat.S_IFREG
-    files, others = (children, ()) if regular.all() else (list(compress(children, regular)), np.flatnonzero(~regular).tolist())
-    names = list(map(_NAME, files))
-    rows = list(zip(walk_keys(names), map(prefix.__add__, names), map(_PATH, files), compress(stats, regular)))
-    for i in others:  # links, directories, devices: few, one at a time
-        row = _other(children[i], prefix + children[i].name, stats[i], excluded, follow_symlinks, skipped)
-        if row is not None:
-            rows.append(row)
+    if regular.all():
+        rows = list(zip(walk_keys(names), map(prefix.__add__, names), paths, stats))
+    else:
+        kept = list(compress(names, regular))
+        rows = list(zip(walk_keys(kept), map(prefix.__add__, kept), compress(paths, regular), compress(stats, regular)))
+        for i in np.flatnonzero(~regular).tolist():  # links, directories, devices: few, one at a time
+            row = _other(names[i], prefix + names[i], paths[i], stats[i], excluded, follow_symlinks, skipped)
+            if row is not None:
+                rows.append(row)
     rows.sort(key=_KEY)  # names are unique: so are their keys
     out: list = []
     at = 0
@@ -256,6 +267,9 @@ def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, ski
             out.append(rows[i][1:])
         at = i + 1
     return out
+
+
+_BY_DESCRIPTOR = os.scandir in os.supports_fd and hasattr(os, "O_DIRECTORY")
 
 
 def _stat_each(children: list, prefix: str, skipped: list) -> tuple[list, list]:
@@ -271,7 +285,7 @@ def _stat_each(children: list, prefix: str, skipped: list) -> tuple[list, list]:
     return kept, stats
 
 
-def _other(entry: os.DirEntry, child_rel: str, st: os.stat_result, excluded: set, follow_symlinks: bool, skipped: list):
+def _other(name: str, child_rel: str, path: str, st: os.stat_result, excluded: set, follow_symlinks: bool, skipped: list):
     """The row of an entry that is not a regular file: a followed link's file (key, id, path, stat),
     a directory [key, id, path, stat], or None (reported unless it is the excluded index)."""
     if stat.S_ISLNK(st.st_mode):
@@ -279,16 +293,16 @@ def _other(entry: os.DirEntry, child_rel: str, st: os.stat_result, excluded: set
             skipped.append(_seen(child_rel, "symbolic link, not followed (--follow-symlinks follows links)", st))
             return None
         try:
-            st = os.stat(entry.path)
+            st = os.stat(path)
         except OSError as exc:
             skipped.append(_seen(child_rel, f"broken symbolic link: {exc.strerror or exc}", st))
             return None
     if stat.S_ISREG(st.st_mode):
-        return (walk_key(entry.name), child_rel, entry.path, st)
+        return (walk_key(name), child_rel, path, st)
     if stat.S_ISDIR(st.st_mode):
-        if excluded and os.path.realpath(entry.path) in excluded:
+        if excluded and os.path.realpath(path) in excluded:
             return None
-        return [entry.name + "/", child_rel, entry.path, st]
+        return [name + "/", child_rel, path, st]
     skipped.append(_seen(child_rel, "not a regular file (device, FIFO or socket)", st))
     return None
 
