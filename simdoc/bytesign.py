@@ -39,7 +39,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from simdoc import kernels, kernels_bytes
 from simdoc.minhash import MinHasher
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import VERIFY_SEEDS, ShingleSpec, shingle_texts
@@ -55,6 +54,8 @@ def sign_texts(texts: Sequence[str | bytes], spec: ShingleSpec, hasher: MinHashe
     :func:`simdoc.corpus.files.read_document` gives an ASCII file), as
     :func:`simdoc.shingling.shingle_texts` takes them.
     """
+    from simdoc import kernels, kernels_bytes  # here: numba is imported only by a run that signs (see simdoc.jit)
+
     n = len(texts)
     windows = np.zeros(n, dtype=np.int64)
     handled = np.zeros(n, dtype=np.bool_)
@@ -79,6 +80,8 @@ def sign_texts(texts: Sequence[str | bytes], spec: ShingleSpec, hasher: MinHashe
 def sets64_texts(texts: Sequence[str | bytes], spec: ShingleSpec) -> ShingleSets:
     """Exactly ``shingle_texts(texts, spec, form="sets64")`` (verification's 64-bit shingle
     sets), character shingles made by :func:`simdoc.kernels_bytes.sets64_utf8` in one pass."""
+    from simdoc import kernels, kernels_bytes
+
     n = len(texts)
     if not n or spec.unit != "char" or not kernels.ENABLED:
         return shingle_texts(texts, spec, form="sets64")
@@ -156,6 +159,8 @@ def code_point_table(lowercase: bool, unicode: str, ascii_only: bool = False) ->
 
 
 def _entry(ch: str, lowercase: bool, unicode: str, seconds: frozenset[str]) -> int:
+    from simdoc import kernels_bytes
+
     c = ord(ch)
     if 0xD800 <= c <= 0xDFFF:
         return kernels_bytes.UNSAFE  # not in strict UTF-8 (a str may hold one: the reference takes it)

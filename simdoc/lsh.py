@@ -298,12 +298,17 @@ def pairs_in_runs(after: np.ndarray, p0: int, p1: int) -> tuple[np.ndarray, np.n
 
 
 def iter_candidates(
-    keys: np.ndarray, buckets: np.ndarray, stats: BucketStats | None = None, chunk: int = PAIR_CHUNK
+    keys: np.ndarray, buckets: np.ndarray, stats: BucketStats | None = None, chunk: int = PAIR_CHUNK,
+    touching: np.ndarray | None = None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yield candidate pairs as (left, right) int64 arrays with left < right.
 
     Every pair of documents that share a key in at least one band is yielded
     exactly once (in the first such band), in chunks of about ``chunk`` pairs.
+    ``touching`` (bool per document): only the pairs with at least one such
+    document, made from the buckets that hold one (an update's few: a nightly
+    run does not walk the pairs of every bucket to drop nearly all of them).
+    ``stats`` describe every bucket all the same.
     """
     stats = stats if stats is not None else BucketStats()
     n_bands = keys.shape[0]
@@ -324,6 +329,15 @@ def iter_candidates(
         stats.large_buckets += int(np.count_nonzero(sizes >= LARGE_BUCKET))
         if biggest < 2:
             continue
+        if touching is not None:
+            # The buckets holding a document touched, alone; their keys stay sorted and grouped.
+            hit = np.repeat(np.logical_or.reduceat(touching[order], starts), sizes)
+            order, sk = order[hit], sk[hit]
+            if len(order) < 2:
+                continue
+            starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
+            ends = np.append(starts[1:], len(order))
+            sizes = ends - starts
         # For each sorted position: how many later members its bucket has.
         group_end = np.repeat(ends, sizes)
         after = group_end - np.arange(len(order)) - 1
@@ -340,7 +354,7 @@ def iter_candidates(
                 a = order[firsts]
                 b = order[seconds]
                 left, right = np.minimum(a, b), np.maximum(a, b)
-                keep = np.ones(n_pairs, dtype=bool)
+                keep = np.ones(n_pairs, dtype=bool) if touching is None else touching[left] | touching[right]
                 for u in range(t):
                     idx = np.flatnonzero(keep)
                     if len(idx) == 0:

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from simdoc import kernels
 from simdoc.memory import release
 from simdoc.shinglesets import ShingleSets
 
@@ -220,6 +219,8 @@ def span_sums(data: np.ndarray, counts: np.ndarray, spans_a: np.ndarray, spans_b
 
 def _sums(indptr: np.ndarray, data: np.ndarray, counts: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     out = np.zeros((len(left), 5), np.int64)
+    from simdoc import kernels  # here: numba is imported only by a run that compiles or calls a kernel
+
     if kernels.ENABLED:
         kernels.pair_sums(indptr, data, counts, left, right, out)
         return out

@@ -1,4 +1,4 @@
-"""Find the files of a corpus, and the rules for names (member ids, JSON Lines, WARC).
+"""Find the files of a corpus (the rules for their names: :mod:`simdoc.corpus.names`).
 
 A corpus is a directory. Its documents are the regular files below it,
 recursively, except hidden files and directories (names starting with ".")
@@ -20,59 +20,19 @@ import os
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain
-from operator import attrgetter, itemgetter
+from itertools import chain, compress
+from operator import attrgetter, itemgetter, methodcaller
 from pathlib import Path
 
 import numpy as np
 
 from simdoc.corpus.filelists import ListedPath, ListedURL
-from simdoc.corpus.files import COMPRESSED
 from simdoc.corpus.globs import may_hold, selected
+# The rules for names live in simdoc.corpus.names; the readers and stages import them from here too.
+from simdoc.corpus.names import JSONL_SUFFIXES, MEMBER_SEPARATOR, WARC_SUFFIXES, is_jsonl, is_warc, walk_key, walk_keys  # noqa: F401
 from simdoc.corpus.object_lists import common_base, stat_listed
 from simdoc.corpus.objects import base_of, canonical, is_url
 from simdoc.errors import CorpusError
-
-JSONL_SUFFIXES = (".jsonl", ".ndjson")
-WARC_SUFFIXES = (".warc", ".wet")  # .warc.wet is Common Crawl's plain text (WET)
-MEMBER_SEPARATOR = "/#"  # between a file's id and the key of a document inside it
-
-
-def is_jsonl(path: str) -> bool:
-    """A JSON Lines file by its name (``.jsonl``, ``.ndjson``, possibly compressed)."""
-    for suffix in COMPRESSED:
-        if path.endswith(suffix):
-            path = path[: -len(suffix)]
-            break
-    return path.endswith(JSONL_SUFFIXES)
-
-
-def is_warc(path: str) -> bool:
-    """A WARC or WET file by its name (``.warc``, ``.wet``, ``.warc.wet``, possibly compressed)."""
-    for suffix in COMPRESSED:
-        if path.endswith(suffix):
-            path = path[: -len(suffix)]
-            break
-    return path.endswith(WARC_SUFFIXES)
-
-
-def walk_key(doc_id: str) -> str:
-    """What a file's id sorts by: a file of many documents sorts as its members' ids do.
-
-    A member's id is ``PATH/#KEY`` (see :mod:`simdoc.corpus.formats`). Since PATH is
-    a file, no other file's id starts with ``PATH/``: member ids never equal
-    another document's id. Sorting such a file as ``PATH/``, the way a
-    directory sorts, keeps the ids of all documents in sorted order.
-    """
-    dot = doc_id.rfind(".")
-    if dot < 0 or (doc_id[dot:] not in _MANY_SUFFIXES and doc_id[dot:].lower() != ".parquet"):
-        return doc_id  # most files: one look at the last suffix (a walk asks for 10^5 of them)
-    return doc_id + "/" if is_jsonl(doc_id) or is_warc(doc_id) or doc_id.lower().endswith(".parquet") else doc_id
-
-
-# The last suffix of every name is_jsonl or is_warc accepts (each suffix has one dot).
-_MANY_SUFFIXES = frozenset((*COMPRESSED, *JSONL_SUFFIXES, *WARC_SUFFIXES))
-
 
 @dataclass(frozen=True, slots=True)
 class FileEntry:
@@ -115,10 +75,10 @@ class Entries(Sequence):
         self.ids, self.paths, self.stat = ids, paths, stat
 
     @classmethod
-    def of_walk(cls, found: list[tuple[str, str, os.stat_result]]) -> Entries:
-        n = len(found)
-        stat = np.fromiter(chain.from_iterable(map(_STAT, map(itemgetter(2), found))), dtype=np.int64, count=5 * n)
-        return cls(list(map(itemgetter(0), found)), list(map(itemgetter(1), found)), stat.reshape(n, 5))
+    def of_walk(cls, ids: list[str], paths: list[str], stats: list[os.stat_result]) -> Entries:
+        n = len(ids)
+        stat = np.fromiter(chain.from_iterable(map(_STAT, stats)), dtype=np.int64, count=5 * n)
+        return cls(ids, paths, stat.reshape(n, 5))
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -172,9 +132,15 @@ def discover(
     ``columns``: the documents as :class:`Entries`.
     """
     skipped: list[Skipped] = []
-    found = list(_found(root, exclude, follow_symlinks, include_globs, exclude_globs, skipped))
+    ids: list[str] = []
+    paths: list[str] = []
+    stats: list[os.stat_result] = []
+    for run in _found(root, exclude, follow_symlinks, include_globs, exclude_globs, skipped):
+        ids += run[0]
+        paths += run[1]
+        stats += run[2]
     _reported(skipped, include_globs, exclude_globs)
-    return Entries.of_walk(found) if columns else [FileEntry.of_stat(*f) for f in found], skipped
+    return Entries.of_walk(ids, paths, stats) if columns else list(map(FileEntry.of_stat, ids, paths, stats)), skipped
 
 
 def walk(
@@ -208,11 +174,11 @@ def walk(
         the first document is asked for).
     """
     found = _found(root, exclude, follow_symlinks, include_globs, exclude_globs, skipped if skipped is not None else [])
-    return (FileEntry.of_stat(*f) for f in found)
+    return (FileEntry.of_stat(*f) for run in found for f in zip(*run))
 
 
 def _found(root, exclude, follow_symlinks: bool, include_globs, exclude_globs, skipped: list) -> Iterator[tuple]:
-    """:func:`walk`'s documents as (id, path, stat); raises at once as it does."""
+    """:func:`walk`'s documents as runs of consecutive files (ids, paths, stats); raises at once as it does."""
     root_path = Path(root)
     if not root_path.exists():
         raise CorpusError(f"corpus {root} does not exist", hint="check the path")
@@ -226,17 +192,18 @@ def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_
     excluded = {os.path.realpath(e) for e in exclude}
     root_st = os.stat(root_abs)
     walked = {(root_st.st_dev, root_st.st_ino)}
-    globs = bool(include_globs or exclude_globs)
     # A depth-first walk whose every directory lists its files and subdirectories sorted by
     # name, a subdirectory as if its name ended in "/", gives the ids in sorted order: all
     # ids under "d/" sort together, where "d/" sorts among its siblings. A file of many
     # documents sorts the same way, as the "f/#..." ids of its members do (see walk_key).
     pending = [iter(_listing(root_abs, "", excluded, follow_symlinks, skipped))]
     while pending:
-        for item in pending[-1]:  # a directory's files in one loop: a walk meets 10^5 of them
-            if item.__class__ is tuple:  # a file: (id, path, stat)
-                if not globs or selected(item[0], include_globs, exclude_globs):
-                    yield item
+        for item in pending[-1]:
+            if item.__class__ is tuple:  # a run of files: (ids, paths, stats)
+                if include_globs or exclude_globs:
+                    chosen = [selected(doc_id, include_globs, exclude_globs) for doc_id in item[0]]
+                    item = tuple(list(compress(column, chosen)) for column in item)
+                yield item
                 continue
             child_rel, path, st = item  # a subdirectory (a list): walked before the rest of this one
             key = (st.st_dev, st.st_ino)
@@ -250,47 +217,94 @@ def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_
             pending.pop()
 
 
+_LSTAT = methodcaller("stat", follow_symlinks=False)
+_NAME, _MODE, _KEY = attrgetter("name"), attrgetter("st_mode"), itemgetter(0)
+_ROW = (itemgetter(1), itemgetter(2), itemgetter(3))  # a file's row (key, id, path, stat): its id, path, stat
+
+
 def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, skipped: list) -> list:
-    """A directory's files (as tuples (id, path, stat)) and subdirectories to walk (as lists
-    [id, path, stat]), in walk order."""
-    # Plain strings and os.scandir: pathlib costs more than the stat calls on 10^5 files.
+    """A directory's files and subdirectories to walk, in walk order: each run of consecutive
+    files as a tuple of lists (ids, paths, stats), each subdirectory as a list [id, path, stat]."""
+    # os.scandir, and each entry's stat in C loops (map): a walk of 10^5 files costs its system
+    # calls and little more (pathlib, or a loop in Python an entry, cost more than the calls).
+    # Listed through a descriptor of the directory, each entry is stat-ed relative to it
+    # (fstatat): the kernel looks up one name, not every component of its path again.
+    fd = None
     try:
-        with os.scandir(directory) as it:
-            children = list(it)
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY) if _BY_DESCRIPTOR else None
+        with os.scandir(directory if fd is None else fd) as it:
+            children = [e for e in it if not e.name.startswith(".")]
+        prefix = f"{rel}/" if rel else ""
+        try:
+            stats = list(map(_LSTAT, children))
+        except OSError:  # one gone since it was listed, or not stat-able: each on its own, to say which
+            children, stats = _stat_each(children, prefix, skipped)
     except OSError as exc:
         skipped.append(_seen(rel or ".", f"directory cannot be listed: {exc.strerror or exc}", directory=True))
         return []
-    keyed = []
-    prefix = f"{rel}/" if rel else ""
+    finally:
+        if fd is not None:
+            os.close(fd)
+    names = list(map(_NAME, children))
+    paths = list(map((directory if directory.endswith(os.sep) else directory + os.sep).__add__, names))
+    regular = (np.fromiter(map(_MODE, stats), np.int64, len(stats)) & 0o170000) == stat.S_IFREG
+    if regular.all():
+        rows = list(zip(walk_keys(names), map(prefix.__add__, names), paths, stats))
+    else:
+        kept = list(compress(names, regular))
+        rows = list(zip(walk_keys(kept), map(prefix.__add__, kept), compress(paths, regular), compress(stats, regular)))
+        for i in np.flatnonzero(~regular).tolist():  # links, directories, devices: few, one at a time
+            row = _other(names[i], prefix + names[i], paths[i], stats[i], excluded, follow_symlinks, skipped)
+            if row is not None:
+                rows.append(row)
+    rows.sort(key=_KEY)  # names are unique: so are their keys
+    out: list = []
+    at = 0
+    for i in [i for i, row in enumerate(rows) if row.__class__ is list] + [len(rows)]:
+        if i > at:
+            out.append(tuple(list(map(get, rows[at:i])) for get in _ROW))
+        if i < len(rows):
+            out.append(rows[i][1:])
+        at = i + 1
+    return out
+
+
+_BY_DESCRIPTOR = os.scandir in os.supports_fd and hasattr(os, "O_DIRECTORY")
+
+
+def _stat_each(children: list, prefix: str, skipped: list) -> tuple[list, list]:
+    """The entries that can be stat-ed, and their stats; the others reported."""
+    kept, stats = [], []
     for entry in children:
-        name = entry.name
-        if name.startswith("."):
-            continue
-        child_rel = prefix + name
         try:
-            st = entry.stat(follow_symlinks=False)
+            stats.append(_LSTAT(entry))
         except OSError as exc:
-            skipped.append(_seen(child_rel, f"cannot stat: {exc.strerror or exc}"))
+            skipped.append(_seen(prefix + entry.name, f"cannot stat: {exc.strerror or exc}"))
             continue
-        if stat.S_ISLNK(st.st_mode):
-            if not follow_symlinks:
-                skipped.append(_seen(child_rel, "symbolic link, not followed (--follow-symlinks follows links)", st))
-                continue
-            try:
-                st = os.stat(entry.path)
-            except OSError as exc:
-                skipped.append(_seen(child_rel, f"broken symbolic link: {exc.strerror or exc}", st))
-                continue
-        if stat.S_ISREG(st.st_mode):
-            keyed.append((walk_key(name), (child_rel, entry.path, st)))
-        elif stat.S_ISDIR(st.st_mode):
-            if excluded and os.path.realpath(entry.path) in excluded:
-                continue
-            keyed.append((name + "/", [child_rel, entry.path, st]))
-        else:
-            skipped.append(_seen(child_rel, "not a regular file (device, FIFO or socket)", st))
-    keyed.sort(key=itemgetter(0))  # names are unique: so are their keys
-    return [item for _, item in keyed]
+        kept.append(entry)
+    return kept, stats
+
+
+def _other(name: str, child_rel: str, path: str, st: os.stat_result, excluded: set, follow_symlinks: bool, skipped: list):
+    """The row of an entry that is not a regular file: a followed link's file (key, id, path, stat),
+    a directory [key, id, path, stat], or None (reported unless it is the excluded index)."""
+    if stat.S_ISLNK(st.st_mode):
+        if not follow_symlinks:
+            skipped.append(_seen(child_rel, "symbolic link, not followed (--follow-symlinks follows links)", st))
+            return None
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            skipped.append(_seen(child_rel, f"broken symbolic link: {exc.strerror or exc}", st))
+            return None
+    if stat.S_ISREG(st.st_mode):
+        return (walk_key(name), child_rel, path, st)
+    if stat.S_ISDIR(st.st_mode):
+        if excluded and os.path.realpath(path) in excluded:
+            return None
+        return [name + "/", child_rel, path, st]
+    skipped.append(_seen(child_rel, "not a regular file (device, FIFO or socket)", st))
+    return None
 
 
 def _select(entries: list[FileEntry], include_globs, exclude_globs) -> list[FileEntry]:

@@ -34,7 +34,6 @@ is byte-identical whatever the number of workers or partitions.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import concurrent.futures
 import contextlib
@@ -149,6 +148,8 @@ def _as_cluster_error(client, address: str, exc: BaseException) -> ClusterError 
             f"a task killed every Dask worker that ran it: {first}",
             hint="see the workers' logs (out of memory?); give workers more memory, or run without --scheduler",
         )
+    import asyncio  # imported by distributed already: a run without a cluster does without it
+
     cancelled = isinstance(exc, (concurrent.futures.CancelledError, asyncio.CancelledError))
     lost = client.status not in ("running", "newly-created") or isinstance(exc, CommClosedError)
     if lost or cancelled:

@@ -15,7 +15,6 @@ simdoc, or with another version, says so instead of dying on the task.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import hashlib
@@ -230,6 +229,8 @@ def _ask(client, probe: Callable, checks: list, limit: float) -> dict:
     (stopped, its event loop stuck) is a :class:`_NoAnswer`, and the others'
     answers are kept. One the scheduler cannot reach is the exception that says so.
     """
+    import asyncio  # here: a run without a cluster does without it
+
     workers = sorted(client.scheduler_info()["workers"])
 
     async def one(worker: str) -> tuple[str, Any]:

@@ -10,12 +10,13 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING, Any
 
 from simdoc.errors import ParameterMismatch
 from simdoc.store.cache import cached_index_path
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 
 def default_index_path(corpus: str | os.PathLike | list) -> Path:
@@ -43,6 +44,8 @@ def build_id(*parts: object) -> str:
 
 def progress_bar(total: int | None, desc: str, enabled: bool, unit: str = " docs") -> tqdm:
     """A bar on stderr; with a total it shows the share done and the time left. No work, no bar."""
+    from tqdm import tqdm  # here: a run with nothing to do makes no bar, and does without the import
+
     return tqdm(
         total=total, desc=desc, unit=unit, disable=not enabled or total == 0, file=sys.stderr, leave=False, dynamic_ncols=True
     )

@@ -183,12 +183,44 @@ def scan_corpus(
     old_newest = {int(dev): int(ns) for dev, ns in stored.get("newest_ctime", [])} if same_params else {}
     load_old = LoadedIndex(store, manifest).docs if same_params else None
     scan = Scan(entries, skipped, "", newest_ctimes(entries, clock), old_newest=old_newest, load_old=load_old)
-    scan.scan_id = scan_id_of(scan.listing, skipped)
+    scan.scan_id = listing_id(scan.listing, skipped)
+    before = stored.get("scan_id") if stored else None
+    if before and before != scan.scan_id and not is_listing_id(before) and before == scan_id_of(scan.listing, skipped):
+        scan.scan_id = before  # an index built before listing ids, of this very listing: it stays up to date
     return scan
 
 
+def listing_id(listing: Listing, skipped: list[Skipped]) -> str:
+    """The scan id: a hash of the files listed (ids and stat columns) and the paths skipped.
+
+    Hashed as arrays and one joined string (a few ms at 10^5 files, where
+    formatting each file's JSON took ~0.12 s of a run that finds nothing
+    changed). Its last hex digit checks the others (:func:`is_listing_id`), so
+    that the id of an index built before (:func:`scan_id_of`) is told apart
+    without a new manifest key; one such id in 16 passes the check, and its
+    index writes its build once more, reading no file.
+    """
+    h = hashlib.sha256()
+    h.update(np.fromiter(map(len, listing.ids), dtype="<i8", count=len(listing.ids)).tobytes())
+    h.update("\0".join(listing.ids).encode("utf-8", "surrogatepass"))
+    h.update(np.ascontiguousarray(listing.stat, dtype="<i8").tobytes())
+    h.update(json.dumps([[s.id, s.reason, s.size, s.mtime_ns] for s in skipped]).encode("utf-8", "surrogatepass"))
+    digits = h.hexdigest()[:15]
+    return digits + _check_digit(digits)
+
+
+def is_listing_id(scan_id: str) -> bool:
+    """Made by :func:`listing_id` (or, one time in 16, a scan id made before them)."""
+    return len(scan_id) == 16 and scan_id[-1] == _check_digit(scan_id[:-1])
+
+
+def _check_digit(digits: str) -> str:
+    return "%x" % (sum(int(d, 16) * (i + 1) for i, d in enumerate(digits)) % 16)
+
+
 def scan_id_of(listing: Listing, skipped: list[Skipped]) -> str:
-    """``build_id([[id, *stat] of each file] + [[id, reason, size, mtime_ns] of each path skipped])``,
+    """The scan id of an index built before :func:`listing_id`:
+    ``build_id([[id, *stat] of each file] + [[id, reason, size, mtime_ns] of each path skipped])``,
     the JSON it hashes written from the columns (each file's part formatted by ``map`` in C)."""
     files = map("[{}, {}, {}, {}, {}, {}]".format, map(encode_basestring_ascii, listing.ids), *listing.stat.T.tolist())
     passed = (json.dumps([s.id, s.reason, s.size, s.mtime_ns]) for s in skipped)

@@ -333,7 +333,10 @@ def score_candidates(
     loaded.signatures()
     if verify and verifier is None:
         verifier = Verifier.of_index(loaded)
-    members = group_members(loaded.representatives())
+    rep = loaded.representatives()
+    members = group_members(rep)
+    # --new: the buckets of the documents added or changed alone (a representative stands for its copies).
+    touching = None if only_docs is None else np.bincount(rep[only_docs], minlength=len(rep)) > 0
     how = Scoring(threshold, measure, verify, all_candidates, only_docs, threads, recheck)
     stats = BucketStats()
     parts: list[tuple] = []
@@ -356,7 +359,7 @@ def score_candidates(
 
     # Bands yield a few thousand pairs each; scoring them together gives the verifying
     # threads enough batches to share.
-    for left, right in iter_candidates(keys, buckets, stats):
+    for left, right in iter_candidates(keys, buckets, stats, touching=touching):
         pending.append((left, right))
         held += len(left)
         if held >= SCORE_PAIRS:
