@@ -110,6 +110,8 @@ def sets64_into(texts: Sequence[str | bytes], spec: ShingleSpec, data: np.ndarra
     as many values as the texts have UTF-8 bytes), and each text's row length, -1 for a text
     it declines (word shingles, no numba, a character the table cannot map): the caller
     shingles those the reference way (:func:`simdoc.shingling.shingle_texts`)."""
+    from simdoc import kernels
+
     if not len(texts) or spec.unit != "char" or not kernels.ENABLED:
         return np.full(len(texts), -1, dtype=np.int64)
     raw, offsets = _joined(texts)
@@ -117,6 +119,8 @@ def sets64_into(texts: Sequence[str | bytes], spec: ShingleSpec, data: np.ndarra
 
 
 def _sets64_joined(raw: bytes, offsets: np.ndarray, spec: ShingleSpec, data: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    from simdoc import kernels_bytes
+
     n = len(offsets) - 1
     sizes = np.full(n, -1, dtype=np.int64)
     if len(data) < len(raw) or len(counts) < len(raw):
