@@ -48,13 +48,14 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
 
 from simdoc.bytesign import sign_texts
 from simdoc.corpus.parquet import have_pyarrow
-from simdoc.corpus.read import how_read, no_pyarrow, read_file, read_range_file, spans_of, text_digest, text_size
+from simdoc.corpus.read import MEMBER_WAYS, how_read, no_pyarrow, read_file, read_range_file, spans_of, text_digest, text_size
 from simdoc.corpus.walk import FileEntry
 from simdoc.corpus.warc import WarcReading
 from simdoc.params import ShingleParams, SignatureParams
@@ -85,16 +86,18 @@ class ScanTask:
     span: tuple[int, int] | None = None  # one range of its one JSON Lines, Parquet or WARC file (see simdoc.stages.ranges)
 
 
-def batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
+def batches(entries: Iterable, size_of: Callable[[object], int] = attrgetter("size")) -> Iterator[list]:
     """Consecutive entries, cut where a batch reaches BATCH_BYTES of files or BATCH_DOCS files;
-    a file of BATCH_BYTES or more goes alone (two large files in one batch would double its memory)."""
+    a file of BATCH_BYTES or more goes alone (two large files in one batch would double its memory).
+    ``size_of``: an entry's size (a FileEntry's by default)."""
     cur, size = [], 0
     for e in entries:
-        if e.size >= BATCH_BYTES and cur:
+        n = size_of(e)
+        if n >= BATCH_BYTES and cur:
             yield cur
             cur, size = [], 0
         cur.append(e)
-        size += e.size
+        size += n
         if size >= BATCH_BYTES or len(cur) >= BATCH_DOCS:
             yield cur
             cur, size = [], 0
@@ -119,35 +122,40 @@ def scan_tasks(
     ``spill``: without ``signature`` and ``parts``, the folder (the index's)
     where a long document's set is built on disk (:mod:`simdoc.stages.spilled`).
     """
-    plan = list(plan)
-    if any(how_read(e.path, e.size) == "parquet" for e, _, keep in plan if not keep) and not have_pyarrow():
+    to_read = [(e, d) for e, d, keep in plan if not keep]
+    hows = [how_read(e.path, e.size) for e, _ in to_read]  # by each name's ending: a cache look-up a file
+    if "parquet" in hows and not have_pyarrow():
         raise no_pyarrow()  # here, once, rather than in every worker
-    digests = {e.id: d for e, d, keep in plan if not keep}
-    pending: list[FileEntry] = []
-    for e in (e for e, _, keep in plan if not keep):
+    pending: list[tuple[FileEntry, bytes | None]] = []
+    for (e, digest), how in zip(to_read, hows):
         # A big plain JSON Lines, Parquet or WARC file: one task a byte range or span of row groups
         # or records (joined by simdoc.stages.ranges), on a cluster too (each range's task writes
-        # a part of its own); not for `simdoc shingle` alone (it keeps sets by file).
+        # a part of its own); not for `simdoc shingle` alone (it keeps sets by file). Only a file
+        # of many documents can be one (the rest are not asked: most files of a corpus).
         spans = None
-        if signature is not None:
+        if signature is not None and how in MEMBER_WAYS:
             spans = spans_of(e.path, e.size, shingle.text_field, bool(shingle.follow_symlinks))
         if spans:
-            yield from _batch_tasks(pending, digests, shingle, signature, parts, racy, spill)
+            yield from _batch_tasks(pending, shingle, signature, parts, racy, spill)
             pending = []
             for s in spans:
-                task = ScanTask([(e.id, e.path, e.size, digests[e.id])], shingle, signature, span=s)
+                task = ScanTask([(e.id, e.path, e.size, digest)], shingle, signature, span=s)
                 yield task if parts is None else _with_part(task, [e], parts, racy)
         else:
-            pending.append(e)
-    yield from _batch_tasks(pending, digests, shingle, signature, parts, racy, spill)
+            pending.append((e, digest))
+    yield from _batch_tasks(pending, shingle, signature, parts, racy, spill)
 
 
-def _batch_tasks(entries: list[FileEntry], digests: dict, shingle, signature, parts, racy, spill) -> Iterator[ScanTask]:
-    for b in batches(entries):
-        files = [(e.id, e.path, e.size, digests[e.id]) for e in b]
+def _batch_tasks(pending: list[tuple[FileEntry, bytes | None]], shingle, signature, parts, racy, spill) -> Iterator[ScanTask]:
+    for b in batches(pending, _size_of_pending):
+        files = [(e.id, e.path, e.size, digest) for e, digest in b]
         # A cluster's workers may not see the folder: there a long document's set is held.
         task = ScanTask(files, shingle, signature or _NO_SIGNATURES, signature is None, spill if parts is None and signature is None else None)
-        yield task if parts is None else _with_part(task, b, parts, racy)
+        yield task if parts is None else _with_part(task, [e for e, _ in b], parts, racy)
+
+
+def _size_of_pending(item: tuple[FileEntry, bytes | None]) -> int:
+    return item[0].size
 
 
 def _with_part(task: ScanTask, entries: list[FileEntry], parts, racy) -> ScanTask:

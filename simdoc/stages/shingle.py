@@ -311,9 +311,7 @@ class _Collector:
                 self.sig_rows.add_gathered(batch.parts, batch.sig_order[at_doc : at_doc + outcome.n_docs])
             elif batch.signatures is None:  # left in the task's part, for the workers to copy
                 self.sig_rows.add_part(batch.part, at_doc, outcome.n_docs)
-            else:  # a slice at a time (joined ranges: in line order, maybe spilled; see simdoc.stages.ranges)
-                for rows in signature_slices(batch, at_doc, outcome.n_docs):
-                    self.sig_rows.add(rows)
+            # else: the run's rows are written with its documents (flush), not a file at a time
         if self.settings.keep_sets and outcome.n_docs:
             self.sets_parts.append(batch.sets.slice(at_doc, at_doc + outcome.n_docs))
 
@@ -330,6 +328,10 @@ class _Collector:
         digests = np.frombuffer(b"".join(d for _, _, d in self.run_files), dtype=np.uint8).reshape(len(counts), -1)
         columns = {c: np.repeat(stats[:, i], counts) for i, c in enumerate(STAT_COLUMNS)}
         self.builder.add_new(docs, {**columns, "file_digest": np.repeat(digests, counts, axis=0), "added": added})
+        if self.sig_rows is not None and batch.parts is None and batch.signatures is not None:
+            # A slice at a time (joined ranges: in line order, maybe spilled; see simdoc.stages.ranges).
+            for rows in signature_slices(batch, first, end - first):
+                self.sig_rows.add(rows)
         self.run, self.run_files = None, []
 
     def result(self, built: bool, seconds: float, detail: str) -> StageResult:
