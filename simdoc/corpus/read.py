@@ -34,7 +34,7 @@ from simdoc.corpus.formats import (
     member_id,
     read_jsonl,
 )
-from simdoc.corpus import formats, jsonl_ranges, parquet, warc_spans
+from simdoc.corpus import formats, jsonl_ranges, parquet, streaming, warc_spans
 from simdoc.corpus.jsonl_ranges import Piece, read_range
 from simdoc.corpus.jsonl_ranges import texts_at as jsonl_texts_at
 from simdoc.corpus.parquet import PARQUET_EXTRA, is_parquet, read_groups, read_parquet
@@ -53,8 +53,6 @@ def no_pyarrow() -> CorpusError:
 
 def how_read(path: str, size: int) -> str:
     """How a file of this name and size is read into documents (see the module docstring)."""
-    from simdoc.corpus import streaming
-
     way = _way_by_name(name_key(path))
     if way == "compressed" or (way == "whole" and size > streaming.STREAM_BYTES):
         return "streamed"

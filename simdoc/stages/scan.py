@@ -54,6 +54,8 @@ from pathlib import Path
 import numpy as np
 
 from simdoc.bytesign import sign_texts
+from simdoc.corpus.files import read_plain
+from simdoc.corpus.objects import is_url
 from simdoc.corpus.parquet import have_pyarrow
 from simdoc.corpus.read import MEMBER_WAYS, how_read, no_pyarrow, read_file, read_range_file, spans_of, text_digest, text_size
 from simdoc.corpus.walk import FileEntry
@@ -259,6 +261,18 @@ def _scan(task: ScanTask) -> BatchResult:
                 streamed[len(docs)] = row if fold is None else fold.result()
                 n = (int(row.counts.sum()) if runs is None else n_windows) if fold is None else fold.n
                 docs.append(DocOut(doc_id, "", -1, -1, size, _raw(res.digest), how, res.status, n))
+                outcome.n_docs = 1
+            files.append(outcome)
+            continue
+        if how == "whole" and task.span is None and not is_url(path):  # most files: the fewest steps
+            text, digest, warning, status = read_plain(path, reading.max_bytes, bool(reading.follow_symlinks))
+            if expected is not None and digest == expected and status not in _UNREAD:
+                files.append(FileOutcome(digest, status, warning, True, how))
+                continue
+            outcome = FileOutcome(digest, status, warning, False, how)
+            if text is not None:
+                texts.append(text)
+                docs.append(DocOut(doc_id, "", -1, -1, size, digest, how, status, 0))
                 outcome.n_docs = 1
             files.append(outcome)
             continue
