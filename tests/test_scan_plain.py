@@ -164,3 +164,27 @@ def test_an_update_after_block_reading_keeps_and_reads_what_it_did(tmp_path, cha
             assert np.array_equal(again[name], rebuilt[name]), name
     if not changed:
         assert all(np.array_equal(first[n], again[n]) for n in first)
+
+
+def test_a_file_outcome_comes_back_from_a_worker_as_it_was():
+    import pickle
+
+    from simdoc.stages.scan_results import FileOutcome
+
+    outcomes = [
+        FileOutcome(b"\x01" * 16, "ok", None, False, "whole", 1),
+        FileOutcome(b"", "unreadable", "vanished before it could be read, skipped", False, "whole"),
+        FileOutcome(b"\x02" * 16, "ok", "2 lines: not valid JSON", True, "jsonl", 3, [("a.jsonl/#k", "too long")]),
+    ]
+    back = pickle.loads(pickle.dumps(outcomes))
+    assert back == outcomes
+    back[1].left_out.append(("x", "y"))  # each its own list, as the dataclass's default gives
+    assert outcomes[1].left_out == [] and back[0].left_out == []
+
+
+@given(st.lists(st.sampled_from(["/", ".", "a", "gz", "GZ", "bz2", "xz", "zst", "tar", "..", "x.gz/"]), max_size=8).map("".join))
+@settings(max_examples=300, deadline=None)
+def test_compression_of_a_name_is_its_last_suffix_among_the_known_ones(path):
+    from simdoc.corpus.files import COMPRESSED, compression_of
+
+    assert compression_of(path) == next((kind for suffix, kind in COMPRESSED.items() if path.endswith(suffix)), None)

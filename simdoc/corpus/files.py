@@ -31,10 +31,8 @@ DECOMPRESS_ERRORS: tuple = (OSError, EOFError, ValueError)
 
 def compression_of(path: str) -> str | None:
     """The compression a file name says it has (.gz, .bz2, .xz, .zst), or None."""
-    for suffix, kind in COMPRESSED.items():
-        if path.endswith(suffix):
-            return kind
-    return None
+    # Each suffix is one dot and what follows: the name ends with one if it is all from its last dot.
+    return COMPRESSED.get(path[path.rfind(".") :]) if "." in path else None
 
 
 def decompressing_reader(fileobj, kind: str):

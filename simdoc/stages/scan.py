@@ -264,7 +264,7 @@ def _scan(task: ScanTask) -> BatchResult:
                 outcome.n_docs = 1
             files.append(outcome)
             continue
-        if how == "whole" and task.span is None and not is_url(path):  # most files: the fewest steps
+        if how == "whole" and task.span is None and (path[:1] == "/" or not is_url(path)):  # most files: the fewest steps
             text, digest, warning, status = read_plain(path, reading.max_bytes, bool(reading.follow_symlinks))
             if expected is not None and digest == expected and status not in _UNREAD:
                 files.append(FileOutcome(digest, status, warning, True, how))

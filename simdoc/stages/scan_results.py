@@ -47,6 +47,11 @@ class FileOutcome:
     n_docs: int = 0  # documents it gave; they follow the previous file's in BatchResult.docs
     left_out: list[tuple[str, str]] = field(default_factory=list)  # members left out or skipped: (id, why)
 
+    def __reduce__(self):
+        # Sent back by the thousand a task: as the arguments of one call each, which the main
+        # process unpickles several times faster than an object's dict (10^5 files, one by one).
+        return (FileOutcome, (self.file_digest, self.status, self.warning, self.unchanged, self.how, self.n_docs, self.left_out))
+
 
 @dataclass(slots=True)
 class DocOut:
