@@ -240,6 +240,7 @@ def read_document(
 
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _ONE_READ = 1 << 24  # read_document's largest read
 
 
@@ -253,7 +254,7 @@ def read_plain(path: str, max_bytes: int | None = None, follow_symlinks: bool = 
     that is not the whole file) takes :func:`read_document`'s own way, from where this left it.
     """
     try:
-        fd = os.open(path, _OPEN_FLAGS if follow_symlinks else _OPEN_FLAGS | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, _OPEN_FLAGS if follow_symlinks else _OPEN_FLAGS | _NOFOLLOW)
     except OSError:  # it says why (or, the file back in place, reads it)
         return _as_plain(read_document(path, max_bytes, follow_symlinks, keep_ascii=True))
     try:
