@@ -188,3 +188,22 @@ def test_compression_of_a_name_is_its_last_suffix_among_the_known_ones(path):
     from simdoc.corpus.files import COMPRESSED, compression_of
 
     assert compression_of(path) == next((kind for suffix, kind in COMPRESSED.items() if path.endswith(suffix)), None)
+
+
+def test_files_to_read_from_the_walks_columns_are_what_the_plan_says():
+    from types import SimpleNamespace
+
+    from simdoc.corpus.walk import Entries
+    from simdoc.stages.plan import Plan
+    from simdoc.stages.scan import files_to_read
+
+    rng = np.random.default_rng(5)
+    n = 50
+    stat = rng.integers(0, 10**6, size=(n, 5)).astype(np.int64)
+    entries = Entries([f"d/{i:03d}.txt" for i in range(n)], [f"/c/d/{i:03d}.txt" for i in range(n)], stat)
+    old = SimpleNamespace(file_digest=rng.integers(0, 256, size=(20, 16)).astype(np.uint8))
+    plan = Plan(entries, rng.random(n) < 0.4, np.where(rng.random(n) < 0.5, rng.integers(0, 20, n), -1), None, old)
+    want = plan.to_read()
+    got = files_to_read(plan, placed=False)
+    assert [(e.id, e.path, e.size, d, k) for e, d, k in got] == [(e.id, e.path, e.size, d, k) for e, d, k in want]
+    assert files_to_read(plan, placed=True) == want  # tasks that write parts need each file's stat

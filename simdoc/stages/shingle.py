@@ -56,7 +56,7 @@ from simdoc.stages.racy import racy
 from simdoc.stages.ranges import joined, signature_slices
 from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
-from simdoc.stages.scan import scan_batch, scan_tasks
+from simdoc.stages.scan import files_to_read, scan_batch, scan_tasks
 from simdoc.stages.scan_results import BatchResult, FileOutcome, FileRun, plain_files
 from simdoc.stages.signature import finish_signatures, next_signature_rows
 from simdoc.stages.skipped import SkipNotes, recorded_warnings
@@ -123,7 +123,7 @@ def build_shingles(
         parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
         collector = _Collector(store, manifest, settings, scan, parts is not None, replaced)
         try:
-            tasks = scan_tasks(plan.to_read(), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
+            tasks = scan_tasks(files_to_read(plan, parts is not None), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
             ran = resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
             with contextlib.closing(joined(ran, index)) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
