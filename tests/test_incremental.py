@@ -11,6 +11,7 @@ from click.testing import CliRunner
 import simdoc
 import simdoc.corpus.read
 import simdoc.corpus.walk
+import simdoc.stages.scan
 from simdoc.cli import cli
 from simdoc.store.loaded import open_index
 
@@ -126,13 +127,18 @@ def test_update_equals_full_rebuild_and_reads_only_what_changed(tmp_path, monkey
     mutate(corpus, random.Random(1))
 
     reads: list[str] = []
-    real = simdoc.corpus.files.read_document
+    real, real_plain = simdoc.corpus.files.read_document, simdoc.stages.scan.read_plain
 
     def counting(path, **kw):
         reads.append(Path(path).name)
         return real(path, **kw)
 
+    def counting_plain(path, *args):  # the scan's way for a plain file
+        reads.append(Path(path).name)
+        return real_plain(path, *args)
+
     monkeypatch.setattr(simdoc.corpus.read, "read_document", counting)
+    monkeypatch.setattr(simdoc.stages.scan, "read_plain", counting_plain)
     updated = simdoc.find_pairs(corpus, idx, jobs=1, verify=False)
     # Only the added, changed and touched files were read (the touched one only for its digest).
     assert sorted(reads) == sorted(["added.txt", "doc002.txt", "doc001.txt", "near004.txt"])
@@ -141,6 +147,7 @@ def test_update_equals_full_rebuild_and_reads_only_what_changed(tmp_path, monkey
     assert "read 4 files, 3 new or changed, 1 removed" in updated.stages[0].detail
 
     monkeypatch.setattr(simdoc.corpus.read, "read_document", real)
+    monkeypatch.setattr(simdoc.stages.scan, "read_plain", real_plain)
     updated = simdoc.find_pairs(corpus, idx, jobs=1)
     full = simdoc.find_pairs(corpus, tmp_path / "full", jobs=1)
     assert list(updated) == list(full)

@@ -6,6 +6,8 @@ import lzma
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from click.testing import CliRunner
 from conftest import warc_record
 
@@ -344,7 +346,7 @@ def test_jsonl_problems_are_counted_per_kind():
 
 
 def test_how_a_file_is_read_is_told_by_the_end_of_its_name_as_by_the_whole_name():
-    # how_read looks only at the last characters of a path (cached): it must agree with the
+    # how_read looks only at the end of a path's name (cached): it must agree with the
     # checks on the whole path for every ending, case and compression, and a long prefix.
     from simdoc.corpus import read as corpus_read
     from simdoc.corpus import streaming
@@ -365,6 +367,42 @@ def test_how_a_file_is_read_is_told_by_the_end_of_its_name_as_by_the_whole_name(
             for comp in ["", *COMPRESSED]:
                 for prefix in ("", "a", "/some/long/folder/name.with.dots/doc"):
                     path = prefix + name + comp
-                    assert len(name + comp) <= corpus_read._NAME_TAIL or not name
                     for size in (10, streaming.STREAM_BYTES + 1):
                         assert corpus_read.how_read(path, size) == by_whole_name(path, size), path
+
+
+def _by_whole_name(path, size):
+    from simdoc.corpus import streaming
+    from simdoc.corpus.files import compression_of
+    from simdoc.corpus.formats import is_html
+    from simdoc.corpus.parquet import is_parquet
+    from simdoc.corpus.walk import is_jsonl, is_warc
+
+    for test, way in ((is_jsonl, "jsonl"), (is_warc, "warc"), (is_parquet, "parquet"), (is_html, "html")):
+        if test(path):
+            return way
+    return "streamed" if size > streaming.STREAM_BYTES or compression_of(path) else "whole"
+
+
+_PIECES = ["/", ".", "a", "K", "\u0130", "\u212a", "jsonl", "JSONL", "ndjson", "warc", "wet", "parquet", "PARQUET", "html", "htm", "xhtml",
+           "HTML", "gz", "bz2", "xz", "zst", "txt", "..", "d.v2"]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join), st.sampled_from([10, 1 << 40]))
+@settings(max_examples=600, deadline=None)
+def test_how_read_by_the_end_of_a_name_agrees_with_the_checks_on_the_whole_path(path, size):
+    from simdoc.corpus import read as corpus_read
+
+    assert corpus_read.how_read(path, size) == _by_whole_name(path, size), path
+
+
+def test_how_read_decides_once_per_ending_not_once_per_file():
+    # The shingle stage asks for every file of the corpus: 10^5 files with a few endings must be
+    # a cache look-up each, not the suffix checks each (once keyed by the last 16 characters).
+    from simdoc.corpus import read as corpus_read
+
+    corpus_read._way_by_name.cache_clear()
+    for i in range(3000):
+        for ext in (".txt", ".md", ".jsonl.gz"):
+            corpus_read.how_read(f"/corpus/d{i % 7:03d}/doc{i:07d}{ext}", 100)
+    assert corpus_read._way_by_name.cache_info().misses <= 3

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import simdoc
 import simdoc.corpus.read
 import simdoc.stages.plan
+import simdoc.stages.scan
 from simdoc.cli import cli
 from simdoc.corpus.walk import FileEntry
 from simdoc.stages.racy import RACY_NS, newest_ctimes, racy
@@ -251,6 +252,8 @@ def test_a_racily_clean_file_is_read_again_until_a_later_change_proves_it_clean(
     reads: list[str] = []
     real = simdoc.corpus.read.read_document
     monkeypatch.setattr(simdoc.corpus.read, "read_document", lambda path, **kw: reads.append(Path(path).name) or real(path, **kw))
+    real_plain = simdoc.stages.scan.read_plain  # the scan's way for a plain file
+    monkeypatch.setattr(simdoc.stages.scan, "read_plain", lambda path, *a: reads.append(Path(path).name) or real_plain(path, *a))
     fourth = simdoc.find_pairs(c, i, jobs=1)
     assert fourth.stages[0].detail == "up to date (1 racily clean files re-read)"
     assert reads == ["c.txt"]  # now the newest: a.txt is proven clean

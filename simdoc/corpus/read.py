@@ -34,7 +34,7 @@ from simdoc.corpus.formats import (
     member_id,
     read_jsonl,
 )
-from simdoc.corpus import formats, jsonl_ranges, parquet, warc_spans
+from simdoc.corpus import formats, jsonl_ranges, parquet, streaming, warc_spans
 from simdoc.corpus.jsonl_ranges import Piece, read_range
 from simdoc.corpus.jsonl_ranges import texts_at as jsonl_texts_at
 from simdoc.corpus.parquet import PARQUET_EXTRA, is_parquet, read_groups, read_parquet
@@ -53,31 +53,41 @@ def no_pyarrow() -> CorpusError:
 
 def how_read(path: str, size: int) -> str:
     """How a file of this name and size is read into documents (see the module docstring)."""
-    from simdoc.corpus import streaming
-
-    way = _way_by_name(path[-_NAME_TAIL:])
+    way = _way_by_name(name_key(path))
     if way == "compressed" or (way == "whole" and size > streaming.STREAM_BYTES):
         return "streamed"
     return way
 
 
-# Every suffix the ways are told by (".ndjson.zst", ".xhtml.bz2") ends within this many characters.
-_NAME_TAIL = 16
+def name_key(path: str) -> str:
+    """The end of a path that tells how it is read: its name from the second-to-last dot (``.jsonl.gz``,
+    ``.warc.wet``, ``.txt``; "" for a name without a dot).
+
+    Every suffix the ways are told by is one dot and what follows, without a ``/``, after at most one
+    compression suffix: it lies within this end. A corpus has few distinct ends, so the shingle
+    stage's 10^5 files cost a cache look-up each (the name itself, or its last 16 characters, differs
+    from file to file).
+    """
+    start = path.rfind("/") + 1
+    last = path.rfind(".", start)
+    if last < 0:
+        return ""
+    before = path.rfind(".", start, last)
+    return path[before if before >= 0 else last :]
 
 
 @lru_cache(maxsize=1024)
-def _way_by_name(tail: str) -> str:
-    """how_read by name alone, from the end of the path (the shingle stage asks for every file:
-    a corpus has few distinct endings)."""
-    if is_jsonl(tail):
+def _way_by_name(end: str) -> str:
+    """how_read by name alone, from :func:`name_key`."""
+    if is_jsonl(end):
         return "jsonl"
-    if is_warc(tail):
+    if is_warc(end):
         return "warc"
-    if is_parquet(tail):
+    if is_parquet(end):
         return "parquet"
-    if is_html(tail):
+    if is_html(end):
         return "html"
-    return "compressed" if compression_of(tail) else "whole"
+    return "compressed" if compression_of(end) else "whole"
 
 
 def text_digest(text: str) -> bytes:

@@ -48,23 +48,31 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
 
 from simdoc.bytesign import sign_texts
+from simdoc.corpus.files import read_plain
+from simdoc.corpus.objects import is_url
 from simdoc.corpus.parquet import have_pyarrow
-from simdoc.corpus.read import how_read, no_pyarrow, read_file, read_range_file, spans_of, text_digest, text_size
-from simdoc.corpus.walk import FileEntry
+from simdoc.corpus.read import MEMBER_WAYS, how_read, no_pyarrow, read_file, read_range_file, spans_of, text_digest, text_size
+from simdoc.corpus.walk import Entries, FileEntry
 from simdoc.corpus.warc import WarcReading
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import shingle_texts
 from simdoc.stages.scan_results import BatchResult, DocOut, FileOutcome, doc_columns, write_part
+from simdoc.stages.short_docs import leave_out, short_documents
 from simdoc.stages.spilled import SetRuns, SpilledSet, rows_of
 
 BATCH_BYTES = 4 << 20  # text per shingling task
 BATCH_DOCS = 2000
+if TYPE_CHECKING:
+    from simdoc.stages.plan import Plan
+
 _UNREAD = ("binary", "unreadable")  # statuses of files that give no document
 # `simdoc shingle` on its own stores shingle sets; the tasks' signatures, of length 1, go unused.
 _NO_SIGNATURES = SignatureParams(1).resolved()
@@ -85,21 +93,48 @@ class ScanTask:
     span: tuple[int, int] | None = None  # one range of its one JSON Lines, Parquet or WARC file (see simdoc.stages.ranges)
 
 
-def batches(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
+def batches(entries: Iterable, size_of: Callable[[object], int] = attrgetter("size")) -> Iterator[list]:
     """Consecutive entries, cut where a batch reaches BATCH_BYTES of files or BATCH_DOCS files;
-    a file of BATCH_BYTES or more goes alone (two large files in one batch would double its memory)."""
+    a file of BATCH_BYTES or more goes alone (two large files in one batch would double its memory).
+    ``size_of``: an entry's size (a FileEntry's by default)."""
     cur, size = [], 0
     for e in entries:
-        if e.size >= BATCH_BYTES and cur:
+        n = size_of(e)
+        if n >= BATCH_BYTES and cur:
             yield cur
             cur, size = [], 0
         cur.append(e)
-        size += e.size
+        size += n
         if size >= BATCH_BYTES or len(cur) >= BATCH_DOCS:
             yield cur
             cur, size = [], 0
     if cur:
         yield cur
+
+
+class ToRead(NamedTuple):
+    """A file to read, as a reading task needs it (the local engine: no stat, no FileEntry)."""
+
+    id: str
+    path: str
+    size: int
+
+
+def files_to_read(plan: Plan, placed: bool) -> list[tuple[FileEntry | ToRead, bytes | None, bool]]:
+    """:meth:`Plan.to_read <simdoc.stages.plan.Plan.to_read>`, from the walk's columns when it gave
+    them and no task writes a part (which needs each file's stat): 10^5 tuples, not FileEntry objects."""
+    entries = plan.entries
+    if placed or not isinstance(entries, Entries):
+        return plan.to_read()
+    at = np.flatnonzero(~plan.keep)
+    rows = plan.digest_row[at].tolist()
+    sizes = entries.stat[at, 0].tolist()
+    ids, paths = entries.ids, entries.paths
+    old = plan.old
+    return [
+        (ToRead(ids[i], paths[i], n), None if j < 0 else bytes(old.file_digest[j]), False)
+        for i, j, n in zip(at.tolist(), rows, sizes)
+    ]
 
 
 def scan_tasks(
@@ -112,6 +147,8 @@ def scan_tasks(
 ) -> Iterator[ScanTask]:
     """The tasks for the files of ``plan`` (entry, digest indexed, keep without reading) not kept, in order.
 
+    An entry is a FileEntry, or (without ``parts``) a :class:`ToRead`.
+
     Without ``signature`` (a stage of its own) the tasks return the shingle sets.
     ``parts``: the folder (absolute) where each task writes its part, named by
     :func:`part_key`; None: nowhere. ``racy``: whether a file was racily clean
@@ -119,35 +156,40 @@ def scan_tasks(
     ``spill``: without ``signature`` and ``parts``, the folder (the index's)
     where a long document's set is built on disk (:mod:`simdoc.stages.spilled`).
     """
-    plan = list(plan)
-    if any(how_read(e.path, e.size) == "parquet" for e, _, keep in plan if not keep) and not have_pyarrow():
+    to_read = [(e, d) for e, d, keep in plan if not keep]
+    hows = [how_read(e.path, e.size) for e, _ in to_read]  # by each name's ending: a cache look-up a file
+    if "parquet" in hows and not have_pyarrow():
         raise no_pyarrow()  # here, once, rather than in every worker
-    digests = {e.id: d for e, d, keep in plan if not keep}
-    pending: list[FileEntry] = []
-    for e in (e for e, _, keep in plan if not keep):
+    pending: list[tuple[FileEntry, bytes | None]] = []
+    for (e, digest), how in zip(to_read, hows):
         # A big plain JSON Lines, Parquet or WARC file: one task a byte range or span of row groups
         # or records (joined by simdoc.stages.ranges), on a cluster too (each range's task writes
-        # a part of its own); not for `simdoc shingle` alone (it keeps sets by file).
+        # a part of its own); not for `simdoc shingle` alone (it keeps sets by file). Only a file
+        # of many documents can be one (the rest are not asked: most files of a corpus).
         spans = None
-        if signature is not None:
+        if signature is not None and how in MEMBER_WAYS:
             spans = spans_of(e.path, e.size, shingle.text_field, bool(shingle.follow_symlinks))
         if spans:
-            yield from _batch_tasks(pending, digests, shingle, signature, parts, racy, spill)
+            yield from _batch_tasks(pending, shingle, signature, parts, racy, spill)
             pending = []
             for s in spans:
-                task = ScanTask([(e.id, e.path, e.size, digests[e.id])], shingle, signature, span=s)
+                task = ScanTask([(e.id, e.path, e.size, digest)], shingle, signature, span=s)
                 yield task if parts is None else _with_part(task, [e], parts, racy)
         else:
-            pending.append(e)
-    yield from _batch_tasks(pending, digests, shingle, signature, parts, racy, spill)
+            pending.append((e, digest))
+    yield from _batch_tasks(pending, shingle, signature, parts, racy, spill)
 
 
-def _batch_tasks(entries: list[FileEntry], digests: dict, shingle, signature, parts, racy, spill) -> Iterator[ScanTask]:
-    for b in batches(entries):
-        files = [(e.id, e.path, e.size, digests[e.id]) for e in b]
+def _batch_tasks(pending: list[tuple[FileEntry, bytes | None]], shingle, signature, parts, racy, spill) -> Iterator[ScanTask]:
+    for b in batches(pending, _size_of_pending):
+        files = [(e.id, e.path, e.size, digest) for e, digest in b]
         # A cluster's workers may not see the folder: there a long document's set is held.
         task = ScanTask(files, shingle, signature or _NO_SIGNATURES, signature is None, spill if parts is None and signature is None else None)
-        yield task if parts is None else _with_part(task, b, parts, racy)
+        yield task if parts is None else _with_part(task, [e for e, _ in b], parts, racy)
+
+
+def _size_of_pending(item: tuple[FileEntry, bytes | None]) -> int:
+    return item[0].size
 
 
 def _with_part(task: ScanTask, entries: list[FileEntry], parts, racy) -> ScanTask:
@@ -254,6 +296,18 @@ def _scan(task: ScanTask) -> BatchResult:
                 outcome.n_docs = 1
             files.append(outcome)
             continue
+        if how == "whole" and task.span is None and (path[:1] == "/" or not is_url(path)):  # most files: the fewest steps
+            text, digest, warning, status = read_plain(path, reading.max_bytes, bool(reading.follow_symlinks))
+            if expected is not None and digest == expected and status not in _UNREAD:
+                files.append(FileOutcome(digest, status, warning, True, how))
+                continue
+            outcome = FileOutcome(digest, status, warning, False, how)
+            if text is not None:
+                texts.append(text)
+                docs.append(DocOut(doc_id, "", -1, -1, size, digest, how, status, 0))
+                outcome.n_docs = 1
+            files.append(outcome)
+            continue
         if task.span is not None:  # the join tells a file whose bytes are the ones indexed
             warc = WarcReading(reading.max_bytes, bool(reading.main_content), bool(reading.all_responses))
             got, piece = read_range_file(path, doc_id, task.span, fields, reading.max_bytes, reading.follow_symlinks, warc)
@@ -327,7 +381,7 @@ def _scan(task: ScanTask) -> BatchResult:
             streamed = {sum(keep[:i]): row for i, row in streamed.items() if keep[i]}
             spilled = {sum(keep[:i]): row for i, row in spilled.items() if keep[i]}
             sigs = sigs[np.asarray(keep, dtype=bool)]
-            docs = _leave_out(files, docs, short, task.shingle.min_length, spec.unit)
+            docs = leave_out(files, docs, short, task.shingle.min_length, spec.unit)
     sets = None
     if task.keep_sets:
         in_memory = [t for t, i in enumerate(i for i in range(len(docs)) if i not in streamed) if i not in spilled]
@@ -343,67 +397,6 @@ def _scan(task: ScanTask) -> BatchResult:
                 t += 1
         sets = rows_of(sets_parts)
     return BatchResult(files, doc_columns(docs), sigs, sets, piece=piece if task.span is not None else None)
-
-
-def short_documents(
-    docs: list[DocOut], texts: list, streamed: dict[int, ShingleSets], paths: dict[int, str], spec, reading: ShingleParams
-) -> set[int]:
-    """The documents (numbers in ``docs``) with fewer than ``reading.min_length`` units (characters,
-    or words) in their normalised text; an empty one is not counted (it is never a candidate).
-
-    Told by each document's window count where it can (with k units or more, a char or word
-    document of n windows has n + k - 1 units); a document of one window, or a stopword
-    document (whose windows start only at stop words), is normalised here to be counted.
-    """
-    from simdoc.corpus.files import read_document
-    from simdoc.shingling import normalise
-
-    k, least = spec.k, reading.min_length
-    short = set()
-    at_text = 0
-    for i, d in enumerate(docs):
-        text = None
-        if i not in streamed:
-            text = texts[at_text]
-            at_text += 1
-        n = d.n_shingles
-        if n == 0:
-            continue
-        if (n >= 2 and n + k - 1 >= least) or least <= 1:
-            continue  # at least n + k - 1 units (exactly that many for char and word)
-        if spec.unit != "stopword" and n >= 2:
-            short.add(i)  # exactly n + k - 1 units, fewer than asked
-            continue
-        if text is None:  # a streamed file of at most one window: small, read it whole
-            got = read_document(paths[i], reading.max_bytes, bool(reading.follow_symlinks))
-            text = got.text if got.text is not None else ""
-        if isinstance(text, bytes):
-            text = text.decode("ascii")
-        norm = normalise(text, spec.lowercase, spec.unicode)
-        units = len(norm) if spec.unit == "char" else len(norm.split(" ")) if norm else 0
-        if units < least:
-            short.add(i)
-    return short
-
-
-def _leave_out(files: list[FileOutcome], docs: list[DocOut], short: set[int], least: int, unit: str) -> list[DocOut]:
-    """``docs`` without the ``short`` ones; each file says which it left out (a member) or that
-    it is not a document (a file of one)."""
-    what = f"shorter than --min-length {least} ({'characters' if unit == 'char' else 'words'}), left out"
-    kept: list[DocOut] = []
-    at = 0
-    for f in files:
-        for i in range(at, at + f.n_docs):
-            if i not in short:
-                kept.append(docs[i])
-            elif docs[i].source:
-                f.left_out.append((docs[i].id, what))
-            else:
-                f.status, f.warning = "short", what
-        dropped = sum(1 for i in range(at, at + f.n_docs) if i in short)
-        at += f.n_docs
-        f.n_docs -= dropped
-    return kept
 
 
 def _raw(hexdigest: str) -> bytes:

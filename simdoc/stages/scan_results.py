@@ -28,9 +28,11 @@ import numpy as np
 
 from simdoc.corpus.jsonl_ranges import Piece
 from simdoc.corpus.pieces import piece_json, piece_of
+from simdoc.corpus.read import MEMBER_WAYS as _MEMBER_WAYS
 from simdoc.corpus.read import identity
 from simdoc.shinglesets import ShingleSets
 from simdoc.store.doccolumns import DocColumns
+from simdoc.store.doctable import STAT_COLUMNS
 
 
 @dataclass
@@ -44,6 +46,11 @@ class FileOutcome:
     how: str
     n_docs: int = 0  # documents it gave; they follow the previous file's in BatchResult.docs
     left_out: list[tuple[str, str]] = field(default_factory=list)  # members left out or skipped: (id, why)
+
+    def __reduce__(self):
+        # Sent back by the thousand a task: as the arguments of one call each, which the main
+        # process unpickles several times faster than an object's dict (10^5 files, one by one).
+        return (FileOutcome, (self.file_digest, self.status, self.warning, self.unchanged, self.how, self.n_docs, self.left_out))
 
 
 @dataclass(slots=True)
@@ -60,6 +67,54 @@ class DocOut:
     how: str
     status: str
     n_shingles: int
+
+
+def plain_files(files: list[FileOutcome], start: int, stop: int) -> int:
+    """How many of ``files[start:stop]``, from the first, were read as one document each with nothing
+    to say: not unchanged, no warning, no member left out, not a file of members (most files; the
+    shingle stage's collector takes them a block at a time)."""
+    j = start
+    while j < stop:
+        f = files[j]
+        if f.n_docs != 1 or f.unchanged or f.warning is not None or f.left_out or f.how in _MEMBER_WAYS:
+            break
+        j += 1
+    return j - start
+
+
+class FileRun:
+    """The files of a run of new documents (the shingle stage's collector), in order: the docs-table
+    columns each of its documents takes from its file (:data:`simdoc.store.doctable.STAT_COLUMNS`,
+    ``file_digest``), gathered a file, or a block of one-document files, at a time.
+
+    ``stat``: the (n, 5) stat of every file listed (:class:`simdoc.stages.plan.Listing`).
+    """
+
+    def __init__(self, stat: np.ndarray) -> None:
+        self.stat = stat
+        self.counts: list[int] = []  # documents of each file
+        self.stats: list[np.ndarray] = []  # (k, 5) blocks
+        self.digests: list[bytes] = []
+
+    def add(self, i: int, n_docs: int, digest: bytes) -> None:
+        """File ``i`` of the listing, with ``n_docs`` documents."""
+        self.counts.append(n_docs)
+        self.stats.append(self.stat[i : i + 1])
+        self.digests.append(digest)
+
+    def add_plain(self, i: int, files: list[FileOutcome]) -> None:
+        """Files ``i`` to ``i + len(files)`` of the listing, one document each."""
+        self.counts.extend([1] * len(files))
+        self.stats.append(self.stat[i : i + len(files)])
+        self.digests.extend(f.file_digest for f in files)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Each document's stat columns and file digest."""
+        counts = np.array(self.counts, dtype=np.int64)
+        stats = np.concatenate(self.stats).astype(np.int64, copy=False).reshape(len(counts), len(STAT_COLUMNS))
+        digests = np.frombuffer(b"".join(self.digests), dtype=np.uint8).reshape(len(counts), -1)
+        columns = {c: np.repeat(stats[:, j], counts) for j, c in enumerate(STAT_COLUMNS)}
+        return {**columns, "file_digest": np.repeat(digests, counts, axis=0)}
 
 
 def doc_columns(docs: list[DocOut]) -> DocColumns:

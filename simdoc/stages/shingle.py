@@ -35,8 +35,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from simdoc.corpus.formats import MEMBER_IDS
 from simdoc.corpus.read import MEMBER_WAYS
 from simdoc.corpus.walk import is_warc, resolve_sources
@@ -58,14 +56,14 @@ from simdoc.stages.racy import racy
 from simdoc.stages.ranges import joined, signature_slices
 from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
-from simdoc.stages.scan import scan_batch, scan_tasks
-from simdoc.stages.scan_results import BatchResult, FileOutcome
+from simdoc.stages.scan import files_to_read, scan_batch, scan_tasks
+from simdoc.stages.scan_results import BatchResult, FileOutcome, FileRun, plain_files
 from simdoc.stages.signature import finish_signatures, next_signature_rows
 from simdoc.stages.skipped import SkipNotes, recorded_warnings
 from simdoc.stages.spilled import remove_spilled, write_rows
 from simdoc.store.directory import IndexStore
 from simdoc.store.doccolumns import TableBuilder, TableFiles, added_by_id
-from simdoc.store.doctable import FORMAT_3_MISSING, STAT_COLUMNS, DocsTable
+from simdoc.store.doctable import FORMAT_3_MISSING, DocsTable
 from simdoc.store.loaded import LoadedIndex, readable_docs
 from simdoc.store.manifest import left_out_by_source
 from simdoc.version import __version__
@@ -125,7 +123,7 @@ def build_shingles(
         parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
         collector = _Collector(store, manifest, settings, scan, parts is not None, replaced)
         try:
-            tasks = scan_tasks(plan.to_read(), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
+            tasks = scan_tasks(files_to_read(plan, parts is not None), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
             ran = resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
             with contextlib.closing(joined(ran, index)) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
@@ -243,7 +241,7 @@ class _Collector:
         # New rows go to the builder a run at a time (consecutive files of one batch), not a file
         # at a time: 10^5 one-document files would be 10^5 chunks (simdoc.store.doccolumns).
         self.run: tuple[BatchResult, int, int] | None = None  # (batch, first document, end)
-        self.run_files: list[tuple[int, tuple[int, ...], bytes]] = []  # (documents, stat, file digest)
+        self.run_files = FileRun(scan.listing.stat)  # its files
         # Members of JSON Lines and WARC files left out (SOURCE/#KEY ids, with their source): listed
         # in the manifest's ``skipped`` beside the files, counted apart from them.
         self.left_out: list[dict] = []
@@ -259,14 +257,22 @@ class _Collector:
                 self.keep(plan, a, b, None)
                 bar.update(b - a)
                 continue
-            for i in range(a, b):
+            i = a
+            while i < b:
                 if batch is None or at_file == len(batch.files):
                     batch = next(results)
                     at_file = at_doc = 0
+                m = plain_files(batch.files, at_file, min(len(batch.files), at_file + b - i)) if self.by_blocks(batch) else 0
+                if m:  # most files: a block of them at once
+                    self.read_plain(i, m, batch, at_file, at_doc)
+                    at_file, at_doc, i = at_file + m, at_doc + m, i + m
+                    bar.update(m)
+                    continue
                 outcome = batch.files[at_file]
                 at_file += 1
                 self.read(plan, i, outcome, batch, at_doc)
                 at_doc += outcome.n_docs
+                i += 1
                 bar.update(1)
         self.flush()
         bar.close()
@@ -301,36 +307,52 @@ class _Collector:
             return
         self.left_out.extend({"id": i, "source": e.id, "reason": why} for i, why in outcome.left_out)
         if outcome.n_docs:
-            if self.run is None or self.run[0] is not batch or self.run[2] != at_doc:
-                self.flush()
-                self.run = (batch, at_doc, at_doc)
-            self.run = (batch, self.run[1], at_doc + outcome.n_docs)
-            self.run_files.append((outcome.n_docs, e.stat(), outcome.file_digest))
+            self.extend_run(batch, at_doc, outcome.n_docs)
+            self.run_files.add(i, outcome.n_docs, outcome.file_digest)
         if self.sig_rows is not None and outcome.n_docs:
             if batch.parts is not None:  # joined ranges on a cluster: in their parts, in line order
                 self.sig_rows.add_gathered(batch.parts, batch.sig_order[at_doc : at_doc + outcome.n_docs])
             elif batch.signatures is None:  # left in the task's part, for the workers to copy
                 self.sig_rows.add_part(batch.part, at_doc, outcome.n_docs)
-            else:  # a slice at a time (joined ranges: in line order, maybe spilled; see simdoc.stages.ranges)
-                for rows in signature_slices(batch, at_doc, outcome.n_docs):
-                    self.sig_rows.add(rows)
+            # else: the run's rows are written with its documents (flush), not a file at a time
         if self.settings.keep_sets and outcome.n_docs:
             self.sets_parts.append(batch.sets.slice(at_doc, at_doc + outcome.n_docs))
+
+    def read_plain(self, i: int, m: int, batch: BatchResult, at_file: int, at_doc: int) -> None:
+        """Files ``i`` to ``i + m`` of the plan, read from ``batch`` (from its file ``at_file``) as one
+        document each, with no warning (:func:`simdoc.stages.scan_results.plain_files`)."""
+        self.n_read += m
+        self.extend_run(batch, at_doc, m)
+        self.run_files.add_plain(i, batch.files[at_file : at_file + m])
+
+    def by_blocks(self, batch: BatchResult) -> bool:
+        """Whether plain files of ``batch`` may be taken a block at a time: their signature rows are in
+        the batch (not in parts on a cluster) and come with the run (no shingle sets kept)."""
+        return self.sig_rows is not None and batch.parts is None and batch.signatures is not None
+
+    def extend_run(self, batch: BatchResult, at_doc: int, n: int) -> None:
+        """The current run, with the next ``n`` documents of ``batch`` (from ``at_doc``): a new run
+        if they do not follow it."""
+        if self.run is None or self.run[0] is not batch or self.run[2] != at_doc:
+            self.flush()
+            self.run = (batch, at_doc, at_doc)
+        self.run = (batch, self.run[1], at_doc + n)
 
     def flush(self) -> None:
         """The documents of the current run of read files into the builder, as one chunk."""
         if self.run is None:
             return
         batch, first, end = self.run
-        counts = np.array([n for n, _, _ in self.run_files], dtype=np.int64)
         docs = batch.docs.slice(first, end)
         added, changed, kept = added_by_id(docs, self.old, self.old_pos, self.prev, self.prev_pos, self.generation)
         self.n_changed, self.n_kept_old = self.n_changed + changed, self.n_kept_old + kept
-        stats = np.array([stat for _, stat, _ in self.run_files], dtype=np.int64).reshape(len(counts), len(STAT_COLUMNS))
-        digests = np.frombuffer(b"".join(d for _, _, d in self.run_files), dtype=np.uint8).reshape(len(counts), -1)
-        columns = {c: np.repeat(stats[:, i], counts) for i, c in enumerate(STAT_COLUMNS)}
-        self.builder.add_new(docs, {**columns, "file_digest": np.repeat(digests, counts, axis=0), "added": added})
-        self.run, self.run_files = None, []
+        self.builder.add_new(docs, {**self.run_files.columns(), "added": added})
+        if self.sig_rows is not None and batch.parts is None and batch.signatures is not None:
+            # A slice at a time (joined ranges: in line order, maybe spilled; see simdoc.stages.ranges).
+            for rows in signature_slices(batch, first, end - first):
+                self.sig_rows.add(rows)
+        self.run = None
+        self.run_files = FileRun(self.run_files.stat)
 
     def result(self, built: bool, seconds: float, detail: str) -> StageResult:
         """The stage's result, with the warnings to give and those about skipped files given
