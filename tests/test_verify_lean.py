@@ -16,7 +16,7 @@ import simdoc.stages.verify as verify
 from simdoc import kernels
 from simdoc.bytesign import sets64_into, sets64_texts
 from simdoc.corpus.files import read_document
-from simdoc.corpus.plain import read_plain
+from simdoc.corpus.plain import read_again_if_same
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec, shingle_texts
 from simdoc.similarity import pair_sums, span_sums
@@ -38,7 +38,7 @@ def test_a_plain_file_reads_as_read_document_reads_it(tmp_path, name):
     path = tmp_path / name
     path.write_bytes(KINDS[name])
     res = read_document(str(path), keep_ascii=True)
-    got = read_plain(str(path), len(KINDS[name]), bytes.fromhex(res.digest))
+    got = read_again_if_same(str(path), len(KINDS[name]), bytes.fromhex(res.digest))
     assert got == res.text and type(got) is type(res.text)
 
 
@@ -47,21 +47,21 @@ def test_a_plain_file_not_the_one_indexed_is_not_read(tmp_path):
     path.write_bytes(b"the indexed text")
     digest = bytes.fromhex(read_document(str(path)).digest)
     size = path.stat().st_size
-    assert read_plain(str(path), size, digest) == b"the indexed text"
+    assert read_again_if_same(str(path), size, digest) == b"the indexed text"
     path.write_bytes(b"the edited  text")  # in place, the same size
-    assert read_plain(str(path), size, digest) is None
+    assert read_again_if_same(str(path), size, digest) is None
     path.write_bytes(b"the indexed text, grown")
-    assert read_plain(str(path), size, digest) is None
+    assert read_again_if_same(str(path), size, digest) is None
     path.write_bytes(b"the indexed text")
     (tmp_path / "link.txt").symlink_to(path)
-    assert read_plain(str(tmp_path / "link.txt"), size, digest) is None  # a link is not followed
-    assert read_plain(str(tmp_path / "link.txt"), size, digest, follow_symlinks=True) == b"the indexed text"
+    assert read_again_if_same(str(tmp_path / "link.txt"), size, digest) is None  # a link is not followed
+    assert read_again_if_same(str(tmp_path / "link.txt"), size, digest, follow_symlinks=True) == b"the indexed text"
     os.mkfifo(tmp_path / "fifo")  # never blocks: not a regular file
-    assert read_plain(str(tmp_path / "fifo"), size, digest) is None
-    assert read_plain(str(tmp_path / "gone.txt"), size, digest) is None
+    assert read_again_if_same(str(tmp_path / "fifo"), size, digest) is None
+    assert read_again_if_same(str(tmp_path / "gone.txt"), size, digest) is None
     nul = tmp_path / "nul.txt"
     nul.write_bytes(b"a\x00b")
-    assert read_plain(str(nul), 3, bytes.fromhex(read_document(str(nul)).digest)) is None  # binary
+    assert read_again_if_same(str(nul), 3, bytes.fromhex(read_document(str(nul)).digest)) is None  # binary
 
 
 NAMES = st.lists(st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), min_size=1, max_size=8), min_size=1, max_size=12)

@@ -239,8 +239,8 @@ def read_document(
     return ReadResult(text, digest, warning="; ".join(warnings) or None, status=status)
 
 
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+PLAIN_OPEN = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # a final symbolic link is refused by the open itself
 _ONE_READ = 1 << 24  # read_document's largest read
 
 
@@ -254,7 +254,7 @@ def read_plain(path: str, max_bytes: int | None = None, follow_symlinks: bool = 
     that is not the whole file) takes :func:`read_document`'s own way, from where this left it.
     """
     try:
-        fd = os.open(path, _OPEN_FLAGS if follow_symlinks else _OPEN_FLAGS | _NOFOLLOW)
+        fd = os.open(path, PLAIN_OPEN if follow_symlinks else PLAIN_OPEN | NOFOLLOW)
     except OSError:  # it says why (or, the file back in place, reads it)
         return _as_plain(read_document(path, max_bytes, follow_symlinks, keep_ascii=True))
     try:
@@ -272,7 +272,7 @@ def read_plain(path: str, max_bytes: int | None = None, follow_symlinks: bool = 
     try:
         raw = os.read(fd, size + 1)
         if len(raw) != size:  # a short read, or it grew or shrank: read on as read_document does
-            raw = _read_on(fd, raw, size)
+            raw = read_on(fd, raw, size)
         after = os.fstat(fd)
         if after.st_size != size or after.st_mtime_ns != before.st_mtime_ns:
             warning = "changed while being read; indexed as read (run again to pick up the final version)"
@@ -292,7 +292,7 @@ def read_plain(path: str, max_bytes: int | None = None, follow_symlinks: bool = 
         return raw.decode("utf-8-sig", errors="replace"), digest, bad if warning is None else f"{warning}; {bad}", "replaced"
 
 
-def _read_on(fd: int, first: bytes, size: int) -> bytes:
+def read_on(fd: int, first: bytes, size: int) -> bytes:
     """read_document's reading loop (no cap) after its first read gave ``first``, not ``size`` bytes."""
     if not first:
         return first

@@ -3,7 +3,7 @@
 Verification reads tens of thousands of small files again (the documents
 of the candidate pairs), each read whole when it was indexed (``how`` is
 ``whole``: not compressed, not HTML, not a file of members, at most
-:data:`simdoc.corpus.streaming.STREAM_BYTES`). :func:`read_plain` does for
+:data:`simdoc.corpus.streaming.STREAM_BYTES`). :func:`read_again_if_same` does for
 one of them what :func:`simdoc.corpus.read.read_again` does, in the fewest
 system calls: one non-blocking open that does not follow a final symbolic
 link, one ``fstat`` (a regular file, of the size indexed: else it is not
@@ -23,13 +23,10 @@ import hashlib
 import os
 import stat
 
-from simdoc.corpus.files import BINARY_SNIFF
-
-_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+from simdoc.corpus.files import BINARY_SNIFF, NOFOLLOW, PLAIN_OPEN, read_on
 
 
-def read_plain(path: str, size: int, digest: bytes, follow_symlinks: bool = False) -> str | bytes | None:
+def read_again_if_same(path: str, size: int, digest: bytes, follow_symlinks: bool = False) -> str | bytes | None:
     """The text of the file at ``path`` if it still has ``size`` bytes whose BLAKE2b-128 is
     ``digest`` (as indexed); None if it cannot be read, is no longer a regular file, has
     become a symbolic link (unless ``follow_symlinks``), or its bytes are not those indexed.
@@ -38,7 +35,7 @@ def read_plain(path: str, size: int, digest: bytes, follow_symlinks: bool = Fals
     (O_NONBLOCK) and the ``fstat`` after it finds it is not a regular file.
     """
     try:
-        fd = os.open(path, _FLAGS if follow_symlinks else _FLAGS | _NOFOLLOW)
+        fd = os.open(path, PLAIN_OPEN if follow_symlinks else PLAIN_OPEN | NOFOLLOW)
     except OSError:  # gone, a link now (ELOOP), not readable: not the document indexed
         return None
     try:
@@ -46,11 +43,8 @@ def read_plain(path: str, size: int, digest: bytes, follow_symlinks: bool = Fals
         if not stat.S_ISREG(st.st_mode) or st.st_size != size:
             return None  # another size: another digest (read_again reads it to learn that)
         raw = os.read(fd, size + 1)  # one byte more: a file that grew since its fstat is told apart
-        while len(raw) < size:  # a short read (a file system that gives less than asked)
-            more = os.read(fd, size + 1 - len(raw))
-            if not more:
-                break
-            raw += more
+        if len(raw) != size:  # a short read, or it grew: read on as the scan does (the digest decides)
+            raw = read_on(fd, raw, size)
     except OSError:
         return None
     finally:

@@ -25,7 +25,7 @@ kernels), never back up:
    names: where they live and their digests come from the docs table a
    batch at a time (:meth:`simdoc.store.doctable.DocsTable.places`); a file
    read whole when indexed is read again leanly and checked against its
-   digest (:func:`simdoc.corpus.plain.read_plain`); the texts are shingled
+   digest (:func:`simdoc.corpus.plain.read_again_if_same`); the texts are shingled
    by one kernel call straight into the rows held
    (:func:`simdoc.bytesign.sets64_into`). Members of JSON Lines, WARC and
    Parquet files (each file read once for all its members wanted), streamed
@@ -61,7 +61,7 @@ from simdoc import similarity
 from simdoc.bytesign import sets64_into
 from simdoc.corpus import streaming
 from simdoc.corpus.objects import is_url
-from simdoc.corpus.plain import read_plain
+from simdoc.corpus.plain import read_again_if_same
 from simdoc.corpus.streaming import Part, sets64_of_texts
 from simdoc.engines.local import LocalEngine, can_fork
 from simdoc.shinglesets import ShingleSets
@@ -297,7 +297,7 @@ class _Work:
         follow = reader.follow_symlinks
         for i, (d, path) in enumerate(zip(plain.tolist(), reader.openable(table.places(plain)))):
             reader.reads[d] += 1
-            text = None if path is None else read_plain(path, sizes[i], digests[i].tobytes(), follow)
+            text = None if path is None else read_again_if_same(path, sizes[i], digests[i].tobytes(), follow)
             if text is None:
                 held.missing(d)
             elif len(text) > streaming.PIECE_CHARS:  # shingled in pieces, in bounded memory
