@@ -19,7 +19,8 @@ Then, in one run:
    benchmarks/bench_update.py changes them (half edited, 30% added, 20%
    deleted), on disk and in the bucket alike; ``simdoc pairs --new`` over
    both: wall time, and the bytes read from the server split into the
-   objects the change wrote (read by the scan, then again by verification)
+   objects the change wrote (read by the scan; verification reads the copy
+   the run kept, see simdoc.corpus.object_spill)
    and the unchanged objects read again (the partners of new pairs, for
    their exact verification), each as a share of the corpus's bytes.
 

@@ -25,7 +25,11 @@ as fsspec reads them, and from ``--storage-option KEY=VALUE``
 times (botocore's standard mode) and a connection times out after a few
 seconds, so an unreachable endpoint is one error, not a hang.
 
-Nothing here imports the rest of :mod:`simdoc.corpus`: the listing gives
+Within a run, an object read whole is kept on local disk for the run's later
+reads of it (verification), as long as the store still has it as it was
+(:mod:`simdoc.corpus.object_spill`).
+
+Nothing here imports the rest of :mod:`simdoc.corpus` (but that spill): the listing gives
 plain tuples that :mod:`simdoc.corpus.walk` makes into its entries, and
 :mod:`simdoc.corpus.files` opens objects here.
 """
@@ -39,6 +43,7 @@ import re
 import stat as stat_module
 from dataclasses import dataclass
 
+from simdoc.corpus.object_spill import SpillWriter, current_spill
 from simdoc.errors import CorpusError, UsageError
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -269,6 +274,20 @@ def _base(url: str) -> tuple[str, str | None]:
     return head + path.rpartition("/")[0], path
 
 
+def forget_listings(fs, root: str) -> None:
+    """Drop what ``fs`` keeps of earlier listings of ``root`` and of every "folder" under it.
+
+    ``invalidate_cache(root)`` drops only ``root`` and its parents, and s3fs's
+    listing never replaces a folder it keeps: an object edited since (a second
+    run in one process, or a re-read after verification) would be opened with
+    its old ETag, and its read refused as if it had vanished."""
+    fs.invalidate_cache(root)
+    kept = getattr(fs, "dircache", None)
+    if kept is not None:
+        for name in [k for k in list(kept) if isinstance(k, str) and k.startswith(root.rstrip("/") + "/")]:
+            kept.pop(name, None)
+
+
 def list_prefix(url: str) -> tuple[str, list[tuple[str, str, ObjectStat]], list[tuple[str, str, int, int]]]:
     """The objects under ``url``: (base URL, [(id, URL, identity)], [(id, why passed over, size, time)]).
 
@@ -287,7 +306,7 @@ def list_prefix(url: str) -> tuple[str, list[tuple[str, str, ObjectStat]], list[
     base, one = _base(url)
     fs, root = filesystem(base)
     try:
-        fs.invalidate_cache(root)  # fsspec keeps listings: this run lists the store as it is now
+        forget_listings(fs, root)  # fsspec keeps listings: this run lists the store as it is now
         found = {one: fs.info(one)} if one is not None else fs.find(root, detail=True)
     except Exception as exc:  # every backend raises its own kinds (botocore: not OSError)
         raise unreachable(canonical(url), exc) from None
@@ -332,10 +351,11 @@ class ObjectFile(io.RawIOBase):
     the readers turn into a warning, as for a file that cannot be read. S3 reads carry the ETag
     seen at opening (s3fs's If-Match): an object replaced while it is read fails, never mixes."""
 
-    def __init__(self, handle, st: ObjectStat) -> None:
+    def __init__(self, handle, st: ObjectStat, tee: SpillWriter | None = None) -> None:
         super().__init__()
         self._f = handle
         self.stat = st
+        self._tee = tee  # the copy kept for the rest of the run (simdoc.corpus.object_spill)
 
     def readable(self) -> bool:
         return True
@@ -344,7 +364,14 @@ class ObjectFile(io.RawIOBase):
         return True
 
     def read(self, n: int = -1) -> bytes:
-        return _as_oserror(lambda: self._f.read(n))
+        if self._tee is None:
+            return _as_oserror(lambda: self._f.read(n))
+        pos = self._f.tell()
+        data = _as_oserror(lambda: self._f.read(n))
+        if not self._tee.wrote(pos, data):  # not read in order from the start: not kept
+            self._tee.close(keep=False)
+            self._tee = None
+        return data
 
     def readall(self) -> bytes:
         return self.read(-1)
@@ -362,6 +389,9 @@ class ObjectFile(io.RawIOBase):
 
     def close(self) -> None:
         if not self.closed:
+            if self._tee is not None:
+                self._tee.close()
+                self._tee = None
             try:
                 self._f.close()
             except Exception:
@@ -383,7 +413,16 @@ def open_object(url: str, ranged: bool = False) -> ObjectFile | str:
 
     ``ranged``: each read is one GET of just the bytes asked for (members read
     at their offsets); otherwise reads go ahead by :data:`READ_BLOCK`.
+    While a run keeps the objects it read (:mod:`simdoc.corpus.object_spill`),
+    an object read whole is kept, and one kept is read from the local copy if
+    the store still has it as it was (one HEAD, as opening it costs anyway).
     """
+    spill = current_spill()
+    if spill is not None and spill.has(url):
+        st = object_stat(url)  # None: gone or refused, which opening it says below
+        local = None if st is None or st.st_ino == UNKNOWN else spill.find(url, st.values())
+        if local is not None:
+            return ObjectFile(local, st)
     try:
         fs, path = filesystem(url)
         handle = fs.open(path, "rb", block_size=READ_BLOCK, cache_type="none" if ranged else "readahead")
@@ -394,4 +433,5 @@ def open_object(url: str, ranged: bool = False) -> ObjectFile | str:
         return f"cannot read: {exc.message}"
     except Exception as exc:  # refused, unreachable: each backend raises its own kinds
         return f"cannot read: {_said(exc)}"
-    return ObjectFile(handle, st)
+    tee = None if spill is None or ranged or st.st_ino == UNKNOWN else spill.writer(url, st.values(), st.st_size)
+    return ObjectFile(handle, st, tee)

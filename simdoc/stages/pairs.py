@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from simdoc.corpus.object_spill import spilling
+from simdoc.corpus.objects import is_url
 from simdoc.engines import DaskEngine, Engine, open_engine
 from simdoc.engines.local import LocalEngine
 from simdoc.errors import UsageError
@@ -146,7 +148,11 @@ def run_pairs(
     # derived stages are still built, under the lock, by the stage functions).
     writer = store.writing(wait) if corpus is not None else contextlib.nullcontext()
     force: set[str] = set()
-    with writer:
+    # The objects of a URL corpus read by the scan are kept for verification's reads of them, in
+    # this run (simdoc.corpus.object_spill): a nightly update fetches each changed object once.
+    keep = isinstance(corpus, str) and is_url(corpus) and not isinstance(engine, DaskEngine)
+    spill = spilling() if keep else contextlib.nullcontext()
+    with writer, spill:
         # The threshold is settled once, from the index as the run finds it: its stored
         # threshold, unless another was asked for (a run re-reading documents keeps it).
         held = store.read_manifest(discard_damaged=rebuild).get("stages", {}).get("index")
