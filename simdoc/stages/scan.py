@@ -46,8 +46,9 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 
 import numpy as np
@@ -119,32 +120,42 @@ def scan_tasks(
     ``spill``: without ``signature`` and ``parts``, the folder (the index's)
     where a long document's set is built on disk (:mod:`simdoc.stages.spilled`).
     """
-    plan = list(plan)
-    if any(how_read(e.path, e.size) == "parquet" for e, _, keep in plan if not keep) and not have_pyarrow():
+    # Gone over twice, and never held whole: a Sequence such as Plan.to_read() makes each item as
+    # it is asked for (10^6 entries held were ~0.4 GB of the parent and of the workers it forks).
+    plan = plan if isinstance(plan, Sequence) else list(plan)
+    names = getattr(plan, "names", None)
+    names = names() if names is not None else ((e.path, e.size) for e, _, keep in plan if not keep)
+    if any(how_read(path, size) == "parquet" for path, size in names) and not have_pyarrow():
         raise no_pyarrow()  # here, once, rather than in every worker
-    digests = {e.id: d for e, d, keep in plan if not keep}
-    pending: list[FileEntry] = []
-    for e in (e for e, _, keep in plan if not keep):
+    digests: dict[str, bytes | None] = {}  # of the files of the batch being made
+
+    def spanned(e: FileEntry) -> list[tuple[int, int]] | None:
         # A big plain JSON Lines, Parquet or WARC file: one task a byte range or span of row groups
         # or records (joined by simdoc.stages.ranges), on a cluster too (each range's task writes
         # a part of its own); not for `simdoc shingle` alone (it keeps sets by file).
-        spans = None
-        if signature is not None:
-            spans = spans_of(e.path, e.size, shingle.text_field, bool(shingle.follow_symlinks))
-        if spans:
-            yield from _batch_tasks(pending, digests, shingle, signature, parts, racy, spill)
-            pending = []
+        if signature is None:
+            return None
+        return spans_of(e.path, e.size, shingle.text_field, bool(shingle.follow_symlinks)) or None
+
+    def entries_of(run) -> Iterator[FileEntry]:
+        for e, d, _ in run:
+            digests[e.id] = d
+            yield e
+
+    todo = ((e, d, spanned(e)) for e, d, keep in plan if not keep)
+    for has_spans, run in groupby(todo, key=lambda item: item[2] is not None):
+        if not has_spans:  # consecutive files read whole: batched as they come
+            yield from _batch_tasks(entries_of(run), digests, shingle, signature, parts, racy, spill)
+            continue
+        for e, d, spans in run:
             for s in spans:
-                task = ScanTask([(e.id, e.path, e.size, digests[e.id])], shingle, signature, span=s)
+                task = ScanTask([(e.id, e.path, e.size, d)], shingle, signature, span=s)
                 yield task if parts is None else _with_part(task, [e], parts, racy)
-        else:
-            pending.append(e)
-    yield from _batch_tasks(pending, digests, shingle, signature, parts, racy, spill)
 
 
-def _batch_tasks(entries: list[FileEntry], digests: dict, shingle, signature, parts, racy, spill) -> Iterator[ScanTask]:
+def _batch_tasks(entries: Iterable[FileEntry], digests: dict, shingle, signature, parts, racy, spill) -> Iterator[ScanTask]:
     for b in batches(entries):
-        files = [(e.id, e.path, e.size, digests[e.id]) for e in b]
+        files = [(e.id, e.path, e.size, digests.pop(e.id)) for e in b]
         # A cluster's workers may not see the folder: there a long document's set is held.
         task = ScanTask(files, shingle, signature or _NO_SIGNATURES, signature is None, spill if parts is None and signature is None else None)
         yield task if parts is None else _with_part(task, b, parts, racy)
