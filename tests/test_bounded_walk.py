@@ -6,17 +6,18 @@ reading workers forked from it at ~1,075 MB: the walk held each file's
 string of every file's stat (~0.8 GB at 10^6), and the files to read were
 held as FileEntry objects (with a dict of their digests) while they were
 read. The memory traced (tracemalloc) now grows by about the listing's own
-columns a file: its id, its path and its stat.
+columns a file: its id and its stat (its path is the root's and its id).
 """
 
 from __future__ import annotations
 
+import os
 import tracemalloc
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdoc.corpus.walk import FileEntry, Skipped, discover
+from simdoc.corpus.walk import Entries, FileEntry, PrefixedPaths, Skipped, discover
 from simdoc.engines.local import LocalEngine
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.stages import plan, scan
@@ -49,8 +50,9 @@ def test_a_walk_as_columns_holds_no_stat_result_a_file(tmp_path):
     discover(tmp_path / "few", columns=True)  # imports and caches, once
     few = _traced_peak(lambda: discover(tmp_path / "few", columns=True))
     many = _traced_peak(lambda: discover(tmp_path / "many", columns=True))
-    # An id, a path and 40 bytes of stat a file (~230 bytes here); with each stat_result held, ~935.
-    assert (many - few) / 3000 < 400, (few, many)
+    # An id and 40 bytes of stat a file (~210 bytes traced here: a path is the root's and the id, made
+    # when asked for); with each stat_result and path held, ~935.
+    assert (many - few) / 3000 < 300, (few, many)
 
 
 def test_the_shingle_stage_holds_no_entry_a_file_it_reads(tmp_path, monkeypatch):
@@ -88,3 +90,13 @@ def test_the_scan_id_hashed_a_block_at_a_time_is_the_one_of_the_whole_text(files
         assert scan_id_of(Listing.of(entries), passed) == expected
     finally:
         plan._ID_BLOCK = was
+
+
+@given(st.lists(st.sampled_from(["/r/", "/r", "/s/", ""]), min_size=1, max_size=6))
+def test_a_walks_paths_are_held_only_when_one_is_not_its_roots_and_its_id(prefixes):
+    stat = os.stat(__file__)
+    found = [(f"d/f{k}", prefix + f"d/f{k}", stat) for k, prefix in enumerate(prefixes)]
+    entries = Entries.of_walk(iter(found))
+    assert list(entries) == [FileEntry.of_stat(*f) for f in found]
+    assert list(entries.paths) == [path for _, path, _ in found] == entries.paths[:]
+    assert isinstance(entries.paths, PrefixedPaths) == (len(set(prefixes)) == 1)

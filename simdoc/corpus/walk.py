@@ -111,22 +111,32 @@ class Entries(Sequence):
     :func:`discover` with ``columns``: 10^5 files are not 10^5 objects on a run that reads none.
     """
 
-    def __init__(self, ids: list[str], paths: list[str], stat: np.ndarray) -> None:
+    def __init__(self, ids: list[str], paths: Sequence[str], stat: np.ndarray) -> None:
         self.ids, self.paths, self.stat = ids, paths, stat
 
     @classmethod
     def of_walk(cls, found: Iterable[tuple[str, str, os.stat_result]]) -> Entries:
         """The columns of a walk's (id, path, stat), taken as they come: an os.stat_result is
-        ~0.5 KB, and 10^6 of them held until the walk ends were most of its peak (issue 29)."""
+        ~0.5 KB, and 10^6 of them held until the walk ends were most of its peak (issue 29).
+        A path that is the root's followed by the id (every one, in a walk of one folder) is
+        not held either (:class:`PrefixedPaths`)."""
         ids: list[str] = []
-        paths: list[str] = []
+        paths: list[str] | None = None  # held only once one path is not prefix + id
+        prefix: str | None = None
         stat = array("q")
-        add_id, add_path, add_stat = ids.append, paths.append, stat.extend
+        add_id, add_stat = ids.append, stat.extend
         for doc_id, path, st in found:
+            if paths is None:
+                if prefix is None:
+                    prefix = path[: len(path) - len(doc_id)] if path.endswith(doc_id) else ""
+                if len(path) != len(prefix) + len(doc_id) or not path.startswith(prefix) or not path.endswith(doc_id):
+                    paths = [prefix + x for x in ids]
+            if paths is not None:
+                paths.append(path)
             add_id(doc_id)
-            add_path(path)
             add_stat(_STAT(st))
-        return cls(ids, paths, np.frombuffer(stat, dtype=np.int64).reshape(len(ids), 5) if ids else np.zeros((0, 5), np.int64))
+        stat_rows = np.frombuffer(stat, dtype=np.int64).reshape(len(ids), 5) if ids else np.zeros((0, 5), np.int64)
+        return cls(ids, paths if paths is not None else PrefixedPaths(prefix or "", ids), stat_rows)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -135,6 +145,22 @@ class Entries(Sequence):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         return FileEntry(self.ids[i], self.paths[i], *self.stat[i].tolist())
+
+
+class PrefixedPaths(Sequence):
+    """The paths of ``ids`` that are ``prefix + id`` each, made as they are asked for: 10^6 paths
+    held were ~0.1 GB of the main process, and of each worker forked from it."""
+
+    def __init__(self, prefix: str, ids: list[str]) -> None:
+        self.prefix, self.ids = prefix, ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.prefix + x for x in self.ids[i]]
+        return self.prefix + self.ids[i]
 
 
 @dataclass(frozen=True)
