@@ -237,8 +237,17 @@ def bucket_pairs(sorted_keys: np.ndarray) -> int:
     """
     if len(sorted_keys) < 2:
         return 0
-    starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
-    sizes = np.diff(np.append(starts, len(sorted_keys)))
+    # Runs counted among the keys of buckets of two or more only: arrays a position of the band
+    # (most of its buckets hold one document) are ~0.25 GB at 10^7 documents.
+    same = sorted_keys[1:] == sorted_keys[:-1]
+    shared = np.zeros(len(sorted_keys), dtype=bool)
+    shared[1:] = same
+    shared[:-1] |= same
+    keys = sorted_keys[shared]
+    if not len(keys):
+        return 0
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    sizes = np.diff(np.append(starts, len(keys)))
     return int(np.sum(sizes * (sizes - 1) // 2))
 
 
@@ -319,11 +328,24 @@ def iter_candidates(
         order = np.asarray(buckets[t])
         if len(order) < 2:
             continue
+        # Only the positions in buckets of two or more make pairs: the rest (most of a band at
+        # 10^7 documents) is dropped before the per-position arrays are made (each n int64:
+        # ~0.6 GB of them a band at 10^7, when made for every position).
         sk = keys[t][order]
-        starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))
+        same = sk[1:] == sk[:-1]
+        shared = np.zeros(len(order), dtype=bool)
+        shared[1:] = same
+        shared[:-1] |= same
+        del same
+        at = np.flatnonzero(shared)
+        del shared
+        order, sk = order[at], sk[at]
+        del at
+        release(keys, buckets)  # this band's keys and buckets are read: only the shared ones are held
+        starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1]))) if len(order) else np.zeros(0, np.int64)
         ends = np.append(starts[1:], len(order))
         sizes = ends - starts
-        biggest = int(sizes.max())
+        biggest = int(sizes.max()) if len(sizes) else 1
         if biggest > stats.largest_bucket:
             stats.largest_bucket, stats.largest_bucket_band = biggest, t
         stats.large_buckets += int(np.count_nonzero(sizes >= LARGE_BUCKET))
@@ -360,6 +382,9 @@ def iter_candidates(
                     if len(idx) == 0:
                         break
                     keep[idx] = keys[u][left[idx]] != keys[u][right[idx]]
+                    # A chunk's pairs touch pages all over band u's keys: let them go before the
+                    # next band's (else the earlier bands' keys all count: ~1 GB at 10^7, 13 bands).
+                    release(keys)
                 left, right = left[keep], right[keep]
                 stats.n_candidates += len(left)
                 if len(left):

@@ -193,7 +193,7 @@ def test_compression_of_a_name_is_its_last_suffix_among_the_known_ones(path):
 def test_files_to_read_from_the_walks_columns_are_what_the_plan_says():
     from types import SimpleNamespace
 
-    from simdoc.corpus.walk import Entries
+    from simdoc.corpus.walk import Entries, FileEntry
     from simdoc.stages.plan import Plan
     from simdoc.stages.scan import files_to_read
 
@@ -206,4 +206,7 @@ def test_files_to_read_from_the_walks_columns_are_what_the_plan_says():
     want = plan.to_read()
     got = files_to_read(plan, placed=False)
     assert [(e.id, e.path, e.size, d, k) for e, d, k in got] == [(e.id, e.path, e.size, d, k) for e, d, k in want]
-    assert files_to_read(plan, placed=True) == want  # tasks that write parts need each file's stat
+    assert got.lean  # FileToRead entries from the columns, as compared above
+    assert list(files_to_read(plan, placed=True)) == list(want)  # tasks that write parts need each file's stat
+    assert all(isinstance(e, FileEntry) for e, _, _ in files_to_read(plan, placed=True))
+    assert got[3] == list(got)[3] and got[-1] == list(got)[-1]  # asked for one by one, as iterated

@@ -148,7 +148,8 @@ def test_the_join_makes_the_plan_the_loop_made(ops, seed, reuse, shuffle):
     scan = Scan(entries, [], "scan", {}, old, old_newest)
     plan = reading_plan(scan, reuse, force_read)
     assert list(plan) == expected
-    assert [x for x in expected if not x[2]] == plan.to_read()
+    assert [x for x in expected if not x[2]] == list(plan.to_read()) == plan.to_read()[:]
+    assert [(e.path, e.size) for e, _, keep in expected if not keep] == list(plan.to_read().names())
     for i, e in enumerate(entries):
         assert plan.joined.rows(i).tolist() == old_rows.get(e.id, [])
     assert scan.racy() == [e for e in entries if e.id in old_rows and racy(e, old_newest)]

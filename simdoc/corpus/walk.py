@@ -18,14 +18,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import chain, compress
+from itertools import compress
 from operator import attrgetter, itemgetter, methodcaller
 from pathlib import Path
 
 import numpy as np
 
+# The files found, one or as columns, live in simdoc.corpus.entries; the stages import them from here too.
+from simdoc.corpus.entries import Entries, FileEntry, PrefixedPaths  # noqa: F401
 from simdoc.corpus.filelists import ListedPath, ListedURL
 from simdoc.corpus.globs import may_hold, selected
 # The rules for names live in simdoc.corpus.names; the readers and stages import them from here too.
@@ -33,61 +35,6 @@ from simdoc.corpus.names import JSONL_SUFFIXES, MEMBER_SEPARATOR, WARC_SUFFIXES,
 from simdoc.corpus.object_lists import common_base, stat_listed
 from simdoc.corpus.objects import base_of, canonical, is_url
 from simdoc.errors import CorpusError
-
-@dataclass(frozen=True, slots=True)
-class FileEntry:
-    """A file found in the corpus, before it is read, with the stat that tells it unchanged.
-
-    As git's index does: size and modification time, which a user can set
-    back (``touch -d``, rsync, tar), and the change time, inode and device,
-    which the file system sets (the change time on every write and every
-    change of the times; see :func:`of_stat`).
-    """
-
-    id: str
-    path: str
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    ino: int
-    dev: int
-
-    @classmethod
-    def of_stat(cls, doc_id: str, path: str, st: os.stat_result) -> FileEntry:
-        return cls(doc_id, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
-
-    def stat(self) -> tuple[int, int, int, int, int]:
-        """The values of :data:`simdoc.store.doctable.STAT_COLUMNS`, in that order."""
-        return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev)
-
-
-_STAT = attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev")  # FileEntry.stat() of an os.stat_result
-
-
-class Entries(Sequence):
-    """The files a walk found as columns (issue 29): ids, paths, and an (n, 5) int64 array of
-    :meth:`FileEntry.stat`; a :class:`FileEntry` is made only for a file asked for (one to read).
-
-    :func:`discover` with ``columns``: 10^5 files are not 10^5 objects on a run that reads none.
-    """
-
-    def __init__(self, ids: list[str], paths: list[str], stat: np.ndarray) -> None:
-        self.ids, self.paths, self.stat = ids, paths, stat
-
-    @classmethod
-    def of_walk(cls, ids: list[str], paths: list[str], stats: list[os.stat_result]) -> Entries:
-        n = len(ids)
-        stat = np.fromiter(chain.from_iterable(map(_STAT, stats)), dtype=np.int64, count=5 * n)
-        return cls(ids, paths, stat.reshape(n, 5))
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        return FileEntry(self.ids[i], self.paths[i], *self.stat[i].tolist())
-
 
 @dataclass(frozen=True)
 class Skipped:
@@ -132,15 +79,13 @@ def discover(
     ``columns``: the documents as :class:`Entries`.
     """
     skipped: list[Skipped] = []
-    ids: list[str] = []
-    paths: list[str] = []
-    stats: list[os.stat_result] = []
-    for run in _found(root, exclude, follow_symlinks, include_globs, exclude_globs, skipped):
-        ids += run[0]
-        paths += run[1]
-        stats += run[2]
+    found = _found(root, exclude, follow_symlinks, include_globs, exclude_globs, skipped)
+    if columns:
+        entries = Entries.of_walk(found)
+    else:
+        entries = [FileEntry.of_stat(*f) for run in found for f in zip(*run)]
     _reported(skipped, include_globs, exclude_globs)
-    return Entries.of_walk(ids, paths, stats) if columns else list(map(FileEntry.of_stat, ids, paths, stats)), skipped
+    return entries, skipped
 
 
 def walk(

@@ -46,11 +46,12 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -71,7 +72,7 @@ from simdoc.stages.spilled import SetRuns, SpilledSet, rows_of
 BATCH_BYTES = 4 << 20  # text per shingling task
 BATCH_DOCS = 2000
 if TYPE_CHECKING:
-    from simdoc.stages.plan import Plan
+    from simdoc.stages.plan import FileToRead, Plan, ToRead
 
 _UNREAD = ("binary", "unreadable")  # statuses of files that give no document
 # `simdoc shingle` on its own stores shingle sets; the tasks' signatures, of length 1, go unused.
@@ -112,29 +113,11 @@ def batches(entries: Iterable, size_of: Callable[[object], int] = attrgetter("si
         yield cur
 
 
-class ToRead(NamedTuple):
-    """A file to read, as a reading task needs it (the local engine: no stat, no FileEntry)."""
-
-    id: str
-    path: str
-    size: int
-
-
-def files_to_read(plan: Plan, placed: bool) -> list[tuple[FileEntry | ToRead, bytes | None, bool]]:
-    """:meth:`Plan.to_read <simdoc.stages.plan.Plan.to_read>`, from the walk's columns when it gave
-    them and no task writes a part (which needs each file's stat): 10^5 tuples, not FileEntry objects."""
-    entries = plan.entries
-    if placed or not isinstance(entries, Entries):
-        return plan.to_read()
-    at = np.flatnonzero(~plan.keep)
-    rows = plan.digest_row[at].tolist()
-    sizes = entries.stat[at, 0].tolist()
-    ids, paths = entries.ids, entries.paths
-    old = plan.old
-    return [
-        (ToRead(ids[i], paths[i], n), None if j < 0 else bytes(old.file_digest[j]), False)
-        for i, j, n in zip(at.tolist(), rows, sizes)
-    ]
+def files_to_read(plan: Plan, placed: bool) -> ToRead:
+    """:meth:`Plan.to_read <simdoc.stages.plan.Plan.to_read>`, lean (a :class:`FileToRead` a file,
+    from the walk's columns) when it gave them and no task writes a part (which needs each
+    file's stat): 10^5 small tuples made as they are asked for, not FileEntry objects."""
+    return plan.to_read(lean=not placed and isinstance(plan.entries, Entries))
 
 
 def scan_tasks(
@@ -147,7 +130,7 @@ def scan_tasks(
 ) -> Iterator[ScanTask]:
     """The tasks for the files of ``plan`` (entry, digest indexed, keep without reading) not kept, in order.
 
-    An entry is a FileEntry, or (without ``parts``) a :class:`ToRead`.
+    An entry is a FileEntry, or (without ``parts``) a :class:`~simdoc.stages.plan.FileToRead`.
 
     Without ``signature`` (a stage of its own) the tasks return the shingle sets.
     ``parts``: the folder (absolute) where each task writes its part, named by
@@ -156,40 +139,46 @@ def scan_tasks(
     ``spill``: without ``signature`` and ``parts``, the folder (the index's)
     where a long document's set is built on disk (:mod:`simdoc.stages.spilled`).
     """
-    to_read = [(e, d) for e, d, keep in plan if not keep]
-    hows = [how_read(e.path, e.size) for e, _ in to_read]  # by each name's ending: a cache look-up a file
-    if "parquet" in hows and not have_pyarrow():
-        raise no_pyarrow()  # here, once, rather than in every worker
-    pending: list[tuple[FileEntry, bytes | None]] = []
-    for (e, digest), how in zip(to_read, hows):
+    # Gone over twice, and never held whole: a Sequence such as Plan.to_read() makes each item as
+    # it is asked for (10^6 entries held were ~0.4 GB of the parent and of the workers it forks).
+    plan = plan if isinstance(plan, Sequence) else list(plan)
+    names = getattr(plan, "names", None)
+    names = names() if names is not None else ((e.path, e.size) for e, _, keep in plan if not keep)
+    if any(how_read(path, size) == "parquet" for path, size in names) and not have_pyarrow():
+        raise no_pyarrow()  # here, once, rather than in every worker (how_read: a cache look-up by the name's ending)
+    digests: dict[str, bytes | None] = {}  # of the files of the batch being made
+
+    def spanned(e: FileEntry | FileToRead) -> list[tuple[int, int]] | None:
         # A big plain JSON Lines, Parquet or WARC file: one task a byte range or span of row groups
         # or records (joined by simdoc.stages.ranges), on a cluster too (each range's task writes
         # a part of its own); not for `simdoc shingle` alone (it keeps sets by file). Only a file
         # of many documents can be one (the rest are not asked: most files of a corpus).
-        spans = None
-        if signature is not None and how in MEMBER_WAYS:
-            spans = spans_of(e.path, e.size, shingle.text_field, bool(shingle.follow_symlinks))
-        if spans:
-            yield from _batch_tasks(pending, shingle, signature, parts, racy, spill)
-            pending = []
+        if signature is None or how_read(e.path, e.size) not in MEMBER_WAYS:
+            return None
+        return spans_of(e.path, e.size, shingle.text_field, bool(shingle.follow_symlinks)) or None
+
+    def entries_of(run) -> Iterator[FileEntry | FileToRead]:
+        for e, d, _ in run:
+            digests[e.id] = d
+            yield e
+
+    todo = ((e, d, spanned(e)) for e, d, keep in plan if not keep)
+    for has_spans, run in groupby(todo, key=lambda item: item[2] is not None):
+        if not has_spans:  # consecutive files read whole: batched as they come
+            yield from _batch_tasks(entries_of(run), digests, shingle, signature, parts, racy, spill)
+            continue
+        for e, d, spans in run:
             for s in spans:
-                task = ScanTask([(e.id, e.path, e.size, digest)], shingle, signature, span=s)
+                task = ScanTask([(e.id, e.path, e.size, d)], shingle, signature, span=s)
                 yield task if parts is None else _with_part(task, [e], parts, racy)
-        else:
-            pending.append((e, digest))
-    yield from _batch_tasks(pending, shingle, signature, parts, racy, spill)
 
 
-def _batch_tasks(pending: list[tuple[FileEntry, bytes | None]], shingle, signature, parts, racy, spill) -> Iterator[ScanTask]:
-    for b in batches(pending, _size_of_pending):
-        files = [(e.id, e.path, e.size, digest) for e, digest in b]
+def _batch_tasks(entries: Iterable[FileEntry | FileToRead], digests: dict, shingle, signature, parts, racy, spill) -> Iterator[ScanTask]:
+    for b in batches(entries):
+        files = [(e.id, e.path, e.size, digests.pop(e.id)) for e in b]
         # A cluster's workers may not see the folder: there a long document's set is held.
         task = ScanTask(files, shingle, signature or _NO_SIGNATURES, signature is None, spill if parts is None and signature is None else None)
-        yield task if parts is None else _with_part(task, [e for e, _ in b], parts, racy)
-
-
-def _size_of_pending(item: tuple[FileEntry, bytes | None]) -> int:
-    return item[0].size
+        yield task if parts is None else _with_part(task, b, parts, racy)
 
 
 def _with_part(task: ScanTask, entries: list[FileEntry], parts, racy) -> ScanTask:

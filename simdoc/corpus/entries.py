@@ -1,0 +1,108 @@
+"""The files a walk found: one :class:`FileEntry` (a file to read), or all of them as :class:`Entries`.
+
+A walk of 10^5 or 10^6 files keeps its listing as columns (ids, paths and an
+(n, 5) array of the stat that tells a file unchanged), not an object a file:
+a run that reads none of them makes none, and the main process's memory, and
+that of every worker forked from it, stays small (issue 29). How the files
+are found: :mod:`simdoc.corpus.walk`.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """A file found in the corpus, before it is read, with the stat that tells it unchanged.
+
+    As git's index does: size and modification time, which a user can set
+    back (``touch -d``, rsync, tar), and the change time, inode and device,
+    which the file system sets (the change time on every write and every
+    change of the times; see :func:`of_stat`).
+    """
+
+    id: str
+    path: str
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+    dev: int
+
+    @classmethod
+    def of_stat(cls, doc_id: str, path: str, st: os.stat_result) -> FileEntry:
+        return cls(doc_id, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+    def stat(self) -> tuple[int, int, int, int, int]:
+        """The values of :data:`simdoc.store.doctable.STAT_COLUMNS`, in that order."""
+        return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev)
+
+
+_STAT = attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev")  # FileEntry.stat() of an os.stat_result
+
+
+class Entries(Sequence):
+    """The files a walk found as columns (issue 29): ids, paths, and an (n, 5) int64 array of
+    :meth:`FileEntry.stat`; a :class:`FileEntry` is made only for a file asked for (one to read).
+
+    :func:`discover` with ``columns``: 10^5 files are not 10^5 objects on a run that reads none.
+    """
+
+    def __init__(self, ids: list[str], paths: Sequence[str], stat: np.ndarray) -> None:
+        self.ids, self.paths, self.stat = ids, paths, stat
+
+    @classmethod
+    def of_walk(cls, runs: Iterable[tuple[list[str], list[str], list[os.stat_result]]]) -> Entries:
+        """The columns of a walk's runs of files (ids, paths, stats), taken as they come: an
+        os.stat_result is ~0.5 KB, and 10^6 of them held until the walk ends were most of its
+        peak (issue 29). A path that is the root's followed by the id (every one, in a walk of
+        one folder) is not held either (:class:`PrefixedPaths`)."""
+        ids: list[str] = []
+        paths: list[str] | None = None  # held only once one path is not prefix + id
+        prefix: str | None = None
+        stat = array("q")
+        for run_ids, run_paths, run_stats in runs:
+            if paths is None and run_ids:
+                if prefix is None:
+                    first, first_id = run_paths[0], run_ids[0]
+                    prefix = first[: len(first) - len(first_id)] if first.endswith(first_id) else ""
+                if any(path != prefix + doc_id for doc_id, path in zip(run_ids, run_paths)):
+                    paths = [prefix + x for x in ids]
+            if paths is not None:
+                paths += run_paths
+            ids += run_ids
+            stat.extend(chain.from_iterable(map(_STAT, run_stats)))
+        stat_rows = np.frombuffer(stat, dtype=np.int64).reshape(len(ids), 5) if ids else np.zeros((0, 5), np.int64)
+        return cls(ids, paths if paths is not None else PrefixedPaths(prefix or "", ids), stat_rows)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return FileEntry(self.ids[i], self.paths[i], *self.stat[i].tolist())
+
+
+class PrefixedPaths(Sequence):
+    """The paths of ``ids`` that are ``prefix + id`` each, made as they are asked for: 10^6 paths
+    held were ~0.1 GB of the main process, and of each worker forked from it."""
+
+    def __init__(self, prefix: str, ids: list[str]) -> None:
+        self.prefix, self.ids = prefix, ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.prefix + x for x in self.ids[i]]
+        return self.prefix + self.ids[i]
