@@ -8,8 +8,9 @@ sort: the rows are a few thousand values, and np.sort on each would cost a
 call per document. The 64-bit sort is most of the time of verification's
 shingling (34 of 57 us a c100k document before it took two 11-bit passes
 instead of four 8-bit ones, 21 after; two passes of 9 or 10 bits with 32-bit
-counters, the last check of order done by the fold, cut sort and fold from
-~7 to ~4.5 ns a value). Tests check them against np.sort and np.unique
+counters, the last check of order done by the fold, cut sort and fold of
+c100k's 43,833 verified rows from 10.4 to 6.9 ns a value, and the whole
+kernel from 10.6 to 9.4 ns a byte). Tests check them against np.sort and np.unique
 (tests/test_kernels_sort.py).
 """
 
