@@ -81,6 +81,35 @@ if ENABLED:
         _finish(view, kk)
         return nw
 
+    @njit(cache=CACHE, nogil=True, inline="always")
+    def murmur_windows64(blocks, length, k, seed_low, seed_high, low, high, wide):
+        """Verification's 64-bit hash of every k-window of the premixed ``blocks[:length]``
+        into ``wide``: MurmurHash3_x86_32 under ``seed_high`` above it under ``seed_low``
+        (:func:`murmur_windows` of each seed, joined); returns how many. ``low``/``high``:
+        uint32 scratch for the two running hashes.
+
+        Both seeds in one pass: each block is loaded once for two independent rounds,
+        and the two halves are joined as they are finished, with no pass of their own.
+        """
+        kk = k if length >= k else length
+        nw = length - kk + 1
+        lo = low[:nw]
+        hi = high[:nw]
+        for w in range(nw):
+            lo[w] = uint32(seed_low)
+            hi[w] = uint32(seed_high)
+        for j in range(kk):
+            column = blocks[j : j + nw]
+            for w in range(nw):
+                block = column[w]
+                lo[w] = _round(lo[w], block)
+                hi[w] = _round(hi[w], block)
+        tail = uint32(4 * kk)
+        out = wide[:nw]
+        for w in range(nw):
+            out[w] = (uint64(_fmix(hi[w] ^ tail)) << uint64(32)) | uint64(_fmix(lo[w] ^ tail))
+        return nw
+
     @njit(cache=CACHE, nogil=True)
     def shingle_csr(tokens, offsets, k, seed, anchors, use_anchors, out_data, out_counts, out_sizes, blocks, buf, tmp, starts, dedupe):
         """Hash each document's k-token windows (MurmurHash3_x86_32), sort, count repeats.

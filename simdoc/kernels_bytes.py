@@ -11,7 +11,9 @@ classic scheme as :func:`simdoc.kernels.minhash_csr`). The document's code
 points and window hashes live only in scratch arrays as long as the longest
 document, reused for every document, so they stay in the CPU's cache.
 :func:`sets64_utf8` decodes the same way and makes verification's 64-bit
-shingle sets (two MurmurHash3 seeds a window, sorted, with counts).
+shingle sets (two MurmurHash3 seeds a window in one pass,
+:func:`simdoc.kernels.murmur_windows64`, sorted, with counts,
+:func:`simdoc.kernels_sort.sort64_fold`).
 
 It is exact or it declines: a document holding a byte sequence that is not
 strict UTF-8 (Python's decoder would replace it), a code point past the
@@ -34,8 +36,8 @@ SPACE = 32  # a table entry: whitespace, as str.split() sees it once normalised
 if ENABLED:
     from numba import njit, uint32, uint64
 
-    from simdoc.kernels import _fmix, _mix64, murmur_windows, premix
-    from simdoc.kernels_sort import fold_repeats, sort64
+    from simdoc.kernels import _fmix, _mix64, murmur_windows, murmur_windows64, premix
+    from simdoc.kernels_sort import sort64_fold
 
     @njit(cache=CACHE, nogil=True)
     def _decode(raw, s, e, table, blocks):
@@ -132,13 +134,9 @@ if ENABLED:
             handled[d] = length >= 0
             if length <= 0:
                 continue
-            nw = murmur_windows(blocks, length, k, seed_low, low)
-            murmur_windows(blocks, length, k, seed_high, high)
+            nw = murmur_windows64(blocks, length, k, seed_low, seed_high, low, high, wide)
             row = wide[:nw]
-            for w in range(nw):
-                row[w] = (uint64(high[w]) << uint64(32)) | uint64(low[w])
-            sort64(row, tmp[:nw])
-            m = fold_repeats(row, out_data, out_counts, pos)
+            m = sort64_fold(row, tmp[:nw], out_data, out_counts, pos)
             out_sizes[d] = m
             pos += m
         return pos

@@ -291,7 +291,7 @@ _SETS64 = (
 
 def test_a_changed_callee_is_not_run_stale_from_a_cached_caller(tmp_path):
     # numba checks a cached kernel against its own file only: sets64_utf8 (kernels_bytes.py)
-    # cached with the sort64 of kernels_sort.py would keep it after kernels_sort.py changed.
+    # cached with the sort64_fold of kernels_sort.py would keep it after kernels_sort.py changed.
     import os
     import shutil
     import subprocess
@@ -310,9 +310,9 @@ def test_a_changed_callee_is_not_run_stale_from_a_cached_caller(tmp_path):
 
     assert sorted_sets() == "True"
     source = (pkg / "kernels_sort.py").read_text()
-    sort = "    def sort64(a, tmp):\n"
+    sort = "    def sort64_fold(a, tmp, out_data, out_counts, pos):\n"
     assert sort in source
-    # A sort64 that leaves short rows as they are: the caller must see it.
-    broken = source.replace(sort, sort + "        if a.shape[0] < 1000:\n            return\n", 1)
+    # A sort64_fold that folds short rows unsorted: the caller must see it.
+    broken = source.replace(sort, sort + "        if a.shape[0] < 1000:\n            return fold_repeats(a, out_data, out_counts, pos)\n", 1)
     (pkg / "kernels_sort.py").write_text(broken)
     assert sorted_sets() == "False"
