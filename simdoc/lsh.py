@@ -317,7 +317,8 @@ def iter_candidates(
     ``touching`` (bool per document): only the pairs with at least one such
     document, made from the buckets that hold one (an update's few: a nightly
     run does not walk the pairs of every bucket to drop nearly all of them).
-    ``stats`` describe every bucket all the same.
+    ``stats``: its largest buckets describe every bucket all the same; ``n_candidates`` counts
+    the pairs yielded (with ``touching``, those of a document touched).
     """
     stats = stats if stats is not None else BucketStats()
     n_bands = keys.shape[0]

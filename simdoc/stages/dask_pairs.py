@@ -176,6 +176,19 @@ def _members_of(docs: np.ndarray, copies: np.ndarray | None):
     return indptr, out
 
 
+def _counted(left: np.ndarray, right: np.ndarray, used: np.ndarray, members, only_docs) -> int:
+    """The pairs of representatives :class:`~simdoc.lsh.BucketStats` counts, as the local engine
+    does (:func:`simdoc.lsh.iter_candidates`): under --new, those whose group holds a document added."""
+    if only_docs is None:
+        return len(left)
+    if members is None:
+        new = only_docs[used]
+    else:
+        indptr, out = members
+        new = np.logical_or.reduceat(only_docs[out], indptr[:-1])  # every group holds one at least
+    return int(np.count_nonzero(new[np.searchsorted(used, left)] | new[np.searchsorted(used, right)]))
+
+
 def score_partition(task: PartitionTask) -> PartitionResult:
     """Pairs of the buckets of one key range of one band: first-band rule, expanded, scored, filtered.
 
@@ -234,11 +247,11 @@ def _score(task: PartitionTask) -> PartitionResult:
                 break
             keep[idx] = keys[u][left[idx]] != keys[u][right[idx]]
         left, right = left[keep], right[keep]
-        result.n_pairs += len(left)
         if not len(left):
             continue
         used = np.unique(np.concatenate([left, right]))
         members = _members_of(used, copies)
+        result.n_pairs += _counted(left, right, used, members, how.only_docs)
         if members is not None:
             left, right = expand_pairs(np.searchsorted(used, left), np.searchsorted(used, right), members)
         scored, n = score_pairs(loaded, left, right, how, None, verifier)
