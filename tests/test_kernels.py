@@ -260,26 +260,6 @@ def test_no_usable_cache_dir_compiles_without_caching(tmp_path):
     assert _cached(pkg) == [] and not (pkg / "__pycache__").exists()
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.integers(1, 6000), st.sampled_from(["uniform", "top bits shared", "high halves shared", "repeats"]), st.integers(0, 2**32))
-def test_sort64_sorts_any_row(n, kind, seed):
-    # Uniform hashes, and rows whose values share their top bits or their whole high half
-    # (the radix passes leave those to the insertion pass), or repeat.
-    from simdoc.kernels_sort import sort64
-
-    rng = np.random.default_rng(seed)
-    values = rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
-    if kind == "top bits shared":
-        values = (values >> np.uint64(24)) | (np.uint64(rng.integers(0, 3)) << np.uint64(62))
-    elif kind == "high halves shared":
-        values = (values & np.uint64(0xFFFF)) | np.uint64(0xABCDEF0100000000)
-    elif kind == "repeats":
-        values = rng.choice(values[: max(1, n // 50)], n)
-    row = values.copy()
-    sort64(row, np.empty(n, np.uint64))
-    assert np.array_equal(row, np.sort(values))
-
-
 _SETS64 = (
     "import numpy as np\n"
     "from simdoc import bytesign\n"

@@ -210,3 +210,5 @@ def test_files_to_read_from_the_walks_columns_are_what_the_plan_says():
     assert list(files_to_read(plan, placed=True)) == list(want)  # tasks that write parts need each file's stat
     assert all(isinstance(e, FileEntry) for e, _, _ in files_to_read(plan, placed=True))
     assert got[3] == list(got)[3] and got[-1] == list(got)[-1]  # asked for one by one, as iterated
+    with pytest.raises(IndexError):
+        got[len(got)]  # past the end, as a list says (not a StopIteration)

@@ -299,7 +299,8 @@ class ToRead(Sequence):
     def __getitem__(self, k):
         if isinstance(k, slice):
             return [self[j] for j in range(*k.indices(len(self)))]
-        return next(self._items(self.which[k : k + 1 if k != -1 else None]))
+        i = range(len(self.which))[k]  # an IndexError past either end, as a list gives
+        return next(self._items(self.which[i : i + 1]))
 
     def __iter__(self) -> Iterator[tuple[FileEntry | FileToRead, bytes | None, bool]]:
         for a in range(0, len(self.which), _ID_BLOCK):
