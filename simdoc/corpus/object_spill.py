@@ -137,7 +137,8 @@ def spilling(folder: str | os.PathLike | None = None, bound: int | None = None) 
     when the block ends. None (and nothing kept) if no folder can be made there.
 
     Not in the index directory: that holds only the names simdoc writes there
-    (:mod:`simdoc.store.names`), and a run killed would leave the folder behind."""
+    (:mod:`simdoc.store.names`); the folder a run killed by SIGKILL leaves behind
+    is the temporary directory's to clean, not the index's."""
     global _spill
     try:
         where = tempfile.mkdtemp(prefix=SPILL_PREFIX, dir=folder)
