@@ -43,7 +43,7 @@ def _entry(index: Path, prefix: str) -> tuple[str, dict]:
     raise AssertionError(prefix)
 
 
-@pytest.mark.parametrize("prefix", ["signatures.", "docs.id.offsets."])
+@pytest.mark.parametrize("prefix", ["signatures.", "docs.key.offsets."])
 def test_every_single_bit_flip_of_a_header_is_refused_or_harmless(built, tmp_path, prefix):
     from simdoc.errors import CorruptIndex
     from simdoc.store import npyfiles
@@ -98,7 +98,7 @@ CRASHERS = [(20, 1), (60, 2), (90, 5), (126, 6)]
 
 
 @pytest.mark.parametrize("byte,bit", CRASHERS)
-@pytest.mark.parametrize("prefix", ["signatures.", "docs.id.offsets."])
+@pytest.mark.parametrize("prefix", ["signatures.", "docs.key.offsets."])
 def test_every_command_exits_4_on_a_damaged_header(built, tmp_path, run, byte, bit, prefix):
     from conftest import assert_clean_error
 

@@ -19,7 +19,7 @@ name = st.text(st.sampled_from(list("ab/#é\udcff0129")), min_size=1, max_size=6
 doc = st.tuples(
     name, st.sampled_from(["", "s.jsonl"]), st.integers(-1, 9), st.integers(-1, 9), st.integers(0, 99),
     st.integers(0, 50), st.sampled_from(HOW), st.sampled_from(STATUSES), st.binary(min_size=16, max_size=16),
-)
+).map(lambda d: (d[1] + "/#" + d[0] if d[1] else d[0], *d[1:]))  # a member's id is SOURCE/#KEY
 
 
 def columns(docs) -> DocColumns:

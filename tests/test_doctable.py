@@ -8,6 +8,7 @@ import pytest
 from test_pipeline import make_corpus
 
 from simdoc.stages.pairs import find_pairs
+from simdoc.store.docnames import Column
 from simdoc.store.doctable import Strings, _blob
 from simdoc.store.loaded import open_index
 
@@ -33,7 +34,7 @@ def test_a_lazy_table_has_the_rows_of_the_loaded_one(tmp_path):
     eager, lazy = open_index(tmp_path / "idx").docs(), open_index(tmp_path / "idx", lazy_ids=True).docs()
     # Both decode a row when it is asked for (10^7 ids as a list of strings were ~1.4 GB); the eager
     # table's rows were checked as paths when it was opened.
-    assert isinstance(lazy.ids, Strings) and isinstance(eager.ids, Strings)
+    assert isinstance(lazy.ids, Column) and isinstance(eager.ids, Column)
     assert list(lazy.ids) == list(eager.ids) and list(lazy.sources) == list(eager.sources)
     assert any(eager.sources)  # members of the JSON Lines file have a source
     assert all(lazy.row(i) == eager.row(i) for i in range(len(eager)))

@@ -107,9 +107,9 @@ def pristine(tmp_path_factory) -> Path:
 # ---------------------------------------------------------------- damage, checksums fixed up
 
 
-def _text_column(idx: Path, shingle: dict, column: str) -> list[str]:
-    blob = np.load(idx / shingle["roles"][f"docs.{column}"])
-    offsets = np.load(idx / shingle["roles"][f"docs.{column}.offsets"]).tolist()
+def _text_column(idx: Path, shingle: dict, role: str) -> list[str]:
+    blob = np.load(idx / shingle["roles"][role])
+    offsets = np.load(idx / shingle["roles"][f"{role}.offsets"]).tolist()
     raw = blob.tobytes()
     return [raw[a:b].decode("utf-8", "surrogateescape") for a, b in zip(offsets[:-1], offsets[1:])]
 
@@ -123,10 +123,25 @@ def _put(idx: Path, stage: dict, role: str, arr: np.ndarray) -> None:
     stage["files"][name].update(bytes=path.stat().st_size, shape=list(arr.shape), crc32=crc32_file(path, data_offset(path)))
 
 
-def _set_text_column(idx: Path, shingle: dict, column: str, values: list[str]) -> None:
+def _set_text_column(idx: Path, shingle: dict, role: str, values: list[str]) -> None:
     blob, offsets = _blob(values)
-    _put(idx, shingle, f"docs.{column}", blob)
-    _put(idx, shingle, f"docs.{column}.offsets", offsets)
+    _put(idx, shingle, role, blob)
+    _put(idx, shingle, f"{role}.offsets", offsets)
+
+
+def _set_name(idx: Path, shingle: dict, kind: str, row: int, value: str) -> None:
+    """Index format 5 keeps a row's key (a file's id, a member's key) and, once for a run of rows,
+    their source (simdoc.store.docnames): "id" sets row's key, "source" the source of its run."""
+    keys = _text_column(idx, shingle, "docs.key")
+    row %= len(keys)
+    if kind == "id":
+        keys[row] = value
+        _set_text_column(idx, shingle, "docs.key", keys)
+        return
+    files = _text_column(idx, shingle, "docs.files")
+    runs = np.load(idx / shingle["roles"]["docs.files.rows"])
+    files[int(np.searchsorted(runs, row, side="right")) - 1] = value
+    _set_text_column(idx, shingle, "docs.files", files)
 
 
 # Paths meant to climb out; {outside} and {corpus} are the absolute folders of the example.
@@ -157,7 +172,7 @@ paths = st.one_of(
 )
 CORPORA = ["/etc", "/", "{outside}", "{outside}/", "{corpus}/../outside", "../outside", "corpus", "", "{corpus}\0/x", "{corpus}/./sub"]
 ROLE_NAMES = ["../outside/secret.txt", "{outside}/secret.txt", "/etc/passwd", "../{name}", "{name}/../../outside/secret.txt", "sub/{name}", "./{name}"]
-LINKED_FILES = ["docs.id", "docs.source.offsets", "signatures", "buckets", "manifest.json"]
+LINKED_FILES = ["docs.key", "docs.files.offsets", "signatures", "buckets", "manifest.json"]
 
 damages = st.one_of(
     st.tuples(st.just("id"), st.integers(0, 99), paths),
@@ -185,10 +200,7 @@ def damage(work: Path, base: Path, harms: list[tuple]) -> None:
     for harm in sorted(harms, key=lambda h: h[0] not in ("id", "source")):
         kind = harm[0]
         if kind in ("id", "source"):
-            values = _text_column(idx, shingle, kind)
-            row = harm[1] % len(values)
-            values[row] = _fill(harm[2], work, base)
-            _set_text_column(idx, shingle, kind, values)
+            _set_name(idx, shingle, kind, harm[1], _fill(harm[2], work, base))
         elif kind == "role":
             stages = [s for s in manifest["stages"].values() if s.get("roles")]
             roles = [(s, r) for s in stages for r in sorted(s["roles"])]
@@ -392,7 +404,7 @@ def test_a_role_file_named_outside_the_index_is_refused(pristine, name):
         assert result.exit_code == 4 and "expected" in result.stderr and _escapes(seen, work, pristine) == [], result.stderr
 
 
-@pytest.mark.parametrize("what", ["docs.id", "signatures", "manifest.json"])
+@pytest.mark.parametrize("what", ["docs.key", "signatures", "manifest.json"])
 def test_an_index_file_replaced_by_a_symbolic_link_is_refused(pristine, what):
     """Even to an identical copy: a link can lead anywhere, and simdoc writes none."""
     with _example(pristine) as tmp:
@@ -422,7 +434,7 @@ def test_a_corpus_folder_or_file_turned_into_a_link_is_not_followed(pristine, wh
 
 def test_a_scoring_worker_opens_no_path_outside_though_it_checks_rows_only_as_it_reads_them(pristine):
     """A Dask scoring task maps the docs table and checks a row's path when it reads the document
-    (simdoc.store.doctable.Strings): a crafted id is refused there, and nothing outside is opened.
+    (simdoc.store.docnames.Column): a crafted id is refused there, and nothing outside is opened.
     (The client refuses the whole table before it submits anything; this is the worker alone.)"""
     from test_dask_partitions import InProcessClient
 

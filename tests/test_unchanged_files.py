@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
+from test_lean_names import as_format_4
 
 import simdoc
 import simdoc.corpus.read
@@ -268,6 +269,7 @@ def test_a_format_3_index_is_read_and_upgraded_by_the_next_update(tmp_path):
     c, i = tmp_path / "c", tmp_path / "i"
     make_corpus(c)
     assert run("pairs", c, "--index", i).stdout.count("\n") == 1
+    as_format_4(i)  # format 3 stored the ids as format 4 did
     manifest = json.loads((i / "manifest.json").read_text())
     shingle = manifest["stages"]["shingle"]
     for role in ("docs.ctime_ns", "docs.ino", "docs.dev"):
@@ -277,9 +279,9 @@ def test_a_format_3_index_is_read_and_upgraded_by_the_next_update(tmp_path):
     (i / "manifest.json").write_bytes(dump(manifest))
     assert run("check", "--index", i).exit_code == 0
     assert run("dedup", "--index", i).stdout == "b.txt\n"
-    r = run("pairs", c, "--index", i, "-v")  # nothing changed: read, kept, and written as format 4
+    r = run("pairs", c, "--index", i, "-v")  # nothing changed: read, kept, and written as format 5
     assert r.exit_code == 0 and r.stdout.startswith("a.txt\tb.txt") and "read 2 files, 0 new or changed" in r.stderr
-    assert IndexStore(i).read_manifest()["format_version"] == 4
+    assert IndexStore(i).read_manifest()["format_version"] == 5
     rewrite_keeping_size_and_mtime(c / "a.txt")
     r = run("pairs", c, "--index", i)
     assert r.exit_code == 0 and r.stdout == "", r.output
@@ -287,15 +289,15 @@ def test_a_format_3_index_is_read_and_upgraded_by_the_next_update(tmp_path):
     assert np.array_equal(docs.columns["ino"], [(c / n).stat().st_ino for n in ("a.txt", "b.txt")])
 
 
-def test_an_older_simdoc_refuses_a_format_4_index_by_its_version(tmp_path, monkeypatch):
+def test_an_older_simdoc_refuses_a_format_5_index_by_its_version(tmp_path, monkeypatch):
     import simdoc.store.directory as directory
 
     c, i = tmp_path / "c", tmp_path / "i"
     make_corpus(c)
     run("pairs", c, "--index", i)
-    monkeypatch.setattr(directory, "READABLE_VERSIONS", (3,))
+    monkeypatch.setattr(directory, "READABLE_VERSIONS", (3, 4))
     r = run("pairs", "--index", i)
-    assert r.exit_code == 4 and "has format version 4, this simdoc reads versions 3" in r.stderr
+    assert r.exit_code == 4 and "has format version 5, this simdoc reads versions 3, 4" in r.stderr
 
 
 @pytest.mark.parametrize("value", [[[1]], [[1, "2"]], "x", [[1, 2, 3]]])

@@ -21,6 +21,7 @@ from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec, shingle_texts
 from simdoc.similarity import pair_sums, span_sums
 from simdoc.stages.reread import reader_of
+from simdoc.store.docnames import Names
 from simdoc.store.doctable import DocsTable, Strings, _blob
 from simdoc.store.loaded import open_index
 
@@ -71,13 +72,13 @@ NAMES = st.lists(st.text(st.characters(blacklist_characters="\0", blacklist_cate
 @given(NAMES, st.data())
 def test_places_are_the_rows_sources_or_ids(names, data):
     sources = [data.draw(st.sampled_from(["", "f.jsonl", "d/\u00e9.warc"])) for _ in names]
+    names = [s + "/#" + k if s else k for s, k in zip(sources, names)]  # a member's id is SOURCE/#KEY
     ids = Strings(*_blob(names))
-    lazy = DocsTable(ids, Strings(*_blob(sources)))
-    listed = DocsTable(list(names), list(sources))
+    table = DocsTable(Names.of(names, sources))
     docs = np.asarray(data.draw(st.lists(st.integers(0, len(names) - 1), max_size=20)), np.int64)
     want = [sources[d] or names[d] for d in docs.tolist()]
-    assert lazy.places(docs) == listed.places(docs) == want
-    assert ids.take(docs) == [names[d] for d in docs.tolist()]
+    assert table.places(docs) == want
+    assert ids.take(docs) == table.ids.take(docs) == [names[d] for d in docs.tolist()]
 
 
 ROWS = st.lists(st.dictionaries(st.integers(0, 2**64 - 1), st.integers(1, 5), max_size=30), min_size=1, max_size=6)

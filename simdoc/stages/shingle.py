@@ -63,7 +63,7 @@ from simdoc.stages.skipped import SkipNotes, recorded_warnings
 from simdoc.stages.spilled import remove_spilled, write_rows
 from simdoc.store.directory import IndexStore
 from simdoc.store.doccolumns import TableBuilder, TableFiles, added_by_id
-from simdoc.store.doctable import FORMAT_3_MISSING, DocsTable
+from simdoc.store.doctable import FORMAT_3_MISSING, NAME_ROLES, DocsTable
 from simdoc.store.loaded import LoadedIndex, readable_docs
 from simdoc.store.manifest import left_out_by_source
 from simdoc.version import __version__
@@ -200,8 +200,9 @@ def _same_build(settings: _Settings, scan: Scan) -> bool:
     """
     stored = settings.stored
     same = settings.reuse or (settings.keep_sets and settings.same_params and "indptr" in stored.get("roles", {}))
-    # A table of format 3 has no stat of format 4 (simdoc.store.doctable): it is written again.
-    return same and stored.get("scan_id") == scan.scan_id and FORMAT_3_MISSING[0] in stored["roles"]
+    # A table of format 3 has no stat of format 4, one of format 4 no keys of format 5 (simdoc.store.doctable):
+    # it is written again.
+    return same and stored.get("scan_id") == scan.scan_id and all(r in stored["roles"] for r in (FORMAT_3_MISSING[0], NAME_ROLES[0]))
 
 
 # ---------------------------------------------------------------- 3. collecting the results

@@ -1,12 +1,13 @@
 """The index directory: manifest, atomic writes, validated memory-mapped loads, locks.
 
-Layout of index format 4 (one directory per corpus; the store writes and
+Layout of index format 5 (one directory per corpus; the store writes and
 checks any ``.npy`` file a stage names, these are the ones the stages make)::
 
     manifest.json                     format version, every stage's parameters,
                                       files, and what each stage was built from
     docs.<column>.<build>.npy         the docs table, a column a file (simdoc.store.doctable):
-                                      ids and sources as UTF-8 blobs with int64 offsets;
+                                      each row's key and the runs of rows that share a file,
+                                      that file's name once (simdoc.store.docnames);
                                       int64 offset, length, size, file_size, mtime_ns,
                                       ctime_ns, ino, dev, n_shingles, added; uint8 how, status;
                                       uint8 (n_docs, 16) digest, file_digest, identity
@@ -88,8 +89,11 @@ FORMAT = "simdoc-index"
 # keeps the size and the modification time is seen). A version-3 index is read (those
 # columns unknown: the next update reads every file once more and records them); an older
 # simdoc refuses a version-4 index by its version, rather than misread it.
-FORMAT_VERSION = 4
-READABLE_VERSIONS = (3, 4)
+# Version 5 stores a member's id as its file plus its key, the file's name once (issue 29;
+# simdoc.store.docnames). A version-4 or -3 index is read (its ids and sources made into
+# version 5's); its next update writes version 5, keeping every row that is unchanged.
+FORMAT_VERSION = 5
+READABLE_VERSIONS = (3, 4, 5)
 MANIFEST = "manifest.json"
 VERIFY_ON_LOAD_BYTES = 1 << 30  # larger files: CRC checked by `simdoc check` only
 def _own_file(path: Path) -> os.stat_result:

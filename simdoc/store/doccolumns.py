@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from simdoc.store.docnames import Names, blob_slice, concat_strings, run_starts, strip_sources, take_strings
 from simdoc.store.doctable import (
     _BYTE_COLUMNS,
     _DIGEST_COLUMNS,
     _INT_COLUMNS,
     HOW,
+    ROLES,
     STAT_COLUMNS,
     STATUSES,
     DocsTable,
@@ -101,7 +103,7 @@ class DocColumns:
     def slice(self, a: int, b: int) -> DocColumns:
         """Documents ``a`` to ``b`` (views of these arrays where they can be)."""
         return DocColumns(
-            *_blob_slice(self.id_blob, self.id_offsets, a, b), *_blob_slice(self.source_blob, self.source_offsets, a, b),
+            *blob_slice(self.id_blob, self.id_offsets, a, b), *blob_slice(self.source_blob, self.source_offsets, a, b),
             *(getattr(self, c)[a:b] for c in _INTS + _CODES + _DIGESTS),
         )
 
@@ -157,48 +159,6 @@ class DocColumns:
         return cls(**cols)
 
 
-def _blob_slice(blob: np.ndarray, offsets: np.ndarray, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
-    lo, hi = int(offsets[a]), int(offsets[b])
-    return blob[lo:hi], offsets[a : b + 1] - lo
-
-
-def take_strings(blob: np.ndarray, offsets: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The strings of a blob column at positions ``order``, as a new blob and offsets (no Python string made)."""
-    order = np.asarray(order, dtype=np.int64)
-    offsets = np.asarray(offsets, dtype=np.int64)
-    starts = offsets[:-1][order]
-    lengths = offsets[1:][order] - starts
-    out_offsets = np.zeros(len(order) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=out_offsets[1:])
-    out = np.empty(int(out_offsets[-1]), dtype=np.uint8)
-    blob = np.asarray(blob)
-    for a in range(0, len(order), _TAKE_ROWS):  # by chunks: the byte positions cost 8 bytes a byte
-        b = min(a + _TAKE_ROWS, len(order))
-        lo, hi = int(out_offsets[a]), int(out_offsets[b])
-        # byte k of the output comes from starts[i] + (k - out_offsets[i]) of the string i it falls in
-        which = np.repeat(np.arange(a, b, dtype=np.int64), lengths[a:b])
-        where = np.arange(lo, hi, dtype=np.int64)
-        where += starts[which] - out_offsets[which]
-        out[lo:hi] = blob[where]
-    return out, out_offsets
-
-
-_TAKE_ROWS = 1 << 16
-
-
-def concat_strings(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Blob columns one after the other, as one."""
-    if not parts:
-        return np.zeros(0, np.uint8), np.zeros(1, np.int64)
-    blob = np.concatenate([np.asarray(b, dtype=np.uint8) for b, _ in parts])
-    offsets = [np.zeros(1, np.int64)]
-    at = 0
-    for b, off in parts:
-        offsets.append(np.asarray(off[1:], dtype=np.int64) - int(off[0]) + at)
-        at += int(off[-1]) - int(off[0])
-    return blob, np.concatenate(offsets)
-
-
 class TableBuilder:
     """Builds the next docs table in id order from rows kept from the current one and new documents.
 
@@ -221,6 +181,8 @@ class TableBuilder:
         self.pending = 0  # rows not yet written
         self.n = 0
         self.n_empty = 0  # rows with no shingles
+        self.written = 0  # rows given to the sink
+        self.last_source: bytes | None = None  # the source of the last of them
 
     def __len__(self) -> int:
         return self.n
@@ -275,22 +237,26 @@ class TableBuilder:
         for first, end, values in self.stat:
             for c, v in zip(STAT_COLUMNS, values):
                 cols[c][first:end] = v
-        blobs = {}
-        for name, new_blob, new_offsets in (("id", fresh.id_blob, fresh.id_offsets), ("source", fresh.source_blob, fresh.source_offsets)):
-            if not any_kept:
-                blobs[name] = (new_blob, new_offsets)
-                continue
-            # The kept rows' strings (taken from the current table's blob, this chunk's only), then the
-            # new ones, put back in the chunk's order.
-            old_blob, old_offsets = self.old.blob(name)
-            both = concat_strings([take_strings(old_blob, old_offsets, src[kept]), (new_blob, new_offsets)])
+        # Each row's source and key (simdoc.store.docnames): the new rows' from their ids and sources,
+        # the kept rows' gathered from the current table (this chunk's only), put back in the chunk's order.
+        sources, keys = (fresh.source_blob, fresh.source_offsets), strip_sources(fresh.id_blob, fresh.id_offsets, fresh.source_blob, fresh.source_offsets)
+        if any_kept:
+            old_sources, old_keys = self.old.names.gather(src[kept])
             where = np.empty(len(src), dtype=np.int64)
             n_kept = int(np.count_nonzero(kept))
             where[kept] = np.arange(n_kept, dtype=np.int64)
             where[~kept] = n_kept + np.arange(len(src) - n_kept, dtype=np.int64)
-            blobs[name] = take_strings(*both, where)
+            sources = take_strings(*concat_strings([old_sources, sources]), where)
+            keys = take_strings(*concat_strings([old_keys, keys]), where)
+        # A run of rows with one source starts where the source differs from the row before (that
+        # of the last chunk's last row, for the first): the runs are the rows', whatever the chunks.
+        first = np.flatnonzero(run_starts(*sources, self.last_source))
+        if len(src):
+            self.last_source = sources[0][sources[1][-2] : sources[1][-1]].tobytes()
+        names = {"key": keys, "files": take_strings(*sources, first), "rows": first + self.written}
+        self.written += len(src)
         self.n_empty += int(np.count_nonzero(cols["n_shingles"] == 0))
-        self.sink.append(blobs, cols)
+        self.sink.append(names, cols)
         self.src, self.new, self.file_columns, self.stat, self.pending = [], [], [], [], 0
 
     def finish(self) -> DocsTable:
@@ -311,7 +277,7 @@ def _rows_of(value, a: int, b: int, n: int):
     return value[a:b] if isinstance(value, np.ndarray) and value.ndim and len(value) == n and (a, b) != (0, n) else value
 
 
-_BLOB_ROLES = (("id", "docs.id", "docs.id.offsets"), ("source", "docs.source", "docs.source.offsets"))
+_BLOB_ROLES = (("key", "docs.key", "docs.key.offsets"), ("files", "docs.files", "docs.files.offsets"))
 
 
 class TableFiles:
@@ -324,7 +290,8 @@ class TableFiles:
         self.writers: dict[str, object] = {}
         self.roles: dict[str, str] = {}
         self.files: dict[str, dict] = {}
-        self.ends = {"id": 0, "source": 0}
+        self.ends = {"key": 0, "files": 0}
+        self.n = 0
         try:
             for role, dtype, tail in _STORED:
                 self.writers[role] = store.array_writer(f"{role}.{build}.npy", dtype, tail)
@@ -334,17 +301,22 @@ class TableFiles:
             self.abort()
             raise
 
-    def append(self, blobs: dict[str, tuple[np.ndarray, np.ndarray]], cols: dict[str, np.ndarray]) -> None:
+    def append(self, names: dict[str, object], cols: dict[str, np.ndarray]) -> None:
+        """A chunk of rows: ``names`` their keys, and the runs of files that start in it
+        (``files``: their sources, ``rows``: their first rows in the table)."""
         for name, blob_role, offsets_role in _BLOB_ROLES:
-            blob, offsets = blobs[name]
+            blob, offsets = names[name]
             self.writers[blob_role].append(blob)
             offsets = np.asarray(offsets, dtype=np.int64)
             self.writers[offsets_role].append(offsets[1:] - offsets[0] + self.ends[name])
             self.ends[name] += int(offsets[-1] - offsets[0])
+        self.writers["docs.files.rows"].append(np.asarray(names["rows"], dtype=np.int64))
+        self.n += len(names["key"][1]) - 1
         for c, _, _ in _TABLE_COLUMNS:
             self.writers[f"docs.{c}"].append(cols[c])
 
     def finish(self) -> DocsTable:
+        self.writers["docs.files.rows"].append(np.array([self.n], dtype=np.int64))  # where the last run ends
         for role, writer in self.writers.items():
             self.roles[role] = writer.name
             self.files[writer.name] = writer.finish()
@@ -363,15 +335,19 @@ class _Held:
 
     def __init__(self) -> None:
         self.chunks: dict[str, list[np.ndarray]] = {role: [] for role, _, _ in _STORED}
-        self.blobs: dict[str, list] = {"id": [], "source": []}
+        self.blobs: dict[str, list] = {"key": [], "files": []}
+        self.n = 0
 
-    def append(self, blobs, cols) -> None:
+    def append(self, names, cols) -> None:
         for name in self.blobs:
-            self.blobs[name].append(blobs[name])
+            self.blobs[name].append(names[name])
+        self.chunks["docs.files.rows"].append(np.asarray(names["rows"], dtype=np.int64))
+        self.n += len(names["key"][1]) - 1
         for c, _, _ in _TABLE_COLUMNS:
             self.chunks[f"docs.{c}"].append(cols[c])
 
     def finish(self) -> DocsTable:
+        self.chunks["docs.files.rows"].append(np.array([self.n], dtype=np.int64))
         arrays = {role: np.concatenate(parts) for role, parts in self.chunks.items() if parts}
         for name, blob_role, offsets_role in _BLOB_ROLES:
             arrays[blob_role], arrays[offsets_role] = concat_strings(self.blobs[name])
@@ -382,16 +358,19 @@ class _Held:
 
 
 def _table_of(arrays: dict[str, np.ndarray]) -> DocsTable:
-    blobs = {name: (arrays[blob_role], arrays[offsets_role]) for name, blob_role, offsets_role in _BLOB_ROLES}
-    cols = {c: arrays[f"docs.{c}"] for c, _, _ in _TABLE_COLUMNS}
-    return DocsTable(Strings(*blobs["id"]), Strings(*blobs["source"]), cols, blobs)
+    names = Names(
+        (arrays["docs.key"], arrays["docs.key.offsets"]), (arrays["docs.files"], arrays["docs.files.offsets"]),
+        arrays["docs.files.rows"],
+    )
+    return DocsTable(names, {c: arrays[f"docs.{c}"] for c, _, _ in _TABLE_COLUMNS})
 
 
 # The roles in the order DocsTable.arrays() gives them (and the manifest lists them).
 _STORED = [
-    ("docs.id", np.uint8, ()), ("docs.id.offsets", np.int64, ()), ("docs.source", np.uint8, ()),
-    ("docs.source.offsets", np.int64, ()),
+    ("docs.key", np.uint8, ()), ("docs.key.offsets", np.int64, ()), ("docs.files", np.uint8, ()),
+    ("docs.files.offsets", np.int64, ()), ("docs.files.rows", np.int64, ()),
 ] + [(f"docs.{c}", dtype, tail) for c, dtype, tail in _TABLE_COLUMNS]
+assert [role for role, _, _ in _STORED] == list(ROLES)
 
 
 def _file_column(c: str, dtype, tail: tuple, docs: list[DocColumns], values: list[dict]) -> np.ndarray:

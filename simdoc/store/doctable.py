@@ -1,4 +1,4 @@
-"""The docs table: one row per document, stored as columns of .npy files (index format 4).
+"""The docs table: one row per document, stored as columns of .npy files (index format 5).
 
 Like a web archive's CDX index, the table says where each document lives
 rather than holding it: verification re-reads a candidate from its file
@@ -10,8 +10,8 @@ Columns (``n`` documents, in id order):
 ===============  =====================  ==========================================================
 column           dtype, shape           meaning
 ===============  =====================  ==========================================================
-``id``           uint8 blob + offsets   the document id (UTF-8, file names' raw bytes kept)
-``source``       uint8 blob + offsets   the id of the JSON Lines or WARC file holding a member; "" for a file
+``id``           see below              the document id (UTF-8, file names' raw bytes kept)
+``source``       see below              the id of the JSON Lines or WARC file holding a member; "" for a file
 ``offset``       int64 (n,)             a member's byte offset in its file (decompressed for
                                         JSON Lines, the record's offset for WARC), a Parquet
                                         row's row group; -1 for a file
@@ -33,6 +33,10 @@ column           dtype, shape           meaning
 ``added``        int64 (n,)             the update (generation) that added this text (for ``--new``)
 ===============  =====================  ==========================================================
 
+Format 5 stores a member's id as its file plus its key, the file's name once
+for all its members (:mod:`simdoc.store.docnames`); format 4 stored both
+strings for every row, and is read as it is (:meth:`DocsTable.from_arrays`).
+
 ``ctime_ns``, ``ino`` and ``dev`` came with index format 4 (see
 :data:`STAT_COLUMNS`); a table of format 3 has none, and is read with -1 in
 them: "unknown", which no file's stat equals, so every file is read once more.
@@ -51,6 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simdoc.errors import CorruptIndex
+from simdoc.store.docnames import Column, Names, decode, encode
 
 HOW = ("whole", "streamed", "html", "jsonl", "warc", "parquet")  # stored by position: append only
 STATUSES = ("ok", "replaced", "partial")
@@ -62,19 +67,12 @@ FORMAT_3_MISSING = ("docs.ctime_ns", "docs.ino", "docs.dev")
 UNKNOWN = -1
 _BYTE_COLUMNS = ("how", "status")
 _DIGEST_COLUMNS = ("digest", "file_digest", "identity")
-_TEXT_COLUMNS = ("id", "source")
-ROLES = (
-    [f"docs.{c}" for c in _TEXT_COLUMNS]
-    + [f"docs.{c}.offsets" for c in _TEXT_COLUMNS]
-    + [f"docs.{c}" for c in _INT_COLUMNS + _BYTE_COLUMNS + _DIGEST_COLUMNS]
-)
-
-
-def _blob(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    encoded = [s.encode("utf-8", "surrogateescape") for s in strings]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), offsets
+# The ids and sources as format 5 stores them (simdoc.store.docnames), and as format 4 did: every row's.
+NAME_ROLES = ("docs.key", "docs.key.offsets", "docs.files", "docs.files.offsets", "docs.files.rows")
+FORMAT_4_NAMES = ("docs.id", "docs.id.offsets", "docs.source", "docs.source.offsets")
+COLUMN_ROLES = tuple(f"docs.{c}" for c in _INT_COLUMNS + _BYTE_COLUMNS + _DIGEST_COLUMNS)
+ROLES = NAME_ROLES + COLUMN_ROLES  # what this simdoc writes, in the order DocsTable.arrays() gives them
+_blob = encode  # (the name the other modules and the tests know)
 
 
 def is_safe_relative(path: str) -> bool:
@@ -150,12 +148,6 @@ def _suspects_of(blob: np.ndarray, offsets: np.ndarray, allow_empty: bool = Fals
     return np.flatnonzero(bad)
 
 
-def _unblob(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
-    raw = np.asarray(blob).tobytes()
-    bounds = np.asarray(offsets).tolist()
-    return [raw[a:b].decode("utf-8", "surrogateescape") for a, b in zip(bounds[:-1], bounds[1:])]
-
-
 def _not_source_keys(id_blob, id_offsets, source_blob, source_offsets) -> int | None:
     """The first member (a row with a source) whose id is not ``SOURCE/#KEY`` of its source, or None.
 
@@ -223,7 +215,7 @@ class Strings(Sequence):
         for a in range(0, len(self), step):
             b = min(a + step, len(self))
             lo = int(self.offsets[a])
-            yield from _unblob(self.blob[lo : int(self.offsets[b])], np.asarray(self.offsets[a : b + 1]) - lo)
+            yield from decode(self.blob[lo : int(self.offsets[b])], np.asarray(self.offsets[a : b + 1]) - lo)
 
 
 @dataclass(slots=True)
@@ -251,22 +243,28 @@ class DocRow:
 
 @dataclass
 class DocsTable:
-    """The docs table in memory: Python lists for the ids, numpy arrays for the rest."""
+    """The docs table in memory: the ids and sources as :class:`simdoc.store.docnames.Names`
+    (each string made when it is asked for), numpy arrays for the rest."""
 
-    ids: list[str] | Strings
-    sources: list[str] | Strings
+    names: Names
     columns: dict[str, np.ndarray] = field(default_factory=dict)
-    # "id", "source" -> (blob, offsets) as stored, when the table has them: not encoded again
-    blobs: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.names)
 
     def __getattr__(self, name: str) -> np.ndarray:
         columns = self.__dict__.get("columns", {})
         if name in columns:
             return columns[name]
         raise AttributeError(name)
+
+    @property
+    def ids(self) -> Column:
+        return self.names.column("id")
+
+    @property
+    def sources(self) -> Column:
+        return self.names.column("source")
 
     @classmethod
     def from_rows(cls, rows: list[DocRow]) -> DocsTable:
@@ -279,7 +277,7 @@ class DocsTable:
         for c in _DIGEST_COLUMNS:
             raw = b"".join(getattr(r, c) for r in rows)
             cols[c] = np.frombuffer(raw, dtype=np.uint8).reshape(n, 16).copy() if n else np.zeros((0, 16), np.uint8)
-        return cls([r.id for r in rows], [r.source for r in rows], cols)
+        return cls(Names.of([r.id for r in rows], [r.source for r in rows]), cols)
 
     def row(self, i: int) -> DocRow:
         c = self.columns
@@ -292,39 +290,46 @@ class DocsTable:
         )
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Every column as the array stored under role ``docs.<column>``."""
-        out = {}
-        for name in ("id", "source"):
-            blob, offsets = self.blob(name)
-            out[f"docs.{name}"] = np.ascontiguousarray(blob)
-            out[f"docs.{name}.offsets"] = offsets
+        """Every column as the array stored under its role (:data:`ROLES`)."""
+        names = self.names
+        out = {
+            "docs.key": np.ascontiguousarray(names.keys[0]), "docs.key.offsets": np.asarray(names.keys[1]),
+            "docs.files": np.ascontiguousarray(names.files[0]), "docs.files.offsets": np.asarray(names.files[1]),
+            "docs.files.rows": np.asarray(names.rows),
+        }
         for c in _INT_COLUMNS + _BYTE_COLUMNS + _DIGEST_COLUMNS:
             out[f"docs.{c}"] = np.ascontiguousarray(self.columns[c])
         return out
 
     def blob(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """The ids (``name`` "id") or the sources ("source") as the table stores them: UTF-8 blob, int64 offsets."""
-        strings = self.ids if name == "id" else self.sources
-        if isinstance(strings, Strings):
-            return strings.blob, strings.offsets
-        if name in self.blobs:
-            return self.blobs[name]
-        return _blob(list(strings))
+        """Every row's id (``name`` "id") or source ("source") as one UTF-8 blob and int64 offsets
+        (made: format 5 stores a member's id as its file plus its key)."""
+        return self.names.full(name)
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], where: str, lazy: bool = False) -> DocsTable:
         """The table from its stored columns, checked for agreeing lengths (``where`` names the index).
 
-        ``lazy``: ids and sources as :class:`Strings`, decoded row by row when
-        asked for, and checked as paths only when used (for a process that
-        reads a few rows and opens nothing but through
+        The ids and sources of format 5 (:data:`NAME_ROLES`), or of format 4 (every row's, as
+        blobs: :data:`FORMAT_4_NAMES`, made into format 5's here). ``lazy``: the rows are not
+        checked as paths (for a process that reads a few rows and opens nothing but through
         :class:`simdoc.stages.reread.DocumentReader`, which checks each path).
         """
-        # Decoded row by row when asked for, never as a list: 10^7 ids as Python strings are ~1.4 GB.
-        ids = Strings(arrays["docs.id"], arrays["docs.id.offsets"])
-        sources = Strings(arrays["docs.source"], arrays["docs.source.offsets"])
-        n = len(ids)
-        blobs = {name: (arrays[f"docs.{name}"], arrays[f"docs.{name}.offsets"]) for name in ("id", "source")}
+        if "docs.key" in arrays:
+            names = _stored_names(arrays, where, lazy)
+        else:
+            ids = (arrays["docs.id"], np.asarray(arrays["docs.id.offsets"]))
+            sources = (arrays["docs.source"], np.asarray(arrays["docs.source.offsets"]))
+            if len(sources[1]) != len(ids[1]):
+                raise CorruptIndex(where, f"docs column source has {len(sources[1]) - 1} rows, the ids {len(ids[1]) - 1}")
+            if not lazy:
+                _check_paths(*ids, *sources, where)
+            bad = _not_source_keys(*ids, *sources)
+            if bad is not None:  # a member's id is SOURCE/#KEY: else it has no key to keep
+                problem = name_problem(Strings(*ids)[bad], Strings(*sources)[bad])
+                raise CorruptIndex(where, f"the docs table holds {problem}")
+            names = Names.from_full(ids, sources)
+        n = len(names)
         cols = {
             c: np.asarray(arrays[f"docs.{c}"]) if f"docs.{c}" in arrays else np.full(n, UNKNOWN, np.int64)
             for c in _INT_COLUMNS + _BYTE_COLUMNS + _DIGEST_COLUMNS
@@ -332,40 +337,59 @@ class DocsTable:
         for c, arr in cols.items():
             if len(arr) != n:
                 raise CorruptIndex(where, f"docs column {c} has {len(arr)} rows, the ids {n}")
-        if len(sources) != n:
-            raise CorruptIndex(where, f"docs column source has {len(sources)} rows, the ids {n}")
         if n and (cols["how"].max() >= len(HOW) or cols["status"].max() >= len(STATUSES)):
             raise CorruptIndex(where, "docs table holds an unknown reading or status code")
-        if lazy:
-            # Rows are checked as they are used: DocumentReader opens only paths that stay inside
-            # the corpus (simdoc.stages.reread.safe_relative). Checking all n here would read the
-            # whole blob in every process that opens the table for a few rows.
-            return cls(ids, sources, cols, blobs)
-        # Every path simdoc opens or prints is built from these: a damaged or crafted table must
-        # not name anything outside the corpus (`../`, an absolute path, a NUL).
-        suspects = np.union1d(
-            _suspects(arrays["docs.id"], arrays["docs.id.offsets"]),
-            _suspects(arrays["docs.source"], arrays["docs.source.offsets"], allow_empty=True),
-        )
-        for i in suspects.tolist():
-            problem = name_problem(ids[i], sources[i])
-            if problem is not None:
-                raise CorruptIndex(where, f"the docs table holds {problem}")
-        bad = _not_source_keys(*blobs["id"], *blobs["source"])
-        if bad is not None:  # a member's id is SOURCE/#KEY
-            raise CorruptIndex(where, f"the docs table holds {name_problem(ids[bad], sources[bad])}")
-        return cls(ids, sources, cols, blobs)
+        return cls(names, cols)
 
     def places(self, docs: np.ndarray) -> list[str]:
         """Where each of ``docs`` lives, relative to the corpus: a member's file (its source),
         else the document's own id. Not checked as paths: the reader checks what it opens."""
         docs = np.asarray(docs, dtype=np.int64)
-        if isinstance(self.sources, Strings) and isinstance(self.ids, Strings):
-            sources, ids = self.sources.take(docs), self.ids.take(docs)
-        else:
-            sources, ids = [self.sources[d] for d in docs.tolist()], [self.ids[d] for d in docs.tolist()]
-        return [s or i for s, i in zip(sources, ids)]
+        return [s or i for s, i in zip(self.sources.take(docs), self.ids.take(docs))]
 
     def identities(self) -> np.ndarray:
         """(n, 16) uint8: BLAKE2b-128 of each document's digest and how it was read (see module doc)."""
         return self.columns["identity"]
+
+
+def _check_paths(id_blob, id_offsets, source_blob, source_offsets, where: str) -> None:
+    """Every id and source of format 4 is a place inside the corpus (CorruptIndex if not)."""
+    # Every path simdoc opens or prints is built from these: a damaged or crafted table must
+    # not name anything outside the corpus (`../`, an absolute path, a NUL).
+    ids, sources = Strings(id_blob, id_offsets), Strings(source_blob, source_offsets)
+    suspects = np.union1d(_suspects(id_blob, id_offsets), _suspects(source_blob, source_offsets, allow_empty=True))
+    for i in suspects.tolist():
+        problem = name_problem(ids[i], sources[i])
+        if problem is not None:
+            raise CorruptIndex(where, f"the docs table holds {problem}")
+
+
+def _stored_names(arrays: dict[str, np.ndarray], where: str, lazy: bool) -> Names:
+    """The ids and sources of format 5, checked: the runs cut the rows, the offsets their blobs
+    and (unless ``lazy``) every run's source and every file's id is a path inside the corpus,
+    and no key holds a NUL."""
+    keys = (arrays["docs.key"], np.asarray(arrays["docs.key.offsets"]))
+    files = (arrays["docs.files"], np.asarray(arrays["docs.files.offsets"]))
+    rows = np.asarray(arrays["docs.files.rows"])
+    n = len(keys[1]) - 1
+    if len(rows) != len(files[1]) or not len(rows) or rows[0] != 0 or rows[-1] != n or (len(rows) > 1 and (np.diff(rows) <= 0).any()):
+        raise CorruptIndex(where, "the docs table's runs of files do not cut its rows")
+    names = Names(keys, files, rows)
+    if lazy:
+        return names
+    for what, (blob, offsets) in (("key", keys), ("files", files)):
+        if not len(offsets) or offsets[0] != 0 or offsets[-1] != len(blob) or (np.diff(offsets) < 0).any():
+            raise CorruptIndex(where, f"the docs table's docs.{what}.offsets do not cut its blob")
+    for r in _suspects(*files, allow_empty=True).tolist():
+        if not is_safe_relative(names.file(r)) and names.file(r):
+            raise CorruptIndex(where, f"the docs table holds a source file that is not a path inside the corpus: {names.file(r)!r}")
+    # A file's key is its id, a path; a member's key may hold anything but a NUL.
+    suspects = _suspects(*keys)
+    runs = names.run_of(suspects)
+    is_file = np.diff(files[1])[runs] == 0 if len(suspects) else np.zeros(0, bool)
+    nul = np.searchsorted(keys[1], np.flatnonzero(np.asarray(keys[0]) == 0), side="right") - 1
+    for i in np.union1d(suspects[is_file], nul).tolist():
+        problem = name_problem(names.column("id")[i], names.column("source")[i])
+        if problem is not None:
+            raise CorruptIndex(where, f"the docs table holds {problem}")
+    return names

@@ -19,9 +19,7 @@ from simdoc.minhash import DEFAULT_SCHEME, MinHasher
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec
 from simdoc.store.directory import MANIFEST, IndexStore
-from simdoc.store.doctable import FORMAT_3_MISSING
-from simdoc.store.doctable import ROLES as DOC_ROLES
-from simdoc.store.doctable import DocsTable
+from simdoc.store.doctable import COLUMN_ROLES, FORMAT_3_MISSING, FORMAT_4_NAMES, NAME_ROLES, DocsTable
 from simdoc.store.verified import VerifiedPairs
 
 
@@ -75,7 +73,10 @@ class LoadedIndex:
         if self._docs is None:
             roles = self.stage("shingle")["roles"]
             # A format-3 table has no stat columns of format 4: read as unknown (DocsTable.from_arrays).
-            arrays = {role: self._array("shingle", role) for role in DOC_ROLES if role in roles or role not in FORMAT_3_MISSING}
+            # Format 4 and 3 stored every row's id and source (FORMAT_4_NAMES), format 5 a member's key.
+            names = NAME_ROLES if NAME_ROLES[0] in roles else FORMAT_4_NAMES
+            wanted = names + tuple(r for r in COLUMN_ROLES if r in roles or r not in FORMAT_3_MISSING)
+            arrays = {role: self._array("shingle", role) for role in wanted}
             self._docs = DocsTable.from_arrays(arrays, str(self.store.path), lazy=self.lazy_ids)
         return self._docs
 

@@ -31,9 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from simdoc.errors import CorruptIndex
-from simdoc.store.doctable import FORMAT_3_MISSING
-from simdoc.store.doctable import ROLES as DOC_ROLES
-from simdoc.store.doctable import is_safe_relative, name_problem
+from simdoc.store.doctable import COLUMN_ROLES, FORMAT_3_MISSING, FORMAT_4_NAMES, NAME_ROLES, is_safe_relative, name_problem
 
 try:
     from zlib_ng.zlib_ng import crc32
@@ -191,7 +189,6 @@ _TOP = {
 # Per stage: its keys (check, required) besides params/roles/files, its parameters
 # (check, required), and its roles: role -> (file stem, extension, dtypes, required).
 _I8, _U4, _U8, _U1 = (np.dtype(t).str for t in (np.int64, np.uint32, np.uint64, np.uint8))
-_DOC_ROLES = tuple(DOC_ROLES)
 _STAGES: dict[str, dict] = {
     "shingle": {
         "keys": {
@@ -230,7 +227,9 @@ _STAGES: dict[str, dict] = {
             "data": ("shingles.data", "npy", (_U4,), False),
             "counts": ("shingles.counts", "npy", (_U4,), False),
             # The stat columns of format 4 are missing from a format-3 table (read as unknown).
-            **{role: (role, "npy", (_I8, _U1), role not in FORMAT_3_MISSING) for role in _DOC_ROLES},
+            **{role: (role, "npy", (_I8, _U1), role not in FORMAT_3_MISSING) for role in COLUMN_ROLES},
+            # The ids and sources: format 5's or format 4's (_shapes checks that one set is there, whole).
+            **{role: (role, "npy", (_I8, _U1), False) for role in NAME_ROLES + FORMAT_4_NAMES},
         },
     },
     "verified": {
@@ -365,11 +364,18 @@ def _shapes(stages: dict) -> None:
         _expect(shingle, "indptr", [n + 1], where)
         _expect(shingle, "data", [None], where)
         _expect(shingle, "counts", _shape(shingle, "data"), where)
-        for role in _DOC_ROLES:
-            if not role.endswith(("docs.id", "docs.source", ".offsets")):
-                _expect(shingle, role, [n] if role not in ("docs.digest", "docs.file_digest", "docs.identity") else [n, 16], where)
-        _expect(shingle, "docs.id.offsets", [n + 1], where)
-        _expect(shingle, "docs.source.offsets", [n + 1], where)
+        for role in COLUMN_ROLES:
+            _expect(shingle, role, [n] if role not in ("docs.digest", "docs.file_digest", "docs.identity") else [n, 16], where)
+        has = [role for role in NAME_ROLES + FORMAT_4_NAMES if role in shingle["roles"]]
+        if sorted(has) not in (sorted(NAME_ROLES), sorted(FORMAT_4_NAMES)):
+            raise _Problem(f"{where}: its docs table's ids are neither format 5's {list(NAME_ROLES)} nor format 4's {list(FORMAT_4_NAMES)}")
+        for role in ("docs.id", "docs.source", "docs.key", "docs.files"):
+            _expect(shingle, role, [None], where)
+        for role in ("docs.id.offsets", "docs.source.offsets", "docs.key.offsets"):
+            _expect(shingle, role, [n + 1], where)
+        runs = _shape(shingle, "docs.files.rows")
+        _expect(shingle, "docs.files.rows", [None], where)
+        _expect(shingle, "docs.files.offsets", runs or [None], where)
     sig_current = sig is not None and shingle is not None and sig["built_from"] == shingle["build_id"]
     if sig is not None:
         num_perm = sig["params"]["num_perm"]

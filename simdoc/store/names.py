@@ -21,7 +21,7 @@ from pathlib import Path
 # Names simdoc writes: <stem>.<16 hex build id>.<ext>, the manifest, and temporary
 # files of those (".<name>.<random>.tmp"). Nothing else in a directory is ours.
 _STEMS = (
-    r"(docs|shingles\.(overflow|origin)|docs\.(id|source)(\.offsets)?|docs\.(offset|length|size|file_size|mtime_ns|ctime_ns|ino|dev|n_shingles|added|how|status"
+    r"(docs|shingles\.(overflow|origin)|docs\.(id|source|key|files)(\.offsets)?|docs\.files\.rows|docs\.(offset|length|size|file_size|mtime_ns|ctime_ns|ino|dev|n_shingles|added|how|status"
     r"|digest|file_digest|identity)|shingles\.(indptr|data|counts)|minhash\.family|signatures|bands|buckets|groups"
     r"|verified\.(keys|jaccard))"
 )

@@ -1,0 +1,243 @@
+"""A docs table's ids and sources as index format 5 stores them: a member is its file plus its key (issue 29).
+
+A member of a JSON Lines, WARC or Parquet file has the id ``SOURCE/#KEY``
+and the source SOURCE; a file has its path as id and "" as source. Format 4
+stored both strings for every row, so 10^6 records of one file held its
+name 2 x 10^6 times. Format 5 stores each row's *key* (a member's KEY, a
+file's whole id) and the *runs*: consecutive rows of the table that share a
+source, with that source once ("" for a run of files, whose ids are their
+keys) and the row each run starts at. A file of many documents sorts as a
+folder (:func:`simdoc.corpus.names.walk_key`), so its members are one run.
+
+Stored (roles of the shingle stage; ``n`` rows, ``r`` runs)::
+
+    docs.key, docs.key.offsets        uint8 blob, int64 (n + 1,): each row's key
+    docs.files, docs.files.offsets    uint8 blob, int64 (r + 1,): each run's source
+    docs.files.rows                   int64 (r + 1,): the first row of each run, then n
+
+The runs are a function of the rows alone (a run starts where the source
+differs from the row before), so an update writes the arrays a rebuild does.
+:class:`Names` gives the ids and sources back as strings, each made when it
+is asked for; nothing here holds a Python object per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+MEMBER = b"/#"  # between a file's id and a member's key (simdoc.corpus.names.MEMBER_SEPARATOR)
+_ROWS = 1 << 16  # rows compared or gathered at once: temporaries cost ~8 bytes a byte of them
+
+
+def encode(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings as a UTF-8 blob (file names' raw bytes kept) and int64 offsets."""
+    raw = [s.encode("utf-8", "surrogateescape") for s in strings]
+    offsets = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)), out=offsets[1:])
+    return np.frombuffer(b"".join(raw), dtype=np.uint8).copy(), offsets
+
+
+def decode(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
+    raw = np.asarray(blob).tobytes()
+    bounds = np.asarray(offsets).tolist()
+    return [raw[a:b].decode("utf-8", "surrogateescape") for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def gather_bytes(blob: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The byte strings ``blob[starts[i]:starts[i] + lengths[i]]``, one after the other, with their offsets."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    out_offsets = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=out_offsets[1:])
+    out = np.empty(int(out_offsets[-1]), dtype=np.uint8)
+    blob = np.asarray(blob)
+    for a in range(0, len(starts), _ROWS):  # by chunks: the byte positions cost 8 bytes a byte
+        b = min(a + _ROWS, len(starts))
+        lo, hi = int(out_offsets[a]), int(out_offsets[b])
+        # byte k of the output comes from starts[i] + (k - out_offsets[i]) of the string i it falls in
+        which = np.repeat(np.arange(a, b, dtype=np.int64), lengths[a:b])
+        where = np.arange(lo, hi, dtype=np.int64)
+        where += starts[which] - out_offsets[which]
+        out[lo:hi] = blob[where]
+    return out, out_offsets
+
+
+def take_strings(blob: np.ndarray, offsets: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The strings of a blob column at positions ``order``, as a new blob and offsets (no Python string made)."""
+    order = np.asarray(order, dtype=np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    starts = offsets[:-1][order]
+    return gather_bytes(blob, starts, offsets[1:][order] - starts)
+
+
+def concat_strings(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Blob columns one after the other, as one."""
+    if not parts:
+        return np.zeros(0, np.uint8), np.zeros(1, np.int64)
+    blob = np.concatenate([np.asarray(b, dtype=np.uint8) for b, _ in parts])
+    offsets = [np.zeros(1, np.int64)]
+    at = 0
+    for b, off in parts:
+        offsets.append(np.asarray(off[1:], dtype=np.int64) - int(off[0]) + at)
+        at += int(off[-1]) - int(off[0])
+    return blob, np.concatenate(offsets)
+
+
+def blob_slice(blob: np.ndarray, offsets: np.ndarray, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """Strings ``a`` to ``b`` of a blob column (views)."""
+    lo, hi = int(offsets[a]), int(offsets[b])
+    return blob[lo:hi], np.asarray(offsets[a : b + 1]) - lo
+
+
+def strip_sources(id_blob, id_offsets, source_blob, source_offsets) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's key: its id without ``SOURCE/#`` for a member (a row with a source), its id for a file.
+
+    The ids are taken to be ``SOURCE/#KEY`` (see
+    :func:`simdoc.store.doctable._not_source_keys`, which a stored table is checked with).
+    """
+    id_offsets = np.asarray(id_offsets, dtype=np.int64)
+    src_len = np.diff(np.asarray(source_offsets, dtype=np.int64))
+    starts = id_offsets[:-1] + np.where(src_len > 0, src_len + len(MEMBER), 0)
+    return gather_bytes(id_blob, starts, id_offsets[1:] - starts)
+
+
+def run_starts(blob: np.ndarray, offsets: np.ndarray, before: bytes | None) -> np.ndarray:
+    """bool (n,): whether each string differs from the one before it (``before``: the string
+    before the first; None if there is none), compared as bytes."""
+    blob = np.asarray(blob)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n = len(offsets) - 1
+    out = np.ones(n, dtype=bool)
+    if n and before is not None:
+        out[0] = blob[offsets[0] : offsets[1]].tobytes() != before
+    lens = np.diff(offsets)
+    for a in range(0, n - 1, _ROWS):
+        b = min(a + _ROWS, n - 1)
+        # string j + 1 against string j, for j in a..b-1 of the same length (others differ)
+        j = a + np.flatnonzero(lens[a + 1 : b + 1] == lens[a:b])
+        same = np.ones(len(j), dtype=bool)
+        ln = lens[j]
+        which = np.repeat(np.arange(len(j), dtype=np.int64), ln)
+        k = np.arange(len(which), dtype=np.int64) - np.repeat(np.cumsum(ln) - ln, ln)
+        same[which[blob[offsets[j + 1][which] + k] != blob[offsets[j][which] + k]]] = False
+        out[a + 1 : b + 1] = True
+        out[j[same] + 1] = False
+    return out
+
+
+class Names:
+    """The ids and sources of ``n`` rows: each row's key, and the runs of rows that share a source.
+
+    ``keys`` and ``files`` are (blob, offsets) pairs; ``rows`` (int64, runs + 1) the
+    first row of each run, then ``n``. Checked by the caller
+    (:meth:`simdoc.store.doctable.DocsTable.from_arrays`).
+    """
+
+    def __init__(self, keys: tuple[np.ndarray, np.ndarray], files: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> None:
+        self.keys, self.files, self.rows = keys, files, rows
+        self._file: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.keys[1]) - 1
+
+    @classmethod
+    def from_full(cls, ids: tuple[np.ndarray, np.ndarray], sources: tuple[np.ndarray, np.ndarray]) -> Names:
+        """From every row's id and source (the columns of format 4, or of new documents)."""
+        keys = strip_sources(*ids, *sources)
+        n = len(keys[1]) - 1
+        starts, before = [np.zeros(0, np.int64)], None
+        for a in range(0, n, _ROWS):
+            b = min(a + _ROWS, n)
+            blob, offsets = blob_slice(*sources, a, b)
+            starts.append(a + np.flatnonzero(run_starts(blob, offsets, before)))
+            before = blob[offsets[-2] : offsets[-1]].tobytes()
+        first = np.concatenate(starts)
+        return cls(keys, take_strings(*sources, first), np.append(first, n).astype(np.int64))
+
+    @classmethod
+    def of(cls, ids: Sequence[str], sources: Sequence[str]) -> Names:
+        return cls.from_full(encode(list(ids)), encode(list(sources)))
+
+    def run_of(self, rows) -> np.ndarray:
+        """The run of each of ``rows``."""
+        return np.searchsorted(np.asarray(self.rows), rows, side="right") - 1
+
+    def file(self, run: int) -> str:
+        """The source of ``run`` ("" for a run of files)."""
+        name = self._file.get(run)
+        if name is None:
+            blob, offsets = self.files
+            name = self._file[run] = bytes(blob[int(offsets[run]) : int(offsets[run + 1])]).decode("utf-8", "surrogateescape")
+        return name
+
+    def prefix(self, run: int) -> str:
+        name = self.file(run)
+        return name + "/#" if name else ""
+
+    def key(self, i: int) -> str:
+        blob, offsets = self.keys
+        return bytes(blob[int(offsets[i]) : int(offsets[i + 1])]).decode("utf-8", "surrogateescape")
+
+    def gather(self, rows: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """The sources and keys of ``rows``, one per row, as (blob, offsets) each."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return take_strings(*self.files, self.run_of(rows)), take_strings(*self.keys, rows)
+
+    def full(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's id (``name`` "id") or source ("source"), as format 4 stored them: blob and offsets."""
+        n = len(self)
+        runs = self.run_of(np.arange(n, dtype=np.int64))
+        if name == "source":
+            return take_strings(*self.files, runs)
+        prefixes = encode([self.prefix(r) for r in range(len(self.rows) - 1)])
+        blob, offsets = concat_strings([prefixes, self.keys])
+        order = np.empty(2 * n, dtype=np.int64)
+        order[0::2], order[1::2] = runs, len(self.rows) - 1 + np.arange(n, dtype=np.int64)
+        blob, offsets = take_strings(blob, offsets, order)
+        return blob, offsets[0::2].copy()
+
+    def column(self, name: str) -> Column:
+        return Column(self, name == "id")
+
+
+class Column(Sequence):
+    """The ids or the sources of a :class:`Names`, each made when it is asked for (a process that
+    needs a few rows of a large table makes a few strings; the arrays stay memory-mapped)."""
+
+    def __init__(self, names: Names, ids: bool) -> None:
+        self.names, self.ids = names, ids
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self.take(np.arange(*i.indices(len(self)), dtype=np.int64))
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(i)
+        i = int(i) % n
+        run = int(self.names.run_of(i))
+        return self.names.prefix(run) + self.names.key(i) if self.ids else self.names.file(run)
+
+    def take(self, rows) -> list[str]:
+        """The strings of ``rows`` (their keys gathered in one go: verification asks for tens of thousands)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        runs = self.names.run_of(rows).tolist()
+        if not self.ids:
+            return [self.names.file(r) for r in runs]
+        keys = decode(*take_strings(*self.names.keys, rows))
+        return [self.names.prefix(r) + k for r, k in zip(runs, keys)]
+
+    def __iter__(self) -> Iterator[str]:
+        names = self.names
+        for a in range(0, len(self), _ROWS):  # a chunk at a time: a pass over all of them holds one chunk
+            b = min(a + _ROWS, len(self))
+            runs = names.run_of(np.arange(a, b, dtype=np.int64)).tolist()
+            if not self.ids:
+                yield from (names.file(r) for r in runs)
+                continue
+            keys = decode(*blob_slice(*names.keys, a, b))
+            yield from (names.prefix(r) + k for r, k in zip(runs, keys))
