@@ -233,11 +233,17 @@ class Column(Sequence):
 
     def __iter__(self) -> Iterator[str]:
         names = self.names
+        rows = np.asarray(names.rows)
         for a in range(0, len(self), _ROWS):  # a chunk at a time: a pass over all of them holds one chunk
             b = min(a + _ROWS, len(self))
-            runs = names.run_of(np.arange(a, b, dtype=np.int64)).tolist()
-            if not self.ids:
-                yield from (names.file(r) for r in runs)
-                continue
-            keys = decode(*blob_slice(*names.keys, a, b))
-            yield from (names.prefix(r) + k for r, k in zip(runs, keys))
+            keys = decode(*blob_slice(*names.keys, a, b)) if self.ids else None
+            # the runs the chunk meets, each a slice of it (a file of many members: one run)
+            first = int(names.run_of(a))
+            last = int(names.run_of(b - 1))
+            for r in range(first, last + 1):
+                lo, hi = max(int(rows[r]), a) - a, min(int(rows[r + 1]), b) - a
+                if not self.ids:
+                    yield from [names.file(r)] * (hi - lo)
+                    continue
+                prefix = names.prefix(r)
+                yield from (keys[lo:hi] if not prefix else [prefix + k for k in keys[lo:hi]])
