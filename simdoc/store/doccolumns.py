@@ -3,7 +3,8 @@
 A reading task (:mod:`simdoc.stages.scan`) gives its documents back as one
 :class:`DocColumns`: numpy arrays of the docs-table columns that reading
 decides (see :mod:`simdoc.store.doctable` for their meanings), the ids and
-sources as UTF-8 blobs with offsets (the table's own encoding). The main
+sources as UTF-8 blobs with offsets (the table keeps a member's key and its file once:
+:mod:`simdoc.store.docnames`). The main
 process slices, reorders and appends these arrays
 (:class:`simdoc.store.doctable.TableBuilder`); it never turns a document
 into a Python object on that path. A Dask part stores the same arrays as
