@@ -150,49 +150,46 @@ def scan_tasks(
         names = names() if names is not None else ((e.path, e.size) for e, _, keep in plan if not keep)
         if any(is_parquet(path) and how_read(path, size) == "parquet" for path, size in names) and not have_pyarrow():
             raise no_pyarrow()
-    digests: dict[str, bytes | None] = {}  # of the files of the batch being made
-    hows: dict[str, str] = {}
 
-    def spanned(e: FileEntry | FileToRead) -> list[tuple[int, int]] | None:
+    def ways() -> Iterator[tuple[FileEntry | FileToRead, bytes | None, str, list[tuple[int, int]] | None]]:
         # How each file is read is decided here, once (the task carries it to the worker). A big
         # plain JSON Lines, Parquet or WARC file: one task a byte range or span of row groups
         # or records (joined by simdoc.stages.ranges), on a cluster too (each range's task writes
         # a part of its own); not for `simdoc shingle` alone (it keeps sets by file). Only a file
         # of many documents can be one (the rest are not asked: most files of a corpus).
-        how = hows[e.id] = how_read(e.path, e.size)
-        if signature is None or how not in MEMBER_WAYS:
-            return None
-        return spans_of(e.path, e.size, shingle.text_field, bool(shingle.follow_symlinks)) or None
+        for e, d, keep in plan:
+            if keep:
+                continue
+            how = how_read(e.path, e.size)
+            spans = None
+            if signature is not None and how in MEMBER_WAYS:
+                spans = spans_of(e.path, e.size, shingle.text_field, bool(shingle.follow_symlinks)) or None
+            yield e, d, how, spans
 
-    def entries_of(run) -> Iterator[FileEntry | FileToRead]:
-        for e, d, _ in run:
-            digests[e.id] = d
-            yield e
-
-    todo = ((e, d, spanned(e)) for e, d, keep in plan if not keep)
-    for has_spans, run in groupby(todo, key=lambda item: item[2] is not None):
+    for has_spans, run in groupby(ways(), key=lambda item: item[3] is not None):
         if not has_spans:  # consecutive files read whole: batched as they come
-            yield from _batch_tasks(entries_of(run), digests, hows, shingle, signature, parts, racy, spill)
+            yield from _batch_tasks(run, shingle, signature, parts, racy, spill)
             continue
-        for e, d, spans in run:
-            how = hows.pop(e.id)
+        for e, d, how, spans in run:
             for s in spans:
                 task = ScanTask([(e.id, e.path, e.size, d)], shingle, signature, span=s, hows=(how,))
                 yield task if parts is None else _with_part(task, [e], parts, racy)
 
 
-def _batch_tasks(
-    entries: Iterable[FileEntry | FileToRead], digests: dict, hows: dict, shingle, signature, parts, racy, spill
-) -> Iterator[ScanTask]:
-    for b in batches(entries):
-        files = [(e.id, e.path, e.size, digests.pop(e.id)) for e in b]
-        ways = tuple(hows.pop(e.id) for e in b)
+def _batch_tasks(run: Iterable[tuple], shingle, signature, parts, racy, spill) -> Iterator[ScanTask]:
+    """The tasks of a run of (entry, digest indexed, how it is read, None): :func:`batches` of it."""
+    for b in batches(run, size_of=_entry_size):
+        files = [(e.id, e.path, e.size, d) for e, d, _, _ in b]
         # A cluster's workers may not see the folder: there a long document's set is held.
         task = ScanTask(
             files, shingle, signature or _NO_SIGNATURES, signature is None, spill if parts is None and signature is None else None,
-            hows=ways,
+            hows=tuple(item[2] for item in b),
         )
-        yield task if parts is None else _with_part(task, b, parts, racy)
+        yield task if parts is None else _with_part(task, [item[0] for item in b], parts, racy)
+
+
+def _entry_size(item: tuple) -> int:
+    return item[0].size
 
 
 def _with_part(task: ScanTask, entries: list[FileEntry], parts, racy) -> ScanTask:
