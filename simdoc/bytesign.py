@@ -67,7 +67,7 @@ def sign_texts(texts: Sequence[str | bytes], spec: ShingleSpec, hasher: MinHashe
         kernels_bytes.sign_utf8(
             np.frombuffer(raw, dtype=np.uint8), offsets, spec.k, table, hasher.scheme == "oph", hasher.oph_key,
             hasher.probe_key, hasher.a, hasher.b, out, windows, handled, ws.get("blocks", longest, np.uint32),
-            ws.get("buf", longest, np.uint32), ws.get("sig64", hasher.num_perm, np.uint64),
+            ws.get("buf", longest, np.uint32), ws.get("wide", longest, np.uint64), ws.get("sig64", hasher.num_perm, np.uint64),
         )
     rest = np.flatnonzero(~handled)
     if len(rest):

@@ -82,6 +82,32 @@ def test_ascii_documents_given_as_bytes_equal_the_reference(texts, k, lowercase)
     assert_same([t.encode("ascii") for t in texts], spec, MinHasher(32))
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.one_of(documents, st.text(alphabet=st.characters(max_codepoint=127), max_size=40).map(str.encode)), max_size=8),
+    st.sampled_from([1, 16, 100, 128]),
+    st.sampled_from(["oph", "classic"]),
+    st.booleans(),
+)
+def test_character_5_shingles_the_default_take_the_kernels_unrolled_way_and_equal_the_reference(texts, num_perm, scheme, lowercase):
+    # k = 5 has a loop of its own (five rounds in registers), ASCII bytes a table of their own
+    # (premixed blocks and flags, kernels_bytes.ascii_tables); documents shorter than 5 included.
+    assert_same(texts, ShingleSpec("char", 5, lowercase), MinHasher(num_perm, seed=3, scheme=scheme))
+
+
+def test_the_ascii_tables_premix_each_entry_and_flag_whitespace_and_what_the_table_cannot_hold():
+    from simdoc import kernels_bytes
+    from simdoc.kernels import premix
+
+    table = bytesign.code_point_table(True, "NFKC", True)
+    pre, flags = kernels_bytes.ascii_tables(table)
+    assert pre.tolist() == [int(premix(np.uint32(m))) for m in table.tolist()]
+    assert [c for c in range(128) if flags[c] == 1] == [c for c in range(128) if chr(c).isspace()]
+    assert not (flags == 2).any()
+    short = kernels_bytes.ascii_tables(table[:65])[1]  # a code point past a table is declined
+    assert (short[65:] == 2).all() and (short[:65] != 2).all()
+
+
 def as_read(raw: bytes):
     """What read_document hands the scan for a file of these bytes: its bytes if ASCII, else
     its text decoded (a BOM dropped, invalid bytes replaced by U+FFFD)."""
@@ -140,7 +166,7 @@ def test_bytes_that_are_not_strict_utf8_are_declined(bad):
     kernels_bytes.sign_utf8(
         raw, np.array([0, len(raw)], np.int64), 2, table, True, np.uint64(1), np.uint64(2), one, one,
         np.zeros((1, 8), np.uint32), np.zeros(1, np.int64), handled, np.empty(16, np.uint32), np.empty(16, np.uint32),
-        np.empty(8, np.uint64),
+        np.empty(16, np.uint64), np.empty(8, np.uint64),
     )
     assert not handled[0]
 

@@ -212,3 +212,65 @@ def test_files_to_read_from_the_walks_columns_are_what_the_plan_says():
     assert got[3] == list(got)[3] and got[-1] == list(got)[-1]  # asked for one by one, as iterated
     with pytest.raises(IndexError):
         got[len(got)]  # past the end, as a list says (not a StopIteration)
+
+
+def test_how_each_file_is_read_is_decided_once_when_its_task_is_made_and_the_worker_takes_it(tmp_path, monkeypatch):
+    # Before, how_read ran three times a file: over every name for Parquet, for its spans, and in
+    # the worker. Now the task carries it; the worker, and a Parquet test of a name not so named, need none.
+    import simdoc.stages.scan as scan
+    from simdoc.corpus.read import how_read
+
+    corpus = tmp_path / "c"
+    _corpus(corpus, random.Random(5))
+    calls: list[str] = []
+
+    def counted(path, size):
+        calls.append(path)
+        return how_read(path, size)
+
+    monkeypatch.setattr(scan, "how_read", counted)
+    want = _build(corpus, tmp_path / "counted")
+    entries = [p for p in corpus.rglob("*") if p.is_file()]
+    assert len(calls) == len(entries)  # once a file (the files' names hold no .parquet)
+    tasks = list(scan.scan_tasks([(_Entry(p), None, False) for p in entries], ShingleParams().resolved(), SignatureParams().resolved()))
+    assert [h for t in tasks for h in t.hows] == [how_read(str(p), p.stat().st_size) for p in entries]
+    calls.clear()
+    for t in tasks:
+        scan.scan_batch(t)
+    assert calls == []  # the worker took the tasks' ways
+    monkeypatch.undo()
+    plain = _build(corpus, tmp_path / "plain")  # the same index as when each was decided again
+    assert plain.keys() == want.keys() and all(np.array_equal(want[n], plain[n]) for n in want)
+
+
+class _Entry:
+    def __init__(self, p) -> None:
+        self.id, self.path, self.size = p.name, str(p), p.stat().st_size
+
+
+def test_the_names_are_gone_over_for_parquet_files_only_when_pyarrow_is_not_installed(tmp_path, monkeypatch):
+    # 10^5 names gone over before the first task could start, for an error that cannot arise
+    # when pyarrow is there; without it, a Parquet file is still the one error before any reading.
+    import sys
+
+    import simdoc.stages.scan as scan
+    from simdoc.corpus.parquet import pyarrow_findable
+    from simdoc.errors import CorpusError
+
+    class Plan(list):
+        def names(self):
+            raise AssertionError("the names were gone over")
+
+    (tmp_path / "a.txt").write_text("some text here")
+    plan = Plan([(_Entry(tmp_path / "a.txt"), None, False)])
+    if pyarrow_findable():
+        assert len(list(scan.scan_tasks(plan, ShingleParams().resolved(), SignatureParams().resolved()))) == 1
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    assert not pyarrow_findable()
+    with pytest.raises(AssertionError, match="gone over"):
+        list(scan.scan_tasks(plan, ShingleParams().resolved(), SignatureParams().resolved()))
+    (tmp_path / "b.parquet").write_bytes(b"PAR1")
+    named = [(_Entry(tmp_path / "a.txt"), None, False), (_Entry(tmp_path / "b.parquet"), None, False)]
+    with pytest.raises(CorpusError, match="pyarrow"):
+        next(scan.scan_tasks(named, ShingleParams().resolved(), SignatureParams().resolved()))

@@ -60,6 +60,18 @@ def is_parquet(path: str) -> bool:
     return path.lower().endswith(PARQUET_SUFFIXES)
 
 
+def pyarrow_findable() -> bool:
+    """Whether pyarrow is installed, asked of the import system without importing it (a
+    fraction of a millisecond; the import takes a good part of a second). A pyarrow found but
+    broken is still told when a Parquet file is read (:func:`simdoc.corpus.read.no_pyarrow`)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("pyarrow") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def have_pyarrow() -> bool:
     try:
         import pyarrow.parquet  # noqa: F401

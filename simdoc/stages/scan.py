@@ -58,7 +58,7 @@ import numpy as np
 from simdoc.bytesign import sign_texts
 from simdoc.corpus.files import read_plain
 from simdoc.corpus.objects import is_url
-from simdoc.corpus.parquet import have_pyarrow
+from simdoc.corpus.parquet import have_pyarrow, is_parquet, pyarrow_findable
 from simdoc.corpus.read import MEMBER_WAYS, how_read, no_pyarrow, read_file, read_range_file, spans_of, text_digest, text_size
 from simdoc.corpus.walk import Entries, FileEntry
 from simdoc.corpus.warc import WarcReading
@@ -92,6 +92,9 @@ class ScanTask:
     part: str | None = None  # where the task writes its result (its completion record); None: nowhere
     reusable: bool = False  # no file was racily clean when listed: a later run may take its part
     span: tuple[int, int] | None = None  # one range of its one JSON Lines, Parquet or WARC file (see simdoc.stages.ranges)
+    # How each file is read (simdoc.corpus.read.how_read of its path and size), decided once as the
+    # task was made; None: the worker decides (a task made elsewhere).
+    hows: tuple[str, ...] | None = None
 
 
 def batches(entries: Iterable, size_of: Callable[[object], int] = attrgetter("size")) -> Iterator[list]:
@@ -142,43 +145,51 @@ def scan_tasks(
     # Gone over twice, and never held whole: a Sequence such as Plan.to_read() makes each item as
     # it is asked for (10^6 entries held were ~0.4 GB of the parent and of the workers it forks).
     plan = plan if isinstance(plan, Sequence) else list(plan)
-    names = getattr(plan, "names", None)
-    names = names() if names is not None else ((e.path, e.size) for e, _, keep in plan if not keep)
-    if any(how_read(path, size) == "parquet" for path, size in names) and not have_pyarrow():
-        raise no_pyarrow()  # here, once, rather than in every worker (how_read: a cache look-up by the name's ending)
-    digests: dict[str, bytes | None] = {}  # of the files of the batch being made
+    if not pyarrow_findable():  # then a Parquet file is an error here, once, before any task (else: read it)
+        names = getattr(plan, "names", None)
+        names = names() if names is not None else ((e.path, e.size) for e, _, keep in plan if not keep)
+        if any(is_parquet(path) and how_read(path, size) == "parquet" for path, size in names) and not have_pyarrow():
+            raise no_pyarrow()
 
-    def spanned(e: FileEntry | FileToRead) -> list[tuple[int, int]] | None:
-        # A big plain JSON Lines, Parquet or WARC file: one task a byte range or span of row groups
+    def ways() -> Iterator[tuple[FileEntry | FileToRead, bytes | None, str, list[tuple[int, int]] | None]]:
+        # How each file is read is decided here, once (the task carries it to the worker). A big
+        # plain JSON Lines, Parquet or WARC file: one task a byte range or span of row groups
         # or records (joined by simdoc.stages.ranges), on a cluster too (each range's task writes
         # a part of its own); not for `simdoc shingle` alone (it keeps sets by file). Only a file
         # of many documents can be one (the rest are not asked: most files of a corpus).
-        if signature is None or how_read(e.path, e.size) not in MEMBER_WAYS:
-            return None
-        return spans_of(e.path, e.size, shingle.text_field, bool(shingle.follow_symlinks)) or None
+        for e, d, keep in plan:
+            if keep:
+                continue
+            how = how_read(e.path, e.size)
+            spans = None
+            if signature is not None and how in MEMBER_WAYS:
+                spans = spans_of(e.path, e.size, shingle.text_field, bool(shingle.follow_symlinks)) or None
+            yield e, d, how, spans
 
-    def entries_of(run) -> Iterator[FileEntry | FileToRead]:
-        for e, d, _ in run:
-            digests[e.id] = d
-            yield e
-
-    todo = ((e, d, spanned(e)) for e, d, keep in plan if not keep)
-    for has_spans, run in groupby(todo, key=lambda item: item[2] is not None):
+    for has_spans, run in groupby(ways(), key=lambda item: item[3] is not None):
         if not has_spans:  # consecutive files read whole: batched as they come
-            yield from _batch_tasks(entries_of(run), digests, shingle, signature, parts, racy, spill)
+            yield from _batch_tasks(run, shingle, signature, parts, racy, spill)
             continue
-        for e, d, spans in run:
+        for e, d, how, spans in run:
             for s in spans:
-                task = ScanTask([(e.id, e.path, e.size, d)], shingle, signature, span=s)
+                task = ScanTask([(e.id, e.path, e.size, d)], shingle, signature, span=s, hows=(how,))
                 yield task if parts is None else _with_part(task, [e], parts, racy)
 
 
-def _batch_tasks(entries: Iterable[FileEntry | FileToRead], digests: dict, shingle, signature, parts, racy, spill) -> Iterator[ScanTask]:
-    for b in batches(entries):
-        files = [(e.id, e.path, e.size, digests.pop(e.id)) for e in b]
+def _batch_tasks(run: Iterable[tuple], shingle, signature, parts, racy, spill) -> Iterator[ScanTask]:
+    """The tasks of a run of (entry, digest indexed, how it is read, None): :func:`batches` of it."""
+    for b in batches(run, size_of=_entry_size):
+        files = [(e.id, e.path, e.size, d) for e, d, _, _ in b]
         # A cluster's workers may not see the folder: there a long document's set is held.
-        task = ScanTask(files, shingle, signature or _NO_SIGNATURES, signature is None, spill if parts is None and signature is None else None)
-        yield task if parts is None else _with_part(task, b, parts, racy)
+        task = ScanTask(
+            files, shingle, signature or _NO_SIGNATURES, signature is None, spill if parts is None and signature is None else None,
+            hows=tuple(item[2] for item in b),
+        )
+        yield task if parts is None else _with_part(task, [item[0] for item in b], parts, racy)
+
+
+def _entry_size(item: tuple) -> int:
+    return item[0].size
 
 
 def _with_part(task: ScanTask, entries: list[FileEntry], parts, racy) -> ScanTask:
@@ -260,8 +271,8 @@ def _scan(task: ScanTask) -> BatchResult:
     streamed_paths: dict[int, str] = {}
     piece = None  # a range's task: what reading its range gave
     hasher = _hasher(task.signature)
-    for doc_id, path, size, expected in task.files:
-        how = how_read(path, size)
+    hows = task.hows if task.hows is not None and len(task.hows) == len(task.files) else [how_read(p, n) for _, p, n, _ in task.files]
+    for (doc_id, path, size, expected), how in zip(task.files, hows):
         if how == "streamed":
             # A huge file is shingled in chunks, in bounded memory; so is every compressed
             # file, whose size says nothing of what it holds.

@@ -22,6 +22,7 @@ import json
 import os
 import threading
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -117,12 +118,17 @@ class FileRun:
         return {**columns, "file_digest": np.repeat(digests, counts, axis=0)}
 
 
+_DOC_FIELDS = attrgetter("id", "source", "offset", "length", "size", "n_shingles", "how", "status", "digest")
+
+
 def doc_columns(docs: list[DocOut]) -> DocColumns:
     """A worker's documents as the columns it sends back, each with the identity of its text."""
+    if not docs:
+        return DocColumns.empty()
+    # One pass over the documents, turned into columns by zip (in C): 10^5 documents, not 10^6 steps.
+    ids, sources, offset, length, size, n_shingles, how, status, digest = zip(*map(_DOC_FIELDS, docs))
     return DocColumns.build(
-        [d.id for d in docs], [d.source for d in docs], [d.offset for d in docs], [d.length for d in docs],
-        [d.size for d in docs], [d.n_shingles for d in docs], [d.how for d in docs], [d.status for d in docs],
-        [d.digest for d in docs], [identity(d.digest, d.how, d.id) for d in docs],
+        ids, sources, offset, length, size, n_shingles, how, status, digest, list(map(identity, digest, how, ids)),
     )
 
 

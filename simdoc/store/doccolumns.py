@@ -13,6 +13,7 @@ arrays (:func:`simdoc.stages.scan_results.write_part`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,8 @@ _TABLE_COLUMNS = (
     + [(c, np.uint8, (16,)) for c in _DIGEST_COLUMNS]
 )
 _CODES = ("how", "status")
+_HOW = {name: i for i, name in enumerate(HOW)}  # a name's position: its code in the table
+_STATUS = {name: i for i, name in enumerate(STATUSES)}
 _DIGESTS = ("digest", "identity")
 
 
@@ -73,17 +76,15 @@ class DocColumns:
 
     @classmethod
     def build(
-        cls, ids: list[str], sources: list[str], offset: list[int], length: list[int], size: list[int],
-        n_shingles: list[int], how: list[str], status: list[str], digest: list[bytes], identity: list[bytes],
+        cls, ids: Sequence[str], sources: Sequence[str], offset: Sequence[int], length: Sequence[int], size: Sequence[int],
+        n_shingles: Sequence[int], how: Sequence[str], status: Sequence[str], digest: Sequence[bytes], identity: Sequence[bytes],
     ) -> DocColumns:
-        """From one list per column (a worker's documents)."""
+        """From one list (or tuple) per column (a worker's documents)."""
         n = len(ids)
         id_blob, id_offsets = _blob(ids)
         source_blob, source_offsets = _blob(sources)
         ints = [np.asarray(v, dtype=np.int64).reshape(n) for v in (offset, length, size, n_shingles)]
-        codes = [
-            np.asarray([names.index(x) for x in v], dtype=np.uint8).reshape(n) for v, names in ((how, HOW), (status, STATUSES))
-        ]
+        codes = [np.fromiter(map(code.__getitem__, v), dtype=np.uint8, count=n) for v, code in ((how, _HOW), (status, _STATUS))]
         digests = [np.frombuffer(b"".join(v), dtype=np.uint8).reshape(n, 16).copy() for v in (digest, identity)]
         return cls(id_blob, id_offsets, source_blob, source_offsets, *ints, *codes, *digests)
 
