@@ -58,10 +58,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from simdoc import similarity
-from simdoc.bytesign import sets64_into
+from simdoc.bytesign import sets64_spans
 from simdoc.corpus import streaming
 from simdoc.corpus.objects import is_url
-from simdoc.corpus.plain import read_again_if_same
+from simdoc.corpus.plain import read_again_into
 from simdoc.corpus.streaming import Part, sets64_of_texts
 from simdoc.engines.local import LocalEngine, can_fork
 from simdoc.shinglesets import ShingleSets
@@ -290,34 +290,48 @@ class _Work:
         docs_a = np.asarray(docs, dtype=np.int64)
         plain = docs_a[table.columns["how"][docs_a] == WHOLE] if self.lean else docs_a[:0]
         others = docs_a[~np.isin(docs_a, plain)].tolist()
-        texts: list[str | bytes] = []
-        read: list[int] = []
-        sizes = np.asarray(table.columns["file_size"][plain], np.int64).tolist()
-        digests = np.asarray(table.digest[plain])
-        follow = reader.follow_symlinks
-        for i, (d, path) in enumerate(zip(plain.tolist(), reader.openable(table.places(plain)))):
-            reader.reads[d] += 1
-            text = None if path is None else read_again_if_same(path, sizes[i], digests[i].tobytes(), follow)
-            if text is None:
-                held.missing(d)
-            elif len(text) > streaming.PIECE_CHARS:  # shingled in pieces, in bounded memory
-                held.add(sets64_of_texts([text], reader.spec), {d: 0})
-            else:
-                texts.append(text)
-                read.append(d)
-        if texts:
-            room = sum(len(t) if isinstance(t, bytes) else 4 * len(t) for t in texts)
-            data, counts = held.room(room)
-            rows = sets64_into(texts, reader.spec, data, counts)
-            held.wrote(read, rows)
-            declined = [i for i, r in enumerate(rows.tolist()) if r < 0]
-            if declined:  # what the kernel cannot do exactly: the reference way
-                sets = shingle_texts([texts[i] for i in declined], reader.spec, form="sets64")
-                held.add(sets, {read[i]: j for j, i in enumerate(declined)})
+        if len(plain):
+            self._read_plain(plain, held)
         if others:
             held.add(*reader.read_batch(others))
         for d in docs:
             held.bytes += self.cost(d)
+
+
+    def _read_plain(self, plain: np.ndarray, held: _Held) -> None:
+        """:meth:`read` of files read whole when indexed: read into one buffer, their digests
+        checked, and shingled by one kernel call from there into the rows held."""
+        reader, table = self.reader, self.reader.table
+        docs = plain.tolist()
+        for d in docs:
+            reader.reads[d] += 1
+        paths = reader.openable(table.places(plain))
+        sizes = np.asarray(table.columns["file_size"][plain], np.int64).tolist()
+        buf, starts, ends = read_again_into(paths, sizes, np.asarray(table.digest[plain]), reader.follow_symlinks)
+        read = starts >= 0
+        for i in np.flatnonzero(~read).tolist():
+            held.missing(docs[i])
+        # A long text is shingled in pieces, in bounded memory (its bytes are at least its characters).
+        whole = read & (ends - starts <= streaming.PIECE_CHARS)
+        for i in np.flatnonzero(read & ~whole).tolist():
+            held.add(sets64_of_texts([_text(buf, starts[i], ends[i])], reader.spec), {docs[i]: 0})
+        at = np.flatnonzero(whole)
+        if not len(at):
+            return
+        data, counts = held.room(int((ends[at] - starts[at]).sum()))
+        rows = sets64_spans(buf, starts[at], ends[at], reader.spec, data, counts)
+        held.wrote([docs[i] for i in at.tolist()], rows)
+        declined = at[rows < 0].tolist()
+        if declined:  # what the kernel cannot do exactly: the reference way
+            sets = shingle_texts([_text(buf, starts[i], ends[i]) for i in declined], reader.spec, form="sets64")
+            held.add(sets, {docs[i]: j for j, i in enumerate(declined)})
+
+
+def _text(buf: bytearray, start: int, end: int) -> str | bytes:
+    """A text read into ``buf`` as :func:`simdoc.corpus.plain.read_again_if_same` gives it: ASCII
+    bytes as they are, any other decoded (invalid bytes replaced; the byte-order mark is not in the span)."""
+    raw = bytes(buf[start:end])
+    return raw if raw.isascii() else raw.decode("utf-8", errors="replace")
 
 
 def _last_needed(ol: np.ndarray, orr: np.ndarray) -> dict[int, int]:
