@@ -23,11 +23,11 @@ kernels), never back up:
    (and all held in ``budget``, :data:`CACHE_BYTES`).
 3. :meth:`_Work.read` reads a chunk's new documents, in the order of their
    names: where they live and their digests come from the docs table a
-   batch at a time (:meth:`simdoc.store.doctable.DocsTable.places`); a file
-   read whole when indexed is read again leanly and checked against its
-   digest (:func:`simdoc.corpus.plain.read_again_if_same`); the texts are shingled
-   by one kernel call straight into the rows held
-   (:func:`simdoc.bytesign.sets64_into`). Members of JSON Lines, WARC and
+   batch at a time (:meth:`simdoc.store.doctable.DocsTable.places`); the files
+   read whole when indexed are read again leanly into one buffer and checked
+   against their digests (:func:`simdoc.corpus.plain.read_again_into`); their
+   bytes are shingled by one kernel call straight into the rows held
+   (:func:`simdoc.bytesign.sets64_spans`). Members of JSON Lines, WARC and
    Parquet files (each file read once for all its members wanted), streamed
    and HTML files, a corpus at a URL or cut by ``--max-bytes`` are read by
    :meth:`simdoc.stages.reread.DocumentReader.read_batch`, the general way.
