@@ -243,7 +243,10 @@ class _Work:
         n = hi - lo
         set_j, bag_j, ok = np.zeros(n), np.zeros(n), np.ones(n, dtype=bool)
         bad: dict[int, None] = {}
-        before = dict(reader.reads)
+        # The reads of this unit's documents only (a copy of all the process has read would
+        # grow with each unit a worker takes).
+        touched = np.unique(np.concatenate([ol, orr])).tolist()
+        before = [reader.reads.get(d, 0) for d in touched]
         last = _last_needed(ol, orr)
         na, nb = np.asarray(self.shingles[ol], np.int64), np.asarray(self.shingles[orr], np.int64)
         split = 12 * np.minimum(na, nb) + 48 * np.maximum(na, nb) > similarity.PAIR_BYTES  # pair_passes(a, b) > 1
@@ -262,7 +265,8 @@ class _Work:
                     progress(b - a)
             held.keep([d for d in held.span if last[d] >= stop], self.budget, last, self.cost)
             start = stop
-        reads = {d: c - before.get(d, 0) for d, c in reader.reads.items() if c != before.get(d, 0)}
+        after = [reader.reads.get(d, 0) for d in touched]
+        reads = {d: a - b for d, a, b in zip(touched, after, before) if a != b}
         return lo, hi, set_j, bag_j, ok, set(bad), reads
 
     def _chunk(self, ol: np.ndarray, orr: np.ndarray, start: int, split: np.ndarray, held: _Held) -> tuple[int, list[int]]:
