@@ -292,8 +292,8 @@ class _Work:
         call of the kernel, straight into the rows held; the rest by the reader."""
         reader, table = self.reader, self.reader.table
         docs_a = np.asarray(docs, dtype=np.int64)
-        plain = docs_a[table.columns["how"][docs_a] == WHOLE] if self.lean else docs_a[:0]
-        others = docs_a[~np.isin(docs_a, plain)].tolist()
+        lean = np.asarray(table.columns["how"][docs_a] == WHOLE) if self.lean else np.zeros(len(docs_a), bool)
+        plain, others = docs_a[lean], docs_a[~lean].tolist()
         if len(plain):
             self._read_plain(plain, held)
         if others:
