@@ -209,9 +209,9 @@ class _Work:
         # corpus is at a URL or cut by --max-bytes: those, and members, the reader's general way.
         self.lean = reader.max_bytes is None and not is_url(reader.root)
 
-    def cost(self, doc: int) -> int:
-        """Bytes a document's 64-bit shingle set holds while it is cached (with counts), roughly."""
-        return int(self.shingles[doc]) * 12 + 64
+    def costs(self, docs: np.ndarray) -> np.ndarray:
+        """Bytes each document's 64-bit shingle set holds while it is cached (with counts), roughly."""
+        return np.asarray(self.shingles[docs], np.int64) * 12 + 64
 
     def in_passes(self, a: int, b: int, bad: dict) -> tuple[float, float, bool]:
         """(set, bag, ok) of one large pair, compared in passes (:func:`jaccard_in_passes`)."""
@@ -245,8 +245,12 @@ class _Work:
         bad: dict[int, None] = {}
         # The reads of this unit's documents only (a copy of all the process has read would
         # grow with each unit a worker takes).
-        touched = np.unique(np.concatenate([ol, orr])).tolist()
+        docs = np.unique(np.concatenate([ol, orr]))
+        touched = docs.tolist()
         before = [reader.reads.get(d, 0) for d in touched]
+        # What each document's set costs held, looked up per pair by _chunk.
+        cost_of = dict(zip(touched, self.costs(docs).tolist()))
+        pairs = list(zip(ol.tolist(), orr.tolist()))
         last = _last_needed(ol, orr)
         na, nb = np.asarray(self.shingles[ol], np.int64), np.asarray(self.shingles[orr], np.int64)
         split = 12 * np.minimum(na, nb) + 48 * np.maximum(na, nb) > similarity.PAIR_BYTES  # pair_passes(a, b) > 1
@@ -254,8 +258,9 @@ class _Work:
             set_j[p], bag_j[p], ok[p] = self.in_passes(int(ol[p]), int(orr[p]), bad)
         held = _Held()
         start = 0
+        split_list = split.tolist()
         while start < n:
-            stop, new = self._chunk(ol, orr, start, split, held)
+            stop, new = self._chunk(pairs, start, split_list, held, cost_of)
             self.read(new, held)
             for a in range(start, stop, PROGRESS_PAIRS):
                 b = min(a + PROGRESS_PAIRS, stop)
@@ -263,25 +268,30 @@ class _Work:
                 set_j[at], bag_j[at], ok[at] = held.compare(ol[at], orr[at], bad)
                 if progress is not None:
                     progress(b - a)
-            held.keep([d for d in held.span if last[d] >= stop], self.budget, last, self.cost)
+            held.keep([d for d in held.span if last[d] >= stop], self.budget, last, cost_of.__getitem__)
             start = stop
         after = [reader.reads.get(d, 0) for d in touched]
         reads = {d: a - b for d, a, b in zip(touched, after, before) if a != b}
         return lo, hi, set_j, bag_j, ok, set(bad), reads
 
-    def _chunk(self, ol: np.ndarray, orr: np.ndarray, start: int, split: np.ndarray, held: _Held) -> tuple[int, list[int]]:
+    def _chunk(self, pairs: list[tuple[int, int]], start: int, split: list[bool], held: _Held, cost_of: dict[int, int]) -> tuple[int, list[int]]:
         """The end of the chunk of pairs from ``start``, and the documents it needs that are not
         held (sorted): pairs are taken while the sets held and added fit the budget (one at least)."""
-        n = len(split)
+        n = len(pairs)
         stop, extra = start, 0
         new: dict[int, None] = {}
-        while stop < n and stop - start < CHUNK_PAIRS:
+        span = held.span
+        for a, b in pairs[start : min(n, start + CHUNK_PAIRS)]:
             if not split[stop]:  # (a split pair is compared in passes, on its own)
-                add = [d for d in (int(ol[stop]), int(orr[stop])) if d not in held.span and d not in new]
-                more = sum(self.cost(d) for d in add)
+                add_a = a not in span and a not in new
+                add_b = b != a and b not in span and b not in new
+                more = (cost_of[a] if add_a else 0) + (cost_of[b] if add_b else 0)
                 if stop > start and (held.bytes + extra + more > self.budget or extra + more > CHUNK_BYTES):
                     break
-                new.update(dict.fromkeys(add))
+                if add_a:
+                    new[a] = None
+                if add_b:
+                    new[b] = None
                 extra += more
             stop += 1
         return stop, sorted(new)
@@ -298,8 +308,7 @@ class _Work:
             self._read_plain(plain, held)
         if others:
             held.add(*reader.read_batch(others))
-        for d in docs:
-            held.bytes += self.cost(d)
+        held.bytes += int(self.costs(docs_a).sum())
 
 
     def _read_plain(self, plain: np.ndarray, held: _Held) -> None:
