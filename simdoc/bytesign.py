@@ -118,18 +118,49 @@ def sets64_into(texts: Sequence[str | bytes], spec: ShingleSpec, data: np.ndarra
     return _sets64_joined(raw, offsets, spec, data, counts)
 
 
+def sets64_spans(
+    raw: bytes | bytearray, starts: np.ndarray, ends: np.ndarray, spec: ShingleSpec, data: np.ndarray, counts: np.ndarray
+) -> np.ndarray:
+    """:func:`sets64_into` of the texts ``raw[starts[i]:ends[i]]`` (UTF-8 bytes, the spans in
+    order, apart or not), straight from the buffer they were read into
+    (:func:`simdoc.corpus.plain.read_again_into`): the same rows and sizes as
+    ``sets64_into`` of the decoded texts gives. A span that is not strict UTF-8 is
+    declined (-1), as one that holds a character the table cannot map: the caller
+    decodes it (``errors="replace"``) and shingles it the reference way."""
+    from simdoc import kernels
+
+    n = len(starts)
+    if not n or spec.unit != "char" or not kernels.ENABLED:
+        return np.full(n, -1, dtype=np.int64)
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    ends = np.ascontiguousarray(ends, dtype=np.int64)
+    # The buffer's bytes between the spans count too: ASCII is only a cheaper table's condition.
+    return _sets64_spans(raw, starts, ends, raw.isascii(), spec, data, counts)
+
+
 def _sets64_joined(raw: bytes, offsets: np.ndarray, spec: ShingleSpec, data: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    return _sets64_spans(raw, offsets[:-1], offsets[1:], raw.isascii(), spec, data, counts)
+
+
+def _sets64_spans(
+    raw: bytes | bytearray, starts: np.ndarray, ends: np.ndarray, ascii_only: bool, spec: ShingleSpec, data: np.ndarray, counts: np.ndarray
+) -> np.ndarray:
     from simdoc import kernels_bytes
 
-    n = len(offsets) - 1
+    n = len(starts)
     sizes = np.full(n, -1, dtype=np.int64)
-    if len(data) < len(raw) or len(counts) < len(raw):
+    lengths = ends - starts
+    if len(data) < lengths.sum() or len(counts) < lengths.sum():
         raise ValueError("sets64_into: less room than the texts' bytes")
-    longest = max(int(np.diff(offsets).max()), 1)
+    longest = max(int(lengths.max()), 1)
     ws = workspace()
     handled = np.zeros(n, dtype=np.bool_)
+    array = np.frombuffer(raw, dtype=np.uint8)
+    if array.flags.writeable:
+        array = array.view()
+        array.flags.writeable = False  # the kernel's build for read-only bytes (compiled once)
     kernels_bytes.sets64_utf8(
-        np.frombuffer(raw, dtype=np.uint8), offsets, spec.k, code_point_table(spec.lowercase, spec.unicode, raw.isascii()),
+        array, starts, ends, spec.k, code_point_table(spec.lowercase, spec.unicode, ascii_only),
         np.uint32(VERIFY_SEEDS[0]), np.uint32(VERIFY_SEEDS[1]), data, counts, sizes, handled,
         ws.get("blocks", longest, np.uint32), ws.get("buf", longest, np.uint32), ws.get("tmp", longest, np.uint32),
         ws.get("wide", longest, np.uint64), ws.get("upper", longest, np.uint64),

@@ -134,19 +134,19 @@ if ENABLED:
         return pos
 
     @njit(cache=CACHE, nogil=True)
-    def sets64_utf8(raw, offsets, k, table, seed_low, seed_high, out_data, out_counts, out_sizes, handled, blocks, low, high, wide, tmp):
-        """The 64-bit shingle sets of verification (``shingle_texts(form="sets64")``): each
-        window's hash under ``seed_high`` above its hash under ``seed_low``, sorted, repeats
-        folded into counts. Row d's values follow row d-1's in ``out_data``/``out_counts``, its
-        count in ``out_sizes[d]`` (0 for a document not handled); returns the total.
-        ``low``/``high`` (uint32), ``wide``/``tmp`` (uint64): scratch as long as the longest
-        document in bytes.
+    def sets64_utf8(raw, starts, ends, k, table, seed_low, seed_high, out_data, out_counts, out_sizes, handled, blocks, low, high, wide, tmp):
+        """The 64-bit shingle sets of verification (``shingle_texts(form="sets64")``) of each
+        document ``raw[starts[d]:ends[d]]``: each window's hash under ``seed_high`` above its
+        hash under ``seed_low``, sorted, repeats folded into counts. Row d's values follow row
+        d-1's in ``out_data``/``out_counts``, its count in ``out_sizes[d]`` (0 for a document
+        not handled); returns the total. ``low``/``high`` (uint32), ``wide``/``tmp`` (uint64):
+        scratch as long as the longest document in bytes.
         """
         pos = 0
         pre, flags = ascii_tables(table)
-        for d in range(offsets.shape[0] - 1):
+        for d in range(starts.shape[0]):
             out_sizes[d] = 0
-            length = _decode(raw, offsets[d], offsets[d + 1], table, pre, flags, blocks)
+            length = _decode(raw, starts[d], ends[d], table, pre, flags, blocks)
             handled[d] = length >= 0
             if length <= 0:
                 continue
@@ -276,6 +276,6 @@ def warm_up() -> None:
         )
     wide = np.zeros(1, np.uint64)
     sets64_utf8(
-        raw, np.array([0, 1], np.int64), 1, np.zeros(128, np.uint32), np.uint32(0), np.uint32(1), wide, one.copy(),
+        raw, np.array([0], np.int64), np.array([1], np.int64), 1, np.zeros(128, np.uint32), np.uint32(0), np.uint32(1), wide, one.copy(),
         np.zeros(1, np.int64), np.zeros(1, np.bool_), one.copy(), one.copy(), one.copy(), wide.copy(), wide.copy(),
     )

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 import simdoc
 import simdoc.stages.verify as verify
 from simdoc import kernels
-from simdoc.bytesign import sets64_into, sets64_texts
+from simdoc.bytesign import sets64_into, sets64_spans, sets64_texts
 from simdoc.corpus.files import read_document
-from simdoc.corpus.plain import read_again_if_same
+from simdoc.corpus.plain import read_again_if_same, read_again_into
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec, shingle_texts
 from simdoc.similarity import pair_sums, span_sums
@@ -63,6 +63,72 @@ def test_a_plain_file_not_the_one_indexed_is_not_read(tmp_path):
     nul = tmp_path / "nul.txt"
     nul.write_bytes(b"a\x00b")
     assert read_again_if_same(str(nul), 3, bytes.fromhex(read_document(str(nul)).digest)) is None  # binary
+
+
+def _into(paths, sizes, digests, follow=False) -> list:
+    """read_again_into's texts as read_again_if_same gives them."""
+    buf, starts, ends = read_again_into(paths, sizes, np.frombuffer(digests, np.uint8).reshape(-1, 16), follow)
+    out = []
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        raw = bytes(buf[s:e])
+        out.append(None if s < 0 else raw if raw.isascii() else raw.decode("utf-8", errors="replace"))
+    return out
+
+
+def test_files_read_into_one_buffer_are_the_texts_read_one_by_one(tmp_path):
+    """Every kind of file, and every way of not being the one indexed, in one batch: the same
+    texts (a byte-order mark left out, invalid bytes replaced once decoded) and the same Nones."""
+    paths, sizes, digests = [], [], []
+    for name, raw in sorted(KINDS.items()):
+        (tmp_path / name).write_bytes(raw)
+        paths.append(str(tmp_path / name))
+        sizes.append(len(raw))
+        digests.append(bytes.fromhex(read_document(str(tmp_path / name), keep_ascii=True).digest))
+    good = tmp_path / "good.txt"
+    good.write_bytes(b"the indexed text")
+    size, digest = good.stat().st_size, bytes.fromhex(read_document(str(good)).digest)
+    (tmp_path / "edited.txt").write_bytes(b"the edited  text")
+    (tmp_path / "grown.txt").write_bytes(b"the indexed text, grown")
+    (tmp_path / "link.txt").symlink_to(good)
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "nul.txt").write_bytes(b"a\x00b")
+    for name in ("good.txt", "edited.txt", "grown.txt", "link.txt", "fifo", "gone.txt"):
+        paths.append(str(tmp_path / name))
+        sizes.append(size)
+        digests.append(digest)
+    paths += [str(tmp_path / "nul.txt"), None]
+    sizes += [3, size]
+    digests += [bytes.fromhex(read_document(str(tmp_path / "nul.txt")).digest), digest]
+    want = [read_again_if_same(p, s, d) if p else None for p, s, d in zip(paths, sizes, digests)]
+    assert want.count(None) == 7
+    got = _into(paths, sizes, b"".join(digests))
+    assert got == want and [type(g) for g in got] == [type(w) for w in want]
+    follow = [read_again_if_same(p, s, d, True) if p else None for p, s, d in zip(paths, sizes, digests)]
+    assert _into(paths, sizes, b"".join(digests), follow=True) == follow and follow.count(None) == 6
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(max_size=40) | st.text(max_size=20).map(lambda t: t.encode("utf-8", "surrogatepass")), min_size=1, max_size=6),
+       st.sampled_from([ShingleSpec("char", 1), ShingleSpec("char", 3), ShingleSpec("char", 5, lowercase=False, unicode="NFKC")]))
+def test_texts_shingled_where_they_were_read_are_the_decoded_texts_sets(raws, spec):
+    """sets64_spans of texts in a buffer (a byte apart, bytes that are not UTF-8 too) gives
+    sets64_into's rows of the texts decoded; what it declines, it declines."""
+    texts = [r if r.isascii() else r.decode("utf-8", errors="replace") for r in raws]
+    starts = np.cumsum([0] + [len(r) + 1 for r in raws[:-1]]).astype(np.int64)
+    buf = bytearray(b"\xff".join(raws))
+    room = sum(map(len, raws)) + sum(4 * len(t) for t in texts)
+    d1, c1, d2, c2 = np.zeros(room, np.uint64), np.zeros(room, np.uint32), np.zeros(room, np.uint64), np.zeros(room, np.uint32)
+    got = sets64_spans(buf, starts, starts + np.array([len(r) for r in raws], np.int64), spec, d1, c1)
+    want = sets64_into(texts, spec, d2, c2)
+    ref = shingle_texts(texts, spec, form="sets64")
+    at = 0
+    for i, m in enumerate(got.tolist()):
+        if m >= 0:  # declined only where the bytes are not strict UTF-8 or the text is declined
+            assert np.array_equal(d1[at : at + m], ref.row(i)) and np.array_equal(c1[at : at + m], ref.row_counts(i))
+            assert want[i] == m
+            at += m
+        else:
+            assert want[i] < 0 or raws[i] != texts[i].encode("utf-8", "surrogatepass")
 
 
 NAMES = st.lists(st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), min_size=1, max_size=8), min_size=1, max_size=12)

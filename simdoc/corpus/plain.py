@@ -22,8 +22,13 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Sequence
+
+import numpy as np
 
 from simdoc.corpus.files import BINARY_SNIFF, NOFOLLOW, PLAIN_OPEN, read_on
+
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, dropped from the start of a text as "utf-8-sig" drops it
 
 
 def read_again_if_same(path: str, size: int, digest: bytes, follow_symlinks: bool = False) -> str | bytes | None:
@@ -54,3 +59,52 @@ def read_again_if_same(path: str, size: int, digest: bytes, follow_symlinks: boo
     if raw.isascii():
         return raw
     return raw.decode("utf-8-sig", errors="replace")
+
+
+def read_again_into(
+    paths: Sequence[str | None], sizes: Sequence[int], digests: np.ndarray, follow_symlinks: bool = False
+) -> tuple[bytearray, np.ndarray, np.ndarray]:
+    """:func:`read_again_if_same` of each file, read into one buffer: (buffer, starts, ends).
+
+    File i's text is ``buffer[starts[i]:ends[i]]``, its bytes as read with a leading
+    byte-order mark left out: decoded as UTF-8 (with ``errors="replace"``) they are the
+    ``str`` that :func:`read_again_if_same` gives; an ASCII file's bytes are the ones it
+    gives. ``starts[i]`` is -1 where it gives None (and for a ``paths[i]`` of None).
+    ``digests``: (n, 16) uint8, BLAKE2b-128 of each file as indexed.
+    """
+    n = len(sizes)
+    # Each file's room is a byte longer than its size: a file that grew since it was indexed is told apart.
+    room = np.zeros(n + 1, np.int64)
+    np.cumsum(np.asarray(sizes, np.int64) + 1, out=room[1:])
+    buf = bytearray(int(room[-1]))
+    view = memoryview(buf)
+    starts, ends = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    flags = PLAIN_OPEN if follow_symlinks else PLAIN_OPEN | NOFOLLOW
+    at_list = room.tolist()
+    for i, (path, size) in enumerate(zip(paths, sizes)):
+        if path is None:
+            continue
+        at = at_list[i]
+        try:
+            fd = os.open(path, flags)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+                continue
+            got = os.readv(fd, [view[at : at + size + 1]])
+            if got != size:  # short, or it grew: read on as the scan does (the digest decides)
+                raw = read_on(fd, bytes(view[at : at + got]), size)
+                if len(raw) != size:
+                    continue
+                view[at : at + size] = raw
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        text = view[at : at + size]
+        if hashlib.blake2b(text, digest_size=16).digest() != digests[i].tobytes() or buf.find(0, at, at + min(size, BINARY_SNIFF)) >= 0:
+            continue
+        starts[i], ends[i] = (at + 3 if buf.startswith(BOM, at, at + size) else at), at + size
+    return buf, starts, ends

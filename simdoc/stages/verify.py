@@ -23,11 +23,11 @@ kernels), never back up:
    (and all held in ``budget``, :data:`CACHE_BYTES`).
 3. :meth:`_Work.read` reads a chunk's new documents, in the order of their
    names: where they live and their digests come from the docs table a
-   batch at a time (:meth:`simdoc.store.doctable.DocsTable.places`); a file
-   read whole when indexed is read again leanly and checked against its
-   digest (:func:`simdoc.corpus.plain.read_again_if_same`); the texts are shingled
-   by one kernel call straight into the rows held
-   (:func:`simdoc.bytesign.sets64_into`). Members of JSON Lines, WARC and
+   batch at a time (:meth:`simdoc.store.doctable.DocsTable.places`); the files
+   read whole when indexed are read again leanly into one buffer and checked
+   against their digests (:func:`simdoc.corpus.plain.read_again_into`); their
+   bytes are shingled by one kernel call straight into the rows held
+   (:func:`simdoc.bytesign.sets64_spans`). Members of JSON Lines, WARC and
    Parquet files (each file read once for all its members wanted), streamed
    and HTML files, a corpus at a URL or cut by ``--max-bytes`` are read by
    :meth:`simdoc.stages.reread.DocumentReader.read_batch`, the general way.
@@ -58,10 +58,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from simdoc import similarity
-from simdoc.bytesign import sets64_into
+from simdoc.bytesign import sets64_spans
 from simdoc.corpus import streaming
 from simdoc.corpus.objects import is_url
-from simdoc.corpus.plain import read_again_if_same
+from simdoc.corpus.plain import read_again_into
 from simdoc.corpus.streaming import Part, sets64_of_texts
 from simdoc.engines.local import LocalEngine, can_fork
 from simdoc.shinglesets import ShingleSets
@@ -209,9 +209,9 @@ class _Work:
         # corpus is at a URL or cut by --max-bytes: those, and members, the reader's general way.
         self.lean = reader.max_bytes is None and not is_url(reader.root)
 
-    def cost(self, doc: int) -> int:
-        """Bytes a document's 64-bit shingle set holds while it is cached (with counts), roughly."""
-        return int(self.shingles[doc]) * 12 + 64
+    def costs(self, docs: np.ndarray) -> np.ndarray:
+        """Bytes each document's 64-bit shingle set holds while it is cached (with counts), roughly."""
+        return np.asarray(self.shingles[docs], np.int64) * 12 + 64
 
     def in_passes(self, a: int, b: int, bad: dict) -> tuple[float, float, bool]:
         """(set, bag, ok) of one large pair, compared in passes (:func:`jaccard_in_passes`)."""
@@ -243,7 +243,14 @@ class _Work:
         n = hi - lo
         set_j, bag_j, ok = np.zeros(n), np.zeros(n), np.ones(n, dtype=bool)
         bad: dict[int, None] = {}
-        before = dict(reader.reads)
+        # The reads of this unit's documents only (a copy of all the process has read would
+        # grow with each unit a worker takes).
+        docs = np.unique(np.concatenate([ol, orr]))
+        touched = docs.tolist()
+        before = [reader.reads.get(d, 0) for d in touched]
+        # What each document's set costs held, looked up per pair by _chunk.
+        cost_of = dict(zip(touched, self.costs(docs).tolist()))
+        pairs = list(zip(ol.tolist(), orr.tolist()))
         last = _last_needed(ol, orr)
         na, nb = np.asarray(self.shingles[ol], np.int64), np.asarray(self.shingles[orr], np.int64)
         split = 12 * np.minimum(na, nb) + 48 * np.maximum(na, nb) > similarity.PAIR_BYTES  # pair_passes(a, b) > 1
@@ -251,8 +258,9 @@ class _Work:
             set_j[p], bag_j[p], ok[p] = self.in_passes(int(ol[p]), int(orr[p]), bad)
         held = _Held()
         start = 0
+        split_list = split.tolist()
         while start < n:
-            stop, new = self._chunk(ol, orr, start, split, held)
+            stop, new = self._chunk(pairs, start, split_list, held, cost_of)
             self.read(new, held)
             for a in range(start, stop, PROGRESS_PAIRS):
                 b = min(a + PROGRESS_PAIRS, stop)
@@ -260,24 +268,30 @@ class _Work:
                 set_j[at], bag_j[at], ok[at] = held.compare(ol[at], orr[at], bad)
                 if progress is not None:
                     progress(b - a)
-            held.keep([d for d in held.span if last[d] >= stop], self.budget, last, self.cost)
+            held.keep([d for d in held.span if last[d] >= stop], self.budget, last, cost_of.__getitem__)
             start = stop
-        reads = {d: c - before.get(d, 0) for d, c in reader.reads.items() if c != before.get(d, 0)}
+        after = [reader.reads.get(d, 0) for d in touched]
+        reads = {d: a - b for d, a, b in zip(touched, after, before) if a != b}
         return lo, hi, set_j, bag_j, ok, set(bad), reads
 
-    def _chunk(self, ol: np.ndarray, orr: np.ndarray, start: int, split: np.ndarray, held: _Held) -> tuple[int, list[int]]:
+    def _chunk(self, pairs: list[tuple[int, int]], start: int, split: list[bool], held: _Held, cost_of: dict[int, int]) -> tuple[int, list[int]]:
         """The end of the chunk of pairs from ``start``, and the documents it needs that are not
         held (sorted): pairs are taken while the sets held and added fit the budget (one at least)."""
-        n = len(split)
+        n = len(pairs)
         stop, extra = start, 0
         new: dict[int, None] = {}
-        while stop < n and stop - start < CHUNK_PAIRS:
+        span = held.span
+        for a, b in pairs[start : min(n, start + CHUNK_PAIRS)]:
             if not split[stop]:  # (a split pair is compared in passes, on its own)
-                add = [d for d in (int(ol[stop]), int(orr[stop])) if d not in held.span and d not in new]
-                more = sum(self.cost(d) for d in add)
+                add_a = a not in span and a not in new
+                add_b = b != a and b not in span and b not in new
+                more = (cost_of[a] if add_a else 0) + (cost_of[b] if add_b else 0)
                 if stop > start and (held.bytes + extra + more > self.budget or extra + more > CHUNK_BYTES):
                     break
-                new.update(dict.fromkeys(add))
+                if add_a:
+                    new[a] = None
+                if add_b:
+                    new[b] = None
                 extra += more
             stop += 1
         return stop, sorted(new)
@@ -288,36 +302,49 @@ class _Work:
         call of the kernel, straight into the rows held; the rest by the reader."""
         reader, table = self.reader, self.reader.table
         docs_a = np.asarray(docs, dtype=np.int64)
-        plain = docs_a[table.columns["how"][docs_a] == WHOLE] if self.lean else docs_a[:0]
-        others = docs_a[~np.isin(docs_a, plain)].tolist()
-        texts: list[str | bytes] = []
-        read: list[int] = []
-        sizes = np.asarray(table.columns["file_size"][plain], np.int64).tolist()
-        digests = np.asarray(table.digest[plain])
-        follow = reader.follow_symlinks
-        for i, (d, path) in enumerate(zip(plain.tolist(), reader.openable(table.places(plain)))):
-            reader.reads[d] += 1
-            text = None if path is None else read_again_if_same(path, sizes[i], digests[i].tobytes(), follow)
-            if text is None:
-                held.missing(d)
-            elif len(text) > streaming.PIECE_CHARS:  # shingled in pieces, in bounded memory
-                held.add(sets64_of_texts([text], reader.spec), {d: 0})
-            else:
-                texts.append(text)
-                read.append(d)
-        if texts:
-            room = sum(len(t) if isinstance(t, bytes) else 4 * len(t) for t in texts)
-            data, counts = held.room(room)
-            rows = sets64_into(texts, reader.spec, data, counts)
-            held.wrote(read, rows)
-            declined = [i for i, r in enumerate(rows.tolist()) if r < 0]
-            if declined:  # what the kernel cannot do exactly: the reference way
-                sets = shingle_texts([texts[i] for i in declined], reader.spec, form="sets64")
-                held.add(sets, {read[i]: j for j, i in enumerate(declined)})
+        lean = np.asarray(table.columns["how"][docs_a] == WHOLE) if self.lean else np.zeros(len(docs_a), bool)
+        plain, others = docs_a[lean], docs_a[~lean].tolist()
+        if len(plain):
+            self._read_plain(plain, held)
         if others:
             held.add(*reader.read_batch(others))
+        held.bytes += int(self.costs(docs_a).sum())
+
+
+    def _read_plain(self, plain: np.ndarray, held: _Held) -> None:
+        """:meth:`read` of files read whole when indexed: read into one buffer, their digests
+        checked, and shingled by one kernel call from there into the rows held."""
+        reader, table = self.reader, self.reader.table
+        docs = plain.tolist()
         for d in docs:
-            held.bytes += self.cost(d)
+            reader.reads[d] += 1
+        paths = reader.openable(table.places(plain))
+        sizes = np.asarray(table.columns["file_size"][plain], np.int64).tolist()
+        buf, starts, ends = read_again_into(paths, sizes, np.asarray(table.digest[plain]), reader.follow_symlinks)
+        read = starts >= 0
+        for i in np.flatnonzero(~read).tolist():
+            held.missing(docs[i])
+        # A long text is shingled in pieces, in bounded memory (its bytes are at least its characters).
+        whole = read & (ends - starts <= streaming.PIECE_CHARS)
+        for i in np.flatnonzero(read & ~whole).tolist():
+            held.add(sets64_of_texts([_text(buf, starts[i], ends[i])], reader.spec), {docs[i]: 0})
+        at = np.flatnonzero(whole)
+        if not len(at):
+            return
+        data, counts = held.room(int((ends[at] - starts[at]).sum()))
+        rows = sets64_spans(buf, starts[at], ends[at], reader.spec, data, counts)
+        held.wrote([docs[i] for i in at.tolist()], rows)
+        declined = at[rows < 0].tolist()
+        if declined:  # what the kernel cannot do exactly: the reference way
+            sets = shingle_texts([_text(buf, starts[i], ends[i]) for i in declined], reader.spec, form="sets64")
+            held.add(sets, {docs[i]: j for j, i in enumerate(declined)})
+
+
+def _text(buf: bytearray, start: int, end: int) -> str | bytes:
+    """A text read into ``buf`` as :func:`simdoc.corpus.plain.read_again_if_same` gives it: ASCII
+    bytes as they are, any other decoded (invalid bytes replaced; the byte-order mark is not in the span)."""
+    raw = bytes(buf[start:end])
+    return raw if raw.isascii() else raw.decode("utf-8", errors="replace")
 
 
 def _last_needed(ol: np.ndarray, orr: np.ndarray) -> dict[int, int]:
