@@ -149,11 +149,15 @@ class Scan:
 
     def racy(self) -> list[FileEntry]:
         """The files of the table that were racily clean as the last scan listed them."""
-        maybe = np.flatnonzero(self.listing.racy(self.old_newest))
-        if not len(maybe) or self.old is None:  # none racy: the table is not loaded
-            return []
+        return [self.entries[i] for i in np.flatnonzero(self.racy_rows()).tolist()]
+
+    def racy_rows(self) -> np.ndarray:
+        """:meth:`racy` as a mask (bool per file listed)."""
+        maybe = self.listing.racy(self.old_newest)
+        if not maybe.any() or self.old is None:  # none racy: the table is not loaded
+            return np.zeros(len(maybe), dtype=bool)
         at = self.joined.at
-        return [self.entries[i] for i in maybe.tolist() if at[i + 1] > at[i]]
+        return maybe & (at[1:] > at[:-1])
 
 
 def scan_corpus(

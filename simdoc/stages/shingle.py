@@ -54,6 +54,7 @@ from simdoc.stages.common import (
 from simdoc.stages.plan import Plan, Scan, reading_plan, scan_corpus
 from simdoc.stages.racy import racy
 from simdoc.stages.ranges import joined, signature_slices
+from simdoc.stages.recheck import recheck
 from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
 from simdoc.stages.scan import files_to_read, scan_batch, scan_tasks
@@ -113,10 +114,12 @@ def build_shingles(
         scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params)
         if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
             force_read = set(force_read or ()) | {e.id for e in scan.entries if is_warc(e.id)}
-        if _same_build(settings, scan) and not scan.racy() and not force_read:
-            remove_scan_parts(store)
-            seconds = time.perf_counter() - t0
-            return StageResult("shingle", False, seconds, "up to date", repeated=recorded_warnings(settings.stored))
+        if _same_build(settings, scan) and not force_read:
+            n = recheck(store, manifest, scan, settings.shingle, settings.signer, engine or LocalEngine())
+            if n is not None:  # nothing read but its racily clean files (simdoc.stages.recheck), none changed
+                remove_scan_parts(store)
+                detail = f"up to date ({n} racily clean files re-read)" if n else "up to date"
+                return StageResult("shingle", False, time.perf_counter() - t0, detail, repeated=recorded_warnings(settings.stored))
         plan = reading_plan(scan, settings.reuse, force_read or set())
         store.ensure_dir()
         engine = engine or LocalEngine()
@@ -132,8 +135,7 @@ def build_shingles(
                 collector.abort()
                 remove_spilled(collector.sets_parts)
                 remove_scan_parts(store)
-                detail = f"up to date ({collector.n_read} racily clean files re-read)"
-                return collector.result(False, time.perf_counter() - t0, detail)
+                return collector.result(False, time.perf_counter() - t0, f"up to date ({collector.n_read} racily clean files re-read)")
             collector.check_some_read(corpus)
             table, stage, sig_stage = _write_build(store, settings, scan, collector, engine)
         except BaseException:
