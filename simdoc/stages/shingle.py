@@ -124,7 +124,7 @@ def build_shingles(
         store.ensure_dir()
         engine = engine or LocalEngine()
         parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
-        collector = _Collector(store, manifest, settings, scan, parts is not None, replaced)
+        collector = _Collector(store, manifest, settings, scan, plan, parts is not None, replaced)
         try:
             tasks = scan_tasks(files_to_read(plan, parts is not None), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
             ran = resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
@@ -214,12 +214,12 @@ class _Collector:
     signature rows (fused stage) or the shingle sets (stage on its own) alongside."""
 
     def __init__(
-        self, store: IndexStore, manifest: dict, settings: _Settings, scan: Scan, placed: bool, replaced: DocsTable | None
+        self, store: IndexStore, manifest: dict, settings: _Settings, scan: Scan, plan: Plan, placed: bool, replaced: DocsTable | None
     ) -> None:
         self.settings = settings
         self.old = scan.old
         self.ids = scan.listing.ids
-        self.old_pos = {doc_id: j for j, doc_id in enumerate(scan.old.ids)} if scan.old is not None else {}
+        self.old_pos = plan.rows_by_id() if scan.old is not None else {}  # of the ids a document read may have
         # A document with the digest recorded keeps the update that added it: in the current table or
         # in the one a --rebuild replaces (with other parameters), so that --new does not report it again.
         self.prev, self.prev_pos = (
@@ -363,7 +363,7 @@ class _Collector:
 
     def nothing_new(self) -> bool:
         """Every row is the current table's, and every document read has the digest indexed."""
-        return self.n_changed == 0 and len(self.builder) == len(self.old_pos) == self.n_kept_old
+        return self.n_changed == 0 and len(self.builder) == len(self.old or ()) == self.n_kept_old
 
     def check_some_read(self, corpus) -> None:
         if not len(self.builder):
@@ -424,7 +424,7 @@ def _write_build(
         "n_docs": len(table),
         "n_empty": collector.builder.n_empty,
         "n_changed": collector.n_changed,
-        "n_removed": len(collector.old_pos) - collector.n_kept_old,
+        "n_removed": len(collector.old or ()) - collector.n_kept_old,
         "skipped": collector.notes.skipped + collector.left_out,
         "roles": roles,
         "files": files,
