@@ -155,6 +155,14 @@ def test_the_join_makes_the_plan_the_loop_made(ops, seed, reuse, shuffle):
     assert scan.racy() == [e for e in entries if e.id in old_rows and racy(e, old_newest)]
     runs = list(plan.runs())
     assert [k for a, b, k in runs for _ in range(a, b)] == [x[2] for x in expected]
+    # Where an update looks up the ids of the documents it reads: the rows of the files read and of
+    # the files gone (a kept file's rows cannot share an id with them), from lists or from blobs.
+    listed, read = {e.id for e in entries}, {e.id for e, _, keep in expected if not keep}
+    files = [src or doc_id for doc_id, src in zip(old.ids, old.sources)]
+    want = {doc_id: j for j, (doc_id, f) in enumerate(zip(old.ids, files)) if f in read or f not in listed}
+    assert plan.rows_by_id() == want
+    lazy = DocsTable.from_arrays(old.arrays(), "test", lazy=True) if len(old) else old
+    assert reading_plan(Scan(entries, [], "scan", {}, lazy, old_newest), reuse, force_read).rows_by_id() == want
 
 
 @settings(max_examples=50, deadline=None)

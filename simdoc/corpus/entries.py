@@ -10,10 +10,8 @@ are found: :mod:`simdoc.corpus.walk`.
 from __future__ import annotations
 
 import os
-from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from operator import attrgetter
 
 import numpy as np
@@ -46,7 +44,16 @@ class FileEntry:
         return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev)
 
 
-_STAT = attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev")  # FileEntry.stat() of an os.stat_result
+_STAT_FIELDS = ("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev")  # FileEntry.stat() of an os.stat_result
+
+
+def _stat_rows(stats: list[os.stat_result]) -> np.ndarray:
+    """The (n, 5) int64 rows of :meth:`FileEntry.stat` of ``stats``: a column at a time, each
+    taken by one C loop (half the time of a tuple an entry)."""
+    out = np.empty((len(stats), len(_STAT_FIELDS)), dtype=np.int64)
+    for j, field in enumerate(_STAT_FIELDS):
+        out[:, j] = np.fromiter(map(attrgetter(field), stats), dtype=np.int64, count=len(stats))
+    return out
 
 
 class Entries(Sequence):
@@ -68,19 +75,19 @@ class Entries(Sequence):
         ids: list[str] = []
         paths: list[str] | None = None  # held only once one path is not prefix + id
         prefix: str | None = None
-        stat = array("q")
+        blocks: list[np.ndarray] = []
         for run_ids, run_paths, run_stats in runs:
             if paths is None and run_ids:
                 if prefix is None:
                     first, first_id = run_paths[0], run_ids[0]
                     prefix = first[: len(first) - len(first_id)] if first.endswith(first_id) else ""
-                if any(path != prefix + doc_id for doc_id, path in zip(run_ids, run_paths)):
+                if list(map(prefix.__add__, run_ids)) != run_paths:  # compared in C
                     paths = [prefix + x for x in ids]
             if paths is not None:
                 paths += run_paths
             ids += run_ids
-            stat.extend(chain.from_iterable(map(_STAT, run_stats)))
-        stat_rows = np.frombuffer(stat, dtype=np.int64).reshape(len(ids), 5) if ids else np.zeros((0, 5), np.int64)
+            blocks.append(_stat_rows(run_stats))
+        stat_rows = np.concatenate(blocks) if blocks else np.zeros((0, 5), np.int64)
         return cls(ids, paths if paths is not None else PrefixedPaths(prefix or "", ids), stat_rows)
 
     def __len__(self) -> int:

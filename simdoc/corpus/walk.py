@@ -179,6 +179,9 @@ def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, ski
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY) if _BY_DESCRIPTOR else None
         with os.scandir(directory if fd is None else fd) as it:
             children = [e for e in it if not e.name.startswith(".")]
+        # In the order of their names: most directories hold only files whose key is their name
+        # (walk_keys), and then their rows are in walk order as they come.
+        children.sort(key=_NAME)
         prefix = f"{rel}/" if rel else ""
         try:
             stats = list(map(_LSTAT, children))
@@ -194,6 +197,8 @@ def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, ski
     paths = list(map((directory if directory.endswith(os.sep) else directory + os.sep).__add__, names))
     regular = (np.fromiter(map(_MODE, stats), np.int64, len(stats)) & 0o170000) == stat.S_IFREG
     if regular.all():
+        if walk_keys(names) is names:  # sorted already: one run of files
+            return [(list(map(prefix.__add__, names)), paths, stats)] if names else []
         rows = list(zip(walk_keys(names), map(prefix.__add__, names), paths, stats))
     else:
         kept = list(compress(names, regular))

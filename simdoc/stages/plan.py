@@ -38,7 +38,7 @@ from simdoc.params import ShingleParams
 from simdoc.stages.common import corpus_name
 from simdoc.stages.racy import index_clock, newest_ctimes, racy_mask
 from simdoc.store.directory import IndexStore
-from simdoc.store.doctable import STAT_COLUMNS, DocsTable
+from simdoc.store.doctable import STAT_COLUMNS, DocsTable, Strings
 from simdoc.store.loaded import LoadedIndex
 from simdoc.wording import count
 
@@ -99,9 +99,9 @@ def join(ids: list[str], old: DocsTable) -> Joined:
     file_of = np.full(n, -1, dtype=np.int64)
     for rows, keys in ((~member, old.ids), (member, old.sources)):
         picked = np.flatnonzero(rows)
-        if len(picked):
-            found = map(where.get, compress(keys, rows.tolist()), repeat(-1))
-            file_of[picked] = np.fromiter(found, dtype=np.int64, count=len(picked))
+        if len(picked):  # only the strings of these rows decoded (a corpus of plain files has no source)
+            strings = keys.take(picked) if isinstance(keys, Strings) else compress(keys, rows.tolist())
+            file_of[picked] = np.fromiter(map(where.get, strings, repeat(-1)), dtype=np.int64, count=len(picked))
     order = np.argsort(file_of, kind="stable")  # rows of no file listed (-1) first, then by file
     order = order[int(np.count_nonzero(file_of < 0)) :]
     at = np.zeros(len(ids) + 1, dtype=np.int64)
@@ -149,11 +149,15 @@ class Scan:
 
     def racy(self) -> list[FileEntry]:
         """The files of the table that were racily clean as the last scan listed them."""
-        maybe = np.flatnonzero(self.listing.racy(self.old_newest))
-        if not len(maybe) or self.old is None:  # none racy: the table is not loaded
-            return []
+        return [self.entries[i] for i in np.flatnonzero(self.racy_rows()).tolist()]
+
+    def racy_rows(self) -> np.ndarray:
+        """:meth:`racy` as a mask (bool per file listed)."""
+        maybe = self.listing.racy(self.old_newest)
+        if not maybe.any() or self.old is None:  # none racy: the table is not loaded
+            return np.zeros(len(maybe), dtype=bool)
         at = self.joined.at
-        return [self.entries[i] for i in maybe.tolist() if at[i + 1] > at[i]]
+        return maybe & (at[1:] > at[:-1])
 
 
 def scan_corpus(
@@ -267,6 +271,21 @@ class Plan:
         """The files not kept, as :meth:`__iter__` gives them (what :func:`simdoc.stages.scan.scan_tasks`
         needs); ``lean``: each entry a :class:`FileToRead` (``entries`` must be columns)."""
         return ToRead(self, np.flatnonzero(~self.keep), lean)
+
+    def rows_by_id(self) -> dict[str, int]:
+        """The current table's row of each id that a document read may have: the rows of the files
+        to read, and of the files no longer listed (a kept file's rows cannot share an id with a
+        document of another file). Not every row: 10^5 ids made strings and hashed cost more than
+        the rest of a nightly update's planning (issue 29)."""
+        old, joined = self.old, self.joined
+        if old is None or not len(old):
+            return {}
+        per_file = np.repeat(np.arange(len(self.keep)), np.diff(joined.at))
+        unlisted = np.ones(len(old), dtype=bool)
+        unlisted[joined.order] = False
+        rows = np.sort(np.concatenate([joined.order[~self.keep[per_file]], np.flatnonzero(unlisted)]))
+        ids = old.ids.take(rows) if isinstance(old.ids, Strings) else [old.ids[j] for j in rows.tolist()]
+        return dict(zip(ids, rows.tolist()))
 
     def runs(self) -> Iterator[tuple[int, int, bool]]:
         """(first, end, keep) of each run of consecutive files kept, or read."""

@@ -54,6 +54,7 @@ from simdoc.stages.common import (
 from simdoc.stages.plan import Plan, Scan, reading_plan, scan_corpus
 from simdoc.stages.racy import racy
 from simdoc.stages.ranges import joined, signature_slices
+from simdoc.stages.recheck import recheck
 from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
 from simdoc.stages.scan import files_to_read, scan_batch, scan_tasks
@@ -113,15 +114,17 @@ def build_shingles(
         scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params)
         if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
             force_read = set(force_read or ()) | {e.id for e in scan.entries if is_warc(e.id)}
-        if _same_build(settings, scan) and not scan.racy() and not force_read:
-            remove_scan_parts(store)
-            seconds = time.perf_counter() - t0
-            return StageResult("shingle", False, seconds, "up to date", repeated=recorded_warnings(settings.stored))
+        if _same_build(settings, scan) and not force_read:
+            n = recheck(store, manifest, scan, settings.shingle, settings.signer, engine or LocalEngine())
+            if n is not None:  # nothing read but its racily clean files (simdoc.stages.recheck), none changed
+                remove_scan_parts(store)
+                detail = f"up to date ({n} racily clean files re-read)" if n else "up to date"
+                return StageResult("shingle", False, time.perf_counter() - t0, detail, repeated=recorded_warnings(settings.stored))
         plan = reading_plan(scan, settings.reuse, force_read or set())
         store.ensure_dir()
         engine = engine or LocalEngine()
         parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
-        collector = _Collector(store, manifest, settings, scan, parts is not None, replaced)
+        collector = _Collector(store, manifest, settings, scan, plan, parts is not None, replaced)
         try:
             tasks = scan_tasks(files_to_read(plan, parts is not None), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
             ran = resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
@@ -132,8 +135,7 @@ def build_shingles(
                 collector.abort()
                 remove_spilled(collector.sets_parts)
                 remove_scan_parts(store)
-                detail = f"up to date ({collector.n_read} racily clean files re-read)"
-                return collector.result(False, time.perf_counter() - t0, detail)
+                return collector.result(False, time.perf_counter() - t0, f"up to date ({collector.n_read} racily clean files re-read)")
             collector.check_some_read(corpus)
             table, stage, sig_stage = _write_build(store, settings, scan, collector, engine)
         except BaseException:
@@ -213,12 +215,12 @@ class _Collector:
     signature rows (fused stage) or the shingle sets (stage on its own) alongside."""
 
     def __init__(
-        self, store: IndexStore, manifest: dict, settings: _Settings, scan: Scan, placed: bool, replaced: DocsTable | None
+        self, store: IndexStore, manifest: dict, settings: _Settings, scan: Scan, plan: Plan, placed: bool, replaced: DocsTable | None
     ) -> None:
         self.settings = settings
         self.old = scan.old
         self.ids = scan.listing.ids
-        self.old_pos = {doc_id: j for j, doc_id in enumerate(scan.old.ids)} if scan.old is not None else {}
+        self.old_pos = plan.rows_by_id() if scan.old is not None else {}  # of the ids a document read may have
         # A document with the digest recorded keeps the update that added it: in the current table or
         # in the one a --rebuild replaces (with other parameters), so that --new does not report it again.
         self.prev, self.prev_pos = (
@@ -362,7 +364,7 @@ class _Collector:
 
     def nothing_new(self) -> bool:
         """Every row is the current table's, and every document read has the digest indexed."""
-        return self.n_changed == 0 and len(self.builder) == len(self.old_pos) == self.n_kept_old
+        return self.n_changed == 0 and len(self.builder) == len(self.old or ()) == self.n_kept_old
 
     def check_some_read(self, corpus) -> None:
         if not len(self.builder):
@@ -423,7 +425,7 @@ def _write_build(
         "n_docs": len(table),
         "n_empty": collector.builder.n_empty,
         "n_changed": collector.n_changed,
-        "n_removed": len(collector.old_pos) - collector.n_kept_old,
+        "n_removed": len(collector.old or ()) - collector.n_kept_old,
         "skipped": collector.notes.skipped + collector.left_out,
         "roles": roles,
         "files": files,
