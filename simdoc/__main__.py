@@ -8,17 +8,11 @@ ends the run as it does later, with "Interrupted." (exit 130) or
 so this runs first.
 """
 
-import sys
-
 from simdoc.interrupts import finished, handle_signals, stop
 
 
 def main() -> None:
     handle_signals()
-    # numba, when it first loads a compiled kernel, probes for BLAS by importing scipy.linalg if
-    # SciPy is installed (~0.1 s of a nightly update's ~2 s); simdoc's kernels use no BLAS. In the
-    # command's own process the probe finds none (a program importing simdoc is left as it is).
-    sys.modules.setdefault("scipy.linalg.cython_blas", None)  # type: ignore[arg-type]
     try:
         from simdoc.cli import main as run_command
 
