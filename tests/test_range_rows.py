@@ -1,0 +1,81 @@
+"""A JSON Lines range read as columns (issue 29): the usual line by one scanner call, the task's
+result made without an object per member, and both exactly what the general path gives."""
+
+from __future__ import annotations
+
+import json
+from unittest import mock
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simdoc.corpus import jsonl_ranges
+from simdoc.corpus.jsonl_ranges import read_range
+from simdoc.corpus.read import identity, member_identities
+from simdoc.params import ShingleParams, SignatureParams
+from simdoc.stages import scan
+from simdoc.stages.scan import ScanTask, _scan
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12) | st.sampled_from(
+    ["harbour tide table", "", " x ", "caf\u00e9", "\u2028", "\ufeffbom"]
+)
+_LINE = st.one_of(
+    _TEXT.map(lambda t: json.dumps({"text": t})),
+    _TEXT.map(lambda t: json.dumps({"text": t}, ensure_ascii=False)),
+    _TEXT.map(lambda t: json.dumps({"title": "x", "text": t, "n": [1, 2.5, None, True]})),
+    st.sampled_from(
+        [
+            "", "   ", "\t", "\u2028", "not json", "[]", "1", '"text"', "null", '{"text": 3}', '{"text": null}',
+            '{"title": "no text"}', ' {"text": "lead"}', '{"text": "trail"} ', '{"text": "trail"}\t',
+            '\ufeff{"text": "bom"}', '{"text": "a"}{"text": "b"}', '{"text": "a"}, 1', '{"text": "\\ud800 lone"}',
+            '{"text": "dup", "text": "second"}', '{"text": "NaN", "v": NaN}', '{"text": "x"', '{"text": "ctl \x01"}',
+            '{"text": "a\\nb"}', '{"text": 1e999}', "[" * 3000 + "]" * 3000,
+        ]
+    ),
+)
+
+
+def _write(path, lines: list[str], crlf: bool) -> None:
+    path.write_bytes(("\r\n" if crlf else "\n").join(lines).encode("utf-8", "surrogatepass") + b"\n")
+
+
+def _read(path, start: int, end: int, max_bytes):
+    p = read_range(str(path), "a.jsonl", start, end, max_bytes=max_bytes)
+    rows = p.rows.docs("a.jsonl") if p.rows is not None else []
+    return rows, p.n_lines, p.n_docs, p.problems, p.fields_seen, p.cut, p.replaced
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(_LINE, max_size=12), crlf=st.booleans(), start=st.integers(0, 80), max_bytes=st.sampled_from([None, 8]))
+def test_the_usual_line_by_one_scanner_call_is_what_json_loads_gives(tmp_path, lines, crlf, start, max_bytes):
+    path = tmp_path / "a.jsonl"
+    _write(path, lines, crlf)
+    fast = _read(path, start, start + 120, max_bytes)
+    with mock.patch.object(jsonl_ranges, "FAST", False):
+        slow = _read(path, start, start + 120, max_bytes)
+    assert fast == slow
+
+
+def test_member_identities_are_identity_of_each():
+    digests = [bytes(range(i, i + 16)) for i in range(5)]
+    for how in ("jsonl", "warc", "parquet"):
+        assert member_identities(digests, how) == [identity(d, how, f"f/#{i}") for i, d in enumerate(digests)]
+
+
+def _task(path, span, **shingle) -> ScanTask:
+    return ScanTask([("a.jsonl", str(path), path.stat().st_size, None)], ShingleParams(**shingle).resolved(), SignatureParams().resolved(), span=span)
+
+
+def test_a_range_task_makes_no_object_per_member_and_gives_what_the_general_path_gives(tmp_path):
+    path = tmp_path / "a.jsonl"
+    texts = [f"record {i} harbour tide table mountain goats caf\u00e9" for i in range(300)]
+    _write(path, [json.dumps({"text": t}) for t in texts] + ["not json", '{"t": 1}'], False)
+    task = _task(path, (1000, 9000))
+    with mock.patch.object(scan, "DocOut", side_effect=AssertionError("a DocOut per member")):
+        lean = _scan(task)
+    assert len(lean.docs) > 50
+    # The general path (--min-length asks for it) with a bound every document passes.
+    general = _scan(_task(path, (1000, 9000), min_length=1))
+    assert lean.docs == general.docs
+    assert (lean.signatures == general.signatures).all()
+    assert lean.files[0].__reduce__() == general.files[0].__reduce__()
