@@ -79,3 +79,71 @@ def test_a_range_task_makes_no_object_per_member_and_gives_what_the_general_path
     assert lean.docs == general.docs
     assert (lean.signatures == general.signatures).all()
     assert lean.files[0].__reduce__() == general.files[0].__reduce__()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(_LINE, min_size=1, max_size=15), picks=st.lists(st.integers(0, 40), max_size=20),
+    block=st.sampled_from([1, 64, 1 << 18]), gap=st.sampled_from([0, 30, 1 << 13]), cut=st.integers(0, 40),
+    max_bytes=st.sampled_from([None, 8]),
+)
+def test_members_read_at_their_locations_in_blocks_are_those_read_one_by_one(tmp_path, lines, picks, block, gap, cut, max_bytes):
+    """texts_at reads lines close together by one read, and takes the usual line by one scanner
+    call: the texts are those of a seek and read and json.loads each (the file cut short too)."""
+    path = tmp_path / "a.jsonl"
+    _write(path, lines, False)
+    raw = path.read_bytes()
+    starts = [0] + [i + 1 for i, b in enumerate(raw) if b == 10][:-1]
+    at = {f"m{k}": (starts[p % len(starts)], len(lines[p % len(starts)].encode("utf-8", "surrogatepass"))) for k, p in enumerate(picks)}
+    at["gone"] = (-1, 3)
+    at["past the end"] = (len(raw) + 5, 4)
+    path.write_bytes(raw[: max(len(raw) - cut, 0)])
+    with mock.patch.object(jsonl_ranges, "BLOCK_BYTES", block), mock.patch.object(jsonl_ranges, "_GAP_BYTES", gap):
+        got = jsonl_ranges.texts_at(str(path), at, max_bytes=max_bytes)
+    with mock.patch.object(jsonl_ranges, "BLOCK_BYTES", 0), mock.patch.object(jsonl_ranges, "FAST", False):
+        one_by_one = jsonl_ranges.texts_at(str(path), at, max_bytes=max_bytes)
+    assert got == one_by_one
+
+
+def test_members_are_looked_up_as_columns_not_row_by_row(tmp_path):
+    """read_batch gathers its members' ids, sources, digests and places in one go per column (a
+    row lookup each was most of their cost at 10^6 records), reading what a lookup each read."""
+    import numpy as np
+
+    import simdoc
+    from simdoc.stages.reread import reader_of
+    from simdoc.store import doctable
+    from simdoc.store.loaded import open_index
+
+    (tmp_path / "c").mkdir()
+    base = "harbour tide table mountain goats climb steep paths at dawn"
+    for name in ("a", "b"):
+        rows = [json.dumps({"text": f"{base} {name} {i % 3}"}) for i in range(30)]
+        (tmp_path / "c" / f"{name}.jsonl").write_text("\n".join(rows) + "\n")
+    (tmp_path / "c" / "plain.txt").write_text(base)
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "i", threshold=0.5, jobs=1, verify=False)
+    reader = reader_of(open_index(tmp_path / "i", lazy_ids=True))
+    docs = [40, 3, 59, 7, 33, 0, 60, 12]  # of both files, in no order, and the plain file
+    table = reader.table
+    want = {}
+    for d in docs:  # one at a time, as a row lookup each
+        sets, rows = reader.read_batch([d])
+        want[d] = sets.slice(rows[d], rows[d] + 1)
+    with mock.patch.object(doctable.Strings, "__getitem__", side_effect=AssertionError("a row looked up")):
+        members = [d for d in docs if table.columns["how"][d] != 0]
+        sets, rows = reader.read_batch(members)
+    assert all(rows[d] >= 0 for d in members)
+    for d in members:
+        got = sets.slice(rows[d], rows[d] + 1)
+        assert np.array_equal(got.data, want[d].data) and np.array_equal(got.counts, want[d].counts)
+
+
+def test_a_line_nested_too_deeply_is_skipped_with_a_warning_not_a_crash(tmp_path):
+    import simdoc
+
+    (tmp_path / "c").mkdir()
+    rows = [json.dumps({"text": "harbour tide table mountain goats"})] * 2 + ["[" * 5000 + "]" * 5000]
+    (tmp_path / "c" / "a.jsonl").write_text("\n".join(rows) + "\n")
+    result = simdoc.find_pairs(tmp_path / "c", tmp_path / "i", threshold=0.5, jobs=1)
+    assert [(p.doc_a, p.doc_b) for p in result] == [("a.jsonl/#1", "a.jsonl/#2")]
+    assert any("line 3: JSON nested too deeply to parse, skipped" in w for s in result.stages for w in s.warnings)

@@ -116,6 +116,9 @@ class _JsonlMembers:
         except ValueError:
             self.note("not valid JSON, skipped", lineno, "not valid JSON, skipped")
             return
+        except RecursionError:  # (the JSON parser recurses: 10^3 nested arrays stopped the run)
+            self.note("JSON nested too deeply to parse, skipped", lineno, "JSON nested too deeply to parse, skipped")
+            return
         text = obj.get(self.text_field) if isinstance(obj, dict) else None
         if not isinstance(text, str):
             what = f"no string field {self.text_field!r}, skipped"
