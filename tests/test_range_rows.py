@@ -147,3 +147,14 @@ def test_a_line_nested_too_deeply_is_skipped_with_a_warning_not_a_crash(tmp_path
     result = simdoc.find_pairs(tmp_path / "c", tmp_path / "i", threshold=0.5, jobs=1)
     assert [(p.doc_a, p.doc_b) for p in result] == [("a.jsonl/#1", "a.jsonl/#2")]
     assert any("line 3: JSON nested too deeply to parse, skipped" in w for s in result.stages for w in s.warnings)
+
+
+@settings(max_examples=100, deadline=None)
+@given(lines=st.lists(st.integers(0, 10**15) | st.integers(0, 120), max_size=50), prefix=st.sampled_from([b"", b"a.jsonl/#", "d\u00e9j\u00e0/#".encode()]))
+def test_line_ids_are_the_prefix_and_the_decimal_digits(lines, prefix):
+    import numpy as np
+
+    blob, offsets = jsonl_ranges.line_ids(prefix, np.array(lines, dtype=np.int64))
+    raw = blob.tobytes()
+    assert blob.dtype == np.uint8 and offsets.dtype == np.int64 and len(offsets) == len(lines) + 1
+    assert [raw[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())] == [prefix + str(x).encode() for x in lines]

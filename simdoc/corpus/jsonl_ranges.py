@@ -228,15 +228,24 @@ def line_ids(prefix: bytes, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The ids ``prefix + str(line)`` of ``lines`` (whole numbers, not negative), in that order,
     as a blob column (UTF-8 bytes one after another, and where each starts): made by arrays."""
     lines = np.asarray(lines, dtype=np.int64)
-    width = len(str(int(lines.max()))) if len(lines) else 1
-    digits = lines.astype(f"S{width}")  # left-aligned, NUL-padded
-    table = np.empty((len(lines), len(prefix) + width), dtype=np.uint8)
-    table[:, : len(prefix)] = np.frombuffer(prefix, dtype=np.uint8)
-    table[:, len(prefix) :] = digits.view(np.uint8).reshape(len(lines), width)
-    lengths = len(prefix) + np.count_nonzero(table[:, len(prefix) :], axis=1)
-    offsets = np.zeros(len(lines) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return table[np.arange(table.shape[1]) < lengths[:, None]], offsets
+    n, p = len(lines), len(prefix)
+    width = len(str(int(lines.max()))) if n else 1
+    n_digits = np.ones(n, dtype=np.int64)
+    for k in range(1, width):
+        n_digits += lines >= 10**k
+    # A row a string, left-aligned: the prefix, then the digits, written last one first (numpy's
+    # conversion of numbers to strings took twice as long as all the rest).
+    table = np.zeros((n, p + width), dtype=np.uint8)
+    table[:, :p] = np.frombuffer(prefix, dtype=np.uint8)
+    rest = lines.copy()
+    for back in range(1, width + 1):
+        col = n_digits - back
+        has = np.flatnonzero(col >= 0)
+        table[has, p + col[has]] = (rest[has] % 10 + ord("0")).astype(np.uint8)
+        rest //= 10
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(n_digits + p, out=offsets[1:])
+    return table[np.arange(p + width) < (n_digits + p)[:, None]], offsets
 
 
 def first_lines(pieces: list[Piece]) -> list[int]:
