@@ -189,3 +189,17 @@ def test_bucket_order_reports_each_bands_pairs(seed, n, bands):
         docs = np.flatnonzero(eligible)
         want = sum(1 for i in range(len(docs)) for j in range(i + 1, len(docs)) if keys[t, docs[i]] == keys[t, docs[j]])
         assert pairs[t] == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 5), max_size=300))
+def test_stable_order_is_numpys_stable_argsort(keys):
+    """A band's bucket order by the default sort, its ties put back in position order: exactly
+    np.argsort(kind="stable"), and the keys in that order."""
+    from simdoc.lsh import stable_order
+
+    band = np.array(keys, dtype=np.uint64)
+    order, ordered = stable_order(band)
+    want = np.argsort(band, kind="stable")
+    assert order.dtype == want.dtype and np.array_equal(order, want)
+    assert np.array_equal(ordered, band[want])

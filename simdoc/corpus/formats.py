@@ -100,6 +100,9 @@ class _JsonlMembers:
         # Reading a range (see simdoc.corpus.jsonl_ranges): (line, wanted key; None: the line number)
         # of each member, its key taken only when the ranges are joined, in the whole file's line order.
         self.deferred: list[tuple[int, str | None]] | None = None
+        # Reading a range without --id-field: the members as columns (simdoc.corpus.jsonl_ranges.Rows),
+        # named by their line numbers when the ranges are joined; ``docs`` stays empty.
+        self.rows = None
 
     def note(self, kind: str, lineno: int, message: str) -> None:
         self.problems.setdefault(kind, []).append((lineno, message))
@@ -112,6 +115,9 @@ class _JsonlMembers:
             obj = json.loads(line)
         except ValueError:
             self.note("not valid JSON, skipped", lineno, "not valid JSON, skipped")
+            return
+        except RecursionError:  # (the JSON parser recurses: 10^3 nested arrays stopped the run)
+            self.note("JSON nested too deeply to parse, skipped", lineno, "JSON nested too deeply to parse, skipped")
             return
         text = obj.get(self.text_field) if isinstance(obj, dict) else None
         if not isinstance(text, str):
@@ -136,6 +142,9 @@ class _JsonlMembers:
             self.cut = True
             what = f"text longer than --max-bytes {self.max_bytes}; only the first {self.max_bytes} bytes are indexed"
             self.note(what, lineno, what)
+        if self.rows is not None:  # a range's line numbers are its ids (no --id-field): unique
+            self.rows.add(lineno, text, offset, length)
+            return
         if self.deferred is not None:  # a range of the file: its keys are taken when the ranges are joined
             self.deferred.append((lineno, None if by_line else key))
             self.docs.append((member_id(self.keys.source, str(lineno)), text, offset, length))

@@ -26,7 +26,11 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from simdoc.corpus.files import ReadResult, as_file, compression_of, handle_stat, open_regular
 from simdoc.corpus.formats import (
@@ -61,6 +65,30 @@ def cut(size: int) -> list[tuple[int, int]]:
 
 
 @dataclass
+class Rows:
+    """A range's members as columns, in line order (no tuple, id or object per member): the line
+    number of each (counted from the range's first line), its text, and where its line is."""
+
+    lines: list[int] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def add(self, lineno: int, text: str, offset: int, length: int) -> None:
+        self.lines.append(lineno)
+        self.texts.append(text)
+        self.offsets.append(offset)
+        self.lengths.append(length)
+
+    def docs(self, source: str) -> list[tuple[str, str, int, int]]:
+        """As :attr:`Piece.docs` holds members: (id, text, offset, length) each."""
+        return [(member_id(source, str(n)), t, o, k) for n, t, o, k in zip(self.lines, self.texts, self.offsets, self.lengths)]
+
+
+@dataclass
 class Piece:
     """What one range of a JSON Lines file gave; line numbers count from the range's first line."""
 
@@ -79,6 +107,9 @@ class Piece:
     expected: bytes | None = None  # the digest indexed before, carried for the join (see simdoc.stages.ranges)
     keys: list[tuple[int, str | None]] | None = None  # with --id-field: (line, wanted key; None: the line number)
     how: str = "jsonl"  # how the file is read (a Parquet file's row groups: simdoc.corpus.parquet.Groups)
+    # A JSON Lines range's members, as columns (``docs`` is then empty): ids are line numbers
+    # unless --id-field names them, so none is made per member (see simdoc.stages.range_rows).
+    rows: Rows | None = None
 
 
 class _Skip:
@@ -106,8 +137,14 @@ def _read_range(path: str, source: str, start: int, end: int, text_field, max_by
     members = _JsonlMembers(source, text_field, id_field, max_bytes)
     if id_field is not None:
         members.deferred = []
+    else:  # ids are line numbers: members kept as columns (Rows), none named here
+        members.rows = Rows()
     digest = hashlib.blake2b(digest_size=16) if start == 0 else _Skip()
-    piece = Piece(members.docs, keys=members.deferred)
+    piece = Piece(members.docs, keys=members.deferred, rows=members.rows)
+    # The usual line (a JSON object, its text a string, nothing to say of it) is taken by one
+    # call of the JSON scanner; any other goes through members.add, which says what is wrong.
+    quick = members.rows.add if members.rows is not None and FAST else None
+    longest = None if max_bytes is None else max_bytes // 4  # a longer text may need cutting: members.add
     with as_file(fd, buffering=0) as f:
         try:
             begin = _first_line(f, start)
@@ -123,6 +160,11 @@ def _read_range(path: str, source: str, start: int, end: int, text_field, max_by
                         continue
                     if lineno == 1 and begin == 0 and line.startswith(codecs.BOM_UTF8):
                         line = line[len(codecs.BOM_UTF8) :]
+                    if quick is not None:
+                        text = _usual_text(line, text_field)
+                        if text is not None and (longest is None or len(text) <= longest):
+                            quick(lineno, text, begin + offset, length)
+                            continue
                     try:
                         members.add(lineno, line.decode("utf-8"), begin + offset, length)
                     except UnicodeDecodeError:
@@ -138,10 +180,32 @@ def _read_range(path: str, source: str, start: int, end: int, text_field, max_by
         except OSError as exc:
             return Piece([], failed=ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"))
     piece.problems, piece.fields_seen, piece.cut = members.problems, members.fields_seen, members.cut
-    piece.n_docs = len(piece.docs)
+    piece.n_docs = len(piece.docs) + (len(piece.rows) if piece.rows is not None else 0)
     piece.changed = (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
     piece.digest = digest.hexdigest() if start == 0 else ""
     return piece
+
+
+FAST = True  # the usual line by one scanner call (tests turn it off to compare)
+_SCAN = json.JSONDecoder().scan_once  # what json.loads calls, with json.loads's defaults
+
+
+def _usual_text(line: bytes, text_field: str) -> str | None:
+    """The text of a line that is valid UTF-8 and exactly one JSON object whose ``text_field`` is a
+    string, as ``json.loads(line.decode("utf-8"))[text_field]`` gives it; None for any other line.
+
+    json.loads skips whitespace around the value and refuses a BOM; here a line that starts with
+    anything but the value, or has anything after it, is not usual (None): the caller takes it
+    the long way, which says what json.loads says of it."""
+    try:
+        s = line.decode("utf-8")
+        obj, stop = _SCAN(s, 0)
+    except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+        return None
+    if stop != len(s) or type(obj) is not dict:
+        return None
+    text = obj.get(text_field)
+    return text if type(text) is str else None
 
 
 def _first_line(f, start: int) -> int | None:
@@ -158,6 +222,30 @@ def _first_line(f, start: int) -> int | None:
             return at + i + 1
         at += len(chunk)
     return None
+
+
+def line_ids(prefix: bytes, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ids ``prefix + str(line)`` of ``lines`` (whole numbers, not negative), in that order,
+    as a blob column (UTF-8 bytes one after another, and where each starts): made by arrays."""
+    lines = np.asarray(lines, dtype=np.int64)
+    n, p = len(lines), len(prefix)
+    width = len(str(int(lines.max()))) if n else 1
+    n_digits = np.ones(n, dtype=np.int64)
+    for k in range(1, width):
+        n_digits += lines >= 10**k
+    # A row a string, left-aligned: the prefix, then the digits, written last one first (numpy's
+    # conversion of numbers to strings took twice as long as all the rest).
+    table = np.zeros((n, p + width), dtype=np.uint8)
+    table[:, :p] = np.frombuffer(prefix, dtype=np.uint8)
+    rest = lines.copy()
+    for back in range(1, width + 1):
+        col = n_digits - back
+        has = np.flatnonzero(col >= 0)
+        table[has, p + col[has]] = (rest[has] % 10 + ord("0")).astype(np.uint8)
+        rest //= 10
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(n_digits + p, out=offsets[1:])
+    return table[np.arange(p + width) < (n_digits + p)[:, None]], offsets
 
 
 def first_lines(pieces: list[Piece]) -> list[int]:
@@ -241,25 +329,64 @@ def texts_at(
     (the caller checks the digest of what it gets). The file is never parsed whole.
     """
     out: dict[str, str | None] = dict.fromkeys(at)
-    opened = open_regular(path, follow_symlinks, ranged=True)  # an object: one ranged request a member
+    opened = open_regular(path, follow_symlinks, ranged=True)  # an object: one ranged request a block
     if isinstance(opened, ReadResult):
         return out
     fd, _ = opened
+    wanted = [(o, k, doc_id) for doc_id, (o, k) in at.items() if o >= 0 and 0 <= k <= MEMBER_BYTES]
+    wanted.sort()
+    longest = None if max_bytes is None else max_bytes // 4
     with as_file(fd, buffering=0) as f:
-        for n, (doc_id, (offset, length)) in enumerate(sorted(at.items(), key=lambda kv: kv[1])):
-            if offset < 0 or length < 0 or length > MEMBER_BYTES:
-                continue
-            try:
-                f.seek(offset)
-                line = f.read(length)
-            except OSError:
-                return out
+        for n, (offset, length, doc_id, line) in enumerate(_lines_at(f, wanted)):
+            if line is None:
+                return out  # the file cannot be read
             if len(line) != length:
                 continue
             if offset == 0 and line.startswith(codecs.BOM_UTF8):
                 line = line[len(codecs.BOM_UTF8) :]
             # The line parsed as the scan parsed it (its key is not needed: the digest decides).
+            text = _usual_text(line, text_field) if FAST else None
+            if text is not None and (longest is None or len(text) <= longest):
+                out[doc_id] = text
+                continue
             members = _JsonlMembers("", text_field, None, max_bytes)
             members.add(n + 1, line.decode("utf-8", errors="replace"), offset, length)
             out[doc_id] = members.docs[0][1] if members.docs else None
     return out
+
+
+BLOCK_BYTES = 1 << 18  # the most one read of lines near each other covers
+_GAP_BYTES = 1 << 13  # lines further apart than this are read apart
+
+
+def _lines_at(f, wanted: list[tuple[int, int, str]]) -> Iterator[tuple[int, int, str, bytes | None]]:
+    """(offset, length, id, the bytes there) of each of ``wanted`` (sorted by offset): lines close
+    together are read by one read of the bytes from the first to the last; the bytes are None
+    once the file cannot be read (and nothing more is given), short where it ends early."""
+    i = 0
+    while i < len(wanted):
+        first = wanted[i][0]
+        j, end = i + 1, wanted[i][0] + wanted[i][1]
+        while j < len(wanted) and wanted[j][0] - end <= _GAP_BYTES and wanted[j][0] + wanted[j][1] - first <= BLOCK_BYTES:
+            end = max(end, wanted[j][0] + wanted[j][1])
+            j += 1
+        try:
+            f.seek(first)
+            block = f.read(end - first)
+            if len(block) != end - first and j > i + 1:  # cut short: each line read on its own, as asked
+                block = None
+        except OSError:
+            yield (*wanted[i], None)
+            return
+        for offset, length, doc_id in wanted[i:j]:
+            if block is None:
+                try:
+                    f.seek(offset)
+                    line = f.read(length)
+                except OSError:
+                    yield offset, length, doc_id, None
+                    return
+            else:
+                line = block[offset - first : offset - first + length]
+            yield offset, length, doc_id, line
+        i = j

@@ -26,7 +26,7 @@ from simdoc.corpus.parquet import Groups
 from simdoc.corpus.warc_spans import Event, Span
 
 _KINDS: dict[str, type] = {"jsonl": Piece, "parquet": Groups, "warc": Span}
-_LEFT = ("docs", "task")  # not written: the texts are dropped; the whole file's task is made again
+_LEFT = ("docs", "rows", "task")  # not written: the texts are dropped; the whole file's task is made again
 
 
 def piece_json(piece: Piece | Span) -> dict:

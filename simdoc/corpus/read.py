@@ -35,7 +35,7 @@ from simdoc.corpus.formats import (
     read_jsonl,
 )
 from simdoc.corpus import formats, jsonl_ranges, parquet, streaming, warc_spans
-from simdoc.corpus.jsonl_ranges import Piece, read_range
+from simdoc.corpus.jsonl_ranges import Piece, Rows, read_range
 from simdoc.corpus.jsonl_ranges import texts_at as jsonl_texts_at
 from simdoc.corpus.parquet import PARQUET_EXTRA, is_parquet, read_groups, read_parquet
 from simdoc.corpus.parquet import texts_at as parquet_texts_at
@@ -119,6 +119,7 @@ class FileRead:
     result: ReadResult
     members: list[Member] | None = None
     left_out: list[tuple[str, str]] | None = None
+    rows: Rows | None = None  # a JSON Lines range's members as columns (then ``members`` is empty)
 
 
 def read_file(
@@ -226,8 +227,8 @@ def read_range_file(
     else:
         piece = read_range(path, source, *span, fields[0], max_bytes, follow, fields[1])
     res = piece.failed or ReadResult("", piece.digest)
-    got = FileRead(res, [Member(*d) for d in piece.docs])
-    piece.docs = []
+    got = FileRead(res, [Member(*d) for d in piece.docs], rows=piece.rows)
+    piece.docs, piece.rows = [], None
     return got, piece
 
 
@@ -347,6 +348,15 @@ def read_again(
         except ImportError:
             pass  # the index could not have read it either: the markup is today's text
     return Reread(text, res.digest == digest.hex())
+
+
+def member_identities(digests: list[bytes], how: str) -> list[bytes]:
+    """:func:`identity` of each member read ``how`` (one of MEMBER_WAYS) with these digests: a
+    member's does not depend on its id, so a task's are made in one pass, without them."""
+    if how not in MEMBER_WAYS:
+        raise ValueError(f"not a way members are read: {how!r}")
+    tail = how.encode() + b"\0"
+    return [hashlib.blake2b(d + tail, digest_size=16).digest() for d in digests]
 
 
 def identity(digest: bytes, how: str, doc_id: str) -> bytes:

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from simdoc.lsh import band_keys, bucket_pairs
+from simdoc.lsh import band_keys, bucket_pairs, stable_order
 from simdoc.memory import release
 from simdoc.store.directory import IndexStore
 from simdoc.store.npyfiles import PieceWriter, npy_offset
@@ -62,10 +62,9 @@ def _sort_bands(keys: PieceWriter, bands: int, n: int, banded: np.ndarray, out, 
     mapped = np.memmap(keys.tmp, dtype=np.uint64, mode="r", offset=npy_offset(0, 8), shape=(bands, n))
 
     def sort_band(t: int) -> np.ndarray:
-        band = np.array(mapped[t]) if docs is None else mapped[t, docs]
-        order = np.argsort(band, kind="stable")
-        band.sort()  # the keys in bucket order (band[order]), sorted in place rather than copied
-        pairs[t] = bucket_pairs(band)
+        order, ordered = stable_order(np.asarray(mapped[t]) if docs is None else mapped[t, docs])
+        pairs[t] = bucket_pairs(ordered)
+        del ordered
         return order if docs is None else docs[order]
 
     step = max(1, threads)

@@ -43,7 +43,7 @@ import numpy as np
 from simdoc.corpus import parquet, warc_spans
 from simdoc.corpus.files import ReadResult
 from simdoc.corpus.formats import member_id
-from simdoc.corpus.jsonl_ranges import first_lines, joined_read, renumber
+from simdoc.corpus.jsonl_ranges import first_lines, joined_read, line_ids, renumber
 from simdoc.memory import release
 from simdoc.stages.scan import scan_batch
 from simdoc.stages.scan_results import BatchResult, FileOutcome
@@ -156,15 +156,7 @@ def _numbered(prefix: bytes, lines: np.ndarray) -> tuple[np.ndarray, tuple[np.nd
     """The order of the ids ``prefix + str(line)`` as strings, and those ids in that order as a blob column."""
     digits = lines.astype(f"S{len(str(int(lines.max()))) if len(lines) else 1}")
     order = np.argsort(digits, kind="stable")  # bytes order: the order of the ids as strings
-    width = digits.dtype.itemsize
-    table = np.empty((len(lines), len(prefix) + width), dtype=np.uint8)
-    table[:, : len(prefix)] = np.frombuffer(prefix, dtype=np.uint8)
-    table[:, len(prefix) :] = digits[order].view(np.uint8).reshape(len(lines), width)
-    lengths = len(prefix) + np.count_nonzero(table[:, len(prefix) :], axis=1)
-    offsets = np.zeros(len(lines) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    blob = table[np.arange(table.shape[1]) < lengths[:, None]]
-    return order.astype(np.int64), (blob, offsets)
+    return order.astype(np.int64), line_ids(prefix, lines[order])
 
 
 

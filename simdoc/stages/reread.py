@@ -28,8 +28,11 @@ from simdoc.corpus.streaming import Part, sets64_of_texts
 from simdoc.errors import CorruptIndex
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec
-from simdoc.store.doctable import HOW, STAT_COLUMNS, UNKNOWN, DocsTable, is_safe_relative
+from simdoc.store.doctable import HOW, STAT_COLUMNS, UNKNOWN, DocsTable, Strings, is_safe_relative
 from simdoc.store.loaded import LoadedIndex
+
+
+_MEMBER_CODES = frozenset(HOW.index(w) for w in MEMBER_WAYS)
 
 
 def safe_relative(doc_id: str, where: str) -> str:
@@ -189,6 +192,25 @@ class DocumentReader:
         sets, rows = self.read_batch(docs, part)
         return {d: None if r < 0 else sets.slice(r, r + 1) for d, r in rows.items()}
 
+    def _members(self, docs: np.ndarray) -> dict[str, tuple[list[int], list[str], list[bytes], list[int], list[int], str]]:
+        """``docs`` (members) by their file, in the order the files first come: for each, the
+        documents, their ids, digests, offsets and lengths, and how the file was read."""
+        if not len(docs):
+            return {}
+        c = self.table.columns
+        digest = np.asarray(self.table.digest[docs])
+        columns = (
+            docs.tolist(), _strings(self.table.ids, docs), [digest[k].tobytes() for k in range(len(docs))],
+            np.asarray(c["offset"][docs]).tolist(), np.asarray(c["length"][docs]).tolist(),
+        )
+        ways = np.asarray(c["how"][docs]).tolist()
+        at: dict[str, list[int]] = {}
+        for k, source in enumerate(_strings(self.table.sources, docs)):
+            at.setdefault(source, []).append(k)
+        if len(at) == 1:  # (most often: one big file)
+            return {source: (*columns, HOW[ways[0]]) for source in at}
+        return {source: (*([col[k] for k in ks] for col in columns), HOW[ways[ks[0]]]) for source, ks in at.items()}
+
     def read_batch(self, docs: list[int], part: Part | None = None) -> tuple[ShingleSets, dict[int, int]]:
         """The 64-bit sets of ``docs`` as rows of one CSR, and each document's row (-1: stale or
         gone). Members of one file are read in one pass over it; the texts read whole are
@@ -197,13 +219,17 @@ class DocumentReader:
         out: dict[int, ShingleSets | None] = {}
         texts: list[str | bytes] = []
         order: list[int] = []
-        members: dict[str, list[int]] = defaultdict(list)
         how = self.table.columns["how"]
+        docs_a = np.asarray(docs, dtype=np.int64)
+        ways = np.asarray(how[docs_a]).tolist()
         for d in docs:
             self.reads[d] += 1
-            way = HOW[int(how[d])]
-            if way in MEMBER_WAYS:  # the members of one file are read together
-                members[self.table.sources[d]].append(d)
+        # The members of one file are read together; their columns are looked up for all at once
+        # (10^5 members of one JSON Lines file: a row lookup each was most of their cost).
+        members = self._members(docs_a[np.fromiter((w in _MEMBER_CODES for w in ways), dtype=bool, count=len(ways))])
+        for d, w in zip(docs, ways):
+            way = HOW[w]
+            if way in MEMBER_WAYS:
                 continue
             path = self.confined(self.table.sources[d] or self.table.ids[d])
             if path is None or not self._same_size(path, d):
@@ -223,26 +249,25 @@ class DocumentReader:
                 else:
                     texts.append(got.text)
                     order.append(d)
-        for source, ds in members.items():
-            wanted = {self.table.ids[d]: bytes(self.table.digest[d]) for d in ds}
+        for source, (ds, ids, digests, offs, lens, way) in members.items():
             path = self.confined(source)
             if path is None:
                 out.update((d, None) for d in ds)
                 continue
-            way = HOW[int(how[ds[0]])]
+            wanted = dict(zip(ids, digests))
             offsets, lengths = None, None
             if way in ("warc", "jsonl"):
-                offsets = {self.table.ids[d]: int(self.table.columns["offset"][d]) for d in ds}
+                offsets = dict(zip(ids, offs))
             if way == "jsonl":
-                lengths = {self.table.ids[d]: int(self.table.columns["length"][d]) for d in ds}
+                lengths = dict(zip(ids, lens))
             elif way == "parquet":  # (row group, row)
-                offsets = {self.table.ids[d]: (int(self.table.columns["offset"][d]), int(self.table.columns["length"][d])) for d in ds}
+                offsets = dict(zip(ids, zip(offs, lens)))
             got = read_member_texts(
                 path, source, way, wanted, self.max_bytes, self.follow_symlinks, self.fields, offsets=offsets,
                 main_content=self.main_content, all_responses=self.all_responses, lengths=lengths,
             )
-            for d in ds:
-                text = got.get(self.table.ids[d])
+            for d, doc_id in zip(ds, ids):
+                text = got.get(doc_id)
                 if text is None:
                     out[d] = None
                 else:
@@ -261,6 +286,13 @@ class DocumentReader:
         if not parts:
             return ShingleSets(np.zeros(1, np.int64), np.zeros(0, np.uint64)), rows
         return (parts[0] if len(parts) == 1 else ShingleSets.concatenate(parts)), rows
+
+
+def _strings(strings, docs: np.ndarray) -> list[str]:
+    """The strings of rows ``docs`` of a docs-table column (ids or sources), gathered in one go."""
+    if isinstance(strings, Strings):
+        return strings.take(docs)
+    return [strings[d] for d in docs.tolist()]
 
 
 def reader_of(loaded: LoadedIndex) -> DocumentReader:

@@ -9,6 +9,7 @@ of each stage the run brought up to date.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ from simdoc.similarity import estimate_rules_out, pair_estimates
 from simdoc.stages.common import progress_bar
 from simdoc.stages.reread import DocumentReader, reader_of
 from simdoc.stages.verify import verify_pairs
+from simdoc.store.doctable import Strings
 from simdoc.store.verified import VerifiedPairs, pair_keys
 
 if TYPE_CHECKING:
@@ -129,12 +131,23 @@ class PairsResult:
     def __iter__(self) -> Iterator[Pair]:
         ids = self.doc_ids
         sides = {(True, False): "a", (False, True): "b", (True, True): "both"}
-        for a, b, est, jac in self.index_pairs():
-            new = None
-            if self.changed is not None:
-                new = sides[(bool(self.changed[a]), bool(self.changed[b]))]
-            yield Pair(ids[a], ids[b], est, jac, new)
+        rows = self.index_pairs()
+        # The names of a chunk of pairs gathered in one go from a stored table (Strings): a
+        # memory-mapped lookup per name was most of printing 10^5 pairs.
+        while chunk := list(itertools.islice(rows, _NAMES_AT_ONCE)):
+            if isinstance(ids, Strings):
+                names = ids.take(np.array([r[0] for r in chunk] + [r[1] for r in chunk], dtype=np.int64))
+                left, right = names[: len(chunk)], names[len(chunk) :]
+            else:
+                left, right = [ids[r[0]] for r in chunk], [ids[r[1]] for r in chunk]
+            for (a, b, est, jac), name_a, name_b in zip(chunk, left, right):
+                new = None
+                if self.changed is not None:
+                    new = sides[(bool(self.changed[a]), bool(self.changed[b]))]
+                yield Pair(name_a, name_b, est, jac, new)
 
+
+_NAMES_AT_ONCE = 1 << 12  # pairs whose names are looked up together when they are given
 
 # Candidate pairs scored at once: bounds memory (~64 bytes a pair), and gives verification
 # many pairs of a component of the candidate graph at once (see simdoc.stages.verify).

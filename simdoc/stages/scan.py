@@ -59,12 +59,23 @@ from simdoc.bytesign import sign_texts
 from simdoc.corpus.files import read_plain
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.parquet import have_pyarrow, is_parquet, pyarrow_findable
-from simdoc.corpus.read import MEMBER_WAYS, how_read, no_pyarrow, read_file, read_range_file, spans_of, text_digest, text_size
+from simdoc.corpus.read import (
+    MEMBER_WAYS,
+    Member,
+    how_read,
+    no_pyarrow,
+    read_file,
+    read_range_file,
+    spans_of,
+    text_digest,
+    text_size,
+)
 from simdoc.corpus.walk import Entries, FileEntry
 from simdoc.corpus.warc import WarcReading
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import shingle_texts
+from simdoc.stages.range_rows import rows_batch
 from simdoc.stages.scan_results import BatchResult, DocOut, FileOutcome, doc_columns, write_part
 from simdoc.stages.short_docs import leave_out, short_documents
 from simdoc.stages.spilled import SetRuns, SpilledSet, rows_of
@@ -314,6 +325,11 @@ def _scan(task: ScanTask) -> BatchResult:
             piece.expected, expected = expected, None
             if piece.how == "warc":  # spans that turn out not to fit: the join reads the file whole
                 piece.task = whole_file_task(task)
+            if got.rows is not None:  # a JSON Lines range's members, as columns (simdoc.stages.range_rows)
+                done = rows_batch(task, got, piece, how, hasher)
+                if done is not None:
+                    return done
+                got.members = [Member(*d) for d in got.rows.docs(doc_id)]
         else:
             got = read_file(
                 path, doc_id, how, reading.max_bytes, reading.follow_symlinks, fields,

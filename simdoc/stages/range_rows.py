@@ -1,0 +1,67 @@
+"""A JSON Lines range's documents as columns, with no object per document (issue 29).
+
+A task reading one range of a big JSON Lines file (:mod:`simdoc.corpus.jsonl_ranges`)
+gets its members as columns (:class:`~simdoc.corpus.jsonl_ranges.Rows`: line numbers,
+texts, offsets, lengths). :func:`rows_batch` turns them into the task's result in a few
+passes over lists and arrays: the ids ``SOURCE/#LINE`` made as arrays from the line
+numbers, each text encoded once for its digest and size, every text signed by one call
+of the kernel. A range of 10^4 records of ~360 characters made a tuple, a member
+object, a ``DocOut`` and an id string per record before, which cost more than
+signing them.
+
+The result is the one the general path of :func:`simdoc.stages.scan._scan` gives, byte for
+byte (the tests compare them); where that path does something these columns do not
+(``--min-length``, a text long enough to be signed in pieces, shingle sets kept), the
+caller takes the general path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from simdoc.bytesign import sign_texts
+from simdoc.corpus import streaming
+from simdoc.corpus.formats import member_id
+from simdoc.corpus.jsonl_ranges import Piece, line_ids
+from simdoc.corpus.read import FileRead, member_identities
+from simdoc.stages.scan_results import BatchResult, FileOutcome
+from simdoc.store.doccolumns import DocColumns
+from simdoc.store.doctable import HOW, STATUSES
+
+
+def rows_batch(task, got: FileRead, piece: Piece, how: str, hasher) -> BatchResult | None:
+    """The result of ``task`` (one range of one JSON Lines file, ``got`` its members as rows), or
+    None where the general path must make it (see the module docstring)."""
+    rows = got.rows
+    if rows is None or task.keep_sets or task.shingle.min_length or any(len(t) > streaming.LARGE_CHARS for t in rows.texts):
+        return None
+    doc_id = task.files[0][0]
+    res = got.result
+    outcome = FileOutcome(bytes.fromhex(res.digest) if res.digest else b"", res.status, res.warning, False, how)
+    outcome.left_out = list(got.left_out or [])
+    n = outcome.n_docs = len(rows)
+    encoded = [t.encode("utf-8", "surrogatepass") for t in rows.texts]  # as text_digest and text_size encode
+    digests = [hashlib.blake2b(e, digest_size=16).digest() for e in encoded]
+    sigs = np.empty((n, task.signature.num_perm), dtype=np.uint32)
+    windows = sign_texts(rows.texts, task.shingle.spec, hasher, sigs) if n else np.zeros(0, np.int64)
+    prefix = member_id(doc_id, "").encode("utf-8", "surrogateescape")
+    source = np.frombuffer(doc_id.encode("utf-8", "surrogateescape"), dtype=np.uint8)
+    docs = DocColumns(
+        *line_ids(prefix, np.asarray(rows.lines, dtype=np.int64)),
+        np.tile(source, n), np.arange(n + 1, dtype=np.int64) * len(source),
+        offset=np.asarray(rows.offsets, dtype=np.int64).reshape(n),
+        length=np.asarray(rows.lengths, dtype=np.int64).reshape(n),
+        size=np.fromiter(map(len, encoded), dtype=np.int64, count=n),
+        n_shingles=np.asarray(windows, dtype=np.int64).reshape(n),
+        how=np.full(n, HOW.index(how), dtype=np.uint8),
+        status=np.full(n, STATUSES.index("ok"), dtype=np.uint8),
+        digest=_digest_column(digests),
+        identity=_digest_column(member_identities(digests, how)),
+    )
+    return BatchResult([outcome], docs, sigs, None, piece=piece)
+
+
+def _digest_column(digests: list[bytes]) -> np.ndarray:
+    return np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(len(digests), 16).copy()
