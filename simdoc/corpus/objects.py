@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 import stat as stat_module
 from dataclasses import dataclass
@@ -247,6 +248,18 @@ def object_stat(url: str) -> ObjectStat | None:
     except Exception:  # gone, refused, unreachable: not the object indexed, as far as anyone can tell
         return None
     return object_identity(info) if info.get("type", "file") == "file" else None
+
+
+def still_there(path: str) -> bool:
+    """Whether a document's file (or object: one HEAD) is still there, whatever it holds now.
+
+    What tells a document that could not be read as indexed *stale* (changed:
+    index it again) from *gone* (:func:`simdoc.stages.verify.verify_pairs`).
+    An object is asked of the store: ``os.path.exists`` of a URL is always
+    False, which made every edited object "gone"."""
+    if not is_url(path):
+        return os.path.exists(path)
+    return object_stat(path) is not None
 
 
 # ---------------------------------------------------------------- listing
