@@ -207,7 +207,7 @@ class ObjectStat:
 
 
 _TOKENS = ("ETag", "etag", "VersionId", "version_id", "generation", "md5Hash", "content_md5")
-_TIMES = ("LastModified", "last_modified", "mtime", "updated", "modified", "created", "creation_time")
+_TIMES = ("LastModified", "last_modified", "Last-Modified", "mtime", "updated", "modified", "created", "creation_time")
 
 
 def object_identity(info: dict) -> ObjectStat:
@@ -234,10 +234,15 @@ def _time_ns(info: dict) -> int:
             return int(v) * 1_000_000_000
         if isinstance(v, str):
             from datetime import datetime
+            from email.utils import parsedate_to_datetime
 
             try:
                 return int(datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()) * 1_000_000_000
             except ValueError:
+                pass
+            try:  # an HTTP date (Last-Modified: Thu, 26 Nov 2026 07:35:43 GMT)
+                return int(parsedate_to_datetime(v).timestamp()) * 1_000_000_000
+            except (TypeError, ValueError):
                 continue
     return 0
 
@@ -305,8 +310,24 @@ def _base(url: str) -> tuple[str, str | None]:
         raise unreachable(base, exc) from None
     if not one or "/" not in path:
         return base, None
-    head = base[: len(_URL.match(base).group(0))]
-    return head + path.rpartition("/")[0], path
+    return base.rpartition("/")[0], path  # (an HTTP path is the whole URL: not the protocol added again)
+
+
+def _sized(fs, found: dict[str, dict]) -> None:
+    """The size and the rest of the identity of the objects a listing gives without their size
+    (an HTTP server's pages of links), asked of each (a HEAD, a few at a time)."""
+    missing = [name for name, info in found.items() if info.get("size") is None and info.get("type", "file") == "file"]
+    if missing:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(name: str) -> None:
+            try:
+                found[name] = {**found[name], **fs.info(name)}
+            except FileNotFoundError:
+                found.pop(name, None)  # gone since the page listed it
+
+        with ThreadPoolExecutor(min(16, len(missing))) as pool:
+            list(pool.map(one, missing))
 
 
 def forget_listings(fs, root: str) -> None:
@@ -344,10 +365,17 @@ def list_prefix(url: str) -> tuple[str, list[tuple[str, str, ObjectStat]], list[
     try:
         forget_listings(fs, root)  # fsspec keeps listings: this run lists the store as it is now
         found = {one: fs.info(one)} if one is not None else fs.find(root, detail=True)
+        if not found:
+            fs.ls(root)  # nothing found, or nothing answered? (fsspec's generic find says {} to both)
+            found = {}
     except Exception as exc:  # every backend raises its own kinds (botocore: not OSError)
         raise unreachable(canonical(url), exc) from None
     if not found:
-        raise CorpusError(f"corpus {base} does not exist (no object under it)", hint="check the bucket and prefix")
+        raise CorpusError(f"corpus {base} does not exist (no object under it)", hint="check the URL (bucket and prefix)")
+    try:
+        _sized(fs, found)
+    except Exception as exc:
+        raise unreachable(canonical(url), exc) from None
     listed: list[tuple[str, str, ObjectStat]] = []
     passed: list[tuple[str, str, int, int]] = []
     keys = set()
