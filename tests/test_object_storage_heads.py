@@ -100,3 +100,37 @@ def test_a_list_of_objects_asks_each_once(run, s3, tmp_path, own_tmp):
     assert r.exit_code == 0 and "warning" not in r.stderr, r.stderr
     heads = Counter(p for m, p in requests.seen if m == "HEAD")
     assert heads == Counter(f"/{bucket}/c/d/p{i}.txt" for i in range(8))  # the list's HEAD, none to open
+
+
+def test_a_parquet_object_edited_after_the_listing_is_a_warning_then_read_the_next_night(run, s3, tmp_path, monkeypatch):
+    """Read by ranged requests (its footer first): its first read refused is "edited since it was
+    listed", a warning as for a file that cannot be read; the next run reads it."""
+    import io
+
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from simdoc.corpus import objects
+
+    fs, endpoint, bucket, _ = s3
+
+    def table(change: int) -> bytes:
+        out = io.BytesIO()
+        pq.write_table(pa.table({"text": [numbered_page(i % 2, change=i // 2 + change) for i in range(4)]}), out)
+        return out.getvalue()
+
+    fs.pipe(f"{bucket}/c/t.parquet", table(0))
+    listing = objects.list_prefix
+
+    def edited_after_the_listing(url):
+        got = listing(url)
+        fs.pipe(f"{bucket}/c/t.parquet", table(5))
+        return got
+
+    monkeypatch.setattr(objects, "list_prefix", edited_after_the_listing)
+    args = ("pairs", f"s3://{bucket}/c/", "--index", tmp_path / "idx", "-j", "1", "--format", "tsv", "--storage-option", endpoint)
+    first = run(*args)
+    assert "t.parquet: cannot read: edited since it was listed" in first.stderr, first.stderr
+    monkeypatch.setattr(objects, "list_prefix", listing)
+    second = run(*args)
+    assert second.exit_code == 0 and "warning" not in second.stderr, second.stderr
+    assert "t.parquet/#1\tt.parquet/#3" in second.stdout, second.stdout
