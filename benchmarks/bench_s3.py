@@ -128,6 +128,11 @@ def upload(fs, files: dict[str, Path], batch: int = 2000) -> None:
         fs.pipe({f"{BUCKET}/{PREFIX}/{n}": files[n].read_bytes() for n in names[i : i + batch]}, batch_size=64)
 
 
+def said(what: str, **figures) -> None:
+    """A step done, on stderr at once: a run cut short still tells what it measured."""
+    print(f"{time.strftime('%H:%M:%S')} {what}: {json.dumps(figures)}", file=sys.stderr, flush=True)
+
+
 def run(cmd: list[str], env: dict[str, str]) -> tuple[float, str, str]:
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -195,15 +200,18 @@ def main() -> None:
     t0 = time.perf_counter()
     upload(fs, files)
     t_upload = time.perf_counter() - t0
+    said("uploaded", objects=len(files), seconds=round(t_upload, 1))
     size = sum(p.stat().st_size for p in files.values())
     env = {**os.environ, **KEYS}
     common = ["--threshold", str(args.threshold), "-j", str(args.jobs), "-q", "--new"]
     url, so = f"s3://{BUCKET}/{PREFIX}/", ["--storage-option", f"endpoint_url={endpoint}"]
 
     t_disk, out_disk, _ = run([*simdoc, "pairs", str(corpus), "--index", str(work / "disk.idx"), *common], env)
+    said("first pairs from disk", seconds=round(t_disk, 2), pairs=len(out_disk.splitlines()))
     reset(proxy)
     t_s3, out_s3, _ = run([*simdoc, "pairs", url, "--index", str(work / "s3.idx"), *common, *so], env)
     first = read_figures(proxy, size)
+    said("first pairs from the bucket", seconds=round(t_s3, 2), same=out_s3 == out_disk, read=first)
 
     before = files_of(corpus)
     stamp = {n: p.stat().st_mtime_ns for n, p in before.items()}
@@ -217,6 +225,7 @@ def main() -> None:
     size_after = sum(p.stat().st_size for p in after.values())
 
     tn_disk, new_disk, _ = run([*simdoc, "pairs", str(corpus), "--index", str(work / "disk.idx"), *common], env)
+    said("nightly from disk", seconds=round(tn_disk, 2), new_pairs=len(new_disk.splitlines()))
     reset(proxy)
     tn_s3, new_s3, _ = run([*simdoc, "pairs", url, "--index", str(work / "s3.idx"), *common, *so], env)
     nightly = read_figures(proxy, size_after, written)

@@ -22,7 +22,7 @@ from tests.test_object_storage import s3, server  # noqa: F401  (fixtures)
 
 
 def test_a_warc_record_read_again_costs_about_its_bytes_not_a_megabyte(s3, monkeypatch):
-    from simdoc.corpus import objects
+    from simdoc.corpus import object_reads, objects
     from simdoc.corpus.read import text_digest
     from simdoc.corpus.warc import read_warc, texts_at
 
@@ -35,8 +35,8 @@ def test_a_warc_record_read_again_costs_about_its_bytes_not_a_megabyte(s3, monke
     url = f"s3://{bucket}/crawl.warc.gz"
     objects.configure({"endpoint_url": endpoint.split("=", 1)[1]})
     served: list[int] = []
-    read = objects.ObjectFile.read
-    monkeypatch.setattr(objects.ObjectFile, "read", lambda self, n=-1: served.append(len(got := read(self, n))) or got)
+    read = object_reads.ObjectFile.read
+    monkeypatch.setattr(object_reads.ObjectFile, "read", lambda self, n=-1: served.append(len(got := read(self, n))) or got)
     try:
         docs = {offset: text for _, text, offset, _ in read_warc(url, "crawl.warc.gz").docs}
         offset = sum(map(len, members[:500]))

@@ -78,13 +78,13 @@ def open_regular(path: str, follow_symlinks: bool = False, ranged: bool = False)
     or the ReadResult saying why the file is skipped.
 
     A URL (``s3://...``) is opened through fsspec instead
-    (:func:`simdoc.corpus.objects.open_object`; ``ranged``: each read one
+    (:func:`simdoc.corpus.object_reads.open_object`; ``ranged``: each read one
     ranged request): the handle is then a file object, which
     :func:`as_file`, :func:`handle_stat`, :func:`read_from` and
     :func:`close_handle` take as they take a descriptor.
     """
     if is_url(path):
-        from simdoc.corpus.objects import open_object
+        from simdoc.corpus.object_reads import open_object
 
         got = open_object(path, ranged)
         return ReadResult(None, warning=got, status="unreadable") if isinstance(got, str) else (got, got.stat)

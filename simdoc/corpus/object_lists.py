@@ -19,7 +19,7 @@ from __future__ import annotations
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
 
-from simdoc.corpus.objects import ObjectStat, canonical, filesystem, object_identity, protocol_of, unreachable
+from simdoc.corpus.objects import ObjectStat, canonical, filesystem, object_identity, protocol_of, remember, unreachable
 from simdoc.errors import CorpusError
 
 _AT_ONCE = 16  # HEAD requests in flight: a round trip each, so a few at a time
@@ -70,6 +70,7 @@ def stat_listed(urls: list[str]) -> list[ObjectStat | str]:
             raise unreachable(url, exc) from None
         if info.get("type", "file") != "file":
             return "a prefix, not an object: skipped (name its objects, or give the prefix as the CORPUS)"
+        remember(url, info)  # read by this ETag: no second HEAD to open it
         return object_identity(info)
 
     with ThreadPoolExecutor(min(_AT_ONCE, len(urls))) as pool:

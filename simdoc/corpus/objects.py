@@ -4,10 +4,12 @@ Listing a prefix replaces walking a folder (:func:`list_prefix`): a document's
 id is its key relative to the prefix, exactly as a file's id is its path
 relative to the corpus folder, so ``simdoc pairs s3://bucket/crawl/`` and
 ``simdoc pairs crawl/`` on a copy of it name the same documents alike.
-Objects are read through :func:`open_object`, a file-like object with the
-``read``/``seek`` of a local file, so every reader of :mod:`simdoc.corpus`
-works on it unchanged; a member read at its (offset, length) is one ranged
-GET (``ranged``: no read-ahead).
+Objects are read through :func:`simdoc.corpus.object_reads.open_object`, a
+file-like object with the ``read``/``seek`` of a local file, so every reader
+of :mod:`simdoc.corpus` works on it unchanged; a member read at its (offset,
+length) is one ranged GET (``ranged``: no read-ahead). The ETag the listing
+gave each object is kept in this process (:func:`as_listed`): a read carries it
+(S3's ``If-Match``), so opening an object listed costs no HEAD.
 
 An object's identity for change detection is its ETag (else its version id
 or generation) with its size: :func:`object_stat` gives it in the shape of a
@@ -25,37 +27,36 @@ as fsspec reads them, and from ``--storage-option KEY=VALUE``
 times (botocore's standard mode) and a connection times out after a few
 seconds, so an unreachable endpoint is one error, not a hang.
 
-Within a run, an object read whole is kept on local disk for the run's later
-reads of it (verification), as long as the store still has it as it was
-(:mod:`simdoc.corpus.object_spill`).
-
-Nothing here imports the rest of :mod:`simdoc.corpus` (but that spill): the listing gives
+Nothing here imports the rest of :mod:`simdoc.corpus`: the listing gives
 plain tuples that :mod:`simdoc.corpus.walk` makes into its entries, and
-:mod:`simdoc.corpus.files` opens objects here.
+:mod:`simdoc.corpus.files` opens objects through
+:mod:`simdoc.corpus.object_reads`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
+import os
 import re
 import stat as stat_module
 from dataclasses import dataclass
 
-from simdoc.corpus.object_spill import SpillWriter, current_spill
 from simdoc.errors import CorpusError, UsageError
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 OBJECT_DEV = -2  # the "device" of every object: no file system's (a device number is never negative)
 UNKNOWN = -1  # no ETag, version or generation: the object cannot be told unchanged without reading it
-READ_BLOCK = 4 << 20  # read-ahead of a sequential read: one GET per 4 MiB
 # The extra that installs each protocol's fsspec backend (the others: the package fsspec names).
 EXTRAS = {"s3": "s3", "s3a": "s3"}
 # On S3: a few attempts with backoff (throttling included), a connection given up after 5 s.
 _S3_CONFIG = {"connect_timeout": 5, "read_timeout": 60, "retries": {"max_attempts": 4, "mode": "standard"}}
 
 _options: dict[str, object] = {}  # --storage-option, for this process (workers: given with the work)
+# S3 objects listed in this process, by URL: (ETag, size, modified time in ns), the ETag of 32 hex
+# digits as its 16 bytes (10^6 objects listed are 10^6 entries). Forked workers inherit it.
+_listed: dict[str, tuple[str | bytes, int, int]] = {}
+_MD5_TAG = re.compile(r'^"[0-9a-f]{32}"$')
 
 
 def is_url(path: object) -> bool:
@@ -206,16 +207,19 @@ class ObjectStat:
 
 
 _TOKENS = ("ETag", "etag", "VersionId", "version_id", "generation", "md5Hash", "content_md5")
-_TIMES = ("LastModified", "last_modified", "mtime", "updated", "modified", "created", "creation_time")
+_TIMES = ("LastModified", "last_modified", "Last-Modified", "mtime", "updated", "modified", "created", "creation_time")
 
 
 def object_identity(info: dict) -> ObjectStat:
     """The identity of an object from its fsspec info (a listing's or a HEAD's)."""
     token = next((str(info[k]).strip('"') for k in _TOKENS if info.get(k) not in (None, "")), None)
-    ino = UNKNOWN
-    if token is not None:
-        ino = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little") >> 1
-    return ObjectStat(int(info.get("size") or 0), _time_ns(info), ino)
+    return ObjectStat(int(info.get("size") or 0), _time_ns(info), _ino(token))
+
+
+def _ino(token: str | None) -> int:
+    if token is None:
+        return UNKNOWN
+    return int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little") >> 1
 
 
 def _time_ns(info: dict) -> int:
@@ -230,10 +234,15 @@ def _time_ns(info: dict) -> int:
             return int(v) * 1_000_000_000
         if isinstance(v, str):
             from datetime import datetime
+            from email.utils import parsedate_to_datetime
 
             try:
                 return int(datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()) * 1_000_000_000
             except ValueError:
+                pass
+            try:  # an HTTP date (Last-Modified: Thu, 26 Nov 2026 07:35:43 GMT)
+                return int(parsedate_to_datetime(v).timestamp()) * 1_000_000_000
+            except (TypeError, ValueError):
                 continue
     return 0
 
@@ -247,6 +256,37 @@ def object_stat(url: str) -> ObjectStat | None:
     except Exception:  # gone, refused, unreachable: not the object indexed, as far as anyone can tell
         return None
     return object_identity(info) if info.get("type", "file") == "file" else None
+
+
+def still_there(path: str) -> bool:
+    """Whether a document's file (or object: one HEAD) is still there, whatever it holds now.
+
+    What tells a document that could not be read as indexed *stale* (changed:
+    index it again) from *gone* (:func:`simdoc.stages.verify.verify_pairs`).
+    An object is asked of the store: ``os.path.exists`` of a URL is always
+    False, which made every edited object "gone"."""
+    if not is_url(path):
+        return os.path.exists(path)
+    return object_stat(path) is not None
+
+
+def remember(url: str, info: dict) -> None:
+    """Keep what a listing (or a HEAD) said of an S3 object: its reads then carry that ETag
+    (:func:`as_listed`) instead of asking it by a HEAD first."""
+    tag = info.get("ETag")
+    if isinstance(tag, str) and tag and protocol_of(url) in ("s3", "s3a") and info.get("type", "file") == "file":
+        packed: str | bytes = bytes.fromhex(tag[1:-1]) if _MD5_TAG.match(tag) else tag
+        _listed[url] = (packed, int(info.get("size") or 0), _time_ns(info))
+
+
+def as_listed(url: str) -> tuple[str, ObjectStat] | None:
+    """(ETag, identity) of an object as this process last listed it, or None (not listed here)."""
+    got = _listed.get(url)
+    if got is None:
+        return None
+    packed, size, mtime_ns = got
+    tag = f'"{packed.hex()}"' if isinstance(packed, bytes) else packed
+    return tag, ObjectStat(size, mtime_ns, _ino(tag.strip('"')))
 
 
 # ---------------------------------------------------------------- listing
@@ -270,8 +310,24 @@ def _base(url: str) -> tuple[str, str | None]:
         raise unreachable(base, exc) from None
     if not one or "/" not in path:
         return base, None
-    head = base[: len(_URL.match(base).group(0))]
-    return head + path.rpartition("/")[0], path
+    return base.rpartition("/")[0], path  # (an HTTP path is the whole URL: not the protocol added again)
+
+
+def _sized(fs, found: dict[str, dict]) -> None:
+    """The size and the rest of the identity of the objects a listing gives without their size
+    (an HTTP server's pages of links), asked of each (a HEAD, a few at a time)."""
+    missing = [name for name, info in found.items() if info.get("size") is None and info.get("type", "file") == "file"]
+    if missing:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(name: str) -> None:
+            try:
+                found[name] = {**found[name], **fs.info(name)}
+            except FileNotFoundError:
+                found.pop(name, None)  # gone since the page listed it
+
+        with ThreadPoolExecutor(min(16, len(missing))) as pool:
+            list(pool.map(one, missing))
 
 
 def forget_listings(fs, root: str) -> None:
@@ -305,13 +361,21 @@ def list_prefix(url: str) -> tuple[str, list[tuple[str, str, ObjectStat]], list[
     """
     base, one = _base(url)
     fs, root = filesystem(base)
+    _listed.clear()  # this listing replaces the last one
     try:
         forget_listings(fs, root)  # fsspec keeps listings: this run lists the store as it is now
         found = {one: fs.info(one)} if one is not None else fs.find(root, detail=True)
+        if not found:
+            fs.ls(root)  # nothing found, or nothing answered? (fsspec's generic find says {} to both)
+            found = {}
     except Exception as exc:  # every backend raises its own kinds (botocore: not OSError)
         raise unreachable(canonical(url), exc) from None
     if not found:
-        raise CorpusError(f"corpus {base} does not exist (no object under it)", hint="check the bucket and prefix")
+        raise CorpusError(f"corpus {base} does not exist (no object under it)", hint="check the URL (bucket and prefix)")
+    try:
+        _sized(fs, found)
+    except Exception as exc:
+        raise unreachable(canonical(url), exc) from None
     listed: list[tuple[str, str, ObjectStat]] = []
     passed: list[tuple[str, str, int, int]] = []
     keys = set()
@@ -339,99 +403,8 @@ def list_prefix(url: str) -> tuple[str, list[tuple[str, str, ObjectStat]], list[
             passed.append((rel, f"a key inside the object {outer} (a file cannot hold files), skipped", ident.st_size, ident.st_mtime_ns))
             continue
         listed.append((rel, f"{base}/{rel}", ident))
+        remember(listed[-1][1], info)
+    # What fsspec keeps of the listing (~1 KB an object) is not what objects are opened by: the
+    # ETags kept here are (as_listed()), and an object edited since is found so when it is read.
+    forget_listings(fs, root)
     return base, listed, passed
-
-
-# ---------------------------------------------------------------- reading
-
-
-class ObjectFile(io.RawIOBase):
-    """An object opened for reading, as a local file is: ``read``, ``seek``, ``tell``; ``stat``: its
-    identity when opened. Every failure is an OSError (the backends raise their own kinds), which
-    the readers turn into a warning, as for a file that cannot be read. S3 reads carry the ETag
-    seen at opening (s3fs's If-Match): an object replaced while it is read fails, never mixes."""
-
-    def __init__(self, handle, st: ObjectStat, tee: SpillWriter | None = None) -> None:
-        super().__init__()
-        self._f = handle
-        self.stat = st
-        self._tee = tee  # the copy kept for the rest of the run (simdoc.corpus.object_spill)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        if self._tee is None:
-            return _as_oserror(lambda: self._f.read(n))
-        pos = self._f.tell()
-        data = _as_oserror(lambda: self._f.read(n))
-        if not self._tee.wrote(pos, data):  # not read in order from the start: not kept
-            self._tee.close(keep=False)
-            self._tee = None
-        return data
-
-    def readall(self) -> bytes:
-        return self.read(-1)
-
-    def readinto(self, b) -> int:
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        return _as_oserror(lambda: self._f.seek(pos, whence))
-
-    def tell(self) -> int:
-        return self._f.tell()
-
-    def close(self) -> None:
-        if not self.closed:
-            if self._tee is not None:
-                self._tee.close()
-                self._tee = None
-            try:
-                self._f.close()
-            except Exception:
-                pass  # a read-only handle has nothing to flush
-        super().close()
-
-
-def _as_oserror(call):
-    try:
-        return call()
-    except OSError:
-        raise
-    except Exception as exc:
-        raise OSError(_said(exc)) from None
-
-
-def open_object(url: str, ranged: bool = False) -> ObjectFile | str:
-    """``url`` opened for reading as an :class:`ObjectFile`, or the warning saying why it is skipped.
-
-    ``ranged``: each read is one GET of just the bytes asked for (members read
-    at their offsets); otherwise reads go ahead by :data:`READ_BLOCK`.
-    While a run keeps the objects it read (:mod:`simdoc.corpus.object_spill`),
-    an object read whole is kept, and one kept is read from the local copy if
-    the store still has it as it was (one HEAD, as opening it costs anyway).
-    """
-    spill = current_spill()
-    if spill is not None and spill.has(url):
-        st = object_stat(url)  # None: gone or refused, which opening it says below
-        local = None if st is None or st.st_ino == UNKNOWN else spill.find(url, st.values())
-        if local is not None:
-            return ObjectFile(local, st)
-    try:
-        fs, path = filesystem(url)
-        handle = fs.open(path, "rb", block_size=READ_BLOCK, cache_type="none" if ranged else "readahead")
-        st = object_identity(handle.details)
-    except FileNotFoundError:
-        return "vanished before it could be read, skipped"
-    except CorpusError as exc:
-        return f"cannot read: {exc.message}"
-    except Exception as exc:  # refused, unreachable: each backend raises its own kinds
-        return f"cannot read: {_said(exc)}"
-    tee = None if spill is None or ranged or st.st_ino == UNKNOWN else spill.writer(url, st.values(), st.st_size)
-    return ObjectFile(handle, st, tee)

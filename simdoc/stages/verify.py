@@ -51,7 +51,6 @@ re-indexes (``simdoc pairs CORPUS``) or warns.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -60,7 +59,7 @@ import numpy as np
 from simdoc import similarity
 from simdoc.bytesign import sets64_spans
 from simdoc.corpus import streaming
-from simdoc.corpus.objects import is_url
+from simdoc.corpus.objects import is_url, still_there
 from simdoc.corpus.plain import read_again_into
 from simdoc.corpus.streaming import Part, sets64_of_texts
 from simdoc.engines.local import LocalEngine, can_fork
@@ -142,7 +141,7 @@ def verify_pairs(
             _, _, s_j, b_j, k, unread, _ = work.run(start, stop, progress)
             _take(order, start, stop, s_j, b_j, k, set_j, bag_j, ok)
             bad |= unread
-    stale = {d for d in bad if os.path.exists(reader.path_of(d))}
+    stale = {d for d in bad if still_there(reader.path_of(d))}
     return Verified(set_j, bag_j, ok, stale, bad - stale)
 
 
