@@ -195,11 +195,9 @@ def _settle(
 
 
 def _same_build(settings: _Settings, scan: Scan) -> bool:
-    """The current build is what this one would be, and its scan looked as this one does.
-
-    Then nothing needs reading but racily clean files, and if their bytes are
-    the ones indexed, the stage is up to date.
-    """
+    """The current build is what this one would be, and its scan looked as this one does: then
+    nothing needs reading but racily clean files, and if their bytes are the ones indexed, the
+    stage is up to date."""
     stored = settings.stored
     same = settings.reuse or (settings.keep_sets and settings.same_params and "indptr" in stored.get("roles", {}))
     # A table of format 3 has no stat of format 4, one of format 4 no keys of format 5 (simdoc.store.doctable):
