@@ -273,6 +273,8 @@ def test_the_default_index_of_a_bucket_is_listed_and_cleaned_by_its_url(run, s3)
     listed = run("cache", "list")
     assert listed.exit_code == 0 and f"\ts3://{bucket}/m\t" in listed.stdout
     assert run("stats", url.rstrip("/")).exit_code == 0  # the same index, with or without the slash
+    checked = run("check", url)  # check finds a bucket's default index by its URL as well
+    assert checked.exit_code == 0 and checked.stdout == "", (checked.stdout, checked.stderr)
     cleaned = run("cache", "clean", url)
     assert cleaned.exit_code == 0 and cleaned.stdout == listed.stdout.split("\t")[0] + "\n"
     assert run("cache", "list").stdout == ""
