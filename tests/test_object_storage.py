@@ -289,6 +289,22 @@ def test_the_endpoint_may_come_from_the_environment(run, s3, monkeypatch, tmp_pa
     assert r.stdout.startswith("backup/red-lentil-soup-copy.txt\tred-lentil-soup.txt\t1.0000\t1.0000")
 
 
+def test_the_endpoint_may_come_from_fsspecs_config_folder(s3, tmp_path):
+    """fsspec's own configuration (FSSPEC_CONFIG_DIR/*.json, read when fsspec is imported), in a
+    process of its own: no --storage-option and no AWS_ENDPOINT_URL."""
+    fs, endpoint, bucket, _ = s3
+    upload(fs, SAMPLE_CORPUS / "misc", bucket, "m")
+    conf = tmp_path / "fsspec-conf"
+    conf.mkdir()
+    (conf / "s3.json").write_text(json.dumps({"s3": {"endpoint_url": endpoint.split("=", 1)[1]}}))
+    env = {k: v for k, v in os.environ.items() if k not in ("SIMDOC_INDEX", "SIMDOC_SCHEDULER", "AWS_ENDPOINT_URL")}
+    env.update(KEYS, PYTHONPATH=str(REPO), SIMDOC_NO_NUMBA="1", FSSPEC_CONFIG_DIR=str(conf))
+    argv = [sys.executable, "-m", "simdoc", "pairs", f"s3://{bucket}/m/", "--index", str(tmp_path / "idx"), "-j", "1"]
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("backup/red-lentil-soup-copy.txt\tred-lentil-soup.txt\t1.0000\t1.0000")
+
+
 def test_an_object_that_vanishes_after_the_listing_is_a_warning(run, s3, monkeypatch, tmp_path):
     from simdoc.corpus import objects
 
