@@ -358,7 +358,7 @@ def test_an_unreachable_endpoint_is_one_error_line(run, monkeypatch, tmp_path):
         "pairs", "s3://no-such-bucket/prefix/", "--index", tmp_path / "idx", "--storage-option", "endpoint_url=http://127.0.0.1:9",
         "--storage-option", 'config_kwargs={"retries": {"max_attempts": 1}, "connect_timeout": 1}',
     )
-    assert_clean_error(r, 3, "cannot list s3://no-such-bucket/prefix", "endpoint")
+    assert_clean_error(r, 3, "cannot list s3://no-such-bucket/prefix", "check the endpoint and the network (--storage-option endpoint_url=...)")
     assert not (tmp_path / "idx").exists()
 
 

@@ -86,11 +86,13 @@ def test_an_unreachable_server_and_an_empty_prefix_are_one_error_each(run, web, 
     root, site = web
     _corpus(root / "corpus")
     nothing = run("pairs", f"{site}/nothing/", "--index", tmp_path / "a.idx")
-    assert_clean_error(nothing, 3, "does not exist")
+    assert_clean_error(nothing, 3, "does not exist", "check the address")
+    assert "bucket" not in nothing.stderr
     import socket
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     gone = run("pairs", f"http://127.0.0.1:{port}/corpus/", "--index", tmp_path / "b.idx")
-    assert_clean_error(gone, 3, "cannot list", "check the endpoint")
+    assert_clean_error(gone, 3, "cannot list", "check the address and the network")
+    assert "endpoint_url" not in gone.stderr  # an S3 option: no use for a web server

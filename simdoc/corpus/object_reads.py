@@ -28,7 +28,7 @@ import errno
 import io
 
 from simdoc.corpus.object_spill import SpillWriter, current_spill
-from simdoc.corpus.objects import UNKNOWN, ObjectStat, _said, as_listed, filesystem, object_identity, object_stat, remember
+from simdoc.corpus.objects import UNKNOWN, ObjectStat, said, as_listed, filesystem, object_identity, object_stat, remember
 from simdoc.errors import CorpusError
 
 READ_BLOCK = 4 << 20  # read-ahead of a sequential read: one GET per 4 MiB
@@ -96,7 +96,7 @@ def _as_oserror(call):
             raise OSError(errno.ESTALE, EDITED) from None
         raise
     except Exception as exc:
-        raise OSError(_said(exc)) from None
+        raise OSError(said(exc)) from None
 
 
 def _expired(exc: BaseException) -> bool:
@@ -172,6 +172,6 @@ def open_object(url: str, ranged: bool = False) -> ObjectFile | str:
     except CorpusError as exc:
         return f"cannot read: {exc.message}"
     except Exception as exc:  # refused, unreachable: each backend raises its own kinds
-        return f"cannot read: {_said(exc)}"
+        return f"cannot read: {said(exc)}"
     tee = None if spill is None or ranged or st.st_ino == UNKNOWN else spill.writer(url, st.values(), st.st_size)
     return ObjectFile(handle, st, tee)

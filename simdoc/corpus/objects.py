@@ -146,27 +146,39 @@ def filesystem(url: str):
     try:
         fs = cls(**_storage_options(protocol))
     except Exception as exc:  # each backend checks its own options
-        raise CorpusError(f"cannot use {protocol}:// with these storage options: {_said(exc)}", hint="check --storage-option") from None
+        raise CorpusError(f"cannot use {protocol}:// with these storage options: {said(exc)}", hint="check --storage-option") from None
     return fs, cls._strip_protocol(url)
 
 
-def _said(exc: BaseException) -> str:
+def said(exc: BaseException) -> str:
+    """The first line of what a backend's exception says (some put a traceback's worth in it)."""
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
+
+
+def _web(url: str) -> bool:
+    return protocol_of(url) in ("http", "https")
+
+
+def where_hint(url: str) -> str:
+    """What to check when ``url``'s server gave no answer. A web server has no endpoint option:
+    naming ``endpoint_url`` there would send the user after a setting that does not apply."""
+    if _web(url):
+        return "check the address and the network"
+    return "check the endpoint and the network (--storage-option endpoint_url=...)"
 
 
 def unreachable(url: str, exc: BaseException) -> CorpusError:
     """The error for a listing that failed: no such bucket, access refused, or no answer."""
     if isinstance(exc, FileNotFoundError):
-        return CorpusError(f"corpus {url} does not exist ({_said(exc)})", hint="check the bucket and prefix")
+        hint = "check the address" if _web(url) else "check the bucket and prefix"
+        return CorpusError(f"corpus {url} does not exist ({said(exc)})", hint=hint)
     if isinstance(exc, PermissionError) or type(exc).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
         return CorpusError(
-            f"access to {url} refused ({_said(exc)})",
+            f"access to {url} refused ({said(exc)})",
             hint="check the credentials (environment, fsspec config, --storage-option key=... secret=...)",
         )
-    return CorpusError(
-        f"cannot list {url}: {_said(exc)}", hint="check the endpoint and the network (--storage-option endpoint_url=...)"
-    )
+    return CorpusError(f"cannot list {url}: {said(exc)}", hint=where_hint(url))
 
 
 def reach(url: str, options: dict[str, object]) -> str | None:

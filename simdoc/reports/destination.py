@@ -28,13 +28,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from simdoc.corpus.objects import canonical, filesystem, is_url
+from simdoc.corpus.objects import canonical, filesystem, is_url, said, where_hint
 from simdoc.errors import CorpusError, OutputError, UsageError
-
-
-def _said(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
 
 
 def _unwritable(dest: str, exc: BaseException) -> OutputError:
@@ -42,8 +37,8 @@ def _unwritable(dest: str, exc: BaseException) -> OutputError:
     if isinstance(exc, PermissionError) or type(exc).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
         hint = "check the credentials (environment, fsspec config, --storage-option key=... secret=...)"
     else:
-        hint = "check the bucket, the endpoint and the network (--storage-option endpoint_url=...)"
-    return OutputError(f"cannot write {dest}: {_said(exc)}", hint=hint)
+        hint = where_hint(dest)
+    return OutputError(f"cannot write {dest}: {said(exc)}", hint=hint)
 
 
 def check_url_destination(dest: str, root: str = "", folder: bool = True, link: bool = False) -> None:
