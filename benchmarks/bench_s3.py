@@ -48,7 +48,10 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from bench_update import mutate  # noqa: E402
+
+from tests.http_relay import answer, forward, request_body  # noqa: E402
 
 KEYS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}
 BUCKET, PREFIX = "simdoc-bench", "c"
@@ -69,8 +72,7 @@ class _Counting(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _any(self) -> None:
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else None
+        body = request_body(self)
         srv = self.server
         conn = getattr(srv.local, "conn", None)
         if conn is None:
@@ -78,9 +80,7 @@ class _Counting(BaseHTTPRequestHandler):
             conn.connect()
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            conn.request(self.command, self.path, body, headers=dict(self.headers))
-            resp = conn.getresponse()
-            data = resp.read()
+            resp, data = forward(self, conn, body)
         except (OSError, http.client.HTTPException):
             srv.local.conn = None
             raise
@@ -92,15 +92,7 @@ class _Counting(BaseHTTPRequestHandler):
             if kind == "get":
                 srv.objects[unquote(path)] += len(data)
                 srv.reads[unquote(path)] += 1
-        self.send_response(resp.status)
-        for k, v in resp.getheaders():
-            if k.lower() not in ("transfer-encoding", "connection", "content-length", "server", "date"):
-                self.send_header(k, v)
-        length = resp.getheader("Content-Length") if self.command == "HEAD" else None
-        self.send_header("Content-Length", length or str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        answer(self, resp, data)  # after counting: when simdoc has its answer, the count is complete
 
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _any
 

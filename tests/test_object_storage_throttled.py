@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.conftest import SAMPLE_CORPUS
+from tests.http_relay import answer, forward, request_body
 from tests.test_object_storage import s3, server, upload  # noqa: F401  (fixtures)
 
 SLOW_DOWN = (
@@ -34,8 +35,7 @@ class _Proxy(BaseHTTPRequestHandler):
         pass
 
     def _any(self) -> None:
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else None
+        body = request_body(self)
         srv = self.server
         with srv.lock:
             srv.seen[(self.command, self.path)] += 1
@@ -50,20 +50,9 @@ class _Proxy(BaseHTTPRequestHandler):
             return
         conn = http.client.HTTPConnection(srv.target.hostname, srv.target.port, timeout=30)
         try:
-            conn.request(self.command, self.path, body, headers=dict(self.headers))
-            resp = conn.getresponse()
-            data = resp.read()
+            answer(self, *forward(self, conn, body))
         finally:
             conn.close()
-        self.send_response(resp.status)
-        for k, v in resp.getheaders():
-            if k.lower() not in ("transfer-encoding", "connection", "content-length", "server", "date"):
-                self.send_header(k, v)
-        length = resp.getheader("Content-Length") if self.command == "HEAD" else None
-        self.send_header("Content-Length", length or str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
 
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _any
 
