@@ -56,13 +56,20 @@ if ENABLED:
         out_counts[pos] = 1
         for w in range(1, n):
             v = row[w]
-            new = v != prev
-            m += new
-            c = 1 if new else c + 1
-            out_data[pos + m] = v
-            out_counts[pos + m] = c
+            m, c = _fold_next(v, prev, m, c, out_data, out_counts, pos)
             prev = v
         return m + 1
+
+    @njit(cache=CACHE, nogil=True, inline="always")
+    def _fold_next(v, prev, m, c, out_data, out_counts, pos):
+        """The fold's step for a value ``v`` not below ``prev``: (m, c) after it (the last run's
+        slot ``pos + m``, its count ``c``), ``v`` written in that slot with the count so far."""
+        new = v != prev
+        m += new
+        c = 1 if new else c + 1
+        out_data[pos + m] = v
+        out_counts[pos + m] = c
+        return m, c
 
     @njit(cache=CACHE, nogil=True)
     def radix_sort(a, tmp):
@@ -173,11 +180,7 @@ if ENABLED:
                 out_counts[j + 1] = 1
                 m += 1  # the last run (prev's, count c) moved up one
                 continue
-            new = v != prev
-            m += new
-            c = 1 if new else c + 1
-            out_data[pos + m] = v
-            out_counts[pos + m] = c
+            m, c = _fold_next(v, prev, m, c, out_data, out_counts, pos)
             prev = v
         return m + 1
 

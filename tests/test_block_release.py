@@ -53,3 +53,23 @@ def test_candidates_let_the_pages_of_mapped_keys_and_buckets_go(tmp_path):
     grown = _rss_file_kb() - before
     assert pairs == 45
     assert grown < 16 << 10, grown  # kB: the 64 MB mapped are not all resident
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_estimates_let_the_pages_of_a_large_mapped_matrix_go_often(tmp_path, monkeypatch, whole):
+    """A matrix of at most MAP_WHOLE_BYTES is estimated a batch at a time (its pages let go once a
+    batch: mapping it whole costs at most that); a larger one's pages go every RELEASE_EVERY_PAIRS
+    pairs. The same estimates either way."""
+    from simdoc import similarity
+
+    rng = np.random.default_rng(4)
+    sigs = rng.integers(0, 4, size=(300, 16), dtype=np.uint32)
+    left, right = rng.integers(0, 300, size=1000), rng.integers(0, 300, size=1000)
+    np.save(tmp_path / "s.npy", sigs)
+    mapped = np.load(tmp_path / "s.npy", mmap_mode="r")
+    calls = []
+    monkeypatch.setattr(similarity, "release", lambda *a: calls.append(a))
+    monkeypatch.setattr(similarity, "MAP_WHOLE_BYTES", sigs.nbytes if whole else sigs.nbytes - 1)
+    got = similarity.pair_estimates(mapped, left, right)
+    assert np.array_equal(got, (sigs[left] == sigs[right]).mean(axis=1))
+    assert len(calls) == (1 if whole else -(-1000 // similarity.RELEASE_EVERY_PAIRS))

@@ -15,8 +15,8 @@ import simdoc
 import simdoc.stages.verify as verify
 from simdoc import kernels
 from simdoc.bytesign import sets64_into, sets64_spans, sets64_texts
-from simdoc.corpus.files import read_document
-from simdoc.corpus.plain import read_again_if_same, read_again_into
+from simdoc.corpus.files import read_document, read_plain
+from simdoc.corpus.plain import read_again_into
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec, shingle_texts
 from simdoc.similarity import pair_sums, span_sums
@@ -34,39 +34,18 @@ KINDS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(KINDS))
-def test_a_plain_file_reads_as_read_document_reads_it(tmp_path, name):
-    path = tmp_path / name
-    path.write_bytes(KINDS[name])
-    res = read_document(str(path), keep_ascii=True)
-    got = read_again_if_same(str(path), len(KINDS[name]), bytes.fromhex(res.digest))
-    assert got == res.text and type(got) is type(res.text)
-
-
-def test_a_plain_file_not_the_one_indexed_is_not_read(tmp_path):
-    path = tmp_path / "a.txt"
-    path.write_bytes(b"the indexed text")
-    digest = bytes.fromhex(read_document(str(path)).digest)
-    size = path.stat().st_size
-    assert read_again_if_same(str(path), size, digest) == b"the indexed text"
-    path.write_bytes(b"the edited  text")  # in place, the same size
-    assert read_again_if_same(str(path), size, digest) is None
-    path.write_bytes(b"the indexed text, grown")
-    assert read_again_if_same(str(path), size, digest) is None
-    path.write_bytes(b"the indexed text")
-    (tmp_path / "link.txt").symlink_to(path)
-    assert read_again_if_same(str(tmp_path / "link.txt"), size, digest) is None  # a link is not followed
-    assert read_again_if_same(str(tmp_path / "link.txt"), size, digest, follow_symlinks=True) == b"the indexed text"
-    os.mkfifo(tmp_path / "fifo")  # never blocks: not a regular file
-    assert read_again_if_same(str(tmp_path / "fifo"), size, digest) is None
-    assert read_again_if_same(str(tmp_path / "gone.txt"), size, digest) is None
-    nul = tmp_path / "nul.txt"
-    nul.write_bytes(b"a\x00b")
-    assert read_again_if_same(str(nul), 3, bytes.fromhex(read_document(str(nul)).digest)) is None  # binary
+def as_scanned(path: str | None, digest: bytes, follow: bool = False) -> str | bytes | None:
+    """The text the shingle stage reads from ``path`` (:func:`read_plain`) if its digest is
+    ``digest`` (the file is the one indexed); else None: what the batch reader must give."""
+    if path is None:
+        return None
+    text, got, _, _ = read_plain(path, None, follow)
+    return text if text is not None and got == digest else None
 
 
 def _into(paths, sizes, digests, follow=False) -> list:
-    """read_again_into's texts as read_again_if_same gives them."""
+    """read_again_into's texts as the scan's reader gives them: ASCII bytes as they are, any
+    other decoded (invalid bytes replaced; the byte-order mark is not in the span)."""
     buf, starts, ends = read_again_into(paths, sizes, np.frombuffer(digests, np.uint8).reshape(-1, 16), follow)
     out = []
     for s, e in zip(starts.tolist(), ends.tolist()):
@@ -75,9 +54,45 @@ def _into(paths, sizes, digests, follow=False) -> list:
     return out
 
 
-def test_files_read_into_one_buffer_are_the_texts_read_one_by_one(tmp_path):
-    """Every kind of file, and every way of not being the one indexed, in one batch: the same
-    texts (a byte-order mark left out, invalid bytes replaced once decoded) and the same Nones."""
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_a_plain_file_reads_as_read_document_reads_it(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(KINDS[name])
+    res = read_document(str(path), keep_ascii=True)
+    got = _into([str(path)], [len(KINDS[name])], bytes.fromhex(res.digest))[0]
+    assert got == res.text and type(got) is type(res.text)
+
+
+def test_a_plain_file_not_the_one_indexed_is_not_read(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"the indexed text")
+    digest = bytes.fromhex(read_document(str(path)).digest)
+    size = path.stat().st_size
+
+    def again(p, follow=False):
+        return _into([str(p)], [size], digest, follow)[0]
+
+    assert again(path) == b"the indexed text"
+    path.write_bytes(b"the edited  text")  # in place, the same size
+    assert again(path) is None
+    path.write_bytes(b"the indexed text, grown")
+    assert again(path) is None
+    path.write_bytes(b"the indexed text")
+    (tmp_path / "link.txt").symlink_to(path)
+    assert again(tmp_path / "link.txt") is None  # a link is not followed
+    assert again(tmp_path / "link.txt", follow=True) == b"the indexed text"
+    os.mkfifo(tmp_path / "fifo")  # never blocks: not a regular file
+    assert again(tmp_path / "fifo") is None
+    assert again(tmp_path / "gone.txt") is None
+    nul = tmp_path / "nul.txt"
+    nul.write_bytes(b"a\x00b")
+    assert _into([str(nul)], [3], bytes.fromhex(read_document(str(nul)).digest))[0] is None  # binary
+
+
+def test_files_read_into_one_buffer_are_the_texts_the_scan_reads(tmp_path):
+    """Every kind of file, and every way of not being the one indexed, in one batch: the texts
+    the scan's reader gives where the digest is the one indexed (a byte-order mark left out,
+    invalid bytes replaced once decoded), and None where it is not."""
     paths, sizes, digests = [], [], []
     for name, raw in sorted(KINDS.items()):
         (tmp_path / name).write_bytes(raw)
@@ -99,12 +114,48 @@ def test_files_read_into_one_buffer_are_the_texts_read_one_by_one(tmp_path):
     paths += [str(tmp_path / "nul.txt"), None]
     sizes += [3, size]
     digests += [bytes.fromhex(read_document(str(tmp_path / "nul.txt")).digest), digest]
-    want = [read_again_if_same(p, s, d) if p else None for p, s, d in zip(paths, sizes, digests)]
+    want = [as_scanned(p, d) for p, d in zip(paths, digests)]
     assert want.count(None) == 7
     got = _into(paths, sizes, b"".join(digests))
     assert got == want and [type(g) for g in got] == [type(w) for w in want]
-    follow = [read_again_if_same(p, s, d, True) if p else None for p, s, d in zip(paths, sizes, digests)]
+    follow = [as_scanned(p, d, True) for p, d in zip(paths, digests)]
     assert _into(paths, sizes, b"".join(digests), follow=True) == follow and follow.count(None) == 6
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(sorted(KINDS) + ["edited", "grown", "link", "gone", "nul"]), st.binary(max_size=30)), min_size=1, max_size=8),
+       st.booleans())
+def test_a_batch_reads_what_the_scan_reads(tmp_path_factory, files, follow):
+    """Any batch of files (each indexed with some bytes, then left, edited, grown, replaced by a
+    link, removed or made binary): read_again_into gives the scan reader's text where the file
+    still has the digest indexed, None elsewhere, each file whatever the others in the batch."""
+    root = tmp_path_factory.mktemp("batch")
+    paths, sizes, digests = [], [], []
+    for i, (kind, raw) in enumerate(files):
+        path = root / f"{i}.txt"
+        raw = KINDS.get(kind, raw)
+        path.write_bytes(raw)
+        digest = read_plain(str(path))[1]
+        if kind == "edited" and raw:
+            path.write_bytes(bytes([raw[0] ^ 1]) + raw[1:])
+        elif kind == "grown":
+            path.write_bytes(raw + b"!")
+        elif kind == "link":
+            (root / f"{i}.target").write_bytes(raw)
+            path.unlink()
+            path.symlink_to(root / f"{i}.target")
+        elif kind == "gone":
+            path.unlink()
+        elif kind == "nul":
+            raw = raw[:4] + b"\x00" + raw[4:]
+            path.write_bytes(raw)
+            digest = read_plain(str(path))[1] or digest
+        paths.append(str(path))
+        sizes.append(len(raw))
+        digests.append(digest)
+    got = _into(paths, sizes, b"".join(digests), follow)
+    want = [as_scanned(p, d, follow) for p, d in zip(paths, digests)]
+    assert got == want and [type(g) for g in got] == [type(w) for w in want]
 
 
 @settings(max_examples=60, deadline=None)

@@ -59,7 +59,7 @@ def confined_path(
     link now, is not opened. ``dirs`` memoises the folders' answers: the
     documents of one folder cost one ``realpath``. Without ``link_check`` the
     file itself is not looked at: for a caller that opens it with O_NOFOLLOW
-    (:func:`simdoc.corpus.plain.read_again_if_same`), which refuses a link itself.
+    (:func:`simdoc.corpus.plain.read_again_into`), which refuses a link itself.
     """
     path = os.path.join(root, safe_relative(rel, where))
     if follow_symlinks or is_url(root):  # an object's key cannot lead out of its prefix
@@ -169,7 +169,7 @@ class DocumentReader:
 
     def openable(self, rels: list[str]) -> list[str | None]:
         """:meth:`confined` of each, but for files opened with O_NOFOLLOW: their folders checked,
-        not the files (:func:`simdoc.corpus.plain.read_again_if_same` refuses a link itself)."""
+        not the files (:func:`simdoc.corpus.plain.read_again_into` refuses a link itself)."""
         if self.follow_symlinks or is_url(self.root):
             return [os.path.join(self.root, safe_relative(rel, self.where)) for rel in rels]
         out: list[str | None] = []

@@ -225,11 +225,17 @@ class Verifier:
         ok = np.ones(len(left), dtype=bool)
         todo = np.ones(len(left), dtype=bool)
         if how.measure == "set" and not how.all_candidates and len(left):
-            # Per document of these pairs only: a scoring task on a cluster holds a few of n.
-            docs = np.unique(np.concatenate([left, right]))
-            dense = filled_bins(signatures, docs) == self.num_perm
-            dense_l, dense_r = dense[np.searchsorted(docs, left)], dense[np.searchsorted(docs, right)]
-            todo &= ~estimate_rules_out(est, dense_l, dense_r, self.num_perm, self.scheme, how.threshold)
+            # Only the pairs whose estimate is low enough can be ruled out: their documents' bins
+            # are counted, not those of every candidate (in the main process, before verification).
+            every = np.ones(len(left), dtype=bool)
+            low = np.flatnonzero(estimate_rules_out(est, every, every, self.num_perm, "classic", how.threshold))
+            if len(low) and self.scheme != "classic":
+                # Per document of these pairs only: a scoring task on a cluster holds a few of n.
+                docs = np.unique(np.concatenate([left[low], right[low]]))
+                dense = filled_bins(signatures, docs) == self.num_perm
+                dense_l, dense_r = dense[np.searchsorted(docs, left[low])], dense[np.searchsorted(docs, right[low])]
+                low = low[estimate_rules_out(est[low], dense_l, dense_r, self.num_perm, self.scheme, how.threshold)]
+            todo[low] = False
         idx = np.flatnonzero(todo)
         keys = pair_keys(self.identities, left[idx], right[idx])
         found, cached = self.table.lookup(keys)

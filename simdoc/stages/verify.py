@@ -340,7 +340,7 @@ class _Work:
 
 
 def _text(buf: bytearray, start: int, end: int) -> str | bytes:
-    """A text read into ``buf`` as :func:`simdoc.corpus.plain.read_again_if_same` gives it: ASCII
+    """A text read into ``buf`` as the scan read it (:func:`simdoc.corpus.files.read_plain`): ASCII
     bytes as they are, any other decoded (invalid bytes replaced; the byte-order mark is not in the span)."""
     raw = bytes(buf[start:end])
     return raw if raw.isascii() else raw.decode("utf-8", errors="replace")

@@ -39,12 +39,16 @@ def pair_keys(ident: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndar
     hi_b, lo_b = key_halves(ib)
     # The pair is unordered: the smaller identity goes first.
     swap = (hi_b < hi_a) | ((hi_b == hi_a) & (lo_b < lo_a))
-    first = np.where(swap[:, None], ib, ia)
-    second = np.where(swap[:, None], ia, ib)
-    raw = np.empty((len(left), 16), dtype=np.uint8)
-    for i in range(len(left)):
-        raw[i] = np.frombuffer(hashlib.blake2b(first[i].tobytes() + second[i].tobytes(), digest_size=16).digest(), np.uint8)
-    out[:, 0], out[:, 1] = key_halves(raw)
+    # Each pair's 32 bytes (first identity, then second) laid out one after another: the digests
+    # are taken from views of one buffer and joined once, with no array made per pair (the
+    # keys of c100k's 26,729 candidate pairs: 0.26 -> 0.04 s, in the main process).
+    both = np.empty((len(left), 32), dtype=np.uint8)
+    both[:, :16] = np.where(swap[:, None], ib, ia)
+    both[:, 16:] = np.where(swap[:, None], ia, ib)
+    view = memoryview(both.tobytes())
+    blake2b = hashlib.blake2b
+    raw = b"".join([blake2b(view[at : at + 32], digest_size=16).digest() for at in range(0, 32 * len(left), 32)])
+    out[:, 0], out[:, 1] = key_halves(np.frombuffer(raw, np.uint8).reshape(-1, 16))
     out[:, 2] = np.where(swap, hi_b, hi_a)
     out[:, 3] = np.where(swap, hi_a, hi_b)
     return out
