@@ -11,8 +11,9 @@ their own) and reports:
 * the client's CPU time and peak RSS (getrusage of the simdoc process itself,
   read as it exits; its threads included, not the local engine's pool) and
   the bytes it wrote (/proc/self/io write_bytes: what it sent to the storage
-  layer; wchar: what it passed to write() for files and pipes) and read (rchar: read() from files and pipes, the page cache included;
-  not a socket's recv()), and the size of the tasks' results it received
+  layer; wchar: what it passed to write() for files and pipes) and read
+  (rchar: read() from files and pipes, the page cache included; not a
+  socket's recv()), and the size of the tasks' results it received
   (each pickled again as it arrives: a measure of what crossed the wire),
   plus the bytes written by every worker, read from /proc/PID/io before
   the workers are stopped;
