@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,3 +134,29 @@ def test_a_part_gone_before_the_client_reads_it_is_run_again(tmp_path, monkeypat
     build(c, tmp_path / "local", LocalEngine(1))
     assert files_of(tmp_path / "dask") == files_of(tmp_path / "local")
     assert any(isinstance(r, BatchResult) for r in client.results)
+
+
+# A client of the cluster at argv[1] submits 30 tasks of 100 KB each, as reading tasks of
+# ~1,000 files are, and says how many bytes of them its comm to the scheduler still holds.
+HELD = """
+import pickle, sys
+from simdoc.engines.dask import connect
+
+with connect(sys.argv[1], 30) as c:
+    for i in range(30):
+        c.submit(len, b"%d" % i * 50_000, pure=False).result()
+    log = c.scheduler_comm.recent_message_log
+    print(len(pickle.dumps(list(log))))
+"""
+
+
+def test_the_client_does_not_keep_the_tasks_it_submitted(tmp_path, cluster):
+    """Dask's comms log the last 1,000 messages they sent: a client would hold every reading task."""
+    pytest.importorskip("distributed")
+    from test_dask_contract import _env
+
+    cluster.start_worker()
+    cluster.wait_for_workers(1)
+    r = subprocess.run([sys.executable, "-c", HELD, cluster.address], capture_output=True, text=True, timeout=120, env=_env(), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr + cluster.logs()
+    assert int(r.stdout) < 20 * 100_000, r.stdout  # a few tasks at most, not 30
