@@ -8,11 +8,12 @@ local engine with `--jobs`, then `--scheduler` on a `dask scheduler` and N
 their own) and reports:
 
 * wall time of the simdoc command;
-* the client's peak RSS (getrusage of the simdoc process itself, read as it
-  exits) and the bytes it wrote (/proc/self/io write_bytes: what it sent to
-  the storage layer; wchar: what it passed to write() for files and pipes)
-  and read (rchar: read() from files and pipes, the page cache included;
-  not a socket's recv()), and the size of the tasks' results it received
+* the client's CPU time and peak RSS (getrusage of the simdoc process itself,
+  read as it exits; its threads included, not the local engine's pool) and
+  the bytes it wrote (/proc/self/io write_bytes: what it sent to the storage
+  layer; wchar: what it passed to write() for files and pipes) and read
+  (rchar: read() from files and pipes, the page cache included; not a
+  socket's recv()), and the size of the tasks' results it received
   (each pickled again as it arrives: a measure of what crossed the wire),
   plus the bytes written by every worker, read from /proc/PID/io before
   the workers are stopped;
@@ -53,7 +54,8 @@ _received = [0]  # bytes of the tasks' results, pickled: what came back to this 
 def _record():
     io = dict(line.split(": ") for line in open("/proc/self/io").read().splitlines())
     with open(os.environ["BENCH_CLIENT_OUT"], "w") as f:
-        json.dump({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        json.dump({"peak_rss_mb": usage.ru_maxrss / 1024, "cpu_s": usage.ru_utime + usage.ru_stime,
                    "write_bytes": int(io["write_bytes"]), "wchar": int(io["wchar"]),
                    "read_bytes": int(io["read_bytes"]), "rchar": int(io["rchar"]),
                    "results_bytes": _received[0]}, f)
@@ -144,7 +146,7 @@ def run_client(python: str, args: list[str], out: Path, record: Path, cwd: Path)
     if r.returncode != 0:
         raise SystemExit(f"failed ({r.returncode}): {' '.join(args)}\n{err}")
     client = json.loads(record.read_text())
-    return {"wall_s": round(wall, 2), "client_peak_rss_mb": round(client["peak_rss_mb"]),
+    return {"wall_s": round(wall, 2), "client_cpu_s": round(client["cpu_s"], 2), "client_peak_rss_mb": round(client["peak_rss_mb"]),
             "client_write_mb": round(client["write_bytes"] / 1e6, 1), "client_wchar_mb": round(client["wchar"] / 1e6, 1),
             "client_rchar_mb": round(client["rchar"] / 1e6, 1), "results_mb": round(client["results_bytes"] / 1e6, 1),
             "summary": err.strip().splitlines()[-1]}

@@ -1,6 +1,7 @@
 """A big file is cut into range tasks on real Dask clusters too (issue 29): `--scheduler 'local[2]'`,
 and a `dask scheduler` with 2 `dask worker` processes. The pairs printed and the index arrays are
-the local engine's (-j 1), cut or read as one task.
+the local engine's (-j 1), cut or read as one task, and no reading task sends a docs-table row
+back to the client (only where its part is).
 
 The task budget is made small in the client only, by a launcher (the plan is made in the client:
 the workers read the ranges they are given, whatever their own budget).
@@ -28,7 +29,7 @@ COMMON = ["--threshold", "0.5", "--all-candidates", "--format", "tsv"]
 
 # The client with small ranges, noting each reading task it submits (its file, if a range's).
 LAUNCHER = '''
-import json, os, sys
+import json, os, pickle, sys
 
 from simdoc.corpus import jsonl_ranges, parquet, warc_spans
 
@@ -48,7 +49,11 @@ def noted(self, func, tasks):
                     f.write(json.dumps(t.files[0][0] if t.span is not None else None) + "\\n")
             yield t
 
-    return real(self, func, each())
+    for r in real(self, func, each()):
+        if func.__name__ == "scan_batch":  # what came back: its kind, its size pickled, its documents
+            with open(os.environ["SIMDOC_TEST_RESULTS"], "a") as f:
+                f.write(json.dumps([type(r).__name__, len(pickle.dumps(r, protocol=5)), getattr(r, "n_docs", None)]) + "\\n")
+        yield r
 
 
 engines.DaskEngine.map = noted
@@ -84,13 +89,22 @@ scan.scan_batch = noted
 def on_cluster(tmp_path: Path, c: Path, index: Path, scheduler: str) -> tuple[subprocess.CompletedProcess, list]:
     (tmp_path / "launch.py").write_text(LAUNCHER)
     noted = tmp_path / "submitted"
-    env = _env({"SIMDOC_TEST_BUDGET": str(BUDGET), "SIMDOC_TEST_SUBMITTED": str(noted)})
+    env = _env({"SIMDOC_TEST_BUDGET": str(BUDGET), "SIMDOC_TEST_SUBMITTED": str(noted), "SIMDOC_TEST_RESULTS": str(tmp_path / "results")})
     r = subprocess.run(
         [sys.executable, str(tmp_path / "launch.py"), "pairs", str(c), "--index", str(index), "--scheduler", scheduler, *COMMON],
         cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env,
     )
     submitted = [json.loads(line) for line in noted.read_text().splitlines()] if noted.exists() else []
     return r, submitted
+
+
+def no_docs_row_came_back(tmp_path: Path) -> None:
+    """Every reading task sent back where its part is, a few hundred bytes, however many
+    documents it read (issue 29: the client receives no docs-table row)."""
+    got = [json.loads(line) for line in (tmp_path / "results").read_text().splitlines()]
+    assert got and {kind for kind, _, _ in got} == {"PartWritten"}, got
+    sizes = [size for _, size, _ in got]
+    assert max(n for _, _, n in got) >= 3 and max(sizes) < 200 + len(str(tmp_path)) and max(sizes) - min(sizes) <= 8, got
 
 
 def locally(c: Path, index: Path, budget: int) -> str:
@@ -112,6 +126,7 @@ def test_local_cluster_cuts_big_files_and_prints_what_the_local_engine_prints(tm
     whole = locally(c, tmp_path / "whole", 1 << 40)
     assert r.stdout == cut == whole and cut.count("\n") >= 5
     assert arrays(tmp_path / "dask") == arrays(tmp_path / "local") == arrays(tmp_path / "whole")
+    no_docs_row_came_back(tmp_path)
 
 
 def test_separate_workers_read_the_ranges_the_client_planned(tmp_path, cluster):
@@ -128,3 +143,4 @@ def test_separate_workers_read_the_ranges_the_client_planned(tmp_path, cluster):
     whole = locally(c, tmp_path / "whole", 1 << 40)
     assert r.stdout == whole
     assert arrays(tmp_path / "dask") == arrays(tmp_path / "whole")
+    no_docs_row_came_back(tmp_path)

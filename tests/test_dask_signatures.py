@@ -1,7 +1,8 @@
 """Signature rows on a Dask cluster are written by the workers, and the index is the local engine's.
 
 simdoc.stages.dask_signatures: the reading tasks leave their signature
-rows in their parts and send back only docs-table rows; copying tasks fill
+rows in their parts and send back only where the parts are (the client reads
+the docs-table columns from them); copying tasks fill
 the new matrix from the parts and the current matrix. The tasks go through
 a client that runs them at once in this process, each task and result
 pickled as Dask would send them (see test_dask_partitions).
@@ -73,10 +74,11 @@ def test_no_signature_row_comes_back_to_the_client_and_the_index_is_the_local_on
     build(c, tmp_path / "dask", DaskEngine(client, 1))
     build(c, tmp_path / "local", LocalEngine(1))
     assert files_of(tmp_path / "dask") == files_of(tmp_path / "local")
-    reads = [r for r in client.results if isinstance(r, scan.BatchResult)]
-    copies = [r for r in client.results if not isinstance(r, scan.BatchResult)]
-    assert len(reads) >= 4 and all(r.signatures is None and r.part for r in reads)
-    n_docs = sum(len(r.docs) for r in reads)
+    assert not any(isinstance(r, scan.BatchResult) for r in client.results)
+    reads = [r for r in client.results if isinstance(r, scan.PartWritten)]
+    copies = [r for r in client.results if not isinstance(r, scan.PartWritten)]
+    assert len(reads) >= 4 and all(r.part for r in reads)
+    n_docs = sum(r.n_docs for r in reads)
     # Pieces of at most 7 rows, three integers each, cover the matrix.
     assert sum(n for _, n, _ in copies) == n_docs * SIGNER.num_perm and len(copies) >= n_docs // 7
     assert not (tmp_path / "dask" / PARTS).exists()  # the parts go once the stage is published
@@ -100,7 +102,7 @@ def test_an_update_on_the_cluster_copies_kept_rows_on_the_workers(tmp_path, smal
     tasks = [t for t in client.submitted if isinstance(t, PlaceTask)]
     old = [s for t in tasks for s in t.sources if s[0].endswith(".npy")]
     assert old and sum(n for _, _, n in old) > 20  # most rows were kept, and copied from the current matrix
-    assert all(r.signatures is None for r in client.results if isinstance(r, scan.BatchResult))
+    assert not any(isinstance(r, scan.BatchResult) for r in client.results)
 
 
 def test_rows_a_worker_could_not_leave_in_a_part_come_back_and_are_written_by_the_client(tmp_path, small_tasks, monkeypatch):
@@ -110,19 +112,20 @@ def test_rows_a_worker_could_not_leave_in_a_part_come_back_and_are_written_by_th
     write_part = scan.write_part
     calls = []
 
-    def full_every_other(path, result, reusable=True):
+    def full_every_other(path, result, reusable=True, token=""):
         calls.append(path)
         if len(calls) % 2:
             raise OSError(errno.ENOSPC, "No space left on device")
-        write_part(path, result, reusable)
+        write_part(path, result, reusable, token)
 
     monkeypatch.setattr(scan, "write_part", full_every_other)
     client = RecordingClient()
     build(c, tmp_path / "dask", DaskEngine(client, 1))
     build(c, tmp_path / "local", LocalEngine(1))
     assert files_of(tmp_path / "dask") == files_of(tmp_path / "local")
-    reads = [r for r in client.results if isinstance(r, scan.BatchResult)]
-    assert any(r.signatures is not None for r in reads) and any(r.signatures is None for r in reads)
+    sent_whole = [r for r in client.results if isinstance(r, scan.BatchResult)]
+    assert sent_whole and all(r.signatures is not None for r in sent_whole)
+    assert any(isinstance(r, scan.PartWritten) for r in client.results)
 
 
 @settings(max_examples=200, deadline=None)

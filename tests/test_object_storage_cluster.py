@@ -4,7 +4,7 @@
 folder that is not the client's; the workers get the credentials from their own
 environment and the endpoint with the work (``--storage-option``), and read the
 objects themselves. Their answer, on a first build and on a nightly ``--new``,
-is the local engine's, byte for byte. The server is moto's, on 127.0.0.1
+is the local engine's, byte for byte, and so are the index's arrays. The server is moto's, on 127.0.0.1
 (tests/test_object_storage.py).
 """
 
@@ -15,6 +15,7 @@ import gzip
 import pytest
 
 from tests.conftest import numbered_page, warc_record, write
+from tests.test_dask import arrays
 from tests.test_object_storage import KEYS, _simdoc, mixed_corpus, s3, server, upload  # noqa: F401 (fixtures)
 
 
@@ -39,6 +40,8 @@ def test_a_bucket_read_by_separate_scheduler_and_worker_processes_gives_the_loca
         assert local.returncode == 0, local.stderr
         assert dask.returncode == 0, dask.stderr + cluster.logs()
         assert dask.stdout == local.stdout
+        # The index too: the docs table's columns, read by the client from the workers' parts.
+        assert arrays(client / "dask.idx") == arrays(client / "local.idx")
         return dask.stdout
 
     first = both()

@@ -11,9 +11,10 @@
   workers is a :class:`ClusterError` (here).
 * Reading and signatures: the batches the local engine gives to its
   process pool (and the ranges of a big file, simdoc.stages.ranges) are Dask tasks instead, submitted as a bounded stream
-  (:func:`map_ordered`). Workers read the documents, leave the signature
-  rows in part files of the index and send back the docs-table rows; then
-  workers copy the rows into the new matrix (simdoc.stages.dask_signatures).
+  (:func:`map_ordered`). Workers read the documents, leave the docs-table
+  columns and the signature rows in part files of the index and send back
+  where they are; the client reads the columns from the parts, and workers
+  copy the rows into the new matrix (simdoc.stages.dask_signatures).
   The corpus and the index must be on a file system every worker sees.
 * Banding (simdoc.stages.dask_index): workers compute the band keys by
   row range and merge the buckets by key range, writing both in place.
@@ -62,7 +63,7 @@ def connect(address: str, wait_workers: float | None = None, index=None, corpus=
     client is in use become :class:`ClusterError`.
     """
     try:
-        from distributed import Client, LocalCluster
+        import distributed  # noqa: F401 (said here, before anything, if it is missing)
     except ImportError:
         raise UsageError(
             "--scheduler needs Dask", hint="pip install 'dask[distributed]' (or, in simdoc's source folder, pip install '.[dask]')"
@@ -72,6 +73,28 @@ def connect(address: str, wait_workers: float | None = None, index=None, corpus=
     # errors of the client; stderr is for ours (a lost scheduler is a ClusterError).
     logging.getLogger("distributed").setLevel(logging.ERROR)
     logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+    with _no_message_log():
+        yield from _connected(address, wait, index, corpus, needs_corpus)
+
+
+MESSAGE_LOG = 10  # messages Dask's comms made here keep for its developers (its default: 1,000)
+
+
+@contextlib.contextmanager
+def _no_message_log() -> Iterator[None]:
+    """Dask's comms keep the last 1,000 messages they sent, for its developers
+    (``distributed.admin.low-level-log-length``): on the client, every task it submitted,
+    ~80 bytes a file of a reading task (8 MB at 10^5 files, 80 MB at 10^6), held to
+    the end. A few for the comms made here (the client's; local[N]'s scheduler's)."""
+    import dask
+
+    with dask.config.set({"distributed.admin.low-level-log-length": MESSAGE_LOG}):
+        yield
+
+
+def _connected(address: str, wait: float, index, corpus, needs_corpus: bool) -> Iterator[CheckedClient]:
+    from distributed import Client, LocalCluster
+
     m = _LOCAL.match(address)
     if m:
         n = int(m.group(1) or os.cpu_count() or 1)

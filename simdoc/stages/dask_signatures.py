@@ -6,8 +6,9 @@ matrix (files that did not change) and rows the reading tasks computed.
 With the local engine the main process writes them all
 (:class:`simdoc.stages.signature.SignatureRows`). On a cluster every
 reading task already writes its rows into its part file
-(:func:`simdoc.stages.scan_results.write_part`) and sends back only its docs-table
-rows; the client records where each row of the new matrix comes from
+(:func:`simdoc.stages.scan_results.write_part`), with its docs-table columns,
+and sends back only where the part is (the client reads the columns from
+it, :func:`simdoc.stages.resume.read_back`); the client records where each row of the new matrix comes from
 (:class:`PlacedRows`: a few integers per batch, per run of kept rows),
 and once it knows the number of documents it makes the matrix file
 (:class:`simdoc.store.npyfiles.PieceWriter`) and hands the copying to the

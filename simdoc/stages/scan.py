@@ -23,8 +23,9 @@ per document, plus its signature row with the local engine.
 
 On a Dask cluster a task also writes its result to a part file of the index
 (``dask-parts/scan/<key>.npz``, :func:`simdoc.stages.scan_results.write_part`), atomically, and sends
-back its docs-table rows without the signature rows: those stay in the part
-until workers copy them into the index (:mod:`simdoc.stages.dask_signatures`).
+back only where it is (:class:`~simdoc.stages.scan_results.PartWritten`): the client reads the
+docs-table columns from the part, in task order, and workers copy the signature rows
+into the index (:mod:`simdoc.stages.dask_signatures`).
 A part that exists is that task's completion record, as in datatrove's
 ``completions/``. Its name is a hash of everything the result depends on
 (:func:`part_key`: each file's id, path, stat (size, modification and change
@@ -46,6 +47,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import groupby
@@ -76,7 +78,7 @@ from simdoc.params import ShingleParams, SignatureParams
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import shingle_texts
 from simdoc.stages.range_rows import rows_batch
-from simdoc.stages.scan_results import BatchResult, DocOut, FileOutcome, doc_columns, write_part
+from simdoc.stages.scan_results import BatchResult, DocOut, FileOutcome, PartWritten, doc_columns, write_part
 from simdoc.stages.short_docs import leave_out, short_documents
 from simdoc.stages.spilled import SetRuns, SpilledSet, rows_of
 
@@ -238,25 +240,27 @@ def _hasher(signature: SignatureParams):
     return hasher
 
 
-def scan_batch(task: ScanTask) -> BatchResult:
+def scan_batch(task: ScanTask) -> BatchResult | PartWritten:
     """Read, shingle and sign one batch of files (runs in a worker process).
 
     With ``task.part``, the result is written there (see the module), and
-    the signature rows stay there: the result sent back names the part
-    instead (the rows are copied into the index by workers too, see
-    :mod:`simdoc.stages.dask_signatures`). A client killed before the
+    stays there: what is sent back only names the part (:class:`PartWritten`);
+    the client reads the docs-table columns from it, and the signature rows are
+    copied into the index by workers too (:mod:`simdoc.stages.dask_signatures`).
+    A client killed before the
     end takes the part instead of running the task again, unless a file of
     the batch was racily clean when listed (``task.reusable``: a change
     within the same tick would not show). A part that cannot be written (no
-    room) leaves the rows in the result.
+    room) leaves the whole result to be sent back.
     """
     result = _scan(task)
     if task.part is not None and not task.keep_sets:
+        token = secrets.token_hex(16)
         try:
-            write_part(task.part, result, reusable=task.reusable)
+            write_part(task.part, result, reusable=task.reusable, token=token)
         except OSError:
             return result
-        result.signatures, result.part = None, task.part
+        return PartWritten(task.part, token, len(result.files), len(result.docs))
     elif task.part is not None and task.reusable:
         with contextlib.suppress(OSError):  # no room: then the run is not resumable
             write_part(task.part, result)

@@ -9,6 +9,10 @@ task also writes it to a part file of the index (:func:`write_part`,
 ``dask-parts/scan/<key>.npz``, named by :func:`simdoc.stages.scan.part_key`),
 atomically: a part that exists is that task's completion record, which
 :func:`read_part` gives back to a later run (see :mod:`simdoc.stages.resume`).
+Such a task sends back only a :class:`PartWritten` (where, which writing, how
+many files and documents: a few hundred bytes, however many documents), and
+the client reads the task's outcomes and docs-table columns from the part
+when their turn comes (issue 29: no docs-table row crosses the wire).
 Parts hold the documents' columns as arrays, the files' outcomes (and a
 range's piece, :mod:`simdoc.corpus.pieces`) as JSON, and nothing else, read with ``allow_pickle=False``: an index
 directory is not trusted to hold code, and a part that cannot be read, for
@@ -147,16 +151,31 @@ class BatchResult:
     parts: list[tuple[str, int]] | None = None
 
 
-def write_part(path: str, r: BatchResult, reusable: bool = True) -> None:
+@dataclass(frozen=True)
+class PartWritten:
+    """What a reading task on a cluster sends back once its part is written (:func:`write_part`):
+    the part, the writing's ``token`` (random, also in the part: the client reads back this
+    writing, not another attempt's of the same task), and its numbers of files and documents.
+    Its size does not grow with the task's documents."""
+
+    part: str
+    token: str
+    n_files: int
+    n_docs: int
+
+
+def write_part(path: str, r: BatchResult, reusable: bool = True, token: str = "") -> None:
     """Write one task's result to its part, atomically (temporary file, fsync, rename): a part that exists is complete.
 
     The outcomes go as JSON (``ensure_ascii``: ids that are not valid UTF-8
     come back as they were), the documents' columns and the rows as arrays. A part that is
     not ``reusable`` serves this run only (its signature rows), never a later one.
+    ``token``: this writing's (see :class:`PartWritten`).
     """
     meta = {
         "key": Path(path).stem,
         "reusable": reusable,
+        "token": token,
         "files": [[f.file_digest.hex(), f.status, f.warning, f.unchanged, f.how, f.n_docs, f.left_out] for f in r.files],
         "warnings": r.warnings,
         "piece": None if r.piece is None else piece_json(r.piece),  # a range's task: what the join needs
@@ -185,16 +204,20 @@ def write_part(path: str, r: BatchResult, reusable: bool = True) -> None:
             os.close(fd)
 
 
-def read_part(path: str, rows: bool = True) -> BatchResult | None:
+def read_part(path: str, rows: bool = True, token: str | None = None) -> BatchResult | None:
     """A task's result from a part a run left, or None if there is none, or it cannot be read, is
     not the part its name says or not reusable (then the task runs again).
 
     Without ``rows`` the signature rows stay in the part (the result names it).
+    With ``token`` (this run's task said it wrote the part: :class:`PartWritten`),
+    the part must be that writing, reusable or not.
     """
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(z["meta"].tobytes().decode("ascii"))
-            if meta["key"] != Path(path).stem or not meta.get("reusable", True):
+            if meta["key"] != Path(path).stem:
+                return None
+            if (meta.get("token") != token) if token is not None else not meta.get("reusable", True):
                 return None
             files = [
                 FileOutcome(bytes.fromhex(d), s, w, bool(u), h, int(n), [(str(i), str(y)) for i, y in left])

@@ -13,9 +13,8 @@
    tasks for the engine (:func:`~simdoc.stages.scan.scan_batch` reads, shingles
    and signs them). :class:`_Collector`: the next docs table in corpus order, from kept rows and the
    tasks' results, with the signature rows (or the shingle sets) alongside.
-   On a Dask cluster each task also writes its result to a part file of the
-   index; :func:`simdoc.stages.resume.resumed` takes the parts a killed client's run left instead
-   of running those tasks again (see :mod:`simdoc.stages.scan`).
+   On a Dask cluster each task writes its result to a part file of the index and sends back where it
+   is: :func:`simdoc.stages.resume.resumed` reads it (or a killed client's run's, see :mod:`simdoc.stages.scan`).
 4. :func:`_write_build` and :func:`_publish`: the new files, then one manifest
    naming them; then the parts, all used or stale, are removed.
 
@@ -325,11 +324,13 @@ class _Collector:
         self.n_read += m
         self.extend_run(batch, at_doc, m)
         self.run_files.add_plain(i, batch.files[at_file : at_file + m])
+        if batch.signatures is None:  # in the task's part, for the workers to copy
+            self.sig_rows.add_part(batch.part, at_doc, m)
 
     def by_blocks(self, batch: BatchResult) -> bool:
         """Whether plain files of ``batch`` may be taken a block at a time: their signature rows are in
-        the batch (not in parts on a cluster) and come with the run (no shingle sets kept)."""
-        return self.sig_rows is not None and batch.parts is None and batch.signatures is not None
+        the batch or its part (not a file's ranges' parts), and no shingle sets are kept."""
+        return self.sig_rows is not None and batch.parts is None and (batch.signatures is not None or batch.part is not None)
 
     def extend_run(self, batch: BatchResult, at_doc: int, n: int) -> None:
         """The current run, with the next ``n`` documents of ``batch`` (from ``at_doc``): a new run

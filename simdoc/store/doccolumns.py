@@ -8,7 +8,8 @@ sources as UTF-8 blobs with offsets (the table keeps a member's key and its file
 process slices, reorders and appends these arrays
 (:class:`simdoc.store.doctable.TableBuilder`); it never turns a document
 into a Python object on that path. A Dask part stores the same arrays as
-arrays (:func:`simdoc.stages.scan_results.write_part`).
+arrays (:func:`simdoc.stages.scan_results.write_part`): on a cluster the client
+reads them from the part, and the worker sends none back.
 """
 
 from __future__ import annotations
