@@ -47,9 +47,17 @@ class FileEntry:
 _STAT_FIELDS = ("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev")  # FileEntry.stat() of an os.stat_result
 
 
+_STAT_ROW = attrgetter(*_STAT_FIELDS)
+_FEW = 64  # files in a run below which one array of tuples is quicker than five columns
+
+
 def _stat_rows(stats: list[os.stat_result]) -> np.ndarray:
     """The (n, 5) int64 rows of :meth:`FileEntry.stat` of ``stats``: a column at a time, each
-    taken by one C loop (half the time of a tuple an entry)."""
+    taken by one C loop (half the time of a tuple an entry); a few files (most folders of a
+    source tree: 13,353 files in 11,304 runs in Python's own) as tuples, in one numpy call,
+    not five (~10% of that walk)."""
+    if len(stats) < _FEW:
+        return np.array(list(map(_STAT_ROW, stats)), dtype=np.int64).reshape(len(stats), len(_STAT_FIELDS))
     out = np.empty((len(stats), len(_STAT_FIELDS)), dtype=np.int64)
     for j, field in enumerate(_STAT_FIELDS):
         out[:, j] = np.fromiter(map(attrgetter(field), stats), dtype=np.int64, count=len(stats))
