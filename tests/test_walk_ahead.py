@@ -75,6 +75,7 @@ def _store(tmp_path):
 def test_the_first_task_is_made_while_the_walk_still_lists(tmp_path, monkeypatch):
     _corpus(tmp_path / "c")
     monkeypatch.setattr(simdoc.stages.scan, "BATCH_DOCS", 2)
+    monkeypatch.setattr(simdoc.stages.ahead, "_TELL_FILES", 2)  # files told a folder at a time here
     first, opened = threading.Event(), []
     _gated(monkeypatch, first, opened)
     store = _store(tmp_path)

@@ -36,6 +36,7 @@ from simdoc.stages.scan_results import BatchResult
 from simdoc.store.directory import IndexStore
 
 _END = object()
+_TELL_FILES = 256  # files listed before the thread that makes the tasks is woken
 
 
 def walk_ahead(corpus, index: Path, engine: object, shingle: ShingleParams, signer: SignatureParams | None, reuse: bool) -> ReadAhead | None:
@@ -77,21 +78,29 @@ class ReadAhead:
         self.first: object = _END
 
     def _walk(self, runs: Iterator[tuple]) -> None:
+        listed: list[int] = []  # sizes of the files listed since the last told
         try:
             for run in runs:
                 if self.stop:
                     return
-                sizes = self.builder.add(*run)[:, 0].tolist()
-                with self.cond:
-                    self.sizes += sizes
-                    self.found = len(self.sizes)
-                    self.cond.notify_all()
-        except BaseException as exc:  # raised again in the main process (walked)
+                listed += self.builder.add(*run)[:, 0].tolist()
+                if len(listed) >= _TELL_FILES:
+                    self._tell(listed)
+                    listed = []
+        except BaseException as exc:  # raised again in the main process (scan)
             self.error = exc
         finally:
-            with self.cond:
-                self.done = True
-                self.cond.notify_all()
+            self._tell(listed, done=True)
+
+    def _tell(self, listed: list[int], done: bool = False) -> None:
+        """The files listed, to :meth:`files`: a few hundred at a time, not a folder at a time (a
+        source tree has a folder for every few files; each wake-up of the thread that makes the
+        tasks takes the interpreter lock from the walk)."""
+        with self.cond:
+            self.sizes += listed
+            self.found = len(self.sizes)
+            self.done = done
+            self.cond.notify_all()
 
     def files(self) -> Iterator[tuple[FileToRead, None, bool]]:
         """(file, no digest, not kept) of each file, as the walk lists it (the tasks' plan; run by
