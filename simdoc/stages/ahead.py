@@ -59,7 +59,6 @@ class ReadAhead:
     walk stops, then the pool."""
 
     def __init__(self, root: str, index: Path, engine: LocalEngine, shingle: ShingleParams, signer: SignatureParams) -> None:
-        self.index = index
         self.clock = index_clock(index)  # before the listing: see simdoc.stages.racy
         self.skipped: list[Skipped] = []
         runs = discover_runs(
