@@ -104,3 +104,21 @@ def test_a_walks_paths_are_held_only_when_one_is_not_its_roots_and_its_id(prefix
     assert list(entries) == [FileEntry.of_stat(*f) for f in found]
     assert list(entries.paths) == [path for _, path, _ in found] == entries.paths[:]
     assert isinstance(entries.paths, PrefixedPaths) == (len(set(prefixes)) == 1)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.integers(0, 130), min_size=1, max_size=4))
+def test_a_walks_stat_rows_are_its_files_stat_in_runs_of_any_length(lengths):
+    # A run of a few files is taken as tuples in one numpy call, a longer one a column at a time.
+    here = os.path.dirname(__file__)
+    stats = [os.stat(os.path.join(here, name)) for name in sorted(os.listdir(here))]
+    found, k = [], 0
+    runs = []
+    for n in lengths:
+        run = [(f"d/f{k + i:04d}", f"/r/d/f{k + i:04d}", stats[(k + i) % len(stats)]) for i in range(n)]
+        k += n
+        found += run
+        runs.append(tuple(list(column) for column in zip(*run)) if run else ([], [], []))
+    entries = Entries.of_walk(iter(runs))
+    assert list(entries) == [FileEntry.of_stat(*f) for f in found]
+    assert entries.stat.dtype == "int64" and entries.stat.shape == (len(found), 5)

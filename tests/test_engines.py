@@ -1,6 +1,7 @@
 """The local engine: task order, an initializer for the workers' state, lazy tasks, and the engine a command gets."""
 
 import os
+import sys
 
 import pytest
 
@@ -107,3 +108,20 @@ def test_the_pool_does_not_spin_while_results_wait_to_be_read():
             got.append(r[0])
     assert got == list(range(8))
     assert len(woken) < 20, len(woken)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a pipe's size is set on Linux only")
+def test_the_pipes_to_and_from_the_workers_hold_a_reading_task_and_its_result():
+    """At the pipes' 64 KB, a worker waited at each end of a task (one is ~90 KB, its result
+    ~0.7 MB at 10^5 files) for the main process's threads, which wait for the interpreter lock:
+    ~13% of each worker's time at -j2 (issue 32)."""
+    import fcntl
+    import multiprocessing
+
+    from simdoc.engines.local import PIPE_BYTES, _Pool
+
+    assert PIPE_BYTES >= 1 << 20
+    with _Pool(1, context=multiprocessing.get_context("fork")) as pool:
+        sizes = [fcntl.fcntl(q._writer.fileno(), fcntl.F_GETPIPE_SZ) for q in (pool._inqueue, pool._outqueue)]
+        assert pool.apply(_square, (3,)) == 9
+    assert sizes == [PIPE_BYTES, PIPE_BYTES]

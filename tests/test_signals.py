@@ -293,6 +293,20 @@ def test_sigterm_during_a_build_ends_it_as_ctrl_c_does(built, tmp_path, jobs):
     assert (again.returncode, again.stdout) == (0, built[2]), again.stderr
 
 
+@pytest.mark.parametrize("signame, code, said", [("SIGINT", 130, "Interrupted.\n"), ("SIGTERM", 143, "Terminated.\n")])
+def test_a_signal_during_a_first_build_read_as_it_is_walked_stops_the_walk_and_the_pool(built, tmp_path, signame, code, said):
+    """A first build on two processes reads the files as its walk (a thread) lists them (issue 32):
+    the main process waits for the first result when the signal comes."""
+    idx = tmp_path / "idx"
+    proc, _ = _held_run(tmp_path, "pairs", built[0], "--index", idx, "-q", "-j", "2")
+    proc.send_signal(getattr(signal, signame))
+    out, err = proc.communicate(timeout=300)
+    assert (proc.returncode, err, out) == (code, said, "")
+    assert not idx.exists() or _temporaries(idx) == []  # a first build's folder goes with it
+    again = _simdoc("pairs", built[0], "--index", idx, "-q", "-j", "2")
+    assert again.returncode == 0 and again.stdout == _simdoc("pairs", built[0], "--index", built[1], "-q").stdout, again.stderr
+
+
 def test_sigkill_of_the_main_process_leaves_no_worker_to_print_a_traceback(built, tmp_path):
     corpus = built[0]
     proc, marker = _held_run(tmp_path, "pairs", corpus, "--index", tmp_path / "idx", "-q", "-j", "2")

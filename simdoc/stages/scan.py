@@ -155,10 +155,11 @@ def scan_tasks(
     ``spill``: without ``signature`` and ``parts``, the folder (the index's)
     where a long document's set is built on disk (:mod:`simdoc.stages.spilled`).
     """
-    # Gone over twice, and never held whole: a Sequence such as Plan.to_read() makes each item as
-    # it is asked for (10^6 entries held were ~0.4 GB of the parent and of the workers it forks).
-    plan = plan if isinstance(plan, Sequence) else list(plan)
     if not pyarrow_findable():  # then a Parquet file is an error here, once, before any task (else: read it)
+        # Gone over twice, and never held whole: a Sequence such as Plan.to_read() makes each item as
+        # it is asked for (10^6 entries held were ~0.4 GB of the parent and of the workers it forks).
+        # Else gone over once, as it comes: files still being listed (simdoc.stages.ahead).
+        plan = plan if isinstance(plan, Sequence) else list(plan)
         names = getattr(plan, "names", None)
         names = names() if names is not None else ((e.path, e.size) for e, _, keep in plan if not keep)
         if any(is_parquet(path) and how_read(path, size) == "parquet" for path, size in names) and not have_pyarrow():

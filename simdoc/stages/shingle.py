@@ -4,17 +4,15 @@
 
 1. :func:`_settle`: the parameters this build uses (asked, else the index's,
    else the defaults), and whether rows of the current build can be kept.
-2. :func:`simdoc.stages.plan.scan_corpus`: the corpus walked; the current docs
-   table, if its rows describe the same thing (:func:`_same_build`: nothing to
-   do). :func:`~simdoc.stages.plan.reading_plan`: which files to read, and which
-   to keep without reading.
-3. :func:`simdoc.stages.scan.scan_tasks`: the files to read, in batches (a big
-   file in ranges, joined by :func:`simdoc.stages.ranges.joined`), as
-   tasks for the engine (:func:`~simdoc.stages.scan.scan_batch` reads, shingles
-   and signs them). :class:`_Collector`: the next docs table in corpus order, from kept rows and the
-   tasks' results, with the signature rows (or the shingle sets) alongside.
-   On a Dask cluster each task writes its result to a part file of the index and sends back where it
-   is: :func:`simdoc.stages.resume.resumed` reads it (or a killed client's run's, see :mod:`simdoc.stages.scan`).
+2. :func:`simdoc.stages.plan.scan_corpus`: the corpus walked; the current docs table, if its rows describe
+   the same thing (:func:`_same_build`: nothing to do). :func:`~simdoc.stages.plan.reading_plan`: which files
+   to read, and which to keep without reading. (Reading everything on a pool: :mod:`simdoc.stages.ahead`.)
+3. :func:`simdoc.stages.scan.scan_tasks`: the files to read, in batches (a big file in ranges, joined
+   by :func:`simdoc.stages.ranges.joined`), as tasks for the engine (:func:`~simdoc.stages.scan.scan_batch`
+   reads, shingles and signs them). :class:`_Collector`: the next docs table in corpus order, from kept
+   rows and the tasks' results, with the signature rows (or the shingle sets) alongside. On a Dask cluster
+   each task writes its result to a part file of the index and sends back where it is:
+   :func:`simdoc.stages.resume.resumed` reads it (or a killed client's run's, see :mod:`simdoc.stages.scan`).
 4. :func:`_write_build` and :func:`_publish`: the new files, then one manifest
    naming them; then the parts, all used or stale, are removed.
 
@@ -42,6 +40,7 @@ from simdoc.engines.local import LocalEngine
 from simdoc.errors import CorpusError, IndexError_
 from simdoc.params import ShingleParams, SignatureParams, with_legacy
 from simdoc.shinglesets import ShingleSets
+from simdoc.stages.ahead import walk_ahead
 from simdoc.stages.common import (
     build_id,
     collector_paused,
@@ -102,7 +101,7 @@ def build_shingles(
     resumable (see the module). ``progress``: a bar on stderr.
     """
     index = Path(index) if index is not None else default_index_path(corpus)
-    with IndexStore(index).writing(wait), collector_paused():
+    with IndexStore(index).writing(wait), collector_paused(), contextlib.ExitStack() as later:
         t0 = time.perf_counter()
         store = IndexStore(index)
         manifest = store.read_manifest(discard_damaged=rebuild)
@@ -110,23 +109,25 @@ def build_shingles(
         if rebuild:
             manifest["stages"] = {}
         settings = _settle(manifest, corpus, index, params, signature, rebuild)
-        scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params)
+        engine = engine or LocalEngine()
+        ahead = walk_ahead(corpus, index, engine, settings.shingle, settings.signer, settings.reuse)  # None: walk, then read
+        scan = (later.enter_context(ahead).scan(store, manifest, corpus, settings.stored, settings.same_params) if ahead
+                else scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params))
         if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
             force_read = set(force_read or ()) | {e.id for e in scan.entries if is_warc(e.id)}
         if _same_build(settings, scan) and not force_read:
-            n = recheck(store, manifest, scan, settings.shingle, settings.signer, engine or LocalEngine())
+            n = recheck(store, manifest, scan, settings.shingle, settings.signer, engine)
             if n is not None:  # nothing read but its racily clean files (simdoc.stages.recheck), none changed
                 remove_scan_parts(store)
                 detail = f"up to date ({n} racily clean files re-read)" if n else "up to date"
                 return StageResult("shingle", False, time.perf_counter() - t0, detail, repeated=recorded_warnings(settings.stored))
         plan = reading_plan(scan, settings.reuse, force_read or set())
         store.ensure_dir()
-        engine = engine or LocalEngine()
         parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
         collector = _Collector(store, manifest, settings, scan, plan, parts is not None, replaced)
         try:
             tasks = scan_tasks(files_to_read(plan, parts is not None), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
-            ran = resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
+            ran = ahead.results() if ahead else resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
             with contextlib.closing(joined(ran, index)) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
             if _same_build(settings, scan) and collector.nothing_new():
