@@ -16,11 +16,9 @@
 4. :func:`_write_build` and :func:`_publish`: the new files, then one manifest
    naming them; then the parts, all used or stale, are removed.
 
-In `simdoc pairs` the stage is fused with the signature stage (``signature``
-given): each document read is signed by the same task and its shingles are
-dropped, and the docs table and the signatures are published by one
-manifest. Run on its own (`simdoc shingle`), the sorted shingle sets are
-stored instead, for `simdoc signature`.
+In `simdoc pairs` the stage is fused with the signature stage (``signature`` given): each document read
+is signed by the same task and its shingles are dropped, and the docs table and the signatures are
+published by one manifest. Run on its own (`simdoc shingle`), the sorted shingle sets are stored instead.
 """
 
 from __future__ import annotations
