@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - zlib-ng is a dependency; same values, 
     from zlib import crc32
 
 
-_CRC_CHUNK = 1 << 20  # bytes crc32_file reads at a time, into the same buffer
+_CRC_CHUNK = 1 << 18  # bytes crc32_file reads at a time, into the same buffer
 
 
 def _gf2_times(mat: list[int], vec: int) -> int:
