@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 
 
 def cache_dir() -> str:
@@ -58,6 +59,8 @@ def _usable(directory: str) -> bool:
     return os.access(directory, os.W_OK | os.X_OK)
 
 
+_BLAS = "scipy.linalg.cython_blas"  # what numba imports to learn whether BLAS is there
+
 ENABLED = False
 CACHE = False  # whether compiled kernels are written to cache_dir()
 if os.environ.get("SIMDOC_NO_NUMBA", "") in ("", "0"):
@@ -71,6 +74,19 @@ if os.environ.get("SIMDOC_NO_NUMBA", "") in ("", "0"):
         ENABLED = True
     except ImportError:  # pragma: no cover - numba is a dependency; this is the escape hatch
         ENABLED = False
+    if ENABLED and "numba.np.arraymath" not in sys.modules and _BLAS not in sys.modules:
+        # numba.np.arraymath, which every process that compiles or loads a kernel imports, asks
+        # once whether scipy's BLAS is there (import scipy.linalg.cython_blas): ~0.25 CPU-s of
+        # scipy, in the process of a nightly update and of every build, for an answer that only
+        # np.dot's choice in np.correlate and np.convolve uses, which no kernel calls. Told "no"
+        # (a None entry fails that one import at once), then forgotten: linear algebra compiled
+        # later (not here) still imports scipy's BLAS itself when it is compiled.
+        sys.modules[_BLAS] = None
+        try:
+            import numba.np.arraymath  # noqa: F401
+        finally:
+            if sys.modules.get(_BLAS, 0) is None:
+                del sys.modules[_BLAS]
     if ENABLED and CACHE and numba.config.CACHE_DIR != cache_dir():
         # numba was imported before simdoc, without NUMBA_CACHE_DIR: point it here anyway
         # (the cache locator reads the setting when a function is decorated, in the kernel modules).

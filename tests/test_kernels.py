@@ -296,3 +296,31 @@ def test_a_changed_callee_is_not_run_stale_from_a_cached_caller(tmp_path):
     broken = source.replace(sort, sort + "        if a.shape[0] < 1000:\n            return fold_repeats(a, out_data, out_counts, pos)\n", 1)
     (pkg / "kernels_sort.py").write_text(broken)
     assert sorted_sets() == "False"
+
+
+# ---------------------------------------------------------------- what loading the kernels costs (issue 29)
+
+_LOAD_KERNELS = (
+    "import sys, importlib.util\n"
+    "import simdoc.kernels as k, simdoc.kernels_bytes as kb\n"
+    "k.warm_up(); kb.warm_up()\n"
+    "print(k.ENABLED, 'scipy.linalg' in sys.modules, sys.modules.get('scipy.linalg.cython_blas', 'absent'))\n"
+    "if importlib.util.find_spec('scipy') is not None:\n"
+    "    import scipy.linalg.cython_blas  # still importable: numba's question was answered, nothing broken\n"
+)
+
+
+def test_loading_the_kernels_does_not_import_scipy_for_numba(tmp_path):
+    # numba asks once whether scipy's BLAS is there (for np.correlate's choice of dot product, which
+    # no kernel calls): the import of scipy.linalg it costs was ~0.25 CPU-s of every nightly update.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "SIMDOC_NO_NUMBA"}
+    env["PYTHONPATH"] = str(Path(kernels.__file__).parent.parent)
+    r = subprocess.run([sys.executable, "-c", _LOAD_KERNELS], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first == "True False absent", r.stdout

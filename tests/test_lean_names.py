@@ -147,3 +147,48 @@ def test_names_give_back_every_id_and_source_whatever_the_chunks(monkeypatch_row
     picked = data.draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=10)) if n else []
     assert names.column("id").take(picked) == [ids[i] for i in picked]
     assert names.column("source").take(picked) == [sources[i] for i in picked]
+
+
+# ---------------------------------------------------------------- strings gathered (issue 29: an update's cost)
+
+
+def _gathered(blob: bytes, starts: list[int], lengths: list[int]) -> bytes:
+    return b"".join(blob[a : a + n] for a, n in zip(starts, lengths))
+
+
+def test_strings_that_follow_each_other_are_copied_as_slices_not_a_byte_at_a_time(monkeypatch):
+    # A table's rows kept by an update come in a few long runs: their keys are copied run by run.
+    strings = [f"d{i:03d}/doc{i:07d}.txt".encode() for i in range(5000)]
+    blob = b"".join(strings)
+    offsets = np.zeros(len(strings) + 1, np.int64)
+    np.cumsum([len(s) for s in strings], out=offsets[1:])
+    rows = np.concatenate([np.arange(0, 2000), np.arange(2001, 4000), np.arange(4500, 5000)])
+    arr = np.frombuffer(blob, np.uint8)
+
+    def byte_by_byte(*args, **kwargs):
+        raise AssertionError("each byte's position made (np.repeat over the strings)")
+
+    monkeypatch.setattr(np, "repeat", byte_by_byte)
+    out, out_offsets = docnames.take_strings(arr, offsets, rows)
+    monkeypatch.undo()
+    assert np.asarray(out).tobytes() == b"".join(strings[i] for i in rows.tolist())
+    assert out_offsets.tolist() == [0, *np.cumsum([len(strings[i]) for i in rows.tolist()]).tolist()]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.binary(min_size=0, max_size=60),
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 12), st.integers(1, 6)), max_size=12),
+)
+def test_gathered_strings_are_the_bytes_asked_for_in_runs_or_one_by_one(blob, pieces):
+    # Each piece: a run of `count` strings of `length` bytes from `start`, one after the other in the blob.
+    starts, lengths = [], []
+    for start, length, count in pieces:
+        for k in range(count):
+            a = min(start + k * length, len(blob))
+            starts.append(a)
+            lengths.append(min(length, len(blob) - a))
+    arr = np.frombuffer(blob, np.uint8)
+    out, offsets = docnames.gather_bytes(arr, np.array(starts, np.int64), np.array(lengths, np.int64))
+    assert out.tobytes() == _gathered(blob, starts, lengths)
+    assert offsets.tolist() == [0, *np.cumsum(lengths).tolist()]

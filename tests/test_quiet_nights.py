@@ -72,6 +72,34 @@ def test_a_run_that_signs_nothing_never_imports_numba_nor_what_only_a_cluster_or
     assert whole.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n" and _imported(whole) == []
 
 
+def test_a_pairs_run_imports_the_pairs_command_alone_not_the_others(tmp_path):
+    # The other commands (reports, show, tuning, cache) and what only they use are imported when
+    # they are asked for: ~0.035 CPU-s of a nightly run that finds nothing changed (issue 29).
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", TEXT_A)
+    write(corpus / "b.txt", TEXT_C)
+    code = (
+        "import sys, atexit\n"
+        "atexit.register(lambda: sys.stderr.write('IMPORTED ' + ' '.join(sorted(m for m in sys.modules"
+        " if m.startswith(('simdoc.cli.', 'simdoc.reports')))) + '\\n'))\n"
+        "from simdoc.__main__ import main\n"
+        "sys.argv = ['simdoc', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    r = subprocess.run(
+        [sys.executable, "-c", code, "pairs", str(corpus), "--index", str(tmp_path / "idx"), "-j", "1"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert _imported(r) == ["simdoc.cli.options", "simdoc.cli.stages", "simdoc.cli.stdio"]
+    listed = subprocess.run([sys.executable, "-m", "simdoc", "--help"], capture_output=True, text=True, env=env, timeout=120)
+    for name in ("cache", "check", "clusters", "dedup", "index", "pairs", "query", "shingle", "show", "signature", "stats", "tune"):
+        assert f"\n  {name} " in listed.stdout, name
+    misspelt = subprocess.run([sys.executable, "-m", "simdoc", "clusterz"], capture_output=True, text=True, env=env, timeout=120)
+    assert misspelt.returncode == 2 and "No such command 'clusterz'. Did you mean 'clusters'?" in misspelt.stderr
+
+
 # ---------------------------------------------------------------- the walk, in C loops
 
 

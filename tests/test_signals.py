@@ -160,13 +160,18 @@ NEW = (12, 6)  # the documents an update adds (count, seed)
 # ---------------------------------------------------------------- while the commands are imported
 
 
-@pytest.mark.parametrize("module", ["numpy", "click", "simdoc.cli", "simdoc.stages.pairs"])
+@pytest.mark.parametrize("module", ["numpy", "click", "simdoc.cli", "its command's module", "simdoc.stages.pairs"])
 @pytest.mark.parametrize("signame,code,said", [("SIGINT", 130, "Interrupted."), ("SIGTERM", 143, "Terminated.")])
 def test_a_signal_during_the_imports_ends_the_run_as_later(built, module, signame, code, said):
     corpus, idx, _ = built
     for args in (("check", "--index", idx), ("pairs", corpus, "--index", idx, "-q")):
+        # A command's module is imported when the command is asked for (simdoc.cli.COMMANDS), and
+        # `check` does not import the pairs stage.
+        name = {"check": "simdoc.cli.lookup", "pairs": "simdoc.cli.stages"}[args[0]] if module == "its command's module" else module
+        if name == "simdoc.stages.pairs" and args[0] != "pairs":
+            continue
         r = subprocess.run(
-            [sys.executable, "-c", AT_IMPORT, module, signame, *map(str, args)],
+            [sys.executable, "-c", AT_IMPORT, name, signame, *map(str, args)],
             capture_output=True, text=True, env=_env(), timeout=300,
         )
         assert (r.returncode, r.stderr, r.stdout) == (code, f"{said}\n", ""), (args, r.returncode, r.stderr)
