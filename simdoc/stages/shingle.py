@@ -10,9 +10,9 @@
    to keep without reading.
 3. :func:`simdoc.stages.scan.scan_tasks`: the files to read, in batches (a big
    file in ranges, joined by :func:`simdoc.stages.ranges.joined`), as
-   tasks for the engine (:func:`~simdoc.stages.scan.scan_batch` reads, shingles
-   and signs them). :class:`_Collector`: the next docs table in corpus order, from kept rows and the
-   tasks' results, with the signature rows (or the shingle sets) alongside.
+   tasks for the engine (:func:`~simdoc.stages.scan.scan_batch` reads, shingles and signs them; a range's
+   rows come back in a staging file: :mod:`simdoc.stages.staged_rows`). :class:`_Collector`: the next docs
+   table in corpus order, from kept rows and the tasks' results, with the signature rows (or the shingle sets) alongside.
    On a Dask cluster each task also writes its result to a part file of the
    index; :func:`simdoc.stages.resume.resumed` takes the parts a killed client's run left instead
    of running those tasks again (see :mod:`simdoc.stages.scan`).
@@ -57,10 +57,11 @@ from simdoc.stages.ranges import joined, signature_slices
 from simdoc.stages.recheck import recheck
 from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
-from simdoc.stages.scan import files_to_read, scan_batch, scan_tasks
+from simdoc.stages.scan import files_to_read, scan_tasks
 from simdoc.stages.scan_results import BatchResult, FileOutcome, FileRun, plain_files
 from simdoc.stages.signature import finish_signatures, next_signature_rows
 from simdoc.stages.skipped import SkipNotes, recorded_warnings
+from simdoc.stages.staged_rows import scan_staged, staged
 from simdoc.stages.spilled import remove_spilled, write_rows
 from simdoc.store.directory import IndexStore
 from simdoc.store.doccolumns import TableBuilder, TableFiles, added_by_id
@@ -127,7 +128,7 @@ def build_shingles(
         collector = _Collector(store, manifest, settings, scan, plan, parts is not None, replaced)
         try:
             tasks = scan_tasks(files_to_read(plan, parts is not None), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
-            ran = resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
+            ran = resumed(engine, tasks) if parts is not None else engine.map(scan_staged, staged(tasks, store.path))
             with contextlib.closing(joined(ran, index)) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
             if _same_build(settings, scan) and collector.nothing_new():
