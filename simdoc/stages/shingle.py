@@ -346,13 +346,13 @@ class _Collector:
             return
         batch, first, end = self.run
         docs = batch.docs.slice(first, end)
+        if self.sig_rows is not None and batch.parts is None and batch.signatures is not None:
+            # A slice at a time (joined ranges: in line order, maybe mapped; see simdoc.stages.ranges),
+            # by a thread while this one writes the documents' columns (simdoc.stages.signature).
+            self.sig_rows.add_slices(signature_slices(batch, first, end - first))
         added, changed, kept = added_by_id(docs, self.old, self.old_pos, self.prev, self.prev_pos, self.generation)
         self.n_changed, self.n_kept_old = self.n_changed + changed, self.n_kept_old + kept
         self.builder.add_new(docs, {**self.run_files.columns(), "added": added})
-        if self.sig_rows is not None and batch.parts is None and batch.signatures is not None:
-            # A slice at a time (joined ranges: in line order, maybe spilled; see simdoc.stages.ranges).
-            for rows in signature_slices(batch, first, end - first):
-                self.sig_rows.add(rows)
         self.run = None
         self.run_files = FileRun(self.run_files.stat)
 
