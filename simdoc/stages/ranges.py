@@ -44,7 +44,7 @@ from simdoc.corpus import parquet, warc_spans
 from simdoc.corpus.files import ReadResult
 from simdoc.corpus.formats import member_id
 from simdoc.corpus.jsonl_ranges import first_lines, joined_read, line_ids, renumber
-from simdoc.memory import release
+from simdoc.memory import heap_reused, release
 from simdoc.stages.scan import scan_batch
 from simdoc.stages.scan_results import BatchResult, FileOutcome
 from simdoc.stages.staged_rows import StackedRows, open_staged
@@ -66,7 +66,9 @@ def joined(results: Iterator[BatchResult], spill: str | os.PathLike | None = Non
             group, rows = [r], _Rows(spill, r)
             while not group[-1].piece.last:
                 group.append(rows.take(next(results)))
-            yield join(group, rows)
+            with heap_reused():  # 10^6 documents' columns made and dropped: not fresh pages each
+                r = join(group, rows)
+            yield r
     finally:
         close = getattr(results, "close", None)
         if close is not None:
