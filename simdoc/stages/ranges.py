@@ -29,7 +29,9 @@ The parent still holds one file's rows at a time, as before, but as
 arrays (:class:`simdoc.store.doccolumns.DocColumns`): ids that are line
 numbers are renumbered and sorted as arrays, and the signature rows stay in
 line order with the order to read them in (``sig_order``), so that they are
-not copied twice.
+not copied twice. With the local engine they never pass through the parent's
+pipe: each range's worker leaves them in a staging file, which the parent
+maps (:mod:`simdoc.stages.staged_rows`).
 """
 
 from __future__ import annotations
