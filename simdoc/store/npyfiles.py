@@ -18,7 +18,6 @@ import contextlib
 import errno
 import os
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -241,42 +240,12 @@ class PieceWriter(_TemporaryArray):
         return self._publish(self.shape, crc)
 
 
-_HALVES_BYTES = 8 << 20  # from this size a write is made by two threads, one half each
-_HELPER: tuple[int, ThreadPoolExecutor] | None = None  # (its process, the thread writing second halves)
-
-
 def _pwrite_all(fd: int, arr: np.ndarray, pos: int) -> None:
-    """Write the bytes of the contiguous ``arr`` at ``pos``, however many calls it takes.
-
-    A large write is cut in two halves written at once, the second by a helper
-    thread: copying into the page cache pages it has never held (512 MB of
-    signature rows at 10^6 documents) is most of the cost, and takes a core
-    per thread while the other cores wait for the write.
-    """
+    """Write the bytes of the contiguous ``arr`` at ``pos``, however many calls it takes."""
     view = memoryview(arr.reshape(-1).view(np.uint8))
-    if len(view) < _HALVES_BYTES:
-        _pwrite_view(fd, view, pos)
-        return
-    half = len(view) // 2
-    second = _helper().submit(_pwrite_view, fd, view[half:], pos + half)
-    try:
-        _pwrite_view(fd, view[:half], pos)
-    finally:
-        second.result()  # its error, if this half had none; both halves done either way
-
-
-def _pwrite_view(fd: int, view: memoryview, pos: int) -> None:
     while view:
         n = os.pwrite(fd, view, pos)
         view, pos = view[n:], pos + n
-
-
-def _helper() -> ThreadPoolExecutor:
-    """This process's helper thread (a forked process makes its own: threads do not cross a fork)."""
-    global _HELPER
-    if _HELPER is None or _HELPER[0] != os.getpid():
-        _HELPER = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="simdoc-pwrite"))
-    return _HELPER[1]
 
 
 def write_piece(target: str | int, start: int, arr: np.ndarray, dtype=None) -> int:
