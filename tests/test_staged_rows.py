@@ -175,3 +175,10 @@ def test_stacked_rows_gather_as_one_array_would(sizes, data):
     got = staged_rows.StackedRows(blocks, 3).gather(rows, out)
     assert got is out
     assert got.tolist() == whole[rows].tolist()
+
+
+def test_stacked_rows_refuse_a_row_they_do_not_hold():
+    stacked = staged_rows.StackedRows([np.zeros((2, 3), np.uint32), np.ones((1, 3), np.uint32)], 3)
+    for bad in ([3], [-1]):
+        with pytest.raises(IndexError):
+            stacked.gather(np.array(bad), np.empty((1, 3), np.uint32))

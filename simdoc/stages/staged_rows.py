@@ -121,6 +121,7 @@ class StackedRows:
         self.num_perm = num_perm
         self.ends = np.cumsum([len(b) for b in blocks], dtype=np.int64)
         self.shape = (int(self.ends[-1]) if len(blocks) else 0, num_perm)
+        self.scratch: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -128,13 +129,18 @@ class StackedRows:
     def gather(self, rows: np.ndarray, out: np.ndarray) -> np.ndarray:
         """``out`` (len(rows), num_perm) filled with row ``rows[i]`` of them all, each block's in one take."""
         rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) and (rows.min() < 0 or rows.max() >= len(self)):
+            raise IndexError(f"rows {rows.min()}..{rows.max()} of {len(self)}")
+        if self.scratch is None or len(self.scratch) < len(rows):
+            self.scratch = np.empty((len(rows), self.num_perm), dtype=np.uint32)  # one, reused: no fresh pages a block
         which = np.searchsorted(self.ends, rows, side="right")  # the block of each row
         by_block = np.argsort(which, kind="stable")
         cuts = np.flatnonzero(np.diff(which[by_block])) + 1
         for group in np.split(by_block, cuts) if len(rows) else []:
             k = int(which[group[0]])
             local = rows[group] - (self.ends[k] - len(self.blocks[k]))
-            out[group] = self.blocks[k][local]
+            # "clip" takes straight into the scratch rows ("raise" copies first); checked above.
+            out[group] = np.take(self.blocks[k], local, axis=0, out=self.scratch[: len(local)], mode="clip")
         return out
 
     def release(self) -> None:
