@@ -80,7 +80,7 @@ def test_the_first_task_is_made_while_the_walk_still_lists(tmp_path, monkeypatch
     _gated(monkeypatch, first, opened)
     store = _store(tmp_path)
     engine = _Engine(first)
-    with ReadAhead(str(tmp_path / "c"), store.path, engine, ShingleParams().resolved(), SIGNER) as ahead:
+    with ReadAhead(str(tmp_path / "c"), store, engine, ShingleParams().resolved(), SIGNER) as ahead:
         scan = ahead.scan(store, {"stages": {}}, tmp_path / "c", None, False)
         results = list(ahead.results())
     assert opened == [True]  # the walk waited for a task made of what it had listed, and got one
@@ -95,7 +95,7 @@ def test_an_interrupt_stops_the_walk_and_the_engine(tmp_path):
     store = _store(tmp_path)
     engine = _Engine(fail=True)
     with pytest.raises(KeyboardInterrupt):
-        with ReadAhead(str(tmp_path / "c"), store.path, engine, ShingleParams().resolved(), SIGNER) as ahead:
+        with ReadAhead(str(tmp_path / "c"), store, engine, ShingleParams().resolved(), SIGNER) as ahead:
             ahead.scan(store, {"stages": {}}, tmp_path / "c", None, False)
     assert not ahead.thread.is_alive() and engine.closed
 
@@ -113,15 +113,15 @@ def test_a_walk_that_fails_raises_in_the_main_thread(tmp_path, monkeypatch):
     monkeypatch.setattr(simdoc.stages.ahead, "discover_runs", runs)
     store = _store(tmp_path)
     with pytest.raises(OSError, match="went away"):
-        with ReadAhead(str(tmp_path / "c"), store.path, _Engine(), ShingleParams().resolved(), SIGNER) as ahead:
+        with ReadAhead(str(tmp_path / "c"), store, _Engine(), ShingleParams().resolved(), SIGNER) as ahead:
             ahead.scan(store, {"stages": {}}, tmp_path / "c", None, False)
     assert not ahead.thread.is_alive()
 
 
 def test_only_a_first_build_of_one_folder_on_a_pool_reads_ahead(tmp_path):
     _corpus(tmp_path / "c")
-    c, idx, shingle = tmp_path / "c", tmp_path / "idx", ShingleParams().resolved()
-    _store(tmp_path)
+    c, shingle = tmp_path / "c", ShingleParams().resolved()
+    idx = _store(tmp_path)
     assert walk_ahead(c, idx, LocalEngine(1), shingle, SIGNER, False) is None  # one process: nothing to overlap
     assert walk_ahead(c, idx, LocalEngine(2), shingle, SIGNER, True) is None  # rows kept: the plan needs the listing
     assert walk_ahead(c, idx, LocalEngine(2), shingle, None, False) is None  # `simdoc shingle`: sets kept by file

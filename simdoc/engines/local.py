@@ -30,6 +30,7 @@ from typing import Any
 from simdoc.corpus import objects
 from simdoc.errors import UsageError
 from simdoc.interrupts import quiet_worker
+from simdoc.memory import reuse_freed_blocks
 
 
 def default_jobs() -> int:
@@ -158,6 +159,7 @@ def _start_worker(parent: int, initializer: Callable[..., None] | None, initargs
     """A worker's start: signals left to the main process (simdoc.interrupts), the client's storage
     options, then the stage's initializer."""
     quiet_worker(parent)
+    reuse_freed_blocks()  # a task's arrays: the heap's again, not fresh pages (simdoc.memory)
     objects.configure(options)
     if initializer is not None:
         initializer(*initargs)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 from simdoc.corpus.entries import EntriesBuilder
 from simdoc.corpus.objects import is_url
@@ -31,15 +30,16 @@ from simdoc.engines.local import LocalEngine
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.stages.plan import FileToRead, Scan, scan_of
 from simdoc.stages.racy import index_clock
-from simdoc.stages.scan import scan_batch, scan_tasks
+from simdoc.stages.scan import scan_tasks
 from simdoc.stages.scan_results import BatchResult
+from simdoc.stages.staged_rows import scan_staged, staged
 from simdoc.store.directory import IndexStore
 
 _END = object()
 _TELL_FILES = 256  # files listed before the thread that makes the tasks is woken
 
 
-def walk_ahead(corpus, index: Path, engine: object, shingle: ShingleParams, signer: SignatureParams | None, reuse: bool) -> ReadAhead | None:
+def walk_ahead(corpus, store: IndexStore, engine: object, shingle: ShingleParams, signer: SignatureParams | None, reuse: bool) -> ReadAhead | None:
     """The reading of ``corpus`` started as it is walked, when that can be (see the module): a pool
     of several processes, one local folder, and signatures made as it is read (not shingle
     sets, which a build of the same parameters keeps); None: walk it first."""
@@ -50,7 +50,7 @@ def walk_ahead(corpus, index: Path, engine: object, shingle: ShingleParams, sign
     base, sources = resolve_sources(corpus)
     if len(sources) != 1 or sources[0][1] != "" or is_url(base):
         return None
-    return ReadAhead(sources[0][0], index, engine, shingle, signer)
+    return ReadAhead(sources[0][0], store, engine, shingle, signer)
 
 
 class ReadAhead:
@@ -58,12 +58,14 @@ class ReadAhead:
     made of them (:meth:`scan`, then :meth:`results`). Close it (it is a context manager): the
     walk stops, then the pool."""
 
-    def __init__(self, root: str, index: Path, engine: LocalEngine, shingle: ShingleParams, signer: SignatureParams) -> None:
+    def __init__(self, root: str, store: IndexStore, engine: LocalEngine, shingle: ShingleParams, signer: SignatureParams) -> None:
+        index = store.path
         self.clock = index_clock(index)  # before the listing: see simdoc.stages.racy
         self.skipped: list[Skipped] = []
         runs = discover_runs(
             root, [index], bool(shingle.follow_symlinks), shingle.include or (), shingle.exclude or (), self.skipped,
         )  # a root that is not a folder raises here, at once
+        store.ensure_dir()  # now, not after the walk: a range's rows are staged in it (simdoc.stages.staged_rows)
         self.builder = EntriesBuilder()
         self.sizes: list[int] = []
         self.found = 0  # files listed so far (under the condition)
@@ -73,7 +75,7 @@ class ReadAhead:
         self.thread = threading.Thread(target=self._walk, args=(runs,), name="simdoc-walk", daemon=True)
         self.thread.start()
         tasks = scan_tasks(self.files(), shingle, signer)
-        self.ran = engine.map(scan_batch, tasks)
+        self.ran = engine.map(scan_staged, staged(tasks, index))
         self.first: object = _END
 
     def _walk(self, runs: Iterator[tuple]) -> None:

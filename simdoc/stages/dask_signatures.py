@@ -183,6 +183,11 @@ class PlacedRows:
         if len(rows):
             self._append(np.array(rows, dtype=np.uint32), 0, len(rows))
 
+    def add_slices(self, slices) -> None:
+        """Rows a worker could not leave in a part, a slice at a time (:meth:`add` each)."""
+        for rows in slices:
+            self.add(rows)
+
     def tasks(self, target: str) -> list[PlaceTask]:
         """The copying tasks: contiguous blocks of at most PLACE_TASK_BYTES of the new matrix.
 

@@ -29,7 +29,9 @@ The parent still holds one file's rows at a time, as before, but as
 arrays (:class:`simdoc.store.doccolumns.DocColumns`): ids that are line
 numbers are renumbered and sorted as arrays, and the signature rows stay in
 line order with the order to read them in (``sig_order``), so that they are
-not copied twice.
+not copied twice. With the local engine they never pass through the parent's
+pipe: each range's worker leaves them in a staging file, which the parent
+maps (:mod:`simdoc.stages.staged_rows`).
 """
 
 from __future__ import annotations
@@ -44,9 +46,10 @@ from simdoc.corpus import parquet, warc_spans
 from simdoc.corpus.files import ReadResult
 from simdoc.corpus.formats import member_id
 from simdoc.corpus.jsonl_ranges import first_lines, joined_read, line_ids, renumber
-from simdoc.memory import release
+from simdoc.memory import heap_reused, release
 from simdoc.stages.scan import scan_batch
 from simdoc.stages.scan_results import BatchResult, FileOutcome
+from simdoc.stages.staged_rows import StackedRows, open_staged
 from simdoc.store.doccolumns import DocColumns
 from simdoc.store.doctable import _blob
 
@@ -65,7 +68,9 @@ def joined(results: Iterator[BatchResult], spill: str | os.PathLike | None = Non
             group, rows = [r], _Rows(spill, r)
             while not group[-1].piece.last:
                 group.append(rows.take(next(results)))
-            yield join(group, rows)
+            with heap_reused():  # 10^6 documents' columns made and dropped: not fresh pages each
+                r = join(group, rows)
+            yield r
     finally:
         close = getattr(results, "close", None)
         if close is not None:
@@ -161,10 +166,16 @@ def _numbered(prefix: bytes, lines: np.ndarray) -> tuple[np.ndarray, tuple[np.nd
 
 
 class _Rows:
-    """One file's signature rows, taken from its ranges' results as they come (line order):
-    held, or, with a ``spill`` folder (the index's), written to an unnamed temporary file there
-    and memory-mapped once all are in, so that the parent never holds them (512 MB at 10^6
-    documents); :func:`signature_slices` lets the mapped pages go as they are read.
+    """One file's signature rows, taken from its ranges' results as they come (line order).
+
+    With the local engine each range's worker left its rows in a staging file
+    (:mod:`simdoc.stages.staged_rows`): it is mapped, and :meth:`rows` stacks
+    the mappings (:class:`~simdoc.stages.staged_rows.StackedRows`). Rows that
+    came back with a result (a worker with no room, or a task run here) are
+    held, or, with a ``spill`` folder (the index's), written to an unnamed
+    temporary file there and memory-mapped once all are in, so that the
+    parent never holds them (512 MB at 10^6 documents);
+    :func:`signature_slices` lets the mapped pages go as they are read.
 
     On a cluster the ranges' rows stay in their parts: only (part, rows) are taken (``parts``),
     and the workers copy the rows (:mod:`simdoc.stages.dask_signatures`). A range whose worker
@@ -173,30 +184,42 @@ class _Rows:
     def __init__(self, spill: str | os.PathLike | None, first: BatchResult) -> None:
         self.spill = spill
         self.num_perm = first.signatures.shape[1] if first.signatures is not None else None
-        self.parts: list[tuple[str, int]] | None = [] if first.signatures is None else None
+        self.parts: list[tuple[str, int]] | None = [] if first.signatures is None and first.rows_file is None else None
         self.file = None
-        self.held: list[np.ndarray] = []
+        # In line order: a staging file's mapped rows, rows held, or (first row, rows) of the spill file.
+        self.blocks: list[np.ndarray | tuple[int, int]] = []
+        self.staged = False
+        self.spilled = 0
         self.n = 0
         self._open()
         self.take(first)
 
     def _open(self) -> None:
-        if self.parts is None and self.spill is not None:
+        if self.parts is None and self.spill is not None and self.file is None:
             # O_TMPFILE where the file system has it, else a simdoc temporary's name, removed at once.
             self.file = tempfile.TemporaryFile(dir=self.spill, prefix=".signatures.tmp.npy.", suffix=".tmp")
 
     def take(self, r: BatchResult) -> BatchResult:
         """Take ``r``'s rows (it keeps none)."""
-        if self.parts is not None and r.signatures is None:
+        if self.parts is not None and r.signatures is None and r.rows_file is None:
             self.parts.append((r.part, len(r.docs)))
             self.n += len(r.docs)
             return r
         if self.parts is not None:  # rows that came back after all: those in parts are read here too
             parts, self.parts, self.n = self.parts, None, 0
-            self.num_perm = r.signatures.shape[1]
             self._open()
             for part, _ in parts:
                 self._add(_part_rows(part))
+        if r.rows_file is not None:  # left by its worker in a staging file
+            rows = open_staged(r.rows_file, len(r.docs))
+            r.rows_file = None
+            self.num_perm = rows.shape[1] if self.num_perm is None else self.num_perm
+            if rows.shape[1] != self.num_perm:
+                raise RuntimeError(f"a range's signature rows have {rows.shape[1]} columns, not {self.num_perm}")
+            self.blocks.append(rows)
+            self.staged = True
+            self.n += len(rows)
+            return r
         if r.signatures is None:  # left in its part, but the other ranges' are here: read here
             r.signatures, r.part = _part_rows(r.part), None
         self._add(r.signatures)
@@ -206,33 +229,46 @@ class _Rows:
     def _add(self, rows: np.ndarray) -> None:
         if self.num_perm is None:
             self.num_perm = rows.shape[1]
+        if not len(rows):
+            return
         if self.file is not None:
             self.file.write(np.ascontiguousarray(rows, dtype=np.uint32).data)
+            self.blocks.append((self.spilled, len(rows)))
+            self.spilled += len(rows)
         else:
-            self.held.append(rows)
+            self.blocks.append(rows)
         self.n += len(rows)
 
-    def rows(self) -> np.ndarray | None:
-        """All of them, (n, num_perm) uint32; None: they are in ``parts``."""
+    def rows(self) -> np.ndarray | StackedRows | None:
+        """All of them, (n, num_perm) uint32, or stacked (staging files); None: they are in ``parts``."""
         if self.parts is not None:
             return None
-        if self.file is None:
-            sigs = np.empty((self.n, self.num_perm), dtype=np.uint32)
-            at = 0
-            while self.held:  # one copy of the file's rows at a time
-                part = self.held.pop(0)
-                sigs[at : at + len(part)] = part
-                at += len(part)
-            return sigs
-        with self.file:
-            self.file.flush()
-            if not self.n:
-                return np.empty((0, self.num_perm), dtype=np.uint32)
-            return np.memmap(self.file, dtype=np.uint32, mode="r", shape=(self.n, self.num_perm))
+        spilled = None
+        if self.file is not None:
+            with self.file:
+                self.file.flush()
+                if self.spilled:
+                    spilled = np.memmap(self.file, dtype=np.uint32, mode="r", shape=(self.spilled, self.num_perm))
+        if not self.n:
+            return np.empty((0, self.num_perm), dtype=np.uint32)
+        if self.staged:
+            blocks = [spilled[b[0] : b[0] + b[1]] if isinstance(b, tuple) else b for b in self.blocks]
+            self.blocks = []
+            return StackedRows(blocks, self.num_perm)
+        if spilled is not None:  # every row in the spill file, in order
+            return spilled
+        sigs = np.empty((self.n, self.num_perm), dtype=np.uint32)
+        at = 0
+        while self.blocks:  # one copy of the file's rows at a time
+            part = self.blocks.pop(0)
+            sigs[at : at + len(part)] = part
+            at += len(part)
+        return sigs
 
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
+        self.blocks = []
 
 
 def _part_rows(part: str) -> np.ndarray:
@@ -243,8 +279,24 @@ def _part_rows(part: str) -> np.ndarray:
 
 def signature_slices(batch: BatchResult, first: int, n: int, step: int = 1 << 16) -> Iterator[np.ndarray]:
     """The signature rows of documents ``first`` to ``first + n`` of ``batch``, a slice at a time
-    (joined ranges keep theirs in line order: gathered by ``sig_order``, their mapped pages let go)."""
+    (joined ranges keep theirs in line order: gathered by ``sig_order``, their mapped pages let go).
+
+    Gathered rows come in one buffer, filled again for each slice (a new array of 32 MB a
+    slice was 32 MB of fresh pages): a slice is to be used before the next is asked for."""
+    sigs, order = batch.signatures, batch.sig_order
+    if order is None:
+        for a in range(first, first + n, step):
+            yield sigs[a : a + min(step, first + n - a)]
+            release(sigs)
+        return
+    buf = np.empty((min(step, n), sigs.shape[1]), dtype=np.uint32)
     for a in range(first, first + n, step):
         b = min(a + step, first + n)
-        yield batch.signatures[a:b] if batch.sig_order is None else batch.signatures[batch.sig_order[a:b]]
-        release(batch.signatures)
+        if isinstance(sigs, StackedRows):
+            yield sigs.gather(order[a:b], buf[: b - a])
+            sigs.release()
+        else:
+            # "clip" takes straight into the buffer ("raise" copies first); the order is an argsort of
+            # the file's rows, so no index needs checking.
+            yield np.take(sigs, order[a:b], axis=0, out=buf[: b - a], mode="clip")
+            release(sigs)

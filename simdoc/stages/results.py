@@ -24,6 +24,7 @@ from simdoc.similarity import estimate_rules_out, pair_estimates
 from simdoc.stages.common import progress_bar
 from simdoc.stages.reread import DocumentReader, reader_of
 from simdoc.stages.verify import verify_pairs
+from simdoc.store.docnames import Column
 from simdoc.store.doctable import Strings
 from simdoc.store.verified import VerifiedPairs, pair_keys
 
@@ -132,10 +133,10 @@ class PairsResult:
         ids = self.doc_ids
         sides = {(True, False): "a", (False, True): "b", (True, True): "both"}
         rows = self.index_pairs()
-        # The names of a chunk of pairs gathered in one go from a stored table (Strings): a
-        # memory-mapped lookup per name was most of printing 10^5 pairs.
+        # The names of a chunk of pairs gathered in one go from a stored table (Strings, or
+        # format 5's Column): a memory-mapped lookup per name was most of printing 10^5 pairs.
         while chunk := list(itertools.islice(rows, _NAMES_AT_ONCE)):
-            if isinstance(ids, Strings):
+            if isinstance(ids, (Strings, Column)):
                 names = ids.take(np.array([r[0] for r in chunk] + [r[1] for r in chunk], dtype=np.int64))
                 left, right = names[: len(chunk)], names[len(chunk) :]
             else:

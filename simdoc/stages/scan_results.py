@@ -140,7 +140,9 @@ def doc_columns(docs: list[DocOut]) -> DocColumns:
 class BatchResult:
     files: list[FileOutcome]
     docs: DocColumns
-    signatures: np.ndarray | None  # (len(docs), num_perm) uint32 (see sig_order); None: they are in ``part``
+    # (len(docs), num_perm) uint32 (see sig_order), or joined ranges' StackedRows (simdoc.stages.staged_rows);
+    # None: they are in ``part`` or ``rows_file``
+    signatures: np.ndarray | None
     sets: ShingleSets | None = None  # with keep_sets: the sorted shingle sets of docs
     warnings: list[str] = field(default_factory=list)
     part: str | None = None  # the part file the task wrote, which holds its signature rows
@@ -149,6 +151,9 @@ class BatchResult:
     # Joined ranges on a cluster (``signatures`` None): each range's part and its rows, in line
     # order; document i's row is row sig_order[i] of them all (simdoc.stages.dask_signatures).
     parts: list[tuple[str, int]] | None = None
+    # A range's task of the local engine: the staging file where its worker left its signature rows
+    # (``signatures`` None), for the join to map (simdoc.stages.staged_rows).
+    rows_file: str | None = None
 
 
 @dataclass(frozen=True)

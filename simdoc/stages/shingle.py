@@ -2,17 +2,17 @@
 
 :func:`build_shingles` brings the stage up to date in five steps:
 
-1. :func:`_settle`: the parameters this build uses (asked, else the index's,
-   else the defaults), and whether rows of the current build can be kept.
+1. :func:`_settle`: the parameters (asked, else the index's, else the defaults); can current rows be kept.
 2. :func:`simdoc.stages.plan.scan_corpus`: the corpus walked; the current docs table, if its rows describe
    the same thing (:func:`_same_build`: nothing to do). :func:`~simdoc.stages.plan.reading_plan`: which files
    to read, and which to keep without reading. (Reading everything on a pool: :mod:`simdoc.stages.ahead`.)
 3. :func:`simdoc.stages.scan.scan_tasks`: the files to read, in batches (a big file in ranges, joined
    by :func:`simdoc.stages.ranges.joined`), as tasks for the engine (:func:`~simdoc.stages.scan.scan_batch`
-   reads, shingles and signs them). :class:`_Collector`: the next docs table in corpus order, from kept
-   rows and the tasks' results, with the signature rows (or the shingle sets) alongside. On a Dask cluster
-   each task writes its result to a part file of the index and sends back where it is:
-   :func:`simdoc.stages.resume.resumed` reads it (or a killed client's run's, see :mod:`simdoc.stages.scan`).
+   reads, shingles and signs them; a range's rows come back in a staging file: :mod:`simdoc.stages.staged_rows`).
+   :class:`_Collector`: the next docs table in corpus order, from kept rows and the tasks' results, with the
+   signature rows (or the shingle sets) alongside. On a Dask cluster each task writes its result to a part
+   file of the index and sends back where it is: :func:`simdoc.stages.resume.resumed` reads it (or a killed
+   client's run's, see :mod:`simdoc.stages.scan`).
 4. :func:`_write_build` and :func:`_publish`: the new files, then one manifest
    naming them; then the parts, all used or stale, are removed.
 
@@ -53,10 +53,11 @@ from simdoc.stages.ranges import joined, signature_slices
 from simdoc.stages.recheck import recheck
 from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
-from simdoc.stages.scan import files_to_read, scan_batch, scan_tasks
+from simdoc.stages.scan import files_to_read, scan_tasks
 from simdoc.stages.scan_results import BatchResult, FileOutcome, FileRun, plain_files
 from simdoc.stages.signature import finish_signatures, next_signature_rows
 from simdoc.stages.skipped import SkipNotes, recorded_warnings
+from simdoc.stages.staged_rows import scan_staged, staged
 from simdoc.stages.spilled import remove_spilled, write_rows
 from simdoc.store.directory import IndexStore
 from simdoc.store.doccolumns import TableBuilder, TableFiles, added_by_id
@@ -108,7 +109,7 @@ def build_shingles(
             manifest["stages"] = {}
         settings = _settle(manifest, corpus, index, params, signature, rebuild)
         engine = engine or LocalEngine()
-        ahead = walk_ahead(corpus, index, engine, settings.shingle, settings.signer, settings.reuse)  # None: walk, then read
+        ahead = walk_ahead(corpus, store, engine, settings.shingle, settings.signer, settings.reuse)  # None: walk, then read
         scan = (later.enter_context(ahead).scan(store, manifest, corpus, settings.stored, settings.same_params) if ahead
                 else scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params))
         if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
@@ -125,7 +126,7 @@ def build_shingles(
         collector = _Collector(store, manifest, settings, scan, plan, parts is not None, replaced)
         try:
             tasks = scan_tasks(files_to_read(plan, parts is not None), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
-            ran = ahead.results() if ahead else resumed(engine, tasks) if parts is not None else engine.map(scan_batch, tasks)
+            ran = ahead.results() if ahead else resumed(engine, tasks) if parts is not None else engine.map(scan_staged, staged(tasks, store.path))
             with contextlib.closing(joined(ran, index)) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
             if _same_build(settings, scan) and collector.nothing_new():
@@ -345,13 +346,13 @@ class _Collector:
             return
         batch, first, end = self.run
         docs = batch.docs.slice(first, end)
+        if self.sig_rows is not None and batch.parts is None and batch.signatures is not None:
+            # A slice at a time (joined ranges: in line order, maybe mapped; see simdoc.stages.ranges),
+            # by a thread while this one writes the documents' columns (simdoc.stages.signature).
+            self.sig_rows.add_slices(signature_slices(batch, first, end - first))
         added, changed, kept = added_by_id(docs, self.old, self.old_pos, self.prev, self.prev_pos, self.generation)
         self.n_changed, self.n_kept_old = self.n_changed + changed, self.n_kept_old + kept
         self.builder.add_new(docs, {**self.run_files.columns(), "added": added})
-        if self.sig_rows is not None and batch.parts is None and batch.signatures is not None:
-            # A slice at a time (joined ranges: in line order, maybe spilled; see simdoc.stages.ranges).
-            for rows in signature_slices(batch, first, end - first):
-                self.sig_rows.add(rows)
         self.run = None
         self.run_files = FileRun(self.run_files.stat)
 

@@ -15,8 +15,11 @@ index's, else the defaults) for this stage and for the fused one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -185,12 +188,21 @@ def next_signature_rows(
 
 
 class SignatureRows:
-    """The next signature matrix of the fused stage, in document order: rows kept from the current one, and new rows."""
+    """The next signature matrix of the fused stage, in document order: rows kept from the current one, and new rows.
+
+    New rows given as slices (:meth:`add_slices`: a file's rows gathered from its ranges'
+    mappings, 512 MB at 10^6 records) are gathered and written by a thread of their own while the
+    main thread goes on with the documents' columns; every other call waits for them first, so
+    that the rows stay in document order. Both cores work when the workers are done.
+    """
 
     def __init__(self, store: IndexStore, num_perm: int, old: np.ndarray | None) -> None:
         self.writer = store.array_writer("signatures.tmp.npy", np.uint32, (num_perm,))
         self.old = old
         self.pending: list[np.ndarray] = []  # rows of the current matrix to copy, in order
+        self.writing: Future | None = None  # the slices being written by the thread
+        self.thread: ThreadPoolExecutor | None = None
+        self.stopping = False  # the run is ending: the thread stops at its next slice
 
     def keep_rows(self, rows: np.ndarray) -> None:
         """These rows of the current matrix, in order."""
@@ -200,7 +212,27 @@ class SignatureRows:
         self.flush()
         self.writer.append(rows)
 
+    def add_slices(self, slices: Iterator[np.ndarray]) -> None:
+        """The rows of ``slices``, in order, written by the thread (each slice before the next is made)."""
+        self.flush()
+        if self.thread is None:
+            self.thread = ThreadPoolExecutor(1, thread_name_prefix="simdoc-signatures")
+        self.writing = self.thread.submit(self._append_all, slices)
+
+    def _append_all(self, slices: Iterator[np.ndarray]) -> None:
+        for rows in slices:
+            if self.stopping:
+                return
+            self.writer.append(rows)
+
+    def _wait(self) -> None:
+        """Until the thread has written what it was given (its error raised here)."""
+        writing, self.writing = self.writing, None
+        if writing is not None:
+            writing.result()
+
     def flush(self) -> None:
+        self._wait()
         pending = np.concatenate(self.pending) if self.pending else np.zeros(0, np.int64)
         for s in range(0, len(pending), 1 << 16):
             self.writer.append(np.asarray(self.old[pending[s : s + (1 << 16)]]))
@@ -209,7 +241,17 @@ class SignatureRows:
     def written(self, engine: Engine | None = None) -> NpyWriter:
         """The matrix, every row written (by this process: ``engine`` is not needed)."""
         self.flush()
+        self._stop()
         return self.writer
 
     def abort(self) -> None:
+        self.stopping = True
+        with contextlib.suppress(BaseException):  # the error that ended the run is the one to report
+            self._wait()
+        self._stop()
         self.writer.abort()
+
+    def _stop(self) -> None:
+        if self.thread is not None:
+            self.thread.shutdown()
+            self.thread = None
