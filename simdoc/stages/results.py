@@ -259,12 +259,13 @@ class Verifier:
 
     def _recheck(self, left: np.ndarray, right: np.ndarray, found: np.ndarray) -> None:
         """Unmark (in ``found``) the stored pairs of a document whose file's stat moved since it
-        was indexed (a stat per document, once per run): they are verified again instead."""
+        was indexed (a stat per file, once per run): they are verified again instead."""
         at = np.flatnonzero(found)
         docs = np.unique(np.concatenate([left[at], right[at]]))
-        for d in docs.tolist():
-            if d not in self._moved:
-                self._moved[d] = not self.reader.unchanged(d)
+        todo = [d for d in docs.tolist() if d not in self._moved]
+        if todo:  # in one go: a file's stat is asked once for all its members
+            for d, same in zip(todo, self.reader.unchanged_docs(np.asarray(todo, dtype=np.int64)).tolist()):
+                self._moved[d] = not same
         moved = np.asarray([d for d in docs.tolist() if self._moved[d]], dtype=np.int64)
         if len(moved):
             found[at[np.isin(left[at], moved) | np.isin(right[at], moved)]] = False
