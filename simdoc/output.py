@@ -109,6 +109,21 @@ def tsv_header(fields: Iterable[str]) -> str:
     return "\t".join(fields) + "\n"
 
 
+# Records written to the stream a block at a time: one write a record was ~7 us of guarded
+# stream calls (simdoc.cli.stdio), 0.5 s of printing 76,667 pairs. A pipe sees no difference
+# (the stream is block-buffered there anyway).
+_WRITE_LINES = 1024
+
+
+def _write_lines(out: TextIO, lines: list[str]) -> int:
+    """Write ``lines`` as one string and empty the list; how many there were."""
+    n = len(lines)
+    if n:
+        out.write("".join(lines))
+        lines.clear()
+    return n
+
+
 def write_records(
     records: Iterable[Record],
     fmt: str,
@@ -139,9 +154,12 @@ def write_records(
     if fmt == "tsv":
         if header:
             out.write(tsv_header(fields))
+        lines: list[str] = []
         for a, b, est, jac, *new in records:
-            out.write("\t".join((escape_name(a), escape_name(b), _num(est), _num(jac), *tail(new))) + "\n")
-            n += 1
+            lines.append("\t".join((escape_name(a), escape_name(b), _num(est), _num(jac), *tail(new))) + "\n")
+            if len(lines) == _WRITE_LINES:
+                n += _write_lines(out, lines)
+        n += _write_lines(out, lines)
     elif fmt == "csv":
         writer = csv.writer(out, lineterminator="\n")
         if header:
@@ -151,11 +169,14 @@ def write_records(
             writer.writerow(row + tail(new))
             n += 1
     elif fmt == "jsonl":
+        lines = []
         for a, b, est, jac, *new in records:
             record = {names[0]: a, names[1]: b, "estimated": round(est, 4), "jaccard": None if jac is None else round(jac, 4)}
             record.update(zip(fields[4:], tail(new)))
-            out.write(json_line(record))
-            n += 1
+            lines.append(json_line(record))
+            if len(lines) == _WRITE_LINES:
+                n += _write_lines(out, lines)
+        n += _write_lines(out, lines)
     elif fmt == "null":
         # Every field NUL-terminated, names as the raw bytes of the file system: for xargs -0.
         binary = out.buffer if hasattr(out, "buffer") else None

@@ -143,3 +143,36 @@ def test_make_run_installs_simdoc_without_the_editable_warning_box():
     assert installs == [".venv/bin/python -m pip install --quiet ."]
     makefile = (REPO / "Makefile").read_text()
     assert "$(VENV)/.installed: $(SOURCES)" in makefile and "find simdoc" in makefile
+
+
+def test_records_written_a_block_at_a_time_are_all_written_in_order():
+    """tsv and jsonl go to the stream in blocks of lines: the last block, a block that is full
+    exactly, and what a stream that fails mid-way was given are each a whole number of records."""
+    import io
+    import json
+
+    from simdoc import output
+
+    for n in (0, 1, output._WRITE_LINES, output._WRITE_LINES + 1, 2 * output._WRITE_LINES + 7):
+        records = [(f"a{i}", f"b{i}", i / (n + 1), None if i % 3 else 0.5, "both") for i in range(n)]
+        tsv, jsonl = io.StringIO(), io.StringIO()
+        assert output.write_records(records, "tsv", tsv, with_new=True) == n
+        assert output.write_records(records, "jsonl", jsonl, with_new=True) == n
+        lines = tsv.getvalue().splitlines()
+        assert [line.split("\t")[0] for line in lines] == [f"a{i}" for i in range(n)]
+        if n:
+            last = n - 1
+            assert lines[-1] == f"a{last}\tb{last}\t{last / (n + 1):.4f}\t{'' if last % 3 else '0.5000'}\tboth"
+        assert [json.loads(line)["doc_b"] for line in jsonl.getvalue().splitlines()] == [f"b{i}" for i in range(n)]
+
+    class Full(io.StringIO):
+        def write(self, text):
+            if self.tell() > 0:
+                raise OSError(28, "No space left on device")
+            return super().write(text)
+
+    out = Full()
+    records = [(f"a{i}", f"b{i}", 0.9, 0.9) for i in range(3 * output._WRITE_LINES)]
+    with pytest.raises(OSError):
+        output.write_records(records, "tsv", out)
+    assert out.getvalue().count("\n") == output._WRITE_LINES and out.getvalue().endswith("\n")
