@@ -26,7 +26,6 @@ from simdoc.version import __version__
 log = logging.getLogger("simdoc")
 
 
-
 # Every command: its name, the module that defines it, and its function there. A module is
 # imported when one of its commands is asked for (run, or listed by --help): `simdoc pairs`
 # does not import the reports, show, tuning and cache commands and what only they use
