@@ -117,7 +117,8 @@ def test_dedup_reads_again_what_it_names_and_keeps(tmp_path, monkeypatch):
     make_corpus(c)
     (c / "z.txt").write_text(TEXT + "another extra line\n")
     assert run("dedup", c, "--index", i).stdout == "b.txt\nz.txt\n"
-    monkeypatch.setattr(DocumentReader, "unchanged", lambda self, doc: True)  # the stat as recorded
+    # The stat as recorded (DocumentReader.unchanged asks unchanged_docs too).
+    monkeypatch.setattr(DocumentReader, "unchanged_docs", lambda self, docs: np.ones(len(docs), dtype=bool))
     (c / "z.txt").write_text(TEXT.upper() + "another extra line\n")  # same size, other bytes
     r = run("dedup", "--index", i)
     assert r.exit_code == 0 and r.stdout == "b.txt\n", r.output
