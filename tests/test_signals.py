@@ -299,9 +299,8 @@ def test_sigterm_during_a_build_ends_it_as_ctrl_c_does(built, tmp_path, jobs):
 
 
 @pytest.mark.parametrize("signame, code, said", [("SIGINT", 130, "Interrupted.\n"), ("SIGTERM", 143, "Terminated.\n")])
-def test_a_signal_during_a_first_build_read_as_it_is_walked_stops_the_walk_and_the_pool(built, tmp_path, signame, code, said):
-    """A first build on two processes reads the files as its walk (a thread) lists them (issue 32):
-    the main process waits for the first result when the signal comes."""
+def test_a_signal_during_a_first_build_on_two_processes_stops_the_pool(built, tmp_path, signame, code, said):
+    """A first build on two processes: the main process waits for the first result when the signal comes."""
     idx = tmp_path / "idx"
     proc, _ = _held_run(tmp_path, "pairs", built[0], "--index", idx, "-q", "-j", "2")
     proc.send_signal(getattr(signal, signame))

@@ -95,8 +95,7 @@ class EntriesBuilder:
     """:class:`Entries` a run of files at a time, as a walk finds them: an os.stat_result is
     ~0.5 KB, and 10^6 of them held until the walk ends were most of its peak (issue 29). A path
     that is the root's followed by the id (every one, in a walk of one folder) is not held
-    either (:class:`PrefixedPaths`). While runs are added, ``ids`` and :meth:`path` of the files
-    so far may be read from another thread (simdoc.stages.ahead)."""
+    either (:class:`PrefixedPaths`)."""
 
     def __init__(self) -> None:
         self.ids: list[str] = []
@@ -116,7 +115,7 @@ class EntriesBuilder:
             self.paths += run_paths
         block = _stat_rows(run_stats)
         self.blocks.append(block)
-        self.ids += run_ids  # last: a reader sees a file's id once its path is there
+        self.ids += run_ids
         return block
 
     def path(self, i: int) -> str:

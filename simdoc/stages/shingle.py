@@ -5,7 +5,7 @@
 1. :func:`_settle`: the parameters (asked, else the index's, else the defaults); can current rows be kept.
 2. :func:`simdoc.stages.plan.scan_corpus`: the corpus walked; the current docs table, if its rows describe
    the same thing (:func:`_same_build`: nothing to do). :func:`~simdoc.stages.plan.reading_plan`: which files
-   to read, and which to keep without reading. (Reading everything on a pool: :mod:`simdoc.stages.ahead`.)
+   to read, and which to keep without reading.
 3. :func:`simdoc.stages.scan.scan_tasks`: the files to read, in batches (a big file in ranges, joined
    by :func:`simdoc.stages.ranges.joined`), as tasks for the engine (:func:`~simdoc.stages.scan.scan_batch`
    reads, shingles and signs them; a range's rows come back in a staging file: :mod:`simdoc.stages.staged_rows`).
@@ -38,7 +38,6 @@ from simdoc.engines.local import LocalEngine
 from simdoc.errors import CorpusError, IndexError_
 from simdoc.params import ShingleParams, SignatureParams, with_legacy
 from simdoc.shinglesets import ShingleSets
-from simdoc.stages.ahead import walk_ahead
 from simdoc.stages.common import (
     build_id,
     collector_paused,
@@ -100,7 +99,7 @@ def build_shingles(
     resumable (see the module). ``progress``: a bar on stderr.
     """
     index = Path(index) if index is not None else default_index_path(corpus)
-    with IndexStore(index).writing(wait), collector_paused(), contextlib.ExitStack() as later:
+    with IndexStore(index).writing(wait), collector_paused():
         t0 = time.perf_counter()
         store = IndexStore(index)
         manifest = store.read_manifest(discard_damaged=rebuild)
@@ -109,9 +108,7 @@ def build_shingles(
             manifest["stages"] = {}
         settings = _settle(manifest, corpus, index, params, signature, rebuild)
         engine = engine or LocalEngine()
-        ahead = walk_ahead(corpus, store, engine, settings.shingle, settings.signer, settings.reuse)  # None: walk, then read
-        scan = (later.enter_context(ahead).scan(store, manifest, corpus, settings.stored, settings.same_params) if ahead
-                else scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params))
+        scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params)
         if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
             force_read = set(force_read or ()) | {e.id for e in scan.entries if is_warc(e.id)}
         if _same_build(settings, scan) and not force_read:
@@ -126,7 +123,7 @@ def build_shingles(
         collector = _Collector(store, manifest, settings, scan, plan, parts is not None, replaced)
         try:
             tasks = scan_tasks(files_to_read(plan, parts is not None), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
-            ran = ahead.results() if ahead else resumed(engine, tasks) if parts is not None else engine.map(scan_staged, staged(tasks, store.path))
+            ran = resumed(engine, tasks) if parts is not None else engine.map(scan_staged, staged(tasks, store.path))
             with contextlib.closing(joined(ran, index)) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
             if _same_build(settings, scan) and collector.nothing_new():
