@@ -118,10 +118,6 @@ class EntriesBuilder:
         self.ids += run_ids
         return block
 
-    def path(self, i: int) -> str:
-        paths = self.paths
-        return self.prefix + self.ids[i] if paths is None else paths[i]
-
     def finish(self) -> Entries:
         stat_rows = np.concatenate(self.blocks) if self.blocks else np.zeros((0, 5), np.int64)
         return Entries(self.ids, self.paths if self.paths is not None else PrefixedPaths(self.prefix or "", self.ids), stat_rows)

@@ -174,14 +174,6 @@ def scan_corpus(
         exclude_globs=shingle.exclude or (),
         columns=True,
     )
-    return scan_of(store, manifest, corpus, entries, skipped, clock, stored, same_params)
-
-
-def scan_of(
-    store: IndexStore, manifest: dict, corpus, entries, skipped: list[Skipped], clock, stored: dict | None, same_params: bool
-) -> Scan:
-    """:func:`scan_corpus` of the files a walk found (``clock``: :func:`~simdoc.stages.racy.index_clock`,
-    taken before it listed them)."""
     if not isinstance(entries, Entries):
         entries = list(entries)
     if not entries:
