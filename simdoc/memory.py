@@ -11,6 +11,7 @@ against the process.
 from __future__ import annotations
 
 import contextlib
+import functools
 import mmap
 from collections.abc import Iterator
 
@@ -70,7 +71,7 @@ def heap_reused() -> Iterator[None]:
     concatenated, sorted and taken), each of which would otherwise be fresh pages,
     zeroed by the kernel. Elsewhere than glibc, nothing.
     """
-    tuned = _mallopt(M_MMAP_THRESHOLD, WORKER_MMAP_THRESHOLD) and _mallopt(M_TRIM_THRESHOLD, WORKER_TRIM_THRESHOLD)
+    tuned = reuse_freed_blocks()
     try:
         yield
     finally:
@@ -82,10 +83,9 @@ def heap_reused() -> Iterator[None]:
 
 def _malloc_trim() -> None:
     import ctypes
-    import ctypes.util
 
     with contextlib.suppress(OSError, AttributeError):
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or None).malloc_trim
+        trim = _libc().malloc_trim
         trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
         trim(0)
 
@@ -96,7 +96,7 @@ WORKER_MMAP_THRESHOLD = 32 << 20  # the most glibc's own threshold rises to
 WORKER_TRIM_THRESHOLD = 64 << 20  # twice that, as glibc sets it when it raises the threshold
 
 
-def reuse_freed_blocks() -> None:
+def reuse_freed_blocks() -> bool:
     """In a worker process: let glibc reuse freed blocks of up to 32 MiB from the heap again.
 
     A worker forked from the main process inherits :func:`return_freed_blocks`:
@@ -106,21 +106,28 @@ def reuse_freed_blocks() -> None:
     records, half of all page faults of a build, system time on the cores
     that sign. A worker's memory is bounded by its task, so it keeps freed
     blocks for the next task instead, as glibc does by itself once it has
-    raised its threshold (to at most 32 MiB). Elsewhere than glibc, nothing.
+    raised its threshold (to at most 32 MiB). Elsewhere than glibc, nothing
+    (False).
     """
-    if _mallopt(M_MMAP_THRESHOLD, WORKER_MMAP_THRESHOLD):
-        _mallopt(M_TRIM_THRESHOLD, WORKER_TRIM_THRESHOLD)
+    return _mallopt(M_MMAP_THRESHOLD, WORKER_MMAP_THRESHOLD) and _mallopt(M_TRIM_THRESHOLD, WORKER_TRIM_THRESHOLD)
 
 
 def _mallopt(param: int, value: int) -> bool:
     """glibc's mallopt(param, value); False where there is none, or it refused."""
     import ctypes
-    import ctypes.util
 
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-        mallopt = libc.mallopt
+        mallopt = _libc().mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(param, value))
+
+
+@functools.lru_cache(maxsize=1)
+def _libc():
+    """The C library, loaded once (OSError where there is none to load)."""
+    import ctypes
+    import ctypes.util
+
+    return ctypes.CDLL(ctypes.util.find_library("c") or None)
