@@ -40,7 +40,19 @@ def representatives(identities: np.ndarray, nonempty: np.ndarray) -> np.ndarray:
     if len(docs) < 2:
         return rep
     hi, lo = key_halves(identities[docs])
-    order = np.lexsort((docs, lo, hi))
+    # lexsort((docs, lo, hi)), sooner: numpy's default sort of the high halves (~10x a 3-key
+    # lexsort at 10^6 documents), then only runs of equal high halves (copies, nearly always)
+    # put in (lo, document) order; docs is increasing, so a position's order is its document's.
+    order = np.argsort(hi)
+    sh = hi[order]
+    same = sh[1:] == sh[:-1]
+    if same.any():
+        tied = np.zeros(len(sh), dtype=bool)  # every member of a run of equal high halves
+        tied[1:] = same
+        tied[:-1] |= same
+        at = np.flatnonzero(tied)
+        sub = order[at]
+        order[at] = sub[np.lexsort((sub, lo[sub], sh[at]))]
     sh, sl, sd = hi[order], lo[order], docs[order]
     first = np.ones(len(sd), dtype=bool)
     first[1:] = (sh[1:] != sh[:-1]) | (sl[1:] != sl[:-1])
@@ -54,14 +66,17 @@ def groups_of(rep: np.ndarray) -> list[np.ndarray]:
     copies = np.flatnonzero(rep != np.arange(len(rep)))
     if not len(copies):
         return []
-    heads = np.unique(rep[copies])
-    order = np.argsort(rep, kind="stable")
-    sorted_rep = rep[order]
-    out = []
-    for h in heads:
-        lo, hi = np.searchsorted(sorted_rep, h, "left"), np.searchsorted(sorted_rep, h, "right")
-        out.append(np.sort(order[lo:hi]))
-    return out
+    # Every member of a group, by group (its representative, its smallest member) and then by
+    # document: one stable sort of the members, cut where the representative changes (a loop over
+    # the groups with two searches each was ~0.2 s at 10^6 documents and 28,000 groups).
+    member = np.zeros(len(rep), dtype=bool)
+    member[copies] = True
+    member[rep[copies]] = True
+    members = np.flatnonzero(member)
+    by_group = rep[members]
+    order = np.argsort(by_group, kind="stable")
+    members, by_group = members[order], by_group[order]
+    return np.split(members, np.flatnonzero(by_group[1:] != by_group[:-1]) + 1)
 
 
 def key_halves(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -26,6 +26,43 @@ def test_representatives_group_equal_identities(docs):
         assert rep[i] == want
 
 
+def _rep_reference(identities, nonempty):
+    """representatives as a plain 3-key lexsort: the definition the quicker code must match."""
+    rep = np.arange(len(identities), dtype=np.int64)
+    docs = np.flatnonzero(nonempty)
+    if len(docs) < 2:
+        return rep
+    keys = [bytes(identities[d]) for d in docs]
+    first: dict[bytes, int] = {}
+    for d, k in zip(docs.tolist(), keys):
+        rep[d] = first.setdefault(k, d)
+    return rep
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.booleans()), min_size=1, max_size=40),
+    st.randoms(use_true_random=False),
+)
+def test_representatives_and_groups_match_their_definition(docs, rnd):
+    """Identities that share their first 8 bytes and differ in the last 8 (the quick sort's ties),
+    or the reverse, fold exactly as the definition says; groups_of lists each group once, sorted,
+    in the order of their first members, and nothing else."""
+    ident = np.zeros((len(docs), 16), np.uint8)
+    at_high, at_low = rnd.randrange(8), 8 + rnd.randrange(8)  # where in each half the values differ
+    for i, (high, low, _) in enumerate(docs):
+        ident[i, at_high], ident[i, at_low] = high, low
+    ident[:, 0] |= np.uint8(0x80) if rnd.random() < 0.5 else np.uint8(0)  # high halves past 2^63 too
+    nonempty = np.array([ne for _, _, ne in docs], dtype=bool)
+    rep = representatives(ident, nonempty)
+    assert rep.tolist() == _rep_reference(ident, nonempty).tolist()
+    want: dict[int, list[int]] = {}
+    for i, r in enumerate(rep.tolist()):
+        want.setdefault(r, []).append(i)
+    groups = [g.tolist() for g in groups_of(rep)]
+    assert groups == [members for head, members in sorted(want.items()) if len(members) > 1]
+
+
 def test_many_identical_files_fold_into_one_bucket_entry(tmp_path):
     corpus = tmp_path / "c"
     corpus.mkdir()
