@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from unittest import mock
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -158,3 +159,14 @@ def test_line_ids_are_the_prefix_and_the_decimal_digits(lines, prefix):
     raw = blob.tobytes()
     assert blob.dtype == np.uint8 and offsets.dtype == np.int64 and len(offsets) == len(lines) + 1
     assert [raw[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())] == [prefix + str(x).encode() for x in lines]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 10**17 + 5) | st.integers(0, 1200), max_size=60))
+def test_string_order_is_the_order_of_the_numbers_as_strings(numbers):
+    """The join's order of line-numbered ids (their numbers compared as decimal strings), made
+    with integers, is Python's stable sort of the strings; the widest numbers take the bytes way."""
+    from simdoc.stages.ranges import string_order
+
+    want = sorted(range(len(numbers)), key=lambda i: str(numbers[i]))
+    assert string_order(np.array(numbers, dtype=np.int64)).tolist() == want

@@ -159,9 +159,27 @@ def _line_numbers(blob: np.ndarray, offsets: np.ndarray, skip: int) -> np.ndarra
 
 def _numbered(prefix: bytes, lines: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """The order of the ids ``prefix + str(line)`` as strings, and those ids in that order as a blob column."""
-    digits = lines.astype(f"S{len(str(int(lines.max()))) if len(lines) else 1}")
-    order = np.argsort(digits, kind="stable")  # bytes order: the order of the ids as strings
-    return order.astype(np.int64), line_ids(prefix, lines[order])
+    order = string_order(lines)
+    return order, line_ids(prefix, lines[order])
+
+
+def string_order(numbers: np.ndarray) -> np.ndarray:
+    """``np.argsort`` of whole numbers (not negative) written in decimal, as strings, stable: the
+    order of ids that end in them.
+
+    Digits compare as strings do when each number is padded on the right with zeros to the
+    widest one's width and, at equal padded values, the shorter (a prefix) comes first: one
+    integer key, sorted as integers (10^6 line numbers: 0.39 -> 0.17 CPU-s against sorting
+    their digits as bytes, which the widest numbers and any negative one still take)."""
+    numbers = np.asarray(numbers, dtype=np.int64)
+    width = len(str(int(numbers.max()))) if len(numbers) else 1
+    if width > 17 or (len(numbers) and int(numbers.min()) < 0):  # the key would not fit in 64 bits
+        return np.argsort(numbers.astype(f"S{width + 1}"), kind="stable").astype(np.int64)
+    n_digits = np.ones(len(numbers), dtype=np.int64)
+    for k in range(1, width):
+        n_digits += numbers >= 10**k
+    key = (numbers * 10 ** (width - n_digits)).astype(np.uint64) * np.uint64(32) + n_digits.astype(np.uint64)
+    return np.argsort(key, kind="stable").astype(np.int64)
 
 
 
