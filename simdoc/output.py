@@ -30,6 +30,7 @@ them). With ``-0/--null`` every field is NUL-terminated and names are raw bytes.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 import re
@@ -115,6 +116,26 @@ def tsv_header(fields: Iterable[str]) -> str:
 _WRITE_LINES = 1024
 
 
+def _tsv_block(block: list[Record], with_new: bool, run: str | None) -> str:
+    """The tsv lines of ``block``, a column at a time (a line at a time was ~2.4 us a record)."""
+    columns = [
+        _escaped([r[0] for r in block]),
+        _escaped([r[1] for r in block]),
+        ["" if r[2] is None else f"{r[2]:.4f}" for r in block],
+        ["" if r[3] is None else f"{r[3]:.4f}" for r in block],
+    ]
+    if with_new:
+        columns.append([r[4] for r in block])
+    if run is not None:
+        columns.append([run] * len(block))
+    return "\n".join(map("\t".join, zip(*columns))) + "\n"
+
+
+def _escaped(names: list[str]) -> list[str]:
+    """``escape_name`` of each name; one search of them all when none needs it (the usual case)."""
+    return names if _ESCAPED.search("".join(names)) is None else list(map(escape_name, names))
+
+
 def _write_lines(out: TextIO, lines: list[str]) -> int:
     """Write ``lines`` as one string and empty the list; how many there were."""
     n = len(lines)
@@ -154,12 +175,10 @@ def write_records(
     if fmt == "tsv":
         if header:
             out.write(tsv_header(fields))
-        lines: list[str] = []
-        for a, b, est, jac, *new in records:
-            lines.append("\t".join((escape_name(a), escape_name(b), _num(est), _num(jac), *tail(new))) + "\n")
-            if len(lines) == _WRITE_LINES:
-                n += _write_lines(out, lines)
-        n += _write_lines(out, lines)
+        it = iter(records)
+        while block := list(itertools.islice(it, _WRITE_LINES)):
+            out.write(_tsv_block(block, with_new, run))
+            n += len(block)
     elif fmt == "csv":
         writer = csv.writer(out, lineterminator="\n")
         if header:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import SAMPLE_CORPUS
 
 
@@ -176,3 +178,35 @@ def test_records_written_a_block_at_a_time_are_all_written_in_order():
     with pytest.raises(OSError):
         output.write_records(records, "tsv", out)
     assert out.getvalue().count("\n") == output._WRITE_LINES and out.getvalue().endswith("\n")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.text(st.sampled_from("ab/\\\t\n\r é\udcff"), max_size=6),
+            st.text(st.sampled_from("ab/\\\t\n\r é\udcff"), max_size=6),
+            st.floats(0, 1),
+            st.none() | st.floats(0, 1),
+            st.sampled_from(["a", "b", "both"]),
+        ),
+        max_size=40,
+    ),
+    st.booleans(),
+    st.none() | st.just("2026-11-26T13:00:00Z"),
+)
+def test_tsv_blocks_are_the_records_written_one_by_one(records, with_new, run):
+    """The tsv written a column of a block at a time is, byte for byte, each record's fields
+    escaped and joined on its own, whether a block has a name to escape or none."""
+    import io
+
+    from simdoc import output
+
+    out = io.StringIO()
+    output.write_records(records, "tsv", out, with_new=with_new, run=run)
+    want = "".join(
+        "\t".join([output.escape_name(a), output.escape_name(b), f"{est:.4f}", "" if jac is None else f"{jac:.4f}"]
+                  + [new] * with_new + [run] * (run is not None)) + "\n"
+        for a, b, est, jac, new in records
+    )
+    assert out.getvalue() == want

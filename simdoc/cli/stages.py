@@ -246,8 +246,7 @@ def pairs(
     fmt = "null" if null else (fmt or ("table" if sys.stdout.isatty() else "tsv"))
     _warn_big_groups(res)
     try:
-        rows = ((p.doc_a, p.doc_b, p.estimated, p.jaccard, p.new) for p in res)
-        write_records(rows, fmt, sys.stdout, with_new=new_only, header=header, run=run)
+        write_records(res.records(), fmt, sys.stdout, with_new=new_only, header=header, run=run)
         sys.stdout.flush()
     except BrokenPipeError:
         reader_went_away()
