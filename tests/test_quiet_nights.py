@@ -153,14 +153,15 @@ def test_the_walk_finds_what_a_plain_walk_finds_in_walk_order(paths, links):
 def test_a_file_gone_between_the_listing_and_its_stat_is_passed_over_and_the_rest_kept(tmp_path, monkeypatch):
     for name in ("a.txt", "b.txt", "c.txt", "sub/d.txt"):
         write(tmp_path / name, name)
-    real = simdoc.corpus.folders._LSTAT
+    real = simdoc.corpus.folders._LISTDIR
 
-    def vanishing(name, dir_fd=None):
-        if os.path.basename(name) == "b.txt":
-            os.unlink(name if dir_fd is None else f"/proc/self/fd/{dir_fd}/{name}")  # gone since it was listed
-        return real(name, dir_fd=dir_fd)
+    def vanishing(folder):
+        names = real(folder)
+        if "b.txt" in names:
+            os.unlink(tmp_path / "b.txt")  # gone since it was listed
+        return names
 
-    monkeypatch.setattr(simdoc.corpus.folders, "_LSTAT", vanishing)
+    monkeypatch.setattr(simdoc.corpus.folders, "_LISTDIR", vanishing)
     listed, skipped = discover(tmp_path)
     assert [e.id for e in listed] == ["a.txt", "c.txt", "sub/d.txt"]
     assert [(s.id, s.reason) for s in skipped] == [("b.txt", "cannot stat: No such file or directory")]

@@ -10,11 +10,26 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simdoc.corpus.folders as folders
+from simdoc import kernels_walk
 from simdoc.corpus.walk import discover, walk
+
+
+@pytest.fixture(params=["os.lstat", "compiled"])
+def path(request, monkeypatch):
+    """Each test on both ways of stat-ing a folder: os.lstat, and the compiled loop (simdoc.kernels_walk)."""
+    if request.param == "compiled":
+        if not kernels_walk.AVAILABLE:
+            pytest.skip("no compiled loop here (not Linux, big-endian, or SIMDOC_NO_NUMBA)")
+        monkeypatch.setattr(folders, "_COMPILED", [folders._load_compiled()])
+        assert folders._COMPILED[0] is kernels_walk.stat_names
+    else:
+        monkeypatch.setattr(folders, "_COMPILED", [False])
+    return request.param
 
 _NAMES = st.sampled_from(["a", "b.txt", "é.txt", "日本", ".hidden", "z.jsonl", "d", "x.TXT", b"\xff\xfe.txt", b"bad\x80"])
 _KINDS = st.sampled_from(["file", "file", "file", "dir", "link_file", "link_dir", "link_nowhere", "fifo"])
@@ -80,9 +95,9 @@ def _expected(root: str, follow: bool) -> dict[str, tuple[int, ...]]:
     return out
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=st.lists(st.tuples(st.lists(_NAMES, min_size=1, max_size=3), _KINDS), min_size=1, max_size=20), follow=st.booleans())
-def test_the_walks_stat_columns_are_what_lstat_gives(spec, follow):
+def test_the_walks_stat_columns_are_what_lstat_gives(path, spec, follow):
     with tempfile.TemporaryDirectory() as tmp:
         root = os.path.join(tmp, "c")
         os.mkdir(root)
@@ -100,27 +115,28 @@ def test_the_walks_stat_columns_are_what_lstat_gives(spec, follow):
                 assert (s.size, s.mtime_ns) == (st_.st_size, st_.st_mtime_ns)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(1, 80), gone=st.sets(st.integers(0, 79), max_size=5))
-def test_a_file_removed_between_its_listing_and_its_stat_is_passed_over_and_the_others_kept(n, gone):
+def test_a_file_removed_between_its_listing_and_its_stat_is_passed_over_and_the_others_kept(path, n, gone):
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         names = [f"f{i:03d}" for i in range(n)]
         for name in names:
             (root / name).write_text(name)
         removed = {names[i] for i in gone if i < n}
-        real = folders._LSTAT
+        real = folders._LISTDIR
 
-        def vanishing(name, dir_fd=None):
-            if os.path.basename(name) in removed:
-                os.unlink(name if dir_fd is None else f"/proc/self/fd/{dir_fd}/{name}")
-            return real(name, dir_fd=dir_fd)
+        def listed_then_removed(folder):
+            names = real(folder)
+            for name in removed:
+                os.unlink(root / name)  # gone since it was listed
+            return names
 
-        folders._LSTAT = vanishing
+        folders._LISTDIR = listed_then_removed
         try:
             entries, skipped = discover(root, columns=True)
         finally:
-            folders._LSTAT = real
+            folders._LISTDIR = real
         assert list(entries.ids) == [x for x in names if x not in removed]
         for e in entries:
             st_ = os.lstat(e.path)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from dataclasses import dataclass
 from functools import partial
 from itertools import compress
@@ -78,6 +79,18 @@ def lstat_names(directory: str, fd: int | None, names: list[str], prefix: str, s
     relative to the folder's descriptor ``fd`` if there is one; the others reported as skipped
     (one gone since it was listed, say)."""
     lstat = partial(_LSTAT, dir_fd=fd) if fd is not None else _lstat_in(directory)
+    if fd is not None and _compiled(len(names)):
+        rows, failed = _COMPILED[0](fd, names)
+        if not failed:
+            return names, rows
+        ok = rows[:, MODE] != -1
+        for i in np.flatnonzero(~ok).tolist():  # gone since it was listed, say: os.lstat tells why
+            try:
+                rows[i] = attrgetter(*FIELDS)(lstat(names[i]))
+                ok[i] = True
+            except OSError as exc:
+                skipped.append(seen(prefix + names[i], f"cannot stat: {exc.strerror or exc}"))
+        return list(compress(names, ok.tolist())), rows[ok]
     try:
         return names, stat_rows(list(map(lstat, names)))  # a C loop: the walk costs its system calls
     except OSError:  # stat each on its own, to say which
@@ -98,10 +111,45 @@ def _lstat_in(directory: str):
     return lambda name: _LSTAT(base + name)
 
 
-_LSTAT = os.lstat  # (the tests replace it to remove a file between its listing and its stat)
+_LSTAT, _LISTDIR = os.lstat, os.listdir  # (the tests replace them to remove a file between its listing and its stat)
+
+# Files a process stats with os.lstat before a walk takes the compiled loop (simdoc.kernels_walk):
+# its numba import (~0.25 s) costs more than it saves on 10^5 files (~0.15 s), and a run that
+# finds nothing changed imports no numba at all. Once numba is loaded, it is used at once.
+COMPILED_AFTER = 150_000
+_COMPILED: list = [None]  # kernels_walk.stat_names once it is used; False where it cannot be
+_STATED = [0]
 
 
-_BY_DESCRIPTOR = os.listdir in os.supports_fd and os.lstat in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
+def _compiled(n: int) -> bool:
+    """Whether to stat the next ``n`` names in the compiled loop (loading it if it is time)."""
+    if _COMPILED[0] is None:
+        _STATED[0] += n
+        if _STATED[0] <= COMPILED_AFTER and "numba" not in sys.modules:
+            return False
+        _COMPILED[0] = _load_compiled()
+    return _COMPILED[0] is not False
+
+
+def _load_compiled():
+    if sys.getfilesystemencoding() != "utf-8" or sys.getfilesystemencodeerrors() != "surrogateescape":
+        return False
+    try:
+        from simdoc import kernels_walk
+
+        if not kernels_walk.AVAILABLE:
+            return False
+        fd = os.open(os.sep, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            rows, failed = kernels_walk.stat_names(fd, ["."])  # compiled, or loaded from the cache, now
+        finally:
+            os.close(fd)
+    except Exception:  # noqa: BLE001 - no statx in this C library, say: the os.lstat path stays
+        return False
+    return kernels_walk.stat_names if not failed and stat.S_ISDIR(int(rows[0, MODE])) else False
+
+
+_BY_DESCRIPTOR = os.listdir in os.supports_fd and os.stat in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")  # os.lstat takes dir_fd where os.stat does
 _KEY = itemgetter(0)
 
 
@@ -113,7 +161,7 @@ def list_folder(directory: str, rel: str, excluded: set, follow_symlinks: bool, 
     prefix = f"{rel}/" if rel else ""
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY) if _BY_DESCRIPTOR else None
-        names = [name for name in os.listdir(directory if fd is None else fd) if not name.startswith(".")]
+        names = [name for name in _LISTDIR(directory if fd is None else fd) if not name.startswith(".")]
         # In the order of their names: most directories hold only files whose key is their name
         # (walk_keys), and then their rows are in walk order as they come.
         names.sort()
