@@ -131,6 +131,14 @@ def _compiled(n: int) -> bool:
     return _COMPILED[0] is not False
 
 
+def compiled_now() -> bool:
+    """Take the compiled loop for every folder from now on, if it can be had: for a build that
+    signs every file, which imports numba anyway (its workers inherit it). Whether it is in use."""
+    if _COMPILED[0] is None:
+        _COMPILED[0] = _load_compiled()
+    return _COMPILED[0] is not False
+
+
 def _load_compiled():
     if sys.getfilesystemencoding() != "utf-8" or sys.getfilesystemencodeerrors() != "surrogateescape":
         return False
