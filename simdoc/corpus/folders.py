@@ -113,10 +113,11 @@ def _lstat_in(directory: str):
 
 _LSTAT, _LISTDIR = os.lstat, os.listdir  # (the tests replace them to remove a file between its listing and its stat)
 
-# Files a process stats with os.lstat before a walk takes the compiled loop (simdoc.kernels_walk):
-# its numba import (~0.25 s) costs more than it saves on 10^5 files (~0.15 s), and a run that
-# finds nothing changed imports no numba at all. Once numba is loaded, it is used at once.
-COMPILED_AFTER = 150_000
+# Files a process stats with os.lstat before a walk takes the compiled loop (simdoc.kernels_walk).
+# Loading it (numba's import, the cached loop) costs ~0.4 CPU-s where a run imports no numba
+# otherwise (one that finds nothing changed); it then saves ~1.6 us a file (c100k: 0.45 -> 0.29
+# CPU-s): it pays for itself over some 250,000 files more. Once numba is loaded, it is used at once.
+COMPILED_AFTER = 250_000
 _COMPILED: list = [None]  # kernels_walk.stat_names once it is used; False where it cannot be
 _STATED = [0]
 
