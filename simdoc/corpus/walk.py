@@ -106,7 +106,7 @@ def _entries(found: Iterator[tuple]) -> Iterator[FileEntry]:
 
 
 def _found(root, exclude, follow_symlinks: bool, include_globs, exclude_globs, skipped: list) -> Iterator[tuple]:
-    """:func:`walk`'s documents as runs of consecutive files (ids, paths, stats); raises at once as it does."""
+    """:func:`walk`'s documents as runs of consecutive files (ids, paths, (n, 5) int64 stat rows: simdoc.corpus.folders); raises at once as it does."""
     root_path = Path(root)
     if not root_path.exists():
         raise CorpusError(f"corpus {root} does not exist", hint="check the path")
