@@ -18,7 +18,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import simdoc.corpus.walk
+import simdoc.corpus.folders
 import simdoc.stages.plan
 from simdoc.corpus.walk import FileEntry, Skipped, discover, discover_sources, walk, walk_key
 from simdoc.lsh import BucketStats, band_keys, bucket_order, iter_candidates
@@ -153,14 +153,15 @@ def test_the_walk_finds_what_a_plain_walk_finds_in_walk_order(paths, links):
 def test_a_file_gone_between_the_listing_and_its_stat_is_passed_over_and_the_rest_kept(tmp_path, monkeypatch):
     for name in ("a.txt", "b.txt", "c.txt", "sub/d.txt"):
         write(tmp_path / name, name)
-    real = simdoc.corpus.walk._LSTAT
+    real = simdoc.corpus.folders._LISTDIR
 
-    def vanishing(entry):
-        if entry.name == "b.txt":
-            raise FileNotFoundError(2, "No such file or directory")
-        return real(entry)
+    def vanishing(folder):
+        names = real(folder)
+        if "b.txt" in names:
+            os.unlink(tmp_path / "b.txt")  # gone since it was listed
+        return names
 
-    monkeypatch.setattr(simdoc.corpus.walk, "_LSTAT", vanishing)
+    monkeypatch.setattr(simdoc.corpus.folders, "_LISTDIR", vanishing)
     listed, skipped = discover(tmp_path)
     assert [e.id for e in listed] == ["a.txt", "c.txt", "sub/d.txt"]
     assert [(s.id, s.reason) for s in skipped] == [("b.txt", "cannot stat: No such file or directory")]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
-
 import numpy as np
+
+from simdoc.corpus.folders import FIELDS, FILE_COLUMNS, stat_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,24 +44,7 @@ class FileEntry:
         return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev)
 
 
-_STAT_FIELDS = ("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev")  # FileEntry.stat() of an os.stat_result
-
-
-_STAT_ROW = attrgetter(*_STAT_FIELDS)
-_FEW = 64  # files in a run below which one array of tuples is quicker than five columns
-
-
-def _stat_rows(stats: list[os.stat_result]) -> np.ndarray:
-    """The (n, 5) int64 rows of :meth:`FileEntry.stat` of ``stats``: a column at a time, each
-    taken by one C loop (half the time of a tuple an entry); a few files (most folders of a
-    source tree: 13,353 files in 11,304 runs in Python's own) as tuples, in one numpy call,
-    not five (~10% of that walk)."""
-    if len(stats) < _FEW:
-        return np.array(list(map(_STAT_ROW, stats)), dtype=np.int64).reshape(len(stats), len(_STAT_FIELDS))
-    out = np.empty((len(stats), len(_STAT_FIELDS)), dtype=np.int64)
-    for j, field in enumerate(_STAT_FIELDS):
-        out[:, j] = np.fromiter(map(attrgetter(field), stats), dtype=np.int64, count=len(stats))
-    return out
+_STAT_FIELDS = FIELDS[:FILE_COLUMNS]  # FileEntry.stat() of an os.stat_result
 
 
 class Entries(Sequence):
@@ -75,8 +58,8 @@ class Entries(Sequence):
         self.ids, self.paths, self.stat = ids, paths, stat
 
     @classmethod
-    def of_walk(cls, runs: Iterable[tuple[list[str], list[str], list[os.stat_result]]]) -> Entries:
-        """The columns of a walk's runs of files (ids, paths, stats), taken as they come (:class:`EntriesBuilder`)."""
+    def of_walk(cls, runs: Iterable[tuple[list[str], list[str], np.ndarray | list[os.stat_result]]]) -> Entries:
+        """The columns of a walk's runs of files (ids, paths, stat rows or stats), taken as they come (:class:`EntriesBuilder`)."""
         builder = EntriesBuilder()
         for run in runs:
             builder.add(*run)
@@ -103,8 +86,8 @@ class EntriesBuilder:
         self.prefix: str | None = None
         self.blocks: list[np.ndarray] = []
 
-    def add(self, run_ids: list[str], run_paths: list[str], run_stats: list[os.stat_result]) -> np.ndarray:
-        """One run of files; returns their stat rows."""
+    def add(self, run_ids: list[str], run_paths: list[str], run_stats: np.ndarray | list[os.stat_result]) -> np.ndarray:
+        """One run of files, with their (n, 5) stat rows (:mod:`simdoc.corpus.folders`) or stats; returns their stat rows."""
         if self.paths is None and run_ids:
             if self.prefix is None:
                 first, first_id = run_paths[0], run_ids[0]
@@ -113,14 +96,14 @@ class EntriesBuilder:
                 self.paths = [self.prefix + x for x in self.ids]
         if self.paths is not None:
             self.paths += run_paths
-        block = _stat_rows(run_stats)
+        block = run_stats if isinstance(run_stats, np.ndarray) else stat_rows(run_stats, _STAT_FIELDS)
         self.blocks.append(block)
         self.ids += run_ids
         return block
 
     def finish(self) -> Entries:
-        stat_rows = np.concatenate(self.blocks) if self.blocks else np.zeros((0, 5), np.int64)
-        return Entries(self.ids, self.paths if self.paths is not None else PrefixedPaths(self.prefix or "", self.ids), stat_rows)
+        rows = np.concatenate(self.blocks) if self.blocks else np.zeros((0, FILE_COLUMNS), np.int64)
+        return Entries(self.ids, self.paths if self.paths is not None else PrefixedPaths(self.prefix or "", self.ids), rows)
 
 
 class PrefixedPaths(Sequence):

@@ -19,9 +19,7 @@ import dataclasses
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from itertools import compress
-from operator import attrgetter, itemgetter, methodcaller
 from pathlib import Path
 
 import numpy as np
@@ -29,36 +27,15 @@ import numpy as np
 # The files found, one or as columns, live in simdoc.corpus.entries; the stages import them from here too.
 from simdoc.corpus.entries import Entries, FileEntry, PrefixedPaths  # noqa: F401
 from simdoc.corpus.filelists import ListedPath, ListedURL
-from simdoc.corpus.globs import may_hold, selected
+# A folder listed into columns, and what is passed over (Skipped), live in simdoc.corpus.folders.
+from simdoc.corpus.folders import DEV, INO, Skipped, list_folder
+from simdoc.corpus.folders import seen as _seen
+from simdoc.corpus.globs import selected
 # The rules for names live in simdoc.corpus.names; the readers and stages import them from here too.
 from simdoc.corpus.names import JSONL_SUFFIXES, MEMBER_SEPARATOR, WARC_SUFFIXES, is_jsonl, is_warc, walk_key, walk_keys  # noqa: F401
 from simdoc.corpus.object_lists import common_base, stat_listed
 from simdoc.corpus.objects import base_of, canonical, is_url
 from simdoc.errors import CorpusError
-
-@dataclass(frozen=True)
-class Skipped:
-    """A path that is not a document, and why; its size and time when it could be seen
-    (-1 if not), so that an index can tell the same skipped file from a changed one."""
-
-    id: str
-    reason: str
-    size: int = -1
-    mtime_ns: int = -1
-    directory: bool = False  # a directory that was not walked: it may hold documents
-
-    def reported(self, include: tuple[str, ...], exclude: tuple[str, ...]) -> bool:
-        """Inside the set --include/--exclude choose: only those are warned about and counted."""
-        if self.directory:
-            return may_hold(self.id, include, exclude)
-        return selected(self.id, include, exclude)
-
-
-def _seen(doc_id: str, reason: str, st: os.stat_result | None = None, directory: bool = False) -> Skipped:
-    if st is None:
-        return Skipped(doc_id, reason, directory=directory)
-    return Skipped(doc_id, reason, st.st_size, st.st_mtime_ns, directory)
-
 
 def _reported(skipped: list[Skipped], include_globs, exclude_globs) -> None:
     """Keep, sorted by id, the skipped paths inside the --include/--exclude set."""
@@ -83,7 +60,7 @@ def discover(
     if columns:
         entries = Entries.of_walk(found)
     else:
-        entries = [FileEntry.of_stat(*f) for run in found for f in zip(*run)]
+        entries = list(_entries(found))
     _reported(skipped, include_globs, exclude_globs)
     return entries, skipped
 
@@ -119,11 +96,17 @@ def walk(
         the first document is asked for).
     """
     found = _found(root, exclude, follow_symlinks, include_globs, exclude_globs, skipped if skipped is not None else [])
-    return (FileEntry.of_stat(*f) for run in found for f in zip(*run))
+    return _entries(found)
+
+
+def _entries(found: Iterator[tuple]) -> Iterator[FileEntry]:
+    """A :class:`FileEntry` of each file of a walk's runs (ids, paths, stat rows)."""
+    for ids, paths, rows in found:
+        yield from map(FileEntry, ids, paths, *rows.T.tolist())
 
 
 def _found(root, exclude, follow_symlinks: bool, include_globs, exclude_globs, skipped: list) -> Iterator[tuple]:
-    """:func:`walk`'s documents as runs of consecutive files (ids, paths, stats); raises at once as it does."""
+    """:func:`walk`'s documents as runs of consecutive files (ids, paths, (n, 5) int64 stat rows: simdoc.corpus.folders); raises at once as it does."""
     root_path = Path(root)
     if not root_path.exists():
         raise CorpusError(f"corpus {root} does not exist", hint="check the path")
@@ -141,120 +124,25 @@ def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_
     # name, a subdirectory as if its name ended in "/", gives the ids in sorted order: all
     # ids under "d/" sort together, where "d/" sorts among its siblings. A file of many
     # documents sorts the same way, as the "f/#..." ids of its members do (see walk_key).
-    pending = [iter(_listing(root_abs, "", excluded, follow_symlinks, skipped))]
+    pending = [iter(list_folder(root_abs, "", excluded, follow_symlinks, skipped))]
     while pending:
         for item in pending[-1]:
-            if item.__class__ is tuple:  # a run of files: (ids, paths, stats)
+            if item.__class__ is tuple:  # a run of files: (ids, paths, stat rows)
                 if include_globs or exclude_globs:
                     chosen = [selected(doc_id, include_globs, exclude_globs) for doc_id in item[0]]
-                    item = tuple(list(compress(column, chosen)) for column in item)
+                    item = (list(compress(item[0], chosen)), list(compress(item[1], chosen)), item[2][np.array(chosen, dtype=bool)])
                 yield item
                 continue
-            child_rel, path, st = item  # a subdirectory (a list): walked before the rest of this one
-            key = (st.st_dev, st.st_ino)
+            child_rel, path, row = item  # a subdirectory (a list): walked before the rest of this one
+            key = (row[DEV], row[INO])
             if key in walked:
-                skipped.append(_seen(child_rel, "directory already walked (symbolic link loop or second link to it)", st, True))
+                skipped.append(_seen(child_rel, "directory already walked (symbolic link loop or second link to it)", row, True))
                 continue
             walked.add(key)
-            pending.append(iter(_listing(path, child_rel, excluded, follow_symlinks, skipped)))
+            pending.append(iter(list_folder(path, child_rel, excluded, follow_symlinks, skipped)))
             break
         else:
             pending.pop()
-
-
-_LSTAT = methodcaller("stat", follow_symlinks=False)
-_NAME, _MODE, _KEY = attrgetter("name"), attrgetter("st_mode"), itemgetter(0)
-_ROW = (itemgetter(1), itemgetter(2), itemgetter(3))  # a file's row (key, id, path, stat): its id, path, stat
-
-
-def _listing(directory: str, rel: str, excluded: set, follow_symlinks: bool, skipped: list) -> list:
-    """A directory's files and subdirectories to walk, in walk order: each run of consecutive
-    files as a tuple of lists (ids, paths, stats), each subdirectory as a list [id, path, stat]."""
-    # os.scandir, and each entry's stat in C loops (map): a walk of 10^5 files costs its system
-    # calls and little more (pathlib, or a loop in Python an entry, cost more than the calls).
-    # Listed through a descriptor of the directory, each entry is stat-ed relative to it
-    # (fstatat): the kernel looks up one name, not every component of its path again.
-    fd = None
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY) if _BY_DESCRIPTOR else None
-        with os.scandir(directory if fd is None else fd) as it:
-            children = [e for e in it if not e.name.startswith(".")]
-        # In the order of their names: most directories hold only files whose key is their name
-        # (walk_keys), and then their rows are in walk order as they come.
-        children.sort(key=_NAME)
-        prefix = f"{rel}/" if rel else ""
-        try:
-            stats = list(map(_LSTAT, children))
-        except OSError:  # one gone since it was listed, or not stat-able: each on its own, to say which
-            children, stats = _stat_each(children, prefix, skipped)
-    except OSError as exc:
-        skipped.append(_seen(rel or ".", f"directory cannot be listed: {exc.strerror or exc}", directory=True))
-        return []
-    finally:
-        if fd is not None:
-            os.close(fd)
-    names = list(map(_NAME, children))
-    paths = list(map((directory if directory.endswith(os.sep) else directory + os.sep).__add__, names))
-    regular = (np.fromiter(map(_MODE, stats), np.int64, len(stats)) & 0o170000) == stat.S_IFREG
-    if regular.all():
-        if walk_keys(names) is names:  # sorted already: one run of files
-            return [(list(map(prefix.__add__, names)), paths, stats)] if names else []
-        rows = list(zip(walk_keys(names), map(prefix.__add__, names), paths, stats))
-    else:
-        kept = list(compress(names, regular))
-        rows = list(zip(walk_keys(kept), map(prefix.__add__, kept), compress(paths, regular), compress(stats, regular)))
-        for i in np.flatnonzero(~regular).tolist():  # links, directories, devices: few, one at a time
-            row = _other(names[i], prefix + names[i], paths[i], stats[i], excluded, follow_symlinks, skipped)
-            if row is not None:
-                rows.append(row)
-    rows.sort(key=_KEY)  # names are unique: so are their keys
-    out: list = []
-    at = 0
-    for i in [i for i, row in enumerate(rows) if row.__class__ is list] + [len(rows)]:
-        if i > at:
-            out.append(tuple(list(map(get, rows[at:i])) for get in _ROW))
-        if i < len(rows):
-            out.append(rows[i][1:])
-        at = i + 1
-    return out
-
-
-_BY_DESCRIPTOR = os.scandir in os.supports_fd and hasattr(os, "O_DIRECTORY")
-
-
-def _stat_each(children: list, prefix: str, skipped: list) -> tuple[list, list]:
-    """The entries that can be stat-ed, and their stats; the others reported."""
-    kept, stats = [], []
-    for entry in children:
-        try:
-            stats.append(_LSTAT(entry))
-        except OSError as exc:
-            skipped.append(_seen(prefix + entry.name, f"cannot stat: {exc.strerror or exc}"))
-            continue
-        kept.append(entry)
-    return kept, stats
-
-
-def _other(name: str, child_rel: str, path: str, st: os.stat_result, excluded: set, follow_symlinks: bool, skipped: list):
-    """The row of an entry that is not a regular file: a followed link's file (key, id, path, stat),
-    a directory [key, id, path, stat], or None (reported unless it is the excluded index)."""
-    if stat.S_ISLNK(st.st_mode):
-        if not follow_symlinks:
-            skipped.append(_seen(child_rel, "symbolic link, not followed (--follow-symlinks follows links)", st))
-            return None
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            skipped.append(_seen(child_rel, f"broken symbolic link: {exc.strerror or exc}", st))
-            return None
-    if stat.S_ISREG(st.st_mode):
-        return (walk_key(name), child_rel, path, st)
-    if stat.S_ISDIR(st.st_mode):
-        if excluded and os.path.realpath(path) in excluded:
-            return None
-        return [name + "/", child_rel, path, st]
-    skipped.append(_seen(child_rel, "not a regular file (device, FIFO or socket)", st))
-    return None
 
 
 def _select(entries: list[FileEntry], include_globs, exclude_globs) -> list[FileEntry]:

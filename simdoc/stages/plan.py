@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from simdoc.corpus.folders import compiled_now
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.walk import Entries, FileEntry, Skipped, discover_sources
 from simdoc.errors import CorpusError
@@ -165,6 +166,8 @@ def scan_corpus(
 ) -> Scan:
     """The corpus walked now, and, if the current build has these parameters (``same_params``),
     its docs table."""
+    if not same_params:
+        compiled_now()  # every file is read and signed: numba is imported anyway, its walk is quicker
     clock = index_clock(index)  # before the listing: see simdoc.stages.racy
     _, entries, skipped = discover_sources(
         corpus,

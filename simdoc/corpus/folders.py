@@ -1,0 +1,249 @@
+"""One folder of a walk: its entries listed and stat-ed into columns (the walk: :mod:`simdoc.corpus.walk`).
+
+A folder's names are listed (``os.listdir`` of a descriptor of the folder),
+and each is stat-ed relative to that descriptor (``fstatat``: the kernel
+looks up one name, not every component of its path again), without
+following links. The stats are kept as an int64 array, one row per entry
+(:data:`COLUMNS`), not as an ``os.stat_result`` per file held until the walk
+ends: a walk of 10^6 files keeps 48 bytes a file of its stat (issue 29).
+The values are exactly those of ``os.lstat``.
+
+Two ways to the same rows: ``os.lstat`` a name, in a C loop (``map``), and
+the compiled loop of :mod:`simdoc.kernels_walk` (``statx``, no Python object
+a file; c100k: 0.45 -> 0.29 CPU-s, c1m: 4.5 -> 2.8). The compiled one is
+taken where numba is loaded anyway (a build that signs every file calls
+:func:`compiled_now`), or once a walk is long enough to pay for loading it
+(:data:`COMPILED_AFTER`): a run that finds nothing changed in 10^5 files
+imports no numba.
+
+What is passed over, and why, is a :class:`Skipped`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from dataclasses import dataclass
+from functools import partial
+from itertools import compress
+from operator import attrgetter, itemgetter
+
+import numpy as np
+
+from simdoc.corpus.globs import may_hold, selected
+from simdoc.corpus.names import walk_key, walk_keys
+
+# A row of a folder's stats: the five of FileEntry.stat() (simdoc.store.doctable.STAT_COLUMNS), then the mode.
+FIELDS = ("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev", "st_mode")
+SIZE, MTIME, INO, DEV, MODE = 0, 1, 3, 4, 5
+FILE_COLUMNS = 5  # a file's row in a run: the first five
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A path that is not a document, and why; its size and time when it could be seen
+    (-1 if not), so that an index can tell the same skipped file from a changed one."""
+
+    id: str
+    reason: str
+    size: int = -1
+    mtime_ns: int = -1
+    directory: bool = False  # a directory that was not walked: it may hold documents
+
+    def reported(self, include: tuple[str, ...], exclude: tuple[str, ...]) -> bool:
+        """Inside the set --include/--exclude choose: only those are warned about and counted."""
+        if self.directory:
+            return may_hold(self.id, include, exclude)
+        return selected(self.id, include, exclude)
+
+
+def seen(doc_id: str, reason: str, row=None, directory: bool = False) -> Skipped:
+    """The :class:`Skipped` of a path, with the size and time of its ``row`` (:data:`FIELDS`) or stat, if seen."""
+    if row is None:
+        return Skipped(doc_id, reason, directory=directory)
+    if isinstance(row, os.stat_result):
+        return Skipped(doc_id, reason, row.st_size, row.st_mtime_ns, directory)
+    return Skipped(doc_id, reason, int(row[SIZE]), int(row[MTIME]), directory)
+
+
+def stat_rows(stats: list[os.stat_result], fields: tuple[str, ...] = FIELDS) -> np.ndarray:
+    """The (n, len(fields)) int64 rows of ``stats``: a column at a time, each taken by one C loop
+    (half the time of a tuple an entry); a few (most folders of a source tree: 13,353 files in
+    11,304 runs in Python's own) as tuples, in one numpy call, not one a column."""
+    if len(stats) < _FEW:
+        return np.array(list(map(attrgetter(*fields), stats)), dtype=np.int64).reshape(len(stats), len(fields))
+    out = np.empty((len(stats), len(fields)), dtype=np.int64)
+    for j, field in enumerate(fields):
+        out[:, j] = np.fromiter(map(attrgetter(field), stats), dtype=np.int64, count=len(stats))
+    return out
+
+
+_FEW = 64  # entries below which one array of tuples is quicker than a column at a time
+
+
+def lstat_names(directory: str, fd: int | None, names: list[str], prefix: str, skipped: list) -> tuple[list[str], np.ndarray]:
+    """The names that can be stat-ed (without following links), and their rows (:data:`FIELDS`),
+    relative to the folder's descriptor ``fd`` if there is one; the others reported as skipped
+    (one gone since it was listed, say)."""
+    lstat = partial(_LSTAT, dir_fd=fd) if fd is not None else _lstat_in(directory)
+    if fd is not None and _compiled(len(names)):
+        rows, failed = _COMPILED[0](fd, names)
+        if not failed:
+            return names, rows
+        ok = rows[:, MODE] != -1
+        for i in np.flatnonzero(~ok).tolist():  # gone since it was listed, say: os.lstat tells why
+            try:
+                rows[i] = attrgetter(*FIELDS)(lstat(names[i]))
+                ok[i] = True
+            except OSError as exc:
+                skipped.append(seen(prefix + names[i], f"cannot stat: {exc.strerror or exc}"))
+        return list(compress(names, ok.tolist())), rows[ok]
+    try:
+        return names, stat_rows(list(map(lstat, names)))  # a C loop: the walk costs its system calls
+    except OSError:  # stat each on its own, to say which
+        pass
+    kept, stats = [], []
+    for name in names:
+        try:
+            stats.append(lstat(name))
+        except OSError as exc:
+            skipped.append(seen(prefix + name, f"cannot stat: {exc.strerror or exc}"))
+            continue
+        kept.append(name)
+    return kept, stat_rows(stats)
+
+
+def _lstat_in(directory: str):
+    base = directory if directory.endswith(os.sep) else directory + os.sep
+    return lambda name: _LSTAT(base + name)
+
+
+_LSTAT, _LISTDIR = os.lstat, os.listdir  # (the tests replace them to remove a file between its listing and its stat)
+
+# Files a process stats with os.lstat before a walk takes the compiled loop (simdoc.kernels_walk).
+# Loading it (numba's import, the cached loop) costs ~0.4 CPU-s where a run imports no numba
+# otherwise (one that finds nothing changed); it then saves ~1.6 us a file (c100k: 0.45 -> 0.29
+# CPU-s): it pays for itself over some 250,000 files more. Once numba is loaded, it is used at once.
+COMPILED_AFTER = 250_000
+_COMPILED: list = [None]  # kernels_walk.stat_names once it is used; False where it cannot be
+_STATED = [0]
+
+
+def _compiled(n: int) -> bool:
+    """Whether to stat the next ``n`` names in the compiled loop (loading it if it is time)."""
+    if _COMPILED[0] is None:
+        _STATED[0] += n
+        if _STATED[0] <= COMPILED_AFTER and "numba" not in sys.modules:
+            return False
+        _COMPILED[0] = _load_compiled()
+    return _COMPILED[0] is not False
+
+
+def compiled_now() -> bool:
+    """Take the compiled loop for every folder from now on, if it can be had: for a build that
+    signs every file, which imports numba anyway (its workers inherit it). Whether it is in use."""
+    if _COMPILED[0] is None:
+        _COMPILED[0] = _load_compiled()
+    return _COMPILED[0] is not False
+
+
+def _load_compiled():
+    if sys.getfilesystemencoding() != "utf-8" or sys.getfilesystemencodeerrors() != "surrogateescape":
+        return False
+    try:
+        from simdoc import kernels_walk
+
+        if not kernels_walk.AVAILABLE:
+            return False
+        fd = os.open(os.sep, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            rows, failed = kernels_walk.stat_names(fd, ["."])  # compiled, or loaded from the cache, now
+        finally:
+            os.close(fd)
+    except Exception:  # noqa: BLE001 - no statx in this C library, say: the os.lstat path stays
+        return False
+    return kernels_walk.stat_names if not failed and stat.S_ISDIR(int(rows[0, MODE])) else False
+
+
+_BY_DESCRIPTOR = os.listdir in os.supports_fd and os.stat in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")  # os.lstat takes dir_fd where os.stat does
+_KEY = itemgetter(0)
+
+
+def list_folder(directory: str, rel: str, excluded: set, follow_symlinks: bool, skipped: list) -> list:
+    """A directory's files and subdirectories to walk, in walk order: each run of consecutive files
+    as a tuple (ids, paths, rows) where rows is an (n, 5) int64 array of :meth:`FileEntry.stat`,
+    each subdirectory as a list [id, path, row] (row: :data:`FIELDS` of the directory itself)."""
+    fd = None
+    prefix = f"{rel}/" if rel else ""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY) if _BY_DESCRIPTOR else None
+        names = [name for name in _LISTDIR(directory if fd is None else fd) if not name.startswith(".")]
+        # In the order of their names: most directories hold only files whose key is their name
+        # (walk_keys), and then their rows are in walk order as they come.
+        names.sort()
+        names, rows = lstat_names(directory, fd, names, prefix, skipped)
+    except OSError as exc:
+        skipped.append(seen(rel or ".", f"directory cannot be listed: {exc.strerror or exc}", directory=True))
+        return []
+    finally:
+        if fd is not None:
+            os.close(fd)
+    if not names:
+        return []
+    base = directory if directory.endswith(os.sep) else directory + os.sep
+    ids = list(map(prefix.__add__, names))
+    paths = list(map(base.__add__, names))
+    regular = (rows[:, MODE] & 0o170000) == stat.S_IFREG
+    if regular.all() and walk_keys(names) is names:  # sorted already: one run of files
+        return [(ids, paths, rows[:, :FILE_COLUMNS])]
+    # Rows (key, id, path, k) of files, k their row in ``table``; [key, id, path, row] of subdirectories.
+    table = [rows[:, :FILE_COLUMNS]]
+    files = regular.tolist()
+    found: list = list(zip(walk_keys(list(compress(names, files))), compress(ids, files), compress(paths, files), np.flatnonzero(regular).tolist()))
+    extra = len(names)
+    for i in np.flatnonzero(~regular).tolist():  # links, directories, devices: few, one at a time
+        item = _other(names[i], ids[i], paths[i], rows[i].tolist(), excluded, follow_symlinks, skipped)
+        if item is None:
+            continue
+        if item.__class__ is tuple:  # a followed link's file: its row is the target's
+            table.append(np.array([item[3][:FILE_COLUMNS]], dtype=np.int64))
+            item = (*item[:3], extra)
+            extra += 1
+        found.append(item)
+    found.sort(key=_KEY)  # names are unique: so are their keys
+    stats = np.concatenate(table) if len(table) > 1 else table[0]
+    out: list = []
+    at = 0
+    for i in [i for i, item in enumerate(found) if item.__class__ is list] + [len(found)]:
+        if i > at:
+            run = found[at:i]
+            out.append((list(map(itemgetter(1), run)), list(map(itemgetter(2), run)), stats[list(map(itemgetter(3), run))]))
+        if i < len(found):
+            out.append(found[i][1:])
+        at = i + 1
+    return out
+
+
+def _other(name: str, child_rel: str, path: str, row: list[int], excluded: set, follow_symlinks: bool, skipped: list):
+    """The item of an entry that is not a regular file: a followed link's file (key, id, path, row),
+    a directory [key, id, path, row], or None (reported unless it is the excluded index)."""
+    mode = row[MODE]
+    if stat.S_ISLNK(mode):
+        if not follow_symlinks:
+            skipped.append(seen(child_rel, "symbolic link, not followed (--follow-symlinks follows links)", row))
+            return None
+        try:
+            row = list(attrgetter(*FIELDS)(os.stat(path)))
+        except OSError as exc:
+            skipped.append(seen(child_rel, f"broken symbolic link: {exc.strerror or exc}", row))
+            return None
+        mode = row[MODE]
+    if stat.S_ISREG(mode):
+        return (walk_key(name), child_rel, path, row)
+    if stat.S_ISDIR(mode):
+        if excluded and os.path.realpath(path) in excluded:
+            return None
+        return [name + "/", child_rel, path, row]
+    skipped.append(seen(child_rel, "not a regular file (device, FIFO or socket)", row))
+    return None

@@ -1,0 +1,144 @@
+"""The walk's stat columns (simdoc.corpus.folders) hold exactly what os.lstat (os.stat for a followed
+link) gives, on random trees of files, links to files, folders and nowhere, hidden files, a FIFO,
+unicode and undecodable names, and entries removed between the listing and their stat (issue 29)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import simdoc.corpus.folders as folders
+from simdoc import kernels_walk
+from simdoc.corpus.walk import discover, walk
+
+
+@pytest.fixture(params=["os.lstat", "compiled"])
+def path(request, monkeypatch):
+    """Each test on both ways of stat-ing a folder: os.lstat, and the compiled loop (simdoc.kernels_walk)."""
+    if request.param == "compiled":
+        if not kernels_walk.AVAILABLE:
+            pytest.skip("no compiled loop here (not Linux, big-endian, or SIMDOC_NO_NUMBA)")
+        monkeypatch.setattr(folders, "_COMPILED", [folders._load_compiled()])
+        assert folders._COMPILED[0] is kernels_walk.stat_names
+    else:
+        monkeypatch.setattr(folders, "_COMPILED", [False])
+    return request.param
+
+_NAMES = st.sampled_from(["a", "b.txt", "é.txt", "日本", ".hidden", "z.jsonl", "d", "x.TXT", b"\xff\xfe.txt", b"bad\x80"])
+_KINDS = st.sampled_from(["file", "file", "file", "dir", "link_file", "link_dir", "link_nowhere", "fifo"])
+
+
+def _make(root: bytes, spec: list[tuple[list, str]]) -> None:
+    for parts, kind in spec:
+        names = [p if isinstance(p, bytes) else p.encode() for p in parts]
+        parent = os.path.join(root, *names[:-1]) if len(names) > 1 else root
+        path = os.path.join(parent, names[-1])
+        try:
+            os.makedirs(parent, exist_ok=True)
+            if os.path.lexists(path):
+                continue
+            if kind == "file":
+                with open(path, "wb") as f:
+                    f.write(path)
+                os.utime(path, ns=(7, 1_500_000_000_000_000_000 + 1_000 * len(path) + 17))  # an mtime unlike its ctime
+            elif kind == "dir":
+                os.mkdir(path)
+            elif kind == "link_file":
+                with open(path + b".target", "wb") as f:
+                    f.write(b"target")
+                os.symlink(path + b".target", path)
+            elif kind == "link_dir":
+                os.symlink(parent, path)  # a loop: the folder holding it
+            elif kind == "link_nowhere":
+                os.symlink(b"/nonexistent/nowhere", path)
+            else:
+                os.mkfifo(path)
+        except (FileExistsError, FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            continue  # a name already taken by a file, a folder or a link
+
+
+def _expected(root: str, follow: bool) -> dict[str, tuple[int, ...]]:
+    """Every document's id and the stat it must carry, by a plain walk with os.lstat/os.stat."""
+    out = {}
+    walked = set()
+
+    def visit(folder: str, rel: str) -> None:
+        st_ = os.stat(folder)
+        if (st_.st_dev, st_.st_ino) in walked:
+            return
+        walked.add((st_.st_dev, st_.st_ino))
+        for name in sorted(os.listdir(folder)):
+            if name.startswith("."):
+                continue
+            path, doc_id = os.path.join(folder, name), f"{rel}{name}"
+            st_ = os.lstat(path)
+            if stat.S_ISLNK(st_.st_mode):
+                if not follow:
+                    continue
+                try:
+                    st_ = os.stat(path)
+                except OSError:
+                    continue
+            if stat.S_ISREG(st_.st_mode):
+                out[doc_id] = (st_.st_size, st_.st_mtime_ns, st_.st_ctime_ns, st_.st_ino, st_.st_dev)
+            elif stat.S_ISDIR(st_.st_mode):
+                visit(path, doc_id + "/")
+
+    visit(root, "")
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=st.lists(st.tuples(st.lists(_NAMES, min_size=1, max_size=3), _KINDS), min_size=1, max_size=20), follow=st.booleans())
+def test_the_walks_stat_columns_are_what_lstat_gives(path, spec, follow):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = os.path.join(tmp, "c")
+        os.mkdir(root)
+        _make(os.fsencode(root), spec)
+        expected = _expected(root, follow)
+        entries, skipped = discover(root, follow_symlinks=follow, columns=True)
+        got = {e.id: e.stat() for e in entries}
+        assert got == expected
+        assert entries.stat.dtype == np.int64 and entries.stat.shape == (len(expected), 5)
+        assert [e.id for e in walk(root, follow_symlinks=follow)] == list(entries.ids)
+        assert not any(part.startswith(".") for s in skipped for part in s.id.split("/"))
+        for s in skipped:
+            if "FIFO" in s.reason or (not follow and "symbolic link" in s.reason):
+                st_ = os.lstat(os.path.join(root, s.id))
+                assert (s.size, s.mtime_ns) == (st_.st_size, st_.st_mtime_ns)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 80), gone=st.sets(st.integers(0, 79), max_size=5))
+def test_a_file_removed_between_its_listing_and_its_stat_is_passed_over_and_the_others_kept(path, n, gone):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        names = [f"f{i:03d}" for i in range(n)]
+        for name in names:
+            (root / name).write_text(name)
+        removed = {names[i] for i in gone if i < n}
+        real = folders._LISTDIR
+
+        def listed_then_removed(folder):
+            names = real(folder)
+            for name in removed:
+                os.unlink(root / name)  # gone since it was listed
+            return names
+
+        folders._LISTDIR = listed_then_removed
+        try:
+            entries, skipped = discover(root, columns=True)
+        finally:
+            folders._LISTDIR = real
+        assert list(entries.ids) == [x for x in names if x not in removed]
+        for e in entries:
+            st_ = os.lstat(e.path)
+            assert e.stat() == (st_.st_size, st_.st_mtime_ns, st_.st_ctime_ns, st_.st_ino, st_.st_dev)
+        assert [(s.id, s.reason) for s in skipped] == [(x, "cannot stat: No such file or directory") for x in sorted(removed)]
