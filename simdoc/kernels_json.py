@@ -93,57 +93,60 @@ if ENABLED:
         p = 0
         size = raw.shape[0]
         while p < limit and p < size:
-            e = p
-            while e < size and raw[e] != 10:
-                e += 1
+            # Parsed up to the line's end, which the parse finds: no rule takes a \n (it is
+            # whitespace to JSON, but no line holds one), so one met early fails the parse.
+            end, count, stop = _object(raw, p, size, key, out, q, stack)
+            if end < 0 or stop - p > bound:
+                stop = p
+                while stop < size and raw[stop] != 10:
+                    stop += 1
+                end = -1
             starts[n] = p
-            lengths[n] = e - p
+            lengths[n] = stop - p
             text_starts[n] = q
             text_ends[n] = q
             chars[n] = 0
-            if e - p <= bound:
-                end, count = _object(raw, p, e, key, out, q, stack)
-                if end >= 0:
-                    usual[n] = True
-                    text_ends[n] = end
-                    chars[n] = count
-                    q = end
+            if end >= 0:
+                usual[n] = True
+                text_ends[n] = end
+                chars[n] = count
+                q = end
             n += 1
-            p = e + 1
+            p = stop + 1
         return n, q
 
     @njit(cache=CACHE, nogil=True)
     def _object(b, p, e, key, out, q, stack):
-        """The line b[p:e] as one JSON object: (where its text ends in ``out``, written from ``q``,
-        its code points), or (-1, 0) if the line is not usual."""
+        """The line from b[p] as one JSON object: (where its text ends in ``out``, written from ``q``,
+        its code points, where the line ends: at a \n or ``e``), or (-1, 0, 0) if it is not usual."""
         p = _ws(b, p, e)
         if p >= e or b[p] != 123:  # {
-            return -1, 0
+            return -1, 0, 0
         p = _ws(b, p + 1, e)
         found = False
         end = q
         count = 0
         if p < e and b[p] == 125:  # {}: no text
-            return -1, 0
+            return -1, 0, 0
         while True:
             if p >= e or b[p] != 34:  # "
-                return -1, 0
+                return -1, 0, 0
             k = p + 1
             while k < e:
                 c = b[k]
                 if c == 34:
                     break
                 if c == 92 or c < 0x20:  # a backslash (it may spell the field), a control character
-                    return -1, 0
+                    return -1, 0, 0
                 if c < 0x80:
                     k += 1
                 else:
                     m = _utf8(b, k, e)
                     if m == 0:
-                        return -1, 0
+                        return -1, 0, 0
                     k += m
             if k >= e:
-                return -1, 0
+                return -1, 0, 0
             match = k - p - 1 == key.shape[0]
             if match:
                 for i in range(key.shape[0]):
@@ -152,10 +155,10 @@ if ENABLED:
                         break
             p = _ws(b, k + 1, e)
             if p >= e or b[p] != 58:  # :
-                return -1, 0
+                return -1, 0, 0
             p = _ws(b, p + 1, e)
             if p >= e:
-                return -1, 0
+                return -1, 0, 0
             if match and b[p] == 34:
                 p, end, count = _string(b, p + 1, e, out, q, True)
                 found = True
@@ -164,23 +167,24 @@ if ENABLED:
                     found = False
                 p = _value(b, p, e, out, stack)
             if p < 0:
-                return -1, 0
+                return -1, 0, 0
             p = _ws(b, p, e)
             if p < e and b[p] == 44:  # ,
                 p = _ws(b, p + 1, e)
                 continue
             if p < e and b[p] == 125:  # }
                 break
-            return -1, 0
-        if _ws(b, p + 1, e) != e or not found:
-            return -1, 0
-        return end, count
+            return -1, 0, 0
+        p = _ws(b, p + 1, e)
+        if (p < e and b[p] != 10) or not found:
+            return -1, 0, 0
+        return end, count, p
 
     @njit(cache=CACHE, nogil=True, inline="always")
     def _ws(b, p, e):
         while p < e:
             c = b[p]
-            if c == 32 or c == 9 or c == 10 or c == 13:
+            if c == 32 or c == 9 or c == 13:  # and \n, which no line holds (see _scan_lines)
                 p += 1
             else:
                 break
@@ -234,6 +238,13 @@ if ENABLED:
         count = 0
         while p < e:
             c = b[p]
+            if 0x20 <= c < 0x80 and c != 34 and c != 92:  # the usual byte, on its own
+                if write:
+                    out[q] = c
+                    q += 1
+                count += 1
+                p += 1
+                continue
             if c == 34:
                 return p + 1, q, count
             if c == 92:
