@@ -18,15 +18,14 @@ caller takes the general path.
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 from simdoc.bytesign import sign_joined
 from simdoc.corpus import streaming
 from simdoc.corpus.formats import member_id
 from simdoc.corpus.jsonl_ranges import Piece, line_ids
-from simdoc.corpus.read import FileRead, member_identities
+from simdoc.kernels_blake import blake2b_16
+from simdoc.corpus.read import FileRead, identity_tail
 from simdoc.stages.scan_results import BatchResult, FileOutcome
 from simdoc.store.doccolumns import DocColumns
 from simdoc.store.doctable import HOW, STATUSES
@@ -46,9 +45,10 @@ def rows_batch(task, got: FileRead, piece: Piece, how: str, hasher) -> BatchResu
     outcome = FileOutcome(bytes.fromhex(res.digest) if res.digest else b"", res.status, res.warning, False, how)
     outcome.left_out = list(got.left_out or [])
     outcome.n_docs = n
-    # Each text's digest from its UTF-8 bytes in the buffer, as text_digest encodes it.
-    view, bounds = memoryview(rows.raw), rows.bounds.tolist()
-    digests = [hashlib.blake2b(view[bounds[i] : bounds[i + 1]], digest_size=16).digest() for i in range(n)]
+    # Each text's digest from its UTF-8 bytes in the buffer, as text_digest encodes it, and its
+    # identity (simdoc.corpus.read.member_identities), all in one compiled call each.
+    digests = blake2b_16(rows.raw, rows.bounds)
+    identities = identity_column(digests, how)
     sigs = np.empty((n, task.signature.num_perm), dtype=np.uint32)
     windows = sign_joined(rows.raw, rows.bounds, task.shingle.spec, hasher, sigs) if n else np.zeros(0, np.int64)
     prefix = member_id(doc_id, "").encode("utf-8", "surrogateescape")
@@ -62,11 +62,15 @@ def rows_batch(task, got: FileRead, piece: Piece, how: str, hasher) -> BatchResu
         n_shingles=np.asarray(windows, dtype=np.int64).reshape(n),
         how=np.full(n, HOW.index(how), dtype=np.uint8),
         status=np.full(n, STATUSES.index("ok"), dtype=np.uint8),
-        digest=_digest_column(digests),
-        identity=_digest_column(member_identities(digests, how)),
+        digest=digests,
+        identity=identities,
     )
     return BatchResult([outcome], docs, sigs, None, piece=piece)
 
 
-def _digest_column(digests: list[bytes]) -> np.ndarray:
-    return np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(len(digests), 16).copy()
+
+def identity_column(digests: np.ndarray, how: str) -> np.ndarray:
+    """:func:`simdoc.corpus.read.member_identities` of the (n, 16) digests, as an (n, 16) array."""
+    tail = np.frombuffer(identity_tail(how), dtype=np.uint8)
+    keyed = np.concatenate([digests, np.broadcast_to(tail, (len(digests), len(tail)))], axis=1)
+    return blake2b_16(keyed.reshape(-1), np.arange(len(digests) + 1, dtype=np.int64) * keyed.shape[1])
