@@ -71,12 +71,8 @@ def scan_lines(data: bytes, limit: int, field: str, bound: int) -> UsualLines | 
     raw = np.frombuffer(data, dtype=np.uint8)
     limit = min(limit, len(data))
     room = data.count(b"\n", 0, limit) + 1 if limit > 0 else 0
-    starts = np.empty(room, np.int64)
-    lengths = np.empty(room, np.int64)
+    starts, lengths, text_starts, text_ends, chars = (np.empty(room, np.int64) for _ in range(5))
     usual = np.zeros(room, np.bool_)
-    text_starts = np.empty(room, np.int64)
-    text_ends = np.empty(room, np.int64)
-    chars = np.empty(room, np.int64)
     out = np.empty(max(len(data), 1), np.uint8)
     n, used = _scan_lines(raw, limit, bound, key, out, starts, lengths, usual, text_starts, text_ends, chars, np.empty(DEPTH, np.uint8))
     return UsualLines(starts[:n], lengths[:n], usual[:n], text_starts[:n], text_ends[:n], chars[:n], out[:used])
@@ -101,16 +97,10 @@ if ENABLED:
                 while stop < size and raw[stop] != 10:
                     stop += 1
                 end = -1
-            starts[n] = p
-            lengths[n] = stop - p
-            text_starts[n] = q
-            text_ends[n] = q
-            chars[n] = 0
-            if end >= 0:
-                usual[n] = True
-                text_ends[n] = end
-                chars[n] = count
-                q = end
+            starts[n], lengths[n], text_starts[n] = p, stop - p, q
+            usual[n] = end >= 0
+            text_ends[n], chars[n] = (end, count) if end >= 0 else (q, 0)
+            q = text_ends[n]
             n += 1
             p = stop + 1
         return n, q
