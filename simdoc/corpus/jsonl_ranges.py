@@ -118,8 +118,9 @@ def _read_range(path: str, source: str, start: int, end: int, text_field, max_by
         members.rows = Rows()
     digest = hashlib.blake2b(digest_size=16) if start == 0 else _Skip()
     piece = Piece(members.docs, keys=members.deferred, rows=members.rows)
-    # The usual line (a JSON object, its text a string, nothing to say of it) is taken by one
-    # call of the JSON scanner; any other goes through members.add, which says what is wrong.
+    # The usual line (a JSON object, its text a string, nothing to say of it) is taken by the
+    # compiled scanner, the range read as one block (simdoc.corpus.jsonl_rows), or without numba
+    # by one call of json's scanner; any other goes through members.add, which says what is wrong.
     quick = members.rows.add if members.rows is not None and FAST else None
     longest = None if max_bytes is None else max_bytes // 4  # a longer text may need cutting: members.add
     with as_file(fd, buffering=0) as f:
@@ -175,7 +176,7 @@ def _line_by_line(f, begin: int, end: int, start: int, digest, members: _JsonlMe
             members.add(lineno, line.decode("utf-8", errors="replace"), begin + offset, length)
 
 
-FAST = True  # the usual line by one scanner call (tests turn it off to compare)
+FAST = True  # the usual line by a scanner (tests turn it off to compare with the Python path)
 _SCAN = json.JSONDecoder().scan_once  # what json.loads calls, with json.loads's defaults
 
 
