@@ -25,7 +25,7 @@ _ODD = st.sampled_from(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(
     lines=st.lists(line.map(str.encode) | _ODD | _line().map(lambda b: b.replace(b"\x00", b" ")), max_size=25),
     crlf=st.booleans(), cut_at=st.integers(1, 300), max_bytes=st.sampled_from([None, 50]), member_bytes=st.sampled_from([None, 90]),

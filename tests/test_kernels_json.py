@@ -116,7 +116,7 @@ def _check(lines: list[bytes], field: str) -> int:
     return taken
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(lines=st.lists(_line(), min_size=1, max_size=6), field=st.sampled_from(_FIELDS))
 def test_a_line_taken_gives_the_text_json_loads_gives(lines, field):
     _check(lines, field)
