@@ -54,27 +54,53 @@ def sign_texts(texts: Sequence[str | bytes], spec: ShingleSpec, hasher: MinHashe
     :func:`simdoc.corpus.files.read_document` gives an ASCII file), as
     :func:`simdoc.shingling.shingle_texts` takes them.
     """
-    from simdoc import kernels, kernels_bytes  # here: numba is imported only by a run that signs (see simdoc.jit)
-
     n = len(texts)
     windows = np.zeros(n, dtype=np.int64)
     handled = np.zeros(n, dtype=np.bool_)
-    if n and spec.unit == "char" and kernels.ENABLED:
-        raw, offsets = _joined(texts)
-        table = code_point_table(spec.lowercase, spec.unicode, raw.isascii())
-        longest = max(int(np.diff(offsets).max()), 1)
-        ws = workspace()
-        kernels_bytes.sign_utf8(
-            np.frombuffer(raw, dtype=np.uint8), offsets, spec.k, table, hasher.scheme == "oph", hasher.oph_key,
-            hasher.probe_key, hasher.a, hasher.b, out, windows, handled, ws.get("blocks", longest, np.uint32),
-            ws.get("buf", longest, np.uint32), ws.get("wide", longest, np.uint64), ws.get("sig64", hasher.num_perm, np.uint64),
-        )
+    if n and spec.unit == "char":
+        _sign_kernel(*_joined(texts), spec, hasher, out, windows, handled)
     rest = np.flatnonzero(~handled)
     if len(rest):
-        stream = shingle_texts([texts[i] for i in rest.tolist()], spec, form="stream", views=True)
-        out[rest] = hasher.signatures(stream)
-        windows[rest] = np.diff(stream.indptr)
+        _sign_reference([texts[i] for i in rest.tolist()], rest, spec, hasher, out, windows)
     return windows
+
+
+def sign_joined(raw: bytes, offsets: np.ndarray, spec: ShingleSpec, hasher: MinHasher, out: np.ndarray) -> np.ndarray:
+    """:func:`sign_texts` of the texts ``raw[offsets[i]:offsets[i + 1]]`` (UTF-8, surrogatepass:
+    as a text is encoded for its digest), straight from that buffer: no ``str`` per text but
+    for those the kernel declines, decoded for the reference path."""
+    n = len(offsets) - 1
+    windows = np.zeros(n, dtype=np.int64)
+    handled = np.zeros(n, dtype=np.bool_)
+    if n and spec.unit == "char":
+        _sign_kernel(raw, np.ascontiguousarray(offsets, dtype=np.int64), spec, hasher, out, windows, handled)
+    rest = np.flatnonzero(~handled)
+    if len(rest):
+        at = offsets.tolist()
+        texts = [raw[at[i] : at[i + 1]].decode("utf-8", "surrogatepass") for i in rest.tolist()]
+        _sign_reference(texts, rest, spec, hasher, out, windows)
+    return windows
+
+
+def _sign_kernel(raw: bytes, offsets: np.ndarray, spec: ShingleSpec, hasher: MinHasher, out, windows, handled) -> None:
+    from simdoc import kernels, kernels_bytes  # here: numba is imported only by a run that signs (see simdoc.jit)
+
+    if not kernels.ENABLED:
+        return
+    table = code_point_table(spec.lowercase, spec.unicode, raw.isascii())
+    longest = max(int(np.diff(offsets).max()), 1)
+    ws = workspace()
+    kernels_bytes.sign_utf8(
+        np.frombuffer(raw, dtype=np.uint8), offsets, spec.k, table, hasher.scheme == "oph", hasher.oph_key,
+        hasher.probe_key, hasher.a, hasher.b, out, windows, handled, ws.get("blocks", longest, np.uint32),
+        ws.get("buf", longest, np.uint32), ws.get("wide", longest, np.uint64), ws.get("sig64", hasher.num_perm, np.uint64),
+    )
+
+
+def _sign_reference(texts: Sequence[str | bytes], rest: np.ndarray, spec: ShingleSpec, hasher: MinHasher, out, windows) -> None:
+    stream = shingle_texts(texts, spec, form="stream", views=True)
+    out[rest] = hasher.signatures(stream)
+    windows[rest] = np.diff(stream.indptr)
 
 
 def sets64_texts(texts: Sequence[str | bytes], spec: ShingleSpec) -> ShingleSets:

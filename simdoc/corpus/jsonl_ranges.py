@@ -44,6 +44,7 @@ from simdoc.corpus.formats import (
     _summarise,
     member_id,
 )
+from simdoc.corpus.jsonl_rows import Rows, can_scan, read_block, take_lines
 from simdoc.corpus.walk import MEMBER_SEPARATOR, is_jsonl
 
 RANGE_BYTES = 4 << 20  # bytes of a JSON Lines file per reading task
@@ -62,30 +63,6 @@ def cut(size: int) -> list[tuple[int, int]]:
     range_bytes = RANGE_BYTES
     starts = list(range(0, max(size, 1), range_bytes))
     return [(s, s + range_bytes) for s in starts[:-1]] + [(starts[-1], _LAST)]
-
-
-@dataclass
-class Rows:
-    """A range's members as columns, in line order (no tuple, id or object per member): the line
-    number of each (counted from the range's first line), its text, and where its line is."""
-
-    lines: list[int] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    offsets: list[int] = field(default_factory=list)
-    lengths: list[int] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.lines)
-
-    def add(self, lineno: int, text: str, offset: int, length: int) -> None:
-        self.lines.append(lineno)
-        self.texts.append(text)
-        self.offsets.append(offset)
-        self.lengths.append(length)
-
-    def docs(self, source: str) -> list[tuple[str, str, int, int]]:
-        """As :attr:`Piece.docs` holds members: (id, text, offset, length) each."""
-        return [(member_id(source, str(n)), t, o, k) for n, t, o, k in zip(self.lines, self.texts, self.offsets, self.lengths)]
 
 
 @dataclass
@@ -141,8 +118,9 @@ def _read_range(path: str, source: str, start: int, end: int, text_field, max_by
         members.rows = Rows()
     digest = hashlib.blake2b(digest_size=16) if start == 0 else _Skip()
     piece = Piece(members.docs, keys=members.deferred, rows=members.rows)
-    # The usual line (a JSON object, its text a string, nothing to say of it) is taken by one
-    # call of the JSON scanner; any other goes through members.add, which says what is wrong.
+    # The usual line (a JSON object, its text a string, nothing to say of it) is taken by the
+    # compiled scanner, the range read as one block (simdoc.corpus.jsonl_rows), or without numba
+    # by one call of json's scanner; any other goes through members.add, which says what is wrong.
     quick = members.rows.add if members.rows is not None and FAST else None
     longest = None if max_bytes is None else max_bytes // 4  # a longer text may need cutting: members.add
     with as_file(fd, buffering=0) as f:
@@ -150,26 +128,14 @@ def _read_range(path: str, source: str, start: int, end: int, text_field, max_by
             begin = _first_line(f, start)
             if begin is not None and begin < end:
                 f.seek(begin)
-                for lineno, line, offset, length in _lines(f.read, digest, MEMBER_BYTES, sniff=start == 0):
-                    if begin + offset >= end:
-                        break
-                    piece.n_lines = lineno
-                    if line is None:
-                        what = f"longer than {_size_text(MEMBER_BYTES)}, skipped (a JSON Lines document is parsed whole)"
-                        members.note(what, lineno, what)
-                        continue
-                    if lineno == 1 and begin == 0 and line.startswith(codecs.BOM_UTF8):
-                        line = line[len(codecs.BOM_UTF8) :]
-                    if quick is not None:
-                        text = _usual_text(line, text_field)
-                        if text is not None and (longest is None or len(text) <= longest):
-                            quick(lineno, text, begin + offset, length)
-                            continue
-                    try:
-                        members.add(lineno, line.decode("utf-8"), begin + offset, length)
-                    except UnicodeDecodeError:
-                        piece.replaced.append(lineno)
-                        members.add(lineno, line.decode("utf-8", errors="replace"), begin + offset, length)
+                block = None
+                if quick is not None and can_scan(text_field):  # the range as one block, its lines by the scanner
+                    block = read_block(f, end - begin, digest, start == 0, min(end - begin, RANGE_BYTES) + MEMBER_BYTES + 1)
+                if block is not None:
+                    piece.n_lines = take_lines(block, begin, end - begin, members, members.rows, piece.replaced, MEMBER_BYTES, longest, text_field)
+                else:
+                    f.seek(begin)  # line by line (a line too long to hold, or no scanner)
+                    _line_by_line(f, begin, end, start, digest, members, piece, quick, text_field, longest)
             if start == 0:  # the rest of the file, for its digest (the lines read so far went through it)
                 while chunk := f.read(_CHUNK):
                     digest.update(chunk)
@@ -186,7 +152,31 @@ def _read_range(path: str, source: str, start: int, end: int, text_field, max_by
     return piece
 
 
-FAST = True  # the usual line by one scanner call (tests turn it off to compare)
+def _line_by_line(f, begin: int, end: int, start: int, digest, members: _JsonlMembers, piece: Piece, quick, text_field: str, longest) -> None:
+    """The lines from ``begin`` that start before ``end``, read one by one into ``members``."""
+    for lineno, line, offset, length in _lines(f.read, digest, MEMBER_BYTES, sniff=start == 0):
+        if begin + offset >= end:
+            break
+        piece.n_lines = lineno
+        if line is None:
+            what = f"longer than {_size_text(MEMBER_BYTES)}, skipped (a JSON Lines document is parsed whole)"
+            members.note(what, lineno, what)
+            continue
+        if lineno == 1 and begin == 0 and line.startswith(codecs.BOM_UTF8):
+            line = line[len(codecs.BOM_UTF8) :]
+        if quick is not None:
+            text = _usual_text(line, text_field)
+            if text is not None and (longest is None or len(text) <= longest):
+                quick(lineno, text, begin + offset, length)
+                continue
+        try:
+            members.add(lineno, line.decode("utf-8"), begin + offset, length)
+        except UnicodeDecodeError:
+            piece.replaced.append(lineno)
+            members.add(lineno, line.decode("utf-8", errors="replace"), begin + offset, length)
+
+
+FAST = True  # the usual line by a scanner (tests turn it off to compare with the Python path)
 _SCAN = json.JSONDecoder().scan_once  # what json.loads calls, with json.loads's defaults
 
 

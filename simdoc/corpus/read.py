@@ -353,10 +353,15 @@ def read_again(
 def member_identities(digests: list[bytes], how: str) -> list[bytes]:
     """:func:`identity` of each member read ``how`` (one of MEMBER_WAYS) with these digests: a
     member's does not depend on its id, so a task's are made in one pass, without them."""
+    tail = identity_tail(how)
+    return [hashlib.blake2b(d + tail, digest_size=16).digest() for d in digests]
+
+
+def identity_tail(how: str) -> bytes:
+    """What :func:`identity` hashes after the digest of a member read ``how`` (one of MEMBER_WAYS)."""
     if how not in MEMBER_WAYS:
         raise ValueError(f"not a way members are read: {how!r}")
-    tail = how.encode() + b"\0"
-    return [hashlib.blake2b(d + tail, digest_size=16).digest() for d in digests]
+    return _identity_tail(how, "")
 
 
 def identity(digest: bytes, how: str, doc_id: str) -> bytes:

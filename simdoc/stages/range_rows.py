@@ -1,11 +1,12 @@
 """A JSON Lines range's documents as columns, with no object per document (issue 29).
 
 A task reading one range of a big JSON Lines file (:mod:`simdoc.corpus.jsonl_ranges`)
-gets its members as columns (:class:`~simdoc.corpus.jsonl_ranges.Rows`: line numbers,
-texts, offsets, lengths). :func:`rows_batch` turns them into the task's result in a few
-passes over lists and arrays: the ids ``SOURCE/#LINE`` made as arrays from the line
-numbers, each text encoded once for its digest and size, every text signed by one call
-of the kernel. A range of 10^4 records of ~360 characters made a tuple, a member
+gets its members as columns (:class:`~simdoc.corpus.jsonl_rows.Columns`: line numbers,
+where each line is, and the texts' UTF-8 bytes in one buffer, most written there by the
+compiled scanner with no ``str`` per record). :func:`rows_batch` turns them into the task's
+result in a few passes over arrays: the ids ``SOURCE/#LINE`` made as arrays from the line
+numbers, each text's digest taken from its slice of the buffer, every text signed from the
+buffer by one call of the kernel (:func:`simdoc.bytesign.sign_joined`). A range of 10^4 records of ~360 characters made a tuple, a member
 object, a ``DocOut`` and an id string per record before, which cost more than
 signing them.
 
@@ -17,15 +18,14 @@ caller takes the general path.
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
-from simdoc.bytesign import sign_texts
+from simdoc.bytesign import sign_joined
 from simdoc.corpus import streaming
 from simdoc.corpus.formats import member_id
 from simdoc.corpus.jsonl_ranges import Piece, line_ids
-from simdoc.corpus.read import FileRead, member_identities
+from simdoc.kernels_blake import blake2b_16
+from simdoc.corpus.read import FileRead, identity_tail
 from simdoc.stages.scan_results import BatchResult, FileOutcome
 from simdoc.store.doccolumns import DocColumns
 from simdoc.store.doctable import HOW, STATUSES
@@ -34,34 +34,43 @@ from simdoc.store.doctable import HOW, STATUSES
 def rows_batch(task, got: FileRead, piece: Piece, how: str, hasher) -> BatchResult | None:
     """The result of ``task`` (one range of one JSON Lines file, ``got`` its members as rows), or
     None where the general path must make it (see the module docstring)."""
-    rows = got.rows
-    if rows is None or task.keep_sets or task.shingle.min_length or any(len(t) > streaming.LARGE_CHARS for t in rows.texts):
+    if got.rows is None or task.keep_sets or task.shingle.min_length:
+        return None
+    rows = got.rows.columns()
+    n = len(rows.lines)
+    if n and int(rows.chars.max()) > streaming.LARGE_CHARS:
         return None
     doc_id = task.files[0][0]
     res = got.result
     outcome = FileOutcome(bytes.fromhex(res.digest) if res.digest else b"", res.status, res.warning, False, how)
     outcome.left_out = list(got.left_out or [])
-    n = outcome.n_docs = len(rows)
-    encoded = [t.encode("utf-8", "surrogatepass") for t in rows.texts]  # as text_digest and text_size encode
-    digests = [hashlib.blake2b(e, digest_size=16).digest() for e in encoded]
+    outcome.n_docs = n
+    # Each text's digest from its UTF-8 bytes in the buffer, as text_digest encodes it, and its
+    # identity (simdoc.corpus.read.member_identities), all in one compiled call each.
+    digests = blake2b_16(rows.raw, rows.bounds)
+    identities = identity_column(digests, how)
     sigs = np.empty((n, task.signature.num_perm), dtype=np.uint32)
-    windows = sign_texts(rows.texts, task.shingle.spec, hasher, sigs) if n else np.zeros(0, np.int64)
+    windows = sign_joined(rows.raw, rows.bounds, task.shingle.spec, hasher, sigs) if n else np.zeros(0, np.int64)
     prefix = member_id(doc_id, "").encode("utf-8", "surrogateescape")
     source = np.frombuffer(doc_id.encode("utf-8", "surrogateescape"), dtype=np.uint8)
     docs = DocColumns(
-        *line_ids(prefix, np.asarray(rows.lines, dtype=np.int64)),
+        *line_ids(prefix, rows.lines),
         np.tile(source, n), np.arange(n + 1, dtype=np.int64) * len(source),
-        offset=np.asarray(rows.offsets, dtype=np.int64).reshape(n),
-        length=np.asarray(rows.lengths, dtype=np.int64).reshape(n),
-        size=np.fromiter(map(len, encoded), dtype=np.int64, count=n),
+        offset=rows.offsets.reshape(n),
+        length=rows.lengths.reshape(n),
+        size=np.diff(rows.bounds),
         n_shingles=np.asarray(windows, dtype=np.int64).reshape(n),
         how=np.full(n, HOW.index(how), dtype=np.uint8),
         status=np.full(n, STATUSES.index("ok"), dtype=np.uint8),
-        digest=_digest_column(digests),
-        identity=_digest_column(member_identities(digests, how)),
+        digest=digests,
+        identity=identities,
     )
     return BatchResult([outcome], docs, sigs, None, piece=piece)
 
 
-def _digest_column(digests: list[bytes]) -> np.ndarray:
-    return np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(len(digests), 16).copy()
+
+def identity_column(digests: np.ndarray, how: str) -> np.ndarray:
+    """:func:`simdoc.corpus.read.member_identities` of the (n, 16) digests, as an (n, 16) array."""
+    tail = np.frombuffer(identity_tail(how), dtype=np.uint8)
+    keyed = np.concatenate([digests, np.broadcast_to(tail, (len(digests), len(tail)))], axis=1)
+    return blake2b_16(keyed.reshape(-1), np.arange(len(digests) + 1, dtype=np.int64) * keyed.shape[1])
