@@ -17,6 +17,7 @@ None, and the caller looks for that member by its id (or calls it stale).
 from __future__ import annotations
 
 import codecs
+import os
 
 import numpy as np
 
@@ -69,11 +70,15 @@ def lines_at(path: str, offsets: np.ndarray, lengths: np.ndarray, follow_symlink
     which = valid[order].tolist()
     at = offsets[valid][order].tolist()
     ln = lengths[valid][order].tolist()
-    with as_file(opened[0], buffering=0) as f:
+    handle = opened[0]
+    with as_file(handle, buffering=0) as f:
         for b, (lo, hi) in enumerate(zip(starts.tolist(), ends.tolist())):
-            try:
-                f.seek(lo)
-                block = f.read(hi - lo)
+            try:  # a descriptor: one pread a block (an object's file: a ranged request)
+                if isinstance(handle, int):
+                    block = os.pread(handle, hi - lo, lo)
+                else:
+                    f.seek(lo)
+                    block = f.read(hi - lo)
             except OSError:
                 return out
             for k in range(int(first[b]), int(first[b + 1])):
