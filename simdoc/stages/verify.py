@@ -308,7 +308,7 @@ class _Work:
         if lean.any():
             self._read_plain(docs_a[lean], held)
         others = docs_a[~lean]
-        if (how == JSONL).any():  # the others not found where they were: the reader's general way
+        if (how == JSONL).any():  # members at their places; those not found there, and the rest: the reader's way
             got = jsonl_members(table, others, reader.confined, reader.fields[0], reader.max_bytes, reader.follow_symlinks)
             for d in got.docs.tolist():
                 reader.reads[d] += 1
