@@ -335,7 +335,7 @@ def test_storage_option_values_are_json_where_they_parse():
 
 
 def test_members_are_read_again_by_ranged_requests(s3, tmp_path):
-    from simdoc.corpus.jsonl_ranges import texts_at
+    from simdoc.corpus.jsonl_at import texts_at
     from simdoc.corpus.objects import configure
 
     fs, endpoint, bucket, _ = s3

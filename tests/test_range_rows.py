@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simdoc.corpus import jsonl_ranges
+from simdoc.corpus import jsonl_at, jsonl_ranges
 from simdoc.corpus.jsonl_ranges import read_range
 from simdoc.corpus.read import identity, member_identities
 from simdoc.params import ShingleParams, SignatureParams
@@ -99,10 +99,10 @@ def test_members_read_at_their_locations_in_blocks_are_those_read_one_by_one(tmp
     at["gone"] = (-1, 3)
     at["past the end"] = (len(raw) + 5, 4)
     path.write_bytes(raw[: max(len(raw) - cut, 0)])
-    with mock.patch.object(jsonl_ranges, "BLOCK_BYTES", block), mock.patch.object(jsonl_ranges, "_GAP_BYTES", gap):
-        got = jsonl_ranges.texts_at(str(path), at, max_bytes=max_bytes)
-    with mock.patch.object(jsonl_ranges, "BLOCK_BYTES", 0), mock.patch.object(jsonl_ranges, "FAST", False):
-        one_by_one = jsonl_ranges.texts_at(str(path), at, max_bytes=max_bytes)
+    with mock.patch.object(jsonl_at, "BLOCK_BYTES", block), mock.patch.object(jsonl_at, "_GAP_BYTES", gap):
+        got = jsonl_at.texts_at(str(path), at, max_bytes=max_bytes)
+    with mock.patch.object(jsonl_at, "BLOCK_BYTES", 0), mock.patch.object(jsonl_ranges, "FAST", False):
+        one_by_one = jsonl_at.texts_at(str(path), at, max_bytes=max_bytes)
     assert got == one_by_one
 
 

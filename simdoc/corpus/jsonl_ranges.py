@@ -27,7 +27,6 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -307,76 +306,3 @@ def joined_read(pieces: list[Piece]) -> tuple[ReadResult, list[dict[int, str] | 
         shown = ", ".join(fields_seen[:8]) + (", ..." if len(fields_seen) > 8 else "")
         notes.append(f"the objects have the fields {shown}: name the one with the text with --text-field")
     return ReadResult("", pieces[0].digest, warning="; ".join(notes) or None, status=status), ids
-
-
-def texts_at(
-    path: str, at: dict[str, tuple[int, int]], text_field: str = "text", max_bytes: int | None = None,
-    follow_symlinks: bool = False,
-) -> dict[str, str | None]:
-    """The text of each member of a plain JSON Lines file read at its location (id -> (offset,
-    length) of its line, as the docs table has it): a seek and a read each, in file order, as a
-    web archive's CDX index finds a record. None where the line there is no longer a member
-    (the caller checks the digest of what it gets). The file is never parsed whole.
-    """
-    out: dict[str, str | None] = dict.fromkeys(at)
-    opened = open_regular(path, follow_symlinks, ranged=True)  # an object: one ranged request a block
-    if isinstance(opened, ReadResult):
-        return out
-    fd, _ = opened
-    wanted = [(o, k, doc_id) for doc_id, (o, k) in at.items() if o >= 0 and 0 <= k <= MEMBER_BYTES]
-    wanted.sort()
-    longest = None if max_bytes is None else max_bytes // 4
-    with as_file(fd, buffering=0) as f:
-        for n, (offset, length, doc_id, line) in enumerate(_lines_at(f, wanted)):
-            if line is None:
-                return out  # the file cannot be read
-            if len(line) != length:
-                continue
-            if offset == 0 and line.startswith(codecs.BOM_UTF8):
-                line = line[len(codecs.BOM_UTF8) :]
-            # The line parsed as the scan parsed it (its key is not needed: the digest decides).
-            text = _usual_text(line, text_field) if FAST else None
-            if text is not None and (longest is None or len(text) <= longest):
-                out[doc_id] = text
-                continue
-            members = _JsonlMembers("", text_field, None, max_bytes)
-            members.add(n + 1, line.decode("utf-8", errors="replace"), offset, length)
-            out[doc_id] = members.docs[0][1] if members.docs else None
-    return out
-
-
-BLOCK_BYTES = 1 << 18  # the most one read of lines near each other covers
-_GAP_BYTES = 1 << 13  # lines further apart than this are read apart
-
-
-def _lines_at(f, wanted: list[tuple[int, int, str]]) -> Iterator[tuple[int, int, str, bytes | None]]:
-    """(offset, length, id, the bytes there) of each of ``wanted`` (sorted by offset): lines close
-    together are read by one read of the bytes from the first to the last; the bytes are None
-    once the file cannot be read (and nothing more is given), short where it ends early."""
-    i = 0
-    while i < len(wanted):
-        first = wanted[i][0]
-        j, end = i + 1, wanted[i][0] + wanted[i][1]
-        while j < len(wanted) and wanted[j][0] - end <= _GAP_BYTES and wanted[j][0] + wanted[j][1] - first <= BLOCK_BYTES:
-            end = max(end, wanted[j][0] + wanted[j][1])
-            j += 1
-        try:
-            f.seek(first)
-            block = f.read(end - first)
-            if len(block) != end - first and j > i + 1:  # cut short: each line read on its own, as asked
-                block = None
-        except OSError:
-            yield (*wanted[i], None)
-            return
-        for offset, length, doc_id in wanted[i:j]:
-            if block is None:
-                try:
-                    f.seek(offset)
-                    line = f.read(length)
-                except OSError:
-                    yield offset, length, doc_id, None
-                    return
-            else:
-                line = block[offset - first : offset - first + length]
-            yield offset, length, doc_id, line
-        i = j

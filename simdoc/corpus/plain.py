@@ -84,3 +84,10 @@ def read_again_into(
             continue
         starts[i], ends[i] = (at + 3 if buf.startswith(BOM, at, at + size) else at), at + size
     return buf, starts, ends
+
+
+def text_at(buf: bytearray, start: int, end: int) -> str | bytes:
+    """A text read into ``buf`` as the scan read it (:func:`simdoc.corpus.files.read_plain`): ASCII
+    bytes as they are, any other decoded (invalid bytes replaced; the byte-order mark is not in the span)."""
+    raw = bytes(buf[start:end])
+    return raw if raw.isascii() else raw.decode("utf-8", errors="replace")

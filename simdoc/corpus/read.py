@@ -36,7 +36,7 @@ from simdoc.corpus.formats import (
 )
 from simdoc.corpus import formats, jsonl_ranges, parquet, streaming, warc_spans
 from simdoc.corpus.jsonl_ranges import Piece, Rows, read_range
-from simdoc.corpus.jsonl_ranges import texts_at as jsonl_texts_at
+from simdoc.corpus.jsonl_at import texts_at as jsonl_texts_at
 from simdoc.corpus.parquet import PARQUET_EXTRA, is_parquet, read_groups, read_parquet
 from simdoc.corpus.parquet import texts_at as parquet_texts_at
 from simdoc.corpus.walk import is_jsonl, is_warc
@@ -241,7 +241,7 @@ def read_member_texts(
     ``offsets``, the offset of each wanted member, see :func:`simdoc.corpus.warc.texts_at`; Parquet:
     by ``offsets``, the (row group, row) of each, see :func:`simdoc.corpus.parquet.texts_at`).
     A plain JSON Lines file with ``offsets`` and ``lengths`` is not parsed whole: each wanted
-    line is read where it is (:func:`simdoc.corpus.jsonl_ranges.texts_at`).
+    line is read where it is (:func:`simdoc.corpus.jsonl_at.texts_at`).
 
     ``wanted`` maps member id to the digest indexed; a member whose text no
     longer has that digest, or that is gone, maps to None.

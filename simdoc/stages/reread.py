@@ -28,6 +28,8 @@ from simdoc.corpus.streaming import Part, sets64_of_texts
 from simdoc.errors import CorruptIndex
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec
+from simdoc.stages.located import jsonl_members
+from simdoc.store.docnames import Column
 from simdoc.store.doctable import HOW, STAT_COLUMNS, UNKNOWN, DocsTable, Strings, is_safe_relative
 from simdoc.store.loaded import LoadedIndex
 
@@ -251,9 +253,14 @@ class DocumentReader:
         ways = np.asarray(how[docs_a]).tolist()
         for d in docs:
             self.reads[d] += 1
-        # The members of one file are read together; their columns are looked up for all at once
+        # Members of plain JSON Lines files are read at their places, looked up as columns; the
+        # others (and those not found there) a file at a time, their columns also gathered at once
         # (10^5 members of one JSON Lines file: a row lookup each was most of their cost).
-        members = self._members(docs_a[np.fromiter((w in _MEMBER_CODES for w in ways), dtype=bool, count=len(ways))])
+        member_docs = docs_a[np.fromiter((w in _MEMBER_CODES for w in ways), dtype=bool, count=len(ways))]
+        located = jsonl_members(self.table, member_docs, self.confined, self.fields[0], self.max_bytes, self.follow_symlinks)
+        texts.extend(located.texts)
+        order.extend(located.docs.tolist())
+        members = self._members(located.rest)
         for d, w in zip(docs, ways):
             way = HOW[w]
             if way in MEMBER_WAYS:
@@ -317,7 +324,7 @@ class DocumentReader:
 
 def _strings(strings, docs: np.ndarray) -> list[str]:
     """The strings of rows ``docs`` of a docs-table column (ids or sources), gathered in one go."""
-    if isinstance(strings, Strings):
+    if isinstance(strings, (Strings, Column)):
         return strings.take(docs)
     return [strings[d] for d in docs.tolist()]
 

@@ -23,14 +23,14 @@ kernels), never back up:
    (and all held in ``budget``, :data:`CACHE_BYTES`).
 3. :meth:`_Work.read` reads a chunk's new documents, in the order of their
    names: where they live and their digests come from the docs table a
-   batch at a time (:meth:`simdoc.store.doctable.DocsTable.places`); the files
-   read whole when indexed are read again leanly into one buffer and checked
-   against their digests (:func:`simdoc.corpus.plain.read_again_into`); their
-   bytes are shingled by one kernel call straight into the rows held
-   (:func:`simdoc.bytesign.sets64_spans`). Members of JSON Lines, WARC and
-   Parquet files (each file read once for all its members wanted), streamed
-   and HTML files, a corpus at a URL or cut by ``--max-bytes`` are read by
-   :meth:`simdoc.stages.reread.DocumentReader.read_batch`, the general way.
+   batch at a time, as columns. The files read whole when indexed are read
+   again leanly into one buffer and checked against their digests
+   (:func:`simdoc.corpus.plain.read_again_into`), the members of plain JSON
+   Lines files at their places (:func:`simdoc.stages.located.jsonl_members`);
+   their bytes are shingled by one kernel call straight into the rows held
+   (:func:`simdoc.bytesign.sets64_spans`). Members of WARC and Parquet files,
+   streamed and HTML files, a corpus at a URL or cut by ``--max-bytes`` are
+   read by :meth:`simdoc.stages.reread.DocumentReader.read_batch`, the general way.
 4. :meth:`_Held.compare` merges all the chunk's pairs in one kernel call,
    where their rows lie (:func:`simdoc.similarity.span_sums`: integers,
    divided once by :func:`simdoc.similarity.jaccards_of_sums`), and
@@ -60,12 +60,13 @@ from simdoc import similarity
 from simdoc.bytesign import sets64_spans
 from simdoc.corpus import streaming
 from simdoc.corpus.objects import is_url, still_there
-from simdoc.corpus.plain import read_again_into
+from simdoc.corpus.plain import read_again_into, text_at
 from simdoc.corpus.streaming import Part, sets64_of_texts
 from simdoc.engines.local import LocalEngine, can_fork
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import shingle_texts
 from simdoc.similarity import jaccard_in_passes, jaccards_of_sums, span_sums
+from simdoc.stages.located import JSONL, jsonl_members
 from simdoc.stages.reread import DocumentReader
 from simdoc.store.doctable import HOW
 
@@ -205,7 +206,7 @@ class _Work:
         # memmap's item costs a microsecond more, and costs are asked per document.)
         self.shingles = np.asarray(reader.table.columns["n_shingles"])
         # Files read whole when indexed are read again leanly (simdoc.corpus.plain), unless the
-        # corpus is at a URL or cut by --max-bytes: those, and members, the reader's general way.
+        # corpus is at a URL or cut by --max-bytes: those the reader's general way.
         self.lean = reader.max_bytes is None and not is_url(reader.root)
 
     def costs(self, docs: np.ndarray) -> np.ndarray:
@@ -297,22 +298,29 @@ class _Work:
 
     def read(self, docs: list[int], held: _Held) -> None:
         """Read ``docs`` again and add their sets to ``held`` (a document not read as indexed
-        is held as missing). Plain files are read here, leanly, and shingled together by one
-        call of the kernel, straight into the rows held; the rest by the reader."""
+        is held as missing). Plain files, and members of plain JSON Lines files found where they
+        were, are read here, leanly, and shingled together by one call of the kernel, straight
+        into the rows held; the rest by the reader."""
         reader, table = self.reader, self.reader.table
         docs_a = np.asarray(docs, dtype=np.int64)
-        lean = np.asarray(table.columns["how"][docs_a] == WHOLE) if self.lean else np.zeros(len(docs_a), bool)
-        plain, others = docs_a[lean], docs_a[~lean].tolist()
-        if len(plain):
-            self._read_plain(plain, held)
-        if others:
-            held.add(*reader.read_batch(others))
+        how = np.asarray(table.columns["how"][docs_a])
+        lean = (how == WHOLE) & self.lean
+        if lean.any():
+            self._read_plain(docs_a[lean], held)
+        others = docs_a[~lean]
+        if (how == JSONL).any():  # members at their places; those not found there, and the rest: the reader's way
+            got = jsonl_members(table, others, reader.confined, reader.fields[0], reader.max_bytes, reader.follow_symlinks)
+            for d in got.docs.tolist():
+                reader.reads[d] += 1
+            self._shingle(got.raw, got.offsets[:-1], got.offsets[1:], got.docs.tolist(), got.texts.__getitem__, held)
+            others = got.rest
+        if len(others):
+            held.add(*reader.read_batch(others.tolist()))
         held.bytes += int(self.costs(docs_a).sum())
 
-
     def _read_plain(self, plain: np.ndarray, held: _Held) -> None:
-        """:meth:`read` of files read whole when indexed: read into one buffer, their digests
-        checked, and shingled by one kernel call from there into the rows held."""
+        """:meth:`read` of files read whole when indexed: read into one buffer and their digests
+        checked (:func:`read_again_into`), then :meth:`_shingle`."""
         reader, table = self.reader, self.reader.table
         docs = plain.tolist()
         for d in docs:
@@ -323,27 +331,27 @@ class _Work:
         read = starts >= 0
         for i in np.flatnonzero(~read).tolist():
             held.missing(docs[i])
+        at = np.flatnonzero(read)
+        self._shingle(buf, starts[at], ends[at], [docs[i] for i in at.tolist()], lambda i: text_at(buf, starts[at[i]], ends[at[i]]), held)
+
+    def _shingle(self, buf, starts: np.ndarray, ends: np.ndarray, docs: list[int], text_of: Callable[[int], str | bytes], held: _Held) -> None:
+        """The sets of texts read into ``buf`` (UTF-8, ``buf[starts[i]:ends[i]]`` is ``docs[i]``'s,
+        ``text_of(i)`` its text as the scan had it) by one kernel call, into the rows held."""
+        spec = self.reader.spec
         # A long text is shingled in pieces, in bounded memory (its bytes are at least its characters).
-        whole = read & (ends - starts <= streaming.PIECE_CHARS)
-        for i in np.flatnonzero(read & ~whole).tolist():
-            held.add(sets64_of_texts([_text(buf, starts[i], ends[i])], reader.spec), {docs[i]: 0})
+        whole = ends - starts <= streaming.PIECE_CHARS
+        for i in np.flatnonzero(~whole).tolist():
+            held.add(sets64_of_texts([text_of(i)], spec), {docs[i]: 0})
         at = np.flatnonzero(whole)
         if not len(at):
             return
         data, counts = held.room(int((ends[at] - starts[at]).sum()))
-        rows = sets64_spans(buf, starts[at], ends[at], reader.spec, data, counts)
+        rows = sets64_spans(buf, starts[at], ends[at], spec, data, counts)
         held.wrote([docs[i] for i in at.tolist()], rows)
         declined = at[rows < 0].tolist()
         if declined:  # what the kernel cannot do exactly: the reference way
-            sets = shingle_texts([_text(buf, starts[i], ends[i]) for i in declined], reader.spec, form="sets64")
+            sets = shingle_texts([text_of(i) for i in declined], spec, form="sets64")
             held.add(sets, {docs[i]: j for j, i in enumerate(declined)})
-
-
-def _text(buf: bytearray, start: int, end: int) -> str | bytes:
-    """A text read into ``buf`` as the scan read it (:func:`simdoc.corpus.files.read_plain`): ASCII
-    bytes as they are, any other decoded (invalid bytes replaced; the byte-order mark is not in the span)."""
-    raw = bytes(buf[start:end])
-    return raw if raw.isascii() else raw.decode("utf-8", errors="replace")
 
 
 def _last_needed(ol: np.ndarray, orr: np.ndarray) -> dict[int, int]:

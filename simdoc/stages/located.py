@@ -1,0 +1,82 @@
+"""Members of plain JSON Lines files read again at their places, looked up as columns (issue 29).
+
+Verification of 10^6 records wants ~10^5 members at a time. Where each one
+lives comes from the docs table's columns for all of them at once (its file:
+the run of rows it is in; its offset, length and digest), never a row at a
+time; each file's lines are read in on-disk order, by few large reads
+(:func:`simdoc.corpus.jsonl_at.lines_at`), parsed as the scan parsed them,
+and their texts' digests compared with the table's in one array operation.
+What is left in Python per member is the parse of its line and the hash of
+its text.
+
+A member not found so (its line moved or was edited, its file is compressed
+or gone, the text is not the one indexed) is left to the caller, which reads
+it the general way (:meth:`simdoc.stages.reread.DocumentReader.read_batch`
+looks for it by its id and calls it stale if it is not there).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from simdoc.corpus.files import compression_of
+from simdoc.corpus.jsonl_at import line_texts
+from simdoc.store.doctable import HOW, DocsTable
+
+JSONL = HOW.index("jsonl")
+
+
+@dataclass
+class Located:
+    """The members read where they are, with the digest indexed, as columns."""
+
+    docs: np.ndarray  # int64: the members read, in the order asked
+    texts: list[str]  # their texts
+    raw: bytes  # their texts' UTF-8 bytes one after another (as the digest and the kernels take a text)
+    offsets: np.ndarray  # int64 (len(docs) + 1,): where each one's bytes start in ``raw``, then the end
+    rest: np.ndarray  # int64: the others asked for (not found so, or not in a plain JSON Lines file)
+
+
+def jsonl_members(
+    table: DocsTable, docs: np.ndarray, confined: Callable[[str], str | None], text_field: str = "text",
+    max_bytes: int | None = None, follow_symlinks: bool = False,
+) -> Located:
+    """The members of plain JSON Lines files among ``docs`` read at their places (see the module
+    docstring); ``confined`` gives a source's path to open, or None (not to be opened)."""
+    docs = np.asarray(docs, dtype=np.int64)
+    c = table.columns
+    jsonl = np.flatnonzero(np.asarray(c["how"][docs]) == JSONL)
+    runs = table.names.run_of(docs[jsonl])
+    by_run = np.argsort(runs, kind="stable")  # each file's members together (a file is a run of rows)
+    order, runs = jsonl[by_run], runs[by_run]
+    bounds = [0, *(np.flatnonzero(np.diff(runs)) + 1).tolist(), len(runs)] if len(runs) else [0]
+    at: list[int] = []  # positions in docs of the members a text was found for
+    texts: list[str] = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        path = confined(table.names.file(int(runs[lo])))
+        if path is None or compression_of(path) is not None:  # (a compressed file is one stream: read whole)
+            continue
+        group = order[lo:hi]
+        rows = docs[group]
+        got = line_texts(path, np.asarray(c["offset"][rows]), np.asarray(c["length"][rows]), text_field, max_bytes, follow_symlinks)
+        for k, text in zip(group.tolist(), got):
+            if text is not None:
+                at.append(k)
+                texts.append(text)
+    encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+    # A member's digest is BLAKE2b-128 of its text's UTF-8 (simdoc.corpus.read.text_digest), taken
+    # here of the bytes the kernels shingle next: each text is encoded once.
+    digests = b"".join([hashlib.blake2b(b, digest_size=16).digest() for b in encoded])
+    at_a = np.asarray(at, dtype=np.int64)
+    same = (np.frombuffer(digests, np.uint8).reshape(-1, 16) == np.asarray(table.digest[docs[at_a]]).reshape(-1, 16)).all(axis=1)
+    keep = np.flatnonzero(same)
+    found = np.zeros(len(docs), dtype=bool)
+    found[at_a[keep]] = True
+    kept = [encoded[k] for k in keep.tolist()]
+    offsets = np.zeros(len(kept) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, kept), dtype=np.int64, count=len(kept)), out=offsets[1:])
+    return Located(docs[at_a[keep]], [texts[k] for k in keep.tolist()], b"".join(kept), offsets, docs[~found])
