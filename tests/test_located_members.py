@@ -108,3 +108,34 @@ def test_members_are_located_by_columns_not_a_row_lookup_each(tmp_path):
             mock.patch.object(read, "read_file", side_effect=AssertionError("the whole file parsed again")):
         got = verify.verify_pairs(reader, left, right, jobs=1)
     assert got.ok.all() and (got.set_jaccard[got.set_jaccard > 0.99] == 1.0).sum() == 2 * 3 * 45
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.tuples(_RECORD, st.booleans(), st.sampled_from(["ok", "ok", "not json", "no text"])), min_size=1, max_size=8),
+    st.lists(st.tuples(st.integers(0, 7), st.sampled_from(["\n", "\r", "x", "\ufeff", "\"", "{"])), max_size=3),
+    st.booleans(),
+    st.sampled_from([None, 40, 400]),
+)
+def test_lines_by_the_scanner_are_the_texts_of_each_line_parsed_alone(tmp_path_factory, records, edits, bom, max_bytes):
+    """line_utf8 (the usual lines by one call of the compiled scanner) gives, for every place,
+    the UTF-8 of what member_text gives of that line alone, after edits in place that put a
+    newline, a BOM or broken JSON where a member's line was (then the lines no longer match
+    their places, and none may be taken from a neighbour's)."""
+    folder = tmp_path_factory.mktemp("lines")
+    text = ("\ufeff" if bom else "") + "".join(_line(t, a, k) + "\n" for t, a, k in records)
+    raw = bytearray(text.encode("utf-8", "surrogatepass"))
+    places, at = [], 0
+    for line in raw.split(b"\n")[:-1]:
+        places.append((at, len(line)))
+        at += len(line) + 1
+    for i, char in edits:  # an edit in place: same length, another byte
+        if raw:
+            raw[min(i * 13, len(raw) - 1)] = char.encode("utf-8")[0]
+    path = folder / "f.jsonl"
+    path.write_bytes(bytes(raw))
+    offsets = np.array([p[0] for p in places], dtype=np.int64)
+    lengths = np.array([p[1] for p in places], dtype=np.int64)
+    got = jsonl_at.line_utf8(str(path), offsets, lengths, "text", max_bytes)
+    want = [None if t is None else t.encode("utf-8", "surrogatepass") for t in jsonl_at.line_texts(str(path), offsets, lengths, "text", max_bytes)]
+    assert got == want

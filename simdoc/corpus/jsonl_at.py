@@ -24,6 +24,7 @@ import numpy as np
 from simdoc.corpus import jsonl_ranges
 from simdoc.corpus.files import ReadResult, as_file, open_regular
 from simdoc.corpus.formats import MEMBER_BYTES, _JsonlMembers
+from simdoc.kernels_json import scan_lines
 
 BLOCK_BYTES = 1 << 18  # the most one read of lines near each other covers (about: its last line may end past it)
 _GAP_BYTES = 1 << 13  # lines further apart than this are read apart
@@ -115,6 +116,34 @@ def line_texts(
         member_text(line, o, k, text_field, max_bytes)
         for line, o, k in zip(lines, np.asarray(offsets).tolist(), np.asarray(lengths).tolist())
     ]
+
+
+def line_utf8(
+    path: str, offsets: np.ndarray, lengths: np.ndarray, text_field: str = "text", max_bytes: int | None = None,
+    follow_symlinks: bool = False,
+) -> list[bytes | None]:
+    """:func:`line_texts` as UTF-8 (surrogates passed: the bytes a text's digest is of): the usual
+    lines (:mod:`simdoc.kernels_json`) by one scanner call, the others by :func:`member_text`."""
+    offsets, lengths = np.asarray(offsets, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
+    lines = lines_at(path, offsets, lengths, follow_symlinks)
+    out: list[bytes | None] = [None] * len(lines)
+    whole = [i for i, (line, n) in enumerate(zip(lines, lengths.tolist())) if line is not None and len(line) == n]
+    joined = b"\n".join([lines[i] for i in whole])
+    scanned = scan_lines(joined, len(joined), text_field, MEMBER_BYTES) if jsonl_ranges.FAST and whole else None
+    # One line a member: a line that holds a newline now (edited since) would shift the rest.
+    if scanned is not None and len(scanned.starts) == len(whole):
+        longest = None if max_bytes is None else max_bytes // 4  # a longer text may need cutting: member_text
+        usual = scanned.usual & (scanned.chars <= longest if longest is not None else True)
+        texts, starts, ends = scanned.texts.tobytes(), scanned.text_starts.tolist(), scanned.text_ends.tolist()
+        for j, i in enumerate(whole):
+            if usual[j]:
+                out[i] = texts[starts[j] : ends[j]]
+                lines[i] = None
+    for i in whole:
+        if lines[i] is not None:
+            text = member_text(lines[i], int(offsets[i]), int(lengths[i]), text_field, max_bytes)
+            out[i] = None if text is None else text.encode("utf-8", "surrogatepass")
+    return out
 
 
 def texts_at(

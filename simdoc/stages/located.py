@@ -6,8 +6,9 @@ the run of rows it is in; its offset, length and digest), never a row at a
 time; each file's lines are read in on-disk order, by few large reads
 (:func:`simdoc.corpus.jsonl_at.lines_at`), parsed as the scan parsed them,
 and their texts' digests compared with the table's in one array operation.
-What is left in Python per member is the parse of its line and the hash of
-its text.
+The usual lines are parsed by the compiled scanner of the scan
+(:mod:`simdoc.kernels_json`) and all the texts' digests taken by one call of
+the BLAKE2b kernel; what is left in Python per member is a slice or two.
 
 A member not found so (its line moved or was edited, its file is compressed
 or gone, the text is not the one indexed) is left to the caller, which reads
@@ -17,14 +18,14 @@ looks for it by its id and calls it stale if it is not there).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from simdoc.corpus.files import compression_of
-from simdoc.corpus.jsonl_at import line_texts
+from simdoc.corpus.jsonl_at import line_utf8
+from simdoc.kernels_blake import blake2b_16
 from simdoc.store.doctable import HOW, DocsTable
 
 JSONL = HOW.index("jsonl")
@@ -35,10 +36,17 @@ class Located:
     """The members read where they are, with the digest indexed, as columns."""
 
     docs: np.ndarray  # int64: the members read, in the order asked
-    texts: list[str]  # their texts
     raw: bytes  # their texts' UTF-8 bytes one after another (as the digest and the kernels take a text)
     offsets: np.ndarray  # int64 (len(docs) + 1,): where each one's bytes start in ``raw``, then the end
     rest: np.ndarray  # int64: the others asked for (not found so, or not in a plain JSON Lines file)
+
+    def text(self, k: int) -> str:
+        """The text of the k-th member read, as the scan had it (lone surrogates included)."""
+        return self.raw[self.offsets[k] : self.offsets[k + 1]].decode("utf-8", "surrogatepass")
+
+    @property
+    def texts(self) -> list[str]:
+        return [self.text(k) for k in range(len(self.docs))]
 
 
 def jsonl_members(
@@ -55,28 +63,31 @@ def jsonl_members(
     order, runs = jsonl[by_run], runs[by_run]
     bounds = [0, *(np.flatnonzero(np.diff(runs)) + 1).tolist(), len(runs)] if len(runs) else [0]
     at: list[int] = []  # positions in docs of the members a text was found for
-    texts: list[str] = []
+    encoded: list[bytes] = []  # their texts' UTF-8 (surrogates passed)
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         path = confined(table.names.file(int(runs[lo])))
         if path is None or compression_of(path) is not None:  # (a compressed file is one stream: read whole)
             continue
         group = order[lo:hi]
         rows = docs[group]
-        got = line_texts(path, np.asarray(c["offset"][rows]), np.asarray(c["length"][rows]), text_field, max_bytes, follow_symlinks)
+        got = line_utf8(path, np.asarray(c["offset"][rows]), np.asarray(c["length"][rows]), text_field, max_bytes, follow_symlinks)
         for k, text in zip(group.tolist(), got):
             if text is not None:
                 at.append(k)
-                texts.append(text)
-    encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+                encoded.append(text)
     # A member's digest is BLAKE2b-128 of its text's UTF-8 (simdoc.corpus.read.text_digest), taken
-    # here of the bytes the kernels shingle next: each text is encoded once.
-    digests = b"".join([hashlib.blake2b(b, digest_size=16).digest() for b in encoded])
+    # here of the bytes the kernels shingle next, all by one call.
+    ends = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=ends[1:])
+    raw = b"".join(encoded)
     at_a = np.asarray(at, dtype=np.int64)
-    same = (np.frombuffer(digests, np.uint8).reshape(-1, 16) == np.asarray(table.digest[docs[at_a]]).reshape(-1, 16)).all(axis=1)
+    same = (blake2b_16(raw, ends) == np.asarray(table.digest[docs[at_a]]).reshape(-1, 16)).all(axis=1)
     keep = np.flatnonzero(same)
     found = np.zeros(len(docs), dtype=bool)
     found[at_a[keep]] = True
-    kept = [encoded[k] for k in keep.tolist()]
-    offsets = np.zeros(len(kept) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, kept), dtype=np.int64, count=len(kept)), out=offsets[1:])
-    return Located(docs[at_a[keep]], [texts[k] for k in keep.tolist()], b"".join(kept), offsets, docs[~found])
+    if len(keep) < len(at):  # the texts whose digest is not the one indexed: dropped from the buffer
+        kept = [encoded[k] for k in keep.tolist()]
+        raw = b"".join(kept)
+        ends = np.zeros(len(kept) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, kept), dtype=np.int64, count=len(kept)), out=ends[1:])
+    return Located(docs[at_a[keep]], raw, ends, docs[~found])

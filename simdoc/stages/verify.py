@@ -312,7 +312,7 @@ class _Work:
             got = jsonl_members(table, others, reader.confined, reader.fields[0], reader.max_bytes, reader.follow_symlinks)
             for d in got.docs.tolist():
                 reader.reads[d] += 1
-            self._shingle(got.raw, got.offsets[:-1], got.offsets[1:], got.docs.tolist(), got.texts.__getitem__, held)
+            self._shingle(got.raw, got.offsets[:-1], got.offsets[1:], got.docs.tolist(), got.text, held)
             others = got.rest
         if len(others):
             held.add(*reader.read_batch(others.tolist()))
