@@ -24,7 +24,6 @@ import numpy as np
 from simdoc.corpus import jsonl_ranges
 from simdoc.corpus.files import ReadResult, as_file, open_regular
 from simdoc.corpus.formats import MEMBER_BYTES, _JsonlMembers
-from simdoc.kernels_json import scan_lines
 
 BLOCK_BYTES = 1 << 18  # the most one read of lines near each other covers (about: its last line may end past it)
 _GAP_BYTES = 1 << 13  # lines further apart than this are read apart
@@ -124,6 +123,8 @@ def line_utf8(
 ) -> list[bytes | None]:
     """:func:`line_texts` as UTF-8 (surrogates passed: the bytes a text's digest is of): the usual
     lines (:mod:`simdoc.kernels_json`) by one scanner call, the others by :func:`member_text`."""
+    from simdoc.kernels_json import scan_lines  # here: numba is imported only by a run that calls a kernel
+
     offsets, lengths = np.asarray(offsets, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
     lines = lines_at(path, offsets, lengths, follow_symlinks)
     out: list[bytes | None] = [None] * len(lines)

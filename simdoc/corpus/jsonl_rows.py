@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simdoc import kernels_json
 from simdoc.corpus.files import BINARY_SNIFF
 from simdoc.corpus.formats import _Binary, _size_text, member_id
 
@@ -113,7 +112,9 @@ class Rows:
 
 def can_scan(text_field: str) -> bool:
     """Whether :func:`read_block` can read lines for this text field (numba, a field name in UTF-8)."""
-    if not kernels_json.ENABLED:
+    from simdoc.jit import ENABLED  # here: numba is imported only by a run that reads a range
+
+    if not ENABLED:
         return False
     try:
         text_field.encode("utf-8")
@@ -148,6 +149,8 @@ def take_lines(data: bytes, begin: int, limit: int, members, rows: Rows, replace
     """The members of the lines of ``data`` (read from ``begin`` in the file) that start before
     ``limit``: the usual ones taken by the scanner into ``rows``, any other given to ``members``
     (the Python path) as the line-by-line reading does; returns the number of lines."""
+    from simdoc import kernels_json  # here: numba is imported only by a run that calls a kernel
+
     found = kernels_json.scan_lines(data, limit, text_field, bound)
     if found is None:
         raise ValueError("take_lines: no scanner (see can_scan)")

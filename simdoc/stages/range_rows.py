@@ -24,7 +24,6 @@ from simdoc.bytesign import sign_joined
 from simdoc.corpus import streaming
 from simdoc.corpus.formats import member_id
 from simdoc.corpus.jsonl_ranges import Piece, line_ids
-from simdoc.kernels_blake import blake2b_16
 from simdoc.corpus.read import FileRead, identity_tail
 from simdoc.stages.scan_results import BatchResult, FileOutcome
 from simdoc.store.doccolumns import DocColumns
@@ -47,6 +46,8 @@ def rows_batch(task, got: FileRead, piece: Piece, how: str, hasher) -> BatchResu
     outcome.n_docs = n
     # Each text's digest from its UTF-8 bytes in the buffer, as text_digest encodes it, and its
     # identity (simdoc.corpus.read.member_identities), all in one compiled call each.
+    from simdoc.kernels_blake import blake2b_16  # here: numba is imported only by a run that calls a kernel
+
     digests = blake2b_16(rows.raw, rows.bounds)
     identities = identity_column(digests, how)
     sigs = np.empty((n, task.signature.num_perm), dtype=np.uint32)
@@ -71,6 +72,8 @@ def rows_batch(task, got: FileRead, piece: Piece, how: str, hasher) -> BatchResu
 
 def identity_column(digests: np.ndarray, how: str) -> np.ndarray:
     """:func:`simdoc.corpus.read.member_identities` of the (n, 16) digests, as an (n, 16) array."""
+    from simdoc.kernels_blake import blake2b_16
+
     tail = np.frombuffer(identity_tail(how), dtype=np.uint8)
     keyed = np.concatenate([digests, np.broadcast_to(tail, (len(digests), len(tail)))], axis=1)
     return blake2b_16(keyed.reshape(-1), np.arange(len(digests) + 1, dtype=np.int64) * keyed.shape[1])

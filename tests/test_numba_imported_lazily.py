@@ -1,0 +1,54 @@
+"""numba is imported only by the kernel modules themselves, and they only where a kernel is called.
+
+A run that finds nothing changed (a nightly cron job) signs nothing, and numba's import and
+the load of cached kernels cost it ~0.5 s: more than the rest of the run at 10^5 files. So no
+module but the kernels' (``simdoc.jit``, ``simdoc.kernels*``) may import one at its top: the
+others import them inside the function that calls a kernel. (A merge once put a kernel import
+at the top of a JSON Lines reader, and every run of the CLI paid for numba.)
+"""
+
+from __future__ import annotations
+
+import pkgutil
+import subprocess
+import sys
+
+import simdoc
+
+_KERNELS = ("simdoc.jit", "simdoc.kernels")  # these and simdoc.kernels_*: numba is their job
+
+
+def test_no_module_but_the_kernels_imports_numba_at_its_top():
+    modules = [m.name for m in pkgutil.walk_packages(simdoc.__path__, "simdoc.") if not m.name.startswith(_KERNELS)]
+    # One interpreter, each module imported and checked in turn: the first that brings numba in is named.
+    code = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "    if 'numba' in sys.modules:\n"
+        "        print(name)\n"
+        "        break\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", f"importing {out} imports numba: import the kernel inside the function that calls it"
+
+
+def test_a_run_that_finds_nothing_changed_does_not_load_numba(tmp_path):
+    """The CLI run a cron job makes every night, with nothing changed since the last one."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for i in range(5):
+        (corpus / f"d{i}.txt").write_text(f"the quick brown fox {i} jumps over the lazy dog " * 5)
+    (corpus / "r.jsonl").write_text('{"text": "a record of some words"}\n' * 3)
+    index = tmp_path / "idx"
+    cmd = [sys.executable, "-m", "simdoc", "pairs", str(corpus), "--index", str(index), "--new", "-q"]
+    subprocess.run(cmd, capture_output=True, text=True, check=True)
+    probe = (
+        "import runpy, sys, atexit\n"
+        "atexit.register(lambda: sys.stderr.write('NUMBA ' + str('numba' in sys.modules) + '\\n'))\n"
+        f"sys.argv = {['simdoc', *cmd[3:]]!r}\n"
+        "runpy.run_module('simdoc', run_name='__main__')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "NUMBA False" in done.stderr, done.stderr
