@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from simdoc.corpus.read import MEMBER_WAYS
 from simdoc.errors import CorpusError
 from simdoc.params import ShingleParams, SignatureParams
@@ -29,6 +31,7 @@ from simdoc.store.directory import IndexStore
 from simdoc.store import doccolumns
 from simdoc.store.doccolumns import DocColumns, TableBuilder, TableFiles, added_by_id
 from simdoc.store.doctable import DocsTable
+from simdoc.store.loaded import KeptRows
 from simdoc.store.manifest import left_out_by_source
 from simdoc.version import __version__
 from simdoc.wording import count
@@ -94,6 +97,9 @@ class Collector:
         # Rows kept, ("old", rows, stat), and runs of new documents, ("new", batch, first, end, files),
         # in order, not yet given to the builder and the signature rows (see the module).
         self.queue: list[tuple] = []
+        # Where each run of rows whose signature rows are kept went in the new table: (first row, old rows).
+        self.kept_at: list[tuple[int, np.ndarray]] | None = [] if isinstance(self.sig_rows, SignatureRows) and settings.reuse else None
+        self.old_signature_build = manifest["stages"]["signature"]["build_id"] if self.kept_at is not None else ""
         self.queued = self.queued_new = 0  # rows in the queue, and new documents
         # Members of JSON Lines and WARC files left out (SOURCE/#KEY ids, with their source): listed
         # in the manifest's ``skipped`` beside the files, counted apart from them.
@@ -224,6 +230,8 @@ class Collector:
         for item in queue:
             if item[0] == "old":
                 _, rows, stat = item
+                if self.kept_at is not None and len(rows):
+                    self.kept_at.append((len(self.builder), rows))
                 self.builder.add_old(rows, stat)
                 if self.sig_rows is not None:
                     self.sig_rows.keep_rows(rows)
@@ -240,6 +248,15 @@ class Collector:
             at += len(docs)
         if isinstance(self.sig_rows, SignatureRows) and self.sig_rows.pending:
             self.sig_rows.flush()  # the rows copied go now (a chunk of the table's), not held to the end
+
+    def kept(self) -> KeptRows | None:
+        """Each row's row in the current table if its signature row was kept (after the last flush)."""
+        if self.kept_at is None:
+            return None
+        old_of_new = np.full(len(self.builder), -1, dtype=np.int64)
+        for at, rows in self.kept_at:
+            old_of_new[at : at + len(rows)] = rows
+        return KeptRows(old_of_new, self.old_signature_build)
 
     def result(self, built: bool, seconds: float, detail: str) -> StageResult:
         """The stage's result, with the warnings to give and those about skipped files given

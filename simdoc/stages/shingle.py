@@ -55,7 +55,7 @@ from simdoc.stages.staged_rows import scan_staged, staged
 from simdoc.stages.spilled import remove_spilled, write_rows
 from simdoc.store.directory import IndexStore
 from simdoc.store.doctable import FORMAT_3_MISSING, NAME_ROLES, DocsTable
-from simdoc.store.loaded import LoadedIndex, readable_docs
+from simdoc.store.loaded import KeptRows, LoadedIndex, readable_docs
 from simdoc.version import __version__
 
 
@@ -130,7 +130,7 @@ def build_shingles(
             collector.abort()
             remove_spilled(collector.sets_parts)
             raise
-        _publish(store, manifest, table, stage, sig_stage, collector.generation, before_publish)
+        _publish(store, manifest, table, stage, sig_stage, collector.generation, before_publish, collector.kept())
         remove_scan_parts(store)
         return collector.result(True, time.perf_counter() - t0, collector.detail(scan, stage))
 
@@ -220,14 +220,15 @@ def _write_build(
 
 def _publish(
     store: IndexStore, manifest: dict, table: DocsTable, stage: dict, sig_stage: dict | None, generation: int,
-    before_publish: Callable[[LoadedIndex], None] | None,
+    before_publish: Callable[[LoadedIndex], None] | None, kept: KeptRows | None = None,
 ) -> None:
-    """Put the new build into the manifest (with what ``before_publish`` adds) and publish it."""
+    """Put the new build into the manifest (with what ``before_publish`` adds, told which rows
+    were ``kept``) and publish it."""
     manifest["stages"]["shingle"] = stage
     if sig_stage is not None:
         manifest["stages"]["signature"] = sig_stage
     manifest["generation"] = generation
     manifest["simdoc_version"] = __version__
     if before_publish is not None:
-        before_publish(LoadedIndex(store, manifest, table))
+        before_publish(LoadedIndex(store, manifest, table, kept=kept))
     store.write_manifest(manifest)
