@@ -93,9 +93,9 @@ class Collector:
         # New rows go to the builder a run at a time (consecutive files of one batch), not a file
         # at a time: 10^5 one-document files would be 10^5 chunks (simdoc.store.doccolumns).
         self.run: tuple[BatchResult, int, int] | None = None  # (batch, first document, end)
-        self.run_files = FileRun(scan.listing.stat)  # its files
-        # Rows kept, ("old", rows, stat), and runs of new documents, ("new", batch, first, end, files),
-        # in order, not yet given to the builder and the signature rows (see the module).
+        self.run_files = FileRun(scan.listing.stat)  # the files of the runs queued and of the current one
+        # Rows kept, ("old", rows, stat), and runs of new documents, ("new", batch, first, end), in
+        # order, not yet given to the builder and the signature rows (see the module).
         self.queue: list[tuple] = []
         # Where each run of rows whose signature rows are kept went in the new table: (first row, old rows).
         self.kept_at: list[tuple[int, np.ndarray]] | None = [] if isinstance(self.sig_rows, SignatureRows) and settings.reuse else None
@@ -203,10 +203,9 @@ class Collector:
         """The current run of read files, queued."""
         if self.run is None:
             return
-        (batch, first, end), files = self.run, self.run_files
-        self.run, self.run_files = None, FileRun(files.stat)
+        (batch, first, end), self.run = self.run, None
         self.queued_new += end - first
-        self.enqueue(("new", batch, first, end, files), end - first, end - first > SMALL_RUN)
+        self.enqueue(("new", batch, first, end), end - first, end - first > SMALL_RUN)
 
     def enqueue(self, item: tuple, n: int, now: bool = False) -> None:
         self.queue.append(item)
@@ -219,12 +218,14 @@ class Collector:
         looked up in the current table at once."""
         self.close_run()
         queue, self.queue, self.queued, self.queued_new = self.queue, [], 0, 0
-        runs = [(batch.docs.slice(first, end), batch, first, end, files) for kind, batch, first, end, files in
+        files, self.run_files = self.run_files, FileRun(self.run_files.stat)
+        runs = [(batch.docs.slice(first, end), batch, first, end) for kind, batch, first, end in
                 (item for item in queue if item[0] == "new")]
         if runs:
             docs = runs[0][0] if len(runs) == 1 else DocColumns.concatenate([r[0] for r in runs])
             added, changed, kept = added_by_id(docs, self.old, self.old_pos, self.prev, self.prev_pos, self.generation)
             self.n_changed, self.n_kept_old = self.n_changed + changed, self.n_kept_old + kept
+            columns = {**files.columns(), "added": added}  # each new document's, in queue order
         at = 0
         new = iter(runs)
         for item in queue:
@@ -236,7 +237,7 @@ class Collector:
                 if self.sig_rows is not None:
                     self.sig_rows.keep_rows(rows)
                 continue
-            docs, batch, first, end, files = next(new)
+            docs, batch, first, end = next(new)
             if self.sig_rows is not None and batch.parts is None and batch.signatures is not None:
                 if end - first <= SMALL_RUN and batch.sig_order is None and isinstance(self.sig_rows, SignatureRows):
                     self.sig_rows.add_rows(batch.signatures[first:end])
@@ -244,7 +245,7 @@ class Collector:
                     # A slice at a time (joined ranges: in line order, maybe mapped; see simdoc.stages.ranges),
                     # by a thread while this one writes the documents' columns (simdoc.stages.signature).
                     self.sig_rows.add_slices(signature_slices(batch, first, end - first))
-            self.builder.add_new(docs, {**files.columns(), "added": added[at : at + len(docs)]})
+            self.builder.add_new(docs, {c: v[at : at + len(docs)] for c, v in columns.items()})
             at += len(docs)
         if isinstance(self.sig_rows, SignatureRows) and self.sig_rows.pending:
             self.sig_rows.flush()  # the rows copied go now (a chunk of the table's), not held to the end
