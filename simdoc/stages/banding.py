@@ -9,6 +9,11 @@ appends each band's bucket order to the buckets file. The arrays are those
 :func:`simdoc.lsh.bucket_order` gives, byte for byte; but this process holds
 a block of keys and a few bands' sorts, never the (bands, n) keys and
 buckets whole (at 10^7 documents and 13 bands, 1 GB each).
+
+An update that kept most rows (a nightly one) does not sort again:
+:func:`band_kept` copies the kept rows' keys from the last build's and merges
+its buckets, renumbered, with the rows banded anew (the same arrays, byte for
+byte).
 """
 
 from __future__ import annotations
