@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_incremental import age, arrays_by_role, build_corpus
@@ -36,14 +37,24 @@ def _banded(folder: Path, sigs: np.ndarray, bands: int, rows: int, banded: np.nd
     return np.load(folder / NAMES["bands"]), np.load(folder / NAMES["buckets"]), pairs, files
 
 
-@settings(max_examples=60, deadline=None)
+@pytest.mark.parametrize("ties_at_once", [1 << 16, -(1 << 20)])  # the shared keys' rows compared at once, or a run at a time
+@settings(max_examples=40, deadline=None)
 @given(
     n_old=st.integers(0, 40),
     seed=st.integers(0, 2**32 - 1),
     bands=st.integers(1, 4),
     values=st.integers(1, 3),  # few values: many equal keys, old and new rows in one bucket
 )
-def test_buckets_merged_from_the_last_build_are_the_buckets_sorted_again(n_old, seed, bands, values):
+def test_buckets_merged_from_the_last_build_are_the_buckets_sorted_again(ties_at_once, n_old, seed, bands, values):
+    real = simdoc.stages.banding.TIES_AT_ONCE
+    simdoc.stages.banding.TIES_AT_ONCE = ties_at_once
+    try:
+        _merged_equals_sorted(n_old, seed, bands, values)
+    finally:
+        simdoc.stages.banding.TIES_AT_ONCE = real
+
+
+def _merged_equals_sorted(n_old: int, seed: int, bands: int, values: int) -> None:
     rng = np.random.default_rng(seed)
     rows, num_perm = 2, 8
     old_sigs = rng.integers(0, values, size=(n_old, num_perm), dtype=np.uint32)

@@ -28,6 +28,7 @@ from simdoc.store.directory import IndexStore
 from simdoc.store.npyfiles import PieceWriter, npy_offset
 
 BANDING_BLOCK_ROWS = 1 << 18  # signature rows banded at once (13 bands: 27 MB of keys)
+TIES_AT_ONCE = 1 << 16  # a merge's old rows of keys shared with new rows, compared at once (beyond 4 a row)
 
 
 def band_here(
@@ -137,9 +138,17 @@ def _merge_band(band: np.ndarray, old_order: np.ndarray, inserted: np.ndarray) -
     ins = inserted[order]
     at = np.searchsorted(old_sorted, ins_keys, "left")
     end = np.searchsorted(old_sorted, ins_keys, "right")
-    # A key shared with old rows: among them by row (equal keys are few, their buckets small).
-    for i in np.flatnonzero(end > at).tolist():
-        at[i] += int(np.searchsorted(old_order[at[i] : end[i]], ins[i]))
+    # A key shared with old rows: among them by row (they are in row order there): the old rows
+    # of each such run counted that come before it, all at once unless the runs are huge.
+    tied = np.flatnonzero(end > at)
+    lens = end[tied] - at[tied]
+    if int(lens.sum()) <= 4 * len(old_order) + TIES_AT_ONCE:
+        run = np.repeat(np.arange(len(tied)), lens)
+        where = np.arange(int(lens.sum()), dtype=np.int64) + np.repeat(at[tied] - (np.cumsum(lens) - lens), lens)
+        at[tied] += np.bincount(run, old_order[where] < ins[tied][run], minlength=len(tied)).astype(np.int64)
+    else:
+        for i in tied.tolist():
+            at[i] += int(np.searchsorted(old_order[at[i] : end[i]], ins[i]))
     return np.insert(old_order, at, ins), np.insert(old_sorted, at, ins_keys)
 
 
