@@ -137,3 +137,43 @@ def test_an_update_of_many_short_runs_writes_its_signature_rows_in_a_few_writes(
     simdoc.find_pairs(corpus, tmp_path / "idx", jobs=1)
     assert sum(appended) == 61  # 60 files and the copy, one deleted, one added
     assert len(appended) <= 2  # before: a write for each of the ~25 runs kept or read
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.one_of(
+    st.tuples(st.just("run"), st.integers(0, 30), st.integers(0, 9)),
+    st.tuples(st.just("rows"), st.lists(st.integers(0, 39), max_size=5)),
+    st.tuples(st.just("new"), st.integers(0, 4)),
+), max_size=12), st.integers(1, 8))
+def test_signature_rows_kept_and_added_are_written_in_order(parts, write_rows):
+    from simdoc.stages import signature
+
+    old = np.arange(40 * 4, dtype=np.uint32).reshape(40, 4)
+    want, k = [], 1000
+    real = signature._WRITE_ROWS
+    signature._WRITE_ROWS = write_rows  # blocks cut anywhere, and a run or new rows across two
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            store = IndexStore(Path(tmp) / "idx")
+            store.ensure_dir()
+            rows = signature.SignatureRows(store, 4, old)
+            for part in parts:
+                if part[0] == "run":
+                    picked = np.arange(part[1], part[1] + part[2])
+                elif part[0] == "rows":  # not a run: in any order
+                    picked = np.array(part[1], dtype=np.int64)
+                else:
+                    new = np.arange(k, k + 4 * part[1], dtype=np.uint32).reshape(-1, 4)
+                    k += 4 * part[1]
+                    rows.add_rows(new)
+                    want.append(new)
+                    continue
+                rows.keep_rows(picked)
+                want.append(old[picked])
+            writer = rows.written()
+            writer.name = "signatures.0123456789abcdef.npy"
+            writer.finish()
+            got = np.load(Path(tmp) / "idx" / writer.name)
+    finally:
+        signature._WRITE_ROWS = real
+    assert np.array_equal(got, np.concatenate(want) if want else np.zeros((0, 4), np.uint32))

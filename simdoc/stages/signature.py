@@ -268,7 +268,9 @@ class SignatureRows:
         out = np.empty((n, self.num_perm), dtype=np.uint32)
         at = 0
         for piece in block:
-            if piece.ndim == 1:  # positions in the current matrix
+            if piece.ndim == 1 and len(piece) > 1 and bool((np.diff(piece) == 1).all()):  # a run of the current matrix
+                out[at : at + len(piece)] = self.old[int(piece[0]) : int(piece[-1]) + 1]
+            elif piece.ndim == 1:  # positions in the current matrix
                 out[at : at + len(piece)] = self.old[piece]
             else:
                 out[at : at + len(piece)] = piece
