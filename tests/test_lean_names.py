@@ -192,3 +192,13 @@ def test_gathered_strings_are_the_bytes_asked_for_in_runs_or_one_by_one(blob, pi
     out, offsets = docnames.gather_bytes(arr, np.array(starts, np.int64), np.array(lengths, np.int64))
     assert out.tobytes() == _gathered(blob, starts, lengths)
     assert offsets.tolist() == [0, *np.cumsum(lengths).tolist()]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=8), st.text(st.sampled_from(list("ab/.0")), max_size=8).map(str.encode)), max_size=20))
+def test_names_decoded_at_once_are_each_decoded_alone(strings):
+    # An ASCII blob is decoded once and sliced (an update's join decodes 10^5 names), any other name by name.
+    offsets = np.zeros(len(strings) + 1, np.int64)
+    np.cumsum([len(s) for s in strings], out=offsets[1:])
+    blob = np.frombuffer(b"".join(strings), np.uint8)
+    assert docnames.decode(blob, offsets) == [s.decode("utf-8", "surrogateescape") for s in strings]

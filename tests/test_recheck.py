@@ -12,7 +12,7 @@ import simdoc
 import simdoc.stages.plan
 import simdoc.stages.racy
 import simdoc.stages.scan
-import simdoc.stages.shingle
+import simdoc.stages.collector
 from simdoc.stages.racy import RACY_NS
 
 TEXT = "the quick brown fox jumps over the lazy dog and runs far away into the woods " * 8
@@ -74,7 +74,7 @@ def test_racily_clean_files_read_again_build_no_table(tmp_path, monkeypatch):
     def no_table(*args, **kwargs):
         raise AssertionError("a next docs table was begun")
 
-    monkeypatch.setattr(simdoc.stages.shingle, "TableBuilder", no_table)
+    monkeypatch.setattr(simdoc.stages.collector, "TableBuilder", no_table)
     _clock(monkeypatch, 3 * RACY_NS)
     again = simdoc.find_pairs(c, i, jobs=1)
     assert again.stages[0].detail == "up to date (3 racily clean files re-read)"

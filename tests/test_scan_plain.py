@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simdoc.corpus.files
-import simdoc.stages.shingle
+import simdoc.stages.collector
 from simdoc.corpus.files import read_document, read_plain
 from simdoc.engines.local import LocalEngine
 from simdoc.params import ShingleParams, SignatureParams
@@ -126,7 +126,7 @@ def test_files_taken_a_block_at_a_time_give_the_index_they_give_one_at_a_time(tm
     corpus = tmp_path / "c"
     _corpus(corpus, random.Random(7))
     blocks = _build(corpus, tmp_path / "blocks")
-    monkeypatch.setattr(simdoc.stages.shingle, "plain_files", lambda files, start, stop: 0)
+    monkeypatch.setattr(simdoc.stages.collector, "plain_files", lambda files, start, stop: 0)
     one_by_one = _build(corpus, tmp_path / "one")
     assert blocks.keys() == one_by_one.keys()
     for name in blocks:

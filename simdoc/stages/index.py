@@ -24,6 +24,7 @@ import numpy as np
 
 from simdoc.engines import DaskEngine, Engine
 from simdoc.engines.local import LocalEngine
+from simdoc.errors import IndexError_
 from simdoc.exact import representatives
 from simdoc.lsh import (
     DEFAULT_RECALL,
@@ -33,7 +34,7 @@ from simdoc.lsh import (
     s_curve_threshold,
 )
 from simdoc.params import BandingParams, PairsParams, Threshold, choose_threshold
-from simdoc.stages.banding import band_here
+from simdoc.stages.banding import band_here, band_kept, can_merge
 from simdoc.stages.dask_index import band_on_cluster
 from simdoc.stages.common import build_id
 from simdoc.stages.results import StageResult
@@ -180,8 +181,12 @@ def _index_stage(loaded: LoadedIndex, plan: _Plan, engine: Engine, t0: float) ->
         written, pairs = on_cluster
         files.update(written)
     else:
-        # Written as they are made: the keys and buckets are never held whole (simdoc.stages.banding).
-        written, pairs = band_here(loaded.store, loaded.signatures(), params["bands"], params["rows"], banded, names, engine.jobs)
+        old = _old_banding(loaded, params)
+        if old is not None:  # an update that kept most rows: the last build's buckets merged
+            written, pairs = band_kept(loaded.store, loaded.signatures(), params["bands"], params["rows"], banded, names, *old)
+        else:
+            # Written as they are made: the keys and buckets are never held whole (simdoc.stages.banding).
+            written, pairs = band_here(loaded.store, loaded.signatures(), params["bands"], params["rows"], banded, names, engine.jobs)
         files.update(written)
     loaded.manifest["stages"]["index"] = {
         "params": params,
@@ -195,6 +200,23 @@ def _index_stage(loaded: LoadedIndex, plan: _Plan, engine: Engine, t0: float) ->
     return StageResult("index", True, time.perf_counter() - t0, plan.report.describe(), notes=plan.notes)
 
 
+
+
+def _old_banding(loaded: LoadedIndex, params: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The keys and buckets of the index stage ``loaded``'s manifest still names (the last build's),
+    with the rows of the new build kept from it, if they can be merged (:func:`band_kept`): banded
+    as ``params`` says, from the signatures the kept rows were copied from. Else None (damaged
+    files too: the bands are then sorted again)."""
+    kept, stage = loaded.kept, loaded.manifest["stages"].get("index")
+    if kept is None or not stage or stage.get("params") != params or stage.get("built_from") != kept.signature_build:
+        return None
+    try:
+        keys, buckets = loaded.bands()
+    except (IndexError_, OSError, ValueError):
+        return None
+    if keys.ndim != 2 or keys.shape[0] != params["bands"] or not can_merge(kept.old_of_new, keys.shape[1]):
+        return None
+    return keys, buckets, kept.old_of_new
 
 
 def add_index_stage(

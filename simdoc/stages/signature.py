@@ -38,6 +38,7 @@ from simdoc.store.npyfiles import NpyWriter, PieceWriter, write_piece
 from simdoc.version import __version__
 
 SIGNATURE_TASK_DOCS = 4096  # rows of stored shingle sets signed per task
+_WRITE_ROWS = 1 << 16  # signature rows of the fused stage written at once (32 MB at 128 permutations)
 
 
 @dataclass(frozen=True)
@@ -199,18 +200,31 @@ class SignatureRows:
     def __init__(self, store: IndexStore, num_perm: int, old: np.ndarray | None) -> None:
         self.writer = store.array_writer("signatures.tmp.npy", np.uint32, (num_perm,))
         self.old = old
-        self.pending: list[np.ndarray] = []  # rows of the current matrix to copy, in order
+        self.num_perm = num_perm
+        # What to write next, in order: rows of the current matrix to copy (their positions, int64)
+        # and new rows (uint32, num_perm wide), written together by flush (a nightly update keeps
+        # and reads files in hundreds of short runs: one write each cost more than the rows).
+        self.pending: list[np.ndarray] = []
+        self.pending_new = 0  # new rows held in pending
         self.writing: Future | None = None  # the slices being written by the thread
         self.thread: ThreadPoolExecutor | None = None
         self.stopping = False  # the run is ending: the thread stops at its next slice
 
     def keep_rows(self, rows: np.ndarray) -> None:
         """These rows of the current matrix, in order."""
-        self.pending.append(np.asarray(rows, dtype=np.int64))
+        self.pending.append(np.asarray(rows, dtype=np.int64).reshape(-1))
 
     def add(self, rows: np.ndarray) -> None:
         self.flush()
         self.writer.append(rows)
+
+    def add_rows(self, rows: np.ndarray) -> None:
+        """New rows (a few: they are copied and held until the next :meth:`flush`), in order."""
+        self._wait()
+        self.pending.append(np.array(rows, dtype=np.uint32, ndmin=2))
+        self.pending_new += len(rows)
+        if self.pending_new >= _WRITE_ROWS:
+            self.flush()
 
     def add_slices(self, slices: Iterator[np.ndarray]) -> None:
         """The rows of ``slices``, in order, written by the thread (each slice before the next is made)."""
@@ -232,11 +246,36 @@ class SignatureRows:
             writing.result()
 
     def flush(self) -> None:
+        """Write what is pending: up to _WRITE_ROWS rows at a time, each block gathered in one buffer."""
         self._wait()
-        pending = np.concatenate(self.pending) if self.pending else np.zeros(0, np.int64)
-        for s in range(0, len(pending), 1 << 16):
-            self.writer.append(np.asarray(self.old[pending[s : s + (1 << 16)]]))
-        self.pending.clear()
+        pending, self.pending, self.pending_new = self.pending, [], 0
+        block: list[np.ndarray] = []
+        held = 0
+        for part in pending:
+            for a in range(0, max(len(part), 1), _WRITE_ROWS):
+                piece = part[a : a + _WRITE_ROWS]
+                if held + len(piece) > _WRITE_ROWS:
+                    self._write_block(block, held)
+                    block, held = [], 0
+                block.append(piece)
+                held += len(piece)
+        self._write_block(block, held)
+
+    def _write_block(self, block: list[np.ndarray], n: int) -> None:
+        """Pieces of ``pending`` (``n`` rows in all) as one array: kept rows gathered, new ones copied."""
+        if not n:
+            return
+        out = np.empty((n, self.num_perm), dtype=np.uint32)
+        at = 0
+        for piece in block:
+            if piece.ndim == 1 and len(piece) > 1 and bool((np.diff(piece) == 1).all()):  # a run of the current matrix
+                out[at : at + len(piece)] = self.old[int(piece[0]) : int(piece[-1]) + 1]
+            elif piece.ndim == 1:  # positions in the current matrix
+                out[at : at + len(piece)] = self.old[piece]
+            else:
+                out[at : at + len(piece)] = piece
+            at += len(piece)
+        self.writer.append(out)
 
     def written(self, engine: Engine | None = None) -> NpyWriter:
         """The matrix, every row written (by this process: ``engine`` is not needed)."""

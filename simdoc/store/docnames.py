@@ -43,6 +43,9 @@ def encode(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
 def decode(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
     raw = np.asarray(blob).tobytes()
     bounds = np.asarray(offsets).tolist()
+    if raw.isascii():  # (most names) a byte is a character: one decode, then slices of the text
+        text = raw.decode("ascii")
+        return [text[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     return [raw[a:b].decode("utf-8", "surrogateescape") for a, b in zip(bounds[:-1], bounds[1:])]
 
 
@@ -240,7 +243,10 @@ class Column(Sequence):
         if not self.ids:
             return [self.names.file(r) for r in runs]
         keys = decode(*take_strings(*self.names.keys, rows))
-        return [self.names.prefix(r) + k for r, k in zip(runs, keys)]
+        prefixes = {r: self.names.prefix(r) for r in set(runs)}  # a run of files has none
+        if not any(prefixes.values()):
+            return keys
+        return [prefixes[r] + k for r, k in zip(runs, keys)]
 
     def __iter__(self) -> Iterator[str]:
         names = self.names

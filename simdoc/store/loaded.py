@@ -24,6 +24,14 @@ from simdoc.store.verified import VerifiedPairs
 
 
 @dataclass
+class KeptRows:
+    """The rows of a new build whose signature rows were copied from the build it replaces."""
+
+    old_of_new: np.ndarray  # int64, a row of the new build each: its row in the old build, -1 if signed anew
+    signature_build: str  # the build_id of the old build's signature stage
+
+
+@dataclass
 class LoadedIndex:
     """Memory-mapped view of an index directory's arrays."""
 
@@ -31,6 +39,9 @@ class LoadedIndex:
     manifest: dict
     _docs: DocsTable | None = field(default=None, repr=False)
     lazy_ids: bool = False  # the docs table's ids and sources decoded row by row (see DocsTable.from_arrays)
+    # A new build not yet published, whose manifest still names the old index stage: its rows kept
+    # (the index stage then merges the old buckets instead of sorting every band again).
+    kept: KeptRows | None = field(default=None, repr=False)
 
     def stage(self, name: str) -> dict:
         stage = self.manifest["stages"].get(name)
