@@ -33,11 +33,8 @@ SIGNATURE_BATCH_PAIRS = 1 << 16
 RELEASE_EVERY_PAIRS = 1 << 7
 # A matrix of at most this many bytes may be mapped whole while its pairs are estimated (its pages
 # let go once a batch, not every RELEASE_EVERY_PAIRS pairs): it bounds what mapping it can cost.
-# In the main process, before verification: c100k's 48 MB matrix, 29,296 candidates, 0.154 -> 0.021
-# CPU-s; 10^6 records' 512 MB, 126,444 candidates, 0.49 -> 0.04 CPU-s, for a peak RSS of 837 MB
-# instead of 670 (the pages are the page cache's, and the issue's bound is 1 GB at 10^6 documents).
-# A larger matrix (10^7 documents: 5 GB) keeps the bound of RELEASE_EVERY_PAIRS.
-MAP_WHOLE_BYTES = 512 << 20
+# c100k's 48 MB matrix, 29,296 candidates: 0.154 -> 0.021 CPU-s, in the main process before verification.
+MAP_WHOLE_BYTES = 64 << 20
 
 
 def jaccard(a: Iterable, b: Iterable) -> float:
