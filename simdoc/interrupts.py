@@ -42,6 +42,8 @@ class Terminated(KeyboardInterrupt):
 def handle_signals() -> None:
     """In the main process of a command: SIGTERM raises Terminated; SIGINT keeps Python's handler;
     neither is lost in a finalizer."""
+    global _main_pid
+    _main_pid = os.getpid()
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # an ignored SIGTERM (nohup and the like) stays so
         signal.signal(signal.SIGTERM, _terminate)
     global _next_unraisable_hook
@@ -51,10 +53,20 @@ def handle_signals() -> None:
 
 
 def _terminate(signum: int, frame: object) -> None:
+    if os.getpid() != _main_pid:
+        # A worker just forked, before quiet_worker gave it SIGTERM's default: it dies as that
+        # default would, without a word (raising here printed a traceback from the pool's
+        # bootstrap when the main process terminated a pool it was still starting).
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     # One is enough: a second SIGTERM must not break off the cleanup the first one started
     # (SIGKILL still ends the process, and the next run deletes what it left).
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated()
+
+
+_main_pid = -1  # the process whose handler this is (handle_signals)
 
 
 _next_unraisable_hook = None

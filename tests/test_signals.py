@@ -335,3 +335,30 @@ def test_a_signal_while_the_options_are_parsed_is_interrupted_not_aborted(monkey
     monkeypatch.setattr(click.Group, "parse_args", interrupted)
     r = CliRunner().invoke(cli, ["check", "--index", "nowhere"])
     assert (r.exit_code, r.stderr) == (130, "Interrupted.\n")
+
+
+def test_sigterm_to_a_worker_forked_before_it_is_quiet_ends_it_without_a_word(tmp_path):
+    """A pool terminated while it is still starting sends SIGTERM to workers that have not yet run
+    quiet_worker: they have the main process's handler. Such a worker dies as SIGTERM's default
+    would (no Terminated raised in the pool's bootstrap, no traceback); the main process still
+    raises Terminated."""
+    script = tmp_path / "fork.py"
+    script.write_text(
+        "import os, signal, sys, time\n"
+        "from simdoc.interrupts import Terminated, handle_signals\n"
+        "handle_signals()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(5)\n"
+        "    os._exit(0)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print('child', os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(5)\n"
+        "except Terminated:\n"
+        "    print('parent Terminated')\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "child True\nparent Terminated\n", "")
