@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdoc.corpus.read import member_identities
+from simdoc.corpus.read import identity, member_identities
 from simdoc.kernels_blake import blake2b_16
 
 _LENGTHS = st.lists(st.integers(0, 300) | st.sampled_from([127, 128, 129, 255, 256, 257, 1000]), max_size=12)
@@ -27,13 +27,11 @@ def test_each_digest_is_hashlibs(lengths, data):
 
 def test_identities_by_the_kernel_are_member_identities():
     """As simdoc.stages.range_rows makes a range's identities: the digests and the tail, hashed at once."""
-    from simdoc.stages.range_rows import identity_column
-
     digests = np.frombuffer(bytes(range(80)), dtype=np.uint8).reshape(5, 16)
     for how in ("jsonl", "warc", "parquet"):
-        got = identity_column(digests, how)
-        assert [g.tobytes() for g in got] == member_identities([d.tobytes() for d in digests], how)
-    assert identity_column(digests[:0], "jsonl").shape == (0, 16)
+        got = member_identities(digests, how)
+        assert [g.tobytes() for g in got] == [identity(d.tobytes(), how, f"f/#{i}") for i, d in enumerate(digests)]
+    assert member_identities(digests[:0], "jsonl").shape == (0, 16)
 
 
 def test_without_numba_hashlib_gives_them(monkeypatch):

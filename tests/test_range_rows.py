@@ -60,7 +60,8 @@ def test_the_usual_line_by_one_scanner_call_is_what_json_loads_gives(tmp_path, l
 def test_member_identities_are_identity_of_each():
     digests = [bytes(range(i, i + 16)) for i in range(5)]
     for how in ("jsonl", "warc", "parquet"):
-        assert member_identities(digests, how) == [identity(d, how, f"f/#{i}") for i, d in enumerate(digests)]
+        got = member_identities(np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(-1, 16), how)
+        assert [g.tobytes() for g in got] == [identity(d, how, f"f/#{i}") for i, d in enumerate(digests)]
 
 
 def _task(path, span, **shingle) -> ScanTask:

@@ -24,7 +24,7 @@ from simdoc.bytesign import sign_joined
 from simdoc.corpus import streaming
 from simdoc.corpus.formats import member_id
 from simdoc.corpus.jsonl_ranges import Piece, line_ids
-from simdoc.corpus.read import FileRead, identity_tail
+from simdoc.corpus.read import FileRead, member_identities
 from simdoc.stages.scan_results import BatchResult, FileOutcome
 from simdoc.store.doccolumns import DocColumns
 from simdoc.store.doctable import HOW, STATUSES
@@ -49,7 +49,7 @@ def rows_batch(task, got: FileRead, piece: Piece, how: str, hasher) -> BatchResu
     from simdoc.kernels_blake import blake2b_16  # here: numba is imported only by a run that calls a kernel
 
     digests = blake2b_16(rows.raw, rows.bounds)
-    identities = identity_column(digests, how)
+    identities = member_identities(digests, how)
     sigs = np.empty((n, task.signature.num_perm), dtype=np.uint32)
     windows = sign_joined(rows.raw, rows.bounds, task.shingle.spec, hasher, sigs) if n else np.zeros(0, np.int64)
     prefix = member_id(doc_id, "").encode("utf-8", "surrogateescape")
@@ -67,13 +67,3 @@ def rows_batch(task, got: FileRead, piece: Piece, how: str, hasher) -> BatchResu
         identity=identities,
     )
     return BatchResult([outcome], docs, sigs, None, piece=piece)
-
-
-
-def identity_column(digests: np.ndarray, how: str) -> np.ndarray:
-    """:func:`simdoc.corpus.read.member_identities` of the (n, 16) digests, as an (n, 16) array."""
-    from simdoc.kernels_blake import blake2b_16
-
-    tail = np.frombuffer(identity_tail(how), dtype=np.uint8)
-    keyed = np.concatenate([digests, np.broadcast_to(tail, (len(digests), len(tail)))], axis=1)
-    return blake2b_16(keyed.reshape(-1), np.arange(len(digests) + 1, dtype=np.int64) * keyed.shape[1])
