@@ -39,11 +39,10 @@ from simdoc.corpus.formats import (
     _Binary,
     _JsonlMembers,
     _lines,
-    _size_text,
     _summarise,
     member_id,
 )
-from simdoc.corpus.jsonl_rows import Rows, can_scan, read_block, take_lines
+from simdoc.corpus.jsonl_rows import Rows, add_line, can_scan, read_block, take_lines
 from simdoc.corpus.walk import MEMBER_SEPARATOR, is_jsonl
 
 RANGE_BYTES = 4 << 20  # bytes of a JSON Lines file per reading task
@@ -157,22 +156,13 @@ def _line_by_line(f, begin: int, end: int, start: int, digest, members: _JsonlMe
         if begin + offset >= end:
             break
         piece.n_lines = lineno
-        if line is None:
-            what = f"longer than {_size_text(MEMBER_BYTES)}, skipped (a JSON Lines document is parsed whole)"
-            members.note(what, lineno, what)
-            continue
-        if lineno == 1 and begin == 0 and line.startswith(codecs.BOM_UTF8):
-            line = line[len(codecs.BOM_UTF8) :]
-        if quick is not None:
-            text = _usual_text(line, text_field)
+        if quick is not None and line is not None:
+            usual = line[len(codecs.BOM_UTF8) :] if lineno == 1 and begin == 0 and line.startswith(codecs.BOM_UTF8) else line
+            text = _usual_text(usual, text_field)
             if text is not None and (longest is None or len(text) <= longest):
                 quick(lineno, text, begin + offset, length)
                 continue
-        try:
-            members.add(lineno, line.decode("utf-8"), begin + offset, length)
-        except UnicodeDecodeError:
-            piece.replaced.append(lineno)
-            members.add(lineno, line.decode("utf-8", errors="replace"), begin + offset, length)
+        add_line(members, piece.replaced, lineno, line, begin, begin + offset, length, MEMBER_BYTES)
 
 
 FAST = True  # the usual line by a scanner (tests turn it off to compare with the Python path)

@@ -145,6 +145,23 @@ def read_block(f, want: int, digest, sniff: bool, cap: int) -> bytes | None:
     return data
 
 
+def add_line(members, replaced: list[int], lineno: int, line: bytes | None, begin: int, offset: int, length: int, bound: int) -> None:
+    """A line the Python path takes (``line`` None: longer than ``bound``, skipped with a note):
+    the BOM of a file's first line dropped, then given to ``members``, which says what is wrong
+    with it; a line that is not UTF-8 is decoded with replacement and its number noted."""
+    if line is None:
+        what = f"longer than {_size_text(bound)}, skipped (a JSON Lines document is parsed whole)"
+        members.note(what, lineno, what)
+        return
+    if lineno == 1 and begin == 0 and line.startswith(codecs.BOM_UTF8):
+        line = line[len(codecs.BOM_UTF8) :]
+    try:
+        members.add(lineno, line.decode("utf-8"), offset, length)
+    except UnicodeDecodeError:
+        replaced.append(lineno)
+        members.add(lineno, line.decode("utf-8", errors="replace"), offset, length)
+
+
 def take_lines(data: bytes, begin: int, limit: int, members, rows: Rows, replaced: list[int], bound: int, longest: int | None, text_field: str) -> int:
     """The members of the lines of ``data`` (read from ``begin`` in the file) that start before
     ``limit``: the usual ones taken by the scanner into ``rows``, any other given to ``members``
@@ -156,19 +173,8 @@ def take_lines(data: bytes, begin: int, limit: int, members, rows: Rows, replace
         raise ValueError("take_lines: no scanner (see can_scan)")
     ok = found.usual if longest is None else found.usual & (found.chars <= longest)
     for i in np.flatnonzero(~ok).tolist():  # the Python path, which says what is wrong with a line
-        lineno, at, length = i + 1, int(found.starts[i]), int(found.lengths[i])
-        if length > bound:
-            what = f"longer than {_size_text(bound)}, skipped (a JSON Lines document is parsed whole)"
-            members.note(what, lineno, what)
-            continue
-        line = data[at : at + length]
-        if lineno == 1 and begin == 0 and line.startswith(codecs.BOM_UTF8):
-            line = line[len(codecs.BOM_UTF8) :]
-        try:
-            members.add(lineno, line.decode("utf-8"), begin + at, length)
-        except UnicodeDecodeError:
-            replaced.append(lineno)
-            members.add(lineno, line.decode("utf-8", errors="replace"), begin + at, length)
+        at, length = int(found.starts[i]), int(found.lengths[i])
+        add_line(members, replaced, i + 1, data[at : at + length] if length <= bound else None, begin, begin + at, length, bound)
     take = np.flatnonzero(ok)
     rows.scanned = _Scanned(
         take + 1, begin + found.starts[take], found.lengths[take], found.texts, found.text_starts[take], found.text_ends[take], found.chars[take]
