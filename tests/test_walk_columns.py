@@ -142,3 +142,23 @@ def test_a_file_removed_between_its_listing_and_its_stat_is_passed_over_and_the_
             st_ = os.lstat(e.path)
             assert e.stat() == (st_.st_size, st_.st_mtime_ns, st_.st_ctime_ns, st_.st_ino, st_.st_dev)
         assert [(s.id, s.reason) for s in skipped] == [(x, "cannot stat: No such file or directory") for x in sorted(removed)]
+
+
+def test_the_excluded_index_is_known_by_its_inode_through_a_link_and_when_made_during_the_walk(tmp_path):
+    corpus = tmp_path / "c"
+    for d in ("a", "idx", "z"):
+        (corpus / d).mkdir(parents=True)
+        (corpus / d / "x.txt").write_text("some words here")
+    (corpus / "link").symlink_to(corpus / "idx", target_is_directory=True)
+    ids = [e.id for e in walk(corpus, exclude=[corpus / "idx"], follow_symlinks=True)]
+    assert ids == ["a/x.txt", "z/x.txt"]  # neither idx/ nor the link to it
+    # An index that does not exist when the walk starts, made before the walk reaches it.
+    late = corpus / "z" / "late"
+    found = walk(corpus, exclude=[late])
+    first = next(found)
+    late.mkdir()
+    (late / "y.txt").write_text("more words")
+    assert [first.id] + [e.id for e in found] == ["a/x.txt", "idx/x.txt", "z/x.txt"]
+    # And one given by a path that differs from the corpus's (a ".." on the way).
+    ids = [e.id for e in walk(corpus, exclude=[corpus / "a" / ".." / "idx"])]
+    assert ids == ["a/x.txt", "z/late/y.txt", "z/x.txt"]

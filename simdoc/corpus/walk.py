@@ -28,7 +28,7 @@ import numpy as np
 from simdoc.corpus.entries import Entries, FileEntry, PrefixedPaths  # noqa: F401
 from simdoc.corpus.filelists import ListedPath, ListedURL
 # A folder listed into columns, and what is passed over (Skipped), live in simdoc.corpus.folders.
-from simdoc.corpus.folders import DEV, INO, Skipped, list_folder
+from simdoc.corpus.folders import DEV, INO, Excluded, Skipped, list_folder
 from simdoc.corpus.folders import seen as _seen
 from simdoc.corpus.globs import selected
 # The rules for names live in simdoc.corpus.names; the readers and stages import them from here too.
@@ -116,8 +116,7 @@ def _found(root, exclude, follow_symlinks: bool, include_globs, exclude_globs, s
 
 
 def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_globs, skipped: list) -> Iterator[tuple]:
-    # Only directories can be excluded (the index); compare resolved paths, once per directory.
-    excluded = {os.path.realpath(e) for e in exclude}
+    excluded = Excluded.of(exclude)  # only directories can be excluded (the index)
     root_st = os.stat(root_abs)
     walked = {(root_st.st_dev, root_st.st_ino)}
     # A depth-first walk whose every directory lists its files and subdirectories sorted by
