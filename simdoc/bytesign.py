@@ -65,29 +65,34 @@ def sign_texts(texts: Sequence[str | bytes], spec: ShingleSpec, hasher: MinHashe
     return windows
 
 
-def sign_joined(raw: bytes, offsets: np.ndarray, spec: ShingleSpec, hasher: MinHasher, out: np.ndarray) -> np.ndarray:
+def sign_joined(
+    raw: bytes | np.ndarray, offsets: np.ndarray, spec: ShingleSpec, hasher: MinHasher, out: np.ndarray, ascii: bool | None = None
+) -> np.ndarray:
     """:func:`sign_texts` of the texts ``raw[offsets[i]:offsets[i + 1]]`` (UTF-8, surrogatepass:
-    as a text is encoded for its digest), straight from that buffer: no ``str`` per text but
-    for those the kernel declines, decoded for the reference path."""
+    as a text is encoded for its digest), straight from that buffer (bytes, or uint8): no ``str``
+    per text but for those the kernel declines, decoded for the reference path. ``ascii``: the
+    caller knows whether the texts are all ASCII (else ``raw`` is looked at)."""
     n = len(offsets) - 1
     windows = np.zeros(n, dtype=np.int64)
     handled = np.zeros(n, dtype=np.bool_)
     if n and spec.unit == "char":
-        _sign_kernel(raw, np.ascontiguousarray(offsets, dtype=np.int64), spec, hasher, out, windows, handled)
+        _sign_kernel(raw, np.ascontiguousarray(offsets, dtype=np.int64), spec, hasher, out, windows, handled, ascii)
     rest = np.flatnonzero(~handled)
     if len(rest):
         at = offsets.tolist()
-        texts = [raw[at[i] : at[i + 1]].decode("utf-8", "surrogatepass") for i in rest.tolist()]
+        texts = [bytes(raw[at[i] : at[i + 1]]).decode("utf-8", "surrogatepass") for i in rest.tolist()]
         _sign_reference(texts, rest, spec, hasher, out, windows)
     return windows
 
 
-def _sign_kernel(raw: bytes, offsets: np.ndarray, spec: ShingleSpec, hasher: MinHasher, out, windows, handled) -> None:
+def _sign_kernel(raw: bytes | np.ndarray, offsets: np.ndarray, spec: ShingleSpec, hasher: MinHasher, out, windows, handled, ascii=None) -> None:
     from simdoc import kernels, kernels_bytes  # here: numba is imported only by a run that signs (see simdoc.jit)
 
     if not kernels.ENABLED:
         return
-    table = code_point_table(spec.lowercase, spec.unicode, raw.isascii())
+    if ascii is None:
+        ascii = raw.isascii() if isinstance(raw, bytes) else not (np.frombuffer(raw, dtype=np.uint8) >= 0x80).any()
+    table = code_point_table(spec.lowercase, spec.unicode, ascii)
     longest = max(int(np.diff(offsets).max()), 1)
     ws = workspace()
     kernels_bytes.sign_utf8(

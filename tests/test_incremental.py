@@ -9,6 +9,7 @@ import numpy as np
 from click.testing import CliRunner
 
 import simdoc
+import simdoc.corpus.plain_batch
 import simdoc.corpus.read
 import simdoc.corpus.walk
 import simdoc.stages.scan
@@ -137,8 +138,15 @@ def test_update_equals_full_rebuild_and_reads_only_what_changed(tmp_path, monkey
         reads.append(Path(path).name)
         return real_plain(path, *args)
 
+    real_together = simdoc.corpus.plain_batch.PlainBatch.__init__
+
+    def counting_together(self, paths, *args):  # a task's small files, read in one compiled loop
+        reads.extend(Path(p).name for p in paths)
+        real_together(self, paths, *args)
+
     monkeypatch.setattr(simdoc.corpus.read, "read_document", counting)
     monkeypatch.setattr(simdoc.stages.scan, "read_plain", counting_plain)
+    monkeypatch.setattr(simdoc.corpus.plain_batch.PlainBatch, "__init__", counting_together)
     updated = simdoc.find_pairs(corpus, idx, jobs=1, verify=False)
     # Only the added, changed and touched files were read (the touched one only for its digest).
     assert sorted(reads) == sorted(["added.txt", "doc002.txt", "doc001.txt", "near004.txt"])
@@ -148,6 +156,7 @@ def test_update_equals_full_rebuild_and_reads_only_what_changed(tmp_path, monkey
 
     monkeypatch.setattr(simdoc.corpus.read, "read_document", real)
     monkeypatch.setattr(simdoc.stages.scan, "read_plain", real_plain)
+    monkeypatch.setattr(simdoc.corpus.plain_batch.PlainBatch, "__init__", real_together)
     updated = simdoc.find_pairs(corpus, idx, jobs=1)
     full = simdoc.find_pairs(corpus, tmp_path / "full", jobs=1)
     assert list(updated) == list(full)

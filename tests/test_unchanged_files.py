@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from test_lean_names import as_format_4
 
 import simdoc
+import simdoc.corpus.plain_batch
 import simdoc.corpus.read
 import simdoc.stages.plan
 import simdoc.stages.scan
@@ -256,6 +257,8 @@ def test_a_racily_clean_file_is_read_again_until_a_later_change_proves_it_clean(
     monkeypatch.setattr(simdoc.corpus.read, "read_document", lambda path, **kw: reads.append(Path(path).name) or real(path, **kw))
     real_plain = simdoc.stages.scan.read_plain  # the scan's way for a plain file
     monkeypatch.setattr(simdoc.stages.scan, "read_plain", lambda path, *a: reads.append(Path(path).name) or real_plain(path, *a))
+    together = simdoc.corpus.plain_batch.PlainBatch.__init__  # a task's small files in one compiled loop
+    monkeypatch.setattr(simdoc.corpus.plain_batch.PlainBatch, "__init__", lambda self, paths, *a: reads.extend(Path(p).name for p in paths) or together(self, paths, *a))
     fourth = simdoc.find_pairs(c, i, jobs=1)
     assert fourth.stages[0].detail == "up to date (1 racily clean files re-read)"
     assert reads == ["c.txt"]  # now the newest: a.txt is proven clean

@@ -280,7 +280,13 @@ def read_plain(path: str, max_bytes: int | None = None, follow_symlinks: bool = 
         return None, b"", f"cannot read: {exc.strerror or exc}", "unreadable"
     finally:
         os.close(fd)
-    digest = hashlib.blake2b(raw, digest_size=16).digest()
+    return plain_text(raw, hashlib.blake2b(raw, digest_size=16).digest(), warning)
+
+
+def plain_text(raw: bytes, digest: bytes, warning: str | None = None) -> tuple[str | bytes | None, bytes, str | None, str]:
+    """:func:`read_plain`'s result for a file read whole as ``raw`` (BLAKE2b-128 ``digest``):
+    binary (a NUL among the first :data:`BINARY_SNIFF` bytes), ASCII bytes as they are, or text
+    decoded as UTF-8 (a leading byte-order mark dropped; invalid bytes replaced, and said)."""
     if raw.find(b"\x00", 0, BINARY_SNIFF) >= 0:
         return None, digest, "binary file (NUL byte), skipped", "binary"
     if raw.isascii():

@@ -353,9 +353,10 @@ def read_again(
 
 
 def member_identities(digests: np.ndarray, how: str) -> np.ndarray:
-    """:func:`identity` of each member read ``how`` (one of MEMBER_WAYS) with these (n, 16)
-    digests, as an (n, 16) array: a member's does not depend on its id, so a task's are made
-    at once, by one call of the BLAKE2b kernel over the digests and their tails."""
+    """:func:`identity` of each member read ``how`` (one of MEMBER_WAYS), or of each file read
+    ``whole``, with these (n, 16) digests, as an (n, 16) array: these do not depend on the id
+    (a file read whole is not compressed: its name says so), so a task's are made at once, by
+    one call of the BLAKE2b kernel over the digests and their tails."""
     from simdoc.kernels_blake import blake2b_16  # here: numba is imported only by a run that calls a kernel
 
     digests = np.asarray(digests, dtype=np.uint8).reshape(-1, 16)
@@ -365,8 +366,8 @@ def member_identities(digests: np.ndarray, how: str) -> np.ndarray:
 
 
 def identity_tail(how: str) -> bytes:
-    """What :func:`identity` hashes after the digest of a member read ``how`` (one of MEMBER_WAYS)."""
-    if how not in MEMBER_WAYS:
+    """What :func:`identity` hashes after the digest of a member read ``how`` (one of MEMBER_WAYS), or of a file read whole."""
+    if how not in MEMBER_WAYS and how != "whole":
         raise ValueError(f"not a way members are read: {how!r}")
     return _identity_tail(how, "")
 

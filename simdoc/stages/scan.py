@@ -57,10 +57,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simdoc.bytesign import sign_texts
+from simdoc.corpus import plain_batch
 from simdoc.corpus.files import read_plain
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.parquet import have_pyarrow, is_parquet, pyarrow_findable
+from simdoc.corpus.plain_batch import PlainBatch, sign_spans
 from simdoc.corpus.read import (
     MEMBER_WAYS,
     Member,
@@ -288,7 +289,8 @@ def _scan(task: ScanTask) -> BatchResult:
     piece = None  # a range's task: what reading its range gave
     hasher = _hasher(task.signature)
     hows = task.hows if task.hows is not None and len(task.hows) == len(task.files) else [how_read(p, n) for _, p, n, _ in task.files]
-    for (doc_id, path, size, expected), how in zip(task.files, hows):
+    batch, in_batch = _plain_batch(task, hows, streaming.LARGE_CHARS)
+    for (doc_id, path, size, expected), how, k in zip(task.files, hows, in_batch):
         if how == "streamed":
             # A huge file is shingled in chunks, in bounded memory; so is every compressed
             # file, whose size says nothing of what it holds.
@@ -313,7 +315,10 @@ def _scan(task: ScanTask) -> BatchResult:
             files.append(outcome)
             continue
         if how == "whole" and task.span is None and (path[:1] == "/" or not is_url(path)):  # most files: the fewest steps
-            text, digest, warning, status = read_plain(path, reading.max_bytes, bool(reading.follow_symlinks))
+            if k >= 0:  # read with the task's other small files (simdoc.corpus.plain_batch)
+                text, digest, warning, status = batch.take(k)
+            else:
+                text, digest, warning, status = read_plain(path, reading.max_bytes, bool(reading.follow_symlinks))
             if expected is not None and digest == expected and status not in _UNREAD:
                 files.append(FileOutcome(digest, status, warning, True, how))
                 continue
@@ -363,7 +368,7 @@ def _scan(task: ScanTask) -> BatchResult:
     together = np.array([j for j, t in enumerate(texts) if len(t) <= streaming.LARGE_CHARS], dtype=np.int64)
     if len(together):
         rows = np.empty((len(together), task.signature.num_perm), dtype=np.uint32)
-        sizes = sign_texts([texts[j] for j in together.tolist()], spec, hasher, rows)  # bytes to signature in one pass
+        sizes = sign_spans([texts[j] for j in together.tolist()], spec, hasher, rows)  # bytes to signature in one pass
         sigs[in_texts[together]] = rows
         for i, n in zip(in_texts[together].tolist(), sizes.tolist()):
             docs[i].n_shingles = int(n)
@@ -418,6 +423,15 @@ def _scan(task: ScanTask) -> BatchResult:
                 t += 1
         sets = rows_of(sets_parts)
     return BatchResult(files, doc_columns(docs), sigs, sets, piece=piece if task.span is not None else None)
+
+
+def _plain_batch(task: ScanTask, hows: list[str], largest: int) -> tuple[PlainBatch | None, list[int]]:
+    """The task's small local files read whole, read together (:func:`plain_batch.read_together`).
+    Not where texts are kept past signing (sets, ``--min-length``) or cut (``--max-bytes``)."""
+    reading = task.shingle
+    if task.span is not None or task.keep_sets or reading.min_length or reading.max_bytes is not None:
+        return None, [-1] * len(task.files)
+    return plain_batch.read_together(task.files, hows, largest, bool(reading.follow_symlinks))
 
 
 def _raw(hexdigest: str) -> bytes:

@@ -78,7 +78,7 @@ class DocColumns:
     @classmethod
     def build(
         cls, ids: Sequence[str], sources: Sequence[str], offset: Sequence[int], length: Sequence[int], size: Sequence[int],
-        n_shingles: Sequence[int], how: Sequence[str], status: Sequence[str], digest: Sequence[bytes], identity: Sequence[bytes],
+        n_shingles: Sequence[int], how: Sequence[str], status: Sequence[str], digest: Sequence[bytes], identity: Sequence[bytes] | np.ndarray,
     ) -> DocColumns:
         """From one list (or tuple) per column (a worker's documents)."""
         n = len(ids)
@@ -86,7 +86,7 @@ class DocColumns:
         source_blob, source_offsets = _blob(sources)
         ints = [np.asarray(v, dtype=np.int64).reshape(n) for v in (offset, length, size, n_shingles)]
         codes = [np.fromiter(map(code.__getitem__, v), dtype=np.uint8, count=n) for v, code in ((how, _HOW), (status, _STATUS))]
-        digests = [np.frombuffer(b"".join(v), dtype=np.uint8).reshape(n, 16).copy() for v in (digest, identity)]
+        digests = [v if isinstance(v, np.ndarray) else np.frombuffer(b"".join(v), dtype=np.uint8).reshape(n, 16).copy() for v in (digest, identity)]
         return cls(id_blob, id_offsets, source_blob, source_offsets, *ints, *codes, *digests)
 
     @classmethod

@@ -1,0 +1,117 @@
+"""A task's small files read together in the compiled loop give exactly what read_plain gives one by one."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simdoc import kernels_read
+from simdoc.bytesign import sign_texts
+from simdoc.corpus.files import BINARY_SNIFF, read_plain
+from simdoc.corpus.plain_batch import PlainBatch, Span, sign_spans
+from simdoc.minhash import MinHasher
+from simdoc.params import ShingleParams, SignatureParams
+from simdoc.shingling import ShingleSpec
+from simdoc.stages import scan
+
+pytestmark = pytest.mark.skipif(not kernels_read.AVAILABLE, reason="the compiled loop needs numba on Linux (the files are then read one by one)")
+
+PIECES = [b"plain words ", b"\t\n ", "caf\u00e9 ".encode(), "\u0130stanbul \u03a3".encode(), b"\xff\xfe bad ", b"\xef\xbb\xbf", b"\x00", b"x" * 300]
+
+
+def _outcome(got):
+    text, digest, warning, status = got
+    return (text.bytes() if isinstance(text, Span) else text), digest, warning, status
+
+
+contents = st.lists(st.sampled_from(PIECES), max_size=12).map(b"".join) | st.binary(max_size=600)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(contents, min_size=1, max_size=8), nul_far=st.booleans())
+def test_each_file_is_what_read_plain_gives(files, nul_far):
+    if nul_far:  # a NUL past the sniffed bytes does not make a file binary
+        files = [*files, b"a" * BINARY_SNIFF + b"\x00 tail"]
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i, data in enumerate(files):
+            p = os.path.join(tmp, f"f{i}.txt")
+            Path(p).write_bytes(data)
+            paths.append(p)
+        batch = PlainBatch(paths, [len(d) for d in files], False)
+        for k, p in enumerate(paths):
+            got = _outcome(batch.take(k))
+            assert got == read_plain(p)
+            if got[3] == "ok" and got[0].__class__ is bytes:
+                assert isinstance(batch.take(k)[0], Span)  # ASCII stays in the buffer
+
+
+def test_files_that_are_not_what_the_walk_saw_are_read_again_and_told_as_read_plain_tells(tmp_path):
+    ok = tmp_path / "ok.txt"
+    ok.write_bytes(b"stays the same")
+    grown = tmp_path / "grown.txt"
+    grown.write_bytes(b"longer than it was listed")
+    gone = tmp_path / "gone.txt"
+    link = tmp_path / "link.txt"
+    link.symlink_to(ok)
+    fifo = tmp_path / "fifo.txt"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder.txt"
+    folder.mkdir()
+    paths = [str(p) for p in (ok, grown, gone, link, fifo, folder)]
+    sizes = [14, 5, 3, 14, 0, 4096]
+    for follow in (False, True):
+        batch = PlainBatch(paths, sizes, follow)
+        for k, p in enumerate(paths):
+            assert _outcome(batch.take(k)) == read_plain(p, None, follow), p
+    state = kernels_read.read_files(paths, np.array(sizes), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW, BINARY_SNIFF)[2]
+    assert state.tolist()[0] & kernels_read.READ and not any(s & kernels_read.READ for s in state.tolist()[1:])
+
+
+@settings(max_examples=30, deadline=None)
+@given(texts=st.lists(st.sampled_from(["ascii words here", "caf\u00e9 au lait", "", "a", "x y z " * 40]), min_size=1, max_size=8))
+def test_spans_sign_as_their_bytes_do(texts):
+    spec, hasher = ShingleSpec(), MinHasher(32)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i, t in enumerate(texts):
+            p = os.path.join(tmp, f"f{i}.txt")
+            Path(p).write_text(t, encoding="utf-8")
+            paths.append(p)
+        batch = PlainBatch(paths, [os.path.getsize(p) for p in paths], False)
+        got = [batch.take(k)[0] for k in range(len(paths))]
+        for mixed in (got, got[::-1], got[1::2] + got[::2]):  # one run of the buffer, and not
+            want = np.empty((len(mixed), 32), np.uint32)
+            plain = [t.bytes() if isinstance(t, Span) else t for t in mixed]
+            want_windows = sign_texts(plain, spec, hasher, want)
+            out = np.empty((len(mixed), 32), np.uint32)
+            assert sign_spans(mixed, spec, hasher, out).tolist() == want_windows.tolist()
+            assert out.tolist() == want.tolist()
+
+
+def test_a_task_gives_the_same_result_read_together_or_one_by_one(tmp_path, monkeypatch):
+    files = [b"the same words again", "caf\u00e9 words".encode(), b"\xff bad", b"bin\x00ary", b"", b"the same words again!"]
+    entries = []
+    for i, data in enumerate(files):
+        p = tmp_path / f"f{i}.txt"
+        p.write_bytes(data)
+        entries.append((f"f{i}.txt", str(p), len(data), None))
+    base = scan.ScanTask(files=entries, shingle=ShingleParams().resolved(), signature=SignatureParams(64).resolved())
+    together = scan._scan(base)
+    assert scan._plain_batch(base, [scan.how_read(p, n) for _, p, n, _ in entries], 10**6)[0] is not None
+    monkeypatch.setattr(scan.plain_batch, "available", lambda: False)  # each file by read_plain
+    alone = scan._scan(base)
+    assert together.signatures.tolist() == alone.signatures.tolist()
+    assert [dataclasses.astuple(f) for f in together.files] == [dataclasses.astuple(f) for f in alone.files]
+    for column in ("size", "n_shingles", "how", "status", "digest", "identity"):
+        assert getattr(together.docs, column).tolist() == getattr(alone.docs, column).tolist(), column
+    assert list(together.docs.ids()) == list(alone.docs.ids())
+
+
