@@ -96,22 +96,33 @@ def test_spans_sign_as_their_bytes_do(texts):
             assert out.tolist() == want.tolist()
 
 
-def test_a_task_gives_the_same_result_read_together_or_one_by_one(tmp_path, monkeypatch):
-    files = [b"the same words again", "caf\u00e9 words".encode(), b"\xff bad", b"bin\x00ary", b"", b"the same words again!"]
-    entries = []
-    for i, data in enumerate(files):
-        p = tmp_path / f"f{i}.txt"
-        p.write_bytes(data)
-        entries.append((f"f{i}.txt", str(p), len(data), None))
-    base = scan.ScanTask(files=entries, shingle=ShingleParams().resolved(), signature=SignatureParams(64).resolved())
-    together = scan._scan(base)
-    assert scan._plain_batch(base, [scan.how_read(p, n) for _, p, n, _ in entries], 10**6)[0] is not None
-    monkeypatch.setattr(scan.plain_batch, "available", lambda: False)  # each file by read_plain
-    alone = scan._scan(base)
-    assert together.signatures.tolist() == alone.signatures.tolist()
-    assert [dataclasses.astuple(f) for f in together.files] == [dataclasses.astuple(f) for f in alone.files]
-    for column in ("size", "n_shingles", "how", "status", "digest", "identity"):
-        assert getattr(together.docs, column).tolist() == getattr(alone.docs, column).tolist(), column
-    assert list(together.docs.ids()) == list(alone.docs.ids())
+def _same_results(a, b):
+    assert a.signatures.tolist() == b.signatures.tolist()
+    assert [dataclasses.astuple(f) for f in a.files] == [dataclasses.astuple(f) for f in b.files]
+    for column in ("offset", "length", "size", "n_shingles", "how", "status", "digest", "identity"):
+        assert getattr(a.docs, column).tolist() == getattr(b.docs, column).tolist(), column
+    assert list(a.docs.ids()) == list(b.docs.ids()) and list(a.docs.sources()) == list(b.docs.sources())
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(contents, min_size=1, max_size=6), ascii_only=st.booleans())
+def test_a_task_gives_the_same_result_read_together_or_one_by_one(files, ascii_only, monkeypatch):
+    if ascii_only:  # the task made at once (stages/scan_plain.py)
+        files = [bytes(b if 0 < b < 0x80 else 0x20 for b in data) for data in files]
+    with tempfile.TemporaryDirectory() as tmp:
+        entries = []
+        for i, data in enumerate(files):
+            p = Path(tmp) / f"f{i}.txt"
+            p.write_bytes(data)
+            entries.append((f"f{i}.txt", str(p), len(data), None))
+        task = scan.ScanTask(files=entries, shingle=ShingleParams().resolved(), signature=SignatureParams(64).resolved())
+        made_at_once = []
+        real = scan.plain_result
+        monkeypatch.setattr(scan, "plain_result", lambda *a: made_at_once.append(1) or real(*a))
+        together = scan._scan(task)
+        plain = all(d.isascii() and b"\x00" not in d[:BINARY_SNIFF] for d in files)
+        assert bool(made_at_once) == (plain and len(files) > 1)
+        with monkeypatch.context() as m:
+            m.setattr(scan.plain_batch, "available", lambda: False)  # each file by read_plain
+            alone = scan._scan(task)
+        _same_results(together, alone)

@@ -60,12 +60,23 @@ class PlainBatch:
         sizes = np.asarray(sizes, dtype=np.int64)
         out = workspace().get("read", int(sizes.sum()) + 1, np.uint8)
         flags = PLAIN_OPEN if follow_symlinks else PLAIN_OPEN | NOFOLLOW
-        self.buffer, starts, state = kernels_read.read_files(paths, sizes, flags, BINARY_SNIFF, out)
+        self.buffer, self.starts, self.state = kernels_read.read_files(paths, sizes, flags, BINARY_SNIFF, out)
         self._view = memoryview(self.buffer)
-        self._starts = starts.tolist()
-        self._state = state.tolist()
+        self._starts = self.starts.tolist()
+        self._state = self.state.tolist()
         self._read, self._ascii, self._nul = kernels_read.READ, kernels_read.ASCII, kernels_read.NUL
         self.follow_symlinks = follow_symlinks
+
+    def all_ascii_text(self) -> bool:
+        """Whether every file was read here, and is ASCII text (no NUL among its first bytes)."""
+        from simdoc import kernels_read
+
+        return bool((self.state == kernels_read.READ | kernels_read.ASCII).all())
+
+    def digests(self) -> list[bytes]:
+        """Each file's BLAKE2b-128 (of what was read: for files :meth:`all_ascii_text` tells read)."""
+        view, at = self._view, self._starts
+        return [hashlib.blake2b(view[at[k] : at[k + 1]], digest_size=16).digest() for k in range(len(self.paths))]
 
     def take(self, k: int) -> tuple[str | bytes | Span | None, bytes, str | None, str]:
         """File k's ``read_plain`` result (text, digest, warning, status); an ASCII text as a :class:`Span`."""

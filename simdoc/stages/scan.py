@@ -79,6 +79,7 @@ from simdoc.params import ShingleParams, SignatureParams
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import shingle_texts
 from simdoc.stages.range_rows import rows_batch
+from simdoc.stages.scan_plain import plain_result
 from simdoc.stages.scan_results import BatchResult, DocOut, FileOutcome, PartWritten, doc_columns, write_part
 from simdoc.stages.short_docs import leave_out, short_documents
 from simdoc.stages.spilled import SetRuns, SpilledSet, rows_of
@@ -290,6 +291,8 @@ def _scan(task: ScanTask) -> BatchResult:
     hasher = _hasher(task.signature)
     hows = task.hows if task.hows is not None and len(task.hows) == len(task.files) else [how_read(p, n) for _, p, n, _ in task.files]
     batch, in_batch = _plain_batch(task, hows, streaming.LARGE_CHARS)
+    if batch is not None and min(in_batch) >= 0 and all(f[3] is None for f in task.files) and batch.all_ascii_text():
+        return plain_result(task.files, batch, hasher, spec, task.signature.num_perm)  # most tasks: at once
     for (doc_id, path, size, expected), how, k in zip(task.files, hows, in_batch):
         if how == "streamed":
             # A huge file is shingled in chunks, in bounded memory; so is every compressed
