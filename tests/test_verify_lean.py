@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simdoc
+import simdoc.corpus.plain
 import simdoc.stages.verify as verify
-from simdoc import kernels
+from simdoc import kernels, kernels_read
 from simdoc.bytesign import sets64_into, sets64_spans, sets64_texts
 from simdoc.corpus.files import read_document, read_plain
 from simdoc.corpus.plain import read_again_into
@@ -153,9 +154,12 @@ def test_a_batch_reads_what_the_scan_reads(tmp_path_factory, files, follow):
         paths.append(str(path))
         sizes.append(len(raw))
         digests.append(digest)
-    got = _into(paths, sizes, b"".join(digests), follow)
     want = [as_scanned(p, d, follow) for p, d in zip(paths, digests)]
-    assert got == want and [type(g) for g in got] == [type(w) for w in want]
+    for compiled in (True, False):  # the batch read in one compiled loop, and each file on its own
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(simdoc.corpus.plain, "_compiled", lambda compiled=compiled: compiled and kernels_read.AVAILABLE)
+            got = _into(paths, sizes, b"".join(digests), follow)
+        assert got == want and [type(g) for g in got] == [type(w) for w in want]
 
 
 @settings(max_examples=60, deadline=None)

@@ -7,7 +7,10 @@ of the candidate pairs), each read whole when it was indexed (``how`` is
 batch of them into one buffer, each in the fewest system calls: one
 non-blocking open that does not follow a final symbolic link, one ``fstat``
 (a regular file, of the size indexed: else it is not read at all), one
-read, one close; then the digest of the bytes decides.
+read, one close; then the digest of the bytes decides. With numba on Linux
+these calls are made for the whole batch in one compiled loop
+(:func:`simdoc.kernels_read.read_files`), and only a file that loop leaves
+(it changed while read, or is not as indexed) is read again one by one.
 
 Each text is given as the shingle stage's reader
 (:func:`simdoc.corpus.files.read_plain`) gives it: an ASCII file's bytes as
@@ -49,41 +52,80 @@ def read_again_into(
     a regular file.
     """
     n = len(sizes)
-    # Each file's room is a byte longer than its size: a file that grew since it was indexed is told apart.
-    room = np.zeros(n + 1, np.int64)
-    np.cumsum(np.asarray(sizes, np.int64) + 1, out=room[1:])
-    buf = bytearray(int(room[-1]))
-    view = memoryview(buf)
     starts, ends = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
     flags = PLAIN_OPEN if follow_symlinks else PLAIN_OPEN | NOFOLLOW
-    at_list = room.tolist()
-    for i, (path, size) in enumerate(zip(paths, sizes)):
-        if path is None:
+    sizes = np.asarray(sizes, np.int64)
+    named = [i for i in range(n) if paths[i] is not None]
+    if len(named) > 1 and _compiled():
+        buf, again = _read_together(paths, sizes, digests, named, flags, starts, ends)
+    else:
+        buf, again = bytearray(), named
+    if again:  # each in its own room, a byte longer than its size (a file that grew is told apart)
+        room = len(buf) + np.concatenate([[0], np.cumsum(sizes[again] + 1)])
+        buf.extend(bytes(int(room[-1]) - len(buf)))
+        for i, at in zip(again, room.tolist()):
+            _read_one(paths[i], int(sizes[i]), digests[i], flags, buf, at, starts, ends, i)
+    return buf, starts, ends
+
+
+def _compiled() -> bool:
+    from simdoc import kernels_read
+
+    return kernels_read.AVAILABLE
+
+
+def _read_together(paths, sizes: np.ndarray, digests: np.ndarray, named: list[int], flags: int, starts, ends) -> tuple[bytearray, list[int]]:
+    """The files of ``named`` read in one compiled loop (:func:`simdoc.kernels_read.read_files`:
+    the calls of :func:`_read_one`, the file also unchanged while read), one after another in
+    the buffer, and checked as :func:`_read_one` checks them; those it left, to read one by one."""
+    from simdoc import kernels_read
+
+    buf = bytearray(int(sizes[named].sum()) + 1)
+    into = np.frombuffer(buf, dtype=np.uint8)  # the kernel writes into the bytearray itself
+    at, state = kernels_read.read_files([paths[i] for i in named], sizes[named], flags, BINARY_SNIFF, into)[1:]
+    del into  # the bytearray may grow after this (files read one by one)
+    view = memoryview(buf)
+    again = []
+    for k, i in enumerate(named):
+        if not state[k] & kernels_read.READ:
+            again.append(i)
             continue
-        at = at_list[i]
+        a, b = int(at[k]), int(at[k + 1])
+        if state[k] & kernels_read.NUL or hashlib.blake2b(view[a:b], digest_size=16).digest() != digests[i].tobytes():
+            continue
+        starts[i], ends[i] = (a + 3 if buf.startswith(BOM, a, b) else a), b
+    view.release()
+    return buf, again
+
+
+def _read_one(path: str, size: int, digest: np.ndarray, flags: int, buf: bytearray, at: int, starts, ends, i: int) -> None:
+    """Read one file into ``buf[at:at + size + 1]`` and, if it is as indexed, set its span."""
+    view = memoryview(buf)
+    try:
         try:
             fd = os.open(path, flags)
         except OSError:
-            continue
+            return
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size != size:
-                continue
+                return
             got = os.readv(fd, [view[at : at + size + 1]])
             if got != size:  # short, or it grew: read on as the scan does (the digest decides)
                 raw = read_on(fd, bytes(view[at : at + got]), size)
                 if len(raw) != size:
-                    continue
+                    return
                 view[at : at + size] = raw
         except OSError:
-            continue
+            return
         finally:
             os.close(fd)
         text = view[at : at + size]
-        if hashlib.blake2b(text, digest_size=16).digest() != digests[i].tobytes() or buf.find(0, at, at + min(size, BINARY_SNIFF)) >= 0:
-            continue
+        if hashlib.blake2b(text, digest_size=16).digest() != digest.tobytes() or buf.find(0, at, at + min(size, BINARY_SNIFF)) >= 0:
+            return
         starts[i], ends[i] = (at + 3 if buf.startswith(BOM, at, at + size) else at), at + size
-    return buf, starts, ends
+    finally:
+        view.release()
 
 
 def text_at(buf: bytearray, start: int, end: int) -> str | bytes:
