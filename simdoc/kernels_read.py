@@ -29,6 +29,7 @@ NEEDED = 0x1 | 0x2 | 0x40 | 0x200
 S_IFMT, S_IFREG = 0o170000, 0o100000
 READ, AGAIN = 1, 0  # a file's state: read into the buffer, or left for read_plain
 ASCII, NUL = 2, 4  # and, once read: all its bytes are ASCII; a NUL among its first ``sniff`` bytes
+UTF8 = 8  # not ASCII, strict UTF-8 (what bytes.decode("utf-8") takes), and no byte-order mark first
 
 AVAILABLE = ENABLED and sys.platform.startswith("linux") and sys.byteorder == "little"
 
@@ -124,6 +125,38 @@ if AVAILABLE:
         return hits
 
     @njit(cache=CACHE, nogil=True)
+    def _strict_utf8(out, a, b):
+        """Whether out[a:b] is UTF-8 as RFC 3629 (and Python's decoder) has it: no overlong form,
+        no surrogate (ED A0..BF), nothing past U+10FFFF (F4 90..)."""
+        j = a
+        while j < b:
+            c = out[j]
+            if c < 0x80:
+                j += 1
+                continue
+            if 0xC2 <= c <= 0xDF:
+                n, lo, hi = 1, 0x80, 0xBF
+            elif 0xE0 <= c <= 0xEF:
+                n = 2
+                lo = 0xA0 if c == 0xE0 else 0x80
+                hi = 0x9F if c == 0xED else 0xBF
+            elif 0xF0 <= c <= 0xF4:
+                n = 3
+                lo = 0x90 if c == 0xF0 else 0x80
+                hi = 0x8F if c == 0xF4 else 0xBF
+            else:
+                return False
+            if j + n >= b:  # its continuation bytes run past the end
+                return False
+            if not (lo <= out[j + 1] <= hi):
+                return False
+            for q in range(j + 2, j + n + 1):
+                if not (0x80 <= out[q] <= 0xBF):
+                    return False
+            j += n + 1
+        return True
+
+    @njit(cache=CACHE, nogil=True)
     def _read_files(paths, sizes, flags, sniff, out, starts, state, sb, empty):
         at = 0  # in paths
         pos = 0  # in out
@@ -153,6 +186,9 @@ if AVAILABLE:
                 state[i] |= ASCII
             if _zero_bytes(out, words, pos, pos + min(size, sniff)) != 0:
                 state[i] |= NUL
+            bom = size >= 3 and out[pos] == 0xEF and out[pos + 1] == 0xBB and out[pos + 2] == 0xBF
+            if not state[i] & ASCII and not bom and _strict_utf8(out, pos, pos + size):
+                state[i] |= UTF8
             pos += size
         starts[sizes.shape[0]] = pos
 
@@ -160,8 +196,8 @@ if AVAILABLE:
 def read_files(paths: list[str], sizes: np.ndarray, flags: int, sniff: int, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Read each file of ``paths`` (opened with ``flags``) that has ``sizes[i]`` bytes: (buffer,
     starts, state). File i's bytes are ``buffer[starts[i]:starts[i + 1]]``, empty where its
-    state is :data:`AGAIN`; its state has :data:`READ`, and :data:`ASCII` and :data:`NUL` as
-    its bytes are. ``sizes`` are the walk's; each must be less than 16 MiB. ``out`` (uint8, at
+    state is :data:`AGAIN`; its state has :data:`READ`, and :data:`ASCII`, :data:`UTF8` and
+    :data:`NUL` as its bytes are. ``sizes`` are the walk's; each must be less than 16 MiB. ``out`` (uint8, at
     least ``sizes.sum() + 1`` long) is the buffer to read into, if the caller keeps one."""
     sizes = np.ascontiguousarray(sizes, dtype=np.int64)
     blob = np.frombuffer(b"\0".join(map(_encoded, paths)) + b"\0", dtype=np.uint8)

@@ -28,7 +28,19 @@ PIECES = [b"plain words ", b"\t\n ", "caf\u00e9 ".encode(), "\u0130stanbul \u03a
 
 def _outcome(got):
     text, digest, warning, status = got
-    return (text.bytes() if isinstance(text, Span) else text), digest, warning, status
+    if isinstance(text, Span):  # as read_plain gives it: ASCII bytes as they are, any other decoded
+        text = text.bytes() if text.ascii else text.bytes().decode("utf-8")
+    return text, digest, warning, status
+
+
+def _text(data: bytes) -> bool:
+    """Whether a file's bytes are kept as a Span: ASCII, or strict UTF-8 not starting with a
+    byte-order mark; no NUL among the sniffed bytes."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return b"\x00" not in data[:BINARY_SNIFF] and not data.startswith(b"\xef\xbb\xbf")
 
 
 contents = st.lists(st.sampled_from(PIECES), max_size=12).map(b"".join) | st.binary(max_size=600)
@@ -49,8 +61,7 @@ def test_each_file_is_what_read_plain_gives(files, nul_far):
         for k, p in enumerate(paths):
             got = _outcome(batch.take(k))
             assert got == read_plain(p)
-            if got[3] == "ok" and got[0].__class__ is bytes:
-                assert isinstance(batch.take(k)[0], Span)  # ASCII stays in the buffer
+            assert isinstance(batch.take(k)[0], Span) == _text(files[k])  # a text stays in the buffer
 
 
 def test_files_that_are_not_what_the_walk_saw_are_read_again_and_told_as_read_plain_tells(tmp_path):
@@ -89,7 +100,7 @@ def test_spans_sign_as_their_bytes_do(texts):
         got = [batch.take(k)[0] for k in range(len(paths))]
         for mixed in (got, got[::-1], got[1::2] + got[::2]):  # one run of the buffer, and not
             want = np.empty((len(mixed), 32), np.uint32)
-            plain = [t.bytes() if isinstance(t, Span) else t for t in mixed]
+            plain = [_outcome((t, b"", None, "ok"))[0] for t in mixed]
             want_windows = sign_texts(plain, spec, hasher, want)
             out = np.empty((len(mixed), 32), np.uint32)
             assert sign_spans(mixed, spec, hasher, out).tolist() == want_windows.tolist()
@@ -120,9 +131,28 @@ def test_a_task_gives_the_same_result_read_together_or_one_by_one(files, ascii_o
         real = scan.plain_result
         monkeypatch.setattr(scan, "plain_result", lambda *a: made_at_once.append(1) or real(*a))
         together = scan._scan(task)
-        plain = all(d.isascii() and b"\x00" not in d[:BINARY_SNIFF] for d in files)
-        assert bool(made_at_once) == (plain and len(files) > 1)
+        assert bool(made_at_once) == (all(map(_text, files)) and len(files) > 1)
         with monkeypatch.context() as m:
             m.setattr(scan.plain_batch, "available", lambda: False)  # each file by read_plain
             alone = scan._scan(task)
         _same_results(together, alone)
+
+
+TRICKY = [b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xed\x9f\xbf", b"\xf0\x8f\xbf\xbf",
+          b"\xf4\x90\x80\x80", b"\xf4\x8f\xbf\xbf", b"\xf5\x80\x80\x80", b"\xe2\x82", b"\xe2\x82\xac", b"\x80", b"\xef\xbb\xbf"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(TRICKY) | st.binary(max_size=6) | st.text(max_size=4).map(lambda t: t.encode("utf-8", "surrogatepass")), max_size=8).map(b"".join))
+def test_the_kernel_tells_strict_utf8_as_python_decodes_it(data):
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [os.path.join(tmp, "a.txt"), os.path.join(tmp, "b.txt")]
+        for p in paths:
+            Path(p).write_bytes(data)
+        state = int(kernels_read.read_files(paths, np.array([len(data)] * 2), os.O_RDONLY, BINARY_SNIFF)[2][0])
+    try:
+        data.decode("utf-8")
+        strict = not data.isascii() and not data.startswith(b"\xef\xbb\xbf")
+    except UnicodeDecodeError:
+        strict = False
+    assert bool(state & kernels_read.UTF8) == strict and bool(state & kernels_read.ASCII) == data.isascii()

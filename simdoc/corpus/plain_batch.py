@@ -6,7 +6,8 @@ The shingle stage reads most files of a folder corpus whole (``how`` is
 :func:`simdoc.kernels_read.read_files` (the system calls of ``read_plain``,
 with no Python between them), and :meth:`PlainBatch.take` then gives each
 file's outcome exactly as ``read_plain`` would: its digest, status and
-warning, and its text. An ASCII text stays in the buffer (a :class:`Span`),
+warning, and its text. A text that is ASCII or strict UTF-8 (with no
+byte-order mark) stays in the buffer (a :class:`Span`),
 from where :func:`sign_spans` signs the batch's spans in the one compiled
 pass without a ``bytes`` object a file or a copy of them joined; any other
 text is decoded as ``read_plain`` decodes it. A file the compiled loop left
@@ -37,11 +38,13 @@ LARGEST = 1 << 24  # read_plain reads a file this long or longer its general way
 
 @dataclass(frozen=True)
 class Span:
-    """An ASCII text left in a :class:`PlainBatch`'s buffer: its bytes ``buffer[start:end]``."""
+    """A text left in a :class:`PlainBatch`'s buffer: its bytes ``buffer[start:end]``, ASCII or
+    strict UTF-8 without a byte-order mark (the bytes of the ``str`` read_plain decodes)."""
 
     batch: PlainBatch
     start: int
     end: int
+    ascii: bool
 
     def __len__(self) -> int:
         return self.end - self.start
@@ -64,14 +67,21 @@ class PlainBatch:
         self._view = memoryview(self.buffer)
         self._starts = self.starts.tolist()
         self._state = self.state.tolist()
-        self._read, self._ascii, self._nul = kernels_read.READ, kernels_read.ASCII, kernels_read.NUL
+        self._read, self._ascii, self._utf8, self._nul = kernels_read.READ, kernels_read.ASCII, kernels_read.UTF8, kernels_read.NUL
         self.follow_symlinks = follow_symlinks
 
-    def all_ascii_text(self) -> bool:
-        """Whether every file was read here, and is ASCII text (no NUL among its first bytes)."""
+    def all_text(self) -> bool:
+        """Whether every file was read here, and is text a :class:`Span` holds (no NUL among its
+        first bytes; ASCII, or strict UTF-8 with no byte-order mark)."""
         from simdoc import kernels_read
 
-        return bool((self.state == kernels_read.READ | kernels_read.ASCII).all())
+        read = kernels_read.READ
+        return bool(np.isin(self.state, (read | kernels_read.ASCII, read | kernels_read.UTF8)).all())
+
+    def all_ascii(self) -> bool:
+        from simdoc import kernels_read
+
+        return bool((self.state & kernels_read.ASCII).all())
 
     def digests(self) -> list[bytes]:
         """Each file's BLAKE2b-128 (of what was read: for files :meth:`all_ascii_text` tells read)."""
@@ -79,14 +89,15 @@ class PlainBatch:
         return [hashlib.blake2b(view[at[k] : at[k + 1]], digest_size=16).digest() for k in range(len(self.paths))]
 
     def take(self, k: int) -> tuple[str | bytes | Span | None, bytes, str | None, str]:
-        """File k's ``read_plain`` result (text, digest, warning, status); an ASCII text as a :class:`Span`."""
+        """File k's ``read_plain`` result (text, digest, warning, status); a text that is ASCII,
+        or strict UTF-8 with no byte-order mark, as a :class:`Span`."""
         state = self._state[k]
         if not state & self._read:  # left for read_plain: it reads the file again and says what it found
             return read_plain(self.paths[k], None, self.follow_symlinks)
         a, b = self._starts[k], self._starts[k + 1]
         digest = hashlib.blake2b(self._view[a:b], digest_size=16).digest()
-        if state & self._ascii and not state & self._nul:
-            return Span(self, a, b), digest, None, "ok"
+        if state & (self._ascii | self._utf8) and not state & self._nul:
+            return Span(self, a, b, bool(state & self._ascii)), digest, None, "ok"
         return plain_text(self._view[a:b].tobytes(), digest)
 
 
@@ -142,6 +153,6 @@ def sign_spans(texts: Sequence[str | bytes | Span], spec: ShingleSpec, hasher: M
         offsets = np.zeros(len(spans) + 1, dtype=np.int64)
         np.cumsum(ends - starts, out=offsets[1:])
     rows = np.empty((len(spans), out.shape[1]), dtype=out.dtype)
-    windows[spans] = sign_joined(raw, offsets, spec, hasher, rows, ascii=True)
+    windows[spans] = sign_joined(raw, offsets, spec, hasher, rows, ascii=all(texts[i].ascii for i in spans))
     out[spans] = rows
     return windows

@@ -291,7 +291,7 @@ def _scan(task: ScanTask) -> BatchResult:
     hasher = _hasher(task.signature)
     hows = task.hows if task.hows is not None and len(task.hows) == len(task.files) else [how_read(p, n) for _, p, n, _ in task.files]
     batch, in_batch = _plain_batch(task, hows, streaming.LARGE_CHARS)
-    if batch is not None and min(in_batch) >= 0 and all(f[3] is None for f in task.files) and batch.all_ascii_text():
+    if batch is not None and min(in_batch) >= 0 and all(f[3] is None for f in task.files) and batch.all_text():
         return plain_result(task.files, batch, hasher, spec, task.signature.num_perm)  # most tasks: at once
     for (doc_id, path, size, expected), how, k in zip(task.files, hows, in_batch):
         if how == "streamed":

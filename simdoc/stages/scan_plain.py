@@ -1,4 +1,4 @@
-"""A task whose files are all small ASCII texts read together: its result made at once.
+"""A task whose files are all small texts read together: its result made at once.
 
 Most tasks of a folder corpus are so (every one of c100k's). :func:`plain_result`
 gives the :class:`~simdoc.stages.scan_results.BatchResult` that the file-by-file
@@ -23,12 +23,12 @@ from simdoc.store.doccolumns import DocColumns
 
 def plain_result(files: list[tuple[str, str, int, bytes | None]], batch: PlainBatch, hasher: MinHasher, spec, num_perm: int) -> BatchResult:
     """The result of a task of ``files`` (id, path, size, None), all read whole into ``batch``
-    as ASCII text (:meth:`PlainBatch.all_ascii_text`), each signed as ``spec`` and ``hasher`` say."""
+    as text (:meth:`PlainBatch.all_text`), each signed as ``spec`` and ``hasher`` say."""
     n = len(files)
     digests = batch.digests()
     signatures = np.empty((n, num_perm), dtype=np.uint32)
     offsets = batch.starts  # the files lie one after another in the buffer, in task order
-    windows = sign_joined(batch.buffer[: int(offsets[-1])], offsets, spec, hasher, signatures, ascii=True)
+    windows = sign_joined(batch.buffer[: int(offsets[-1])], offsets, spec, hasher, signatures, ascii=batch.all_ascii())
     outcomes = [FileOutcome(d, "ok", None, False, "whole", 1) for d in digests]
     identities = member_identities(np.frombuffer(b"".join(digests), dtype=np.uint8), "whole")
     none = [-1] * n
