@@ -28,11 +28,16 @@ reference way too, as does a byte sequence that is not strict UTF-8 (Python
 would put U+FFFD there). The table is built from Python's own ``str.lower``
 and :mod:`unicodedata`, so it follows the interpreter's Unicode version, as
 the reference does; it is built the first time a batch holds a non-ASCII
-byte (an ASCII batch needs the first 128 entries only).
+byte (an ASCII batch needs the first 128 entries only), and kept beside the
+compiled kernels for the next process (each worker needs it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import tempfile
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
@@ -209,14 +214,73 @@ def code_point_table(lowercase: bool, unicode: str, ascii_only: bool = False) ->
     :data:`~simdoc.kernels_bytes.SPACE` (whitespace), or :data:`~simdoc.kernels_bytes.UNSAFE`.
 
     ``ascii_only``: the first 128 entries, all a batch of ASCII bytes needs.
+
+    The full table takes ~0.25 CPU-s to build (every code point through ``str.lower`` and
+    :mod:`unicodedata`), in each process that needs it: each forked worker of a scan or of
+    verification of a corpus with non-ASCII text, before its first document (measured: the
+    verification of Python's sources took 0.87 s at ``-j 2``, 0.35 s at ``-j 1``). It is built
+    once and kept in the folder of the compiled kernels (:func:`table_file`), then loaded (~1 ms).
     """
+    if ascii_only:
+        return _built_table(lowercase, unicode, 128)
+    path = table_file(lowercase, unicode)
+    table = _load_table(path) if path is not None else None
+    if table is None:
+        table = _built_table(lowercase, unicode, _BMP)
+        if path is not None:
+            _store_table(path, table)
+    return table
+
+
+def _built_table(lowercase: bool, unicode: str, size: int) -> np.ndarray:
     # No ASCII character is the second of a composing pair (a test checks the two tables agree).
-    seconds = _second_of_a_pair() if unicode != "none" and not ascii_only else frozenset()
-    size = 128 if ascii_only else _BMP
+    seconds = _second_of_a_pair() if unicode != "none" and size > 128 else frozenset()
     table = np.empty(size, dtype=np.uint32)
     for c in range(size):
         table[c] = _entry(chr(c), lowercase, unicode, seconds)
     return table
+
+
+def table_file(lowercase: bool, unicode: str) -> str | None:
+    """Where the full :func:`code_point_table` is kept: the compiled kernels' cache folder
+    (:func:`simdoc.jit.cache_dir`), in a file named by what the table follows (the arguments,
+    the interpreter's Unicode version, this module's source); None if nothing is cached."""
+    from simdoc import jit
+
+    if not jit.CACHE:
+        return None
+    with open(__file__, "rb") as f:
+        source = hashlib.blake2b(f.read(), digest_size=8).hexdigest()
+    name = f"code-points-{int(bool(lowercase))}-{unicode}-{unicodedata.unidata_version}-{source}.npy"
+    return os.path.join(jit.cache_dir(), name)
+
+
+def _load_table(path: str) -> np.ndarray | None:
+    """The table kept at ``path``; None if there is none, or not a whole one (it is built again)."""
+    try:
+        table = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    if table.dtype != np.uint32 or table.shape != (_BMP,):
+        return None
+    return table
+
+
+def _store_table(path: str, table: np.ndarray) -> None:
+    """Keep ``table`` at ``path``, whole or not at all (a temporary file renamed: processes built
+    it at the same time, or a reader of a half-written one); a cache that cannot be written is
+    skipped."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".code-points-", suffix=".npy")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, table, allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def _entry(ch: str, lowercase: bool, unicode: str, seconds: frozenset[str]) -> int:
