@@ -169,6 +169,44 @@ def sets64_spans(
     return _sets64_spans(raw, starts, ends, raw.isascii(), spec, data, counts)
 
 
+def pair_sums_spans(raw: bytes | bytearray, starts: np.ndarray, ends: np.ndarray, spec: ShingleSpec) -> tuple[np.ndarray, np.ndarray]:
+    """For each pair p of texts ``raw[starts[2p]:ends[2p]]`` and ``raw[starts[2p + 1]:ends[2p + 1]]``
+    (UTF-8 bytes, as :func:`sets64_spans` takes them), the row of :func:`simdoc.similarity.span_sums`
+    their :func:`sets64_spans` rows give, and whether it was made: by one kernel call
+    (:func:`simdoc.kernels_bytes.pair_sums_utf8`), no set held. False (its row 0): a text the
+    kernel declines (as :func:`sets64_spans` would), or word shingles, or no numba."""
+    from simdoc import kernels, kernels_bytes
+
+    m = len(starts) // 2
+    sums = np.zeros((m, 5), np.int64)
+    handled = np.zeros(m, dtype=np.bool_)
+    if not m or spec.unit != "char" or not kernels.ENABLED:
+        return sums, handled
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    ends = np.ascontiguousarray(ends, dtype=np.int64)
+    lengths = ends - starts
+    longest = max(int(lengths.max()), 1)
+    pair = max(int((lengths[0::2] + lengths[1::2]).max()), 1)
+    size = 16
+    while size < 2 * pair:
+        size *= 2
+    ws = workspace()
+    array = np.frombuffer(raw, dtype=np.uint8)
+    if array.flags.writeable:
+        array = array.view()
+        array.flags.writeable = False  # the kernel's build for read-only bytes (compiled once)
+    cnt = ws.get("pair_counts", size, np.uint64)
+    cnt[:] = 0  # a slot's count 0: empty (the kernel leaves it so after each pair)
+    kernels_bytes.pair_sums_utf8(
+        array, starts, ends, spec.k, code_point_table(spec.lowercase, spec.unicode, raw.isascii()),
+        np.uint32(VERIFY_SEEDS[0]), np.uint32(VERIFY_SEEDS[1]), sums, handled,
+        ws.get("blocks", longest, np.uint32), ws.get("buf", longest, np.uint32), ws.get("tmp", longest, np.uint32),
+        ws.get("wide", longest, np.uint64), ws.get("pair_keys", size, np.uint64), cnt, ws.get("pair_slots", pair, np.int64),
+    )
+    sums[~handled] = 0
+    return sums, handled
+
+
 def _sets64_joined(raw: bytes, offsets: np.ndarray, spec: ShingleSpec, data: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return _sets64_spans(raw, offsets[:-1], offsets[1:], raw.isascii(), spec, data, counts)
 

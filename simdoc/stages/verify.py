@@ -19,9 +19,11 @@ kernels), never back up:
    cuts them into units of whole components of about equal cost, verified
    here or on forked processes (``jobs``), the costliest first
    (:mod:`simdoc.stages.verify_units`).
-2. :meth:`_Work.run` verifies a unit a chunk of pairs at a time: as many
-   pairs as the sets of the documents they add fit in :data:`CHUNK_BYTES`
-   (and all held in ``budget``, :data:`CACHE_BYTES`).
+2. :meth:`_Work.run` compares first the pairs alone in their component, of
+   two plain files, with no set made (:mod:`simdoc.stages.verify_lone`:
+   most pairs of a corpus of near-duplicates), then the others a chunk of
+   pairs at a time: as many pairs as the sets of the documents they add fit
+   in :data:`CHUNK_BYTES` (and all held in ``budget``, :data:`CACHE_BYTES`).
 3. :meth:`_Work.read` reads a chunk's new documents, in the order of their
    names: where they live and their digests come from the docs table a
    batch at a time, as columns. The files read whole when indexed are read
@@ -69,6 +71,7 @@ from simdoc.shingling import shingle_texts
 from simdoc.similarity import jaccard_in_passes, jaccards_of_sums, span_sums
 from simdoc.stages.located import JSONL, jsonl_members
 from simdoc.stages.reread import DocumentReader
+from simdoc.stages.verify_lone import compare_lone, lone_pairs
 from simdoc.stages.verify_units import components, pair_costs
 from simdoc.stages.verify_units import units as cut_units
 from simdoc.store.doctable import HOW
@@ -225,6 +228,7 @@ class _Work:
         split = 12 * np.minimum(na, nb) + 48 * np.maximum(na, nb) > similarity.PAIR_BYTES  # pair_passes(a, b) > 1
         for p in np.flatnonzero(split).tolist():
             set_j[p], bag_j[p], ok[p] = self.in_passes(int(ol[p]), int(orr[p]), bad)
+        split |= self._lone(ol, orr, split, set_j, bag_j, ok, bad)  # (and those compared alone: done)
         held = _Held()
         start = 0
         split_list = split.tolist()
@@ -242,6 +246,23 @@ class _Work:
         after = [reader.reads.get(d, 0) for d in touched]
         reads = {d: a - b for d, a, b in zip(touched, after, before) if a != b}
         return lo, hi, set_j, bag_j, ok, set(bad), reads
+
+    def _lone(self, ol: np.ndarray, orr: np.ndarray, split: np.ndarray, set_j, bag_j, ok, bad: dict) -> np.ndarray:
+        """Compare the pairs alone in their component of two plain files with no set held
+        (:mod:`simdoc.stages.verify_lone`), their results written; returns which were."""
+        done = np.zeros(len(ol), dtype=bool)
+        if not self.lean:
+            return done
+        columns = self.reader.table.columns
+        at = np.flatnonzero(lone_pairs(ol, orr, columns["how"], WHOLE, columns["file_size"]) & ~split)
+        if not len(at):
+            return done
+        s_j, b_j, k, compared, unread = compare_lone(self.reader, ol[at], orr[at], CHUNK_BYTES)
+        at, s_j, b_j, k = at[compared], s_j[compared], b_j[compared], k[compared]
+        set_j[at], bag_j[at], ok[at] = s_j, b_j, k
+        bad.update((d, None) for d in unread)
+        done[at] = True
+        return done
 
     def _chunk(self, pairs: list[tuple[int, int]], start: int, split: list[bool], held: _Held, cost_of: dict[int, int]) -> tuple[int, list[int]]:
         """The end of the chunk of pairs from ``start``, and the documents it needs that are not
