@@ -169,18 +169,26 @@ def sets64_spans(
     return _sets64_spans(raw, starts, ends, raw.isascii(), spec, data, counts)
 
 
+def pair_sums_compiled(spec: ShingleSpec) -> bool:
+    """Whether :func:`pair_sums_spans` compares texts shingled as ``spec`` says (character
+    shingles, with numba), rather than declining every pair."""
+    from simdoc import kernels
+
+    return spec.unit == "char" and kernels.ENABLED
+
+
 def pair_sums_spans(raw: bytes | bytearray, starts: np.ndarray, ends: np.ndarray, spec: ShingleSpec) -> tuple[np.ndarray, np.ndarray]:
     """For each pair p of texts ``raw[starts[2p]:ends[2p]]`` and ``raw[starts[2p + 1]:ends[2p + 1]]``
     (UTF-8 bytes, as :func:`sets64_spans` takes them), the row of :func:`simdoc.similarity.span_sums`
     their :func:`sets64_spans` rows give, and whether it was made: by one kernel call
     (:func:`simdoc.kernels_bytes.pair_sums_utf8`), no set held. False (its row 0): a text the
     kernel declines (as :func:`sets64_spans` would), or word shingles, or no numba."""
-    from simdoc import kernels, kernels_bytes
+    from simdoc import kernels_bytes
 
     m = len(starts) // 2
     sums = np.zeros((m, 5), np.int64)
     handled = np.zeros(m, dtype=np.bool_)
-    if not m or spec.unit != "char" or not kernels.ENABLED:
+    if not m or not pair_sums_compiled(spec):
         return sums, handled
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     ends = np.ascontiguousarray(ends, dtype=np.int64)

@@ -100,6 +100,7 @@ def sorted_way(monkeypatch, loaded, left, right):
         return verify.verify_pairs(reader_of(loaded), left, right, jobs=1)
 
 
+@compiled
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_lone_pairs_give_the_sorted_ways_jaccards_with_no_set_made(lone, monkeypatch, jobs):
     tmp_path, loaded, left, right = lone
@@ -136,3 +137,19 @@ def test_a_lone_pairs_file_edited_or_gone_is_stale_or_gone(lone, monkeypatch):
     assert bad.sum() == 2 and not got.ok[bad].any() and got.ok[~bad].all()
     assert (got.set_jaccard[bad] == 0).all()
     assert got.set_jaccard[~bad].tolist() == want.set_jaccard[~bad].tolist()
+
+
+def test_word_shingles_read_each_file_of_a_lone_pair_once(tmp_path, monkeypatch):
+    # The kernel only makes character shingles: with words, lone pairs go the sorted way at once
+    # (not read for the kernel, declined, then read again).
+    pairs = _lone_corpus(tmp_path / "c")
+    simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", jobs=1, verify=False, unit="word", k=2)
+    loaded = open_index(tmp_path / "idx")
+    ids = list(loaded.docs().ids)
+    left = np.array([ids.index(a) for a, _ in pairs], np.int64)
+    right = np.array([ids.index(b) for _, b in pairs], np.int64)
+    want = sorted_way(monkeypatch, loaded, left, right)
+    reader = reader_of(loaded)
+    got = verify.verify_pairs(reader, left, right, jobs=1)
+    assert got.ok.all() and got.set_jaccard.tolist() == want.set_jaccard.tolist()
+    assert set(reader.reads.values()) == {1}

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simdoc import similarity
-from simdoc.bytesign import sets64_spans
+from simdoc.bytesign import pair_sums_compiled, sets64_spans
 from simdoc.corpus import streaming
 from simdoc.corpus.objects import is_url, still_there
 from simdoc.corpus.plain import read_again_into, text_at
@@ -251,7 +251,7 @@ class _Work:
         """Compare the pairs alone in their component of two plain files with no set held
         (:mod:`simdoc.stages.verify_lone`), their results written; returns which were."""
         done = np.zeros(len(ol), dtype=bool)
-        if not self.lean:
+        if not self.lean or not pair_sums_compiled(self.reader.spec):  # (word shingles: every pair declined)
             return done
         columns = self.reader.table.columns
         at = np.flatnonzero(lone_pairs(ol, orr, columns["how"], WHOLE, columns["file_size"]) & ~split)
