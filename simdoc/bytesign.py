@@ -28,11 +28,16 @@ reference way too, as does a byte sequence that is not strict UTF-8 (Python
 would put U+FFFD there). The table is built from Python's own ``str.lower``
 and :mod:`unicodedata`, so it follows the interpreter's Unicode version, as
 the reference does; it is built the first time a batch holds a non-ASCII
-byte (an ASCII batch needs the first 128 entries only).
+byte (an ASCII batch needs the first 128 entries only), and kept beside the
+compiled kernels for the next process (each worker needs it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import tempfile
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
@@ -169,6 +174,52 @@ def sets64_spans(
     return _sets64_spans(raw, starts, ends, raw.isascii(), spec, data, counts)
 
 
+def pair_sums_compiled(spec: ShingleSpec) -> bool:
+    """Whether :func:`pair_sums_spans` compares texts shingled as ``spec`` says (character
+    shingles, with numba), rather than declining every pair."""
+    from simdoc import kernels
+
+    return spec.unit == "char" and kernels.ENABLED
+
+
+def pair_sums_spans(raw: bytes | bytearray, starts: np.ndarray, ends: np.ndarray, spec: ShingleSpec) -> tuple[np.ndarray, np.ndarray]:
+    """For each pair p of texts ``raw[starts[2p]:ends[2p]]`` and ``raw[starts[2p + 1]:ends[2p + 1]]``
+    (UTF-8 bytes, as :func:`sets64_spans` takes them), the row of :func:`simdoc.similarity.span_sums`
+    their :func:`sets64_spans` rows give, and whether it was made: by one kernel call
+    (:func:`simdoc.kernels_bytes.pair_sums_utf8`), no set held. False (its row 0): a text the
+    kernel declines (as :func:`sets64_spans` would), or word shingles, or no numba."""
+    from simdoc import kernels_bytes
+
+    m = len(starts) // 2
+    sums = np.zeros((m, 5), np.int64)
+    handled = np.zeros(m, dtype=np.bool_)
+    if not m or not pair_sums_compiled(spec):
+        return sums, handled
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    ends = np.ascontiguousarray(ends, dtype=np.int64)
+    lengths = ends - starts
+    longest = max(int(lengths.max()), 1)
+    pair = max(int((lengths[0::2] + lengths[1::2]).max()), 1)
+    size = 16
+    while size < 2 * pair:
+        size *= 2
+    ws = workspace()
+    array = np.frombuffer(raw, dtype=np.uint8)
+    if array.flags.writeable:
+        array = array.view()
+        array.flags.writeable = False  # the kernel's build for read-only bytes (compiled once)
+    cnt = ws.get("pair_counts", size, np.uint64)
+    cnt[:] = 0  # a slot's count 0: empty (the kernel leaves it so after each pair)
+    kernels_bytes.pair_sums_utf8(
+        array, starts, ends, spec.k, code_point_table(spec.lowercase, spec.unicode, raw.isascii()),
+        np.uint32(VERIFY_SEEDS[0]), np.uint32(VERIFY_SEEDS[1]), sums, handled,
+        ws.get("blocks", longest, np.uint32), ws.get("buf", longest, np.uint32), ws.get("tmp", longest, np.uint32),
+        ws.get("wide", longest, np.uint64), ws.get("pair_keys", size, np.uint64), cnt, ws.get("pair_slots", pair, np.int64),
+    )
+    sums[~handled] = 0
+    return sums, handled
+
+
 def _sets64_joined(raw: bytes, offsets: np.ndarray, spec: ShingleSpec, data: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return _sets64_spans(raw, offsets[:-1], offsets[1:], raw.isascii(), spec, data, counts)
 
@@ -214,14 +265,73 @@ def code_point_table(lowercase: bool, unicode: str, ascii_only: bool = False) ->
     :data:`~simdoc.kernels_bytes.SPACE` (whitespace), or :data:`~simdoc.kernels_bytes.UNSAFE`.
 
     ``ascii_only``: the first 128 entries, all a batch of ASCII bytes needs.
+
+    The full table takes ~0.25 CPU-s to build (every code point through ``str.lower`` and
+    :mod:`unicodedata`), in each process that needs it: each forked worker of a scan or of
+    verification of a corpus with non-ASCII text, before its first document (measured: the
+    verification of Python's sources took 0.87 s at ``-j 2``, 0.35 s at ``-j 1``). It is built
+    once and kept in the folder of the compiled kernels (:func:`table_file`), then loaded (~1 ms).
     """
+    if ascii_only:
+        return _built_table(lowercase, unicode, 128)
+    path = table_file(lowercase, unicode)
+    table = _load_table(path) if path is not None else None
+    if table is None:
+        table = _built_table(lowercase, unicode, _BMP)
+        if path is not None:
+            _store_table(path, table)
+    return table
+
+
+def _built_table(lowercase: bool, unicode: str, size: int) -> np.ndarray:
     # No ASCII character is the second of a composing pair (a test checks the two tables agree).
-    seconds = _second_of_a_pair() if unicode != "none" and not ascii_only else frozenset()
-    size = 128 if ascii_only else _BMP
+    seconds = _second_of_a_pair() if unicode != "none" and size > 128 else frozenset()
     table = np.empty(size, dtype=np.uint32)
     for c in range(size):
         table[c] = _entry(chr(c), lowercase, unicode, seconds)
     return table
+
+
+def table_file(lowercase: bool, unicode: str) -> str | None:
+    """Where the full :func:`code_point_table` is kept: the compiled kernels' cache folder
+    (:func:`simdoc.jit.cache_dir`), in a file named by what the table follows (the arguments,
+    the interpreter's Unicode version, this module's source); None if nothing is cached."""
+    from simdoc import jit
+
+    if not jit.CACHE:
+        return None
+    with open(__file__, "rb") as f:
+        source = hashlib.blake2b(f.read(), digest_size=8).hexdigest()
+    name = f"code-points-{int(bool(lowercase))}-{unicode}-{unicodedata.unidata_version}-{source}.npy"
+    return os.path.join(jit.cache_dir(), name)
+
+
+def _load_table(path: str) -> np.ndarray | None:
+    """The table kept at ``path``; None if there is none, or not a whole one (it is built again)."""
+    try:
+        table = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    if table.dtype != np.uint32 or table.shape != (_BMP,):
+        return None
+    return table
+
+
+def _store_table(path: str, table: np.ndarray) -> None:
+    """Keep ``table`` at ``path``, whole or not at all (a temporary file renamed: processes built
+    it at the same time, or a reader of a half-written one); a cache that cannot be written is
+    skipped."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".code-points-", suffix=".npy")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, table, allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def _entry(ch: str, lowercase: bool, unicode: str, seconds: frozenset[str]) -> int:

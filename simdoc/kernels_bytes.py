@@ -13,7 +13,8 @@ document, reused for every document, so they stay in the CPU's cache.
 :func:`sets64_utf8` decodes the same way and makes verification's 64-bit
 shingle sets (two MurmurHash3 seeds a window in one pass,
 :func:`simdoc.kernels.murmur_windows64`, sorted, with counts,
-:func:`simdoc.kernels_sort.sort64_fold`).
+:func:`simdoc.kernels_sort.sort64_fold`); :func:`pair_sums_utf8` compares two documents that
+way with no set made, their window hashes counted in one hash table.
 
 It is exact or it declines: a document holding a byte sequence that is not
 strict UTF-8 (Python's decoder would replace it), a code point past the
@@ -32,6 +33,10 @@ from simdoc.jit import CACHE, ENABLED
 
 UNSAFE = 0xFFFFFFFF  # a table entry: this code point needs the reference path
 SPACE = 32  # a table entry: whitespace, as str.split() sees it once normalised
+# pair_sums_utf8's longest probe of its table (at most half full, of uniform hashes: a run this
+# long is astronomically rare); past it the pair is left to the sorted way, so that hashes
+# crafted to collide cannot make a probe walk the table.
+PROBE_LIMIT = 256
 
 if ENABLED:
     from numba import int64, njit, uint32, uint64
@@ -158,6 +163,92 @@ if ENABLED:
         return pos
 
     @njit(cache=CACHE, nogil=True)
+    def pair_sums_utf8(raw, starts, ends, k, table, seed_low, seed_high, out, handled, blocks, low, high, wide, keys, cnt, slots):
+        """``simdoc.kernels.pair_sums`` of the 64-bit shingle sets (:func:`sets64_utf8`'s) of
+        documents 2p and 2p + 1 (``raw[starts[i]:ends[i]]``), for each pair p, with no set made:
+        both documents' window hashes are counted in one open-addressing table (a value's
+        count in a and in b), which is then read once. For a pair whose documents no other
+        pair needs, the sort of each row and their merge cost ~1.3x this (c100k's lone pairs).
+
+        ``handled[p]`` False: a document the table cannot decode (:func:`_decode`), or a probe
+        longer than :data:`PROBE_LIMIT` (hashes crafted to collide): the caller compares that
+        pair the sorted way. ``keys``/``cnt`` (uint64, zeroed, a power of two at least twice
+        the bytes of the longest pair), ``slots`` (int64, that pair's bytes) and ``blocks``,
+        ``low``/``high`` (uint32), ``wide`` (uint64) as long as the longest document: scratch.
+        ``cnt`` is left zeroed.
+        """
+        pre, flags = ascii_tables(table)
+        one_a = uint64(1)
+        one_b = uint64(1) << uint64(32)
+        for p in range(starts.shape[0] // 2):
+            a, b = 2 * p, 2 * p + 1
+            bits = 4
+            while (1 << bits) < 2 * ((ends[a] - starts[a]) + (ends[b] - starts[b])):
+                bits += 1
+            shift = uint64(64 - bits)
+            mask = uint64((1 << bits) - 1)
+            used = 0
+            total = 0
+            fine = True
+            for d, one in ((a, one_a), (b, one_b)):
+                length = _decode(raw, starts[d], ends[d], table, pre, flags, blocks)
+                if length < 0:
+                    fine = False
+                    break
+                if length == 0:
+                    continue
+                nw = murmur_windows64(blocks, length, k, seed_low, seed_high, low, high, wide)
+                total += nw
+                used = _count_windows(wide, nw, one, keys, cnt, shift, mask, slots, used)
+                if used < 0:
+                    used = -used - 1
+                    fine = False
+                    break
+            handled[p] = fine
+            only_a = only_b = common = common_bag = 0
+            for i in range(used):  # read, and zeroed for the next pair
+                s = slots[i]
+                c = cnt[s]
+                cnt[s] = 0
+                ca = c & uint64(0xFFFFFFFF)
+                cb = c >> uint64(32)
+                only_a += ca > 0
+                only_b += cb > 0
+                common += (ca > 0) & (cb > 0)
+                common_bag += min(ca, cb)
+            out[p, 0] = only_a
+            out[p, 1] = only_b
+            out[p, 2] = common
+            out[p, 3] = common_bag
+            out[p, 4] = total
+
+    @njit(cache=CACHE, nogil=True, inline="always")
+    def _count_windows(wide, nw, one, keys, cnt, shift, mask, slots, used):
+        """Add ``one`` to the count of each of ``wide[:nw]`` in the table (a new value's slot is
+        put in ``slots``); returns the slots used, or -(slots used) - 1 after a probe longer
+        than PROBE_LIMIT. A slot's count 0: empty (a value's own count is never 0)."""
+        for w in range(nw):
+            v = wide[w]
+            s = v >> shift
+            probes = 0
+            while True:
+                c = cnt[s]
+                if c == 0:
+                    keys[s] = v
+                    cnt[s] = one
+                    slots[used] = s
+                    used += 1
+                    break
+                if keys[s] == v:
+                    cnt[s] = c + one
+                    break
+                s = (s + uint64(1)) & mask
+                probes += 1
+                if probes > PROBE_LIMIT:
+                    return -used - 1
+        return used
+
+    @njit(cache=CACHE, nogil=True)
     def sign_utf8(raw, offsets, k, table, oph, key, probe_key, a, b, out, n_windows, handled, blocks, hashes, wide, sig64):
         """Sign each document raw[offsets[d]:offsets[d+1]]: out[d] its signature, n_windows[d]
         its number of k-windows (the stream's length), handled[d] whether it was done here.
@@ -275,6 +366,11 @@ def warm_up() -> None:
             np.zeros(1, np.uint64), np.zeros(2, np.uint64),
         )
     wide = np.zeros(1, np.uint64)
+    pair_sums_utf8(
+        raw, np.array([0, 0], np.int64), np.array([1, 1], np.int64), 1, np.zeros(128, np.uint32), np.uint32(0), np.uint32(1),
+        np.zeros((1, 5), np.int64), np.zeros(1, np.bool_), one.copy(), one.copy(), one.copy(), wide.copy(),
+        np.zeros(16, np.uint64), np.zeros(16, np.uint64), np.zeros(2, np.int64),
+    )
     sets64_utf8(
         raw, np.array([0], np.int64), np.array([1], np.int64), 1, np.zeros(128, np.uint32), np.uint32(0), np.uint32(1), wide, one.copy(),
         np.zeros(1, np.int64), np.zeros(1, np.bool_), one.copy(), one.copy(), one.copy(), wide.copy(), wide.copy(),

@@ -125,3 +125,22 @@ def test_the_pipes_to_and_from_the_workers_hold_a_reading_task_and_its_result():
         sizes = [fcntl.fcntl(q._writer.fileno(), fcntl.F_GETPIPE_SZ) for q in (pool._inqueue, pool._outqueue)]
         assert pool.apply(_square, (3,)) == 9
     assert sizes == [PIPE_BYTES, PIPE_BYTES]
+
+
+def _frozen(_: int) -> int:
+    import gc
+
+    return gc.get_freeze_count()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+def test_forked_workers_inherit_this_processs_objects_frozen_and_this_process_unfreezes_them():
+    # A worker's collector never walks the objects it inherits (it would copy every page holding
+    # one); this process's own collector still does once the workers are forked.
+    import gc
+
+    kept = [object() for _ in range(1000)]  # objects this process holds when the pool forks
+    assert gc.get_freeze_count() == 0
+    got = list(LocalEngine(2).map(_frozen, range(4)))
+    assert min(got) >= len(kept)
+    assert gc.get_freeze_count() == 0

@@ -9,6 +9,7 @@ import pytest
 
 import simdoc
 import simdoc.stages.verify
+import simdoc.stages.verify_units
 from simdoc.stages.reread import reader_of
 from simdoc.store.loaded import open_index
 
@@ -32,11 +33,12 @@ def test_verify_pairs_reports_every_pair_once(tmp_path, monkeypatch, jobs):
     simdoc.find_pairs(tmp_path / "c", tmp_path / "idx", jobs=1, verify=False)
     loaded = open_index(tmp_path / "idx")
     left, right = np.triu_indices(len(loaded.docs()), 1)
-    # Two components (each half with itself), so that jobs=2 verifies units on two processes.
-    keep = (left < 15) == (right < 15)
+    # Three components (each third with itself), so that jobs=2 verifies units on two processes
+    # (a unit is reported when it is done).
+    keep = (left // 10) == (right // 10)
     left, right = left[keep], right[keep]
     monkeypatch.setattr(simdoc.stages.verify, "PROGRESS_PAIRS", 7)
-    monkeypatch.setattr(simdoc.stages.verify, "UNIT_PAIRS", 64)
+    monkeypatch.setattr(simdoc.stages.verify_units, "UNIT_PAIRS", 64)
     steps: list[int] = []
     got = simdoc.stages.verify.verify_pairs(reader_of(loaded), left, right, jobs=jobs, progress=steps.append)
     assert got.ok.all()

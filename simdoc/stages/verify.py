@@ -16,11 +16,14 @@ kernels), never back up:
 1. :func:`verify_pairs` orders the pairs by the connected component of the
    candidate graph they belong to, so that the documents of one component
    are read together and dropped together once its last pair is done, and
-   cuts them into units of whole components, verified here or on forked
-   processes (``jobs``).
-2. :meth:`_Work.run` verifies a unit a chunk of pairs at a time: as many
-   pairs as the sets of the documents they add fit in :data:`CHUNK_BYTES`
-   (and all held in ``budget``, :data:`CACHE_BYTES`).
+   cuts them into units of whole components of about equal cost, verified
+   here or on forked processes (``jobs``), the costliest first
+   (:mod:`simdoc.stages.verify_units`).
+2. :meth:`_Work.run` compares first the pairs alone in their component, of
+   two plain files, with no set made (:mod:`simdoc.stages.verify_lone`:
+   most pairs of a corpus of near-duplicates), then the others a chunk of
+   pairs at a time: as many pairs as the sets of the documents they add fit
+   in :data:`CHUNK_BYTES` (and all held in ``budget``, :data:`CACHE_BYTES`).
 3. :meth:`_Work.read` reads a chunk's new documents, in the order of their
    names: where they live and their digests come from the docs table a
    batch at a time, as columns. The files read whole when indexed are read
@@ -57,7 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simdoc import similarity
-from simdoc.bytesign import sets64_spans
+from simdoc.bytesign import pair_sums_compiled, sets64_spans
 from simdoc.corpus import streaming
 from simdoc.corpus.objects import is_url, still_there
 from simdoc.corpus.plain import read_again_into, text_at
@@ -68,6 +71,9 @@ from simdoc.shingling import shingle_texts
 from simdoc.similarity import jaccard_in_passes, jaccards_of_sums, span_sums
 from simdoc.stages.located import JSONL, jsonl_members
 from simdoc.stages.reread import DocumentReader
+from simdoc.stages.verify_lone import compare_lone, lone_pairs
+from simdoc.stages.verify_units import components, pair_costs
+from simdoc.stages.verify_units import units as cut_units
 from simdoc.store.doctable import HOW
 
 CACHE_BYTES = 512 << 20  # shingle sets held at once (64-bit hashes and counts: ~12 bytes a shingle)
@@ -103,7 +109,7 @@ def verify_pairs(
     """Exact Jaccard of document pairs, reading each document (about) once, in bounded memory.
 
     Pairs are ordered by connected component and cut into units of whole
-    components (a component larger than a unit is the only one cut); with
+    components (:func:`simdoc.stages.verify_units.units`); with
     ``jobs`` > 1 the units are verified on that many forked processes, each
     holding at most ``budget`` bytes of shingle sets (default
     :data:`CACHE_BYTES`). The result does not depend on ``jobs`` or ``budget``.
@@ -122,8 +128,8 @@ def verify_pairs(
     label = components(left, right, len(reader.table))
     order = np.lexsort((right, left, label))
     ol, orr, label = left[order], right[order], label[order]
-    units = _units(label, jobs)
     work = _Work(reader, ol, orr, budget)
+    units = cut_units(label, pair_costs(ol, orr, work.shingles), jobs)
     bad: set[int] = set()
     if jobs > 1 and len(units) > 1 and can_fork():
         # The workers are forked holding the work (pairs, reader): only unit bounds travel.
@@ -146,45 +152,11 @@ def verify_pairs(
     return Verified(set_j, bag_j, ok, stale, bad - stale)
 
 
-def components(left: np.ndarray, right: np.ndarray, n: int) -> np.ndarray:
-    """Label of each pair's connected component in the graph of the pairs (the smallest document in it)."""
-    label = np.arange(n, dtype=np.int64)
-    if not len(left):
-        return np.zeros(0, np.int64)
-    while True:
-        lo = np.minimum(label[left], label[right])
-        changed = False
-        for side in (left, right):
-            before = label[side]
-            np.minimum.at(label, side, lo)
-            changed |= bool(np.any(label[side] != before))
-        label = label[label]  # pointer jumping: a label's label is smaller still
-        if not changed and np.array_equal(label[left], label[right]):
-            break
-    return label[left]
-
-
-def _units(label: np.ndarray, jobs: int) -> list[tuple[int, int]]:
-    """[start, stop) ranges of the ordered pairs, cut at component boundaries, about
-    eight per job (for balance) and at most UNIT_PAIRS pairs unless one component is larger."""
-    n = len(label)
-    target = max(1024, min(UNIT_PAIRS, -(-n // (max(jobs, 1) * 8))))
-    starts = np.flatnonzero(np.concatenate(([True], label[1:] != label[:-1])))
-    units, start = [], 0
-    for b in starts[1:].tolist():
-        if b - start >= target:
-            units.append((start, b))
-            start = b
-    units.append((start, n))
-    return units
-
-
 def _take(order, start, stop, s_j, b_j, k, set_j, bag_j, ok) -> None:
     where = order[start:stop]
     set_j[where], bag_j[where], ok[where] = s_j, b_j, k
 
 
-UNIT_PAIRS = 1 << 15  # pairs of one unit of work (whole components, unless one is larger)
 _WORK: _Work | None = None  # the work shared by a pool's forked processes
 
 
@@ -256,6 +228,7 @@ class _Work:
         split = 12 * np.minimum(na, nb) + 48 * np.maximum(na, nb) > similarity.PAIR_BYTES  # pair_passes(a, b) > 1
         for p in np.flatnonzero(split).tolist():
             set_j[p], bag_j[p], ok[p] = self.in_passes(int(ol[p]), int(orr[p]), bad)
+        split |= self._lone(ol, orr, split, set_j, bag_j, ok, bad)  # (and those compared alone: done)
         held = _Held()
         start = 0
         split_list = split.tolist()
@@ -273,6 +246,23 @@ class _Work:
         after = [reader.reads.get(d, 0) for d in touched]
         reads = {d: a - b for d, a, b in zip(touched, after, before) if a != b}
         return lo, hi, set_j, bag_j, ok, set(bad), reads
+
+    def _lone(self, ol: np.ndarray, orr: np.ndarray, split: np.ndarray, set_j, bag_j, ok, bad: dict) -> np.ndarray:
+        """Compare the pairs alone in their component of two plain files with no set held
+        (:mod:`simdoc.stages.verify_lone`), their results written; returns which were."""
+        done = np.zeros(len(ol), dtype=bool)
+        if not self.lean or not pair_sums_compiled(self.reader.spec):  # (word shingles: every pair declined)
+            return done
+        columns = self.reader.table.columns
+        at = np.flatnonzero(lone_pairs(ol, orr, columns["how"], WHOLE, columns["file_size"]) & ~split)
+        if not len(at):
+            return done
+        s_j, b_j, k, compared, unread = compare_lone(self.reader, ol[at], orr[at], CHUNK_BYTES)
+        at, s_j, b_j, k = at[compared], s_j[compared], b_j[compared], k[compared]
+        set_j[at], bag_j[at], ok[at] = s_j, b_j, k
+        bad.update((d, None) for d in unread)
+        done[at] = True
+        return done
 
     def _chunk(self, pairs: list[tuple[int, int]], start: int, split: list[bool], held: _Held, cost_of: dict[int, int]) -> tuple[int, list[int]]:
         """The end of the chunk of pairs from ``start``, and the documents it needs that are not
