@@ -162,3 +162,19 @@ def test_the_excluded_index_is_known_by_its_inode_through_a_link_and_when_made_d
     # And one given by a path that differs from the corpus's (a ".." on the way).
     ids = [e.id for e in walk(corpus, exclude=[corpus / "a" / ".." / "idx"])]
     assert ids == ["a/x.txt", "z/late/y.txt", "z/x.txt"]
+
+
+@given(st.lists(st.text(alphabet="!-.0a~\u00e9\udcff", min_size=1, max_size=4), unique=True))
+def test_hidden_names_are_dropped_from_a_sorted_listing_and_only_they(names):
+    listed = sorted(n for n in names if n not in (".", ".."))
+    kept = list(listed)
+    folders._drop_hidden(kept)
+    assert kept == [n for n in listed if not n.startswith(".")]
+
+
+def test_a_folder_lists_names_sorting_before_and_after_a_dot_and_drops_hidden_ones(path, tmp_path):
+    names = ["!a", "+b", "-c", ".d", "..e", ".f.txt", "0g", "h", "~i"]
+    for name in names:
+        (tmp_path / name).write_text(name)
+    entries, _ = discover(tmp_path, columns=True)
+    assert list(entries.ids) == sorted(n for n in names if not n.startswith("."))
