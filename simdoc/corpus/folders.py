@@ -8,13 +8,14 @@ following links. The stats are kept as an int64 array, one row per entry
 ends: a walk of 10^6 files keeps 48 bytes a file of its stat (issue 29).
 The values are exactly those of ``os.lstat``.
 
-Two ways to the same rows: ``os.lstat`` a name, in a C loop (``map``), and
-the compiled loop of :mod:`simdoc.kernels_walk` (``statx``, no Python object
-a file; c100k: 0.45 -> 0.29 CPU-s, c1m: 4.5 -> 2.8). The compiled one is
-taken where numba is loaded anyway (a build that signs every file calls
-:func:`compiled_now`), or once a walk is long enough to pay for loading it
-(:data:`COMPILED_AFTER`): a run that finds nothing changed in 10^5 files
-imports no numba.
+Two ways to the same rows: ``os.lstat`` a name (a comprehension with
+``dir_fd``), and the compiled loop of :mod:`simdoc.kernels_walk` (``statx``,
+no Python object a file; c100k: 0.45 -> 0.29 CPU-s, c1m: 4.5 -> 2.8). The
+compiled one is taken where numba is loaded anyway (a build that signs every
+file calls :func:`compiled_now`; an update, from the first folder holding a
+file written since the last scan: :func:`changes_since`), or once a walk is
+long enough to pay for loading it (:data:`COMPILED_AFTER`): a run that finds
+nothing changed in 10^5 files imports no numba.
 
 What is passed over, and why, is a :class:`Skipped`.
 """
