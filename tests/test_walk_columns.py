@@ -162,3 +162,54 @@ def test_the_excluded_index_is_known_by_its_inode_through_a_link_and_when_made_d
     # And one given by a path that differs from the corpus's (a ".." on the way).
     ids = [e.id for e in walk(corpus, exclude=[corpus / "a" / ".." / "idx"])]
     assert ids == ["a/x.txt", "z/late/y.txt", "z/x.txt"]
+
+
+@given(st.lists(st.text(alphabet="!-.0a~\u00e9\udcff", min_size=1, max_size=4), unique=True))
+def test_hidden_names_are_dropped_from_a_sorted_listing_and_only_they(names):
+    listed = sorted(n for n in names if n not in (".", ".."))
+    kept = list(listed)
+    folders._drop_hidden(kept)
+    assert kept == [n for n in listed if not n.startswith(".")]
+
+
+def test_a_folder_lists_names_sorting_before_and_after_a_dot_and_drops_hidden_ones(path, tmp_path):
+    names = ["!a", "+b", "-c", ".d", "..e", ".f.txt", "0g", "h", "~i"]
+    for name in names:
+        (tmp_path / name).write_text(name)
+    entries, _ = discover(tmp_path, columns=True)
+    assert list(entries.ids) == sorted(n for n in names if not n.startswith("."))
+
+
+@pytest.mark.skipif(not kernels_walk.AVAILABLE, reason="no compiled loop here")
+def test_a_walk_takes_the_compiled_loop_once_a_file_written_since_the_last_scan_is_listed_and_not_before(tmp_path, monkeypatch):
+    for d in ("a", "b", "c"):
+        (tmp_path / d).mkdir()
+        for i in range(3):
+            (tmp_path / d / f"{i}.txt").write_text(f"{d} {i}")
+    st_ = os.lstat(tmp_path / "a" / "0.txt")
+    dev = st_.st_dev
+    after_all = max(os.lstat(p).st_ctime_ns for p in tmp_path.rglob("*")) + 1
+    reference = discover(tmp_path, columns=True)[0]
+
+    def walked(since: dict[int, int]):
+        monkeypatch.setattr(folders, "_COMPILED", [None])
+        monkeypatch.setattr(folders, "_STATED", [0])
+        monkeypatch.setattr(folders, "COMPILED_AFTER", 10**9)
+        monkeypatch.setattr(folders, "_numba_loaded", lambda: False)  # as in a run that has not loaded it (this one has)
+        with folders.changes_since(since):
+            entries, _ = discover(tmp_path, columns=True)
+        assert entries.ids == reference.ids and np.array_equal(entries.stat, reference.stat)  # same rows either way
+        return folders._COMPILED[0]
+
+    assert walked({dev: after_all}) is None  # nothing written since: numba is not loaded
+    assert walked({dev + 1: 0}) is None  # another device's clock says nothing of this one
+    assert walked({dev: 0}) is kernels_walk.stat_names  # every file is newer: loaded at the first folder
+    # Its mode changed (a newer change time), its modification time old: not a write, nothing to sign.
+    os.chmod(tmp_path / "b" / "1.txt", 0o600)
+    os.utime(tmp_path / "b" / "1.txt", ns=(st_.st_atime_ns, 1_000_000_000))
+    reference = discover(tmp_path, columns=True)[0]
+    assert walked({dev: after_all}) is None
+    (tmp_path / "c" / "2.txt").write_text("edited")  # written since: the walk is compiled from then on
+    reference = discover(tmp_path, columns=True)[0]
+    assert walked({dev: after_all}) is kernels_walk.stat_names
+    assert folders._SINCE == [None]  # not watched after the walk

@@ -8,22 +8,26 @@ following links. The stats are kept as an int64 array, one row per entry
 ends: a walk of 10^6 files keeps 48 bytes a file of its stat (issue 29).
 The values are exactly those of ``os.lstat``.
 
-Two ways to the same rows: ``os.lstat`` a name, in a C loop (``map``), and
-the compiled loop of :mod:`simdoc.kernels_walk` (``statx``, no Python object
-a file; c100k: 0.45 -> 0.29 CPU-s, c1m: 4.5 -> 2.8). The compiled one is
-taken where numba is loaded anyway (a build that signs every file calls
-:func:`compiled_now`), or once a walk is long enough to pay for loading it
-(:data:`COMPILED_AFTER`): a run that finds nothing changed in 10^5 files
-imports no numba.
+Two ways to the same rows: ``os.lstat`` a name (a comprehension with
+``dir_fd``), and the compiled loop of :mod:`simdoc.kernels_walk` (``statx``,
+no Python object a file; c100k: 0.45 -> 0.29 CPU-s, c1m: 4.5 -> 2.8). The
+compiled one is taken where numba is loaded anyway (a build that signs every
+file calls :func:`compiled_now`; an update, from the first folder holding a
+file written since the last scan: :func:`changes_since`), or once a walk is
+long enough to pay for loading it (:data:`COMPILED_AFTER`): a run that finds
+nothing changed in 10^5 files imports no numba.
 
 What is passed over, and why, is a :class:`Skipped`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
+from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from itertools import compress
@@ -36,7 +40,7 @@ from simdoc.corpus.names import walk_key, walk_keys
 
 # A row of a folder's stats: the five of FileEntry.stat() (simdoc.store.doctable.STAT_COLUMNS), then the mode.
 FIELDS = ("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev", "st_mode")
-SIZE, MTIME, INO, DEV, MODE = 0, 1, 3, 4, 5
+SIZE, MTIME, CTIME, INO, DEV, MODE = 0, 1, 2, 3, 4, 5
 FILE_COLUMNS = 5  # a file's row in a run: the first five
 
 
@@ -86,7 +90,7 @@ def lstat_names(directory: str, fd: int | None, names: list[str], prefix: str, s
     """The names that can be stat-ed (without following links), and their rows (:data:`FIELDS`),
     relative to the folder's descriptor ``fd`` if there is one; the others reported as skipped
     (one gone since it was listed, say)."""
-    lstat = partial(_LSTAT, dir_fd=fd) if fd is not None else _lstat_in(directory)
+    lstat = partial(_LSTAT, dir_fd=fd) if fd is not None else _lstat_in(directory)  # one name at a time
     if fd is not None and _compiled(len(names)):
         rows, failed = _COMPILED[0](fd, names)
         if not failed:
@@ -100,7 +104,14 @@ def lstat_names(directory: str, fd: int | None, names: list[str], prefix: str, s
                 skipped.append(seen(prefix + names[i], f"cannot stat: {exc.strerror or exc}"))
         return list(compress(names, ok.tolist())), rows[ok]
     try:
-        return names, stat_rows(list(map(lstat, names)))  # a C loop: the walk costs its system calls
+        if fd is None:
+            return names, stat_rows(list(map(lstat, names)))
+        # A comprehension, not map over a partial with dir_fd: a partial's keywords are a new dict
+        # each call (0.3 us a file of the ~2.1 a stat costs; c100k: ~0.03 s of a quiet night).
+        stat_at = _LSTAT
+        rows = stat_rows([stat_at(name, dir_fd=fd) for name in names])
+        _watch(rows)
+        return names, rows
     except OSError:  # stat each on its own, to say which
         pass
     kept, stats = [], []
@@ -134,10 +145,48 @@ def _compiled(n: int) -> bool:
     """Whether to stat the next ``n`` names in the compiled loop (loading it if it is time)."""
     if _COMPILED[0] is None:
         _STATED[0] += n
-        if _STATED[0] <= COMPILED_AFTER and "numba" not in sys.modules:
+        if _STATED[0] <= COMPILED_AFTER and not _numba_loaded():
             return False
         _COMPILED[0] = _load_compiled()
     return _COMPILED[0] is not False
+
+
+def _numba_loaded() -> bool:
+    return "numba" in sys.modules
+
+
+_SINCE: list = [None]  # {device: time} of changes_since, while a walk watches for them
+
+
+@contextlib.contextmanager
+def changes_since(newest: dict[int, int]) -> Iterator[None]:
+    """Within: once a folder holds a file written after ``newest`` (per device, the last scan's
+    clock: :func:`simdoc.stages.racy.newest_ctimes`), the rest of the walk takes the compiled loop.
+
+    Such a file (its change and modification times both newer: a write, not a chmod or a
+    ``touch -d``) will be read and signed, which loads numba anyway; loaded then rather than
+    after the walk, it stats the remaining files for less (a nightly update of c100k: ~0.1
+    CPU-s). A night that changed nothing, or only times and modes, loads nothing. Which loop
+    stats a file never changes its row."""
+    _SINCE[0] = newest or None
+    try:
+        yield
+    finally:
+        _SINCE[0] = None
+
+
+def _watch(rows: np.ndarray) -> None:
+    """Load the compiled loop if ``rows`` (a folder's, by os.lstat) hold a file written since :data:`_SINCE`."""
+    since = _SINCE[0]
+    if since is None or _COMPILED[0] is not None or not len(rows):
+        return
+    if int(rows[:, CTIME].max()) <= min(since.values()):  # most folders: one look (~2 us, not ~10)
+        return
+    for dev, bound in since.items():
+        on = rows[:, DEV] == dev
+        if (on & (rows[:, CTIME] > bound) & (rows[:, MTIME] > bound) & ((rows[:, MODE] & 0o170000) == stat.S_IFREG)).any():
+            _COMPILED[0] = _load_compiled()
+            return
 
 
 def compiled_now() -> bool:
@@ -208,10 +257,10 @@ def list_folder(directory: str, rel: str, excluded: Excluded, follow_symlinks: b
     prefix = f"{rel}/" if rel else ""
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY) if _BY_DESCRIPTOR else None
-        names = [name for name in _LISTDIR(directory if fd is None else fd) if not name.startswith(".")]
         # In the order of their names: most directories hold only files whose key is their name
         # (walk_keys), and then their rows are in walk order as they come.
-        names.sort()
+        names = sorted(_LISTDIR(directory if fd is None else fd))
+        _drop_hidden(names)
         names, rows = lstat_names(directory, fd, names, prefix, skipped)
     except OSError as exc:
         skipped.append(seen(rel or ".", f"directory cannot be listed: {exc.strerror or exc}", directory=True))
@@ -253,6 +302,14 @@ def list_folder(directory: str, rel: str, excluded: Excluded, follow_symlinks: b
             out.append(found[i][1:])
         at = i + 1
     return out
+
+
+def _drop_hidden(names: list[str]) -> None:
+    """Remove from ``names`` (sorted) those that start with ".": they sort together, from "." up to
+    "/" (the next character, which no name holds), and are found by two searches, not a test a name."""
+    a = bisect_left(names, ".")
+    if a < len(names) and names[a].startswith("."):
+        del names[a : bisect_left(names, "/", a)]
 
 
 def _other(name: str, child_rel: str, path: str, row: list[int], excluded: Excluded, follow_symlinks: bool, skipped: list):

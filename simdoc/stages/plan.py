@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from simdoc.corpus.folders import compiled_now
+from simdoc.corpus.folders import changes_since, compiled_now
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.walk import Entries, FileEntry, Skipped, discover_sources
 from simdoc.errors import CorpusError
@@ -169,14 +169,16 @@ def scan_corpus(
     if not same_params:
         compiled_now()  # every file is read and signed: numba is imported anyway, its walk is quicker
     clock = index_clock(index)  # before the listing: see simdoc.stages.racy
-    _, entries, skipped = discover_sources(
-        corpus,
-        exclude=[index],
-        follow_symlinks=shingle.follow_symlinks,
-        include_globs=shingle.include or (),
-        exclude_globs=shingle.exclude or (),
-        columns=True,
-    )
+    old_newest = {int(dev): int(ns) for dev, ns in stored.get("newest_ctime", [])} if same_params else {}
+    with changes_since(old_newest):  # a file written since the last scan: the compiled walk (it will be signed)
+        _, entries, skipped = discover_sources(
+            corpus,
+            exclude=[index],
+            follow_symlinks=shingle.follow_symlinks,
+            include_globs=shingle.include or (),
+            exclude_globs=shingle.exclude or (),
+            columns=True,
+        )
     if not isinstance(entries, Entries):
         entries = list(entries)
     if not entries:
@@ -188,7 +190,6 @@ def scan_corpus(
         raise err
     # A skipped path's size and time count: one that changes is warned about again (simdoc.stages.skipped).
     # A format-3 index recorded no newest_ctime: every file is racy (and its stat unknown), read once more.
-    old_newest = {int(dev): int(ns) for dev, ns in stored.get("newest_ctime", [])} if same_params else {}
     load_old = LoadedIndex(store, manifest).docs if same_params else None
     scan = Scan(entries, skipped, "", newest_ctimes(entries, clock), old_newest=old_newest, load_old=load_old)
     scan.scan_id = listing_id(scan.listing, skipped)

@@ -67,7 +67,10 @@ def newest_ctimes(entries: Iterable[FileEntry], clock: tuple[int, int] | None = 
         newest[clock[0]] = clock[1]
     if isinstance(entries, Entries):  # columns: the newest of each device at once
         devs, ctimes = entries.stat[:, 4], entries.stat[:, 2]
-        for dev in np.unique(devs).tolist():
+        # Most listings are of one device: told by one comparison, not np.unique (a sort of the
+        # column, and the import of numpy.ma it makes: ~0.02 s of a quiet night at 10^5 files).
+        one = len(devs) and bool((devs == devs[0]).all())
+        for dev in [int(devs[0])] if one else np.unique(devs).tolist():
             ns = int(ctimes[devs == dev].max())
             newest[dev] = max(ns, newest.get(dev, ns))
         return newest

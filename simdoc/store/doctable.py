@@ -388,7 +388,8 @@ def _stored_names(arrays: dict[str, np.ndarray], where: str, lazy: bool) -> Name
     runs = names.run_of(suspects)
     is_file = np.diff(files[1])[runs] == 0 if len(suspects) else np.zeros(0, bool)
     nul = np.searchsorted(keys[1], np.flatnonzero(np.asarray(keys[0]) == 0), side="right") - 1
-    for i in np.union1d(suspects[is_file], nul).tolist():
+    # (np.union1d would import numpy.ma, ~0.015 s of a run that finds nothing changed: the few suspects as a set)
+    for i in sorted(set(suspects[is_file].tolist()).union(nul.tolist())):
         problem = name_problem(names.column("id")[i], names.column("source")[i])
         if problem is not None:
             raise CorruptIndex(where, f"the docs table holds {problem}")
