@@ -118,6 +118,40 @@ class LocalEngine:
                 yield from pool.imap_unordered(func, itertools.chain(head, tasks), chunksize=1)
 
 
+    def started(self, func: Callable[[Any], Any], tasks: Iterable) -> Started:
+        """:meth:`map` on a pool of ``jobs`` processes started now, not when its first result is
+        asked for: the pool's thread draws ``tasks`` as they come (an iterator that may wait for
+        this process to make them), while this process goes on (a first build walks its corpus:
+        simdoc.stages.early). Results in task order; close it to stop the pool."""
+        from simdoc import kernels, kernels_bytes
+
+        kernels.warm_up()  # compiled once here; forked workers inherit the machine code
+        kernels_bytes.warm_up()
+        start = (os.getpid(), None, (), objects.current())
+        pool = _Pool(self.jobs, _start_worker, start, context=pool_context())
+        try:
+            return Started(pool, pool.imap(func, tasks, chunksize=1))
+        except BaseException:
+            pool.terminate()
+            raise
+
+
+class Started(Iterator):
+    """The results of a pool started by :meth:`LocalEngine.started`, in task order; :meth:`close`
+    stops the pool (as leaving :meth:`LocalEngine.map` does), and is called again harmlessly."""
+
+    def __init__(self, pool: multiprocessing.pool.Pool, results: Iterator) -> None:
+        self.pool, self.results = pool, results
+
+    def __next__(self):
+        return next(self.results)
+
+    def close(self) -> None:
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.terminate()
+
+
 class _Pool(multiprocessing.pool.Pool):
     """A pool whose worker handler sleeps until a worker exits or the pool's state changes.
 
