@@ -44,7 +44,7 @@ from simdoc.stages.scan import scan_tasks
 from simdoc.stages.staged_rows import StagedTask, scan_staged, staged
 from simdoc.store.directory import IndexStore
 
-EARLY_FILES = 1 << 16  # files handed to the pool before the walk ends (a result held is ~0.6 KB a file)
+EARLY_FILES = 1 << 15  # files handed to the pool before the walk ends (a result held is ~0.6 KB a file)
 _END = object()
 
 
@@ -77,7 +77,6 @@ class Early:
             root, [index], bool(shingle.follow_symlinks), shingle.include or (), shingle.exclude or (), self.skipped,
         )  # a root that is not a folder raises here, at once
         self.builder = EntriesBuilder()
-        self.sizes: list[int] = []
         self.tasks = staged(scan_tasks(self._files(), shingle, settings.signer, None, lambda e: True, os.path.abspath(index)), index)
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.results: Started | None = None  # None: no pool started (fewer tasks than processes)
@@ -101,30 +100,30 @@ class Early:
             if handed >= EARLY_FILES:
                 break
         for run in self.runs:  # the rest of the walk: its tasks are made by the pool's thread afterwards
-            self._add(run)
+            self.builder.add(*run)
         if self.results is not None:
             self.queue.put(self.tasks)
             self.queue.put(_END)
         return scan_of(store, manifest, corpus, self.builder.finish(), self.skipped, self.clock, stored, False)
 
-    def _add(self, run: tuple) -> None:
-        self.sizes += self.builder.add(*run)[:, 0].tolist()
-
     def _files(self) -> Iterator[tuple[FileToRead, None, bool]]:
-        """(file, no digest, not kept) of each file listed, walking further when it runs out (in
-        this thread while the walk goes on, in the pool's once it has ended)."""
-        at = 0
+        """(file, no digest, not kept) of each file listed, a run at a time, walking further when it
+        runs out (in this thread while the walk goes on, in the pool's once it has ended)."""
+        builder = self.builder
+        taken = at = 0  # runs and files taken
         while True:
-            if at == len(self.sizes):
+            if taken == len(builder.blocks):
                 run = next(self.runs, None)
                 if run is None:
                     return
-                self._add(run)
-            # The files listed so far: the walk may list more while this waits (see scan).
-            ids, paths, sizes, end = self.builder.ids, self.builder.path, self.sizes, len(self.sizes)
-            for i in range(at, end):
-                yield FileToRead(ids[i], paths(i), sizes[i]), None, False
-            at = end
+                builder.add(*run)
+                continue
+            sizes = builder.blocks[taken][:, 0].tolist()
+            taken += 1
+            ids, path = builder.ids, builder.path
+            for i, size in zip(range(at, at + len(sizes)), sizes):
+                yield FileToRead(ids[i], path(i), size), None, False
+            at += len(sizes)
 
     def _queued(self) -> Iterator[StagedTask]:
         """The tasks as they are handed over, then the rest of them made here (the pool's thread)."""
