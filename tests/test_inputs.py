@@ -315,6 +315,20 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
         return real_map(self, func, counted(), **kw)
 
     monkeypatch.setattr(simdoc.engines.local.LocalEngine, "map", spy)
+    real_started = simdoc.engines.local.LocalEngine.started
+
+    def spy_started(self, func, tasks):  # a first build's pool, started while the walk goes on (simdoc.stages.early)
+        record = [func.__name__, 0, self.jobs]
+        calls.append(record)
+
+        def counted():
+            for task in tasks:
+                record[1] += 1
+                yield task
+
+        return real_started(self, func, counted())
+
+    monkeypatch.setattr(simdoc.engines.local.LocalEngine, "started", spy_started)
     corpus = _make(tmp_path / "corpus", list(CORPUS_FILES))
     for i in range(12):
         write(corpus / "extra" / f"doc{i:02d}.txt", f"Document number {i} says {OTHER * (i % 3 + 1)}")
