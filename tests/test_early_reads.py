@@ -158,6 +158,15 @@ def test_a_walk_of_fewer_tasks_than_processes_starts_no_early_pool(tmp_path, mon
     assert engine.taken == [] and engine.mapped == 1
 
 
+def test_no_early_files_walks_first(tmp_path, monkeypatch):
+    _corpus(tmp_path / "c")
+    monkeypatch.setattr(simdoc.stages.scan, "BATCH_DOCS", 2)
+    monkeypatch.setattr(simdoc.stages.early, "EARLY_FILES", 0)
+    engine = _Engine(_watched_walk(monkeypatch))
+    _build(tmp_path / "c", tmp_path / "idx", engine)
+    assert engine.taken == [] and engine.mapped == 1
+
+
 def test_a_walk_that_fails_after_the_pool_started_raises_and_stops_it(tmp_path, monkeypatch):
     _corpus(tmp_path / "c")
     monkeypatch.setattr(simdoc.stages.scan, "BATCH_DOCS", 1)

@@ -52,8 +52,8 @@ def read_early(corpus, index: Path, engine: object, settings: Settings) -> Early
     """The reading of ``corpus`` to start as it is walked, when that can be (see the module): every
     file read, signed as it is read (not shingle sets), on a pool of several processes, from one
     local folder; None: walk it first."""
-    if settings.same_params or settings.signer is None or not isinstance(engine, LocalEngine) or engine.jobs < 2:
-        return None
+    if EARLY_FILES <= 0 or settings.same_params or settings.signer is None or not isinstance(engine, LocalEngine) or engine.jobs < 2:
+        return None  # (EARLY_FILES = 0: every build walks first)
     if not isinstance(corpus, (str, os.PathLike)) or is_url(corpus):
         return None
     base, sources = resolve_sources(corpus)
