@@ -2,7 +2,6 @@
 (simdoc.stages.early, issue 32), and builds exactly what the walk-first build does."""
 
 import os
-import queue
 import threading
 
 import numpy as np
@@ -37,42 +36,47 @@ def _corpus(root, folders=3, files=4):
 
 
 class _Engine(LocalEngine):
-    """Two jobs; a pool started early runs its tasks in a thread of this process, in order, and
-    notes for each task whether the walk had ended when it was taken (``walk_over``)."""
+    """Two jobs; a pool started early runs each task here as it is handed over (the rest as their
+    results are asked for), and notes for each whether the walk had ended then (``walk_over``)."""
 
-    def __init__(self, walk_over) -> None:
+    def __init__(self, walk_over, busy: int = 0) -> None:
         super().__init__(2)
         self.walk_over, self.taken, self.mapped, self.closed = walk_over, [], 0, False
+        self.busy = busy  # tasks its pool says are running
 
     def map(self, func, tasks, **kw):
         self.mapped += 1
         return super().map(func, tasks, **kw)
 
-    def started(self, func, tasks):
-        results: queue.SimpleQueue = queue.SimpleQueue()
+    def started(self, func):
         engine = self
 
-        def run():
-            try:
-                for task in tasks:
-                    engine.taken.append(engine.walk_over())
-                    results.put((True, func(task)))
-            except BaseException as exc:  # noqa: BLE001 - handed to the reader
-                results.put((False, exc))
-            results.put((False, StopIteration()))
-
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-
         class Results:
+            """Each task run when it is handed over; the rest as they are asked for."""
+
+            def __init__(self):
+                self.done, self.rest = [], iter(())
+
+            def submit(self, task):
+                engine.taken.append(engine.walk_over())
+                self.done.append(func(task))
+
+            def running(self):
+                return engine.busy
+
+            def then(self, tasks):
+                def run():
+                    for task in tasks:
+                        engine.taken.append(engine.walk_over())
+                        yield func(task)
+
+                self.rest = run()
+
             def __iter__(self):
                 return self
 
             def __next__(self):
-                ok, value = results.get(timeout=30)
-                if not ok:
-                    raise value
-                return value
+                return self.done.pop(0) if self.done else next(self.rest)
 
             def close(self):
                 engine.closed = True
@@ -149,6 +153,15 @@ def test_the_files_past_the_early_ones_are_tasks_made_after_the_walk(tmp_path, m
     _build(tmp_path / "c", tmp_path / "walked", LocalEngine(1))
     early, walked = _built(tmp_path / "early"), _built(tmp_path / "walked")
     assert early[0] == walked[0] and np.array_equal(early[1], walked[1]) and early[2:] == walked[2:]
+
+
+def test_while_the_walk_goes_on_one_task_fewer_than_processes_runs(tmp_path, monkeypatch):
+    """The walking process is one of the jobs: with one task running (of two jobs), the next waits."""
+    _corpus(tmp_path / "c")
+    monkeypatch.setattr(simdoc.stages.scan, "BATCH_DOCS", 2)
+    engine = _Engine(_watched_walk(monkeypatch), busy=1)
+    _build(tmp_path / "c", tmp_path / "idx", engine)
+    assert engine.taken == [True] * 8  # every task handed over once the walk had ended
 
 
 def test_a_walk_of_fewer_tasks_than_processes_starts_no_early_pool(tmp_path, monkeypatch):

@@ -16,8 +16,12 @@ own beside a thread that makes tasks (stages/ahead.py, removed) lost the
 interpreter lock at each folder's system calls for a switch interval of the
 other's work: 10^6 files in 1,000 folders took 18 s longer.
 
-At most :data:`EARLY_FILES` files are handed out before the walk ends (their
-results are held until then); the tasks of the rest are made afterwards by
+While the walk goes on, at most ``jobs - 1`` tasks run at once: the walk is
+what the build waits for, and a worker more than the cores left to it slowed
+it down by as much as it read (Python's sources on 2 cores: the walk 1.0 ->
+2.0 s, all files read by its end, nothing gained). At most :data:`EARLY_FILES`
+files are made into tasks before the walk ends (their results are held until
+then); the tasks of the rest are made afterwards by
 the pool's thread, as :func:`simdoc.stages.scan.scan_tasks` makes them for
 any build. The tasks are the same in every case: the same files, in the same
 order, cut by the same rule, with no digest indexed. A walk that gives fewer
@@ -28,7 +32,7 @@ other.
 from __future__ import annotations
 
 import os
-import queue
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,7 +49,6 @@ from simdoc.stages.staged_rows import StagedTask, scan_staged, staged
 from simdoc.store.directory import IndexStore
 
 EARLY_FILES = 1 << 15  # files handed to the pool before the walk ends (a result held is ~0.6 KB a file)
-_END = object()
 
 
 def read_early(corpus, index: Path, engine: object, settings: Settings) -> Early | None:
@@ -78,33 +81,38 @@ class Early:
         )  # a root that is not a folder raises here, at once
         self.builder = EntriesBuilder()
         self.tasks = staged(scan_tasks(self._files(), shingle, settings.signer, None, lambda e: True, os.path.abspath(index)), index)
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.results: Started | None = None  # None: no pool started (fewer tasks than processes)
 
     def scan(self, store: IndexStore, manifest: dict, corpus, stored: dict | None) -> Scan:
-        """Walk to the end, the tasks of its first files handed to the pool as they are made; then
+        """Walk to the end, the tasks of its first files run as they are made, on one process fewer
+        than the pool has (this one walks: the build waits for the walk); then
         :func:`simdoc.stages.plan.scan_corpus`'s scan of what it listed."""
-        head: list[StagedTask] = []
-        handed = 0
+        jobs = self.engine.jobs
+        waiting: deque[StagedTask] = deque()  # made, not handed to the pool yet
+        made = 0
         for task in self.tasks:  # each next task walks as far as it needs
+            waiting.append(task)
+            made += len(task.task.files)
             if self.results is None:
-                head.append(task)
-                if len(head) < self.engine.jobs:
+                if len(waiting) < jobs:
                     continue
-                self.results = self.engine.started(scan_staged, self._queued())
-                task, rest = head[-1], head[:-1]
-                for t in rest:
-                    self.queue.put(t)
-            self.queue.put(task)
-            handed += len(task.task.files)
-            if handed >= EARLY_FILES:
+                self.results = self.engine.started(scan_staged)
+            self._hand(waiting, jobs - 1)
+            if made >= EARLY_FILES:
                 break
         for run in self.runs:  # the rest of the walk: its tasks are made by the pool's thread afterwards
             self.builder.add(*run)
+            if self.results is not None:
+                self._hand(waiting, jobs - 1)
         if self.results is not None:
-            self.queue.put(self.tasks)
-            self.queue.put(_END)
+            self._hand(waiting, None)
+            self.results.then(self.tasks)
         return scan_of(store, manifest, corpus, self.builder.finish(), self.skipped, self.clock, stored, False)
+
+    def _hand(self, waiting: deque, most: int | None) -> None:
+        """Tasks waiting handed to the pool while fewer than ``most`` run (None: all of them)."""
+        while waiting and (most is None or self.results.running() < most):
+            self.results.submit(waiting.popleft())
 
     def _files(self) -> Iterator[tuple[FileToRead, None, bool]]:
         """(file, no digest, not kept) of each file listed, a run at a time, walking further when it
@@ -125,19 +133,7 @@ class Early:
                 yield FileToRead(ids[i], path(i), size), None, False
             at += len(sizes)
 
-    def _queued(self) -> Iterator[StagedTask]:
-        """The tasks as they are handed over, then the rest of them made here (the pool's thread)."""
-        while True:
-            item = self.queue.get()
-            if item is _END:
-                return
-            if isinstance(item, StagedTask):
-                yield item
-            else:
-                yield from item
-
     def close(self) -> None:
-        self.queue.put(_END)  # the pool's thread, if it waits for a task, stops waiting
         if self.results is not None:
             self.results.close()
 
