@@ -18,8 +18,8 @@ other's work: 10^6 files in 1,000 folders took 18 s longer.
 
 While the walk goes on, at most ``jobs - 1`` tasks run at once: the walk is
 what the build waits for, and a worker more than the cores left to it slowed
-it down by as much as it read (Python's sources on 2 cores: the walk 1.0 ->
-2.0 s, all files read by its end, nothing gained). At most :data:`EARLY_FILES`
+it down by as much as it read (Python's sources on 2 shared cores: the walk
+1.0 -> 2.0 s, all files read by its end, nothing gained). At most :data:`EARLY_FILES`
 files are made into tasks before the walk ends (their results are held until
 then); the tasks of the rest are made afterwards by
 the pool's thread, as :func:`simdoc.stages.scan.scan_tasks` makes them for
