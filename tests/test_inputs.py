@@ -315,30 +315,6 @@ def test_jobs_1_and_2_identical(run, tmp_path, monkeypatch):
         return real_map(self, func, counted(), **kw)
 
     monkeypatch.setattr(simdoc.engines.local.LocalEngine, "map", spy)
-    real_started = simdoc.engines.local.LocalEngine.started
-
-    def spy_started(self, func):  # a first build's pool, started while the walk goes on (simdoc.stages.early)
-        record = [func.__name__, 0, self.jobs]
-        calls.append(record)
-        pool = real_started(self, func)
-        submit, then = pool.submit, pool.then
-
-        def counted_submit(task):
-            record[1] += 1
-            submit(task)
-
-        def counted_then(tasks):
-            def counted():
-                for task in tasks:
-                    record[1] += 1
-                    yield task
-
-            then(counted())
-
-        pool.submit, pool.then = counted_submit, counted_then
-        return pool
-
-    monkeypatch.setattr(simdoc.engines.local.LocalEngine, "started", spy_started)
     corpus = _make(tmp_path / "corpus", list(CORPUS_FILES))
     for i in range(12):
         write(corpus / "extra" / f"doc{i:02d}.txt", f"Document number {i} says {OTHER * (i % 3 + 1)}")

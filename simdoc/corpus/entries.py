@@ -101,10 +101,6 @@ class EntriesBuilder:
         self.ids += run_ids
         return block
 
-    def path(self, i: int) -> str:
-        """The path of file ``i`` added so far."""
-        return self.paths[i] if self.paths is not None else (self.prefix or "") + self.ids[i]
-
     def finish(self) -> Entries:
         rows = np.concatenate(self.blocks) if self.blocks else np.zeros((0, FILE_COLUMNS), np.int64)
         return Entries(self.ids, self.paths if self.paths is not None else PrefixedPaths(self.prefix or "", self.ids), rows)

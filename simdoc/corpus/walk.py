@@ -65,15 +65,6 @@ def discover(
     return entries, skipped
 
 
-def walk_runs(
-    root: str | os.PathLike, exclude: list, follow_symlinks: bool, include_globs: tuple, exclude_globs: tuple, skipped: list[Skipped]
-) -> Iterator[tuple[list[str], list[str], np.ndarray]]:
-    """:func:`discover`'s documents as runs of consecutive files (ids, paths, (n, 5) stat rows) as they
-    are found (:class:`~simdoc.corpus.entries.EntriesBuilder` takes them); ``skipped`` is :func:`discover`'s
-    once they are exhausted. Raises at once as :func:`walk` does."""
-    return _then_reported(_found(root, exclude, follow_symlinks, include_globs, exclude_globs, skipped), skipped, include_globs, exclude_globs)
-
-
 def walk(
     root: str | os.PathLike,
     exclude: list[str | os.PathLike] = (),

@@ -118,58 +118,6 @@ class LocalEngine:
                 yield from pool.imap_unordered(func, itertools.chain(head, tasks), chunksize=1)
 
 
-    def started(self, func: Callable[[Any], Any]) -> Started:
-        """A pool of ``jobs`` processes for ``func``, started now: this process hands it tasks one
-        at a time as it makes them (:meth:`Started.submit`), then the rest as an iterator
-        (:meth:`Started.then`), while it goes on (a first build walks its corpus:
-        simdoc.stages.early). Close it to stop the pool."""
-        from simdoc import kernels, kernels_bytes
-
-        kernels.warm_up()  # compiled once here; forked workers inherit the machine code
-        kernels_bytes.warm_up()
-        start = (os.getpid(), None, (), objects.current())
-        return Started(_Pool(self.jobs, _start_worker, start, context=pool_context()), func)
-
-
-class Started(Iterator):
-    """A pool started by :meth:`LocalEngine.started`: the results of the tasks submitted, then of
-    the rest, in task order. :meth:`close` stops the pool (as leaving :meth:`LocalEngine.map`
-    does), and is called again harmlessly."""
-
-    def __init__(self, pool: multiprocessing.pool.Pool, func: Callable[[Any], Any]) -> None:
-        self.pool, self.func = pool, func
-        self.submitted: list = []  # AsyncResult of each task submitted, in order
-        self.done = 0  # the first ones known to be finished
-        self.taken = 0  # results given
-        self.rest: Iterator = iter(())
-
-    def submit(self, task: Any) -> None:
-        self.submitted.append(self.pool.apply_async(self.func, (task,)))
-
-    def running(self) -> int:
-        """Tasks submitted and not finished (the first unfinished one and all after it)."""
-        self.done = max(self.done, self.taken)
-        while self.done < len(self.submitted) and self.submitted[self.done].ready():
-            self.done += 1
-        return len(self.submitted) - self.done
-
-    def then(self, tasks: Iterable) -> None:
-        """The rest of the tasks, drawn by the pool's thread as the workers take them."""
-        self.rest = self.pool.imap(self.func, tasks, chunksize=1)
-
-    def __next__(self):
-        if self.taken < len(self.submitted):
-            result, self.submitted[self.taken] = self.submitted[self.taken].get(), None
-            self.taken += 1
-            return result
-        return next(self.rest)
-
-    def close(self) -> None:
-        pool, self.pool = self.pool, None
-        if pool is not None:
-            pool.terminate()
-
-
 class _Pool(multiprocessing.pool.Pool):
     """A pool whose worker handler sleeps until a worker exits or the pool's state changes.
 

@@ -179,14 +179,6 @@ def scan_corpus(
     )
     if not isinstance(entries, Entries):
         entries = list(entries)
-    return scan_of(store, manifest, corpus, entries, skipped, clock, stored, same_params)
-
-
-def scan_of(
-    store: IndexStore, manifest: dict, corpus, entries: list[FileEntry] | Entries, skipped: list[Skipped],
-    clock: tuple[int, int] | None, stored: dict | None, same_params: bool,
-) -> Scan:
-    """:func:`scan_corpus` of a walk done (``clock``: the index's, read before it began)."""
     if not entries:
         err = CorpusError(
             f"corpus {corpus_name(corpus)} has no documents" + (f" ({count(len(skipped), 'path')} passed over)" if skipped else ""),

@@ -5,8 +5,7 @@
 1. :func:`_settle`: the parameters (asked, else the index's, else the defaults); can current rows be kept.
 2. :func:`simdoc.stages.plan.scan_corpus`: the corpus walked; the current docs table, if its rows describe
    the same thing (:func:`_same_build`: nothing to do). :func:`~simdoc.stages.plan.reading_plan`: which files
-   to read, and which to keep without reading. (A first build on a pool: its first files read while the
-   walk goes on, :mod:`simdoc.stages.early`.)
+   to read, and which to keep without reading.
 3. :func:`simdoc.stages.scan.scan_tasks`: the files to read, in batches (a big file in ranges, joined
    by :func:`simdoc.stages.ranges.joined`), as tasks for the engine (:func:`~simdoc.stages.scan.scan_batch`
    reads, shingles and signs them; a range's rows come back in a staging file: :mod:`simdoc.stages.staged_rows`).
@@ -43,7 +42,6 @@ from simdoc.stages.common import (
     mismatch,
     progress_bar,
 )
-from simdoc.stages.early import read_early
 from simdoc.stages.plan import Scan, reading_plan, scan_corpus
 from simdoc.stages.racy import racy
 from simdoc.stages.ranges import joined
@@ -93,7 +91,7 @@ def build_shingles(
     resumable (see the module). ``progress``: a bar on stderr.
     """
     index = Path(index) if index is not None else default_index_path(corpus)
-    with IndexStore(index).writing(wait), collector_paused(), contextlib.ExitStack() as later:
+    with IndexStore(index).writing(wait), collector_paused():
         t0 = time.perf_counter()
         store = IndexStore(index)
         manifest = store.read_manifest(discard_damaged=rebuild)
@@ -102,11 +100,7 @@ def build_shingles(
             manifest["stages"] = {}
         settings = _settle(manifest, corpus, index, params, signature, rebuild)
         engine = engine or LocalEngine()
-        early = read_early(corpus, index, engine, settings)  # None: walk, then read
-        if early is not None:  # the first files read while the rest is walked (its pool stops on the way out)
-            scan = later.enter_context(early).scan(store, manifest, corpus, settings.stored)
-        else:
-            scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params)
+        scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params)
         if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
             force_read = set(force_read or ()) | {e.id for e in scan.entries if is_warc(e.id)}
         if _same_build(settings, scan) and not force_read:
@@ -121,12 +115,7 @@ def build_shingles(
         collector = Collector(store, manifest, settings, scan, plan, parts is not None, replaced)
         try:
             tasks = scan_tasks(files_to_read(plan, parts is not None), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
-            if early is not None and early.results is not None:
-                ran = early.results
-            elif parts is not None:
-                ran = resumed(engine, tasks)
-            else:
-                ran = engine.map(scan_staged, staged(tasks, store.path))
+            ran = resumed(engine, tasks) if parts is not None else engine.map(scan_staged, staged(tasks, store.path))
             with contextlib.closing(joined(ran, index)) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
             if _same_build(settings, scan) and collector.nothing_new():
