@@ -7,7 +7,7 @@ import fnmatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdoc.corpus.globs import _after, _tokens, may_hold, selected
+from simdoc.corpus.globs import _after, _tokens, may_hold, selected, selected_all
 
 # Small alphabets, so that globs and paths meet often; brackets and "/" included.
 GLOB = st.text(alphabet="ab/*?[]!-", max_size=8)
@@ -18,6 +18,14 @@ PATH = st.text(alphabet="ab/", max_size=8)
 @given(GLOB, PATH)
 def test_the_glob_reader_matches_as_fnmatch_does(glob, path):
     assert (len(_tokens(glob)) in _after(glob, path)) == fnmatch.fnmatchcase(path, glob)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(GLOB, max_size=3), st.lists(GLOB, max_size=3), st.lists(st.text(alphabet="ab/.\n", max_size=8), max_size=6))
+def test_the_ids_of_a_run_are_selected_as_one_at_a_time(include, exclude, ids):
+    """The walk selects a run's ids at once (selected_all): as selected says of each."""
+    include, exclude = tuple(include), tuple(exclude)
+    assert selected_all(ids, include, exclude) == [selected(i, include, exclude) for i in ids]
 
 
 @settings(max_examples=400, deadline=None)

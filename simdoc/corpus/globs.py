@@ -15,6 +15,8 @@ be listed is reported if it could hold a selected document
 from __future__ import annotations
 
 import fnmatch
+import functools
+import operator
 import re
 from collections.abc import Callable
 
@@ -26,6 +28,27 @@ def selected(doc_id: str, include: tuple[str, ...] = (), exclude: tuple[str, ...
     if include and not any(fnmatch.fnmatchcase(doc_id, g) for g in include):
         return False
     return not (exclude and any(fnmatch.fnmatchcase(doc_id, g) for g in exclude))
+
+
+def selected_all(doc_ids: list[str], include: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> list[bool]:
+    """:func:`selected` of each of ``doc_ids``: each glob's regular expression (``fnmatch``'s) run
+    over them all by ``map``, with no Python call an id (a walk of Python's own sources asks for
+    50,721 ids in 11,304 runs: 0.15 of its 0.86 CPU-s, one call an id)."""
+    keep: list[bool] | None = None
+    for match in _matchers(tuple(include)):
+        hits = list(map(bool, map(match, doc_ids)))
+        keep = hits if keep is None else list(map(operator.or_, keep, hits))
+    if keep is None:
+        keep = [True] * len(doc_ids)
+    for match in _matchers(tuple(exclude)):
+        keep = list(map(operator.and_, keep, map(operator.not_, map(match, doc_ids))))
+    return keep
+
+
+@functools.lru_cache(maxsize=32)
+def _matchers(globs: tuple[str, ...]) -> tuple:
+    """Each glob's match, as :func:`fnmatch.fnmatchcase` compiles it."""
+    return tuple(re.compile(fnmatch.translate(g)).match for g in globs)
 
 
 def may_hold(dir_id: str, include: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> bool:

@@ -6,6 +6,8 @@ and the key a walk sorts a file's id by (:func:`walk_key`).
 
 from __future__ import annotations
 
+import re
+
 from simdoc.corpus.files import COMPRESSED
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -47,12 +49,14 @@ def walk_key(doc_id: str) -> str:
 
 # The last suffix of every name is_jsonl or is_warc accepts (each suffix has one dot).
 _MANY_SUFFIXES = frozenset((*COMPRESSED, *JSONL_SUFFIXES, *WARC_SUFFIXES))
+# Any of them (lowercased, as a name is) at the end of a name of a "\0"-joined list: one search of a
+# folder's names, not one a suffix (Python's own sources: 9,187 folders, ~8 us each).
+_MANY_SUFFIX_END = re.compile("|".join(re.escape(suffix.lower() + "\0") for suffix in sorted({*_MANY_SUFFIXES, ".parquet"})))
 
 
 def walk_keys(names: list[str]) -> list[str]:
     """:func:`walk_key` of each name: the names themselves unless one ends (in any case) with a
     suffix of a file of many documents, found in one search of them all."""
-    joined = "\0".join(names).lower() + "\0"
-    if any(suffix.lower() + "\0" in joined for suffix in (*_MANY_SUFFIXES, ".parquet")):
+    if _MANY_SUFFIX_END.search("\0".join(names).lower() + "\0"):
         return list(map(walk_key, names))
     return names

@@ -30,7 +30,7 @@ from simdoc.corpus.filelists import ListedPath, ListedURL
 # A folder listed into columns, and what is passed over (Skipped), live in simdoc.corpus.folders.
 from simdoc.corpus.folders import DEV, INO, Excluded, Skipped, list_folder
 from simdoc.corpus.folders import seen as _seen
-from simdoc.corpus.globs import selected
+from simdoc.corpus.globs import selected, selected_all
 # The rules for names live in simdoc.corpus.names; the readers and stages import them from here too.
 from simdoc.corpus.names import JSONL_SUFFIXES, MEMBER_SEPARATOR, WARC_SUFFIXES, is_jsonl, is_warc, walk_key, walk_keys  # noqa: F401
 from simdoc.corpus.object_lists import common_base, stat_listed
@@ -128,8 +128,11 @@ def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_
         for item in pending[-1]:
             if item.__class__ is tuple:  # a run of files: (ids, paths, stat rows)
                 if include_globs or exclude_globs:
-                    chosen = [selected(doc_id, include_globs, exclude_globs) for doc_id in item[0]]
-                    item = (list(compress(item[0], chosen)), list(compress(item[1], chosen)), item[2][np.array(chosen, dtype=bool)])
+                    chosen = selected_all(item[0], include_globs, exclude_globs)
+                    if not any(chosen):
+                        continue
+                    if not all(chosen):
+                        item = (list(compress(item[0], chosen)), list(compress(item[1], chosen)), item[2][np.array(chosen, dtype=bool)])
                 yield item
                 continue
             child_rel, path, row = item  # a subdirectory (a list): walked before the rest of this one
