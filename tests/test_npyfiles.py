@@ -101,3 +101,27 @@ def test_a_file_is_checked_through_one_buffer_not_a_new_chunk_each_read(tmp_path
     monkeypatch.setattr(npyfiles, "crc32", noted)
     npyfiles.crc32_file(path)
     assert len(buffers) == 10 and all(b is buffers[0] for b in buffers)
+
+
+def test_a_streamed_array_asks_for_writeback_every_so_many_bytes_and_is_the_same_array(tmp_path, monkeypatch):
+    import numpy as np
+
+    from simdoc.store import npyfiles
+
+    hints = []
+    real = npyfiles.start_writeback
+    monkeypatch.setattr(npyfiles, "WRITEBACK_BYTES", 1000)
+    monkeypatch.setattr(npyfiles, "start_writeback", lambda fd: hints.append(fd) or real(fd))  # the real call too: it must not fail
+    rows = np.arange(3000, dtype=np.uint32).reshape(-1, 10)  # 12,000 bytes
+    writer = npyfiles.NpyWriter(tmp_path, "a.npy", np.uint32, (10,))
+    for a in range(0, 300, 7):
+        writer.append(rows[a : a + 7])  # 280 bytes a time: a hint after every fourth append
+    writer.finish()
+    assert len(hints) == 12000 // 1120
+    assert np.load(tmp_path / "a.npy").tolist() == rows.tolist()
+    pieces = npyfiles.PieceWriter(tmp_path, "b.npy", np.uint32, rows.shape)
+    for a in range(0, 3000, 500):
+        pieces.write(a, rows.reshape(-1)[a : a + 500])  # 2,000 bytes a piece: a hint each
+    pieces.finish()
+    assert len(hints) == 12000 // 1120 + 6
+    assert np.load(tmp_path / "b.npy").tolist() == rows.tolist()

