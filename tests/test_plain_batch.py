@@ -156,3 +156,22 @@ def test_the_kernel_tells_strict_utf8_as_python_decodes_it(data):
     except UnicodeDecodeError:
         strict = False
     assert bool(state & kernels_read.UTF8) == strict and bool(state & kernels_read.ASCII) == data.isascii()
+
+
+def test_without_a_working_compiled_loop_files_are_read_one_by_one(tmp_path, monkeypatch):
+    from simdoc.corpus import plain_batch
+
+    def broken(*args):
+        raise OSError("no statx in this C library")
+
+    monkeypatch.setattr(plain_batch, "_USABLE", [])
+    monkeypatch.setattr(kernels_read, "read_files", broken)
+    assert plain_batch.available() is False and plain_batch.available() is False  # found out once
+    monkeypatch.setattr(plain_batch, "_USABLE", [])
+    monkeypatch.undo()
+    assert plain_batch.available() is True
+    for i in range(3):
+        (tmp_path / f"f{i}.txt").write_text("some words")
+    files = [(f"f{i}.txt", str(tmp_path / f"f{i}.txt"), 10, None) for i in range(3)]
+    monkeypatch.setattr(plain_batch, "_USABLE", [False])
+    assert plain_batch.read_together(files, ["whole"] * 3, 10**6, False) == (None, [-1, -1, -1])

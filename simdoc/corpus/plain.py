@@ -69,9 +69,9 @@ def read_again_into(
 
 
 def _compiled() -> bool:
-    from simdoc import kernels_read
+    from simdoc.corpus.plain_batch import available
 
-    return kernels_read.AVAILABLE
+    return available()
 
 
 def _read_together(paths, sizes: np.ndarray, digests: np.ndarray, named: list[int], flags: int, starts, ends) -> tuple[bytearray, list[int]]:

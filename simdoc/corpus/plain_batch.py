@@ -21,6 +21,7 @@ the join of the batch's texts (2.7 us a file) is gone.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -123,11 +124,31 @@ def read_together(
     return PlainBatch(paths, sizes, follow_symlinks), at
 
 
+_USABLE: list = []  # [whether the compiled loop works here], found out once a process
+
+
 def available() -> bool:
-    """Whether the compiled loop can be had (numba, Linux): else files are read one by one."""
+    """Whether the compiled loop can be had (numba, Linux, a C library with ``statx``): else
+    files are read one by one. Found out once, by reading a file of Python's own with it: the
+    loop is linked to the C library's functions when first called, and an old one (glibc before
+    2.28) has no ``statx``."""
+    if not _USABLE:
+        _USABLE.append(_works())
+    return _USABLE[0]
+
+
+def _works() -> bool:
     from simdoc import kernels_read
 
-    return kernels_read.AVAILABLE
+    if not kernels_read.AVAILABLE:
+        return False
+    path = os.__file__
+    try:
+        size = os.stat(path).st_size
+        state = kernels_read.read_files([path, path], np.array([size, size]), PLAIN_OPEN, BINARY_SNIFF)[2]
+    except Exception:  # noqa: BLE001 - no statx in this C library, say: files are read one by one
+        return False
+    return bool(state[0] & kernels_read.READ)
 
 
 def sign_spans(texts: Sequence[str | bytes | Span], spec: ShingleSpec, hasher: MinHasher, out: np.ndarray) -> np.ndarray:
