@@ -248,8 +248,10 @@ def read_plain(path: str, max_bytes: int | None = None, follow_symlinks: bool = 
     """``read_document(path, max_bytes, follow_symlinks, keep_ascii=True)`` of a local file whose name
     says it is not compressed, as (text, digest (16 bytes; b"" for none), warning, status).
 
-    The shingle stage reads 10^5 small files so: one open, one fstat, one read, the fstat that
-    tells a file changed while read, one close, and no step of the general case. Anything else
+    One open, one fstat, one read, the fstat that tells a file changed while read, one close,
+    and no step of the general case. (The shingle stage makes these calls for a task's small
+    files together, in one compiled loop: :mod:`simdoc.corpus.plain_batch`; what that loop
+    does not take plainly comes here.) Anything else
     (a file that cannot be opened or is not regular, one of 16 MiB or more, ``max_bytes``, a read
     that is not the whole file) takes :func:`read_document`'s own way, from where this left it.
     """
