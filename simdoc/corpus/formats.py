@@ -247,20 +247,7 @@ def read_jsonl(
             raise Undecompressable(str(exc)) from None
         try:
             for lineno, line, offset, length in _lines(_reading(stream, kind), digest, MEMBER_BYTES):
-                if line is None:
-                    members.note(
-                        f"longer than {_size_text(MEMBER_BYTES)}, skipped (a JSON Lines document is parsed whole)",
-                        lineno,
-                        f"longer than {_size_text(MEMBER_BYTES)}, skipped (a JSON Lines document is parsed whole)",
-                    )
-                    continue
-                if lineno == 1 and line.startswith(codecs.BOM_UTF8):
-                    line = line[len(codecs.BOM_UTF8) :]
-                try:
-                    members.add(lineno, line.decode("utf-8"), offset, length)
-                except UnicodeDecodeError:
-                    replaced.append(lineno)
-                    members.add(lineno, line.decode("utf-8", errors="replace"), offset, length)
+                add_line(members, replaced, lineno, line, 0, offset, length, MEMBER_BYTES)
             after = handle_stat(fd)  # before the decompressor closes it (zstandard's does)
         finally:
             if stream is not source_file:
@@ -369,3 +356,20 @@ def html_to_text(html: str, main_content: bool = False) -> str:
     from resiliparse.extract.html2text import extract_plain_text
 
     return extract_plain_text(html, main_content=main_content)
+
+
+def add_line(members, replaced: list[int], lineno: int, line: bytes | None, begin: int, offset: int, length: int, bound: int) -> None:
+    """A line the Python path takes (``line`` None: longer than ``bound``, skipped with a note):
+    the BOM of a file's first line dropped, then given to ``members``, which says what is wrong
+    with it; a line that is not UTF-8 is decoded with replacement and its number noted."""
+    if line is None:
+        what = f"longer than {_size_text(bound)}, skipped (a JSON Lines document is parsed whole)"
+        members.note(what, lineno, what)
+        return
+    if lineno == 1 and begin == 0 and line.startswith(codecs.BOM_UTF8):
+        line = line[len(codecs.BOM_UTF8) :]
+    try:
+        members.add(lineno, line.decode("utf-8"), offset, length)
+    except UnicodeDecodeError:
+        replaced.append(lineno)
+        members.add(lineno, line.decode("utf-8", errors="replace"), offset, length)

@@ -12,13 +12,12 @@ where its line is, and how many code points its text has.
 
 from __future__ import annotations
 
-import codecs
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from simdoc.corpus.files import BINARY_SNIFF
-from simdoc.corpus.formats import _Binary, _size_text, member_id
+from simdoc.corpus.formats import _Binary, add_line, member_id
 
 _CHUNK = 1 << 20
 
@@ -143,23 +142,6 @@ def read_block(f, want: int, digest, sniff: bool, cap: int) -> bytes | None:
     data = b"".join(parts)
     digest.update(data)
     return data
-
-
-def add_line(members, replaced: list[int], lineno: int, line: bytes | None, begin: int, offset: int, length: int, bound: int) -> None:
-    """A line the Python path takes (``line`` None: longer than ``bound``, skipped with a note):
-    the BOM of a file's first line dropped, then given to ``members``, which says what is wrong
-    with it; a line that is not UTF-8 is decoded with replacement and its number noted."""
-    if line is None:
-        what = f"longer than {_size_text(bound)}, skipped (a JSON Lines document is parsed whole)"
-        members.note(what, lineno, what)
-        return
-    if lineno == 1 and begin == 0 and line.startswith(codecs.BOM_UTF8):
-        line = line[len(codecs.BOM_UTF8) :]
-    try:
-        members.add(lineno, line.decode("utf-8"), offset, length)
-    except UnicodeDecodeError:
-        replaced.append(lineno)
-        members.add(lineno, line.decode("utf-8", errors="replace"), offset, length)
 
 
 def take_lines(data: bytes, begin: int, limit: int, members, rows: Rows, replaced: list[int], bound: int, longest: int | None, text_field: str) -> int:
