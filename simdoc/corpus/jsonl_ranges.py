@@ -40,9 +40,10 @@ from simdoc.corpus.formats import (
     _JsonlMembers,
     _lines,
     _summarise,
+    add_line,
     member_id,
 )
-from simdoc.corpus.jsonl_rows import Rows, add_line, can_scan, read_block, take_lines
+from simdoc.corpus.jsonl_rows import Rows, can_scan, read_block, take_lines
 from simdoc.corpus.walk import MEMBER_SEPARATOR, is_jsonl
 
 RANGE_BYTES = 4 << 20  # bytes of a JSON Lines file per reading task
