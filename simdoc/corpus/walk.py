@@ -31,7 +31,6 @@ from simdoc.corpus.filelists import ListedPath, ListedURL
 from simdoc.corpus.folders import DEV, INO, Excluded, Skipped, list_folder
 from simdoc.corpus.folders import seen as _seen
 from simdoc.corpus.globs import selected, selected_all
-from simdoc.corpus.listing_ahead import ListingAhead
 # The rules for names live in simdoc.corpus.names; the readers and stages import them from here too.
 from simdoc.corpus.names import JSONL_SUFFIXES, MEMBER_SEPARATOR, WARC_SUFFIXES, is_jsonl, is_warc, walk_key, walk_keys  # noqa: F401
 from simdoc.corpus.object_lists import common_base, stat_listed
@@ -50,16 +49,14 @@ def discover(
     include_globs: tuple[str, ...] = (),
     exclude_globs: tuple[str, ...] = (),
     columns: bool = False,
-    threads: int = 1,
 ) -> tuple[list[FileEntry] | Entries, list[Skipped]]:
     """List the documents under ``root`` sorted by id, and what was passed over (sorted by id).
 
     See :func:`walk`, which finds the same documents one at a time.
-    ``columns``: the documents as :class:`Entries`. ``threads``: folders are listed on this many
-    threads (:mod:`simdoc.corpus.listing_ahead`); the result is the same for any number.
+    ``columns``: the documents as :class:`Entries`.
     """
     skipped: list[Skipped] = []
-    found = _found(root, exclude, follow_symlinks, include_globs, exclude_globs, skipped, threads)
+    found = _found(root, exclude, follow_symlinks, include_globs, exclude_globs, skipped)
     if columns:
         entries = Entries.of_walk(found)
     else:
@@ -108,17 +105,17 @@ def _entries(found: Iterator[tuple]) -> Iterator[FileEntry]:
         yield from map(FileEntry, ids, paths, *rows.T.tolist())
 
 
-def _found(root, exclude, follow_symlinks: bool, include_globs, exclude_globs, skipped: list, threads: int = 1) -> Iterator[tuple]:
+def _found(root, exclude, follow_symlinks: bool, include_globs, exclude_globs, skipped: list) -> Iterator[tuple]:
     """:func:`walk`'s documents as runs of consecutive files (ids, paths, (n, 5) int64 stat rows: simdoc.corpus.folders); raises at once as it does."""
     root_path = Path(root)
     if not root_path.exists():
         raise CorpusError(f"corpus {root} does not exist", hint="check the path")
     if not root_path.is_dir():
         raise CorpusError(f"corpus {root} is not a directory", hint="pass the folder that holds the documents")
-    return _walk(str(root_path.resolve()), exclude, follow_symlinks, include_globs, exclude_globs, skipped, threads)
+    return _walk(str(root_path.resolve()), exclude, follow_symlinks, include_globs, exclude_globs, skipped)
 
 
-def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_globs, skipped: list, threads: int = 1) -> Iterator[tuple]:
+def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_globs, skipped: list) -> Iterator[tuple]:
     excluded = Excluded.of(exclude)  # only directories can be excluded (the index)
     root_st = os.stat(root_abs)
     walked = {(root_st.st_dev, root_st.st_ino)}
@@ -126,39 +123,28 @@ def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_
     # name, a subdirectory as if its name ended in "/", gives the ids in sorted order: all
     # ids under "d/" sort together, where "d/" sorts among its siblings. A file of many
     # documents sorts the same way, as the "f/#..." ids of its members do (see walk_key).
-    with ListingAhead(list_folder, threads) as lister:
-
-        def entered(key: tuple, items: list) -> tuple:
-            # Each subdirectory is listed ahead (by another thread, if there is one), nearest first.
-            ahead = {i: lister.ahead((*key, i), item[1], item[0], excluded, follow_symlinks) for i, item in enumerate(items) if item.__class__ is list}
-            return key, enumerate(items), ahead
-
-        pending = [entered((), list_folder(root_abs, "", excluded, follow_symlinks, skipped))]
-        while pending:
-            key, items, ahead = pending[-1]
-            for i, item in items:
-                if item.__class__ is tuple:  # a run of files: (ids, paths, stat rows)
-                    if include_globs or exclude_globs:
-                        chosen = selected_all(item[0], include_globs, exclude_globs)
-                        if not any(chosen):
-                            continue
-                        if not all(chosen):
-                            item = (list(compress(item[0], chosen)), list(compress(item[1], chosen)), item[2][np.array(chosen, dtype=bool)])
-                    yield item
-                    continue
-                child_rel, path, row = item  # a subdirectory (a list): walked before the rest of this one
-                dir_key = (row[DEV], row[INO])
-                if dir_key in walked:
-                    lister.drop(ahead[i])
-                    skipped.append(_seen(child_rel, "directory already walked (symbolic link loop or second link to it)", row, True))
-                    continue
-                walked.add(dir_key)
-                listing, passed = lister.take(ahead[i])
-                skipped.extend(passed)
-                pending.append(entered((*key, i), listing))
-                break
-            else:
-                pending.pop()
+    pending = [iter(list_folder(root_abs, "", excluded, follow_symlinks, skipped))]
+    while pending:
+        for item in pending[-1]:
+            if item.__class__ is tuple:  # a run of files: (ids, paths, stat rows)
+                if include_globs or exclude_globs:
+                    chosen = selected_all(item[0], include_globs, exclude_globs)
+                    if not any(chosen):
+                        continue
+                    if not all(chosen):
+                        item = (list(compress(item[0], chosen)), list(compress(item[1], chosen)), item[2][np.array(chosen, dtype=bool)])
+                yield item
+                continue
+            child_rel, path, row = item  # a subdirectory (a list): walked before the rest of this one
+            key = (row[DEV], row[INO])
+            if key in walked:
+                skipped.append(_seen(child_rel, "directory already walked (symbolic link loop or second link to it)", row, True))
+                continue
+            walked.add(key)
+            pending.append(iter(list_folder(path, child_rel, excluded, follow_symlinks, skipped)))
+            break
+        else:
+            pending.pop()
 
 
 def _select(entries: list[FileEntry], include_globs, exclude_globs) -> list[FileEntry]:
@@ -221,12 +207,10 @@ def discover_sources(
     exclude_globs: tuple[str, ...] = (),
     lazy: bool = False,
     columns: bool = False,
-    threads: int = 1,
 ) -> tuple[str, list[FileEntry] | Iterator[FileEntry] | Entries, list[Skipped]]:
     """:func:`discover` over one folder, several folders, or files; returns the id base too.
 
     With ``columns``, one folder's documents come as :class:`Entries` (the others as a list).
-    ``threads``: one folder's subfolders are listed on this many threads (not with ``lazy``).
 
     With ``lazy``, the documents come as an iterator in id order: one
     folder's are found while it is consumed (:func:`walk`), and the list of
@@ -243,7 +227,7 @@ def discover_sources(
             skipped: list[Skipped] = []
             found = walk(sources[0][0], exclude, follow_symlinks, include_globs, exclude_globs, skipped)
             return base, _then_reported(found, skipped, include_globs, exclude_globs), skipped
-        entries, skipped = discover(sources[0][0], exclude, follow_symlinks, include_globs, exclude_globs, columns, threads)
+        entries, skipped = discover(sources[0][0], exclude, follow_symlinks, include_globs, exclude_globs, columns)
         return base, entries, skipped
     entries: dict[str, FileEntry] = {}
     skipped: list[Skipped] = []

@@ -162,10 +162,10 @@ class Scan:
 
 
 def scan_corpus(
-    store: IndexStore, manifest: dict, corpus, index: Path, shingle: ShingleParams, stored: dict | None, same_params: bool, threads: int = 1
+    store: IndexStore, manifest: dict, corpus, index: Path, shingle: ShingleParams, stored: dict | None, same_params: bool
 ) -> Scan:
-    """The corpus walked now (its folders listed on ``threads`` threads), and, if the current
-    build has these parameters (``same_params``), its docs table."""
+    """The corpus walked now, and, if the current build has these parameters (``same_params``),
+    its docs table."""
     if not same_params:
         compiled_now()  # every file is read and signed: numba is imported anyway, its walk is quicker
     clock = index_clock(index)  # before the listing: see simdoc.stages.racy
@@ -178,7 +178,6 @@ def scan_corpus(
             include_globs=shingle.include or (),
             exclude_globs=shingle.exclude or (),
             columns=True,
-            threads=threads,
         )
     if not isinstance(entries, Entries):
         entries = list(entries)

@@ -32,7 +32,7 @@ from pathlib import Path
 from simdoc.corpus.formats import MEMBER_IDS
 from simdoc.corpus.walk import is_warc, resolve_sources
 from simdoc.engines import DaskEngine, Engine
-from simdoc.engines.local import LocalEngine, default_jobs
+from simdoc.engines.local import LocalEngine
 from simdoc.errors import IndexError_
 from simdoc.params import ShingleParams, SignatureParams, with_legacy
 from simdoc.stages.collector import Collector, Settings
@@ -100,7 +100,7 @@ def build_shingles(
             manifest["stages"] = {}
         settings = _settle(manifest, corpus, index, params, signature, rebuild)
         engine = engine or LocalEngine()
-        scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params, _walk_threads(engine))
+        scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params)
         if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
             force_read = set(force_read or ()) | {e.id for e in scan.entries if is_warc(e.id)}
         if _same_build(settings, scan) and not force_read:
@@ -232,9 +232,3 @@ def _publish(
     if before_publish is not None:
         before_publish(LoadedIndex(store, manifest, table, kept=kept))
     store.write_manifest(manifest)
-
-
-def _walk_threads(engine: Engine) -> int:
-    """Threads that list the corpus's folders: the local engine's jobs; on a cluster, this
-    machine's cores (the walk runs here, while the workers wait for its tasks)."""
-    return min(engine.jobs if isinstance(engine, LocalEngine) else default_jobs(), 4)
