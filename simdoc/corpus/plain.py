@@ -76,13 +76,13 @@ def _compiled() -> bool:
 
 def _read_together(paths, sizes: np.ndarray, digests: np.ndarray, named: list[int], flags: int, starts, ends) -> tuple[bytearray, list[int]]:
     """The files of ``named`` read in one compiled loop (:func:`simdoc.kernels_read.read_files`:
-    the calls of :func:`_read_one`, the file also unchanged while read), one after another in
+    the calls of :func:`_read_one`, no ``statx`` after the read: the digest decides), one after another in
     the buffer, and checked as :func:`_read_one` checks them; those it left, to read one by one."""
     from simdoc import kernels_read
 
     buf = bytearray(int(sizes[named].sum()) + 1)
     into = np.frombuffer(buf, dtype=np.uint8)  # the kernel writes into the bytearray itself
-    at, state = kernels_read.read_files([paths[i] for i in named], sizes[named], flags, BINARY_SNIFF, into)[1:]
+    at, state = kernels_read.read_files([paths[i] for i in named], sizes[named], flags, BINARY_SNIFF, into, recheck=False)[1:]
     del into  # the bytearray may grow after this (files read one by one)
     view = memoryview(buf)
     again = []
