@@ -144,3 +144,19 @@ def test_forked_workers_inherit_this_processs_objects_frozen_and_this_process_un
     got = list(LocalEngine(2).map(_frozen, range(4)))
     assert min(got) >= len(kept)
     assert gc.get_freeze_count() == 0
+
+
+def _read_loop_known(_: int) -> bool:
+    from simdoc.corpus import plain_batch
+
+    return bool(plain_batch._USABLE)
+
+
+def test_forked_workers_inherit_whether_the_compiled_read_works(monkeypatch):
+    """The pool finds out once, here, whether the small files' compiled read works (loading its
+    loop), before it forks: a forked worker starts knowing it, and does not load the loop again."""
+    from simdoc.corpus import plain_batch
+
+    monkeypatch.setattr(plain_batch, "_USABLE", [])
+    got = list(LocalEngine(2).map(_read_loop_known, range(4)))
+    assert plain_batch._USABLE and (got == [True] * 4 or not sys.platform.startswith("linux"))

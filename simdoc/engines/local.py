@@ -107,9 +107,13 @@ class LocalEngine:
                 yield func(task)
             return
         from simdoc import kernels, kernels_bytes
+        from simdoc.corpus import plain_batch
 
         kernels.warm_up()  # compiled once here; forked workers inherit the machine code
         kernels_bytes.warm_up()
+        # And whether the small files' compiled read works here (its loop loaded and called once):
+        # found out in each forked worker otherwise, ~20 ms of each one's start (verification at -j 2).
+        plain_batch.available()
         context = pool_context(share=initializer is not None)
         # The storage options of a corpus at a URL go to each worker as it starts (spawned ones too).
         start = (os.getpid(), initializer, initargs, objects.current())
