@@ -40,6 +40,36 @@ def release(*arrays: np.ndarray) -> None:
                 pass
 
 
+def discard(arr: np.ndarray) -> bool:
+    """Free the whole pages that ``arr``'s bytes fill in the file mapped (shared, writable) behind
+    it, and the file's blocks under them: a hole is punched (``MADV_REMOVE``), the file reads as
+    zeros there. For rows of an unlinked file that are no longer needed. Whether it was done
+    (False: not mapped, not writable, or a file system that cannot punch holes; then the mapping's
+    pages are only dropped from this process, as :func:`release` does).
+
+    The pages freed this way are taken again at once by the next file written, warm: on a virtual
+    machine whose free memory the host takes back, fresh page-cache pages cost about ten times as
+    much to write (the signature matrix of 10^6 records, 512 MB, gathered from the staging files:
+    1.6 s of pwrite into fresh pages, 0.2 s into the staging files' pages)."""
+    m = _mapping(arr)
+    if m is None or not hasattr(mmap, "MADV_REMOVE") or not hasattr(m, "madvise") or not arr.flags.c_contiguous:
+        release(arr)
+        return False
+    try:
+        view = np.frombuffer(m, dtype=np.uint8)
+        start = arr.ctypes.data - view.ctypes.data
+        del view
+        page = mmap.PAGESIZE
+        a = -(-start // page) * page
+        b = (start + arr.nbytes) // page * page
+        if 0 <= a < b <= len(m):
+            m.madvise(mmap.MADV_REMOVE, a, b - a)
+    except (OSError, ValueError, TypeError):
+        release(arr)
+        return False
+    return True
+
+
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 MMAP_THRESHOLD = 1 << 17  # its initial value: blocks of 128 KiB or more are mapped apart
 

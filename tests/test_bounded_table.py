@@ -98,3 +98,39 @@ def test_the_member_check_by_arrays_is_the_check_by_strings(rows, step):
         assert doctable._not_source_keys(*doctable._blob(ids), *doctable._blob(sources)) == want
     finally:
         doctable._CHECK_ROWS = old
+
+
+def test_the_table_files_are_fsynced_at_once_and_each_before_its_rename(tmp_path, monkeypatch):
+    import os
+    import threading
+
+    from simdoc.store import npyfiles
+
+    corpus = tmp_path / "c"
+    _corpus(corpus, 2, 50)
+    # Two fsyncs of the table's files must be under way at the same time (one after the other,
+    # the barrier would break); and a file is renamed to its name only after its own fsync.
+    barrier, synced, real_fsync, real_replace = threading.Barrier(2, timeout=20), set(), os.fsync, os.replace
+    overlapped, lock = [], threading.Lock()
+
+    def fsync(fd):
+        name = os.readlink(f"/proc/self/fd/{fd}") if os.path.exists(f"/proc/self/fd/{fd}") else ""
+        with lock:
+            first_two = "/.docs." in name and len(overlapped) < 2
+            if first_two:
+                overlapped.append(name)
+        if first_two:
+            barrier.wait()
+        real_fsync(fd)
+        synced.add(name)
+
+    def replace(src, dst):
+        if os.path.basename(str(dst)).startswith("docs."):
+            assert os.path.abspath(str(src)) in synced, src
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(npyfiles.os, "fsync", fsync)
+    monkeypatch.setattr(npyfiles.os, "replace", replace)
+    build_shingles(corpus, tmp_path / "i", ShingleParams(), signature=SignatureParams(16).resolved(), engine=LocalEngine(1))
+    assert len(overlapped) == 2
+    assert len(open_index(tmp_path / "i").docs()) == 100

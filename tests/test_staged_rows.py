@@ -182,3 +182,69 @@ def test_stacked_rows_refuse_a_row_they_do_not_hold():
     for bad in ([3], [-1]):
         with pytest.raises(IndexError):
             stacked.gather(np.array(bad), np.empty((1, 3), np.uint32))
+
+
+def _staged_blocks(tmp_path: Path, sizes: list[int], num_perm: int = 8) -> tuple[list[np.ndarray], np.ndarray]:
+    """Staging files of ``sizes`` rows, mapped as the join maps them; and all their rows stacked."""
+    rng = np.random.default_rng(len(sizes))
+    whole = rng.integers(0, 1 << 32, size=(sum(sizes), num_perm), dtype=np.uint32)
+    blocks, at = [], 0
+    for n in sizes:
+        blocks.append(staged_rows.open_staged(staged_rows.write_staged(str(tmp_path), whole[at : at + n]), n))
+        at += n
+    return blocks, whole
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 300), min_size=1, max_size=5), seed=st.integers(0, 1 << 16), step=st.integers(1, 400))
+def test_stacked_rows_gathered_in_slices_are_the_rows_and_each_block_is_let_go_once_taken(tmp_path_factory, sizes, seed, step):
+    folder = tmp_path_factory.mktemp("stacked")
+    blocks, whole = _staged_blocks(folder, sizes)
+    stacked = staged_rows.StackedRows(list(blocks), whole.shape[1])
+    order = np.random.default_rng(seed).permutation(len(whole))
+    freed = []
+    real = staged_rows.discard
+    with mock.patch.object(staged_rows, "discard", side_effect=lambda b: freed.append(b) or real(b)):
+        for a in range(0, len(order), step):
+            rows = order[a : a + step]
+            got = stacked.gather(rows, np.empty((len(rows), whole.shape[1]), np.uint32))
+            assert got.tolist() == whole[rows].tolist()
+            taken = np.zeros(len(whole), bool)
+            taken[order[: a + len(rows)]] = True
+            ends = np.cumsum(sizes)
+            done = [bool(taken[e - n : e].all()) for e, n in zip(ends, sizes)]
+            # Let go exactly when all its rows are taken, and discarded once.
+            assert [b is None for b in stacked.blocks] == done
+            assert len(freed) == sum(done)
+            stacked.release()
+    assert all(any(f is b for f in freed) for b in blocks)
+    with pytest.raises(RuntimeError, match="gathered again"):
+        stacked.gather(order[:1], np.empty((1, whole.shape[1]), np.uint32))
+    assert list(folder.iterdir()) == []
+
+
+def test_a_discarded_staging_file_reads_as_zeros_in_its_whole_pages_and_keeps_the_rest(tmp_path):
+    from simdoc.memory import discard
+
+    (block,), whole = _staged_blocks(tmp_path, [200], num_perm=128)  # 512 bytes a row, after a 128-byte header
+    if not discard(block[10:50]):
+        pytest.skip("this file system cannot punch holes (MADV_REMOVE)")
+    # The whole pages of rows 10..49's bytes (pages of 4096 bytes: 8 rows, shifted by the header)
+    # read as zeros; every other byte is as written.
+    page = os.sysconf("SC_PAGE_SIZE")
+    first = -(-(128 + 10 * 512) // page) * page - 128
+    last = (128 + 50 * 512) // page * page - 128
+    data, written = np.asarray(block).view(np.uint8).reshape(-1), whole.view(np.uint8).reshape(-1)
+    assert not data[first:last].any()
+    assert data[:first].tolist() == written[:first].tolist() and data[last:].tolist() == written[last:].tolist()
+
+
+def test_discard_of_a_read_only_mapping_frees_nothing(tmp_path):
+    from simdoc.memory import discard
+
+    path = tmp_path / "rows.npy"
+    np.save(path, np.arange(1, 1 + 64 * 128, dtype=np.uint32).reshape(64, 128))
+    rows = np.load(path, mmap_mode="r")
+    assert discard(rows) is False
+    assert np.load(path).min() == 1
+    assert discard(np.ones((64, 128), np.uint32)) is False  # not mapped: nothing to free

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simdoc.memory import release
+from simdoc.memory import discard, release
 from simdoc.stages.scan import ScanTask, scan_batch
 from simdoc.stages.scan_results import BatchResult
 
@@ -99,7 +99,8 @@ def open_staged(path: str, n: int) -> np.ndarray:
     """The ``n`` rows a worker left at ``path``, mapped, and the file unlinked (the mapping
     stays). A file that does not hold ``n`` uint32 rows is an error: it is not the one written."""
     try:
-        rows = np.load(path, mmap_mode="r", allow_pickle=False)
+        # Shared and writable: once its rows are gathered, the file's pages can be freed (StackedRows).
+        rows = np.load(path, mmap_mode="r+", allow_pickle=False)
     finally:
         remove_staged(path)
     if rows.ndim != 2 or rows.dtype != np.uint32 or len(rows) != n:
@@ -114,14 +115,20 @@ def remove_staged(path: str) -> None:
 
 class StackedRows:
     """One file's signature rows in line order: its ranges' arrays (mapped staging files, or rows
-    held) one after the other, gathered without being joined into one array."""
+    held) one after the other, gathered without being joined into one array.
+
+    Each row is gathered once (the join's order is a permutation): a block all of whose rows have
+    been gathered is let go, and a staging file's pages and blocks are freed
+    (:func:`simdoc.memory.discard`); gathering a row of it again is an error, never zeros."""
 
     def __init__(self, blocks: list[np.ndarray], num_perm: int) -> None:
-        self.blocks = blocks
+        self.blocks: list[np.ndarray | None] = blocks
         self.num_perm = num_perm
         self.ends = np.cumsum([len(b) for b in blocks], dtype=np.int64)
+        self.starts = self.ends - np.asarray([len(b) for b in blocks], dtype=np.int64)
         self.shape = (int(self.ends[-1]) if len(blocks) else 0, num_perm)
         self.scratch: np.ndarray | None = None
+        self.taken = np.zeros(self.shape[0], dtype=bool)  # rows gathered so far
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -136,13 +143,23 @@ class StackedRows:
         which = np.searchsorted(self.ends, rows, side="right")  # the block of each row
         by_block = np.argsort(which, kind="stable")
         cuts = np.flatnonzero(np.diff(which[by_block])) + 1
-        for group in np.split(by_block, cuts) if len(rows) else []:
+        groups = np.split(by_block, cuts) if len(rows) else []
+        for group in groups:
             k = int(which[group[0]])
-            local = rows[group] - (self.ends[k] - len(self.blocks[k]))
+            block = self.blocks[k]
+            if block is None:
+                raise RuntimeError(f"rows of block {k} gathered again, after all of them were")
+            local = rows[group] - self.starts[k]
             # "clip" takes straight into the scratch rows ("raise" copies first); checked above.
-            out[group] = np.take(self.blocks[k], local, axis=0, out=self.scratch[: len(local)], mode="clip")
+            out[group] = np.take(block, local, axis=0, out=self.scratch[: len(local)], mode="clip")
+        self.taken[rows] = True
+        for group in groups:
+            k = int(which[group[0]])
+            if self.blocks[k] is not None and self.taken[self.starts[k] : self.ends[k]].all():
+                discard(self.blocks[k])
+                self.blocks[k] = None
         return out
 
     def release(self) -> None:
         """Let this process's mapped pages of the blocks go (simdoc.memory.release)."""
-        release(*self.blocks)
+        release(*(b for b in self.blocks if b is not None))

@@ -15,6 +15,7 @@ reads them from the part, and the worker sends none back.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
@@ -272,6 +273,7 @@ class TableBuilder:
         self.sink.abort()
 
 
+PUBLISH_THREADS = 8  # the table's column files fsynced at once (TableFiles.finish)
 TABLE_CHUNK_ROWS = 1 << 16  # rows the builder gathers before appending them to the table's files
 
 
@@ -320,9 +322,15 @@ class TableFiles:
 
     def finish(self) -> DocsTable:
         self.writers["docs.files.rows"].append(np.array([self.n], dtype=np.int64))  # where the last run ends
-        for role, writer in self.writers.items():
+        # Each file fsynced and renamed as before, but all at once: one after the other, the
+        # main process waited for ~20 journal commits in a row (10^6 records: 0.34 s, the workers
+        # done and idle). Nothing names them until the manifest, written after all have returned.
+        writers = list(self.writers.items())
+        with ThreadPoolExecutor(min(PUBLISH_THREADS, max(1, len(writers))), thread_name_prefix="simdoc-publish") as pool:
+            infos = list(pool.map(lambda w: w[1].finish(), writers))
+        for (role, writer), info in zip(writers, infos):
             self.roles[role] = writer.name
-            self.files[writer.name] = writer.finish()
+            self.files[writer.name] = info
         self.writers = {}
         arrays = {role: self.store.load_array(name, self.files[name]) for role, name in self.roles.items()}
         return _table_of(arrays)
