@@ -124,11 +124,12 @@ class StackedRows:
     def __init__(self, blocks: list[np.ndarray], num_perm: int) -> None:
         self.blocks: list[np.ndarray | None] = blocks
         self.num_perm = num_perm
-        self.ends = np.cumsum([len(b) for b in blocks], dtype=np.int64)
-        self.starts = self.ends - np.asarray([len(b) for b in blocks], dtype=np.int64)
+        lengths = [len(b) for b in blocks]
+        self.ends = np.cumsum(lengths, dtype=np.int64)
+        self.starts = self.ends - np.asarray(lengths, dtype=np.int64)
         self.shape = (int(self.ends[-1]) if len(blocks) else 0, num_perm)
         self.scratch: np.ndarray | None = None
-        self.taken = np.zeros(self.shape[0], dtype=bool)  # rows gathered so far
+        self.left = lengths  # each block's rows not gathered yet (a row is gathered once)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -152,11 +153,9 @@ class StackedRows:
             local = rows[group] - self.starts[k]
             # "clip" takes straight into the scratch rows ("raise" copies first); checked above.
             out[group] = np.take(block, local, axis=0, out=self.scratch[: len(local)], mode="clip")
-        self.taken[rows] = True
-        for group in groups:
-            k = int(which[group[0]])
-            if self.blocks[k] is not None and self.taken[self.starts[k] : self.ends[k]].all():
-                discard(self.blocks[k])
+            self.left[k] -= len(group)
+            if self.left[k] <= 0:
+                discard(block)
                 self.blocks[k] = None
         return out
 
