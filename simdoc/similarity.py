@@ -26,13 +26,17 @@ from simdoc.shinglesets import ShingleSets
 
 MEASURES = ("set", "bag")
 SIGNATURE_BATCH_PAIRS = 1 << 16
-# Pairs estimated between two releases of memory-mapped signature pages (see simdoc.memory).
-# A row read at random can map far more than its page: measured on Linux 6.18 and ext4 (large
-# folios in the page cache), ~2 MB a row. 128 pairs map at most ~256 MB; 8192 mapped a whole
-# 512 MB matrix (10^6 documents) into the process. Measured at 130,000 pairs: 0.3 s -> 0.7 s.
-RELEASE_EVERY_PAIRS = 1 << 7
+# A matrix larger than MAP_WHOLE_BYTES (memory-mapped) has its rows read in row order: the
+# distinct rows of up to ESTIMATE_PAIRS pairs copied out (at most 2 x 2^16 rows: 64 MB at 128
+# permutations), its pages let go (see simdoc.memory) every RELEASE_ROWS rows: sorted, they span
+# a few MB of the matrix, each of its folios faulted in once. Read at random, a row can map far
+# more than its page (Linux 6.18, ext4: large folios in the page cache, ~2 MB a row), so pages
+# were let go every 128 pairs: the 126,444 candidates of 10^6 JSON Lines records took 0.48 CPU-s
+# of page faults so, in the main process, the other core idle.
+ESTIMATE_PAIRS = 1 << 16
+RELEASE_ROWS = 1 << 12
 # A matrix of at most this many bytes may be mapped whole while its pairs are estimated (its pages
-# let go once a batch, not every RELEASE_EVERY_PAIRS pairs): it bounds what mapping it can cost.
+# let go once a batch, its rows read as the pairs name them): it bounds what mapping it can cost.
 # c100k's 48 MB matrix, 29,296 candidates: 0.154 -> 0.021 CPU-s, in the main process before verification.
 MAP_WHOLE_BYTES = 64 << 20
 
@@ -75,13 +79,38 @@ def estimate_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> float:
 def pair_estimates(signatures: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Estimated Jaccard of many pairs: float64 array aligned with ``left``/``right``."""
     out = np.empty(len(left), dtype=np.float64)
-    step = SIGNATURE_BATCH_PAIRS if signatures.nbytes <= MAP_WHOLE_BYTES else min(SIGNATURE_BATCH_PAIRS, RELEASE_EVERY_PAIRS)
+    if signatures.nbytes > MAP_WHOLE_BYTES:
+        for s in range(0, len(left), ESTIMATE_PAIRS):
+            sl = slice(s, s + ESTIMATE_PAIRS)
+            rows, (a, b) = _rows_in_order(signatures, left[sl], right[sl])
+            out[sl] = _batched(rows, a, b)
+        return out
+    return _batched(signatures, left, right, out)
+
+
+def _batched(signatures: np.ndarray, left: np.ndarray, right: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The estimates, SIGNATURE_BATCH_PAIRS pairs at a time (a mapped matrix's pages let go after each)."""
+    out = np.empty(len(left), dtype=np.float64) if out is None else out
+    step = SIGNATURE_BATCH_PAIRS
     for s in range(0, len(left), step):
         sl = slice(s, s + step)
         eq = signatures[left[sl]] == signatures[right[sl]]
         out[sl] = eq.sum(axis=1) / signatures.shape[1]
         release(signatures)
     return out
+
+
+def _rows_in_order(signatures: np.ndarray, left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """The distinct rows of ``left`` and ``right`` copied out of a (memory-mapped) matrix in row
+    order, its pages let go every RELEASE_ROWS rows; and ``left``, ``right`` as rows of that copy."""
+    left, right = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+    needed, where = np.unique(np.concatenate([left, right]), return_inverse=True)
+    rows = np.empty((len(needed), signatures.shape[1]), dtype=signatures.dtype)
+    for a in range(0, len(needed), RELEASE_ROWS):
+        rows[a : a + RELEASE_ROWS] = signatures[needed[a : a + RELEASE_ROWS]]
+        release(signatures)
+    where = where.reshape(-1)
+    return rows, (where[: len(left)], where[len(left) :])
 
 
 # A candidate whose signatures agree in so few positions that a pair at the threshold

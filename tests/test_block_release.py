@@ -56,10 +56,12 @@ def test_candidates_let_the_pages_of_mapped_keys_and_buckets_go(tmp_path):
 
 
 @pytest.mark.parametrize("whole", [True, False])
-def test_estimates_let_the_pages_of_a_large_mapped_matrix_go_often(tmp_path, monkeypatch, whole):
+@pytest.mark.parametrize("at_once", [7, 1 << 16])
+def test_estimates_let_the_pages_of_a_large_mapped_matrix_go_often(tmp_path, monkeypatch, whole, at_once):
     """A matrix of at most MAP_WHOLE_BYTES is estimated a batch at a time (its pages let go once a
-    batch: mapping it whole costs at most that); a larger one's pages go every RELEASE_EVERY_PAIRS
-    pairs. The same estimates either way."""
+    batch: mapping it whole costs at most that); a larger one's rows are read in row order, the
+    distinct rows of ESTIMATE_PAIRS pairs at a time, its pages let go every RELEASE_ROWS rows. The
+    same estimates either way."""
     from simdoc import similarity
 
     rng = np.random.default_rng(4)
@@ -67,9 +69,26 @@ def test_estimates_let_the_pages_of_a_large_mapped_matrix_go_often(tmp_path, mon
     left, right = rng.integers(0, 300, size=1000), rng.integers(0, 300, size=1000)
     np.save(tmp_path / "s.npy", sigs)
     mapped = np.load(tmp_path / "s.npy", mmap_mode="r")
-    calls = []
+    calls, read = [], []
+    real_getitem = np.memmap.__getitem__
+
+    def getitem(self, index):
+        if isinstance(index, np.ndarray) and self.shape == sigs.shape:
+            read.append(index.copy())
+        return real_getitem(self, index)
+
+    monkeypatch.setattr(np.memmap, "__getitem__", getitem)
     monkeypatch.setattr(similarity, "release", lambda *a: calls.append(a))
     monkeypatch.setattr(similarity, "MAP_WHOLE_BYTES", sigs.nbytes if whole else sigs.nbytes - 1)
+    monkeypatch.setattr(similarity, "ESTIMATE_PAIRS", at_once)
+    monkeypatch.setattr(similarity, "RELEASE_ROWS", 16)
     got = similarity.pair_estimates(mapped, left, right)
     assert np.array_equal(got, (sigs[left] == sigs[right]).mean(axis=1))
-    assert len(calls) == (1 if whole else -(-1000 // similarity.RELEASE_EVERY_PAIRS))
+    if whole:
+        assert len(calls) == 1
+        return
+    blocks = [np.unique(np.concatenate([left[a : a + at_once], right[a : a + at_once]])) for a in range(0, 1000, at_once)]
+    mapped_calls = [c for c in calls if c[0] is mapped]
+    assert len(mapped_calls) == sum(-(-len(b) // 16) for b in blocks)  # the copies' batches: nothing mapped
+    # Each row read once a block, in row order, 16 at a time.
+    assert [r.tolist() for r in read] == [b[a : a + 16].tolist() for b in blocks for a in range(0, len(b), 16)]

@@ -322,7 +322,7 @@ def filled_bins(signatures: np.ndarray, docs: np.ndarray) -> np.ndarray:
     return out
 
 
-FILLED_BINS_ROWS = 1 << 11  # sorted rows: a few MB of the matrix mapped (see simdoc.similarity.RELEASE_EVERY_PAIRS)
+FILLED_BINS_ROWS = 1 << 11  # sorted rows: a few MB of the matrix mapped (see simdoc.similarity.RELEASE_ROWS)
 
 
 def in_print_order(parts: list[tuple], verify: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
