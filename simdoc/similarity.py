@@ -27,13 +27,14 @@ from simdoc.shinglesets import ShingleSets
 MEASURES = ("set", "bag")
 SIGNATURE_BATCH_PAIRS = 1 << 16
 # A matrix larger than MAP_WHOLE_BYTES (memory-mapped) has its rows read in row order: the
-# distinct rows of up to ESTIMATE_PAIRS pairs copied out (at most 2 x 2^16 rows: 64 MB at 128
-# permutations), its pages let go (see simdoc.memory) every RELEASE_ROWS rows: sorted, they span
-# a few MB of the matrix, each of its folios faulted in once. Read at random, a row can map far
-# more than its page (Linux 6.18, ext4: large folios in the page cache, ~2 MB a row), so pages
-# were let go every 128 pairs: the 126,444 candidates of 10^6 JSON Lines records took 0.48 CPU-s
-# of page faults so, in the main process, the other core idle.
-ESTIMATE_PAIRS = 1 << 16
+# distinct rows of a block of pairs copied out, its pages let go (see simdoc.memory) every
+# RELEASE_ROWS rows: sorted, they span a few MB of the matrix, each of its folios faulted in once.
+# Read at random, a row can map far more than its page (Linux 6.18, ext4: large folios in the
+# page cache, ~2 MB a row), so pages were let go every 128 pairs: the 126,444 candidates of 10^6
+# JSON Lines records took 0.48 CPU-s of page faults so, in the main process, the other core idle.
+# A block's pairs are as many as make ESTIMATE_BYTES of rows (two a pair): the copy and the
+# block's gathered rows stay a few tens of MB whatever the permutations (16,384 pairs at 128).
+ESTIMATE_BYTES = 16 << 20
 RELEASE_ROWS = 1 << 12
 # A matrix of at most this many bytes may be mapped whole while its pairs are estimated (its pages
 # let go once a batch, its rows read as the pairs name them): it bounds what mapping it can cost.
@@ -80,18 +81,25 @@ def pair_estimates(signatures: np.ndarray, left: np.ndarray, right: np.ndarray) 
     """Estimated Jaccard of many pairs: float64 array aligned with ``left``/``right``."""
     out = np.empty(len(left), dtype=np.float64)
     if signatures.nbytes > MAP_WHOLE_BYTES:
-        for s in range(0, len(left), ESTIMATE_PAIRS):
-            sl = slice(s, s + ESTIMATE_PAIRS)
+        block = estimate_block(signatures)
+        for s in range(0, len(left), block):
+            sl = slice(s, s + block)
             rows, (a, b) = _rows_in_order(signatures, left[sl], right[sl])
-            out[sl] = _batched(rows, a, b)
+            out[sl] = _batched(rows, a, b, step=block)
         return out
     return _batched(signatures, left, right, out)
 
 
-def _batched(signatures: np.ndarray, left: np.ndarray, right: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """The estimates, SIGNATURE_BATCH_PAIRS pairs at a time (a mapped matrix's pages let go after each)."""
+def estimate_block(signatures: np.ndarray) -> int:
+    """Pairs estimated a block at a time from a large mapped matrix (see ESTIMATE_BYTES)."""
+    return max(1, ESTIMATE_BYTES // (2 * max(1, signatures.shape[1] * signatures.itemsize)))
+
+
+def _batched(
+    signatures: np.ndarray, left: np.ndarray, right: np.ndarray, out: np.ndarray | None = None, step: int = SIGNATURE_BATCH_PAIRS
+) -> np.ndarray:
+    """The estimates, ``step`` pairs at a time (a mapped matrix's pages let go after each)."""
     out = np.empty(len(left), dtype=np.float64) if out is None else out
-    step = SIGNATURE_BATCH_PAIRS
     for s in range(0, len(left), step):
         sl = slice(s, s + step)
         eq = signatures[left[sl]] == signatures[right[sl]]

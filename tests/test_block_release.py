@@ -60,8 +60,8 @@ def test_candidates_let_the_pages_of_mapped_keys_and_buckets_go(tmp_path):
 def test_estimates_let_the_pages_of_a_large_mapped_matrix_go_often(tmp_path, monkeypatch, whole, at_once):
     """A matrix of at most MAP_WHOLE_BYTES is estimated a batch at a time (its pages let go once a
     batch: mapping it whole costs at most that); a larger one's rows are read in row order, the
-    distinct rows of ESTIMATE_PAIRS pairs at a time, its pages let go every RELEASE_ROWS rows. The
-    same estimates either way."""
+    distinct rows of a block of pairs (ESTIMATE_BYTES of rows) at a time, its pages let go every
+    RELEASE_ROWS rows. The same estimates either way."""
     from simdoc import similarity
 
     rng = np.random.default_rng(4)
@@ -80,7 +80,7 @@ def test_estimates_let_the_pages_of_a_large_mapped_matrix_go_often(tmp_path, mon
     monkeypatch.setattr(np.memmap, "__getitem__", getitem)
     monkeypatch.setattr(similarity, "release", lambda *a: calls.append(a))
     monkeypatch.setattr(similarity, "MAP_WHOLE_BYTES", sigs.nbytes if whole else sigs.nbytes - 1)
-    monkeypatch.setattr(similarity, "ESTIMATE_PAIRS", at_once)
+    monkeypatch.setattr(similarity, "ESTIMATE_BYTES", 2 * at_once * sigs.shape[1] * sigs.itemsize)
     monkeypatch.setattr(similarity, "RELEASE_ROWS", 16)
     got = similarity.pair_estimates(mapped, left, right)
     assert np.array_equal(got, (sigs[left] == sigs[right]).mean(axis=1))
@@ -92,3 +92,16 @@ def test_estimates_let_the_pages_of_a_large_mapped_matrix_go_often(tmp_path, mon
     assert len(mapped_calls) == sum(-(-len(b) // 16) for b in blocks)  # the copies' batches: nothing mapped
     # Each row read once a block, in row order, 16 at a time.
     assert [r.tolist() for r in read] == [b[a : a + 16].tolist() for b in blocks for a in range(0, len(b), 16)]
+
+
+@pytest.mark.parametrize("num_perm", [1, 16, 128, 512, 1 << 20])
+def test_a_block_of_estimates_copies_at_most_its_bytes_of_rows(num_perm):
+    """However long a row, a block's two rows a pair stay within ESTIMATE_BYTES (one pair at least):
+    512 permutations copied as many pairs as 128 once, and held 4x the memory."""
+    from simdoc import similarity
+
+    sigs = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint32), shape=(10, num_perm), strides=(0, 0))
+    block = similarity.estimate_block(sigs)
+    assert block >= 1
+    assert block == 1 or 2 * block * num_perm * 4 <= similarity.ESTIMATE_BYTES
+    assert 2 * (block + 1) * num_perm * 4 > similarity.ESTIMATE_BYTES
