@@ -210,22 +210,28 @@ def line_ids(prefix: bytes, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lines = np.asarray(lines, dtype=np.int64)
     n, p = len(lines), len(prefix)
     width = len(str(int(lines.max()))) if n else 1
-    n_digits = np.ones(n, dtype=np.int64)
-    for k in range(1, width):
-        n_digits += lines >= 10**k
-    # A row a string, left-aligned: the prefix, then the digits, written last one first (numpy's
-    # conversion of numbers to strings took twice as long as all the rest).
-    table = np.zeros((n, p + width), dtype=np.uint8)
+    n_digits = 1 + np.searchsorted(10 ** np.arange(1, width, dtype=np.int64), lines, side="right")
+    # A row a string: the prefix, then the number's digits right-aligned, with leading zeros
+    # that the mask leaves out; a digit position a pass over all rows, dividing by 10 (numpy
+    # divides by a constant without a division instruction), in 32 bits where they suffice.
+    # 10^6 lines: 366 ms when each pass picked the rows that have that digit, ~70 ms so
+    # (numpy's conversion of numbers to strings took twice as long as the former).
+    table = np.empty((n, p + width), dtype=np.uint8)
     table[:, :p] = np.frombuffer(prefix, dtype=np.uint8)
-    rest = lines.copy()
-    for back in range(1, width + 1):
-        col = n_digits - back
-        has = np.flatnonzero(col >= 0)
-        table[has, p + col[has]] = (rest[has] % 10 + ord("0")).astype(np.uint8)
-        rest //= 10
+    kind = np.uint32 if width <= 9 else np.uint64
+    rest, ten = lines.astype(kind), kind(10)
+    digits = np.empty((width, n), dtype=np.uint8)  # a digit position a row: written contiguously
+    for column in range(width - 1, -1, -1):
+        quotient = rest // ten
+        np.subtract(rest, quotient * ten, out=rest)
+        np.add(rest, ord("0"), out=digits[column], casting="unsafe")
+        rest = quotient
+    table[:, p:] = digits.T
+    keep = np.ones((n, p + width), dtype=bool)
+    keep[:, p:] = np.arange(width) >= (width - n_digits)[:, None]
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(n_digits + p, out=offsets[1:])
-    return table[np.arange(p + width) < (n_digits + p)[:, None]], offsets
+    return table[keep], offsets
 
 
 def first_lines(pieces: list[Piece]) -> list[int]:
