@@ -202,3 +202,28 @@ def test_names_decoded_at_once_are_each_decoded_alone(strings):
     np.cumsum([len(s) for s in strings], out=offsets[1:])
     blob = np.frombuffer(b"".join(strings), np.uint8)
     assert docnames.decode(blob, offsets) == [s.decode("utf-8", "surrogateescape") for s in strings]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    strings=st.lists(st.sampled_from([b"", b"a", b"b", b"ab", b"ba", b"records.jsonl", b"records.jsonM", b"x/\xff.jsonl"]), max_size=40),
+    same=st.booleans(),
+    before=st.none() | st.sampled_from([b"", b"a", b"records.jsonl"]),
+    rows=st.sampled_from([1, 2, 3, 7, 1 << 16]),
+)
+def test_run_starts_says_where_each_string_differs_from_the_one_before(strings, same, before, rows):
+    """Runs of rows sharing a source, found by comparing each string with the one before it:
+    strings of one length (a shard's name on each member) a row at a time, others byte by
+    byte; chunks of any size (``_ROWS``) give the same answer as comparing Python bytes."""
+    if same:  # one length throughout, the common case: the name of one shard, or two of one length
+        strings = [s for s in strings if len(s) == len(b"records.jsonl")] or [b"records.jsonl"] * 3
+    blob = np.frombuffer(b"".join(strings), dtype=np.uint8)
+    offsets = np.zeros(len(strings) + 1, dtype=np.int64)
+    np.cumsum([len(s) for s in strings], out=offsets[1:])
+    old, docnames._ROWS = docnames._ROWS, rows
+    try:
+        got = docnames.run_starts(blob, offsets, before)
+    finally:
+        docnames._ROWS = old
+    want = [(i > 0 and s != strings[i - 1]) or (i == 0 and (before is None or s != before)) for i, s in enumerate(strings)]
+    assert got.tolist() == want

@@ -129,6 +129,13 @@ def run_starts(blob: np.ndarray, offsets: np.ndarray, before: bytes | None) -> n
     lens = np.diff(offsets)
     for a in range(0, n - 1, _ROWS):
         b = min(a + _ROWS, n - 1)
+        length = int(lens[a])
+        if (lens[a : b + 1] == length).all():
+            # Strings of one length (a shard's name on each of its members): rows of a 2-D view,
+            # compared a row at a time, not a byte at a time through index arrays (10^6: ~6x).
+            rows = blob[offsets[a] : offsets[b + 1]].reshape(b + 1 - a, length)
+            out[a + 1 : b + 1] = (rows[1:] != rows[:-1]).any(axis=1) if length else False
+            continue
         # string j + 1 against string j, for j in a..b-1 of the same length (others differ)
         j = a + np.flatnonzero(lens[a + 1 : b + 1] == lens[a:b])
         same = np.ones(len(j), dtype=bool)
