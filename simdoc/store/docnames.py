@@ -70,10 +70,11 @@ def gather_bytes(blob: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> t
     for a in range(0, len(starts), _ROWS):  # by chunks: the byte positions cost 8 bytes a byte
         b = min(a + _ROWS, len(starts))
         lo, hi = int(out_offsets[a]), int(out_offsets[b])
-        # byte k of the output comes from starts[i] + (k - out_offsets[i]) of the string i it falls in
-        which = np.repeat(np.arange(a, b, dtype=np.int64), lengths[a:b])
-        where = np.arange(lo, hi, dtype=np.int64)
-        where += starts[which] - out_offsets[which]
+        # byte k of the output comes from starts[i] + (k - out_offsets[i]) of the string i it falls
+        # in: k plus its string's shift, repeated over the string's bytes (one array a byte, not
+        # the string's number and then two lookups by it)
+        where = np.repeat(starts[a:b] - out_offsets[a:b], lengths[a:b])
+        where += np.arange(lo, hi, dtype=np.int64)
         out[lo:hi] = blob[where]
     return out, out_offsets
 
