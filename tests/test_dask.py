@@ -111,6 +111,51 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "host:port" in bad.stderr, bad.stderr
 
 
+
+@pytest.fixture
+def not_a_scheduler():
+    """Ports where something other than a Dask scheduler listens: ``silent`` accepts and never
+    says a word (a web server waiting for a request line, the dashboard's port, a tunnel with
+    nothing behind it); ``talker`` answers at once with bytes of its own (an HTTP error page)."""
+    import socket
+    import threading
+
+    servers, held = [], []
+
+    def serve(answer: bytes | None) -> int:
+        s = socket.create_server(("127.0.0.1", 0))
+        servers.append(s)
+
+        def loop():
+            while True:
+                try:
+                    c, _ = s.accept()
+                except OSError:
+                    return
+                if answer is None:
+                    held.append(c)
+                else:
+                    c.sendall(answer)
+                    c.close()
+
+        threading.Thread(target=loop, daemon=True).start()
+        return s.getsockname()[1]
+
+    yield {"silent": serve(None), "talker": serve(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")}
+    for s in servers + held:
+        s.close()
+
+
+def test_a_port_that_is_no_scheduler_is_a_clear_error_not_a_hang(tmp_path, not_a_scheduler):
+    """distributed bounds the TCP connect by its timeout, not the handshake after it: the
+    silent port hung the run for good, the talking one ended in a traceback (numpy asked for
+    exabytes, the HTTP status line read as a frame length)."""
+    make_corpus(tmp_path / "c", seed=6, n_base=3)
+    for port in not_a_scheduler.values():
+        r = simdoc("pairs", tmp_path / "c", "--index", tmp_path / "i", "--scheduler", f"tcp://127.0.0.1:{port}", cwd=tmp_path, timeout=60)
+        assert r.returncode == 2 and "cannot reach the Dask scheduler" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and not (tmp_path / "i").exists(), r.stderr
+
 def test_what_the_workers_verified_is_kept_and_reported_as_locally(tmp_path, cluster):
     """The cluster's verification feeds the verified-pairs table and the warnings, as the local engine's does."""
     docs = make_corpus(tmp_path / "c", seed=7, n_base=12)

@@ -117,7 +117,8 @@ def _connected(address: str, wait: float, index, corpus, needs_corpus: bool) -> 
             yield checked
         return
     try:
-        client = Client(address, timeout="5s")
+        _handshake(address)
+        client = Client(address, timeout=f"{CONNECT_SECONDS}s")
     except (OSError, ValueError) as exc:
         raise UsageError(
             f"cannot reach the Dask scheduler at {address}: {exc}",
@@ -125,6 +126,38 @@ def _connected(address: str, wait: float, index, corpus, needs_corpus: bool) -> 
         ) from None
     with client, _checked(client, address, wait, index, corpus, needs_corpus) as checked:
         yield checked
+
+
+CONNECT_SECONDS = 5  # to reach the scheduler's port, and again for its answer to Dask's handshake
+
+
+def _handshake(address: str) -> None:
+    """Dask's handshake with ``address``, within 2 x CONNECT_SECONDS, or an OSError saying what is there.
+
+    distributed's Client bounds the TCP connect by its timeout, not the handshake
+    after it: at a port where something else listens (a web server, the dashboard's
+    :8787, a tunnel with nothing behind it) it waits for good for an answer that
+    never comes, or reads another protocol's bytes as a frame length and fails in
+    numpy (an allocation of exabytes). So the handshake is made once first, bounded,
+    on a loop of its own (in a thread: the caller's may be running one).
+    """
+    import asyncio
+
+    from distributed.comm import connect
+
+    async def hello() -> None:
+        comm = await asyncio.wait_for(connect(address, timeout=CONNECT_SECONDS), 2 * CONNECT_SECONDS)
+        await comm.close()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        try:
+            pool.submit(asyncio.run, hello()).result()
+        except asyncio.TimeoutError:  # the connect's own timeout is a plain OSError: this is the handshake's
+            raise OSError(f"no answer to Dask's handshake within {2 * CONNECT_SECONDS} s: is it a Dask scheduler's port?") from None
+        except (OSError, ValueError):
+            raise  # unreachable, or no address: as the Client would say it
+        except Exception as exc:  # another protocol's bytes, read as Dask's frames
+            raise OSError(f"what answers there is no Dask scheduler ({type(exc).__name__} reading its handshake)") from None
 
 
 @contextlib.contextmanager
