@@ -126,10 +126,36 @@ def stop(exc: KeyboardInterrupt) -> None:
     sys.exit(code)
 
 
+class held_while_forking:  # noqa: N801 (used as a function: `with held_while_forking():`)
+    """SIGINT and SIGTERM blocked in this thread while it forks workers (a pool's start), so that
+    each worker is born with them blocked until :func:`quiet_worker` unblocks them.
+
+    A signal that reached a new child before Python's own after-fork code ran was lost: that
+    code clears the signals the C handler noted and had not yet handed to Python (they came in
+    "just before the fork"), so a pool terminated while still starting (the tasks all done by
+    its first worker) sent SIGTERM to a worker that never saw it, which then waited for a task
+    forever, and the main process with it, in the pool's join. Blocked, a signal stays pending
+    in the kernel, where nothing clears it. Signals to this process wait the few milliseconds
+    of the forks, then arrive as usual. (A class, not contextlib's decorator: this module
+    imports nothing Python has not loaded already.)"""
+
+    def __enter__(self) -> None:
+        self.old = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD) if hasattr(signal, "pthread_sigmask") else None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
+
+
+_HELD = {signal.SIGINT, signal.SIGTERM}
+
+
 def quiet_worker(parent: int) -> None:
     """In a worker process of the pool that ``parent`` (its pid) made, before its first task."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):  # blocked since the fork (held_while_forking): now ignored or fatal
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
     if not sys.platform.startswith("linux"):
         return
     try:

@@ -31,7 +31,7 @@ from typing import Any
 
 from simdoc.corpus import objects
 from simdoc.errors import UsageError
-from simdoc.interrupts import quiet_worker
+from simdoc.interrupts import held_while_forking, quiet_worker
 from simdoc.memory import reuse_freed_blocks
 
 
@@ -117,7 +117,7 @@ class LocalEngine:
         context = pool_context(share=initializer is not None)
         # The storage options of a corpus at a URL go to each worker as it starts (spawned ones too).
         start = (os.getpid(), initializer, initargs, objects.current())
-        with _forked_frozen():
+        with _forked_frozen(), held_while_forking():
             pool = _Pool(len(head), _start_worker, start, context=context)
         with pool:
             if ordered:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from simdoc.corpus.objects import still_there
 from simdoc.exact import expand_pairs, group_members
 from simdoc.lsh import BandingReport, BucketStats, iter_candidates
 from simdoc.memory import release
@@ -266,6 +267,30 @@ class Verifier:
             self.table.add(keys[~found][good], np.stack([got.set_jaccard[good], got.bag_jaccard[good]], axis=1))
         return jac, ok
 
+    def recheck_copies(self, groups: list[np.ndarray]) -> list[np.ndarray]:
+        """The groups of exact copies without the members whose text is no longer the one indexed.
+
+        A pair of copies is printed unread (the two texts had one digest). Without a scan
+        (``pairs --index`` alone) a member whose file's stat moved since it was indexed is
+        read again, as a stored pair of it is verified again (:meth:`_recheck`): one that is
+        not the text indexed goes into ``stale`` (``gone`` if it cannot be read) and out of
+        its group, so that its pairs are left out, as the warning says, not printed at 1."""
+        if not groups:
+            return groups
+        docs = np.concatenate(groups)
+        moved = docs[~self.reader.unchanged_docs(docs)]
+        bad: set[int] = set()
+        for a in range(0, len(moved), RECHECK_COPIES):  # a few documents' sets held at a time
+            _, rows = self.reader.read_batch(moved[a : a + RECHECK_COPIES].tolist())
+            bad.update(d for d, r in rows.items() if r < 0)
+        if not bad:
+            return groups
+        stale = {d for d in bad if still_there(self.reader.path_of(d))}
+        self.stale |= stale
+        self.gone |= bad - stale
+        out = [g[~np.isin(g, np.fromiter(bad, dtype=np.int64))] for g in groups]
+        return [g for g in out if len(g) > 1]
+
     def _recheck(self, left: np.ndarray, right: np.ndarray, found: np.ndarray) -> None:
         """Unmark (in ``found``) the stored pairs of a document whose file's stat moved since it
         was indexed (a stat per file, once per run): they are verified again instead."""
@@ -322,6 +347,7 @@ def filled_bins(signatures: np.ndarray, docs: np.ndarray) -> np.ndarray:
     return out
 
 
+RECHECK_COPIES = 64  # copies whose file moved, read again at once by Verifier.recheck_copies
 FILLED_BINS_ROWS = 1 << 11  # sorted rows: a few MB of the matrix mapped (see simdoc.similarity.RELEASE_ROWS)
 
 
