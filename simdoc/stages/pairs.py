@@ -236,7 +236,11 @@ def _score(loaded: LoadedIndex, want: PairsParams, engine: Engine, progress: boo
         finally:
             if verifier is not None:
                 verifier.close()
-    return _Scored(loaded, docs, changed, verifier, scores, groups_of(loaded.representatives()))
+    groups = groups_of(loaded.representatives())
+    if recheck and verifier is not None:
+        # Their pairs are printed without being scored: a copy edited since is found here.
+        groups = verifier.recheck_copies(groups)
+    return _Scored(loaded, docs, changed, verifier, scores, groups)
 
 
 def _verify_result(verifier: Verifier, docs: DocsTable, seconds: float) -> StageResult:

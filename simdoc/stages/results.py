@@ -266,6 +266,29 @@ class Verifier:
             self.table.add(keys[~found][good], np.stack([got.set_jaccard[good], got.bag_jaccard[good]], axis=1))
         return jac, ok
 
+    def recheck_copies(self, groups: list[np.ndarray]) -> list[np.ndarray]:
+        """The groups of exact copies without the members whose file is not the one indexed any
+        more (``stale`` or ``gone``, as for a pair): for a run without its corpus, which no scan
+        proved unchanged. A member whose stat moved is compared with another of its group, read
+        again (its digest decides: a file touched or written again with the same bytes stays);
+        a group left with one member is no group."""
+        if not groups:
+            return groups
+        every = np.concatenate(groups)
+        moved = every[~self.reader.unchanged_docs(every)]
+        if not len(moved):
+            return groups
+        partner = {}
+        for g in groups:
+            for d in g.tolist():
+                partner[d] = int(g[1] if d == g[0] else g[0])
+        got = verify_pairs(self.reader, moved, np.asarray([partner[d] for d in moved.tolist()], dtype=np.int64))
+        self.stale |= got.stale
+        self.gone |= got.gone
+        bad = np.asarray(sorted(got.stale | got.gone), dtype=np.int64)
+        kept = [g[~np.isin(g, bad)] for g in groups]
+        return [g for g in kept if len(g) >= 2]
+
     def _recheck(self, left: np.ndarray, right: np.ndarray, found: np.ndarray) -> None:
         """Unmark (in ``found``) the stored pairs of a document whose file's stat moved since it
         was indexed (a stat per file, once per run): they are verified again instead."""
