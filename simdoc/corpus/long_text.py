@@ -86,7 +86,8 @@ class LongFile(LongText):
 
 class SpilledText(LongText):
     """Text read from a stream (stdin) into an anonymous temporary file, decoded as UTF-8
-    (undecodable bytes replaced by U+FFFD), as a short text from stdin is."""
+    (a leading byte-order mark dropped, undecodable bytes replaced by U+FFFD), as a short
+    text from stdin is."""
 
     def __init__(self, name: str, file: BinaryIO) -> None:
         super().__init__(name)
@@ -99,7 +100,7 @@ class SpilledText(LongText):
 
     def _pieces(self) -> Iterator[str]:
         self.file.seek(0)
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")  # a leading BOM dropped, as from a file
         while chunk := self.file.read(streaming.CHUNK_BYTES):
             yield decoder.decode(chunk)
         yield decoder.decode(b"", final=True)
@@ -129,10 +130,11 @@ def long_file(path: str, name: str, max_bytes: int | None, follow_symlinks: bool
 
 def read_stdin(stream: BinaryIO, name: str = "-") -> str | SpilledText:
     """The text on ``stream``: held whole up to LARGE_CHARS bytes, else copied to an anonymous
-    temporary file (in TMPDIR) and read from there each time it is shingled."""
+    temporary file (in TMPDIR) and read from there each time it is shingled. Decoded as a file
+    is (:func:`simdoc.corpus.files.read_document`): a leading byte-order mark is no text."""
     head = stream.read(streaming.LARGE_CHARS + 1)
     if len(head) <= streaming.LARGE_CHARS:
-        return head.decode("utf-8", "replace")
+        return head.decode("utf-8-sig", "replace")
     try:
         spill = tempfile.TemporaryFile(prefix="simdoc-stdin-")
         spill.write(head)
