@@ -27,8 +27,9 @@ from simdoc.shinglesets import ShingleSets
 MEASURES = ("set", "bag")
 SIGNATURE_BATCH_PAIRS = 1 << 16
 # A matrix larger than MAP_WHOLE_BYTES (memory-mapped) has its rows read in row order: the
-# distinct rows of a block of pairs copied out, its pages let go (see simdoc.memory) every
-# RELEASE_ROWS rows: sorted, they span a few MB of the matrix, each of its folios faulted in once.
+# distinct rows of a block of pairs copied out, its pages let go (see simdoc.memory) whenever the
+# rows read leave a window of RELEASE_BYTES of the matrix, and every RELEASE_ROWS rows: each of
+# its folios is faulted in once, and at most a window's are mapped at a time.
 # Read at random, a row can map far more than its page (Linux 6.18, ext4: large folios in the
 # page cache, ~2 MB a row), so pages were let go every 128 pairs: the 126,444 candidates of 10^6
 # JSON Lines records took 0.48 CPU-s of page faults so, in the main process, the other core idle.
@@ -36,6 +37,7 @@ SIGNATURE_BATCH_PAIRS = 1 << 16
 # block's gathered rows stay a few tens of MB whatever the permutations (16,384 pairs at 128).
 ESTIMATE_BYTES = 16 << 20
 RELEASE_ROWS = 1 << 12
+RELEASE_BYTES = 8 << 20
 # A matrix of at most this many bytes may be mapped whole while its pairs are estimated (its pages
 # let go once a batch, its rows read as the pairs name them): it bounds what mapping it can cost.
 # c100k's 48 MB matrix, 29,296 candidates: 0.154 -> 0.021 CPU-s, in the main process before verification.
@@ -110,12 +112,19 @@ def _batched(
 
 def _rows_in_order(signatures: np.ndarray, left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """The distinct rows of ``left`` and ``right`` copied out of a (memory-mapped) matrix in row
-    order, its pages let go every RELEASE_ROWS rows; and ``left``, ``right`` as rows of that copy."""
+    order, its pages let go at each RELEASE_BYTES window and every RELEASE_ROWS rows; and ``left``,
+    ``right`` as rows of that copy."""
     left, right = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
     needed, where = np.unique(np.concatenate([left, right]), return_inverse=True)
     rows = np.empty((len(needed), signatures.shape[1]), dtype=signatures.dtype)
-    for a in range(0, len(needed), RELEASE_ROWS):
-        rows[a : a + RELEASE_ROWS] = signatures[needed[a : a + RELEASE_ROWS]]
+    # Rows far apart (32,768 of 10^6 documents) spanned ~70 MB of the matrix in 4,096 rows, all of
+    # it mapped before it was let go: r1m's main process peaked at 743 MB, 515 MB so.
+    row_bytes = max(1, signatures.shape[1] * signatures.itemsize)
+    windows = needed // max(1, RELEASE_BYTES // row_bytes)
+    cuts = np.flatnonzero(windows[1:] != windows[:-1]) + 1
+    bounds = np.union1d(np.concatenate([[0], cuts, [len(needed)]]), np.arange(0, len(needed), RELEASE_ROWS))
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        rows[a:b] = signatures[needed[a:b]]
         release(signatures)
     where = where.reshape(-1)
     return rows, (where[: len(left)], where[len(left) :])

@@ -82,6 +82,7 @@ def test_estimates_let_the_pages_of_a_large_mapped_matrix_go_often(tmp_path, mon
     monkeypatch.setattr(similarity, "MAP_WHOLE_BYTES", sigs.nbytes if whole else sigs.nbytes - 1)
     monkeypatch.setattr(similarity, "ESTIMATE_BYTES", 2 * at_once * sigs.shape[1] * sigs.itemsize)
     monkeypatch.setattr(similarity, "RELEASE_ROWS", 16)
+    monkeypatch.setattr(similarity, "RELEASE_BYTES", sigs.nbytes)  # one window: cut by RELEASE_ROWS alone
     got = similarity.pair_estimates(mapped, left, right)
     assert np.array_equal(got, (sigs[left] == sigs[right]).mean(axis=1))
     if whole:
@@ -105,3 +106,35 @@ def test_a_block_of_estimates_copies_at_most_its_bytes_of_rows(num_perm):
     assert block >= 1
     assert block == 1 or 2 * block * num_perm * 4 <= similarity.ESTIMATE_BYTES
     assert 2 * (block + 1) * num_perm * 4 > similarity.ESTIMATE_BYTES
+
+
+@pytest.mark.parametrize("window_rows", [1, 3, 10, 64])
+def test_estimates_let_the_pages_go_once_the_rows_read_span_release_bytes(tmp_path, monkeypatch, window_rows):
+    """Rows read in row order are let go (the mapping's pages dropped) at each RELEASE_BYTES
+    window of the matrix they leave, not only every RELEASE_ROWS rows: rows far apart in a large
+    matrix would otherwise map all that lies between them. The same estimates."""
+    from simdoc import similarity
+
+    rng = np.random.default_rng(7)
+    sigs = rng.integers(0, 4, size=(500, 16), dtype=np.uint32)
+    left, right = rng.integers(0, 500, size=300), rng.integers(0, 500, size=300)
+    np.save(tmp_path / "s.npy", sigs)
+    mapped = np.load(tmp_path / "s.npy", mmap_mode="r")
+    read = []
+    real_getitem = np.memmap.__getitem__
+
+    def getitem(self, index):
+        if isinstance(index, np.ndarray) and self.shape == sigs.shape:
+            read.append(index.copy())
+        return real_getitem(self, index)
+
+    monkeypatch.setattr(np.memmap, "__getitem__", getitem)
+    monkeypatch.setattr(similarity, "MAP_WHOLE_BYTES", sigs.nbytes - 1)
+    monkeypatch.setattr(similarity, "RELEASE_ROWS", 40)
+    monkeypatch.setattr(similarity, "RELEASE_BYTES", window_rows * sigs.shape[1] * sigs.itemsize)
+    got = similarity.pair_estimates(mapped, left, right)
+    assert np.array_equal(got, (sigs[left] == sigs[right]).mean(axis=1))
+    needed = np.unique(np.concatenate([left, right]))
+    assert np.array_equal(np.concatenate(read), needed)  # each row once, in row order
+    for r in read:
+        assert len(r) <= 40 and r[0] // window_rows == r[-1] // window_rows
