@@ -391,7 +391,12 @@ def test_a_manifest_naming_another_folder_makes_dedup_list_nothing_there(pristin
             damage(work, pristine, [("corpus", elsewhere)])
             result, seen = invoke(["dedup", "--index", str(work / "idx"), "-j", "1", "-0"])
             assert result.exit_code == 0 and result.stdout == "", result.output
-            assert "a.txt: changed or gone since it was indexed, and it is the one to keep" in result.stderr
+            # Left out before dedup's own check (an exact copy whose file moved is read again on
+            # --index alone, simdoc.stages.results.Verifier.recheck_copies), or by it.
+            assert (
+                "a.txt: changed or gone since it was indexed, and it is the one to keep" in result.stderr
+                or "a.txt: could not be read again; its pairs are left out" in result.stderr
+            ), result.stderr
             assert _escapes(seen, work, pristine) == []
 
 
