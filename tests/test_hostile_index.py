@@ -278,7 +278,7 @@ def _printed_escapes(stdout: str, work: Path, base: Path) -> list[str]:
         if field == str(base / "query.txt"):
             continue  # query echoes the query file as given
         file_part = field.split("/#", 1)[0]
-        if str(base / "outside") in field or str(base / "mirror") in field:
+        if str(base / "outside") in file_part or str(base / "mirror") in file_part:
             bad.append(field)
         elif ".." in file_part.split("/"):
             bad.append(field)
