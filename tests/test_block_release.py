@@ -69,15 +69,7 @@ def test_estimates_let_the_pages_of_a_large_mapped_matrix_go_often(tmp_path, mon
     left, right = rng.integers(0, 300, size=1000), rng.integers(0, 300, size=1000)
     np.save(tmp_path / "s.npy", sigs)
     mapped = np.load(tmp_path / "s.npy", mmap_mode="r")
-    calls, read = [], []
-    real_getitem = np.memmap.__getitem__
-
-    def getitem(self, index):
-        if isinstance(index, np.ndarray) and self.shape == sigs.shape:
-            read.append(index.copy())
-        return real_getitem(self, index)
-
-    monkeypatch.setattr(np.memmap, "__getitem__", getitem)
+    calls, read = [], _rows_read(monkeypatch, sigs.shape)
     monkeypatch.setattr(similarity, "release", lambda *a: calls.append(a))
     monkeypatch.setattr(similarity, "MAP_WHOLE_BYTES", sigs.nbytes if whole else sigs.nbytes - 1)
     monkeypatch.setattr(similarity, "ESTIMATE_BYTES", 2 * at_once * sigs.shape[1] * sigs.itemsize)
@@ -120,15 +112,7 @@ def test_estimates_let_the_pages_go_once_the_rows_read_span_release_bytes(tmp_pa
     left, right = rng.integers(0, 500, size=300), rng.integers(0, 500, size=300)
     np.save(tmp_path / "s.npy", sigs)
     mapped = np.load(tmp_path / "s.npy", mmap_mode="r")
-    read = []
-    real_getitem = np.memmap.__getitem__
-
-    def getitem(self, index):
-        if isinstance(index, np.ndarray) and self.shape == sigs.shape:
-            read.append(index.copy())
-        return real_getitem(self, index)
-
-    monkeypatch.setattr(np.memmap, "__getitem__", getitem)
+    read = _rows_read(monkeypatch, sigs.shape)
     monkeypatch.setattr(similarity, "MAP_WHOLE_BYTES", sigs.nbytes - 1)
     monkeypatch.setattr(similarity, "RELEASE_ROWS", 40)
     monkeypatch.setattr(similarity, "RELEASE_BYTES", window_rows * sigs.shape[1] * sigs.itemsize)
@@ -138,3 +122,17 @@ def test_estimates_let_the_pages_go_once_the_rows_read_span_release_bytes(tmp_pa
     assert np.array_equal(np.concatenate(read), needed)  # each row once, in row order
     for r in read:
         assert len(r) <= 40 and r[0] // window_rows == r[-1] // window_rows
+
+
+def _rows_read(monkeypatch, shape: tuple[int, ...]) -> list[np.ndarray]:
+    """The row numbers each read of a mapped matrix of ``shape`` by an index array asked for, in order."""
+    read: list[np.ndarray] = []
+    real_getitem = np.memmap.__getitem__
+
+    def getitem(self, index):
+        if isinstance(index, np.ndarray) and self.shape == shape:
+            read.append(index.copy())
+        return real_getitem(self, index)
+
+    monkeypatch.setattr(np.memmap, "__getitem__", getitem)
+    return read
