@@ -44,6 +44,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from simdoc.kernel_choice import wanted
 from simdoc.minhash import MinHasher
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import VERIFY_SEEDS, ShingleSpec, shingle_texts
@@ -91,10 +92,10 @@ def sign_joined(
 
 
 def _sign_kernel(raw: bytes | np.ndarray, offsets: np.ndarray, spec: ShingleSpec, hasher: MinHasher, out, windows, handled, ascii=None) -> None:
-    from simdoc import kernels, kernels_bytes  # here: numba is imported only by a run that signs (see simdoc.jit)
-
-    if not kernels.ENABLED:
+    if not wanted():  # (simdoc.kernel_choice: a small stage, or no numba)
         return
+    from simdoc import kernels_bytes  # here: numba is imported only by a run that signs (see simdoc.jit)
+
     if ascii is None:
         ascii = raw.isascii() if isinstance(raw, bytes) else not (np.frombuffer(raw, dtype=np.uint8) >= 0x80).any()
     table = code_point_table(spec.lowercase, spec.unicode, ascii)
@@ -116,10 +117,8 @@ def _sign_reference(texts: Sequence[str | bytes], rest: np.ndarray, spec: Shingl
 def sets64_texts(texts: Sequence[str | bytes], spec: ShingleSpec) -> ShingleSets:
     """Exactly ``shingle_texts(texts, spec, form="sets64")`` (verification's 64-bit shingle
     sets), character shingles made by :func:`simdoc.kernels_bytes.sets64_utf8` in one pass."""
-    from simdoc import kernels, kernels_bytes
-
     n = len(texts)
-    if not n or spec.unit != "char" or not kernels.ENABLED:
+    if not n or spec.unit != "char" or not wanted():
         return shingle_texts(texts, spec, form="sets64")
     raw, offsets = _joined(texts)
     room = max(len(raw), 1)
@@ -146,9 +145,7 @@ def sets64_into(texts: Sequence[str | bytes], spec: ShingleSpec, data: np.ndarra
     as many values as the texts have UTF-8 bytes), and each text's row length, -1 for a text
     it declines (word shingles, no numba, a character the table cannot map): the caller
     shingles those the reference way (:func:`simdoc.shingling.shingle_texts`)."""
-    from simdoc import kernels
-
-    if not len(texts) or spec.unit != "char" or not kernels.ENABLED:
+    if not len(texts) or spec.unit != "char" or not wanted():
         return np.full(len(texts), -1, dtype=np.int64)
     raw, offsets = _joined(texts)
     return _sets64_joined(raw, offsets, spec, data, counts)
@@ -163,10 +160,8 @@ def sets64_spans(
     ``sets64_into`` of the decoded texts gives. A span that is not strict UTF-8 is
     declined (-1), as one that holds a character the table cannot map: the caller
     decodes it (``errors="replace"``) and shingles it the reference way."""
-    from simdoc import kernels
-
     n = len(starts)
-    if not n or spec.unit != "char" or not kernels.ENABLED:
+    if not n or spec.unit != "char" or not wanted():
         return np.full(n, -1, dtype=np.int64)
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     ends = np.ascontiguousarray(ends, dtype=np.int64)
@@ -177,9 +172,7 @@ def sets64_spans(
 def pair_sums_compiled(spec: ShingleSpec) -> bool:
     """Whether :func:`pair_sums_spans` compares texts shingled as ``spec`` says (character
     shingles, with numba), rather than declining every pair."""
-    from simdoc import kernels
-
-    return spec.unit == "char" and kernels.ENABLED
+    return spec.unit == "char" and wanted()
 
 
 def pair_sums_spans(raw: bytes | bytearray, starts: np.ndarray, ends: np.ndarray, spec: ShingleSpec) -> tuple[np.ndarray, np.ndarray]:

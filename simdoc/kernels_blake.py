@@ -11,8 +11,6 @@ buffer (``raw[bounds[i]:bounds[i + 1]]``) in one call, as RFC 7693 defines BLAKE
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 from simdoc.jit import CACHE, ENABLED
@@ -28,22 +26,20 @@ _IV = np.array(
 
 def blake2b_16(raw: bytes | np.ndarray, bounds: np.ndarray) -> np.ndarray:
     """``hashlib.blake2b(raw[bounds[i]:bounds[i + 1]], digest_size=16).digest()`` of each i, as an
-    (n, 16) uint8 array; by ``hashlib`` one at a time without numba."""
+    (n, 16) uint8 array. Callers go through :func:`simdoc.digests.blake2b_16`, which hashes with
+    ``hashlib`` where the kernels are not wanted (no numba, a small stage)."""
     n = len(bounds) - 1
     out = np.empty((max(n, 0), 16), dtype=np.uint8)
     if n <= 0:
         return out
     array = np.frombuffer(raw, dtype=np.uint8) if isinstance(raw, (bytes, bytearray, memoryview)) else raw
     bounds = np.ascontiguousarray(bounds, dtype=np.int64)
-    if ENABLED:
-        if array.flags.writeable:
-            array = array.view()
-            array.flags.writeable = False  # one build, for read-only bytes
-        _blake2b_16(array, bounds, _IV, out)
-        return out
-    view, at = memoryview(array), bounds.tolist()
-    for i in range(n):
-        out[i] = np.frombuffer(hashlib.blake2b(view[at[i] : at[i + 1]], digest_size=16).digest(), dtype=np.uint8)
+    if not ENABLED:
+        raise RuntimeError("kernels_blake.blake2b_16 needs numba: call simdoc.digests.blake2b_16")
+    if array.flags.writeable:
+        array = array.view()
+        array.flags.writeable = False  # one build, for read-only bytes
+    _blake2b_16(array, bounds, _IV, out)
     return out
 
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simdoc.errors import UsageError
+from simdoc.kernel_choice import wanted
 from simdoc.memory import release
 
 DEFAULT_RECALL = 0.95
@@ -201,9 +202,9 @@ def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
     n = signatures.shape[0]
     check_bands_rows(bands, rows, signatures.shape[1])
     out = np.empty((bands, n), dtype=np.uint64)
-    from simdoc import kernels
+    if signatures.dtype == np.uint32 and n and _compiled_order(n * bands):
+        from simdoc import kernels
 
-    if kernels.ENABLED and signatures.dtype == np.uint32 and n:
         seeds = np.array([((t + 1) * int(_GOLDEN)) & 0xFFFFFFFFFFFFFFFF for t in range(bands)], dtype=np.uint64)
         # A block of rows at a time, its pages of a memory-mapped matrix let go after it: the
         # matrix (512 MB at 10^6 documents) never counts whole in this process's resident size.
@@ -264,9 +265,7 @@ def stable_order(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _compiled_order(n: int) -> bool:
     if "numba" not in sys.modules and n < COMPILED_ORDER_AFTER:
         return False  # (simdoc.jit imports numba: asked only once it is loaded, or worth loading)
-    from simdoc.jit import ENABLED
-
-    return ENABLED
+    return wanted()
 
 
 def _compiled_order_of(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

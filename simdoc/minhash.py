@@ -51,6 +51,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from simdoc.errors import UsageError
+from simdoc.kernel_choice import wanted
 from simdoc.murmur import fmix32
 from simdoc.shinglesets import ShingleSets
 
@@ -149,16 +150,17 @@ class MinHasher:
         ndarray of shape (n_docs, num_perm), dtype uint32
             Row i is the signature of set i; an empty set's row is all 0xFFFFFFFF.
         """
-        from simdoc import kernels
-
         if out is None:
             out = np.empty((sets.n_docs, self.num_perm), dtype=np.uint32)
+        compiled = wanted()
+        if compiled:
+            from simdoc import kernels
         if self.scheme == "oph":
-            if kernels.ENABLED:
+            if compiled:
                 kernels.oph_csr(sets.indptr, sets.data, self.oph_key, self.probe_key, out)
                 return out
             return _oph_rows(sets, self.num_perm, self.oph_key, self.probe_key, out)
-        if kernels.ENABLED:
+        if compiled:
             kernels.minhash_csr(sets.indptr, sets.data, self.a, self.b, out)
             return out
         return _min_rows(sets, self.hash_values, self.num_perm, np.uint32, out)
@@ -287,9 +289,9 @@ class SignatureFold:
         if h.scheme != "oph":
             np.minimum(self.sig, h.signatures(ShingleSets(np.array([0, len(data)], np.int64), data))[0], out=self.sig)
             return
-        from simdoc import kernels
+        if wanted():
+            from simdoc import kernels
 
-        if kernels.ENABLED:
             kernels.oph_bins(data, h.oph_key, self.sig, self.filled)
             return
         with np.errstate(over="ignore"):

@@ -49,6 +49,7 @@ import mmh3
 import numpy as np
 
 from simdoc.errors import UsageError
+from simdoc.kernel_choice import wanted
 from simdoc.murmur import murmur_windows
 from simdoc.shinglesets import ShingleSets
 from simdoc.workspace import workspace
@@ -194,9 +195,9 @@ def shingle_texts(
         raise ValueError(f"form must be one of {FORMS}, got {form!r}")
     spec = spec or ShingleSpec()
     k = spec.k
-    from simdoc import kernels
+    if spec.unit == "char" and not normalised and wanted():
+        from simdoc import kernels
 
-    if spec.unit == "char" and not normalised and kernels.ENABLED:
         # Same result as normalise() + the path below, without building split lists. ASCII
         # documents given as bytes go to the kernel as they are, which lowercases them.
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
@@ -278,11 +279,11 @@ def _shingles_of_tokens(
 
 def unique_rows(indptr: np.ndarray, data: np.ndarray) -> ShingleSets:
     """Each CSR row of 64-bit values sorted, repeats folded into counts."""
-    from simdoc import kernels
-
     indptr = np.asarray(indptr, dtype=np.int64)
     n = len(indptr) - 1
-    if kernels.ENABLED:
+    if wanted():
+        from simdoc import kernels
+
         data = np.asarray(data, dtype=np.uint64)
         out = np.empty(len(data), dtype=np.uint64)
         counts = np.empty(len(data), dtype=np.uint32)
@@ -311,12 +312,12 @@ def _window_stream(
     tokens: np.ndarray, lengths: np.ndarray, k: int, anchors: np.ndarray | None, seed: int, views: bool
 ) -> ShingleSets:
     """The hash of every window of each document, in text order, repeats kept (counts all 1)."""
-    from simdoc import kernels
-
     n = len(lengths)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    if kernels.ENABLED:
+    if wanted():
+        from simdoc import kernels
+
         ws = workspace()
         cap = max(len(tokens), 1)
         longest = int(lengths.max()) if n else 1
@@ -344,9 +345,7 @@ def _sets_from_tokens(
     tokens: np.ndarray, lengths: np.ndarray, k: int, anchors: np.ndarray | None, views: bool = False
 ) -> ShingleSets:
     """Window hashes of each document's token run → sorted unique sets with counts."""
-    from simdoc import kernels
-
-    if kernels.ENABLED:
+    if wanted():
         return _sets_from_tokens_compiled(tokens, lengths, k, anchors, views)
     return _sets_from_tokens_numpy(tokens, lengths, k, anchors)
 

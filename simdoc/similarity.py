@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from simdoc.kernel_choice import wanted
 from simdoc.memory import release
 from simdoc.shinglesets import ShingleSets
 
@@ -269,9 +270,9 @@ def span_sums(data: np.ndarray, counts: np.ndarray, spans_a: np.ndarray, spans_b
 
 def _sums(indptr: np.ndarray, data: np.ndarray, counts: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     out = np.zeros((len(left), 5), np.int64)
-    from simdoc import kernels  # here: numba is imported only by a run that compiles or calls a kernel
+    if wanted():
+        from simdoc import kernels  # here: numba is imported only by a run that compiles or calls a kernel
 
-    if kernels.ENABLED:
         kernels.pair_sums(indptr, data, counts, left, right, out)
         return out
     for p, (a, b) in enumerate(zip(left.tolist(), right.tolist())):  # the kernel's reference

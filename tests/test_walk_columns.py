@@ -181,7 +181,7 @@ def test_a_folder_lists_names_sorting_before_and_after_a_dot_and_drops_hidden_on
 
 
 @pytest.mark.skipif(not kernels_walk.AVAILABLE, reason="no compiled loop here")
-def test_a_walk_takes_the_compiled_loop_once_a_file_written_since_the_last_scan_is_listed_and_not_before(tmp_path, monkeypatch):
+def test_a_walk_takes_the_compiled_loop_once_enough_bytes_written_since_the_last_scan_are_listed_and_not_before(tmp_path, monkeypatch):
     for d in ("a", "b", "c"):
         (tmp_path / d).mkdir()
         for i in range(3):
@@ -191,7 +191,8 @@ def test_a_walk_takes_the_compiled_loop_once_a_file_written_since_the_last_scan_
     after_all = max(os.lstat(p).st_ctime_ns for p in tmp_path.rglob("*")) + 1
     reference = discover(tmp_path, columns=True)[0]
 
-    def walked(since: dict[int, int]):
+    def walked(since: dict[int, int] | None, budget: int = 1):
+        monkeypatch.setattr(folders, "SMALL_BYTES", budget)  # bytes of new files before numba is worth loading
         monkeypatch.setattr(folders, "_COMPILED", [None])
         monkeypatch.setattr(folders, "_STATED", [0])
         monkeypatch.setattr(folders, "COMPILED_AFTER", 10**9)
@@ -204,6 +205,10 @@ def test_a_walk_takes_the_compiled_loop_once_a_file_written_since_the_last_scan_
     assert walked({dev: after_all}) is None  # nothing written since: numba is not loaded
     assert walked({dev + 1: 0}) is None  # another device's clock says nothing of this one
     assert walked({dev: 0}) is kernels_walk.stat_names  # every file is newer: loaded at the first folder
+    assert walked(None) is kernels_walk.stat_names  # a new build: every file is to be read
+    assert walked({dev: 0}, budget=24) is kernels_walk.stat_names  # 9 files of 3 bytes: past 24 in the third folder
+    assert walked({dev: 0}, budget=28) is None  # 27 bytes in all: too few to load numba for
+    assert walked(None, budget=28) is None
     # Its mode changed (a newer change time), its modification time old: not a write, nothing to sign.
     os.chmod(tmp_path / "b" / "1.txt", 0o600)
     os.utime(tmp_path / "b" / "1.txt", ns=(st_.st_atime_ns, 1_000_000_000))

@@ -11,11 +11,10 @@ The values are exactly those of ``os.lstat``.
 Two ways to the same rows: ``os.lstat`` a name (a comprehension with
 ``dir_fd``), and the compiled loop of :mod:`simdoc.kernels_walk` (``statx``,
 no Python object a file; c100k: 0.45 -> 0.29 CPU-s, c1m: 4.5 -> 2.8). The
-compiled one is taken where numba is loaded anyway (a build that signs every
-file calls :func:`compiled_now`; an update, from the first folder holding a
-file written since the last scan: :func:`changes_since`), or once a walk is
-long enough to pay for loading it (:data:`COMPILED_AFTER`): a run that finds
-nothing changed in 10^5 files imports no numba.
+compiled one is taken where numba is loaded anyway (a build or an update, once
+it has listed a few MB of files to sign: :func:`changes_since`), or once a
+walk is long enough to pay for loading it (:data:`COMPILED_AFTER`): a run
+that finds nothing changed in 10^5 files imports no numba.
 
 What is passed over, and why, is a :class:`Skipped`.
 """
@@ -35,6 +34,7 @@ from operator import attrgetter, itemgetter
 
 import numpy as np
 
+from simdoc.kernel_choice import SMALL_BYTES
 from simdoc.corpus.globs import may_hold, selected
 from simdoc.corpus.names import walk_key, walk_keys
 
@@ -155,20 +155,21 @@ def _numba_loaded() -> bool:
     return "numba" in sys.modules
 
 
-_SINCE: list = [None]  # {device: time} of changes_since, while a walk watches for them
+_SINCE: list = [None]  # [{device: time} or None (every file), bytes seen] of changes_since, while a walk watches
 
 
 @contextlib.contextmanager
-def changes_since(newest: dict[int, int]) -> Iterator[None]:
-    """Within: once a folder holds a file written after ``newest`` (per device, the last scan's
-    clock: :func:`simdoc.stages.racy.newest_ctimes`), the rest of the walk takes the compiled loop.
+def changes_since(newest: dict[int, int] | None) -> Iterator[None]:
+    """Within: once the walk has listed :data:`simdoc.kernel_choice.SMALL_BYTES` of files written
+    after ``newest`` (per device, the last scan's clock: :func:`simdoc.stages.racy.newest_ctimes`;
+    None: every file, a build that reads them all), the rest of the walk takes the compiled loop.
 
-    Such a file (its change and modification times both newer: a write, not a chmod or a
-    ``touch -d``) will be read and signed, which loads numba anyway; loaded then rather than
-    after the walk, it stats the remaining files for less (a nightly update of c100k: ~0.1
-    CPU-s). A night that changed nothing, or only times and modes, loads nothing. Which loop
-    stats a file never changes its row."""
-    _SINCE[0] = newest or None
+    Such files (their change and modification times both newer: a write, not a chmod or a
+    ``touch -d``) will be read and signed, by the kernels once they are that many bytes
+    (:mod:`simdoc.kernel_choice`), which loads numba anyway; loaded then rather than after the
+    walk, it stats the remaining files for less (c100k: 0.45 -> 0.29 CPU-s). A night that changed
+    a few files, or only times and modes, loads nothing. Which loop stats a file never changes its row."""
+    _SINCE[0] = [newest, 0] if newest is None or newest else None
     try:
         yield
     finally:
@@ -176,17 +177,23 @@ def changes_since(newest: dict[int, int]) -> Iterator[None]:
 
 
 def _watch(rows: np.ndarray) -> None:
-    """Load the compiled loop if ``rows`` (a folder's, by os.lstat) hold a file written since :data:`_SINCE`."""
-    since = _SINCE[0]
-    if since is None or _COMPILED[0] is not None or not len(rows):
+    """Load the compiled loop once the files of ``rows`` (a folder's, by os.lstat) written since
+    :data:`_SINCE` add up to :data:`~simdoc.kernel_choice.SMALL_BYTES`."""
+    watch = _SINCE[0]
+    if watch is None or _COMPILED[0] is not None or not len(rows):
         return
-    if int(rows[:, CTIME].max()) <= min(since.values()):  # most folders: one look (~2 us, not ~10)
-        return
-    for dev, bound in since.items():
-        on = rows[:, DEV] == dev
-        if (on & (rows[:, CTIME] > bound) & (rows[:, MTIME] > bound) & ((rows[:, MODE] & 0o170000) == stat.S_IFREG)).any():
-            _COMPILED[0] = _load_compiled()
+    since = watch[0]
+    new = (rows[:, MODE] & 0o170000) == stat.S_IFREG
+    if since is not None:
+        if int(rows[:, CTIME].max()) <= min(since.values()):  # most folders: one look (~2 us, not ~10)
             return
+        written = np.zeros(len(rows), dtype=bool)
+        for dev, bound in since.items():
+            written |= (rows[:, DEV] == dev) & (rows[:, CTIME] > bound) & (rows[:, MTIME] > bound)
+        new &= written
+    watch[1] += int(rows[new, SIZE].sum())
+    if watch[1] >= SMALL_BYTES:
+        _COMPILED[0] = _load_compiled()
 
 
 def compiled_now() -> bool:

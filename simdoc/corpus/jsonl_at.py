@@ -21,6 +21,7 @@ import os
 
 import numpy as np
 
+from simdoc.kernel_choice import wanted
 from simdoc.corpus import jsonl_ranges
 from simdoc.corpus.files import ReadResult, as_file, open_regular
 from simdoc.corpus.formats import MEMBER_BYTES, _JsonlMembers
@@ -123,14 +124,16 @@ def line_utf8(
 ) -> list[bytes | None]:
     """:func:`line_texts` as UTF-8 (surrogates passed: the bytes a text's digest is of): the usual
     lines (:mod:`simdoc.kernels_json`) by one scanner call, the others by :func:`member_text`."""
-    from simdoc.kernels_json import scan_lines  # here: numba is imported only by a run that calls a kernel
-
     offsets, lengths = np.asarray(offsets, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
     lines = lines_at(path, offsets, lengths, follow_symlinks)
     out: list[bytes | None] = [None] * len(lines)
     whole = [i for i, (line, n) in enumerate(zip(lines, lengths.tolist())) if line is not None and len(line) == n]
     joined = b"\n".join([lines[i] for i in whole])
-    scanned = scan_lines(joined, len(joined), text_field, MEMBER_BYTES) if jsonl_ranges.FAST and whole else None
+    scanned = None
+    if jsonl_ranges.FAST and whole and wanted():
+        from simdoc.kernels_json import scan_lines  # here: numba is imported only by a run that calls a kernel
+
+        scanned = scan_lines(joined, len(joined), text_field, MEMBER_BYTES)
     # One line a member: a line that holds a newline now (edited since) would shift the rest.
     if scanned is not None and len(scanned.starts) == len(whole):
         longest = None if max_bytes is None else max_bytes // 4  # a longer text may need cutting: member_text

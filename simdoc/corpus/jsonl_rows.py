@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from simdoc.kernel_choice import wanted
 from simdoc.corpus.files import BINARY_SNIFF
 from simdoc.corpus.formats import _Binary, add_line, member_id
 
@@ -111,9 +112,7 @@ class Rows:
 
 def can_scan(text_field: str) -> bool:
     """Whether :func:`read_block` can read lines for this text field (numba, a field name in UTF-8)."""
-    from simdoc.jit import ENABLED  # here: numba is imported only by a run that reads a range
-
-    if not ENABLED:
+    if not wanted():  # (simdoc.kernel_choice: no numba, or a stage too small to load it for)
         return False
     try:
         text_field.encode("utf-8")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simdoc.kernel_choice import wanted
 from simdoc.bytesign import sign_joined, sign_texts
 from simdoc.corpus.files import BINARY_SNIFF, NOFOLLOW, PLAIN_OPEN, plain_text, read_plain
 from simdoc.corpus.objects import is_url
@@ -131,7 +132,9 @@ def available() -> bool:
     """Whether the compiled loop can be had (numba, Linux, a C library with ``statx``): else
     files are read one by one. Found out once, by reading a file of Python's own with it: the
     loop is linked to the C library's functions when first called, and an old one (glibc before
-    2.28) has no ``statx``."""
+    2.28) has no ``statx``. Not in a stage too small to load the kernels for (:mod:`simdoc.kernel_choice`)."""
+    if not wanted():
+        return False
     if not _USABLE:
         _USABLE.append(_works())
     return _USABLE[0]

@@ -28,6 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from simdoc.digests import blake2b_16
 from simdoc.corpus.files import ReadResult, compression_of, read_document
 from simdoc.corpus.formats import (
     WEB_EXTRA,
@@ -357,8 +358,6 @@ def member_identities(digests: np.ndarray, how: str) -> np.ndarray:
     ``whole``, with these (n, 16) digests, as an (n, 16) array: these do not depend on the id
     (a file read whole is not compressed: its name says so), so a task's are made at once, by
     one call of the BLAKE2b kernel over the digests and their tails."""
-    from simdoc.kernels_blake import blake2b_16  # here: numba is imported only by a run that calls a kernel
-
     digests = np.asarray(digests, dtype=np.uint8).reshape(-1, 16)
     tail = np.frombuffer(identity_tail(how), dtype=np.uint8)
     keyed = np.concatenate([digests, np.broadcast_to(tail, (len(digests), len(tail)))], axis=1)

@@ -29,6 +29,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from simdoc.kernel_choice import wanted
 from simdoc.corpus import objects
 from simdoc.errors import UsageError
 from simdoc.interrupts import held_while_forking, quiet_worker
@@ -106,11 +107,13 @@ class LocalEngine:
             for task in itertools.chain(head, tasks):
                 yield func(task)
             return
-        from simdoc import kernels, kernels_bytes
         from simdoc.corpus import plain_batch
 
-        kernels.warm_up()  # compiled once here; forked workers inherit the machine code
-        kernels_bytes.warm_up()
+        if wanted():  # (not in a stage too small to load the kernels for: simdoc.kernel_choice)
+            from simdoc import kernels, kernels_bytes
+
+            kernels.warm_up()  # compiled once here; forked workers inherit the machine code
+            kernels_bytes.warm_up()
         # And whether the small files' compiled read works here (its loop loaded and called once):
         # found out in each forked worker otherwise, ~20 ms of each one's start (verification at -j 2).
         plain_batch.available()

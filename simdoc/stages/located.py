@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simdoc.digests import blake2b_16
 from simdoc.corpus.files import compression_of
 from simdoc.corpus.jsonl_at import line_utf8
 from simdoc.store.doctable import HOW, DocsTable
@@ -54,8 +55,6 @@ def jsonl_members(
 ) -> Located:
     """The members of plain JSON Lines files among ``docs`` read at their places (see the module
     docstring); ``confined`` gives a source's path to open, or None (not to be opened)."""
-    from simdoc.kernels_blake import blake2b_16  # here: numba is imported only by a run that calls a kernel
-
     docs = np.asarray(docs, dtype=np.int64)
     c = table.columns
     jsonl = np.flatnonzero(np.asarray(c["how"][docs]) == JSONL)

@@ -31,10 +31,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from simdoc.corpus.folders import changes_since, compiled_now
+from simdoc.corpus.files import compression_of
+from simdoc.corpus.folders import changes_since
 from simdoc.corpus.objects import is_url
+from simdoc.corpus.parquet import is_parquet
 from simdoc.corpus.walk import Entries, FileEntry, Skipped, discover_sources
 from simdoc.errors import CorpusError
+from simdoc.kernel_choice import SMALL_BYTES
 from simdoc.params import ShingleParams
 from simdoc.stages.common import corpus_name
 from simdoc.stages.racy import index_clock, newest_ctimes, racy_mask
@@ -166,11 +169,11 @@ def scan_corpus(
 ) -> Scan:
     """The corpus walked now, and, if the current build has these parameters (``same_params``),
     its docs table."""
-    if not same_params:
-        compiled_now()  # every file is read and signed: numba is imported anyway, its walk is quicker
     clock = index_clock(index)  # before the listing: see simdoc.stages.racy
     old_newest = {int(dev): int(ns) for dev, ns in stored.get("newest_ctime", [])} if same_params else {}
-    with changes_since(old_newest):  # a file written since the last scan: the compiled walk (it will be signed)
+    # Files written since the last scan (every file, for a new build) are read and signed: past a
+    # few MB of them (simdoc.kernel_choice) numba is loaded for that, and the walk takes its loop.
+    with changes_since(old_newest if same_params else None):
         _, entries, skipped = discover_sources(
             corpus,
             exclude=[index],
@@ -249,6 +252,11 @@ def scan_id_of(listing: Listing, skipped: list[Skipped]) -> str:
 _ID_BLOCK = 1 << 14  # files hashed at once by scan_id_of
 
 
+# How many bytes of text a byte of a compressed file holds, about (gzip on prose: 3-4; JSON Lines of
+# a crawl: up to 10): only to tell a small stage from a large one (simdoc.kernel_choice).
+PACKED_RATIO = 8
+
+
 @dataclass
 class Plan:
     """What to do with each file listed, in corpus order, as columns."""
@@ -270,6 +278,22 @@ class Plan:
         """(entry, digest indexed, keep without reading) of every file, in corpus order."""
         for i, (e, keep) in enumerate(zip(self.entries, self.keep.tolist())):
             yield e, self.digest(i), keep
+
+    def volume(self) -> int:
+        """About how many bytes of text the files not kept hold (what :mod:`simdoc.kernel_choice`
+        decides by): their sizes, a compressed or Parquet file's :data:`PACKED_RATIO` times."""
+        rows = np.flatnonzero(~self.keep)
+        if isinstance(self.entries, Entries):
+            sizes = self.entries.stat[rows, STAT_COLUMNS.index("file_size")]
+        else:
+            sizes = np.array([self.entries[i].size for i in rows.tolist()], dtype=np.int64)
+        total = int(sizes.sum())
+        if total >= SMALL_BYTES:  # large however it is packed: no name looked at
+            return total
+        ids = self.entries.ids if isinstance(self.entries, Entries) else None
+        named = (ids[i] if ids is not None else self.entries[i].id for i in rows.tolist())
+        packed = np.fromiter((compression_of(n) is not None or is_parquet(n) for n in named), dtype=bool, count=len(rows))
+        return total + (PACKED_RATIO - 1) * int(sizes[packed].sum())
 
     def to_read(self, lean: bool = False) -> ToRead:
         """The files not kept, as :meth:`__iter__` gives them (what :func:`simdoc.stages.scan.scan_tasks`

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simdoc.digests import blake2b_16
 from simdoc.bytesign import sign_joined
 from simdoc.corpus import streaming
 from simdoc.corpus.formats import member_id
@@ -46,8 +47,6 @@ def rows_batch(task, got: FileRead, piece: Piece, how: str, hasher) -> BatchResu
     outcome.n_docs = n
     # Each text's digest from its UTF-8 bytes in the buffer, as text_digest encodes it, and its
     # identity (simdoc.corpus.read.member_identities), all in one compiled call each.
-    from simdoc.kernels_blake import blake2b_16  # here: numba is imported only by a run that calls a kernel
-
     digests = blake2b_16(rows.raw, rows.bounds)
     identities = member_identities(digests, how)
     sigs = np.empty((n, task.signature.num_perm), dtype=np.uint32)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simdoc import kernel_choice
 from simdoc.engines import Engine
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.stages.plan import Plan, Scan
@@ -59,7 +60,7 @@ def reread_racy(
     plan = Plan(scan.entries, ~todo, np.where(todo, first, -1), scan.joined, scan.old)
     tasks = scan_tasks(files_to_read(plan, False), shingle, signer, None, lambda e: racy(e, scan.newest), os.path.abspath(index))
     n = 0
-    with contextlib.closing(joined(engine.map(scan_batch, tasks), index)) as results:
+    with kernel_choice.reads(plan.volume()), contextlib.closing(joined(engine.map(scan_batch, tasks), index)) as results:
         for batch in results:
             for outcome in batch.files:
                 if not outcome.unchanged or outcome.warning:  # a warning is given as the table is made

@@ -32,6 +32,7 @@ from pathlib import Path
 from simdoc.corpus.formats import MEMBER_IDS
 from simdoc.corpus.walk import is_warc, resolve_sources
 from simdoc.engines import DaskEngine, Engine
+from simdoc import kernel_choice
 from simdoc.engines.local import LocalEngine
 from simdoc.errors import IndexError_
 from simdoc.params import ShingleParams, SignatureParams, with_legacy
@@ -114,9 +115,11 @@ def build_shingles(
         parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
         collector = Collector(store, manifest, settings, scan, plan, parts is not None, replaced)
         try:
+            # A stage that reads a few MB runs the numpy reference, numba never imported (simdoc.kernel_choice).
+            volume = plan.volume() if parts is None else kernel_choice.SMALL_BYTES  # (a Dask worker uses the kernels)
             tasks = scan_tasks(files_to_read(plan, parts is not None), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
             ran = resumed(engine, tasks) if parts is not None else engine.map(scan_staged, staged(tasks, store.path))
-            with contextlib.closing(joined(ran, index)) as results:
+            with kernel_choice.reads(volume), contextlib.closing(joined(ran, index)) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
             if _same_build(settings, scan) and collector.nothing_new():
                 # Only racily clean files were read, and their bytes are the ones indexed.
@@ -125,7 +128,8 @@ def build_shingles(
                 remove_scan_parts(store)
                 return collector.result(False, time.perf_counter() - t0, f"up to date ({collector.n_read} racily clean files re-read)")
             collector.check_some_read(corpus)
-            table, stage, sig_stage = _write_build(store, settings, scan, collector, engine)
+            with kernel_choice.reads(volume):
+                table, stage, sig_stage = _write_build(store, settings, scan, collector, engine)
         except BaseException:
             collector.abort()
             remove_spilled(collector.sets_parts)

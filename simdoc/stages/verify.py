@@ -59,7 +59,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simdoc import similarity
+from simdoc import kernel_choice, similarity
 from simdoc.bytesign import pair_sums_compiled, sets64_spans
 from simdoc.corpus import streaming
 from simdoc.corpus.objects import is_url, still_there
@@ -125,6 +125,13 @@ def verify_pairs(
     ok = np.ones(n_pairs, dtype=bool)
     if not n_pairs:
         return Verified(set_j, bag_j, ok, set(), set())
+    # A few MB of documents to read are shingled by the numpy reference, numba never imported (simdoc.kernel_choice).
+    sizes = np.asarray(reader.table.columns["size"])
+    with kernel_choice.reads(int(sizes[np.unique(np.concatenate((left, right)))].sum())):
+        return _verified(reader, left, right, jobs, budget, progress, set_j, bag_j, ok)
+
+
+def _verified(reader: DocumentReader, left, right, jobs: int, budget: int, progress, set_j, bag_j, ok) -> Verified:
     label = components(left, right, len(reader.table))
     order = np.lexsort((right, left, label))
     ol, orr, label = left[order], right[order], label[order]

@@ -1,0 +1,59 @@
+"""Compiled kernels or their numpy reference, chosen by how much a run reads.
+
+The compiled kernels (numba: :mod:`simdoc.jit`) cost something before they
+do anything: importing numba and loading the cached machine code take
+~0.7 s of each process that uses them, and the very first run on a
+machine compiles them, which takes one or two minutes. Their numpy
+reference gives byte-identical signatures, digests and Jaccards (the tests
+hold both to it), and signs a few MB in less time than that. So a stage
+that reads less than :data:`SMALL_BYTES` (the sample corpus, a course's
+submissions, a nightly update that changed a few hundred files) runs the
+reference and never imports numba; a larger one runs the kernels.
+
+:func:`reads` is the stage's say (how many bytes it will read, for the time
+it runs); :func:`wanted` is what every caller of a kernel asks first. Once
+numba is loaded in a process (a larger stage before, a test), it is used:
+it costs nothing more. Forked workers inherit the choice of the process
+that forked them; a Dask worker uses the kernels.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+
+# Below this many bytes read, the numpy reference: measured on this project's 2-core VM, 1,000
+# files of 5.4 MB signed and verified by it in 1.15 CPU-s, by the cached kernels in 1.09 (numba's
+# import and load included), so the two meet near 5 MB; a first run's compile is not counted.
+SMALL_BYTES = 4 << 20
+
+_SMALL = [False]  # inside reads(n) with n < SMALL_BYTES
+
+
+@contextlib.contextmanager
+def reads(nbytes: int) -> Iterator[None]:
+    """Within: a stage that reads ``nbytes`` of documents; below :data:`SMALL_BYTES`, kernels
+    are not loaded for it (:func:`wanted`)."""
+    before = _SMALL[0]
+    _SMALL[0] = nbytes < SMALL_BYTES
+    try:
+        yield
+    finally:
+        _SMALL[0] = before
+
+
+def small() -> bool:
+    """Whether the current stage reads too little to load the kernels for (:func:`reads`)."""
+    return _SMALL[0] and "numba" not in sys.modules
+
+
+def wanted() -> bool:
+    """Whether to call the compiled kernels now (else the numpy reference): numba is enabled
+    (:data:`simdoc.jit.ENABLED`), and loaded already or worth loading. Asked before a kernel
+    module is imported, since that imports numba."""
+    if small():
+        return False
+    from simdoc import jit
+
+    return jit.ENABLED
