@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simdoc.corpus.folders as folders
-from simdoc import kernels_walk
+from simdoc import kernel_choice, kernels_walk
 from simdoc.corpus.walk import discover, walk
 
 
@@ -192,7 +192,7 @@ def test_a_walk_takes_the_compiled_loop_once_enough_bytes_written_since_the_last
     reference = discover(tmp_path, columns=True)[0]
 
     def walked(since: dict[int, int] | None, budget: int = 1):
-        monkeypatch.setattr(folders, "SMALL_BYTES", budget)  # bytes of new files before numba is worth loading
+        monkeypatch.setattr(kernel_choice, "SMALL_BYTES", budget)  # bytes of new files before numba is worth loading
         monkeypatch.setattr(folders, "_COMPILED", [None])
         monkeypatch.setattr(folders, "_STATED", [0])
         monkeypatch.setattr(folders, "COMPILED_AFTER", 10**9)

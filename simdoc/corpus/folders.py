@@ -34,7 +34,7 @@ from operator import attrgetter, itemgetter
 
 import numpy as np
 
-from simdoc.kernel_choice import SMALL_BYTES
+from simdoc import kernel_choice
 from simdoc.corpus.globs import may_hold, selected
 from simdoc.corpus.names import walk_key, walk_keys
 
@@ -192,7 +192,7 @@ def _watch(rows: np.ndarray) -> None:
             written |= (rows[:, DEV] == dev) & (rows[:, CTIME] > bound) & (rows[:, MTIME] > bound)
         new &= written
     watch[1] += int(rows[new, SIZE].sum())
-    if watch[1] >= SMALL_BYTES:
+    if watch[1] >= kernel_choice.SMALL_BYTES:
         _COMPILED[0] = _load_compiled()
 
 

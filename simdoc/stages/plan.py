@@ -36,8 +36,8 @@ from simdoc.corpus.folders import changes_since
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.parquet import is_parquet
 from simdoc.corpus.walk import Entries, FileEntry, Skipped, discover_sources
+from simdoc import kernel_choice
 from simdoc.errors import CorpusError
-from simdoc.kernel_choice import SMALL_BYTES
 from simdoc.params import ShingleParams
 from simdoc.stages.common import corpus_name
 from simdoc.stages.racy import index_clock, newest_ctimes, racy_mask
@@ -288,7 +288,7 @@ class Plan:
         else:
             sizes = np.array([self.entries[i].size for i in rows.tolist()], dtype=np.int64)
         total = int(sizes.sum())
-        if total >= SMALL_BYTES:  # large however it is packed: no name looked at
+        if total >= kernel_choice.SMALL_BYTES:  # large however it is packed: no name looked at
             return total
         ids = self.entries.ids if isinstance(self.entries, Entries) else None
         named = (ids[i] if ids is not None else self.entries[i].id for i in rows.tolist())
