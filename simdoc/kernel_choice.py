@@ -5,7 +5,7 @@ do anything: importing numba and loading the cached machine code take
 ~0.7 s of each process that uses them, and the very first run on a
 machine compiles them, which takes one or two minutes. Their numpy
 reference gives byte-identical signatures, digests and Jaccards (the tests
-hold both to it), and signs a few MB in less time than that. So a stage
+hold both to it), and signs and verifies a MB or two in less time than that. So a stage
 that reads less than :data:`SMALL_BYTES` (the sample corpus, a course's
 submissions, a nightly update that changed a few hundred files) runs the
 reference and never imports numba; a larger one runs the kernels.
@@ -23,10 +23,13 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
-# Below this many bytes read, the numpy reference: measured on this project's 2-core VM, 1,000
-# files of 5.4 MB signed and verified by it in 1.15 CPU-s, by the cached kernels in 1.09 (numba's
-# import and load included), so the two meet near 5 MB; a first run's compile is not counted.
-SMALL_BYTES = 4 << 20
+# Below this many bytes read, the numpy reference. Measured on this project's 2-core VM (CPU-s of
+# a whole `simdoc pairs --new` update, numba's import and load included, cached kernels):
+# 10^4 files with 0.54 MB edited, reference 0.57-0.69 against kernels 1.30-1.35; 3.8 MB edited,
+# 1.46-1.66 against 1.70-1.78; 10^5 files with 3 MB edited (and ~3 MB verified), 2.94-2.96
+# against 2.45-3.01. They meet at 3-4 MB a stage; a run has two such stages (sign, verify), so
+# the bound is half that. A first run's compile (one or two minutes) is not counted.
+SMALL_BYTES = 2 << 20
 
 _SMALL = [False]  # inside reads(n) with n < SMALL_BYTES
 
