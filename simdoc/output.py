@@ -4,7 +4,9 @@ Every format carries the same four fields in the same order::
 
     doc_a  doc_b  estimated  jaccard
 
-``doc_a < doc_b`` (document ids, i.e. paths relative to the corpus), floats
+``doc_a < doc_b`` (document ids, i.e. paths relative to the corpus, compared as
+Python strings: by code point, which is byte order for valid UTF-8, a byte
+that is not UTF-8 counting as U+DC80..U+DCFF; README "Output"), floats
 with 4 decimals, records ordered by jaccard descending, then doc_a, doc_b.
 When pairs are not verified (``--no-verify``) the jaccard field is empty in
 tsv/csv and ``null`` in jsonl, and the order follows the estimate.
