@@ -94,6 +94,16 @@ def unescape_name(text: str) -> str:
     return _UNESCAPE.sub(_unescape_one, text)
 
 
+# Control characters but the whitespace a text is laid out with (tab, newline, VT, FF, CR).
+_TEXT_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+
+
+def visible_text(text: str) -> str:
+    """Document text as ``show`` prints it for people: its control characters escaped as a name's
+    are (ESC: ``\\x1b``, C1: ``\\u00NN``), so that none reaches the terminal; the rest as it is."""
+    return _TEXT_CONTROL.sub(lambda m: _escape_one(m.group()), text)
+
+
 # Lone surrogates: a byte of a file name that is not UTF-8 (surrogateescape), or one a JSON
 # Lines member id spelt as an escape; and DEL and the C1 controls, which json.dumps leaves raw
 # (it escapes C0 itself). JSON writes them as \\uXXXX escapes, never raw.

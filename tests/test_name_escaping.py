@@ -181,3 +181,13 @@ def test_stats_escapes_the_sample_member(run, tmp_path):
     assert r.exit_code == 0, r.stderr
     assert not _CONTROL.search(r.stdout)
     assert "esc\\x1b[31mred.txt  (a group of exact copies)" in r.stdout
+
+
+def test_show_prints_control_characters_of_the_text_visibly(run, tmp_path):
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", "The quick brown \x1b[2J\x1b]0;owned\x07fox jumps over the lazy dog\x9b31m while the farmer sleeps.\n")
+    write(corpus / "b.txt", TEXT_A)
+    r = run("show", corpus / "a.txt", corpus / "b.txt", "--min-words", "3")
+    assert r.exit_code == 0, r.stderr
+    assert not _CONTROL.search(r.stdout)
+    assert "\\x1b[2J\\x1b]0;owned\\x07fox" in r.stdout and "dog\\u009b31m" in r.stdout

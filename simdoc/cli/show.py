@@ -7,6 +7,7 @@ stages are brought up to date first as `simdoc pairs` does.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shlex
@@ -43,7 +44,7 @@ from simdoc.corpus.walk import resolve_sources
 from simdoc.engines import open_engine
 from simdoc.errors import CorpusError, IndexError_
 from simdoc.minhash import MinHasher
-from simdoc.output import escape_name, json_line
+from simdoc.output import escape_name, json_line, visible_text
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.reports.evidence import PairEvidence, pair_evidence, text_evidence
 from simdoc.reports.passages import (
@@ -251,6 +252,11 @@ def _index_evidence(
         return pair_evidence(loaded, doc_a, doc_b, min_words)
 
 
+def _visible(segments: list[Segment]) -> list[Segment]:
+    """The segments with their control characters shown escaped (a text's ESC would drive the terminal)."""
+    return [dataclasses.replace(seg, head=visible_text(seg.head), tail=visible_text(seg.tail)) for seg in segments]
+
+
 def _print_evidence(ev: PairEvidence, ctx: int | None) -> None:
     header = _show_header(ev)
     if sys.stdout.isatty():
@@ -262,7 +268,7 @@ def _print_evidence(ev: PairEvidence, ctx: int | None) -> None:
         for side, doc in (("a", escape_name(ev.doc_a)), ("b", escape_name(ev.doc_b))):
             console.print()
             console.print(f"{side.upper()}: {doc}", style="bold", markup=False)
-            console.print(_rich_document(ev.segments(side, ctx)))
+            console.print(_rich_document(_visible(ev.segments(side, ctx))))
         return
     lines = list(header)
     for side, doc in (("a", escape_name(ev.doc_a)), ("b", escape_name(ev.doc_b))):
@@ -270,6 +276,6 @@ def _print_evidence(ev: PairEvidence, ctx: int | None) -> None:
         if (ev.text_a if side == "a" else ev.text_b) is None:
             lines.append("  (could not be read)")
             continue
-        body = render_plain(ev.segments(side, ctx))
+        body = render_plain(_visible(ev.segments(side, ctx)))
         lines += textwrap.wrap(body, PLAIN_WIDTH, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
     emit(line + "\n" for line in lines)
