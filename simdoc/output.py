@@ -4,7 +4,9 @@ Every format carries the same four fields in the same order::
 
     doc_a  doc_b  estimated  jaccard
 
-``doc_a < doc_b`` (document ids, i.e. paths relative to the corpus), floats
+``doc_a < doc_b`` (document ids, i.e. paths relative to the corpus, compared as
+Python strings: by code point, which is byte order for valid UTF-8, a byte
+that is not UTF-8 counting as U+DC80..U+DCFF; README "Output"), floats
 with 4 decimals, records ordered by jaccard descending, then doc_a, doc_b.
 When pairs are not verified (``--no-verify``) the jaccard field is empty in
 tsv/csv and ``null`` in jsonl, and the order follows the estimate.
@@ -19,12 +21,15 @@ and ``awk`` see records only); ``--header`` / ``--no-header`` change that.
 
 Names are escaped one way in tsv, csv and the table (:func:`escape_name`):
 backslash, tab, newline and carriage return as ``\\\\``, ``\\t``, ``\\n`` and
-``\\r``, and each byte of a file name that is not UTF-8 as ``\\xNN``, so one
-record is always one line and two names never print alike
-(:func:`unescape_name` undoes it). csv then quotes a field with a comma or
-a double quote, as csv does. Every jsonl line is written by :func:`json_line`,
-which writes such bytes as ``\\udcNN`` escapes (``os.fsencode`` recovers
-them). With ``-0/--null`` every field is NUL-terminated and names are raw bytes.
+``\\r``, every other control character as ``\\xNN`` (C0 and DEL) or
+``\\u00NN`` (C1), and each byte of a file name that is not UTF-8 as ``\\xNN``,
+so one record is always one line, nothing in a name reaches a terminal as a
+control sequence, and two names never print alike (:func:`unescape_name`
+undoes it). csv then quotes a field with a comma or a double quote, as csv
+does. Every jsonl line is written by :func:`json_line`, which writes such
+bytes as ``\\udcNN`` escapes (``os.fsencode`` recovers them), and every control
+character as a ``\\u00NN`` escape too. With ``-0/--null`` every field is
+NUL-terminated and names are raw bytes.
 """
 
 from __future__ import annotations
@@ -42,31 +47,67 @@ from simdoc.errors import UsageError
 FIELDS = ("doc_a", "doc_b", "estimated", "jaccard")
 FORMATS = ("tsv", "csv", "jsonl", "table")
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
-# File names that are not valid UTF-8 reach us as lone surrogates (surrogateescape).
-_ESCAPED = re.compile(r"[\\\t\n\r\udc80-\udcff]")
-_UNESCAPE = re.compile(r"\\(?:x([0-9a-f]{2})|(.))", re.DOTALL)
+# Escaped: the backslash, every control character (C0, DEL, C1: a terminal acts on them, ESC
+# starts a colour or a cursor move, and a line break splits a record), and the bytes of file
+# names that are not valid UTF-8, which reach us as lone surrogates (surrogateescape).
+_ESCAPED = re.compile(r"[\\\x00-\x1f\x7f-\x9f\udc80-\udcff]")
+_UNESCAPE = re.compile(r"\\(?:x([0-9a-f]{2})|u([0-9a-f]{4})|(.))", re.DOTALL)
+
+
+def _escape_one(c: str) -> str:
+    named = _ESCAPES.get(c)
+    if named is not None:
+        return named
+    n = ord(c)
+    if n < 0x80:  # C0 or DEL: one byte, the same in the name on disk
+        return f"\\x{n:02x}"
+    if n < 0xA0:  # C1: \xNN of 0x80 and up is taken, by a byte that is not UTF-8
+        return f"\\u{n:04x}"
+    return f"\\x{n - 0xDC00:02x}"  # a byte that is not UTF-8: its lone surrogate
 
 
 def escape_name(name: str) -> str:
-    """A name as tsv, csv and the table print it: one line, and never like another name.
+    """A name as tsv, csv and the table print it: one line, no control character, never like another name.
 
     Backslash, tab, newline and carriage return become ``\\\\``, ``\\t``, ``\\n``,
-    ``\\r``; a byte that is not UTF-8 (a lone surrogate of surrogateescape)
-    becomes ``\\xNN``. The backslash being escaped too, a name holding the
-    four characters ``\\xe9`` prints ``\\\\xe9``, unlike the byte 0xE9.
+    ``\\r``; any other C0 control or DEL becomes ``\\xNN`` (ESC: ``\\x1b``), a C1
+    control ``\\u00NN`` (U+009B: ``\\u009b``); a byte that is not UTF-8 (a lone
+    surrogate of surrogateescape) becomes ``\\xNN``, NN from 80 up. So ``\\xNN``
+    is always the byte NN of the name as the file system holds it. The
+    backslash being escaped too, a name holding the four characters ``\\xe9``
+    prints ``\\\\xe9``, unlike the byte 0xE9.
     """
-    return _ESCAPED.sub(lambda m: _ESCAPES.get(c := m.group()) or f"\\x{ord(c) - 0xDC00:02x}", name)
+    return _ESCAPED.sub(lambda m: _escape_one(m.group()), name)
+
+
+def _unescape_one(m: re.Match) -> str:
+    if m.group(1):
+        n = int(m.group(1), 16)
+        return chr(n) if n < 0x80 else chr(0xDC00 + n)
+    if m.group(2):
+        return chr(int(m.group(2), 16))
+    return {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}[m.group(3)]
 
 
 def unescape_name(text: str) -> str:
     """The name :func:`escape_name` printed as ``text`` (bytes that are not UTF-8 as surrogates)."""
-    back = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
-    return _UNESCAPE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)) if m.group(1) else back[m.group(2)], text)
+    return _UNESCAPE.sub(_unescape_one, text)
+
+
+# Control characters but the whitespace a text is laid out with (tab, newline, VT, FF, CR).
+_TEXT_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+
+
+def visible_text(text: str) -> str:
+    """Document text as ``show`` prints it for people: its control characters escaped as a name's
+    are (ESC: ``\\x1b``, C1: ``\\u00NN``), so that none reaches the terminal; the rest as it is."""
+    return _TEXT_CONTROL.sub(lambda m: _escape_one(m.group()), text)
 
 
 # Lone surrogates: a byte of a file name that is not UTF-8 (surrogateescape), or one a JSON
-# Lines member id spelt as an escape. JSON writes them as \\uXXXX escapes, never raw.
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# Lines member id spelt as an escape; and DEL and the C1 controls, which json.dumps leaves raw
+# (it escapes C0 itself). JSON writes them as \\uXXXX escapes, never raw.
+_SURROGATE = re.compile("[\x7f-\x9f\ud800-\udfff]")
 
 
 def json_line(record: Mapping[str, Any]) -> str:
@@ -74,7 +115,8 @@ def json_line(record: Mapping[str, Any]) -> str:
 
     Text stays UTF-8 as it is, but a byte of a name that is not UTF-8 is
     written ``"\\udcNN"`` (``json.loads`` gives the surrogate back, and
-    ``os.fsencode`` the byte), so that every line is valid JSON in UTF-8.
+    ``os.fsencode`` the byte), so that every line is valid JSON in UTF-8; a
+    control character is always a ``\\u00NN`` escape, never raw.
     """
     text = json.dumps(record, ensure_ascii=False)  # a surrogate can only be inside a string
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
@@ -211,6 +253,7 @@ def write_records(
     elif fmt == "table":
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         console = Console(file=out)
         table = Table(box=None, header_style="bold", show_header=header)
@@ -228,7 +271,8 @@ def write_records(
         # rich, which folds a name without spaces at the last cell that fits, mid-word.
         width_a, width_b = _name_widths(console.width, fields, rows)
         for a, b, *numbers in rows:
-            table.add_row(fold_name(a, width_a), fold_name(b, width_b), *numbers)
+            # As Text: a name is never read as rich markup ("[bold]x.txt" printed "x.txt").
+            table.add_row(Text(fold_name(a, width_a)), Text(fold_name(b, width_b)), *numbers)
         n = len(rows)
         console.print(table)
     else:

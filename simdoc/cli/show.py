@@ -7,6 +7,7 @@ stages are brought up to date first as `simdoc pairs` does.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shlex
@@ -43,7 +44,7 @@ from simdoc.corpus.walk import resolve_sources
 from simdoc.engines import open_engine
 from simdoc.errors import CorpusError, IndexError_
 from simdoc.minhash import MinHasher
-from simdoc.output import json_line
+from simdoc.output import escape_name, json_line, visible_text
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.reports.evidence import PairEvidence, pair_evidence, text_evidence
 from simdoc.reports.passages import (
@@ -70,19 +71,20 @@ def _show_header(ev: PairEvidence) -> list[str]:
     how = f"{ev.num_perm} permutations" if ev.scheme == "classic" else f"one permutation, {ev.num_perm} bins"
     est = f"{ev.estimated:.4f}  (MinHash, {how})" if ev.estimated is not None else "n/a (no signatures)"
     first = f" in its first {ev.searched_bytes} bytes" if ev.searched_bytes else ""
+    name_a, name_b = escape_name(ev.doc_a), escape_name(ev.doc_b)  # one line each, no control character
     if o is None:
         gone = "n/a  (a document could not be read)"
         lines = [
-            f"A  {ev.doc_a}  ({count(ev.words_a, 'word')})",
-            f"B  {ev.doc_b}  ({count(ev.words_b, 'word')})",
+            f"A  {name_a}  ({count(ev.words_a, 'word')})",
+            f"B  {name_b}  ({count(ev.words_b, 'word')})",
             f"set jaccard      {gone}",
             f"bag jaccard      {gone}",
             f"estimated        {est}",
         ]
     else:
         lines = [
-            f"A  {ev.doc_a}  ({count(ev.words_a, 'word')}{first if ev.cut_a else ''}, {count(o.n_a, 'shingle')})",
-            f"B  {ev.doc_b}  ({count(ev.words_b, 'word')}{first if ev.cut_b else ''}, {count(o.n_b, 'shingle')})",
+            f"A  {name_a}  ({count(ev.words_a, 'word')}{first if ev.cut_a else ''}, {count(o.n_a, 'shingle')})",
+            f"B  {name_b}  ({count(ev.words_b, 'word')}{first if ev.cut_b else ''}, {count(o.n_b, 'shingle')})",
             f"set jaccard      {o.set_jaccard:.4f}  ({o.n_common} of {o.n_union} distinct shingles shared)",
             f"bag jaccard      {o.bag_jaccard:.4f}  (identical bags score 0.5)",
             f"estimated        {est}",
@@ -250,6 +252,11 @@ def _index_evidence(
         return pair_evidence(loaded, doc_a, doc_b, min_words)
 
 
+def _visible(segments: list[Segment]) -> list[Segment]:
+    """The segments with their control characters shown escaped (a text's ESC would drive the terminal)."""
+    return [dataclasses.replace(seg, head=visible_text(seg.head), tail=visible_text(seg.tail)) for seg in segments]
+
+
 def _print_evidence(ev: PairEvidence, ctx: int | None) -> None:
     header = _show_header(ev)
     if sys.stdout.isatty():
@@ -258,17 +265,17 @@ def _print_evidence(ev: PairEvidence, ctx: int | None) -> None:
         console = Console(highlight=False)
         for line in header:
             console.print(line, markup=False)
-        for side, doc in (("a", ev.doc_a), ("b", ev.doc_b)):
+        for side, doc in (("a", escape_name(ev.doc_a)), ("b", escape_name(ev.doc_b))):
             console.print()
             console.print(f"{side.upper()}: {doc}", style="bold", markup=False)
-            console.print(_rich_document(ev.segments(side, ctx)))
+            console.print(_rich_document(_visible(ev.segments(side, ctx))))
         return
     lines = list(header)
-    for side, doc in (("a", ev.doc_a), ("b", ev.doc_b)):
+    for side, doc in (("a", escape_name(ev.doc_a)), ("b", escape_name(ev.doc_b))):
         lines += ["", f"{side.upper()}: {doc}"]
         if (ev.text_a if side == "a" else ev.text_b) is None:
             lines.append("  (could not be read)")
             continue
-        body = render_plain(ev.segments(side, ctx))
+        body = render_plain(_visible(ev.segments(side, ctx)))
         lines += textwrap.wrap(body, PLAIN_WIDTH, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
     emit(line + "\n" for line in lines)

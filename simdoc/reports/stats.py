@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simdoc.lsh import s_curve_threshold
+from simdoc.output import escape_name
 from simdoc.store.manifest import skipped_counts
 from simdoc.wording import count
 
@@ -302,7 +303,7 @@ def format_stats(stats: IndexStats, bar_width: int = 40) -> list[str]:
         lines.append(f"{'size':>11}  {'band':>8}  {'bands':>8}  sample member")
         for big in b.largest:
             note = "  (a group of exact copies)" if big.copies else ""
-            lines.append(f"{big.size:>11}  {big.band:>8}  {big.bands:>8}  {big.sample}{note}")
+            lines.append(f"{big.size:>11}  {big.band:>8}  {big.bands:>8}  {escape_name(big.sample)}{note}")  # as tsv prints it
     else:
         lines.append("largest shared buckets: none (no two documents share a bucket)")
     return lines
