@@ -10,13 +10,55 @@ which that cannot be shown.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from simdoc.corpus.objects import is_url
 from simdoc.reports.clusters import DedupDecision
 from simdoc.stages.reread import DocumentReader
 
 
-def still_indexed(decisions: list[DedupDecision], reader: DocumentReader) -> tuple[list[DedupDecision], list[str]]:
+@dataclass
+class Checked:
+    """What :func:`still_indexed` leaves of a plan.
+
+    ``decisions``: the clusters with the documents that may be listed;
+    ``warnings``: one for each document left out; ``unlisted``: the ids of
+    documents left out of the list although they are copies of one kept,
+    whose files deleting would harm (a file outside the corpus): a written
+    corpus (``dedup --write``) leaves them out all the same.
+    """
+
+    decisions: list[DedupDecision]
+    warnings: list[str] = field(default_factory=list)
+    unlisted: list[str] = field(default_factory=list)
+
+
+def outside_corpus(reader: DocumentReader, ids: Iterable[str]) -> dict[str, str]:
+    """Of ``ids``, the documents that are files of their own whose real place (links followed) is
+    outside the corpus folder: id -> that real path.
+
+    Only an index that follows links has them (without --follow-symlinks a
+    path that leads out is never opened: :func:`simdoc.stages.reread.confined_path`).
+    A link to a folder outside makes ``CORPUS/link/x.txt`` a document, and
+    `rm CORPUS/link/x.txt` deletes the file outside.
+    """
+    if not reader.follow_symlinks or is_url(reader.root):
+        return {}
+    number = {doc_id: i for i, doc_id in enumerate(reader.table.ids)}
+    root = os.path.realpath(reader.root)
+    out = {}
+    for doc_id in ids:
+        if reader.table.sources[number[doc_id]]:
+            continue  # a member: its id names no file to delete
+        path = reader.confined(doc_id)
+        real = os.path.realpath(path) if path is not None else None
+        if real is not None and real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+            out[doc_id] = real
+    return out
+
+
+def still_indexed(decisions: list[DedupDecision], reader: DocumentReader, outside: Mapping[str, str] | None = None) -> Checked:
     """The decisions, with only documents whose files are still the ones indexed (their stat,
     then their bytes read again and digested: ``DocumentReader.same_bytes``), and a warning
     naming each one left out.
@@ -29,10 +71,13 @@ def still_indexed(decisions: list[DedupDecision], reader: DocumentReader) -> tup
     read. A cluster whose document to keep is not as indexed is left out
     whole, so that its last copy is never listed; a document that is the
     kept one's very file (a link to it, or a hard link: :func:`_file_of`) is
-    left out too.
+    left out too, and so is one whose file is outside the corpus
+    (``outside``, from :func:`outside_corpus`).
     """
+    outside = outside or {}
     number = {doc_id: i for i, doc_id in enumerate(reader.table.ids)}
-    out, warnings = [], []
+    got = Checked([])
+    warnings = got.warnings
     for d in decisions:
         if not reader.same_bytes(number[d.keep]):
             warnings.append(
@@ -43,7 +88,14 @@ def still_indexed(decisions: list[DedupDecision], reader: DocumentReader) -> tup
         kept = _file_of(reader, number[d.keep])
         drop = []
         for x in d.drop:
-            if not reader.same_bytes(number[x]):
+            if x in outside:
+                warnings.append(
+                    f"{x}: its file is outside the corpus, {outside[x]}, reached through a symbolic link "
+                    f"(--follow-symlinks): left out, as deleting {x} would delete that file; the copy kept is "
+                    f"{d.keep}. Delete it by hand if you mean to"
+                )
+                got.unlisted.append(x)
+            elif not reader.same_bytes(number[x]):
                 warnings.append(f"{x}: changed or gone since it was indexed: left out (run `simdoc dedup CORPUS` to index it again)")
             elif kept is not None and _file_of(reader, number[x]) == kept:
                 warnings.append(
@@ -53,8 +105,8 @@ def still_indexed(decisions: list[DedupDecision], reader: DocumentReader) -> tup
             else:
                 drop.append(x)
         if drop:
-            out.append(DedupDecision(d.cluster_id, d.keep, tuple(drop)))
-    return out, warnings
+            got.decisions.append(DedupDecision(d.cluster_id, d.keep, tuple(drop)))
+    return got
 
 
 def _file_of(reader: DocumentReader, doc: int) -> tuple[int, int] | None:

@@ -28,7 +28,7 @@ from simdoc.reports.clusters import KEEP_POLICIES, Cluster, DedupDecision, clust
 from simdoc.reports.query import Match, query_documents
 from simdoc.stages.dask_components import Rounds
 from simdoc.stages.pairs import pairs_index, run_pairs
-from simdoc.reports.droppable import still_indexed
+from simdoc.reports.droppable import outside_corpus, still_indexed
 from simdoc.stages.reread import reader_of
 from simdoc.stages.results import PairsResult
 from simdoc.store.directory import IndexStore
@@ -90,7 +90,12 @@ class Dedup:
         The clusters the decisions were made from.
     warnings : list of str
         The documents left out because their file changed or went since it
-        was indexed (a cluster whose document to keep did is left out whole).
+        was indexed (a cluster whose document to keep did is left out whole),
+        or because deleting them would harm (see ``unlisted``).
+    unlisted : list of str
+        Copies of a document kept that are not in ``decisions`` only because
+        deleting their files would harm (a file outside the corpus, reached
+        through a link): :meth:`write` leaves them out of the corpus it writes.
     """
 
     decisions: list[DedupDecision]
@@ -99,6 +104,7 @@ class Dedup:
     sizes: dict[str, int]
     clusters: Clusters
     warnings: list[str] = field(default_factory=list)
+    unlisted: list[str] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[DedupDecision]:
         return iter(self.decisions)
@@ -350,9 +356,11 @@ def dedup_of(
         # Another run updated the index between the pairs and this read: sizes and
         # times would belong to other documents than the clusters.
         raise IndexError_(f"the index at {found.index} changed while dedup ran", hint="run dedup again")
-    decisions, warnings = still_indexed(plan_dedup(found.clusters, records, keep), reader)
+    outside = outside_corpus(reader, (m for c in found.clusters for m in c.members))
+    checked = still_indexed(plan_dedup(found.clusters, records, keep, outside), reader, outside)
     trusted = root if corpus is not None else None
-    return Dedup(decisions, keep, trusted, {r["id"]: r["size"] for r in records}, found, warnings)
+    sizes = {r["id"]: r["size"] for r in records}
+    return Dedup(checked.decisions, keep, trusted, sizes, found, checked.warnings, checked.unlisted)
 
 
 def query(
