@@ -13,9 +13,11 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from simdoc.corpus.files import compression_of
 from simdoc.corpus.objects import is_url
 from simdoc.reports.clusters import DedupDecision
 from simdoc.stages.reread import DocumentReader
+from simdoc.store.doctable import HOW, STATUSES
 
 
 @dataclass
@@ -95,6 +97,13 @@ def still_indexed(decisions: list[DedupDecision], reader: DocumentReader, outsid
                     f"{d.keep}. Delete it by hand if you mean to"
                 )
                 got.unlisted.append(x)
+            elif prefix_only(reader, number[x]):
+                n = reader.max_bytes
+                warnings.append(
+                    f"{x}: only its first {n} bytes were compared (the index reads at most --max-bytes {n}): left out, "
+                    f"as deleting it would delete bytes never compared; index without --max-bytes, or with a larger one, "
+                    "to compare it whole"
+                )
             elif not reader.same_bytes(number[x]):
                 warnings.append(f"{x}: changed or gone since it was indexed: left out (run `simdoc dedup CORPUS` to index it again)")
             elif kept is not None and _file_of(reader, number[x]) == kept:
@@ -107,6 +116,33 @@ def still_indexed(decisions: list[DedupDecision], reader: DocumentReader, outsid
         if drop:
             got.decisions.append(DedupDecision(d.cluster_id, d.keep, tuple(drop)))
     return got
+
+
+def prefix_only(reader: DocumentReader, doc: int) -> bool:
+    """Whether the index may hold only the first --max-bytes N of a document: a pair it is in
+    compared that prefix, never the rest, which deleting it deletes.
+
+    The docs table keeps no flag for a cut that can be trusted (a file's
+    status ``partial`` yields to ``replaced``, bad UTF-8, and the members of
+    a JSON Lines file read in one piece keep ``ok``), so a document is taken
+    as whole only where its sizes prove it: a plain file of at most N bytes
+    (a compressed one: its status ``ok``, as its size is the compressed
+    file's); a JSON Lines or Parquet text of fewer than N - 3 bytes of UTF-8
+    (a cut text keeps N bytes, less a character cut in two); a WARC record
+    of an uncompressed file at most N bytes long in all (its body is cut).
+    """
+    n = reader.max_bytes
+    if n is None:
+        return False
+    table = reader.table
+    source, how = table.sources[doc], HOW[int(table.columns["how"][doc])]
+    if source and how in ("jsonl", "parquet"):
+        return int(table.columns["size"][doc]) >= n - 3
+    if source:
+        return compression_of(source) is not None or int(table.columns["length"][doc]) > n
+    if compression_of(table.ids[doc]) is not None:
+        return STATUSES[int(table.columns["status"][doc])] != "ok"
+    return int(table.columns["file_size"][doc]) > n
 
 
 def _file_of(reader: DocumentReader, doc: int) -> tuple[int, int] | None:
