@@ -27,8 +27,10 @@ class Checked:
     ``decisions``: the clusters with the documents that may be listed;
     ``warnings``: one for each document left out; ``unlisted``: the ids of
     documents left out of the list although they are copies of one kept,
-    whose files deleting would harm (a file outside the corpus): a written
-    corpus (``dedup --write``) leaves them out all the same.
+    whose files deleting would harm (a file outside the corpus, or the kept
+    one's own file under another name): a written corpus (``dedup --write``)
+    leaves them out all the same, and holds their text once, under the
+    name kept.
     """
 
     decisions: list[DedupDecision]
@@ -111,6 +113,7 @@ def still_indexed(decisions: list[DedupDecision], reader: DocumentReader, outsid
                     f"{x}: the same file as {d.keep}, the one kept (a link between them): left out, as deleting it "
                     "would free nothing, or delete the one kept"
                 )
+                got.unlisted.append(x)
             else:
                 drop.append(x)
         if drop:

@@ -95,7 +95,8 @@ class Dedup:
     unlisted : list of str
         Copies of a document kept that are not in ``decisions`` only because
         deleting their files would harm (a file outside the corpus, reached
-        through a link): :meth:`write` leaves them out of the corpus it writes.
+        through a link; the kept document's own file, a link or a hard link):
+        :meth:`write` leaves them out of the corpus it writes.
     """
 
     decisions: list[DedupDecision]
