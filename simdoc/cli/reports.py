@@ -53,7 +53,7 @@ from simdoc.cli.options import (
 from simdoc.errors import UsageError
 from simdoc.output import json_line, tsv_field, tsv_header
 from simdoc.params import Params
-from simdoc.reports.clusters import KEEP_POLICIES
+from simdoc.reports.clusters import KEEP_POLICIES, DedupDecision
 from simdoc.reports.library import Clusters, Dedup, clusters_of, dedup_of
 from simdoc.stages.results import PairsResult
 from simdoc.wording import count
@@ -267,14 +267,19 @@ def dedup(
     def name(doc_id: str) -> str:
         return plan.path(doc_id, absolute)
 
-    n_drop, drop_bytes = plan.n_drop, plan.drop_bytes
-    if fmt == "paths":
-        unsafe = [x for d in decisions for x in d.drop if not null and ("\n" in x or "\r" in x)]
+    unsafe = []
+    if fmt == "paths" and not null:
+        # Split at the newline, such a name could make `xargs` remove another file: left out, and
+        # out of the summary's counts, which say what was listed.
+        unsafe = [x for d in decisions for x in d.drop if "\n" in x or "\r" in x]
         for x in unsafe:
-            # Split at the newline, such a name could make `xargs` remove another file.
             log.warning(f"{x!r} has a line break in its name: left out; use -0 to list it")
+        decisions = [DedupDecision(d.cluster_id, d.keep, kept) for d in decisions if (kept := tuple(x for x in d.drop if x not in unsafe))]
+    n_drop = sum(len(d.drop) for d in decisions)
+    drop_bytes = sum(plan.sizes[x] for d in decisions for x in d.drop)
+    if fmt == "paths":
         # Paths as the file system's bytes, whatever the locale: they are for rm, not for reading.
-        paths = ([name(x)] for d in decisions for x in d.drop if x not in unsafe)
+        paths = ([name(x)] for d in decisions for x in d.drop)
         _emit_null(paths, end=b"\0" if null else b"\n")
         lines = ()
     elif fmt == "tsv":
@@ -289,6 +294,13 @@ def dedup(
         f"drop {count(n_drop, 'document')} ({count(drop_bytes, 'byte')}) ({res.cut()}, --keep {keep}){_skipped(res)} "
         f"in {time.perf_counter() - started:.2f} s"
     )
+    if unsafe:  # never silent, not even with -q: the list is shorter than what can go
+        one = len(unsafe) == 1
+        click.echo(
+            f"simdoc: {count(len(unsafe), 'document')} that can go {'is' if one else 'are'} not listed, as "
+            f"{'its name has' if one else 'their names have'} a line break: -0 lists {'it' if one else 'them'}",
+            err=True,
+        )
     if write_dir is not None:
         from simdoc.reports.write import write_deduplicated
 

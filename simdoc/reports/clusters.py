@@ -17,7 +17,7 @@ of the pairs nor the side of a pair a document is on changes them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -243,7 +243,9 @@ def _keep_key(policy: str) -> Callable[[Mapping], tuple]:
     return keys[policy]
 
 
-def plan_dedup(clusters: Iterable[Cluster], records: Iterable[Mapping], keep: str = "first") -> list[DedupDecision]:
+def plan_dedup(
+    clusters: Iterable[Cluster], records: Iterable[Mapping], keep: str = "first", outside: Collection[str] = frozenset()
+) -> list[DedupDecision]:
     """Choose one document to keep in every cluster.
 
     Parameters
@@ -258,6 +260,10 @@ def plan_dedup(clusters: Iterable[Cluster], records: Iterable[Mapping], keep: st
         modification time; ``oldest-indexed``: the earliest indexed (the
         record's ``added`` update), so that only newly added documents go.
         Ties go to the smallest id.
+    outside : collection of str
+        Ids of documents whose files lie outside the corpus (reached through
+        a link): one is kept only in a cluster with no other, so that the
+        copy kept for the documents inside is inside too.
 
     Returns
     -------
@@ -272,7 +278,11 @@ def plan_dedup(clusters: Iterable[Cluster], records: Iterable[Mapping], keep: st
     """
     if keep not in KEEP_POLICIES:
         raise UsageError(f"--keep must be one of {', '.join(KEEP_POLICIES)}, got {keep!r}")
-    key = _keep_key(keep)
+    policy = _keep_key(keep)
+
+    def key(r: Mapping) -> tuple:
+        return (r["id"] in outside, *policy(r))
+
     by_id = {r["id"]: r for r in records}
     out = []
     for c in clusters:

@@ -28,7 +28,8 @@ from simdoc.reports.clusters import KEEP_POLICIES, Cluster, DedupDecision, clust
 from simdoc.reports.query import Match, query_documents
 from simdoc.stages.dask_components import Rounds
 from simdoc.stages.pairs import pairs_index, run_pairs
-from simdoc.stages.reread import DocumentReader, reader_of
+from simdoc.reports.droppable import outside_corpus, still_indexed
+from simdoc.stages.reread import reader_of
 from simdoc.stages.results import PairsResult
 from simdoc.store.directory import IndexStore
 from simdoc.store.loaded import open_index
@@ -89,7 +90,13 @@ class Dedup:
         The clusters the decisions were made from.
     warnings : list of str
         The documents left out because their file changed or went since it
-        was indexed (a cluster whose document to keep did is left out whole).
+        was indexed (a cluster whose document to keep did is left out whole),
+        or because deleting them would harm (see ``unlisted``).
+    unlisted : list of str
+        Copies of a document kept that are not in ``decisions`` only because
+        deleting their files would harm (a file outside the corpus, reached
+        through a link; the kept document's own file, a link or a hard link):
+        :meth:`write` leaves them out of the corpus it writes.
     """
 
     decisions: list[DedupDecision]
@@ -98,6 +105,7 @@ class Dedup:
     sizes: dict[str, int]
     clusters: Clusters
     warnings: list[str] = field(default_factory=list)
+    unlisted: list[str] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[DedupDecision]:
         return iter(self.decisions)
@@ -349,70 +357,11 @@ def dedup_of(
         # Another run updated the index between the pairs and this read: sizes and
         # times would belong to other documents than the clusters.
         raise IndexError_(f"the index at {found.index} changed while dedup ran", hint="run dedup again")
-    decisions, warnings = still_indexed(plan_dedup(found.clusters, records, keep), reader)
+    outside = outside_corpus(reader, (m for c in found.clusters for m in c.members))
+    checked = still_indexed(plan_dedup(found.clusters, records, keep, outside), reader, outside)
     trusted = root if corpus is not None else None
-    return Dedup(decisions, keep, trusted, {r["id"]: r["size"] for r in records}, found, warnings)
-
-
-def still_indexed(decisions: list[DedupDecision], reader: DocumentReader) -> tuple[list[DedupDecision], list[str]]:
-    """The decisions, with only documents whose files are still the ones indexed (their stat,
-    then their bytes read again and digested: ``DocumentReader.same_bytes``), and a warning
-    naming each one left out.
-
-    A path printed for `xargs rm` must name the document that was compared:
-    exact copies and pairs from the verified-pairs table are not read again,
-    and the corpus may have changed since (an edit that kept the stat, in
-    the same tick of the file system's clock, or with `--index` alone, no
-    scan at all). Only the files to name and the ones kept for them are
-    read. A cluster whose document to keep is not as indexed is left out
-    whole, so that its last copy is never listed; a document that is the
-    kept one's very file (a link to it, or a hard link: :func:`_file_of`) is
-    left out too.
-    """
-    number = {doc_id: i for i, doc_id in enumerate(reader.table.ids)}
-    out, warnings = [], []
-    for d in decisions:
-        if not reader.same_bytes(number[d.keep]):
-            warnings.append(
-                f"{d.keep}: changed or gone since it was indexed, and it is the one to keep: its cluster is left out "
-                "(run `simdoc dedup CORPUS` to index the corpus again)"
-            )
-            continue
-        kept = _file_of(reader, number[d.keep])
-        drop = []
-        for x in d.drop:
-            if not reader.same_bytes(number[x]):
-                warnings.append(f"{x}: changed or gone since it was indexed: left out (run `simdoc dedup CORPUS` to index it again)")
-            elif kept is not None and _file_of(reader, number[x]) == kept:
-                warnings.append(
-                    f"{x}: the same file as {d.keep}, the one kept (a link between them): left out, as deleting it "
-                    "would free nothing, or delete the one kept"
-                )
-            else:
-                drop.append(x)
-        if drop:
-            out.append(DedupDecision(d.cluster_id, d.keep, tuple(drop)))
-    return out, warnings
-
-
-def _file_of(reader: DocumentReader, doc: int) -> tuple[int, int] | None:
-    """The (device, inode) of a document that is a file of its own, as it is now, links followed;
-    None for a member of a file of many, an object at a URL, or a file that cannot be stat-ed.
-
-    With --follow-symlinks a link and its target are indexed as two exact
-    copies (and a hard link is two names of one file without it): the kept
-    one may be the link, and `rm` of its target would delete it.
-    """
-    if reader.table.sources[doc]:
-        return None
-    path = reader.confined(reader.table.ids[doc])
-    if path is None or is_url(path):
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
+    sizes = {r["id"]: r["size"] for r in records}
+    return Dedup(checked.decisions, keep, trusted, sizes, found, checked.warnings, checked.unlisted)
 
 
 def query(

@@ -81,7 +81,8 @@ def write_deduplicated(plan, dest: Path | str, link: bool = False, folder: bool 
         reader = reader_of(open_index(index))
     if list(reader.table.ids) != list(plan.clusters.pairs.doc_ids):
         raise IndexError_(f"the index at {index} changed while dedup ran", hint="run dedup again")
-    return write_corpus(reader, {x for d in plan.decisions for x in d.drop}, dest, link, folder)
+    # The copies dedup does not list for `rm` (plan.unlisted) are duplicates all the same.
+    return write_corpus(reader, {x for d in plan.decisions for x in d.drop} | set(plan.unlisted), dest, link, folder)
 
 
 def write_corpus(reader: DocumentReader, drop: set[str], dest: Path | str, link: bool = False, folder: bool = True) -> Written:
