@@ -199,6 +199,28 @@ def test_a_worker_killed_mid_task_gives_the_local_answer(tmp_path, cluster, stag
     assert again.returncode == 0 and again.stdout == want, again.stderr
 
 
+def test_a_worker_killed_while_clusters_finds_the_components_gives_the_local_answer(tmp_path, cluster):
+    # The edges are sent by the client (scattered), which Dask cannot compute again once the
+    # worker that held them dies: the client sends them again to the workers left.
+    corpus = tmp_path / "c"
+    make_corpus(corpus, seed=45, n_base=12)
+    want = simdoc("clusters", corpus, "--index", tmp_path / "local.idx", "-t", "0.6", "-j", "1", cwd=tmp_path)
+    assert want.returncode == 0 and want.stdout, want.stderr
+    doomed, marker = hanging_worker(cluster, tmp_path, "components")
+    run = start_pairs(corpus, "--index", tmp_path / "idx", "-t", "0.6", "--scheduler", cluster.address,
+                      cwd=tmp_path, command="clusters")
+    try:
+        wait_for(marker, run, cluster)
+        cluster.start_worker()
+        cluster.wait_for_workers(2)
+        cluster.kill(doomed)
+    finally:
+        r = finish(run)
+    assert r.returncode == 0, r.stderr + cluster.logs()
+    assert "Traceback" not in r.stderr
+    assert r.stdout == want.stdout
+
+
 @pytest.mark.parametrize("stage", ["scan", "score", "components"])
 def test_every_worker_killed_mid_task_is_a_cluster_error_not_a_hang(tmp_path, cluster, stage):
     # The only worker dies inside a task and none joins: Dask would keep the task waiting for
@@ -222,8 +244,7 @@ def test_every_worker_killed_mid_task_is_a_cluster_error_not_a_hang(tmp_path, cl
     error = [line for line in r.stderr.splitlines() if line.startswith("Error: ")]
     assert len(error) == 1 and cluster.address in error[0] and "worker" in error[0], r.stderr
     assert f"dask worker {cluster.address}" in r.stderr  # what to do: start workers
-    if stage != "components":  # (its edges, sent by the client, died with the worker: the run cannot go on)
-        assert "every Dask worker left" in error[0] and "--wait-workers" in r.stderr  # or wait longer
+    assert "every Dask worker left" in error[0] and "--wait-workers" in r.stderr  # or wait longer
     # The stages that finished are kept, and sound (a first build stopped while reading has none).
     if stage != "scan":
         check = simdoc("check", "--index", index, cwd=tmp_path)

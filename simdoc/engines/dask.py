@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from simdoc.engines.dask_checked import CheckedClient, Contract
 from simdoc.engines.dask_contract import BROKEN, _fault, _version, check_contract
-from simdoc.engines.dask_waiting import DEFAULT_WAIT_WORKERS, result_of
+from simdoc.engines.dask_waiting import DEFAULT_WAIT_WORKERS, lost_with_a_worker, result_of
 from simdoc.errors import ClusterError, SimdocError, UsageError
 
 ENV = "SIMDOC_SCHEDULER"
@@ -210,7 +210,7 @@ def _as_cluster_error(client, address: str, exc: BaseException) -> ClusterError 
 
     cancelled = isinstance(exc, (concurrent.futures.CancelledError, asyncio.CancelledError))
     lost = client.status not in ("running", "newly-created") or isinstance(exc, CommClosedError)
-    if cancelled and not lost and "scheduler-connection-lost" not in first and _answers(client):
+    if cancelled and not lost and lost_with_a_worker(client, exc):
         # The scheduler is there: it cancelled tasks whose inputs died with a worker, data the client
         # sent (scattered: the edges of clusters' components), which Dask cannot compute again.
         return ClusterError(
@@ -227,15 +227,6 @@ def _as_cluster_error(client, address: str, exc: BaseException) -> ClusterError 
             "and run the same command",
         )
     return None
-
-
-def _answers(client) -> bool:
-    """Whether the scheduler answers the client now."""
-    try:
-        client.nthreads()
-    except Exception:
-        return False
-    return True
 
 
 TASKS_PER_THREAD = 4  # tasks in flight per worker thread: a queue for each, and no more

@@ -60,6 +60,19 @@ def scatter(client: Any, data: list) -> list:
         raise no_workers_error(client) from None
 
 
+def lost_with_a_worker(client: Any, exc: BaseException) -> bool:
+    """Whether ``exc``, a task cancelled (CancelledError), was cancelled by a scheduler that is
+    still there: its inputs died with a worker, data the client sent (scattered), which Dask
+    cannot compute again. Not a scheduler lost (its reason says so, or it does not answer)."""
+    if client.status not in ("running", "newly-created") or "scheduler-connection-lost" in str(exc):
+        return False
+    try:
+        client.nthreads()
+    except Exception:
+        return False
+    return True
+
+
 def no_workers_error(client: Any) -> ClusterError:
     address = getattr(client, "address", None) or client.scheduler.address
     return ClusterError(

@@ -41,12 +41,17 @@ would be a finding of its own.
 
 from __future__ import annotations
 
+import concurrent.futures
+import itertools
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from simdoc.engines.dask_waiting import results_of, scatter
+from simdoc.engines.dask_waiting import lost_with_a_worker, results_of, scatter
+
+# Times the components are looked for again, the edges sent anew, after a worker died with some.
+LOST_EDGES_RETRIES = 3
 
 # Edge rows (two int64 ends) a task takes at most, about, on a graph without a giant component:
 # 64 MiB, 4.2 million edges. 10^6 documents with 10^6 verified pairs make one partition.
@@ -182,6 +187,20 @@ def components(
     rounds = rounds if rounds is not None else Rounds()
     n_parts = partitions_for(len(left), partition_bytes)
     rounds.partitions = n_parts
+    for attempt in itertools.count():
+        rounds.edges.clear()
+        rounds.off_star.clear()
+        try:
+            return _on_cluster(client, left, right, n_parts, rounds)
+        except concurrent.futures.CancelledError as exc:
+            # A worker died with edges the client scattered: they cannot be computed again,
+            # so the tasks that needed them were cancelled. The client still has them all.
+            if attempt >= LOST_EDGES_RETRIES or not lost_with_a_worker(client, exc):
+                raise
+
+
+def _on_cluster(client, left: np.ndarray, right: np.ndarray, n_parts: int, rounds: Rounds) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`components`, once: the edges scattered, then large- and small-star steps."""
     per_chunk = max(1, math.ceil(len(left) / n_parts))
     # Scattered, not put in the task graph: a chunk is up to PARTITION_BYTES, sent once to a worker.
     chunks = [(left[i : i + per_chunk], right[i : i + per_chunk]) for i in range(0, len(left), per_chunk)]
