@@ -30,7 +30,7 @@ class Done:
     def __init__(self, value) -> None:
         self.value = value
 
-    def result(self):
+    def result(self, timeout=None):
         return self.value
 
 
@@ -41,7 +41,7 @@ class FutureClient:
         self.calls: dict[str, int] = {}
         self.largest_input = 0  # edges given to one task, at most
 
-    def scatter(self, data: list, hash=True) -> list:
+    def scatter(self, data: list, hash=True, timeout=None) -> list:
         return [Done(pickle.loads(pickle.dumps(x))) for x in data]
 
     def submit(self, func, *args, pure=True):

@@ -341,7 +341,7 @@ def test_tasks_go_to_the_cluster_as_a_bounded_stream():
             client.live += 1
             client.most = max(client.most, client.live)
 
-        def result(self):
+        def result(self, timeout=None):  # as a Dask future's
             return self.value
 
         def __del__(self):  # what Dask's futures do when dropped: release the task

@@ -12,6 +12,10 @@ speed:
   the candidates): a second worker joins, the first is killed with SIGKILL,
   the scheduler runs its tasks again, and the output is byte for byte the
   local engine's;
+* every worker killed mid-task (reading, scoring; finding the components of
+  ``clusters``), and none joining within ``--wait-workers``: the run stops
+  with exit 7 and a line naming the scheduler, never waits forever (a run
+  from cron);
 * the client (the ``simdoc pairs --scheduler`` process) killed mid-task, in
   each of those stages: the index is as its last completed stage left it
   (``simdoc check`` passes), and the next run, on a healthy worker, prints
@@ -46,6 +50,8 @@ STAGES = {
     "buckets": ("simdoc.stages.dask_index", "bucket_range"),
     "score": ("simdoc.stages.dask_pairs", "score_partition"),
 }
+# clusters and dedup also find the connected components on the cluster.
+COMPONENTS = ("simdoc.stages.dask_components", "large_star")
 
 HANG = '''
 import importlib
@@ -123,7 +129,7 @@ def _an_hour_ago(folder: Path, *files: Path) -> None:
 
 def hanging_worker(cluster: Cluster, tmp_path: Path, stage: str, condition: str = "True") -> tuple[subprocess.Popen, Path]:
     """A worker on which the first task of ``stage`` (that meets ``condition``) hangs; and the marker it leaves."""
-    module, function = STAGES[stage]
+    module, function = COMPONENTS if stage == "components" else STAGES[stage]
     preload = tmp_path / f"hang_{stage}.py"
     preload.write_text(HANG.format(module=module, function=function, condition=condition))
     marker = tmp_path / f"in_{stage}"
@@ -142,10 +148,10 @@ def wait_for(marker: Path, run: subprocess.Popen, cluster: Cluster) -> None:
         time.sleep(0.05)
 
 
-def start_pairs(*args: object, cwd: Path, small_batches: bool = False) -> subprocess.Popen:
+def start_pairs(*args: object, cwd: Path, small_batches: bool = False, command: str = "pairs") -> subprocess.Popen:
     how = ["-c", SMALL_BATCHES] if small_batches else ["-m", "simdoc"]
     return subprocess.Popen(
-        [sys.executable, *how, "pairs", *map(str, args)],
+        [sys.executable, *how, command, *map(str, args)],
         cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
     )
 
@@ -191,6 +197,58 @@ def test_a_worker_killed_mid_task_gives_the_local_answer(tmp_path, cluster, stag
     assert simdoc("check", "--index", index, cwd=tmp_path).returncode == 0
     again = simdoc("pairs", corpus, "--index", index, *ARGS, "-j", "1", cwd=tmp_path)
     assert again.returncode == 0 and again.stdout == want, again.stderr
+
+
+def test_a_worker_killed_while_clusters_finds_the_components_gives_the_local_answer(tmp_path, cluster):
+    # The edges are sent by the client (scattered), which Dask cannot compute again once the
+    # worker that held them dies: the client sends them again to the workers left.
+    corpus = tmp_path / "c"
+    make_corpus(corpus, seed=45, n_base=12)
+    want = simdoc("clusters", corpus, "--index", tmp_path / "local.idx", "-t", "0.6", "-j", "1", cwd=tmp_path)
+    assert want.returncode == 0 and want.stdout, want.stderr
+    doomed, marker = hanging_worker(cluster, tmp_path, "components")
+    run = start_pairs(corpus, "--index", tmp_path / "idx", "-t", "0.6", "--scheduler", cluster.address,
+                      cwd=tmp_path, command="clusters")
+    try:
+        wait_for(marker, run, cluster)
+        cluster.start_worker()
+        cluster.wait_for_workers(2)
+        cluster.kill(doomed)
+    finally:
+        r = finish(run)
+    assert r.returncode == 0, r.stderr + cluster.logs()
+    assert "Traceback" not in r.stderr
+    assert r.stdout == want.stdout
+
+
+@pytest.mark.parametrize("stage", ["scan", "score", "components"])
+def test_every_worker_killed_mid_task_is_a_cluster_error_not_a_hang(tmp_path, cluster, stage):
+    # The only worker dies inside a task and none joins: Dask would keep the task waiting for
+    # a worker forever. The client gives up once the scheduler has had no worker for
+    # --wait-workers seconds, with exit 7 and the scheduler's address.
+    corpus = tmp_path / "c"
+    make_corpus(corpus, seed=44, n_base=12)
+    doomed, marker = hanging_worker(cluster, tmp_path, stage)
+    index = tmp_path / "idx"
+    command = "clusters" if stage == "components" else "pairs"
+    run = start_pairs(corpus, "--index", index, *ARGS[:2], "--scheduler", cluster.address, "--wait-workers", "2",
+                      cwd=tmp_path, command=command)
+    try:
+        wait_for(marker, run, cluster)
+        cluster.kill(doomed)
+    finally:
+        r = finish(run)
+    assert r.returncode == 7, r.stderr + cluster.logs()
+    assert "Traceback" not in r.stderr
+    assert r.stdout == ""
+    error = [line for line in r.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(error) == 1 and cluster.address in error[0] and "worker" in error[0], r.stderr
+    assert f"dask worker {cluster.address}" in r.stderr  # what to do: start workers
+    assert "every Dask worker left" in error[0] and "--wait-workers" in r.stderr  # or wait longer
+    # The stages that finished are kept, and sound (a first build stopped while reading has none).
+    if stage != "scan":
+        check = simdoc("check", "--index", index, cwd=tmp_path)
+        assert check.returncode == 0, check.stdout + check.stderr
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))

@@ -45,7 +45,7 @@ class InProcessClient:
         result = pickle.loads(pickle.dumps(func(pickle.loads(pickle.dumps(task)))))
 
         class Done:
-            def result(self):
+            def result(self, timeout=None):  # as a Dask future's
                 return result
 
         return Done()

@@ -56,3 +56,32 @@ def test_query_reads_an_edited_copy_itself_not_its_representative(run, tmp_path)
     assert r.exit_code == 0, r.stderr
     assert r.stdout == f"{q}\ta.txt\t1.0000\t1.0000\n{q}\tc.txt\t1.0000\t1.0000\n"
     assert "b.txt: changed or gone since it was indexed; not compared" in r.stderr
+
+
+def test_query_finds_the_unchanged_copies_of_an_edited_group_head(run, tmp_path):
+    # The group's first member (its representative, the one the buckets hold) is edited: its
+    # copies keep the text indexed, and are still found and verified, each read as itself.
+    corpus, idx = tmp_path / "c", tmp_path / "idx"
+    for name in ("a.txt", "b.txt", "c.txt"):
+        write(corpus / name, TEXT)
+    assert run("pairs", corpus, "--index", idx).exit_code == 0
+    write(corpus / "a.txt", "Completely different text now, about ferries and the harbour in winter.")
+    q = write(tmp_path / "q.txt", TEXT)
+    r = run("query", q, "--index", idx)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == f"{q}\tb.txt\t1.0000\t1.0000\n{q}\tc.txt\t1.0000\t1.0000\n"
+    assert "a.txt: changed or gone since it was indexed; not compared" in r.stderr
+    assert "b.txt" not in r.stderr and "c.txt" not in r.stderr
+
+
+def test_query_finds_the_copies_of_a_group_head_that_is_gone(run, tmp_path):
+    corpus, idx = tmp_path / "c", tmp_path / "idx"
+    for name in ("a.txt", "b.txt", "c.txt"):
+        write(corpus / name, TEXT)
+    assert run("pairs", corpus, "--index", idx).exit_code == 0
+    os.remove(corpus / "a.txt")
+    q = write(tmp_path / "q.txt", TEXT)
+    r = run("query", q, "--index", idx, "--all-candidates")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == f"{q}\tb.txt\t1.0000\t1.0000\n{q}\tc.txt\t1.0000\t1.0000\n"
+    assert "a.txt: changed or gone since it was indexed" in r.stderr

@@ -162,7 +162,8 @@ wait_workers_option = opt(
     default=None,
     metavar="SECONDS",
     help=f"With --scheduler: seconds to wait for a first Dask worker before giving up (exit 7), and "
-    f"for each worker to answer simdoc's check (at least {ANSWER_FLOOR:g}). Default: {DEFAULT_WAIT_WORKERS:g}.",
+    f"for each worker to answer simdoc's check (at least {ANSWER_FLOOR:g}); during the run, for a worker "
+    f"again once every worker has left (exit 7). Default: {DEFAULT_WAIT_WORKERS:g}.",
 )
 
 

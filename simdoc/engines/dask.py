@@ -8,7 +8,9 @@
   only once that worker process has met the same terms, so a worker that
   joins later runs nothing unchecked (:mod:`simdoc.engines.dask_checked`).
   Any breach, a scheduler lost later, or a task that kept killing its
-  workers is a :class:`ClusterError` (here).
+  workers is a :class:`ClusterError` (here); so is a scheduler left without
+  any worker, for ``--wait-workers``, while results are awaited
+  (:mod:`simdoc.engines.dask_waiting`).
 * Reading and signatures: the batches the local engine gives to its
   process pool (and the ranges of a big file, simdoc.stages.ranges) are Dask tasks instead, submitted as a bounded stream
   (:func:`map_ordered`). Workers read the documents, leave the docs-table
@@ -46,10 +48,10 @@ from collections.abc import Callable, Iterable, Iterator
 
 from simdoc.engines.dask_checked import CheckedClient, Contract
 from simdoc.engines.dask_contract import BROKEN, _fault, _version, check_contract
+from simdoc.engines.dask_waiting import DEFAULT_WAIT_WORKERS, lost_with_a_worker, result_of
 from simdoc.errors import ClusterError, SimdocError, UsageError
 
 ENV = "SIMDOC_SCHEDULER"
-DEFAULT_WAIT_WORKERS = 30.0  # seconds to wait for a first worker (--wait-workers)
 _LOCAL = re.compile(r"^local(?:\[(\d+)\])?$")
 
 
@@ -166,7 +168,7 @@ def _checked(client, address: str, wait: float, index, corpus, needs_corpus: boo
     with _cluster_errors(client, address):
         checks = check_contract(client, address, wait, index, corpus, needs_corpus)
         with Contract(index, checks) as contract:
-            yield CheckedClient(client, contract)
+            yield CheckedClient(client, contract, address, wait)
 
 
 # ---------------------------------------------------------------- a cluster lost while in use
@@ -208,6 +210,14 @@ def _as_cluster_error(client, address: str, exc: BaseException) -> ClusterError 
 
     cancelled = isinstance(exc, (concurrent.futures.CancelledError, asyncio.CancelledError))
     lost = client.status not in ("running", "newly-created") or isinstance(exc, CommClosedError)
+    if cancelled and not lost and lost_with_a_worker(client, exc):
+        # The scheduler is there: it cancelled tasks whose inputs died with a worker, data the client
+        # sent (scattered: the edges of clusters' components), which Dask cannot compute again.
+        return ClusterError(
+            f"a Dask worker of the scheduler at {address} left with data of the run that only the client had ({first})",
+            hint=f"run the same command again with workers up (`dask worker {address}`): the stages that finished "
+            "are kept in the index",
+        )
     if lost or cancelled:
         # A cancelled task says "cancelled for reason: scheduler-connection-lost" and its key: nothing to add.
         detail = "" if cancelled else f" ({type(exc).__name__}: {first})"
@@ -235,7 +245,8 @@ def map_ordered(client, func: Callable, tasks: Iterable, window: int | None = No
     are submitted and not yet handed back; the next is made and submitted as
     each result is taken, and a future is released once its result is out.
     So neither the tasks nor their futures or results are all held at once,
-    however many there are.
+    however many there are. A scheduler left with no worker for the run's
+    ``--wait-workers`` is a ClusterError (:func:`simdoc.engines.dask_waiting.result_of`).
     """
     window = window or in_flight(client)
     tasks = iter(tasks)
@@ -244,7 +255,8 @@ def map_ordered(client, func: Callable, tasks: Iterable, window: int | None = No
         for task in itertools.islice(tasks, window):
             pending.append(client.submit(func, task, pure=False))
         while pending:
-            result = pending.popleft().result()  # the future is dropped here: Dask releases it
+            # The future is dropped here (Dask releases it); a cluster left without a worker ends the wait.
+            result = result_of(client, pending.popleft())
             for task in itertools.islice(tasks, 1):
                 pending.append(client.submit(func, task, pure=False))
             yield result

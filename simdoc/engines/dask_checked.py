@@ -181,11 +181,15 @@ class CheckedClient:
     (:func:`_cluster_errors`): no result of an unchecked worker is ever used,
     whenever the worker joined. Futures given as arguments stay arguments
     (Dask passes their values); everything else of the Dask client is its own.
+    ``address`` (the scheduler as the user named it) and ``wait_workers`` are
+    the run's, for :mod:`simdoc.engines.dask_waiting`.
     """
 
-    def __init__(self, client, contract: Contract) -> None:
+    def __init__(self, client, contract: Contract, address: str | None = None, wait_workers: float | None = None) -> None:
         self.client = client
         self.contract = contract
+        self.address = address
+        self.wait_workers = wait_workers
 
     def __repr__(self) -> str:
         return f"CheckedClient({self.client!r})"

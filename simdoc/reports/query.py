@@ -226,7 +226,7 @@ class _DocumentSets:
     """Candidate documents' 64-bit shingle sets, re-read from the corpus, kept up to CACHE_BYTES.
 
     Exact copies share their representative's text (same identity), so only
-    the representative is read, while a copy's file keeps the stat recorded. A document that changed since it was indexed,
+    the representative is read, while both files keep the stat recorded. A document that changed since it was indexed,
     or is gone, gives None and one warning naming it, once per run.
     """
 
@@ -238,7 +238,6 @@ class _DocumentSets:
         self.sets: dict[int, ShingleSets | None] = {}  # in the order read: the oldest go first
         self.bytes = 0
         self.warned: set[int] = set()
-        self.moved: dict[int, bool] = {}  # a copy -> its file's stat is not the one recorded
 
     def jaccards(self, query: _Query, found: np.ndarray, spec: ShingleSpec) -> tuple[np.ndarray, np.ndarray]:
         """Exact set Jaccard of the query with each candidate, and which could be compared.
@@ -294,15 +293,10 @@ class _DocumentSets:
         return jac, readable
 
     def _heads(self, docs: np.ndarray) -> list[int]:
-        """The document to read for each of ``docs``: its representative, unless it is a copy whose
-        own file's stat moved since it was indexed (no scan proved it unchanged): then itself, so
-        that its digest decides; an edited copy is not its representative's text any more."""
-        docs = [int(d) for d in docs]
-        todo = sorted({d for d in docs if self.rep[d] != d and d not in self.moved})
-        if todo:
-            for d, same in zip(todo, self.reader.unchanged_docs(np.asarray(todo, dtype=np.int64)).tolist()):
-                self.moved[d] = not same
-        return [d if self.rep[d] != d and self.moved[d] else int(self.rep[d]) for d in docs]
+        """The document to read for each of ``docs``: its representative, unless the stat of the
+        copy's file or of its representative's moved since it was indexed (no scan proved them
+        unchanged): then itself, so that its own digest decides (see DocumentReader.read_as)."""
+        return self.reader.read_as(np.asarray(docs, dtype=np.int64), self.rep).tolist()
 
     def get(self, docs: np.ndarray) -> list[ShingleSets | None]:
         heads = self._heads(docs)

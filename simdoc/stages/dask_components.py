@@ -41,10 +41,17 @@ would be a finding of its own.
 
 from __future__ import annotations
 
+import concurrent.futures
+import itertools
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from simdoc.engines.dask_waiting import lost_with_a_worker, results_of, scatter
+
+# Times the components are looked for again, the edges sent anew, after a worker died with some.
+LOST_EDGES_RETRIES = 3
 
 # Edge rows (two int64 ends) a task takes at most, about, on a graph without a giant component:
 # 64 MiB, 4.2 million edges. 10^6 documents with 10^6 verified pairs make one partition.
@@ -180,10 +187,24 @@ def components(
     rounds = rounds if rounds is not None else Rounds()
     n_parts = partitions_for(len(left), partition_bytes)
     rounds.partitions = n_parts
+    for attempt in itertools.count():
+        rounds.edges.clear()
+        rounds.off_star.clear()
+        try:
+            return _on_cluster(client, left, right, n_parts, rounds)
+        except concurrent.futures.CancelledError as exc:
+            # A worker died with edges the client scattered: they cannot be computed again,
+            # so the tasks that needed them were cancelled. The client still has them all.
+            if attempt >= LOST_EDGES_RETRIES or not lost_with_a_worker(client, exc):
+                raise
+
+
+def _on_cluster(client, left: np.ndarray, right: np.ndarray, n_parts: int, rounds: Rounds) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`components`, once: the edges scattered, then large- and small-star steps."""
     per_chunk = max(1, math.ceil(len(left) / n_parts))
     # Scattered, not put in the task graph: a chunk is up to PARTITION_BYTES, sent once to a worker.
     chunks = [(left[i : i + per_chunk], right[i : i + per_chunk]) for i in range(0, len(left), per_chunk)]
-    scattered = client.scatter(chunks, hash=False) if chunks else []
+    scattered = scatter(client, chunks) if chunks else []
     outs = [client.submit(orient, chunk, n_parts, pure=False) for chunk in scattered]
     del chunks, scattered  # the workers hold the chunks now; the futures' tasks keep them
 
@@ -194,7 +215,7 @@ def components(
 
     while outs:
         outs = step(large_star, outs)
-        counts = [client.submit(summary, o, pure=False).result() for o in outs]
+        counts = results_of(client, [client.submit(summary, o, pure=False) for o in outs])
         rounds.edges.append(sum(c[0] for c in counts))
         rounds.off_star.append(sum(c[1] for c in counts))
         if rounds.off_star[-1] == 0:
@@ -203,7 +224,7 @@ def components(
     # The last large-star step's input was a star forest, and so is its output: read it off.
     found = [client.submit(labels_of, *[client.submit(piece, o, p, pure=False) for o in outs], pure=False)
              for p in range(n_parts)] if outs else []
-    found = [f.result() for f in found]
+    found = results_of(client, found)  # a scheduler left with no worker for --wait-workers: a ClusterError
     leaves = np.concatenate([f[0] for f in found]) if found else np.zeros(0, np.int64)
     centres = np.concatenate([f[1] for f in found]) if found else np.zeros(0, np.int64)
     docs = np.concatenate([leaves, np.unique(centres)])

@@ -102,6 +102,7 @@ class DocumentReader:
     reads: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # document -> times read (tests)
     _dirs: dict[str, object] = field(default_factory=dict, repr=False)  # folder -> inside the corpus (see confined_path)
     _digested: dict[str, bool] = field(default_factory=dict, repr=False)  # file -> its bytes are the ones indexed
+    _moved: dict[int, bool] = field(default_factory=dict, repr=False)  # document -> its stat moved (see moved)
 
     def path_of(self, doc: int) -> str:
         src = self.table.sources[doc] or self.table.ids[doc]
@@ -136,6 +137,36 @@ class DocumentReader:
         # Change time, inode and device unknown (an index of format 3): not compared.
         same[:, 2:] |= (recorded[:, 2:] == UNKNOWN) & ~exact[group_a][:, None]
         return same.all(axis=1) & there[group_a]
+
+    def moved(self, docs: np.ndarray) -> np.ndarray:
+        """Whether each of ``docs`` is not :meth:`unchanged` (bool array), each document's file
+        asked once per reader (once per run): a stored pair or an exact copy of it is trusted
+        only while its file keeps the stat recorded, and the run sticks to what it saw first."""
+        docs = np.asarray(docs, dtype=np.int64)
+        todo = sorted({d for d in docs.tolist() if d not in self._moved})
+        if todo:  # in one go: a file's stat is asked once for all its members
+            for d, same in zip(todo, self.unchanged_docs(np.asarray(todo, dtype=np.int64)).tolist()):
+                self._moved[d] = not same
+        return np.fromiter((self._moved[d] for d in docs.tolist()), dtype=bool, count=len(docs))
+
+    def read_as(self, docs: np.ndarray, rep: np.ndarray) -> np.ndarray:
+        """The document to read for each of ``docs``, of which ``rep`` gives each one's
+        representative (the first member of its group of exact copies, or itself).
+
+        Copies share one text, so a copy is read as its representative, once for all of
+        them, while both files keep the stat recorded. A copy whose own file moved is read
+        as itself: its digest decides (an edited copy is not the group's text any more).
+        So is a copy whose representative's file moved (edited, replaced, gone): the
+        representative's text is not the group's any more, the copy's may still be."""
+        docs = np.asarray(docs, dtype=np.int64)
+        heads = np.asarray(rep, dtype=np.int64)[docs]
+        copies = np.flatnonzero(heads != docs)
+        if len(copies):
+            both = np.concatenate([docs[copies], heads[copies]])
+            moved = self.moved(both)
+            alone = moved[: len(copies)] | moved[len(copies) :]
+            heads[copies[alone]] = docs[copies[alone]]
+        return heads
 
     def _stat_now(self, place: str) -> tuple[tuple[int, ...], bool] | None:
         """The stat columns' values of the file at ``place`` now, and whether they are an object's

@@ -205,7 +205,6 @@ class Verifier:
     # templated corpora); its total grows as each batch of candidates brings pairs to verify.
     progress: bool = False
     bar: tqdm | None = None
-    _moved: dict = field(default_factory=dict)  # document -> its file's stat is not the one recorded
 
     @classmethod
     def of_index(cls, loaded: LoadedIndex) -> Verifier:
@@ -278,7 +277,7 @@ class Verifier:
         if not groups:
             return groups
         docs = np.concatenate(groups)
-        moved = docs[~self.reader.unchanged_docs(docs)]
+        moved = docs[self.reader.moved(docs)]
         bad: set[int] = set()
         for a in range(0, len(moved), RECHECK_COPIES):  # a few documents' sets held at a time
             _, rows = self.reader.read_batch(moved[a : a + RECHECK_COPIES].tolist())
@@ -296,11 +295,7 @@ class Verifier:
         was indexed (a stat per file, once per run): they are verified again instead."""
         at = np.flatnonzero(found)
         docs = np.unique(np.concatenate([left[at], right[at]]))
-        todo = [d for d in docs.tolist() if d not in self._moved]
-        if todo:  # in one go: a file's stat is asked once for all its members
-            for d, same in zip(todo, self.reader.unchanged_docs(np.asarray(todo, dtype=np.int64)).tolist()):
-                self._moved[d] = not same
-        moved = np.asarray([d for d in docs.tolist() if self._moved[d]], dtype=np.int64)
+        moved = docs[self.reader.moved(docs)]  # a file's stat asked once a run (DocumentReader.moved)
         if len(moved):
             found[at[np.isin(left[at], moved) | np.isin(right[at], moved)]] = False
 
