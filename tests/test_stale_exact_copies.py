@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from conftest import write
 
 TEXT = "A short recipe for red lentil soup: onions, carrots, cumin, lentils and stock, simmered and blended. " * 5
@@ -45,33 +47,23 @@ def test_a_touched_exact_copy_with_the_same_bytes_stays(run, tmp_path):
     assert "changed since" not in r.stderr
 
 
-def test_query_reads_an_edited_copy_itself_not_its_representative(run, tmp_path):
+@pytest.mark.parametrize("edited", ["b.txt", "a.txt"])
+def test_query_reads_an_edited_copy_itself_and_finds_the_unchanged_ones(run, tmp_path, edited):
+    # b.txt: a copy, read as itself (not as its representative). a.txt: the group's first member
+    # (its representative, the one the buckets hold): its copies keep the text indexed, and are
+    # still found and verified, each read as itself.
     corpus, idx = tmp_path / "c", tmp_path / "idx"
     for name in ("a.txt", "b.txt", "c.txt"):
         write(corpus / name, TEXT)
     assert run("pairs", corpus, "--index", idx).exit_code == 0
-    write(corpus / "b.txt", "Completely different text now, about ferries and the harbour in winter.")
+    write(corpus / edited, "Completely different text now, about ferries and the harbour in winter.")
     q = write(tmp_path / "q.txt", TEXT)
     r = run("query", q, "--index", idx)
     assert r.exit_code == 0, r.stderr
-    assert r.stdout == f"{q}\ta.txt\t1.0000\t1.0000\n{q}\tc.txt\t1.0000\t1.0000\n"
-    assert "b.txt: changed or gone since it was indexed; not compared" in r.stderr
-
-
-def test_query_finds_the_unchanged_copies_of_an_edited_group_head(run, tmp_path):
-    # The group's first member (its representative, the one the buckets hold) is edited: its
-    # copies keep the text indexed, and are still found and verified, each read as itself.
-    corpus, idx = tmp_path / "c", tmp_path / "idx"
-    for name in ("a.txt", "b.txt", "c.txt"):
-        write(corpus / name, TEXT)
-    assert run("pairs", corpus, "--index", idx).exit_code == 0
-    write(corpus / "a.txt", "Completely different text now, about ferries and the harbour in winter.")
-    q = write(tmp_path / "q.txt", TEXT)
-    r = run("query", q, "--index", idx)
-    assert r.exit_code == 0, r.stderr
-    assert r.stdout == f"{q}\tb.txt\t1.0000\t1.0000\n{q}\tc.txt\t1.0000\t1.0000\n"
-    assert "a.txt: changed or gone since it was indexed; not compared" in r.stderr
-    assert "b.txt" not in r.stderr and "c.txt" not in r.stderr
+    kept = [name for name in ("a.txt", "b.txt", "c.txt") if name != edited]
+    assert r.stdout == "".join(f"{q}\t{name}\t1.0000\t1.0000\n" for name in kept)
+    assert f"{edited}: changed or gone since it was indexed; not compared" in r.stderr
+    assert not [name for name in kept if name in r.stderr]
 
 
 def test_query_finds_the_copies_of_a_group_head_that_is_gone(run, tmp_path):
