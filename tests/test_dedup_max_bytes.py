@@ -83,3 +83,19 @@ def test_dedup_of_a_cut_file_with_bad_utf8(run, tmp_path):
     r = run("dedup", corpus, "--index", tmp_path / "idx", "--max-bytes", N)
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""
+
+
+def test_with_quiet_one_line_still_says_that_some_are_left_out(run, tmp_path):
+    """-q hides the warnings (which name them), not the fact: a list shorter than what can go says so."""
+    corpus, idx = tmp_path / "c", tmp_path / "idx"
+    write(corpus / "a.txt", A)
+    write(corpus / "b.txt", B)
+    r = run("dedup", corpus, "--index", idx, "--max-bytes", N, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == ""
+    assert r.stderr == (
+        "simdoc: 1 warning hidden by -q, of documents left out of the list (changed since indexed, outside the corpus, "
+        "compared by their first --max-bytes only, or the kept one's own file): run without -q to read it\n"
+    )
+    loud = run("dedup", corpus, "--index", idx, "--max-bytes", N)
+    assert "hidden by -q" not in loud.stderr and "b.txt: only its first" in loud.stderr

@@ -294,6 +294,14 @@ def dedup(
         f"drop {count(n_drop, 'document')} ({count(drop_bytes, 'byte')}) ({res.cut()}, --keep {keep}){_skipped(res)} "
         f"in {time.perf_counter() - started:.2f} s"
     )
+    if quiet and plan.warnings:  # their warnings are hidden by -q: the list is shorter than what can go, and says so
+        n = len(plan.warnings)
+        click.echo(
+            f"simdoc: {count(n, 'warning')} hidden by -q, of documents left out of the list (changed since indexed, "
+            f"outside the corpus, compared by their first --max-bytes only, or the kept one's own file): "
+            f"run without -q to read {'it' if n == 1 else 'them'}",
+            err=True,
+        )
     if unsafe:  # never silent, not even with -q: the list is shorter than what can go
         one = len(unsafe) == 1
         click.echo(
