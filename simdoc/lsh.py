@@ -231,8 +231,9 @@ def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return out
 
 
-# A band of at least this many keys is ordered by the compiled sort even where numba is not
-# loaded yet (a run that only bands again): 13 bands of 2^21 keys save more than its import costs.
+# A band of at least this many keys is ordered by the compiled sort, and a matrix of at least
+# this many band keys is hashed by the compiled loop, even where numba is not loaded yet (a run
+# that only bands again): 13 bands of 2^21 keys save more than its import costs.
 COMPILED_ORDER_AFTER = 1 << 21
 
 
@@ -263,6 +264,8 @@ def stable_order(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _compiled_order(n: int) -> bool:
+    """Whether ``n`` keys (a band to order, or all the band keys to hash) go to the compiled loops:
+    numba is loaded already, or ``n`` pays for loading it, and the kernels are wanted (simdoc.kernel_choice)."""
     if "numba" not in sys.modules and n < COMPILED_ORDER_AFTER:
         return False  # (simdoc.jit imports numba: asked only once it is loaded, or worth loading)
     return wanted()
