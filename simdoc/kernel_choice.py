@@ -14,12 +14,15 @@ reference and never imports numba; a larger one runs the kernels.
 it runs); :func:`wanted` is what every caller of a kernel asks first. Once
 numba is loaded in a process (a larger stage before, a test), it is used:
 it costs nothing more. Forked workers inherit the choice of the process
-that forked them; a Dask worker uses the kernels.
+that forked them; a Dask worker uses the kernels. Where the CLI shows
+progress, the first process to want the kernels while their cache holds
+none says on stderr that it is compiling them (:func:`announce`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 
@@ -32,6 +35,7 @@ from collections.abc import Iterator
 SMALL_BYTES = 2 << 20
 
 _SMALL = [False]  # inside reads(n) with n < SMALL_BYTES
+_NOTE = [False, False]  # [say when the kernels are first compiled (announce), said already]
 
 
 @contextlib.contextmanager
@@ -59,4 +63,28 @@ def wanted() -> bool:
         return False
     from simdoc import jit
 
+    if jit.ENABLED and jit.CACHE:
+        _note_compiling(jit.cache_dir())
     return jit.ENABLED
+
+
+def announce(enabled: bool) -> None:
+    """Whether to say on stderr, once, that the kernels are being compiled (their cache is empty).
+
+    The CLI turns it on where it shows progress (stderr a terminal, no ``--quiet``): a
+    first run over a corpus otherwise sits silent for the minute or two of the compile,
+    its progress bar at zero, and looks hung."""
+    _NOTE[0] = enabled
+
+
+def _note_compiling(folder: str) -> None:
+    if not _NOTE[0] or _NOTE[1]:
+        return
+    _NOTE[1] = True
+    # numba keeps an index file (.nbi) per compiled function, in a subfolder per source folder.
+    if not any(name.endswith(".nbi") for _, _, names in os.walk(folder) for name in names):
+        sys.stderr.write(
+            "simdoc: compiling its kernels for this machine, once (a minute or two); "
+            f"later runs load them from {folder}\n"
+        )
+        sys.stderr.flush()

@@ -92,3 +92,41 @@ def test_within_a_small_stage_nothing_is_compiled_and_the_choice_ends_with_it():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert done.stdout.split() == ["False", "False", "True", "False", "False"]
+
+
+@pytest.fixture
+def note_state(monkeypatch):
+    monkeypatch.setattr(kernel_choice, "_NOTE", [False, False])
+    return kernel_choice._NOTE
+
+
+def test_an_empty_kernel_cache_is_announced_once_where_progress_is_shown(tmp_path, note_state, capsys):
+    kernel_choice.announce(True)
+    kernel_choice._note_compiling(str(tmp_path))
+    kernel_choice._note_compiling(str(tmp_path))
+    err = capsys.readouterr().err
+    assert err.count("compiling its kernels") == 1 and str(tmp_path) in err
+
+
+def test_a_cache_holding_compiled_kernels_or_a_quiet_run_says_nothing(tmp_path, note_state, capsys):
+    (tmp_path / "simdoc_ab12").mkdir()
+    (tmp_path / "simdoc_ab12" / "kernels.sign-10.py311.nbi").write_bytes(b"")
+    kernel_choice.announce(True)
+    kernel_choice._note_compiling(str(tmp_path))
+    note_state[:] = [False, False]
+    kernel_choice.announce(False)
+    kernel_choice._note_compiling(str(tmp_path / "empty"))
+    assert capsys.readouterr().err == ""
+
+
+def test_the_cli_announces_only_when_it_shows_progress(note_state, monkeypatch):
+    from simdoc.cli.options import setup_logging
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    setup_logging(quiet=False, verbose=False)
+    assert note_state[0] is True
+    setup_logging(quiet=True, verbose=False)
+    assert note_state[0] is False
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    setup_logging(quiet=False, verbose=False)
+    assert note_state[0] is False

@@ -28,6 +28,7 @@ from simdoc.corpus.filelists import chosen_list, listed
 from simdoc.corpus.objects import configure, is_url, parse_option
 from simdoc.engines.dask import DEFAULT_WAIT_WORKERS
 from simdoc.engines.dask_contract import ANSWER_FLOOR
+from simdoc import kernel_choice
 from simdoc.errors import CorpusError, IndexError_, UsageError
 from simdoc.output import FORMATS, check_header
 from simdoc.params import DEFAULT_THRESHOLD
@@ -51,6 +52,7 @@ def setup_logging(quiet: bool, verbose: bool) -> None:
     log.handlers[:] = [_StderrHandler()]
     log.propagate = False
     log.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO)
+    kernel_choice.announce(show_progress(quiet))
 
 
 def show_progress(quiet: bool) -> bool:
