@@ -79,6 +79,19 @@ def test_a_small_corpus_loads_no_numba_and_the_default_size_decides(tmp_path):
     assert out.strip() and not numba
 
 
+@pytest.mark.skipif(not kernels.ENABLED, reason="numba disabled by SIMDOC_NO_NUMBA")
+def test_a_query_of_a_few_documents_loads_no_numba_and_matches_as_the_kernels_do(tmp_path):
+    corpus = _corpus(tmp_path)
+    index = str(tmp_path / "i")
+    _run(1 << 40, ["pairs", str(corpus), "--index", index, "-t", "0.3"])
+    queries = [str(corpus / "d03.txt"), str(corpus / "sub" / "bad.txt")]
+    got = {}
+    for small_bytes in (kernel_choice.SMALL_BYTES, 0):
+        got[small_bytes] = _run(small_bytes, ["query", "--index", index, "-t", "0.3", "--format", "jsonl", *queries])
+    assert got[kernel_choice.SMALL_BYTES][1] is False and got[0][1] is True
+    assert got[0][0] == got[kernel_choice.SMALL_BYTES][0] and len(got[0][0].splitlines()) > 5
+
+
 def test_within_a_small_stage_nothing_is_compiled_and_the_choice_ends_with_it():
     code = (
         "import sys\n"

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simdoc import kernel_choice
 from simdoc.corpus import streaming
 from simdoc.corpus.long_text import LongText
 from simdoc.corpus.streaming import Part, sets64_of_texts, windows_in_pieces
@@ -151,15 +152,19 @@ class _Lookup:
         self.rep = loaded.representatives()
         self.folded = bool(np.any(self.rep != np.arange(len(self.rep))))
         self.looked_up = _DocumentSets(reader_of(loaded), self.rep, self.doc_ids, warn) if verify else None
+        self.sizes = loaded.docs().columns["size"] if verify else None
 
     def batch(self, documents: list[tuple[str, str | LongText]]) -> Iterator[Match]:
         texts = [text for _, text in documents]
-        qsigs, n_windows, unread = self._signatures(texts)
-        # 64-bit sets to verify, of the queries shingled whole (a long one is compared in passes).
-        whole = [q for q, t in enumerate(texts) if _short(t)] if self.verify else []
-        qsets = shingle_texts([texts[q] for q in whole], self.spec, form="sets64") if whole else None
+        # A few queries (a file looked up from a shell loop) are signed by the numpy reference,
+        # numba not loaded (simdoc.kernel_choice): that load was ~0.7 s of a 1.1 s lookup.
+        with kernel_choice.reads(sum(_bytes_of(t) for t in texts)):
+            qsigs, n_windows, unread = self._signatures(texts)
+            # 64-bit sets to verify, of the queries shingled whole (a long one is compared in passes).
+            whole = [q for q, t in enumerate(texts) if _short(t)] if self.verify else []
+            qsets = shingle_texts([texts[q] for q in whole], self.spec, form="sets64") if whole else None
+            qkeys = band_keys(qsigs, self.bands, self.rows)
         row_of = {q: i for i, q in enumerate(whole)}
-        qkeys = band_keys(qsigs, self.bands, self.rows)
         for q, (qid, text) in enumerate(documents):
             if q in unread:  # its reading said why
                 continue
@@ -172,10 +177,13 @@ class _Lookup:
             if self.folded:  # buckets hold one representative per group of exact copies
                 found = np.flatnonzero(np.isin(self.rep, found))
             query = _Query(qid, q, text, int(n_windows[q]), None if q not in row_of else qsets.slice(row_of[q], row_of[q] + 1))
-            yield from _score(
-                query, qsigs, found, self.looked_up, self.sigs, self.doc_ids, self.threshold, self.verify,
-                self.all_candidates, self.spec,
-            )
+            read = _bytes_of(text) + (int(np.asarray(self.sizes[found]).sum()) if self.verify else 0)
+            with kernel_choice.reads(read):  # the query and the candidates it reads again
+                matches = _score(
+                    query, qsigs, found, self.looked_up, self.sigs, self.doc_ids, self.threshold, self.verify,
+                    self.all_candidates, self.spec,
+                )
+            yield from matches
 
     def _signatures(self, texts: list[str | LongText]) -> tuple[np.ndarray, np.ndarray, set[int]]:
         """The queries' signatures and window counts, from the window stream as the build computes
@@ -204,6 +212,11 @@ class _Lookup:
                 continue
             sigs[q], n_windows[q] = fold.result(), fold.n
         return sigs, n_windows, unread
+
+
+def _bytes_of(text: str | LongText) -> int:
+    """About how many bytes shingling a query reads (a LongText, read as it goes: as many as a large stage)."""
+    return len(text) if isinstance(text, str) else kernel_choice.SMALL_BYTES
 
 
 def _short(text: str | LongText) -> bool:
