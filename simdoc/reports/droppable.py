@@ -13,6 +13,8 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from simdoc.corpus.files import compression_of
 from simdoc.corpus.objects import is_url
 from simdoc.reports.clusters import DedupDecision
@@ -80,10 +82,13 @@ def still_indexed(decisions: list[DedupDecision], reader: DocumentReader, outsid
     """
     outside = outside or {}
     number = {doc_id: i for i, doc_id in enumerate(reader.table.ids)}
+    # Every file that may be named, and every one kept, checked in one pass (their stat at once).
+    docs = np.array(sorted({number[m] for d in decisions for m in (d.keep, *d.drop)}), dtype=np.int64)
+    same = dict(zip(docs.tolist(), reader.same_bytes_docs(docs).tolist()))
     got = Checked([])
     warnings = got.warnings
     for d in decisions:
-        if not reader.same_bytes(number[d.keep]):
+        if not same[number[d.keep]]:
             warnings.append(
                 f"{d.keep}: changed or gone since it was indexed, and it is the one to keep: its cluster is left out "
                 "(run `simdoc dedup CORPUS` to index the corpus again)"
@@ -106,7 +111,7 @@ def still_indexed(decisions: list[DedupDecision], reader: DocumentReader, outsid
                     f"as deleting it would delete bytes never compared; index without --max-bytes, or with a larger one, "
                     "to compare it whole"
                 )
-            elif not reader.same_bytes(number[x]):
+            elif not same[number[x]]:
                 warnings.append(f"{x}: changed or gone since it was indexed: left out (run `simdoc dedup CORPUS` to index it again)")
             elif kept is not None and _file_of(reader, number[x]) == kept:
                 warnings.append(

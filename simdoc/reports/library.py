@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.walk import resolve_sources
 from simdoc.engines import DaskEngine, open_engine
@@ -85,7 +87,7 @@ class Dedup:
         index alone is not trusted to say where its files are, so that no
         absolute path the caller did not name is ever given for deletion.
     sizes : dict of str to int
-        Bytes of each document, by id.
+        Bytes of each document of the clusters, by id.
     clusters : Clusters
         The clusters the decisions were made from.
     warnings : list of str
@@ -346,14 +348,17 @@ def dedup_of(
     )
     with IndexStore(found.index).reading():
         loaded = open_index(found.index)
-        records = loaded.doc_records()
+        ids = loaded.doc_ids()
+        # Records of the clusters' documents only (rows of the index, as the clusters name them).
+        rows = np.unique(np.array([r for c in found.clusters for r in c.rows], dtype=np.int64))
+        records = loaded.doc_records(rows[rows < len(ids)])
         root = loaded.stage("shingle").get("corpus", "")
         reader = reader_of(loaded)
     if corpus is not None and resolve_sources(corpus)[0] != root:
         # The corpus was checked against the index when the stages were brought up to date; a
         # writer that ran since could have rebuilt it for another one.
         raise IndexError_(f"the index at {found.index} is now the index of {root}, not of the corpus named", hint="run dedup again")
-    if [r["id"] for r in records] != list(found.pairs.doc_ids):
+    if ids != list(found.pairs.doc_ids):
         # Another run updated the index between the pairs and this read: sizes and
         # times would belong to other documents than the clusters.
         raise IndexError_(f"the index at {found.index} changed while dedup ran", hint="run dedup again")

@@ -190,8 +190,20 @@ class DocumentReader:
         its bytes have the file digest recorded (a stat cannot prove that: an edit in the same
         tick of the file system's clock keeps it). A file of many documents is read once
         however many of its members are asked for."""
-        if not self.unchanged(doc):
-            return False
+        return self.unchanged(doc) and self._bytes_as_indexed(doc)
+
+    def same_bytes_docs(self, docs: np.ndarray) -> np.ndarray:
+        """:meth:`same_bytes` of each of ``docs`` (bool array), their stat asked in one pass
+        (:meth:`unchanged_docs`): dedup checks every file it would name (a per-document
+        :meth:`unchanged` cost ~0.3 ms of array work each, 3 s at 10^4 files)."""
+        docs = np.asarray(docs, dtype=np.int64)
+        out = self.unchanged_docs(docs)
+        for i in np.flatnonzero(out).tolist():
+            out[i] = self._bytes_as_indexed(int(docs[i]))
+        return out
+
+    def _bytes_as_indexed(self, doc: int) -> bool:
+        """Whether the bytes of a document's file have the file digest recorded (read once a file)."""
         source = self.table.sources[doc] or self.table.ids[doc]
         known = self._digested.get(source)
         if known is None:

@@ -19,7 +19,7 @@ from simdoc.minhash import DEFAULT_SCHEME, MinHasher
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec
 from simdoc.store.directory import MANIFEST, IndexStore
-from simdoc.store.doctable import COLUMN_ROLES, FORMAT_3_MISSING, FORMAT_4_NAMES, NAME_ROLES, DocsTable
+from simdoc.store.doctable import COLUMN_ROLES, FORMAT_3_MISSING, FORMAT_4_NAMES, NAME_ROLES, STATUSES, DocsTable
 from simdoc.store.verified import VerifiedPairs
 
 
@@ -94,16 +94,25 @@ class LoadedIndex:
     def doc_ids(self) -> list[str]:
         return list(self.docs().ids)
 
-    def doc_records(self) -> list[dict]:
-        """One dict per document (id, size, mtime_ns, digest, status, n_shingles, source)."""
+    def doc_records(self, docs: np.ndarray | None = None) -> list[dict]:
+        """One dict per document (id, size, mtime_ns, digest, status, n_shingles, added, and source
+        if it is a member of a file), of every document or of ``docs`` (numbers), in that order.
+
+        Gathered a column at a time: a row object per document cost 5 s of a 10^5-document
+        ``dedup``, which needs only the documents of its clusters."""
         t = self.docs()
+        rows = np.arange(len(t), dtype=np.int64) if docs is None else np.asarray(docs, dtype=np.int64)
+        c = t.columns
+        ids, sources = t.ids.take(rows), t.sources.take(rows)
+        digests = np.asarray(c["digest"])[rows]
+        statuses = [STATUSES[s] for s in np.asarray(c["status"])[rows].tolist()]
+        ints = {name: np.asarray(c[name])[rows].tolist() for name in ("size", "mtime_ns", "n_shingles", "added")}
         out = []
-        for i in range(len(t)):
-            r = t.row(i)
-            rec = {"id": r.id, "size": r.size, "mtime_ns": r.mtime_ns, "digest": r.digest.hex(), "status": r.status,
-                   "n_shingles": r.n_shingles, "added": r.added}
-            if r.source:
-                rec["source"] = r.source
+        for k, (doc_id, source) in enumerate(zip(ids, sources)):
+            rec = {"id": doc_id, "size": ints["size"][k], "mtime_ns": ints["mtime_ns"][k], "digest": digests[k].tobytes().hex(),
+                   "status": statuses[k], "n_shingles": ints["n_shingles"][k], "added": ints["added"][k]}
+            if source:
+                rec["source"] = source
             out.append(rec)
         return out
 
