@@ -155,11 +155,16 @@ def clusters_of_labels(doc_ids: Sequence[str], docs: np.ndarray, labels: np.ndar
     labels = np.asarray(labels, dtype=np.int64)
     docs = docs[np.argsort(labels, kind="stable")]  # one contiguous run per component
     labels = np.sort(labels, kind="stable")
-    groups = np.split(docs, np.flatnonzero(np.diff(labels)) + 1) if len(docs) else []
-    # Sort by id strings, not document numbers: the ids are what the user sees.
+    bounds = [0, *(np.flatnonzero(np.diff(labels)) + 1).tolist(), len(docs)] if len(docs) else [0]
+    # The ids gathered in one go where the column can (an id at a time cost 1.7 s of `clusters`
+    # at 10^6 records), then each group sorted by them, not by document numbers: the ids are
+    # what the user sees.
+    take = getattr(doc_ids, "take", None)
+    ids = take(docs) if take is not None else [doc_ids[i] for i in docs.tolist()]
+    rows = docs.tolist()
     named = []
-    for group in groups:
-        pairs = sorted((doc_ids[i], int(i)) for i in group)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        pairs = sorted(zip(ids[a:b], rows[a:b]))
         named.append((tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)))
     named.sort()
     return [Cluster(n, members, rows) for n, (members, rows) in enumerate(named, start=1)]
