@@ -362,8 +362,9 @@ def dedup_of(
         # Another run updated the index between the pairs and this read: sizes and
         # times would belong to other documents than the clusters.
         raise IndexError_(f"the index at {found.index} changed while dedup ran", hint="run dedup again")
-    outside = outside_corpus(reader, (m for c in found.clusters for m in c.members))
-    checked = still_indexed(plan_dedup(found.clusters, records, keep, outside), reader, outside)
+    rows_of = {m: r for c in found.clusters for m, r in zip(c.members, c.rows)}
+    outside = outside_corpus(reader, (m for c in found.clusters for m in c.members), rows_of)
+    checked = still_indexed(plan_dedup(found.clusters, records, keep, outside), reader, outside, rows_of)
     trusted = root if corpus is not None else None
     sizes = {r["id"]: r["size"] for r in records}
     return Dedup(checked.decisions, keep, trusted, sizes, found, checked.warnings, checked.unlisted)

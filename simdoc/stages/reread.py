@@ -198,13 +198,17 @@ class DocumentReader:
         :meth:`unchanged` cost ~0.3 ms of array work each, 3 s at 10^4 files)."""
         docs = np.asarray(docs, dtype=np.int64)
         out = self.unchanged_docs(docs)
-        for i in np.flatnonzero(out).tolist():
-            out[i] = self._bytes_as_indexed(int(docs[i]))
+        at = np.flatnonzero(out)
+        # Names gathered in one go (one at a time: ~10 us each, 10^5 members of a JSON Lines file).
+        sources, ids = self.table.sources.take(docs[at]), self.table.ids.take(docs[at])
+        for i, source, doc_id in zip(at.tolist(), sources, ids):
+            out[i] = self._bytes_as_indexed(int(docs[i]), source or doc_id)
         return out
 
-    def _bytes_as_indexed(self, doc: int) -> bool:
-        """Whether the bytes of a document's file have the file digest recorded (read once a file)."""
-        source = self.table.sources[doc] or self.table.ids[doc]
+    def _bytes_as_indexed(self, doc: int, source: str | None = None) -> bool:
+        """Whether the bytes of a document's file (``source``: its file's name, if known) have
+        the file digest recorded (read once a file)."""
+        source = source or self.table.sources[doc] or self.table.ids[doc]
         known = self._digested.get(source)
         if known is None:
             path = self.confined(source)
