@@ -22,14 +22,20 @@ and ``awk`` see records only); ``--header`` / ``--no-header`` change that.
 Names are escaped one way in tsv, csv and the table (:func:`escape_name`):
 backslash, tab, newline and carriage return as ``\\\\``, ``\\t``, ``\\n`` and
 ``\\r``, every other control character as ``\\xNN`` (C0 and DEL) or
-``\\u00NN`` (C1), and each byte of a file name that is not UTF-8 as ``\\xNN``,
-so one record is always one line, nothing in a name reaches a terminal as a
-control sequence, and two names never print alike (:func:`unescape_name`
-undoes it). csv then quotes a field with a comma or a double quote, as csv
-does. Every jsonl line is written by :func:`json_line`, which writes such
-bytes as ``\\udcNN`` escapes (``os.fsencode`` recovers them), and every control
-character as a ``\\u00NN`` escape too. With ``-0/--null`` every field is
-NUL-terminated and names are raw bytes.
+``\\u00NN`` (C1, NEL U+0085 among them), the line and paragraph separators
+U+2028, U+2029 and the bidi formatting characters (U+202A-U+202E,
+U+2066-U+2069, U+200E, U+200F, U+061C) as ``\\uNNNN``, and each byte of a
+file name that is not UTF-8 as ``\\xNN``, so one record is always one line
+(for ``str.splitlines`` and editors too), nothing in a name reaches a
+terminal as a control sequence or reorders what it shows (``evil\\u202etxt.exe``
+would show as ``evilexe.txt``), and two names never print alike
+(:func:`unescape_name` undoes it). csv then quotes a field with a comma or a
+double quote, as csv does. Every jsonl line is written by :func:`json_line`,
+which writes such bytes as ``\\udcNN`` escapes (``os.fsencode`` recovers them),
+and every control character, separator and bidi character as a ``\\uNNNN``
+escape too. ``show`` prints a document's text with the same escapes but for
+the whitespace it is laid out with (:func:`visible_text`). With
+``-0/--null`` every field is NUL-terminated and names are raw bytes.
 """
 
 from __future__ import annotations
@@ -47,10 +53,16 @@ from simdoc.errors import UsageError
 FIELDS = ("doc_a", "doc_b", "estimated", "jaccard")
 FORMATS = ("tsv", "csv", "jsonl", "table")
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+# Characters past the controls that no printed name or text shows raw: U+2028 and U+2029 end a
+# line for str.splitlines, JavaScript before ES2019 and many editors (one record read as two);
+# the bidi formatting characters reorder what a terminal shows, so that "evil\u202etxt.exe"
+# reads "evilexe.txt" ("Trojan Source") in a list bound for `xargs rm`.
+_SEPARATORS_BIDI = "\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"
 # Escaped: the backslash, every control character (C0, DEL, C1: a terminal acts on them, ESC
-# starts a colour or a cursor move, and a line break splits a record), and the bytes of file
-# names that are not valid UTF-8, which reach us as lone surrogates (surrogateescape).
-_ESCAPED = re.compile(r"[\\\x00-\x1f\x7f-\x9f\udc80-\udcff]")
+# starts a colour or a cursor move, and a line break splits a record), the characters above,
+# and the bytes of file names that are not valid UTF-8, which reach us as lone surrogates
+# (surrogateescape).
+_ESCAPED = re.compile(f"[\\\\\x00-\x1f\x7f-\x9f{_SEPARATORS_BIDI}\udc80-\udcff]")
 _UNESCAPE = re.compile(r"\\(?:x([0-9a-f]{2})|u([0-9a-f]{4})|(.))", re.DOTALL)
 
 
@@ -61,9 +73,9 @@ def _escape_one(c: str) -> str:
     n = ord(c)
     if n < 0x80:  # C0 or DEL: one byte, the same in the name on disk
         return f"\\x{n:02x}"
-    if n < 0xA0:  # C1: \xNN of 0x80 and up is taken, by a byte that is not UTF-8
-        return f"\\u{n:04x}"
-    return f"\\x{n - 0xDC00:02x}"  # a byte that is not UTF-8: its lone surrogate
+    if 0xDC80 <= n <= 0xDCFF:  # a byte that is not UTF-8: its lone surrogate
+        return f"\\x{n - 0xDC00:02x}"
+    return f"\\u{n:04x}"  # C1, a separator or a bidi character: \xNN of 0x80 and up is a byte
 
 
 def escape_name(name: str) -> str:
@@ -71,7 +83,8 @@ def escape_name(name: str) -> str:
 
     Backslash, tab, newline and carriage return become ``\\\\``, ``\\t``, ``\\n``,
     ``\\r``; any other C0 control or DEL becomes ``\\xNN`` (ESC: ``\\x1b``), a C1
-    control ``\\u00NN`` (U+009B: ``\\u009b``); a byte that is not UTF-8 (a lone
+    control ``\\u00NN`` (U+009B: ``\\u009b``), a line or paragraph separator or a
+    bidi formatting character ``\\uNNNN`` (U+202E: ``\\u202e``); a byte that is not UTF-8 (a lone
     surrogate of surrogateescape) becomes ``\\xNN``, NN from 80 up. So ``\\xNN``
     is always the byte NN of the name as the file system holds it. The
     backslash being escaped too, a name holding the four characters ``\\xe9``
@@ -94,20 +107,23 @@ def unescape_name(text: str) -> str:
     return _UNESCAPE.sub(_unescape_one, text)
 
 
-# Control characters but the whitespace a text is laid out with (tab, newline, VT, FF, CR).
-_TEXT_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+# Control characters but the whitespace a text is laid out with (tab, newline, VT, FF, CR), and
+# the separators and bidi characters: a text's U+202E would reorder the lines after it too.
+_TEXT_CONTROL = re.compile(f"[\x00-\x08\x0e-\x1f\x7f-\x9f{_SEPARATORS_BIDI}]")
 
 
 def visible_text(text: str) -> str:
-    """Document text as ``show`` prints it for people: its control characters escaped as a name's
-    are (ESC: ``\\x1b``, C1: ``\\u00NN``), so that none reaches the terminal; the rest as it is."""
+    """Document text as ``show`` prints it for people: its control characters, line and paragraph
+    separators and bidi characters escaped as a name's are (ESC: ``\\x1b``, C1: ``\\u00NN``,
+    U+202E: ``\\u202e``), so that none reaches the terminal; the rest as it is."""
     return _TEXT_CONTROL.sub(lambda m: _escape_one(m.group()), text)
 
 
 # Lone surrogates: a byte of a file name that is not UTF-8 (surrogateescape), or one a JSON
-# Lines member id spelt as an escape; and DEL and the C1 controls, which json.dumps leaves raw
-# (it escapes C0 itself). JSON writes them as \\uXXXX escapes, never raw.
-_SURROGATE = re.compile("[\x7f-\x9f\ud800-\udfff]")
+# Lines member id spelt as an escape; and DEL, the C1 controls, the separators and the bidi
+# characters, which json.dumps leaves raw (it escapes C0 itself). JSON writes them as \\uXXXX
+# escapes, never raw.
+_JSON_ESCAPED = re.compile(f"[\x7f-\x9f{_SEPARATORS_BIDI}\ud800-\udfff]")
 
 
 def json_line(record: Mapping[str, Any]) -> str:
@@ -116,10 +132,11 @@ def json_line(record: Mapping[str, Any]) -> str:
     Text stays UTF-8 as it is, but a byte of a name that is not UTF-8 is
     written ``"\\udcNN"`` (``json.loads`` gives the surrogate back, and
     ``os.fsencode`` the byte), so that every line is valid JSON in UTF-8; a
-    control character is always a ``\\u00NN`` escape, never raw.
+    control character, U+2028, U+2029 and a bidi formatting character are
+    always a ``\\uNNNN`` escape, never raw.
     """
     text = json.dumps(record, ensure_ascii=False)  # a surrogate can only be inside a string
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+    return _JSON_ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
 Record = tuple  # (doc_a, doc_b, estimated, jaccard) or, with --new, (..., new)

@@ -59,18 +59,28 @@ def show_progress(quiet: bool) -> bool:
     return not quiet and sys.stderr.isatty()
 
 
-def report_stages(stages: list[StageResult], verbose: bool) -> None:
-    for s in stages:
-        for n in s.notes:
-            log.info(n)
-    # A file skipped is warned about once (simdoc.stages.skipped); --verbose lists them all.
-    warnings = [w for s in stages for w in s.warnings + (s.repeated if verbose else [])]
+def warn_capped(warnings: Sequence[str], verbose: bool, what: str = "") -> None:
+    """Log ``warnings``: all of them with ``verbose``, else the first :data:`MAX_WARNINGS` and one
+    line counting the rest, so that thousands of them (a big corpus's) do not bury the summary.
+
+    ``what`` says what they are about in that line, with how many there are in all
+    (``"of documents left out"``: "... and 9 more warnings of documents left out, 29 in all").
+    """
     shown = warnings if verbose else warnings[:MAX_WARNINGS]
     for w in shown:
         log.warning(w)
     if len(warnings) > len(shown):
         more = len(warnings) - len(shown)
-        log.warning(f"... and {more} more {plural(more, 'warning')} (--verbose shows all)")
+        of = f" {what}, {len(warnings)} in all" if what else ""
+        log.warning(f"... and {more} more {plural(more, 'warning')}{of} (--verbose shows all)")
+
+
+def report_stages(stages: list[StageResult], verbose: bool) -> None:
+    for s in stages:
+        for n in s.notes:
+            log.info(n)
+    # A file skipped is warned about once (simdoc.stages.skipped); --verbose lists them all.
+    warn_capped([w for s in stages for w in s.warnings + (s.repeated if verbose else [])], verbose)
     for s in stages:
         if s.built:
             log.debug(f"{s.stage}: {s.detail} ({s.seconds:.2f} s)")

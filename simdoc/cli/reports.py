@@ -48,6 +48,7 @@ from simdoc.cli.options import (
     threshold_option,
     verbose_option,
     wait_option,
+    warn_capped,
     with_options,
 )
 from simdoc.errors import UsageError
@@ -260,8 +261,6 @@ def dedup(
         corpus, files_from, files0_from, index, stage_options, jobs=jobs, scheduler=scheduler, wait_workers=wait_workers,
         rebuild=rebuild, wait=wait, quiet=quiet, verbose=verbose, keep=keep,
     )
-    for w in plan.warnings:
-        log.warning(w)
     res, index, decisions = plan.clusters.pairs, plan.clusters.index, plan.decisions
 
     def name(doc_id: str) -> str:
@@ -272,9 +271,12 @@ def dedup(
         # Split at the newline, such a name could make `xargs` remove another file: left out, and
         # out of the summary's counts, which say what was listed.
         unsafe = [x for d in decisions for x in d.drop if "\n" in x or "\r" in x]
-        for x in unsafe:
-            log.warning(f"{x!r} has a line break in its name: left out; use -0 to list it")
         decisions = [DedupDecision(d.cluster_id, d.keep, kept) for d in decisions if (kept := tuple(x for x in d.drop if x not in unsafe))]
+    # One warning a document left out: capped as the stages' are, as a JSON Lines or WARC corpus
+    # indexed with --max-bytes can leave thousands out. The cap's last line (under -q, the lines
+    # below) says how many there are in all, so none is left out silently.
+    line_breaks = [f"{x!r} has a line break in its name: left out; use -0 to list it" for x in unsafe]
+    warn_capped(plan.warnings + line_breaks, verbose, "of documents left out")
     n_drop = sum(len(d.drop) for d in decisions)
     drop_bytes = sum(plan.sizes[x] for d in decisions for x in d.drop)
     if fmt == "paths":
