@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import TEXT_A, TEXT_C, summary, write
 
-from simdoc.corpus import folders
-from simdoc.store import directory
+from simdoc import indexmarks
+from simdoc.store import directory, locks, names
 from simdoc.store.loaded import open_index
+from tests.test_crash_safety import simdoc
 
 NOTE = "warning: old.idx: a simdoc index (it holds simdoc's manifest.json): its files are not documents"
 
@@ -67,5 +69,96 @@ def test_a_folder_with_a_manifest_json_of_its_own_is_walked(run, tmp_path):
 
 
 def test_the_walk_knows_an_index_as_the_store_names_it():
-    assert folders.INDEX_MANIFEST == directory.MANIFEST
-    assert folders.INDEX_FORMAT == directory.FORMAT
+    # One set of names for both layers (simdoc.indexmarks): the store's are those the corpus checks.
+    assert directory.MANIFEST is indexmarks.MANIFEST and directory.FORMAT is indexmarks.FORMAT
+    assert locks.LOCK is indexmarks.LOCK and names.OWN is indexmarks.OWN
+
+
+# -- an index whose first build did not finish (QA pass of 2026-11-27) --------------------------
+#
+# A first build killed before its manifest leaves simdoc's lock file (its first file, which says
+# "pid N since TIME"), maybe `readers`, and the arrays it published: those were read as documents.
+
+UNFINISHED = (
+    "an unfinished simdoc index (simdoc's lock file and files, no manifest.json yet): its files are not documents"
+)
+PID_NOTE = "pid 4242 since 2026-11-27 06:00:00\n"  # what simdoc's writer puts in its lock file
+
+
+def _corpus_with_an_unfinished_index(tmp_path):
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", TEXT_A)
+    write(corpus / "b.txt", TEXT_A)
+    write(corpus / "c.txt", TEXT_C)
+    died = simdoc("pairs", corpus, "--index", corpus / "old.idx", "-q", env_extra={"SIMDOC_FAULT": "manifest:before"})
+    assert died.returncode == 75, died.stderr
+    left = {p.name for p in (corpus / "old.idx").iterdir()}
+    assert "manifest.json" not in left and "lock" in left and any(n.startswith("signatures.") for n in left), left
+    return corpus
+
+
+def test_an_index_whose_first_build_was_killed_is_passed_over_with_a_note_once(run, tmp_path):
+    corpus = _corpus_with_an_unfinished_index(tmp_path)
+    idx = tmp_path / "idx"
+    first = run("pairs", corpus, "--index", idx)
+    assert first.exit_code == 0, first.stderr
+    assert first.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
+    assert summary(first)["docs"] == "3" and summary(first)["skipped"] == "1"
+    assert [line for line in first.stderr.splitlines() if line.startswith("warning:")] == [f"warning: old.idx: {UNFINISHED}"]
+    again = run("pairs", corpus, "--index", idx)
+    assert again.exit_code == 0, again.stderr
+    assert "warning:" not in again.stderr and summary(again)["skipped"] == "1"
+    listed = run("stats", "--index", idx, "--skipped")
+    assert listed.stdout == f"old.idx\t{UNFINISHED}\n"
+
+
+@pytest.mark.parametrize(
+    "left",
+    [
+        {"lock": PID_NOTE},  # killed right after it took its lock
+        {"lock": PID_NOTE, "readers": ""},
+        {"lock": "", "signatures.0123456789abcdef.npy": b"\x93NUMPY\x01\x00"},  # its note could not be written
+    ],
+    ids=["lock", "lock-readers", "empty-lock-arrays"],
+)
+def test_what_a_first_build_leaves_at_any_moment_is_passed_over(run, tmp_path, left):
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", TEXT_A)
+    write(corpus / "b.txt", TEXT_A)
+    for name, content in left.items():
+        write(corpus / "old.idx" / name, content)
+    write(corpus / "old.idx" / ".docs.key.0123456789abcdef.npy.x1y2.tmp", b"\x93NUMPY")  # a temporary
+    r = run("pairs", corpus, "--index", tmp_path / "idx")
+    assert r.exit_code == 0, r.stderr
+    assert summary(r)["docs"] == "2" and summary(r)["skipped"] == "1"
+    assert f"warning: old.idx: {UNFINISHED}" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "folder",
+    [
+        {"lock": "do not touch while the backup runs\n"},  # a lock of the user's own
+        {"lock": "", "readers": ""},  # no note and no array: nothing only simdoc writes
+        {"lock": PID_NOTE, "notes.txt": TEXT_C},  # a file simdoc never writes in an index
+        {"lock": PID_NOTE, "signatures.npy": TEXT_C},  # not the name of a simdoc array (no build id)
+    ],
+    ids=["users-lock", "empty-locks", "foreign-file", "foreign-array-name"],
+)
+def test_a_users_folder_with_a_file_called_lock_is_walked(run, tmp_path, folder):
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", TEXT_A)
+    write(corpus / "b.txt", TEXT_A)
+    for name, content in folder.items():
+        write(corpus / "app" / name, content)
+    r = run("pairs", corpus, "--index", tmp_path / "idx")
+    assert r.exit_code == 0, r.stderr
+    assert summary(r)["docs"] == str(2 + len(folder)) and summary(r)["skipped"] is None
+    assert "simdoc index" not in r.stderr
+
+
+def test_the_lock_note_the_walk_knows_is_the_one_the_writer_writes(tmp_path):
+    store = directory.IndexStore(tmp_path / "idx")
+    with store.writing():
+        note = (tmp_path / "idx" / "lock").read_bytes()
+    assert indexmarks.WRITER_NOTE.match(note), note
+
