@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import TEXT_A, TEXT_C, summary, write
 
 from simdoc import indexmarks
+from simdoc.corpus import indexes
 from simdoc.store import directory, locks, names
 from simdoc.store.loaded import open_index
 from tests.test_crash_safety import simdoc
@@ -162,3 +165,93 @@ def test_the_lock_note_the_walk_knows_is_the_one_the_writer_writes(tmp_path):
         note = (tmp_path / "idx" / "lock").read_bytes()
     assert indexmarks.WRITER_NOTE.match(note), note
 
+
+# -- --files-from: the same rule as the walk, the same note ---------------------------------------
+
+
+def _listed(tmp_path, corpus, *extra):
+    """A list of every file under ``corpus`` (as `find corpus -type f` gives), and ``extra`` names."""
+    names = [str(p) for p in sorted(corpus.rglob("*")) if p.is_file()] + [str(e) for e in extra]
+    (tmp_path / "list.txt").write_text("".join(f"{n}\n" for n in names))
+    return tmp_path / "list.txt"
+
+
+@pytest.mark.parametrize("kind", ["finished", "unfinished"])
+def test_files_from_passes_over_the_files_of_an_index_with_the_walks_note(run, tmp_path, kind):
+    corpus = (_corpus_with_an_old_index(run, tmp_path) if kind == "finished" else _corpus_with_an_unfinished_index(tmp_path))
+    reason = NOTE.removeprefix("warning: old.idx: ") if kind == "finished" else UNFINISHED
+    idx = tmp_path / "idx"
+    r = run("pairs", "--files-from", _listed(tmp_path, corpus), "--index", idx)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
+    assert summary(r)["docs"] == "3" and summary(r)["skipped"] == "1"
+    assert [line for line in r.stderr.splitlines() if line.startswith("warning:")] == [f"warning: old.idx: {reason}"]
+    assert run("stats", "--index", idx, "--skipped").stdout == f"old.idx\t{reason}\n"
+
+
+def test_files_from_passes_over_the_files_of_the_index_in_use_with_a_note(run, tmp_path):
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", TEXT_A)
+    write(corpus / "b.txt", TEXT_A)
+    write(corpus / "c.txt", TEXT_C)
+    idx = corpus / "sub" / "idx"  # deeper than the list's base: the folders between are checked too
+    first = run("pairs", "--files-from", _listed(tmp_path, corpus), "--index", idx)
+    assert first.exit_code == 0, first.stderr
+    write(corpus / "sub" / "d.txt", TEXT_C)
+    again = run("pairs", "--files-from", _listed(tmp_path, corpus), "--index", idx)  # now it names idx's files
+    assert again.exit_code == 0, again.stderr
+    assert summary(again)["docs"] == "4" and summary(again)["skipped"] == "1"
+    assert [line for line in again.stderr.splitlines() if line.startswith("warning:")] == [
+        f"warning: sub/idx: {NOTE.removeprefix('warning: old.idx: ')}"
+    ]
+    assert open_index(idx).doc_ids() == ["a.txt", "b.txt", "c.txt", "sub/d.txt"]
+
+
+def test_files_from_naming_an_index_folder_passes_it_over(run, tmp_path):
+    corpus = _corpus_with_an_old_index(run, tmp_path)
+    listing = tmp_path / "list.txt"
+    listing.write_text("".join(f"{corpus / n}\n" for n in ("a.txt", "b.txt", "c.txt", "old.idx")))
+    r = run("pairs", "--files-from", listing, "--index", tmp_path / "idx")
+    assert r.exit_code == 0, r.stderr
+    assert summary(r)["docs"] == "3" and summary(r)["skipped"] == "1"
+    assert [line for line in r.stderr.splitlines() if line.startswith("warning:")] == [NOTE]
+
+
+def test_files_from_keeps_a_users_file_called_lock(run, tmp_path):
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", TEXT_A)
+    write(corpus / "app" / "lock", "do not touch while the backup runs\n")
+    write(corpus / "app" / "b.txt", TEXT_A)
+    r = run("pairs", "--files-from", _listed(tmp_path, corpus), "--index", tmp_path / "idx")
+    assert r.exit_code == 0, r.stderr
+    assert summary(r)["docs"] == "3" and summary(r)["skipped"] is None
+
+
+def test_a_lists_folders_are_asked_once_each_and_none_inside_an_index():
+    asked = []
+
+    def reason(folder):
+        asked.append(folder)
+        return "an index" if folder == "a/old.idx" else None
+
+    ids = ["a/x.txt", "a/old.idx/lock", "a/old.idx/dask-parts/scan/1.npz", "b/c/d.txt", "a/y.txt", "top.txt"]
+    found = indexes.find_indexes(indexes.folders_of(ids), reason)
+    assert found == {"a/old.idx": "an index"}
+    assert sorted(asked) == ["a", "a/old.idx", "b", "b/c"]  # never the base, nothing inside old.idx
+    assert [indexes.holder(i, found) for i in ids] == [None, "a/old.idx", "a/old.idx", None, None, None]
+
+
+_PARTS = st.lists(st.sampled_from(["a", "b", "ab", "a.b", "idx"]), min_size=1, max_size=4).map("/".join)
+
+
+@given(ids=st.lists(_PARTS, max_size=12), marked=st.sets(_PARTS, max_size=4))
+@settings(max_examples=200, deadline=None)
+def test_a_name_is_passed_over_by_the_shallowest_index_that_holds_it(ids, marked):
+    # What find_indexes and holder give is what asking every folder of every name would give.
+    ids = [i for i in ids if i not in indexes.folders_of(ids)]  # a file is no folder of another name
+    found = indexes.find_indexes(indexes.folders_of(ids), lambda folder: "idx" if folder in marked else None)
+    for doc_id in ids:
+        parts = doc_id.split("/")
+        folders = ["/".join(parts[:i]) for i in range(1, len(parts))]
+        expected = next((f for f in folders if f in marked), None)
+        assert indexes.holder(doc_id, found) == expected

@@ -32,6 +32,7 @@ from simdoc.corpus.filelists import ListedPath, ListedURL
 from simdoc.corpus.folders import DEV, INO, Excluded, Skipped, list_folder
 from simdoc.corpus.folders import seen as _seen
 from simdoc.corpus.globs import selected, selected_all
+from simdoc.corpus.indexes import find_indexes, folders_of, holder, path_reason
 # The rules for names live in simdoc.corpus.names; the readers and stages import them from here too.
 from simdoc.corpus.names import JSONL_SUFFIXES, MEMBER_SEPARATOR, WARC_SUFFIXES, is_jsonl, is_warc, walk_key, walk_keys  # noqa: F401
 from simdoc.corpus.object_lists import common_base, stat_listed
@@ -232,8 +233,21 @@ def discover_sources(
         return base, entries, skipped
     entries: dict[str, FileEntry] = {}
     skipped: list[Skipped] = []
+    # A name inside a simdoc index is none of its documents, as in a walk of the base: each folder
+    # between the base and a name is asked once (the index in use too: it has its manifest or lock).
+    indexes = find_indexes(folders_of(prefix for _, prefix in sources), lambda folder: path_reason(os.path.join(base, folder)))
+    said: set[str] = set()
     for path, prefix in sources:
-        if os.path.isdir(path):
+        folder = os.path.isdir(path)
+        if folder and holder(prefix, indexes) is None and (reason := path_reason(path)) is not None:
+            indexes[prefix] = reason  # a folder named that is an index itself
+        inside = holder(prefix, indexes)
+        if inside is not None:
+            if inside not in said:  # once, however many names of it the list gives
+                said.add(inside)
+                skipped.append(_seen(inside, indexes[inside], directory=True))
+            continue
+        if folder:
             found, passed = discover(path, exclude, follow_symlinks)
             for e in found:
                 entries.setdefault(f"{prefix}/{e.id}", dataclasses.replace(e, id=f"{prefix}/{e.id}"))
