@@ -1,4 +1,5 @@
-"""Simdoc indexes met in a corpus, passed over: in a folder walked, in a ``--files-from`` list.
+"""Simdoc indexes met in a corpus, passed over: in a folder walked, in a ``--files-from`` list,
+under a bucket prefix.
 
 Whether a folder is a simdoc index is decided in one place,
 :func:`simdoc.indexmarks.index_reason`, which asks a folder for the first bytes
@@ -7,13 +8,17 @@ how each kind of corpus answers it:
 
 * a folder walked (:func:`folder_reason`): its names are listed already, so
   a folder that holds neither name costs two searches of them, no system call;
-* the folders of a list (:func:`path_reason`, by :func:`find_indexes`): a
-  list names files, not what their folders hold, so each folder between the
-  list's base and a name is asked (two opens; a listing only where there is
-  simdoc's lock and no manifest), once however many names it holds.
+* the folders of a list (:func:`path_reason`, :func:`url_reason`, by
+  :func:`find_indexes`): a list names files, not what their folders hold, so
+  each folder between the list's base and a name is asked (two opens, or two
+  HEADs; a listing only where there is simdoc's lock and no manifest), once
+  however many names it holds;
+* a bucket's listing (:func:`listed_indexes`): the keys are all known, so
+  only a "folder" where one is ``manifest.json`` or ``lock`` is asked (a
+  ranged GET of each of the two that is listed).
 
 As in a walk, the folder the ids are relative to (a CORPUS, a list's
-deepest common folder) is not asked: only the folders inside it.
+deepest common folder, a prefix) is not asked: only the folders inside it.
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from simdoc.indexmarks import HEAD_BYTES, index_reason
+from simdoc.indexmarks import HEAD_BYTES, LOCK, MANIFEST, index_reason
 
 # Never a link's target, nor a FIFO's reader (an open that would wait for a writer).
 _OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+AT_ONCE = 16  # folders of a list of URLs asked at a time: a round trip or two each
 
 
 def folder_reason(names: list[str], directory: str, fd: int | None) -> str | None:
@@ -66,6 +72,42 @@ def _listing(directory: str) -> list[str] | None:
         return os.listdir(directory)
     except OSError:
         return None  # cannot tell: walked as a user's folder would be
+
+
+def url_reason(base: str) -> Callable[[str], str | None]:
+    """The reason of a "folder" below ``base`` (a URL), by its id: a HEAD of each of the two names
+    (and a ranged GET of one that is there), and a listing of the folder where simdoc's lock is
+    and no manifest."""
+    from simdoc.corpus.objects import filesystem  # a backend is loaded only for a corpus at a URL
+
+    fs, _ = filesystem(base)
+
+    def reason(folder: str) -> str | None:
+        path = fs._strip_protocol(f"{base}/{folder}")
+        return index_reason(lambda name: _object_head(fs, f"{path}/{name}", ask=True), lambda: _object_names(fs, path))
+
+    return reason
+
+
+def _object_head(fs, path: str, ask: bool = False) -> bytes | None:
+    """The first bytes of the object at ``path``; ``ask``: a HEAD first, for a key no listing gave
+    (most are not there: a HEAD answers that, and no object is read)."""
+    try:
+        if ask:
+            fs.invalidate_cache(path)
+            if fs.info(path).get("type", "file") != "file":
+                return None
+        return fs.cat_file(path, start=0, end=HEAD_BYTES)
+    except Exception:  # noqa: BLE001 - gone, refused, unreachable (each backend its own kinds): no index known
+        return None
+
+
+def _object_names(fs, path: str) -> list[str] | None:
+    try:
+        fs.invalidate_cache(path)  # fsspec keeps listings: the folder as it is now
+        return [name.rstrip("/").rpartition("/")[2] for name in fs.ls(path, detail=False)]
+    except Exception:  # noqa: BLE001 - as above
+        return None
 
 
 def folders_of(ids: Iterable[str]) -> set[str]:
@@ -107,3 +149,31 @@ def holder(doc_id: str, found: dict[str, str]) -> str | None:
             return doc_id[:at]
         at = doc_id.find("/", at + 1)
     return doc_id if doc_id in found else None
+
+
+def listed_indexes(base: str, ids: list[str]) -> dict[str, str]:
+    """The "folders" of a listing of ``base`` (its objects' ids) that are simdoc indexes, with why.
+
+    Only a folder where a key is ``manifest.json`` or ``lock`` can be one; its
+    two names are read by ranged GETs where they are listed, and its names are
+    the listing's (hidden keys, which a listing leaves out, aside)."""
+    candidates = {doc_id.rpartition("/")[0] for doc_id in ids if doc_id.rpartition("/")[2] in (MANIFEST, LOCK)}
+    candidates.discard("")  # the base itself: not asked, as a walk's root is not
+    if not candidates:
+        return {}
+    from simdoc.corpus.objects import filesystem
+
+    fs, root = filesystem(base)
+    keys = set(ids)
+
+    def reason(folder: str) -> str | None:
+        def head(name: str) -> bytes | None:
+            return _object_head(fs, f"{root}/{folder}/{name}") if f"{folder}/{name}" in keys else None
+
+        def names() -> list[str]:
+            inside = [k[len(folder) + 1 :] for k in ids if k.startswith(folder + "/")]
+            return list({k.partition("/")[0] for k in inside})
+
+        return index_reason(head, names)
+
+    return find_indexes(candidates, reason)

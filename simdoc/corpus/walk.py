@@ -32,7 +32,7 @@ from simdoc.corpus.filelists import ListedPath, ListedURL
 from simdoc.corpus.folders import DEV, INO, Excluded, Skipped, list_folder
 from simdoc.corpus.folders import seen as _seen
 from simdoc.corpus.globs import selected, selected_all
-from simdoc.corpus.indexes import find_indexes, folders_of, holder, path_reason
+from simdoc.corpus.indexes import AT_ONCE, find_indexes, folders_of, holder, listed_indexes, path_reason, url_reason
 # The rules for names live in simdoc.corpus.names; the readers and stages import them from here too.
 from simdoc.corpus.names import JSONL_SUFFIXES, MEMBER_SEPARATOR, WARC_SUFFIXES, is_jsonl, is_warc, walk_key, walk_keys  # noqa: F401
 from simdoc.corpus.object_lists import common_base, stat_listed
@@ -277,8 +277,13 @@ def _listed(url: str, include_globs, exclude_globs, lazy: bool):
     from simdoc.corpus.objects import list_prefix
 
     base, listed, passed = list_prefix(url)
+    indexes = listed_indexes(base, [doc_id for doc_id, _, _ in listed])  # as a walk passes over a folder
+    if indexes:
+        listed = [item for item in listed if holder(item[0], indexes) is None]
+        passed = [item for item in passed if holder(item[0], indexes) is None]
     entries = [FileEntry(doc_id, path, *st.values()) for doc_id, path, st in listed]
     skipped = [Skipped(doc_id, reason, size, mtime_ns) for doc_id, reason, size, mtime_ns in passed]
+    skipped += [Skipped(folder, reason, directory=True) for folder, reason in indexes.items()]
     _reported(skipped, include_globs, exclude_globs)
     chosen = _select(entries, include_globs, exclude_globs)
     return base, (iter(chosen) if lazy else chosen), skipped
@@ -289,6 +294,12 @@ def _named_objects(base: str, sources: list[tuple[str, str]], include_globs, exc
     entries: dict[str, FileEntry] = {}
     skipped: list[Skipped] = []
     unique = list(dict(sources).items())
+    # Objects inside a simdoc index are none of its documents, as files of one in a list are not: each
+    # "folder" below the base asked once (a HEAD of its manifest.json and lock), not their objects.
+    indexes = find_indexes(folders_of(doc_id for _, doc_id in unique), url_reason(base), AT_ONCE)
+    if indexes:
+        unique = [(url, doc_id) for url, doc_id in unique if holder(doc_id, indexes) is None]
+        skipped += [Skipped(folder, reason, directory=True) for folder, reason in indexes.items()]
     for (url, doc_id), st in zip(unique, stat_listed([url for url, _ in unique])):
         if isinstance(st, str):
             skipped.append(_seen(doc_id, st))
