@@ -29,6 +29,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
+from simdoc.corpus.objects import filesystem  # fsspec itself is imported only when a URL is asked
 from simdoc.indexmarks import HEAD_BYTES, LOCK, MANIFEST, index_reason
 
 # Never a link's target, nor a FIFO's reader (an open that would wait for a writer).
@@ -78,8 +79,6 @@ def url_reason(base: str) -> Callable[[str], str | None]:
     """The reason of a "folder" below ``base`` (a URL), by its id: a HEAD of each of the two names
     (and a ranged GET of one that is there), and a listing of the folder where simdoc's lock is
     and no manifest."""
-    from simdoc.corpus.objects import filesystem  # a backend is loaded only for a corpus at a URL
-
     fs, _ = filesystem(base)
 
     def reason(folder: str) -> str | None:
@@ -161,8 +160,6 @@ def listed_indexes(base: str, ids: list[str]) -> dict[str, str]:
     candidates.discard("")  # the base itself: not asked, as a walk's root is not
     if not candidates:
         return {}
-    from simdoc.corpus.objects import filesystem
-
     fs, root = filesystem(base)
     keys = set(ids)
 
