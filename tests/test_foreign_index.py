@@ -4,7 +4,10 @@ The index a run uses is left out of its walk; an index of another run (an
 old one, or one named with another --index) was walked like any folder:
 its manifest, lock files and .npy arrays became documents or skipped
 binary files. A folder that holds simdoc's manifest is now passed over,
-said once on stderr, and listed by `stats --skipped`.
+said once on stderr, and listed by `stats --skipped`. So is (QA pass of
+2026-11-27) an index whose first build did not finish (simdoc's lock file and
+nothing simdoc would not write), and a name of a --files-from list inside
+either; a bucket prefix: tests/test_object_storage_indexes.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 A corpus is a directory. Its documents are the regular files below it,
 recursively, except hidden files and directories (names starting with ".")
 and the index directory itself when it lies inside the corpus, and any other simdoc
-index in it (a folder with simdoc's manifest.json: reported as skipped once). Symbolic
+index in it (a folder with simdoc's manifest.json, or an unfinished one's lock: reported as
+skipped once; the rule, simdoc.indexmarks, is applied to lists and listings too). Symbolic
 links are not followed unless asked (a link can point outside the corpus or
 form a loop); each one is reported. With --follow-symlinks every real
 directory is walked once, so loops are cut and reported. FIFOs, sockets and
