@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
 import sys
 from bisect import bisect_left
@@ -37,6 +36,7 @@ import numpy as np
 
 from simdoc import kernel_choice
 from simdoc.corpus.globs import may_hold, selected
+from simdoc.corpus.indexes import folder_reason
 from simdoc.corpus.names import walk_key, walk_keys
 
 # A row of a folder's stats: the five of FileEntry.stat() (simdoc.store.doctable.STAT_COLUMNS), then the mode.
@@ -269,8 +269,10 @@ def list_folder(directory: str, rel: str, excluded: Excluded, follow_symlinks: b
         # (walk_keys), and then their rows are in walk order as they come.
         names = sorted(_LISTDIR(directory if fd is None else fd))
         _drop_hidden(names)
-        if rel and _holds_index(names, directory, fd):  # another run's index (the one in use is excluded)
-            skipped.append(seen(rel, INDEX_SKIPPED, directory=True))  # no time: said once, however it is updated
+        # Another run's index (the one in use is excluded), finished or not; the root is the user's choice.
+        reason = folder_reason(names, directory, fd) if rel else None
+        if reason is not None:
+            skipped.append(seen(rel, reason, directory=True))  # no time: said once, however it is updated
             return []
         names, rows = lstat_names(directory, fd, names, prefix, skipped)
     except OSError as exc:
@@ -313,34 +315,6 @@ def list_folder(directory: str, rel: str, excluded: Excluded, follow_symlinks: b
             out.append(found[i][1:])
         at = i + 1
     return out
-
-
-# A simdoc index, as simdoc.store.directory names it (MANIFEST, FORMAT; the corpus layer does not
-# import the store): a folder holding a regular file manifest.json that says it is simdoc's.
-INDEX_MANIFEST = "manifest.json"
-INDEX_FORMAT = "simdoc-index"
-INDEX_SKIPPED = "a simdoc index (it holds simdoc's manifest.json): its files are not documents"
-_INDEX_MARK = re.compile(rb'"format"\s*:\s*"' + INDEX_FORMAT.encode() + rb'"')
-_MANIFEST_HEAD = 1 << 16  # "format" is the manifest's second key (its keys are sorted)
-
-
-def _holds_index(names: list[str], directory: str, fd: int | None) -> bool:
-    """Whether a folder of ``names`` (sorted) is a simdoc index: one search of its names, and a read
-    of the start of its manifest.json only where there is one (a web app's manifest is walked)."""
-    at = bisect_left(names, INDEX_MANIFEST)
-    if at == len(names) or names[at] != INDEX_MANIFEST:
-        return False
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)  # never a FIFO's reader
-    try:
-        mfd = os.open(INDEX_MANIFEST, flags, dir_fd=fd) if fd is not None else os.open(os.path.join(directory, INDEX_MANIFEST), flags)
-    except OSError:
-        return False
-    try:
-        return stat.S_ISREG(os.fstat(mfd).st_mode) and _INDEX_MARK.search(os.read(mfd, _MANIFEST_HEAD)) is not None
-    except OSError:
-        return False
-    finally:
-        os.close(mfd)
 
 
 def _drop_hidden(names: list[str]) -> None:

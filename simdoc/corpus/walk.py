@@ -3,7 +3,8 @@
 A corpus is a directory. Its documents are the regular files below it,
 recursively, except hidden files and directories (names starting with ".")
 and the index directory itself when it lies inside the corpus, and any other simdoc
-index in it (a folder with simdoc's manifest.json: reported as skipped once). Symbolic
+index in it (a folder with simdoc's manifest.json, or an unfinished one's lock: reported as
+skipped once; the rule, simdoc.indexmarks, is applied to lists and listings too). Symbolic
 links are not followed unless asked (a link can point outside the corpus or
 form a loop); each one is reported. With --follow-symlinks every real
 directory is walked once, so loops are cut and reported. FIFOs, sockets and
@@ -32,6 +33,7 @@ from simdoc.corpus.filelists import ListedPath, ListedURL
 from simdoc.corpus.folders import DEV, INO, Excluded, Skipped, list_folder
 from simdoc.corpus.folders import seen as _seen
 from simdoc.corpus.globs import selected, selected_all
+from simdoc.corpus.indexes import AT_ONCE, find_indexes, folders_of, holder, listed_indexes, path_reason, url_reason
 # The rules for names live in simdoc.corpus.names; the readers and stages import them from here too.
 from simdoc.corpus.names import JSONL_SUFFIXES, MEMBER_SEPARATOR, WARC_SUFFIXES, is_jsonl, is_warc, walk_key, walk_keys  # noqa: F401
 from simdoc.corpus.object_lists import common_base, stat_listed
@@ -232,8 +234,21 @@ def discover_sources(
         return base, entries, skipped
     entries: dict[str, FileEntry] = {}
     skipped: list[Skipped] = []
+    # A name inside a simdoc index is none of its documents, as in a walk of the base: each folder
+    # between the base and a name is asked once (the index in use too: it has its manifest or lock).
+    indexes = find_indexes(folders_of(prefix for _, prefix in sources), lambda folder: path_reason(os.path.join(base, folder)))
+    said: set[str] = set()
     for path, prefix in sources:
-        if os.path.isdir(path):
+        folder = os.path.isdir(path)
+        if folder and holder(prefix, indexes) is None and (reason := path_reason(path)) is not None:
+            indexes[prefix] = reason  # a folder named that is an index itself
+        inside = holder(prefix, indexes)
+        if inside is not None:
+            if inside not in said:  # once, however many names of it the list gives
+                said.add(inside)
+                skipped.append(_seen(inside, indexes[inside], directory=True))
+            continue
+        if folder:
             found, passed = discover(path, exclude, follow_symlinks)
             for e in found:
                 entries.setdefault(f"{prefix}/{e.id}", dataclasses.replace(e, id=f"{prefix}/{e.id}"))
@@ -263,8 +278,13 @@ def _listed(url: str, include_globs, exclude_globs, lazy: bool):
     from simdoc.corpus.objects import list_prefix
 
     base, listed, passed = list_prefix(url)
+    indexes = listed_indexes(base, [doc_id for doc_id, _, _ in listed])  # as a walk passes over a folder
+    if indexes:
+        listed = [item for item in listed if holder(item[0], indexes) is None]
+        passed = [item for item in passed if holder(item[0], indexes) is None]
     entries = [FileEntry(doc_id, path, *st.values()) for doc_id, path, st in listed]
     skipped = [Skipped(doc_id, reason, size, mtime_ns) for doc_id, reason, size, mtime_ns in passed]
+    skipped += [Skipped(folder, reason, directory=True) for folder, reason in indexes.items()]
     _reported(skipped, include_globs, exclude_globs)
     chosen = _select(entries, include_globs, exclude_globs)
     return base, (iter(chosen) if lazy else chosen), skipped
@@ -275,6 +295,12 @@ def _named_objects(base: str, sources: list[tuple[str, str]], include_globs, exc
     entries: dict[str, FileEntry] = {}
     skipped: list[Skipped] = []
     unique = list(dict(sources).items())
+    # Objects inside a simdoc index are none of its documents, as files of one in a list are not: each
+    # "folder" below the base asked once (a HEAD of its manifest.json and lock), not their objects.
+    indexes = find_indexes(folders_of(doc_id for _, doc_id in unique), url_reason(base), AT_ONCE)
+    if indexes:
+        unique = [(url, doc_id) for url, doc_id in unique if holder(doc_id, indexes) is None]
+        skipped += [Skipped(folder, reason, directory=True) for folder, reason in indexes.items()]
     for (url, doc_id), st in zip(unique, stat_listed([url for url, _ in unique])):
         if isinstance(st, str):
             skipped.append(_seen(doc_id, st))

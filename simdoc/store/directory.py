@@ -64,6 +64,7 @@ from pathlib import Path
 import numpy as np
 
 from simdoc.errors import CorruptIndex, IndexBusy, IndexError_, OutputError
+from simdoc.indexmarks import FORMAT, MANIFEST, writer_note  # noqa: F401  (below the store: the corpus knows them too)
 from simdoc.store.locks import LOCK, READERS, open_lock_file
 from simdoc.store.manifest import dump as dump_manifest
 from simdoc.store.manifest import parse as parse_manifest
@@ -82,7 +83,6 @@ from simdoc.store.npyfiles import (
     verify_key,
 )
 
-FORMAT = "simdoc-index"
 # Version 3 keeps no shingles (verification reads the documents again); versions 1 and 2
 # kept every shingle of every document and are not read: `--rebuild` replaces them.
 # Version 4 adds each file's change time, inode and device to the docs table (an edit that
@@ -94,7 +94,6 @@ FORMAT = "simdoc-index"
 # version 5's); its next update writes version 5, keeping every row that is unchanged.
 FORMAT_VERSION = 5
 READABLE_VERSIONS = (3, 4, 5)
-MANIFEST = "manifest.json"
 VERIFY_ON_LOAD_BYTES = 1 << 30  # larger files: CRC checked by `simdoc check` only
 def _own_file(path: Path) -> os.stat_result:
     """The stat of a file of the index, which simdoc always writes as a regular file (renamed into place).
@@ -251,9 +250,10 @@ class IndexStore:
                 raise no_room(self.path, exc) from None
             raise
         try:
-            with contextlib.suppress(OSError):  # who holds the lock is a note for IndexBusy, nothing more
+            # Who holds the lock, for IndexBusy; before a first manifest, what tells a walk it is simdoc's (indexmarks).
+            with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+                os.pwrite(fd, writer_note(os.getpid(), time.strftime("%Y-%m-%d %H:%M:%S")), 0)
             _HELD[key] = 1
             try:
                 yield

@@ -18,28 +18,13 @@ import re
 import stat
 from pathlib import Path
 
-# Names simdoc writes: <stem>.<16 hex build id>.<ext>, the manifest, and temporary
-# files of those (".<name>.<random>.tmp"). Nothing else in a directory is ours.
-_STEMS = (
-    r"(docs|shingles\.(overflow|origin)|docs\.(id|source|key|files)(\.offsets)?|docs\.files\.rows|docs\.(offset|length|size|file_size|mtime_ns|ctime_ns|ino|dev|n_shingles|added|how|status"
-    r"|digest|file_digest|identity)|shingles\.(indptr|data|counts)|minhash\.family|signatures|bands|buckets|groups"
-    r"|verified\.(keys|jaccard))"
-)
+# Names simdoc writes (<stem>.<16 hex build id>.<ext>, the manifest, the lock files, their
+# temporaries, and PARTS, the folder where the tasks of a Dask cluster write their parts:
+# simdoc.stages.scan, simdoc.stages.dask_index, simdoc.stages.dask_pairs) are known to the corpus
+# too, which passes over any index it meets: they live in simdoc.indexmarks, below both layers.
+from simdoc.indexmarks import OWN, OWN_TEMPORARY, PARTS  # noqa: F401  (OWN_TEMPORARY, PARTS: imported from here)
 
-
-# jsonl: format 2 kept its docs table as JSON lines; a --rebuild deletes those files too.
-_OWN = re.compile(rf"^({_STEMS}\.[0-9a-f]{{16}}\.(npy|jsonl)|manifest\.json|lock|readers)$")
-
-
-OWN_TEMPORARY = re.compile(rf"^\.({_STEMS}\.(tmp\.npy|tmp\.jsonl|[0-9a-f]{{16}}\.(npy|jsonl))|manifest\.json)\..+\.tmp$")
-
-
-# The folder where the tasks of a Dask cluster write their parts (simdoc.stages.scan,
-# simdoc.stages.dask_index and simdoc.stages.dask_pairs), and the names they write
-# in it, at any depth.
-PARTS = "dask-parts"
-
-
+# The names the tasks write in PARTS, at any depth.
 _OWN_PART = re.compile(
     r"^(scan|[0-9a-f]{16}-[0-9a-f]{16}|band-[0-9a-f]{16}|copies\.[0-9a-f]{16}\.npy|\.copies\.[0-9]+\.tmp\.npy"
     r"|[0-9]{3}-[0-9]{6}\.npz(\.[0-9]+\.[0-9]+\.tmp)?|\.?[0-9a-f]{32}\.npz(\.[0-9]+\.[0-9]+\.tmp)?"
@@ -99,7 +84,7 @@ def remove_parts(folder: Path) -> bool:
 
 def is_own_file(name: str) -> bool:
     """True for the names of files simdoc writes in an index directory (and their temporaries)."""
-    return bool(_OWN.match(name) or OWN_TEMPORARY.match(name))
+    return bool(OWN.match(name) or OWN_TEMPORARY.match(name))
 
 
 def own_entry(path: Path) -> bool:
