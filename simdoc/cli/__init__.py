@@ -21,7 +21,9 @@ from simdoc.cli.stdio import discard_stdout, guarded_stdout, open_closed_descrip
 from simdoc.errors import OutputError, SimdocError
 from simdoc.interrupts import how_it_ended
 from simdoc.memory import return_freed_blocks
+from simdoc.output import visible_text
 from simdoc.version import __version__
+from simdoc.wording import plural
 
 log = logging.getLogger("simdoc")
 
@@ -96,9 +98,13 @@ class _Group(click.Group):
 def _say_error(exc: SimdocError) -> None:
     if isinstance(exc, OutputError) and exc.stdout:
         discard_stdout()
-    for w in getattr(exc, "warnings", [])[:MAX_WARNINGS]:
-        click.echo(f"warning: {w}", err=True)
-    click.echo(f"Error: {exc}", err=True)
+    warnings = getattr(exc, "warnings", [])
+    for w in warnings[:MAX_WARNINGS]:
+        click.echo(f"warning: {visible_text(w)}", err=True)
+    if len(warnings) > MAX_WARNINGS:
+        more = len(warnings) - MAX_WARNINGS
+        click.echo(f"warning: ... and {more} more {plural(more, 'warning')}", err=True)
+    click.echo(f"Error: {visible_text(str(exc))}", err=True)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

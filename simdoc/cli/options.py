@@ -30,7 +30,7 @@ from simdoc.engines.dask import DEFAULT_WAIT_WORKERS
 from simdoc.engines.dask_contract import ANSWER_FLOOR
 from simdoc import kernel_choice
 from simdoc.errors import CorpusError, IndexError_, UsageError
-from simdoc.output import FORMATS, check_header
+from simdoc.output import FORMATS, check_header, visible_text
 from simdoc.params import DEFAULT_THRESHOLD
 from simdoc.shingling import UNITS
 from simdoc.stages.common import default_index_path
@@ -45,7 +45,8 @@ MAX_WARNINGS = 20
 class _StderrHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         prefix = "warning: " if record.levelno >= logging.WARNING else ""
-        click.echo(f"{prefix}{record.getMessage()}", err=True)
+        # A file's name in a message may hold ESC or U+202E: escaped, as printed names are.
+        click.echo(f"{prefix}{visible_text(record.getMessage())}", err=True)
 
 
 def setup_logging(quiet: bool, verbose: bool) -> None:
