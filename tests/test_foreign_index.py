@@ -258,3 +258,11 @@ def test_a_name_is_passed_over_by_the_shallowest_index_that_holds_it(ids, marked
         folders = ["/".join(parts[:i]) for i in range(1, len(parts))]
         expected = next((f for f in folders if f in marked), None)
         assert indexes.holder(doc_id, found) == expected
+
+
+def test_an_index_named_as_the_corpus_is_an_error_that_says_so(run, tmp_path):
+    corpus = _corpus_with_an_old_index(run, tmp_path)
+    r = run("pairs", corpus / "old.idx", "--index", tmp_path / "idx")
+    assert r.exit_code == 3 and r.stdout == ""
+    assert "is a simdoc index (it holds simdoc's manifest.json)" in r.stderr and "--index" in r.stderr
+    assert not (tmp_path / "idx" / "manifest.json").exists()

@@ -115,6 +115,9 @@ def _found(root, exclude, follow_symlinks: bool, include_globs, exclude_globs, s
         raise CorpusError(f"corpus {root} does not exist", hint="check the path")
     if not root_path.is_dir():
         raise CorpusError(f"corpus {root} is not a directory", hint="pass the folder that holds the documents")
+    reason = path_reason(str(root_path))
+    if reason is not None:  # its arrays and lock would be read as documents
+        raise CorpusError(f"corpus {root} is {reason}", hint="name the folder of documents, and this one with --index")
     return _walk(str(root_path.resolve()), exclude, follow_symlinks, include_globs, exclude_globs, skipped)
 
 
