@@ -118,6 +118,16 @@ def test_an_index_whose_first_build_was_killed_is_passed_over_with_a_note_once(r
     assert listed.stdout == f"old.idx\t{UNFINISHED}\n"
 
 
+def _two_copies_and_a_folder(tmp_path, folder: str, files: dict):
+    """A corpus of two copies and a folder holding ``files`` (name: content)."""
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", TEXT_A)
+    write(corpus / "b.txt", TEXT_A)
+    for name, content in files.items():
+        write(corpus / folder / name, content)
+    return corpus
+
+
 @pytest.mark.parametrize(
     "left",
     [
@@ -128,11 +138,7 @@ def test_an_index_whose_first_build_was_killed_is_passed_over_with_a_note_once(r
     ids=["lock", "lock-readers", "empty-lock-arrays"],
 )
 def test_what_a_first_build_leaves_at_any_moment_is_passed_over(run, tmp_path, left):
-    corpus = tmp_path / "c"
-    write(corpus / "a.txt", TEXT_A)
-    write(corpus / "b.txt", TEXT_A)
-    for name, content in left.items():
-        write(corpus / "old.idx" / name, content)
+    corpus = _two_copies_and_a_folder(tmp_path, "old.idx", left)
     write(corpus / "old.idx" / ".docs.key.0123456789abcdef.npy.x1y2.tmp", b"\x93NUMPY")  # a temporary
     r = run("pairs", corpus, "--index", tmp_path / "idx")
     assert r.exit_code == 0, r.stderr
@@ -151,11 +157,7 @@ def test_what_a_first_build_leaves_at_any_moment_is_passed_over(run, tmp_path, l
     ids=["users-lock", "empty-locks", "foreign-file", "foreign-array-name"],
 )
 def test_a_users_folder_with_a_file_called_lock_is_walked(run, tmp_path, folder):
-    corpus = tmp_path / "c"
-    write(corpus / "a.txt", TEXT_A)
-    write(corpus / "b.txt", TEXT_A)
-    for name, content in folder.items():
-        write(corpus / "app" / name, content)
+    corpus = _two_copies_and_a_folder(tmp_path, "app", folder)
     r = run("pairs", corpus, "--index", tmp_path / "idx")
     assert r.exit_code == 0, r.stderr
     assert summary(r)["docs"] == str(2 + len(folder)) and summary(r)["skipped"] is None
