@@ -195,7 +195,7 @@ class DocumentReader:
     def same_bytes_docs(self, docs: np.ndarray) -> np.ndarray:
         """:meth:`same_bytes` of each of ``docs`` (bool array), their stat asked in one pass
         (:meth:`unchanged_docs`): dedup checks every file it would name (a per-document
-        :meth:`unchanged` cost ~0.3 ms of array work each, 3 s at 10^4 files)."""
+        :meth:`unchanged` is an array pass each: 3.4 s under cProfile for c100k dedup's 11,702 files)."""
         docs = np.asarray(docs, dtype=np.int64)
         out = self.unchanged_docs(docs)
         at = np.flatnonzero(out)
