@@ -77,3 +77,22 @@ def test_a_prefix_folder_with_a_lock_or_manifest_of_its_own_is_read(run, s3, tmp
     assert r.exit_code == 0, (r.stderr, r.exception)
     assert r.stdout == "a.txt\tapp/b.txt\t1.0000\t1.0000\n"
     assert summary(r)["docs"] == "5" and summary(r)["skipped"] is None
+
+
+def test_a_list_of_urls_naming_no_manifest_or_lock_asks_no_folder(run, s3, tmp_path, monkeypatch):
+    import simdoc.corpus.indexes as indexes
+
+    fs, endpoint, bucket, _ = s3
+    corpus = tmp_path / "c"
+    for i, folder in enumerate(("x", "y/z", "w")):
+        write(corpus / folder / f"d{i}.txt", TEXT_A)
+    upload(fs, corpus, bucket, "crawl")
+    names = sorted(p.relative_to(corpus).as_posix() for p in corpus.rglob("*") if p.is_file())
+    (tmp_path / "urls.txt").write_text("".join(f"s3://{bucket}/crawl/{n}\n" for n in names))
+    asked: list[str] = []
+    real = indexes._object_head
+    monkeypatch.setattr(indexes, "_object_head", lambda fs, path, ask=False: asked.append(path) or real(fs, path, ask))
+    r = run("pairs", "--files-from", tmp_path / "urls.txt", "--index", tmp_path / "idx", "--storage-option", endpoint)
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert summary(r)["docs"] == "3" and len(r.stdout.splitlines()) == 3
+    assert asked == []  # no HEAD of a manifest.json or lock in any of the four folders

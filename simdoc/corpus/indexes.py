@@ -8,11 +8,16 @@ how each kind of corpus answers it:
 
 * a folder walked (:func:`folder_reason`): its names are listed already, so
   a folder that holds neither name costs two searches of them, no system call;
-* the folders of a list (:func:`path_reason`, :func:`url_reason`, by
-  :func:`find_indexes`): a list names files, not what their folders hold, so
-  each folder between the list's base and a name is asked (two opens, or two
-  HEADs; a listing only where there is simdoc's lock and no manifest), once
-  however many names it holds;
+* the folders of a list of paths (:func:`path_reason`, by :func:`find_indexes`):
+  a list names files, not what their folders hold, so each folder between
+  the list's base and a name is asked (two opens; a listing only where there
+  is simdoc's lock and no manifest), once however many names it holds;
+* a list of URLs (:func:`url_reason`): only a "folder" where the list names
+  ``manifest.json`` or ``lock`` (:func:`named_candidates`), as in a bucket's
+  listing, is asked (two HEADs, a ranged GET of one that is there): asking
+  every folder cost two HEADs a folder on every run, a nightly one too, for
+  a list that names an index's arrays without its manifest or lock, which
+  a list made from a listing does not;
 * a bucket's listing (:func:`listed_indexes`): the keys are all known, so
   only a "folder" where one is ``manifest.json`` or ``lock`` is asked (a
   ranged GET of each of the two that is listed).
@@ -150,14 +155,21 @@ def holder(doc_id: str, found: dict[str, str]) -> str | None:
     return doc_id if doc_id in found else None
 
 
+def named_candidates(ids: Iterable[str]) -> set[str]:
+    """The folders (ids, below the base) where one of ``ids`` is ``manifest.json`` or ``lock``:
+    the only ones that can be simdoc indexes, when ``ids`` are all a folder's keys."""
+    candidates = {doc_id.rpartition("/")[0] for doc_id in ids if doc_id.rpartition("/")[2] in (MANIFEST, LOCK)}
+    candidates.discard("")  # the base itself: not asked, as a walk's root is not
+    return candidates
+
+
 def listed_indexes(base: str, ids: list[str]) -> dict[str, str]:
     """The "folders" of a listing of ``base`` (its objects' ids) that are simdoc indexes, with why.
 
     Only a folder where a key is ``manifest.json`` or ``lock`` can be one; its
     two names are read by ranged GETs where they are listed, and its names are
     the listing's (hidden keys, which a listing leaves out, aside)."""
-    candidates = {doc_id.rpartition("/")[0] for doc_id in ids if doc_id.rpartition("/")[2] in (MANIFEST, LOCK)}
-    candidates.discard("")  # the base itself: not asked, as a walk's root is not
+    candidates = named_candidates(ids)
     if not candidates:
         return {}
     fs, root = filesystem(base)

@@ -33,7 +33,7 @@ from simdoc.corpus.filelists import ListedPath, ListedURL
 from simdoc.corpus.folders import DEV, INO, Excluded, Skipped, list_folder
 from simdoc.corpus.folders import seen as _seen
 from simdoc.corpus.globs import selected, selected_all
-from simdoc.corpus.indexes import AT_ONCE, find_indexes, folders_of, holder, listed_indexes, path_reason, url_reason
+from simdoc.corpus.indexes import AT_ONCE, find_indexes, folders_of, holder, listed_indexes, named_candidates, path_reason, url_reason
 # The rules for names live in simdoc.corpus.names; the readers and stages import them from here too.
 from simdoc.corpus.names import JSONL_SUFFIXES, MEMBER_SEPARATOR, WARC_SUFFIXES, is_jsonl, is_warc, walk_key, walk_keys  # noqa: F401
 from simdoc.corpus.object_lists import common_base, stat_listed
@@ -298,9 +298,10 @@ def _named_objects(base: str, sources: list[tuple[str, str]], include_globs, exc
     entries: dict[str, FileEntry] = {}
     skipped: list[Skipped] = []
     unique = list(dict(sources).items())
-    # Objects inside a simdoc index are none of its documents, as files of one in a list are not: each
-    # "folder" below the base asked once (a HEAD of its manifest.json and lock), not their objects.
-    indexes = find_indexes(folders_of(doc_id for _, doc_id in unique), url_reason(base), AT_ONCE)
+    # Objects inside a simdoc index are none of its documents, as files of one in a list are not: a
+    # "folder" where the list names a manifest.json or lock is asked once (HEADs of the two), not
+    # every folder (two HEADs each, every night), nor their objects.
+    indexes = find_indexes(named_candidates(doc_id for _, doc_id in unique), url_reason(base), AT_ONCE)
     if indexes:
         unique = [(url, doc_id) for url, doc_id in unique if holder(doc_id, indexes) is None]
         skipped += [Skipped(folder, reason, directory=True) for folder, reason in indexes.items()]
