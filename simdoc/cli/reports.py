@@ -271,7 +271,8 @@ def dedup(
         # Split at the newline, such a name could make `xargs` remove another file: left out, and
         # out of the summary's counts, which say what was listed.
         unsafe = [x for d in decisions for x in d.drop if "\n" in x or "\r" in x]
-        decisions = [DedupDecision(d.cluster_id, d.keep, kept) for d in decisions if (kept := tuple(x for x in d.drop if x not in unsafe))]
+        left_out = set(unsafe)  # (a set: a list would be asked once for every document that can go)
+        decisions = [DedupDecision(d.cluster_id, d.keep, kept) for d in decisions if (kept := tuple(x for x in d.drop if x not in left_out))]
     # One warning a document left out: capped as the stages' are, as a JSON Lines or WARC corpus
     # indexed with --max-bytes can leave thousands out. The cap's last line (under -q, the lines
     # below) says how many there are in all, so none is left out silently.
