@@ -23,6 +23,7 @@ rather than hold its text.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -358,10 +359,36 @@ def member_identities(digests: np.ndarray, how: str) -> np.ndarray:
     ``whole``, with these (n, 16) digests, as an (n, 16) array: these do not depend on the id
     (a file read whole is not compressed: its name says so), so a task's are made at once, by
     one call of the BLAKE2b kernel over the digests and their tails."""
+    return identities_with_tail(digests, identity_tail(how))
+
+
+def identities_with_tail(digests: np.ndarray, tail: bytes) -> np.ndarray:
+    """BLAKE2b-128 of each of the (n, 16) ``digests`` followed by ``tail`` (:func:`_identity_tail`),
+    as an (n, 16) array: :func:`identity` of documents that share a way of reading, by one call."""
     digests = np.asarray(digests, dtype=np.uint8).reshape(-1, 16)
-    tail = np.frombuffer(identity_tail(how), dtype=np.uint8)
-    keyed = np.concatenate([digests, np.broadcast_to(tail, (len(digests), len(tail)))], axis=1)
+    tail_a = np.frombuffer(tail, dtype=np.uint8)
+    keyed = np.concatenate([digests, np.broadcast_to(tail_a, (len(digests), len(tail_a)))], axis=1)
     return blake2b_16(keyed.reshape(-1), np.arange(len(digests) + 1, dtype=np.int64) * keyed.shape[1])
+
+
+def identities(digests: np.ndarray, how: np.ndarray, ways: Sequence[str], file_ids: Callable[[np.ndarray], list[str]]) -> np.ndarray:
+    """:func:`identity` of every document, as an (n, 16) array, from its digest and how it was
+    read (``how``: codes, ``ways[code]`` the way's name); ``file_ids(rows)``: the ids of those
+    rows, asked only for documents that are files (whose name says their compression), never
+    for members (a file of 10^6 members: no id made)."""
+    digests = np.asarray(digests, dtype=np.uint8).reshape(-1, 16)
+    how = np.asarray(how)
+    out = np.empty((len(digests), 16), dtype=np.uint8)
+    for code in np.unique(how).tolist():
+        way, at = ways[int(code)], np.flatnonzero(how == code)
+        if way in MEMBER_WAYS:
+            out[at] = identities_with_tail(digests[at], _identity_tail(way, ""))
+            continue
+        extras = np.array([compression_of(i) or "" for i in file_ids(at)], dtype=object)
+        for extra in set(extras.tolist()):
+            some = at[extras == extra]
+            out[some] = identities_with_tail(digests[some], _identity_tail(way, extra))
+    return out
 
 
 def identity_tail(how: str) -> bytes:
