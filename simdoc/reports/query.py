@@ -23,7 +23,7 @@ be signed and for each pass.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,7 +148,7 @@ class _Lookup:
         keys, self.buckets = loaded.bands()
         self.sorted_keys = _sorted_band_keys(keys, self.buckets)
         self.sigs = loaded.signatures()
-        self.doc_ids = loaded.doc_ids()
+        self.doc_ids = loaded.docs().ids  # each made when asked for: a few a query (all: ~1 s at 10^6 records)
         self.rep = loaded.representatives()
         self.folded = bool(np.any(self.rep != np.arange(len(self.rep))))
         self.looked_up = _DocumentSets(reader_of(loaded), self.rep, self.doc_ids, warn) if verify else None
@@ -243,7 +243,7 @@ class _DocumentSets:
     or is gone, gives None and one warning naming it, once per run.
     """
 
-    def __init__(self, reader, rep: np.ndarray, doc_ids: list[str], warn: Callable[[str], None]) -> None:
+    def __init__(self, reader, rep: np.ndarray, doc_ids: Sequence[str], warn: Callable[[str], None]) -> None:
         self.reader = reader
         self.rep = rep
         self.doc_ids = doc_ids

@@ -8,6 +8,7 @@ computes data or returns lines of plain text; nothing prints.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
@@ -168,7 +169,7 @@ def size_histogram(sizes: np.ndarray) -> tuple[tuple[int, int, int], ...]:
 
 
 def summarise_buckets(
-    keys: np.ndarray, buckets: np.ndarray, doc_ids: list[str], top: int = 5, weight: np.ndarray | None = None
+    keys: np.ndarray, buckets: np.ndarray, doc_ids: Sequence[str], top: int = 5, weight: np.ndarray | None = None
 ) -> tuple[int, int, tuple[tuple[int, int, int], ...], tuple[LargeBucket, ...]]:
     """Bucket count, shared-bucket count, size histogram and the ``top`` largest shared buckets.
 
@@ -247,7 +248,7 @@ def index_stats(loaded: LoadedIndex, top: int = 5) -> IndexStats:
             keys, buckets = loaded.bands()
             rep = loaded.representatives()
             weight = np.bincount(rep, minlength=len(rep))
-            n_buckets, n_shared, hist, largest = summarise_buckets(keys, buckets, loaded.doc_ids(), top, weight)
+            n_buckets, n_shared, hist, largest = summarise_buckets(keys, buckets, loaded.docs().ids, top, weight)  # ids made for the few shown
         else:  # the arrays may not even match today's documents: describe nothing but the fact
             n_buckets, n_shared, hist, largest = 0, 0, (), ()
         summary = BucketSummary(
