@@ -87,9 +87,20 @@ class PairsResult:
             return "all candidates"
         return self.chosen.describe() if self.chosen is not None else f"{self.measure} jaccard >= {self.threshold:g}"
 
+    def _touched_groups(self) -> list[np.ndarray]:
+        """The groups of copies with a pair to print: all of them, or with --new those with a
+        member changed (a nightly run of a crawl with none: no Python loop over its copies)."""
+        if self.changed is None or not self.groups:
+            return self.groups
+        if not self.changed.any():
+            return []
+        sizes = np.array([len(g) for g in self.groups], dtype=np.int64)
+        hit = np.logical_or.reduceat(self.changed[np.concatenate(self.groups)], np.cumsum(sizes) - sizes)
+        return [g for g, h in zip(self.groups, hit.tolist()) if h]
+
     def n_group_pairs(self) -> int:
         total = 0
-        for g in self.groups:
+        for g in self._touched_groups():
             m = len(g)
             # With --new: pairs with at least one changed member = all pairs - pairs of unchanged ones.
             u = m if self.changed is None else m - int(np.count_nonzero(self.changed[g]))
@@ -101,10 +112,11 @@ class PairsResult:
 
     def _group_pairs(self) -> Iterator[tuple[int, int]]:
         """Pairs inside the groups of exact copies, in (doc_a, doc_b) order, generated lazily."""
-        if not self.groups:
+        groups = self._touched_groups()
+        if not groups:
             return
         group_of = {}
-        for g in self.groups:
+        for g in groups:
             for pos, d in enumerate(g.tolist()):
                 group_of[d] = (g, pos)
         for a in sorted(group_of):
