@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
-from conftest import SAMPLE_CORPUS, assert_clean_error, write
+from conftest import REPO, SAMPLE_CORPUS, assert_clean_error, write
 
 from simdoc.shingling import normalise
 
@@ -626,14 +628,18 @@ def test_dedup_refuses_an_index_that_changed_under_it(run, built, monkeypatch):
     import simdoc.reports.library as reports  # where simdoc dedup (and simdoc.dedup) runs the pairs
 
     real = reports.run_pairs
+    corpus, idx = built
 
     def racing(*a, **kw):
         res = real(*a, **kw)
-        res.doc_ids = [*res.doc_ids[:-1], "renamed.txt"]  # as if another run re-indexed meanwhile
+        # Another run updates the index meanwhile: a file of a cluster edited, its rows replaced.
+        write(corpus / "e.txt", GROUPS["e.txt"][0] + " and a line more\n")
+        cmd = [sys.executable, "-m", "simdoc", "pairs", str(corpus), "--index", str(idx), "-q"]
+        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert done.returncode == 0, done.stderr
         return res
 
     monkeypatch.setattr(reports, "run_pairs", racing)
-    _, idx = built
     assert_clean_error(run("dedup", "--index", idx), 4, "changed while dedup ran")
 
 

@@ -205,6 +205,7 @@ class _Scored:
             group_value=(1.0, (0.5 if want.measure == "bag" else 1.0) if want.verify else None),
         )
         result.generation = int(self.loaded.manifest.get("generation", 0))
+        result.build = shingle.get("build_id", "")
         result.index = index
         result.chosen = want.chosen
         # Pairs of exact copies were candidates too (they share every bucket).

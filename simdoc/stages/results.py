@@ -78,6 +78,7 @@ class PairsResult:
     groups: list[np.ndarray] = field(default_factory=list)  # exact copies: every pair inside is printed
     group_value: tuple[float, float | None] = (1.0, 1.0)  # (estimated, jaccard) of a pair inside a group
     generation: int = 0  # the index update these pairs come from (see simdoc.stages.pairs.mark_reported)
+    build: str = ""  # the docs table's build they come from (the shingle stage's build_id)
     index: object = None  # the index directory they come from
     chosen: Threshold | None = None  # where the threshold comes from (asked, the index's, the default)
 
