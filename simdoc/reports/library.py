@@ -348,7 +348,7 @@ def dedup_of(
     )
     with IndexStore(found.index).reading():
         loaded = open_index(found.index)
-        build = loaded.stage("shingle").get("build_id")
+        build = loaded.stage("shingle").get("build_id", "")  # as the pairs took it (simdoc.stages.pairs)
         # Records of the clusters' documents only (rows of the index, as the clusters name them).
         rows = np.unique(np.array([r for c in found.clusters for r in c.rows], dtype=np.int64))
         records = loaded.doc_records(rows[rows < len(loaded.docs())])
