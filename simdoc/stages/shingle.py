@@ -6,7 +6,7 @@
 2. :func:`simdoc.stages.plan.scan_corpus`: the corpus walked; the current docs table, if its rows describe
    the same thing (:func:`_same_build`: nothing to do). :func:`~simdoc.stages.plan.reading_plan`: which files
    to read, and which to keep without reading.
-3. :func:`simdoc.stages.scan.scan_tasks`: the files to read, in batches (a big file in ranges, joined
+3. :func:`simdoc.stages.lean_tasks.reading_tasks` (:func:`simdoc.stages.scan.scan_tasks`, or made from the plan's columns): the files to read, in batches (a big file in ranges, joined
    by :func:`simdoc.stages.ranges.joined`), as tasks for the engine (:func:`~simdoc.stages.scan.scan_batch`
    reads, shingles and signs them; a range's rows come back in a staging file: :mod:`simdoc.stages.staged_rows`).
    :class:`~simdoc.stages.collector.Collector`: the next docs table in corpus order, from kept rows and the tasks' results, with the
@@ -49,7 +49,8 @@ from simdoc.stages.ranges import joined
 from simdoc.stages.recheck import recheck
 from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
-from simdoc.stages.scan import files_to_read, scan_tasks
+from simdoc.stages.lean_tasks import reading_tasks
+from simdoc.stages.scan import files_to_read
 from simdoc.stages.signature import finish_signatures
 from simdoc.stages.skipped import recorded_warnings
 from simdoc.stages.staged_rows import scan_staged, staged
@@ -117,7 +118,7 @@ def build_shingles(
         try:
             # A stage that reads a few MB runs the numpy reference, numba never imported (simdoc.kernel_choice).
             volume = plan.volume() if parts is None else kernel_choice.SMALL_BYTES  # (a Dask worker uses the kernels)
-            tasks = scan_tasks(files_to_read(plan, parts is not None), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
+            tasks = reading_tasks(files_to_read(plan, parts is not None), settings.shingle, settings.signer, parts, lambda e: racy(e, scan.newest), os.path.abspath(store.path))
             ran = resumed(engine, tasks) if parts is not None else engine.map(scan_staged, staged(tasks, store.path))
             with kernel_choice.reads(volume), contextlib.closing(joined(ran, index)) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
