@@ -19,10 +19,10 @@ from simdoc.corpus.parquet import pyarrow_findable
 from simdoc.corpus.read import MEMBER_WAYS, how_read, spans_of
 from simdoc.corpus.walk import Entries
 from simdoc.params import ShingleParams, SignatureParams
+from simdoc.stages import plan as plans
+from simdoc.stages import scan
 from simdoc.stages.plan import ToRead
-from simdoc.stages.scan import _NO_SIGNATURES, BATCH_BYTES, BATCH_DOCS, ScanTask, scan_tasks
-
-BLOCK = 1 << 14  # files whose columns are gathered at once
+from simdoc.stages.scan import _NO_SIGNATURES, ScanTask, scan_tasks
 
 
 def reading_tasks(
@@ -45,6 +45,7 @@ def lean_scan_tasks(plan: ToRead, shingle: ShingleParams, signature: SignaturePa
     signer, keep_sets = signature or _NO_SIGNATURES, signature is None
     spill = spill if signature is None else None
     follow = bool(shingle.follow_symlinks)
+    batch_bytes, batch_docs = scan.BATCH_BYTES, scan.BATCH_DOCS  # (read when called, as scan.batches does)
     files: list[tuple] = []
     hows: list[str] = []
     size = 0
@@ -59,13 +60,13 @@ def lean_scan_tasks(plan: ToRead, shingle: ShingleParams, signature: SignaturePa
                 for s in spans:
                     yield ScanTask([(doc_id, path, n, d)], shingle, signature, span=s, hows=(how,))
                 continue
-            if n >= BATCH_BYTES and files:  # a large file goes alone (as simdoc.stages.scan.batches cuts)
+            if n >= batch_bytes and files:  # a large file goes alone (as simdoc.stages.scan.batches cuts)
                 yield ScanTask(files, shingle, signer, keep_sets, spill, hows=tuple(hows))
                 files, hows, size = [], [], 0
             files.append((doc_id, path, n, d))
             hows.append(how)
             size += n
-            if size >= BATCH_BYTES or len(files) >= BATCH_DOCS:
+            if size >= batch_bytes or len(files) >= batch_docs:
                 yield ScanTask(files, shingle, signer, keep_sets, spill, hows=tuple(hows))
                 files, hows, size = [], [], 0
     if files:
@@ -73,10 +74,12 @@ def lean_scan_tasks(plan: ToRead, shingle: ShingleParams, signature: SignaturePa
 
 
 def _blocks(plan: ToRead) -> Iterator[tuple[list[str], list[str], list[int], list[bytes | None]]]:
-    """(ids, paths, sizes, digests indexed or None) of the plan's files, a block at a time."""
+    """(ids, paths, sizes, digests indexed or None) of the plan's files, a block at a time (as
+    many as ToRead makes entries of at once)."""
     entries, old, rows_of = plan.plan.entries, plan.plan.old, plan.plan.digest_row
-    for a in range(0, len(plan.which), BLOCK):
-        which = plan.which[a : a + BLOCK]
+    block = plans._ID_BLOCK
+    for a in range(0, len(plan.which), block):
+        which = plan.which[a : a + block]
         at = which.tolist()
         ids = [entries.ids[i] for i in at]
         paths = [entries.paths[i] for i in at]
