@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from simdoc.corpus.parquet import pyarrow_findable
-from simdoc.corpus.read import MEMBER_WAYS, how_read, spans_of
+from simdoc.corpus.read import MEMBER_WAYS
 from simdoc.corpus.walk import Entries
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.stages import plan as plans
@@ -45,7 +45,8 @@ def lean_scan_tasks(plan: ToRead, shingle: ShingleParams, signature: SignaturePa
     signer, keep_sets = signature or _NO_SIGNATURES, signature is None
     spill = spill if signature is None else None
     follow = bool(shingle.follow_symlinks)
-    batch_bytes, batch_docs = scan.BATCH_BYTES, scan.BATCH_DOCS  # (read when called, as scan.batches does)
+    # Read when called, as scan_tasks reads them (tests patch them there).
+    batch_bytes, batch_docs, how_read, spans_of = scan.BATCH_BYTES, scan.BATCH_DOCS, scan.how_read, scan.spans_of
     files: list[tuple] = []
     hows: list[str] = []
     size = 0
