@@ -282,3 +282,19 @@ def test_a_warc_file_cut_short_is_written_with_the_records_before_the_cut(tmp_pa
     from simdoc.store.loaded import open_index
 
     assert list(open_index(tmp_path / "i2").docs().ids) == ["w.warc.gz/#http://e.org/1", "w.warc.gz/#http://e.org/3"]
+
+
+def test_the_folder_written_has_the_mode_of_a_new_folder_not_mkdtemps_0700(tmp_path):
+    c, *_ = mixed(tmp_path)
+    old = os.umask(0o022)
+    try:
+        r = dedup(c, "--index", tmp_path / "i", "--write", tmp_path / "out", "--id-field", "id")
+    finally:
+        os.umask(old)
+    assert r.exit_code == 0, r.stderr
+    assert (tmp_path / "out").stat().st_mode & 0o7777 == 0o755
+    (tmp_path / "empty").mkdir(mode=0o750)
+    (tmp_path / "empty").chmod(0o750)
+    r = dedup(c, "--index", tmp_path / "i", "--write", tmp_path / "empty", "--id-field", "id")
+    assert r.exit_code == 0, r.stderr
+    assert (tmp_path / "empty").stat().st_mode & 0o7777 == 0o750  # an empty DIR given keeps its mode
