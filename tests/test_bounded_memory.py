@@ -69,7 +69,7 @@ def test_a_jsonl_reader_holds_at_most_its_line_bound(tmp_path, monkeypatch):
     _gz_jsonl(path, [TEXT_A, _huge_line(8 * MB), "a line after the huge one"])
     tracemalloc.start()
     try:
-        res, docs, notes = read_jsonl(str(path), "d.jsonl.gz")
+        res, docs, notes, _ = read_jsonl(str(path), "d.jsonl.gz")
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -86,7 +86,7 @@ def test_a_line_at_or_past_the_bound_and_chunk_edges(tmp_path, monkeypatch, cut)
     lines = [json.dumps({"text": "x" * n}).encode() for n in (10, 988, 989, 2000, 0)]
     path = tmp_path / "d.jsonl"
     path.write_bytes(b"\n".join(lines))  # no newline at the end
-    res, docs, notes = read_jsonl(str(path), "d.jsonl")
+    res, docs, notes, _ = read_jsonl(str(path), "d.jsonl")
     sizes = {d: len(t) for d, t, *_ in docs}
     # A line of exactly 1000 bytes is read; 1001 bytes and more are skipped.
     assert [len(x) for x in lines[:3]] == [22, 1000, 1001]
@@ -214,7 +214,7 @@ def test_jsonl_is_read_line_by_line_whatever_its_compression(tmp_path, kind):
         packed = {"": lambda b: b, "gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}[kind](body)
     name = "d.jsonl" + (f".{kind}" if kind else "")
     (tmp_path / name).write_bytes(packed)
-    res, docs, notes = read_jsonl(str(tmp_path / name), name)
+    res, docs, notes, _ = read_jsonl(str(tmp_path / name), name)
     assert res.status == "ok" and notes == [], res
     assert [m[:2] for m in docs] == [(f"{name}/#1", "first"), (f"{name}/#2", "second"), (f"{name}/#3", "third")]
 

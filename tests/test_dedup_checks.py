@@ -52,3 +52,20 @@ def test_records_of_some_documents_are_those_of_all_in_their_order(tmp_path):
     rows = np.array([len(every) - 1, 0, 3], dtype=np.int64)
     assert loaded.doc_records(rows) == [every[r] for r in rows.tolist()]
     assert [r["id"] for r in every] == loaded.doc_ids()
+
+
+def test_a_member_left_out_for_its_file_is_said_to_be_left_out_for_its_file(run, tmp_path):
+    # A member is checked by its file's bytes: one unchanged line of a file edited elsewhere was
+    # "changed or gone since it was indexed", which sent the reader looking at the wrong text.
+    corpus, idx = tmp_path / "c", tmp_path / "idx"
+    corpus.mkdir()
+    lines = ['{"text": "%s"}' % TEXT.format(0).strip(), '{"text": "%s"}' % TEXT.format(0).strip(), '{"text": "another text"}']
+    (corpus / "m.jsonl").write_text("\n".join(lines) + "\n")
+    assert run("pairs", corpus, "--index", idx, "-t", "0.5").exit_code == 0
+    lines[2] = '{"text": "another tekst"}'  # a line of no cluster edited
+    (corpus / "m.jsonl").write_text("\n".join(lines) + "\n")
+    r = run("dedup", "--index", idx, "-t", "0.5")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == ""
+    assert ("m.jsonl/#1: its file m.jsonl changed or is gone since it was indexed, and it is the one to keep: "
+            "its cluster is left out") in r.stderr

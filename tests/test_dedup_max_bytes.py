@@ -99,3 +99,25 @@ def test_with_quiet_one_line_still_says_that_some_are_left_out(run, tmp_path):
     )
     loud = run("dedup", corpus, "--index", idx, "--max-bytes", N)
     assert "hidden by -q" not in loud.stderr and "b.txt: only its first" in loud.stderr
+
+
+def test_dedup_of_parquet_rows_cut_and_whole(run, tmp_path):
+    # --max-bytes cuts each Parquet text, not the file: the file's digest is of all its bytes, and
+    # dedup once took it of the first N, so every row was "changed or gone since it was indexed".
+    import pytest
+
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    short = "a short text of its own, stored twice in the data set, word for word"
+    pq.write_table(pa.table({"text": [A, B, short, short]}), corpus / "data.parquet")
+    r = run("dedup", corpus, "--index", tmp_path / "idx", "--max-bytes", N, "-f", "tsv")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "data.parquet/#4\tdata.parquet/#3\n"  # the whole texts only
+    assert "data.parquet/#2: only its first" in r.stderr
+    assert "changed or gone" not in r.stderr
+    out = tmp_path / "out"
+    r = run("dedup", corpus, "--index", tmp_path / "idx", "--write", out)
+    assert r.exit_code == 0, r.stderr
+    assert pq.read_table(out / "data.parquet").column("text").to_pylist() == [A, B, short]

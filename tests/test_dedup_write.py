@@ -251,3 +251,50 @@ def test_a_parquet_file_keeps_its_schema_metadata_and_compression(tmp_path, code
     assert got.schema_arrow == table.schema and got.schema_arrow.metadata[b"origin"] == b"test"
     assert got.read().to_pylist() == [table.to_pylist()[0], table.to_pylist()[2]]
     assert got.metadata.row_group(0).column(0).compression == ("ZSTD" if codec == "zstd" else "UNCOMPRESSED")
+
+
+@pytest.mark.parametrize("members", [True, False], ids=["gzip-per-record", "gzip-one-stream"])
+def test_a_warc_file_cut_short_is_written_with_the_records_before_the_cut(tmp_path, members):
+    # A crawl file cut short (a download or a crawler stopped mid-record) is indexed with the
+    # records before the cut; --write used to stop with "Aborted!" (exit 1) at the cut.
+    c = tmp_path / "c"
+    c.mkdir()
+    records = [record("http://e.org/1", page(3), 1), record("http://e.org/2", page(3, 1), 2), record("http://e.org/3", page(4), 3),
+               record("http://e.org/4", page(5), 4)]
+    if members:
+        parts = [gzip.compress(r) for r in records]
+        data = b"".join(parts)[:-40]  # the last member cut short
+    else:
+        data = gzip.compress(b"".join(records))[:-40]
+    (c / "w.warc.gz").write_bytes(data)
+    r = dedup(c, "--index", tmp_path / "i", "--write", tmp_path / "out")
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert r.stdout.splitlines() == ["w.warc.gz/#http://e.org/2"]
+    assert "cut short" in r.stderr
+    got = (tmp_path / "out" / "w.warc.gz").read_bytes()
+    if members:
+        assert got == parts[0] + parts[2] + data[len(parts[0]) + len(parts[1]) + len(parts[2]):]  # the cut member as it was
+    else:
+        kept = gzip.GzipFile(fileobj=__import__("io").BytesIO(got)).read()
+        assert kept.startswith(records[0] + records[2]) and records[3].startswith(kept[len(records[0] + records[2]):])
+    r = CliRunner().invoke(cli, ["pairs", str(tmp_path / "out"), "--index", str(tmp_path / "i2"), "-j", "1"])
+    assert r.exit_code == 0, r.stderr
+    from simdoc.store.loaded import open_index
+
+    assert list(open_index(tmp_path / "i2").docs().ids) == ["w.warc.gz/#http://e.org/1", "w.warc.gz/#http://e.org/3"]
+
+
+def test_the_folder_written_has_the_mode_of_a_new_folder_not_mkdtemps_0700(tmp_path):
+    c, *_ = mixed(tmp_path)
+    old = os.umask(0o022)
+    try:
+        r = dedup(c, "--index", tmp_path / "i", "--write", tmp_path / "out", "--id-field", "id")
+    finally:
+        os.umask(old)
+    assert r.exit_code == 0, r.stderr
+    assert (tmp_path / "out").stat().st_mode & 0o7777 == 0o755
+    (tmp_path / "empty").mkdir(mode=0o750)
+    (tmp_path / "empty").chmod(0o750)
+    r = dedup(c, "--index", tmp_path / "i", "--write", tmp_path / "empty", "--id-field", "id")
+    assert r.exit_code == 0, r.stderr
+    assert (tmp_path / "empty").stat().st_mode & 0o7777 == 0o750  # an empty DIR given keeps its mode

@@ -153,7 +153,7 @@ def read_file_texts(
 def _spilled(path: str, name: str, max_bytes: int | None, follow: bool, text_field: str, id_field: str | None) -> FileTexts:
     """A JSON Lines file read as :func:`read_file` reads it, its texts spilled (see :class:`SpilledMembers`)."""
     spilled = SpilledMembers()
-    res, spilled.members, notes = read_jsonl(path, name, text_field, id_field, max_bytes=max_bytes, follow_symlinks=follow, keep=spilled.keep)
+    res, spilled.members, notes, _ = read_jsonl(path, name, text_field, id_field, max_bytes=max_bytes, follow_symlinks=follow, keep=spilled.keep)
     spilled.flush()
     said = "; ".join(([res.warning] if res.warning else []) + notes)  # split as read_file_texts splits it
     warnings = [f"{name}: {w}" for w in said.split("; ") if w]

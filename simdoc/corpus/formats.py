@@ -162,6 +162,16 @@ class _JsonlMembers:
         return out
 
 
+def skipped_lines(source: str, problems: dict[str, list[tuple[int, str]]]) -> list[tuple[str, str]]:
+    """The lines of a file that held no document though they were not blank (not JSON, no string
+    text field, too long), as ``stats --skipped`` lists them: (``SOURCE/#LINE``, why), by line.
+    (Only warned about, they were gone from the index's record after the run that read them.)
+    Sorted as ids, as the join of a file's ranges sorts what they left out."""
+    return sorted(
+        (member_id(source, str(n)), f"line {n}: {kind}") for kind, seen in problems.items() if kind.endswith("skipped") for n, _ in seen
+    )
+
+
 def _summarise(kind: str, seen: list[tuple[int, str]], unit: str = "line") -> str:
     """One warning for one kind of problem, however many lines (or Parquet rows: ``unit``) have it."""
     if len(seen) == 1:
@@ -219,13 +229,14 @@ def read_jsonl(
     max_bytes: int | None = None,
     follow_symlinks: bool = False,
     keep: Callable[[str], object] | None = None,
-) -> tuple[ReadResult, list[tuple[str, str, int, int]], list[str]]:
+) -> tuple[ReadResult, list[tuple[str, str, int, int]], list[str], list[tuple[str, str]]]:
     """Read a JSON Lines file (compressed or not) line by line, in memory bounded by its longest line.
 
     Returns the file's read result (the digest of its decompressed bytes,
     its status, ``text`` None if it could not be read at all), its
     documents as :func:`split_jsonl` gives them (offsets into the
-    decompressed bytes), and the warnings about its lines. A line longer
+    decompressed bytes), the warnings about its lines, and the lines skipped
+    (:func:`skipped_lines`). A line longer
     than :data:`MEMBER_BYTES` is skipped without being held; ``max_bytes``
     cuts each document's text, not the file. With ``keep``, each document
     holds ``keep(text)`` in place of its text (e.g. where it was written
@@ -233,7 +244,7 @@ def read_jsonl(
     """
     opened = open_regular(path, follow_symlinks)
     if isinstance(opened, ReadResult):
-        return opened, [], []
+        return opened, [], [], []
     fd, before = opened
     members = _JsonlMembers(source, text_field, id_field, max_bytes, keep)
     digest = hashlib.blake2b(digest_size=16)
@@ -253,11 +264,11 @@ def read_jsonl(
             if stream is not source_file:
                 stream.close()
     except _Binary:
-        return ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary"), [], []
+        return ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary"), [], [], []
     except Undecompressable as exc:
-        return ReadResult(None, warning=f"cannot decompress: {exc}", status="unreadable"), [], []
+        return ReadResult(None, warning=f"cannot decompress: {exc}", status="unreadable"), [], [], []
     except OSError as exc:
-        return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"), [], []
+        return ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"), [], [], []
     finally:
         source_file.close()
     notes = []
@@ -268,7 +279,8 @@ def read_jsonl(
     if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
         notes.append("changed while being read; indexed as read (run again to pick up the final version)")
     members.docs.sort()
-    return ReadResult("", digest.hexdigest(), warning="; ".join(notes) or None, status=status), members.docs, members.warnings()
+    read = ReadResult("", digest.hexdigest(), warning="; ".join(notes) or None, status=status)
+    return read, members.docs, members.warnings(), skipped_lines(source, members.problems)
 
 
 def _size_text(n: int) -> str:

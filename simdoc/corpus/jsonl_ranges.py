@@ -40,6 +40,7 @@ from simdoc.corpus.formats import (
     _JsonlMembers,
     _lines,
     _summarise,
+    skipped_lines,
     add_line,
     member_id,
 )
@@ -241,6 +242,15 @@ def first_lines(pieces: list[Piece]) -> list[int]:
         out.append(n)
         n += p.n_lines
     return out
+
+
+def skipped_of(pieces: list[Piece]) -> list[tuple[str, str]]:
+    """The lines of the whole file skipped (:func:`simdoc.corpus.formats.skipped_lines`), from its ranges."""
+    problems: dict[str, list[tuple[int, str]]] = {}
+    for p, before in zip(pieces, first_lines(pieces)):
+        for kind, seen in p.problems.items():
+            problems.setdefault(kind, []).extend((n + before, m) for n, m in seen)
+    return skipped_lines(pieces[0].source, problems)
 
 
 def renumber(doc_id: str, source: str, before: int, ids: dict[int, str] | None = None) -> str:

@@ -149,9 +149,9 @@ def read_file(
     if how == "warc":
         return _read_warc(path, doc_id, WarcReading(max_bytes, main_content, all_responses))
     if how == "jsonl":  # line by line: memory bounded by one line, --max-bytes cuts each member
-        res, docs, notes = read_jsonl(path, doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
+        res, docs, notes, skipped = read_jsonl(path, doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
         res.warning = "; ".join(([res.warning] if res.warning else []) + notes) or None
-        return FileRead(res, [Member(*d) for d in docs])
+        return FileRead(res, [Member(*d) for d in docs], skipped)
     res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow, keep_ascii=how == "whole", whole_up_to=_html_bound(how))
     if how == "html" and res.text is not None:
         try:
@@ -329,7 +329,7 @@ def read_again(
                     got = read_parquet(path, source or doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
                     text = {m[0]: m[1] for m in got.docs}.get(doc_id)
             else:
-                res, members, _ = read_jsonl(path, source or doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
+                res, members, _, _ = read_jsonl(path, source or doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
                 if res.text is None:
                     return Reread(None, False, res.warning)
                 text = {m[0]: m[1] for m in members}.get(doc_id)

@@ -310,6 +310,7 @@ class Broken:
     pos: int
     headers: dict[str, str]
     reason: str
+    member: int | None = None  # file offset of the gzip member it starts, if it starts one (dedup --write)
 
 
 def _parse_header(raw: bytes) -> dict[str, str] | None:
@@ -395,10 +396,10 @@ class RecordReader:
             size, blank = _header_end(inp)
             headers = _parse_header(inp.peek(size)) if size >= 0 else None
             if headers is None and size < 0 and inp.fill(HEADER_BYTES) < HEADER_BYTES and inp.peek(5) == b"WARC/"[: inp.fill(5)]:
-                yield Broken(number, pos, {}, "the data ends inside its WARC header (file cut short?); skipped")
+                yield Broken(number, pos, {}, "the data ends inside its WARC header (file cut short?); skipped", member)
                 return
             if headers is None:
-                yield Broken(number, pos, {}, "no WARC header where a record should start; skipped to the next WARC/1. line")
+                yield Broken(number, pos, {}, "no WARC header where a record should start; skipped to the next WARC/1. line", member)
                 if one:
                     return
                 inp.take(1, 0)
@@ -412,7 +413,7 @@ class RecordReader:
                 if length < 0:
                     raise ValueError
             except ValueError:
-                yield Broken(number, pos, headers, f"no valid Content-Length ({headers.get('content-length')!r}); skipped")
+                yield Broken(number, pos, headers, f"no valid Content-Length ({headers.get('content-length')!r}); skipped", member)
                 if one or not _next_header(inp):
                     return
                 continue
@@ -427,15 +428,15 @@ class RecordReader:
             else:
                 reason = f"its Content-Length {length:,} does not end where a record or the file does"
             if one or self.open_again is None:
-                yield Broken(number, pos, headers, reason + "; skipped")
+                yield Broken(number, pos, headers, reason + "; skipped", member)
                 return
             # Go back to just after its header and look for the next record from there.
             self.finish()
             self.inp = self.open_again()
             if not self.inp.skip_to(body_at) or not _next_header(self.inp):
-                yield Broken(number, pos, headers, reason + "; skipped")
+                yield Broken(number, pos, headers, reason + "; skipped", member)
                 return
-            yield Broken(number, pos, headers, reason + f"; skipped, reading on from the next record header (at {self.inp.pos:,})")
+            yield Broken(number, pos, headers, reason + f"; skipped, reading on from the next record header (at {self.inp.pos:,})", member)
 
 
 def _followed_by_record(inp: Input) -> bool:

@@ -103,6 +103,17 @@ class FolderDestination(Destination):
         try:
             self.dest.parent.mkdir(parents=True, exist_ok=True)
             self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.", suffix=".tmp", dir=self.dest.parent))
+            # mkdtemp makes the folder 0700: DIR gets the mode a new folder gets under the umask (a
+            # probe's, made while the folder is empty; reading the umask would set it), or, at
+            # commit, that of the empty DIR it replaces.
+            probe = self.tmp / "probe"
+            try:
+                probe.mkdir()
+                self.mode = probe.stat().st_mode & 0o7777
+                probe.rmdir()
+            except OSError:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+                raise
         except OSError as exc:
             raise OutputError(f"cannot write {self.dest}: {exc.strerror or exc}") from None
 
@@ -112,6 +123,11 @@ class FolderDestination(Destination):
         return str(target)
 
     def commit(self) -> None:
+        try:
+            mode = os.stat(self.dest).st_mode & 0o7777
+        except FileNotFoundError:
+            mode = self.mode
+        os.chmod(self.tmp, mode)
         os.rename(self.tmp, self.dest)  # replaces an empty DIR; atomic
 
     def abort(self) -> None:

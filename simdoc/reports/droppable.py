@@ -92,10 +92,15 @@ def still_indexed(
     member = dict(zip(docs.tolist(), (bool(s) for s in reader.table.sources.take(docs))))
     got = Checked([])
     warnings = got.warnings
+    def changed(doc_id: str) -> str:
+        # A member is checked by its file's bytes: say so, as its own text may be the one indexed.
+        source = reader.table.sources[number[doc_id]] if member[number[doc_id]] else None
+        return f"{doc_id}: its file {source} changed or is gone" if source else f"{doc_id}: changed or gone"
+
     for d in decisions:
         if not same[number[d.keep]]:
             warnings.append(
-                f"{d.keep}: changed or gone since it was indexed, and it is the one to keep: its cluster is left out "
+                f"{changed(d.keep)} since it was indexed, and it is the one to keep: its cluster is left out "
                 "(run `simdoc dedup CORPUS` to index the corpus again)"
             )
             continue
@@ -117,7 +122,7 @@ def still_indexed(
                     "to compare it whole"
                 )
             elif not same[number[x]]:
-                warnings.append(f"{x}: changed or gone since it was indexed: left out (run `simdoc dedup CORPUS` to index it again)")
+                warnings.append(f"{changed(x)} since it was indexed: left out (run `simdoc dedup CORPUS` to index it again)")
             elif kept is not None and not member[number[x]] and _file_of(reader, x) == kept:
                 warnings.append(
                     f"{x}: the same file as {d.keep}, the one kept (a link between them): left out, as deleting it "

@@ -36,7 +36,7 @@ import numpy as np
 
 from simdoc.corpus.files import compression_of, decompressing_reader, file_digest, open_binary
 from simdoc.corpus.objects import is_url
-from simdoc.corpus.warcio import Broken, HashedReader, RecordReader, open_input
+from simdoc.corpus.warcio import Broken, HashedReader, Input, RecordReader, open_input
 from simdoc.errors import CorpusError, IndexError_, OutputError, UsageError
 from simdoc.reports.destination import check_url_destination, destination_of
 from simdoc.stages.reread import DocumentReader
@@ -245,9 +245,9 @@ def _write_warc(src: str, target: str, gone: set[int]) -> str | None:
     try:
         reader = RecordReader(inp, lambda: open_input(src)[1])
         for rec in reader.records(0):
-            member = None if isinstance(rec, Broken) else rec.member
-            offset = rec.pos if member is None else member
-            starts.append((rec.pos, member, not isinstance(rec, Broken) and offset in gone))
+            # A broken record (a member cut short) is no document: it stays, as its bytes are.
+            offset = rec.pos if rec.member is None else rec.member
+            starts.append((rec.pos, rec.member, not isinstance(rec, Broken) and offset in gone))
     finally:
         fh.close()
     kind = compression_of(src)
@@ -261,7 +261,24 @@ def _write_warc(src: str, target: str, gone: set[int]) -> str | None:
     spans = [(p, e) for (p, _, dropped), e in zip(starts, ends) if dropped]
     if kind is None:
         return _copy_raw(src, target, spans)
-    return _copy_decompressed(src, target, kind, spans)[0]
+    return _copy_warc_decompressed(src, target, kind, spans)
+
+
+def _copy_warc_decompressed(src: str, target: str, kind: str, spans: list[tuple[int, int]]) -> str:
+    """A compressed WARC file without the ranges ``spans`` of its decompressed bytes, compressed
+    again the same way; the digest of its raw bytes. Decompressed as the scan decompresses it
+    (:class:`simdoc.corpus.warcio.Input`): data cut short or damaged ends the records there, as it
+    ended those indexed, rather than stopping the writing (a decompressor's EOFError was "Aborted!")."""
+    raw = hashlib.blake2b(digest_size=16)
+    with open_binary(src) as fin, open(target, "xb") as fout:
+        inp = Input(fin, kind, raw)
+        writer = _compressing_writer(fout, kind)
+        try:
+            _filter(lambda n: inp.take(n, n)[0], writer.write, spans, hashlib.blake2b(digest_size=16))
+        finally:
+            writer.close()
+        inp.finish()  # the raw bytes past what was decompressed, through the digest
+    return raw.hexdigest()
 
 
 def _write_parquet(src: str, target: str, gone: set[tuple[int, int]]) -> str | None:

@@ -45,7 +45,7 @@ import numpy as np
 from simdoc.corpus import parquet, warc_spans
 from simdoc.corpus.files import ReadResult
 from simdoc.corpus.formats import member_id
-from simdoc.corpus.jsonl_ranges import first_lines, joined_read, line_ids, renumber
+from simdoc.corpus.jsonl_ranges import first_lines, joined_read, line_ids, renumber, skipped_of
 from simdoc.memory import heap_reused, release
 from simdoc.stages.scan import scan_batch
 from simdoc.stages.scan_results import BatchResult, FileOutcome
@@ -110,6 +110,8 @@ def join(group: list[BatchResult], rows: _Rows | None = None) -> BatchResult:
     else:
         for g, before, by_line in zip(group, befores, ids):
             left_out.extend((renumber(i, source, before, by_line), why) for i, why in g.files[0].left_out)
+        if how == "jsonl":  # its lines skipped, as one task reading it whole lists them
+            left_out.extend(skipped_of(pieces))
     docs = DocColumns.concatenate([g.docs for g in group])
     prefix = member_id(source, "").encode("utf-8", "surrogateescape")
     local = [_line_numbers(g.docs.id_blob, g.docs.id_offsets, len(prefix)) for g in group]

@@ -217,8 +217,8 @@ class DocumentReader:
                 digest = None
             elif way == "warc":  # digested as stored (a .warc.gz is not decompressed for it)
                 digest = file_digest(path, None, self.follow_symlinks, decompress=False)
-            else:  # --max-bytes cuts each member of a JSON Lines file, not the file
-                digest = file_digest(path, None if way == "jsonl" else self.max_bytes, self.follow_symlinks)
+            else:  # --max-bytes cuts each member of a JSON Lines or Parquet file, not the file
+                digest = file_digest(path, None if way in ("jsonl", "parquet") else self.max_bytes, self.follow_symlinks)
             known = self._digested[source] = digest is not None and bytes.fromhex(digest) == bytes(self.table.file_digest[doc])
         return known
 

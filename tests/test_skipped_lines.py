@@ -1,0 +1,60 @@
+"""JSON Lines lines that hold no document (not JSON, no string text field) are listed by
+`simdoc stats --skipped`, as WARC records left out are: they were only warned about, on the run
+that read their file, so that `-q` (the cron line) and every later run lost them without a trace."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from unittest import mock
+
+from click.testing import CliRunner
+
+from simdoc.cli import cli
+from simdoc.corpus import jsonl_ranges
+
+LINES = [json.dumps({"text": "harbour tide table mountain goats"}), "not json", json.dumps({"body": "no text"}), "",
+         json.dumps({"text": 5}), json.dumps({"text": "stone bridge far from any river"})]
+SKIPPED = ["line 2: not valid JSON, skipped", "line 3: no string field 'text', skipped", "line 5: no string field 'text', skipped"]
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def listed(idx) -> list[list[str]]:
+    r = invoke("stats", "--index", idx, "--skipped")
+    assert r.exit_code == 0, r.stderr
+    return sorted(line.split("\t") for line in r.stdout.splitlines())
+
+
+def expected(name: str) -> list[list[str]]:
+    return sorted([f"{name}/#{why.split(':')[0].split()[1]}", why] for why in SKIPPED)
+
+
+def test_lines_skipped_are_listed_by_stats_skipped_on_every_run_and_with_q(tmp_path):
+    c, idx = tmp_path / "c", tmp_path / "idx"
+    c.mkdir()
+    (c / "d.jsonl").write_text("\n".join(LINES) + "\n")
+    (c / "z.jsonl.gz").write_bytes(gzip.compress(("\n".join(LINES) + "\n").encode()))
+    r = invoke("pairs", c, "--index", idx, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr == ""
+    assert listed(idx) == expected("d.jsonl") + expected("z.jsonl.gz")
+    again = invoke("pairs", c, "--index", idx, "-q")  # nothing changed: the files are not read again
+    assert again.exit_code == 0, again.stderr
+    assert listed(idx) == expected("d.jsonl") + expected("z.jsonl.gz")
+
+
+def test_a_file_read_by_ranges_lists_the_lines_one_task_would(tmp_path):
+    c = tmp_path / "c"
+    c.mkdir()
+    (c / "d.jsonl").write_text("\n".join(LINES * 3) + "\n")
+    with mock.patch.object(jsonl_ranges, "RANGE_BYTES", 40):
+        cut = invoke("pairs", c, "--index", tmp_path / "i1", "-j", "1")
+    whole = invoke("pairs", c, "--index", tmp_path / "i2", "-j", "1")
+    assert cut.exit_code == 0 and whole.exit_code == 0, (cut.stderr, whole.stderr)
+    got = listed(tmp_path / "i1")
+    assert got == listed(tmp_path / "i2")
+    assert [why for _, why in got] == sorted(f"line {n}: {why.split(': ', 1)[1]}" for k in range(3) for why in SKIPPED
+                                             for n in [int(why.split(":")[0].split()[1]) + 6 * k])
