@@ -166,3 +166,12 @@ def test_documents_without_shingles_show_no_estimated_likeness(run, tmp_path):
     indexed = run("show", c, "empty.txt", "blank.txt", "--index", tmp_path / "idx", "--format", "json")
     assert indexed.exit_code == 0, indexed.stderr
     assert json.loads(indexed.stdout)["estimated"] == 0.0
+
+
+def test_a_folder_named_to_show_is_called_a_directory(run, tmp_path):
+    """`simdoc show FILE FOLDER` said 'not a regular file any more (FIFO, device or socket?)'."""
+    c = tmp_path / "c"
+    write(c / "a.txt", DOC_A)
+    r = run("show", c / "a.txt", c)
+    assert r.exit_code == 3
+    assert "a directory" in r.stderr and "FIFO" not in r.stderr
