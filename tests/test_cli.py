@@ -565,6 +565,16 @@ def test_parameter_mismatch_and_rebuild(run, small_corpus, tmp_path, opt, stored
     assert again.stdout == first.stdout
 
 
+
+def test_globs_that_select_nothing_are_named(run, small_corpus, tmp_path):
+    """A folder of text files whose globs choose none: the error names the globs, not 'point
+    simdoc at a folder that holds text files', which it does."""
+    r = run("pairs", small_corpus, "--index", tmp_path / "idx", "--include", "*.md", "--exclude", "x/*")
+    assert_clean_error(r, 3, "has no documents that --include '*.md' --exclude 'x/*' select", "check the globs")
+    assert "holds text files" not in r.stderr and not (tmp_path / "idx").exists()
+    plain = run("pairs", tmp_path / "nothing-here", "--index", tmp_path / "idx2")
+    assert plain.exit_code == 3
+
 def test_parameter_mismatch_pairs_without_corpus(run, small_corpus, tmp_path):
     idx = tmp_path / "idx"
     assert run("pairs", small_corpus, "--index", idx, "-q").exit_code == 0

@@ -43,3 +43,20 @@ def test_every_command_spells_format_and_null_alike(run):
     for command in ("pairs", "query", "clusters", "dedup"):
         assert "-0, --null" in run(command, "--help").stdout, command
     assert "--null" not in run("shingle", "--help").stdout  # taken, only to say where input lists went
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("pairs", "--wait", "nan"),
+        ("pairs", "--scheduler", "local[1]", "--wait-workers", "NaN"),
+        ("cache", "clean", "--older-than", "nan"),
+        ("cache", "clean", "--wait", "nan"),
+    ],
+)
+def test_a_wait_that_is_no_number_is_a_usage_error(run, small_corpus, tmp_path, args):
+    """click's FloatRange(0) let nan through (nan < 0 is False): --wait nan waited without end."""
+    where = [small_corpus, "--index", tmp_path / "idx"] if args[0] == "pairs" else []
+    r = run(*args, *where)
+    assert_clean_error(r, 2, "is not a number")
+    assert not (tmp_path / "idx").exists()

@@ -197,3 +197,13 @@ def test_a_local_cluster_that_fails_to_start_is_a_cluster_error(tmp_path, monkey
     assert r.exit_code == 7, (r.exit_code, r.stderr)
     assert "could not start the local Dask cluster local[2]: AssertionError" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_local_cluster_of_no_worker_is_a_usage_error(tmp_path):
+    """`local[0]` waited --wait-workers for a worker that never comes, then exit 7 with the hint
+    `dask worker local[0]`: a usage error at once, before any index is made."""
+    make_corpus(tmp_path / "c", seed=3, n_base=4)
+    r = simdoc("pairs", tmp_path / "c", "--index", tmp_path / "idx", "--scheduler", "local[0]", "--wait-workers", "1", cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "local[0]: an in-process cluster needs at least 1 worker" in r.stderr
+    assert "dask worker" not in r.stderr and not (tmp_path / "idx").exists()

@@ -148,3 +148,30 @@ def test_resolve_doc_outside_the_corpus(tmp_path):
         resolve_doc(str(outside), ["a.txt"], str(tmp_path / "corpus"))
     assert resolve_doc("a.txt", ["a.txt", "b.txt"], None) == 0
     assert np.int64(resolve_doc("b.txt", ["a.txt", "b.txt"], None)) == 1
+
+
+def test_documents_without_shingles_show_no_estimated_likeness(run, tmp_path):
+    """Two empty signatures agree in every position: `show` printed estimated 1.0 beside a set
+    Jaccard of 0 for an empty file and a blank one (never candidates of each other)."""
+    import json
+
+    c = tmp_path / "c"
+    write(c / "empty.txt", "")
+    write(c / "blank.txt", "  \n\t ")
+    write(c / "a.txt", DOC_A)
+    alone = run("show", c / "empty.txt", c / "blank.txt", "--format", "json")
+    assert alone.exit_code == 0, alone.stderr
+    assert json.loads(alone.stdout)["estimated"] == 0.0
+    assert run("pairs", c, "--index", tmp_path / "idx", "-q").exit_code == 0
+    indexed = run("show", c, "empty.txt", "blank.txt", "--index", tmp_path / "idx", "--format", "json")
+    assert indexed.exit_code == 0, indexed.stderr
+    assert json.loads(indexed.stdout)["estimated"] == 0.0
+
+
+def test_a_folder_named_to_show_is_called_a_directory(run, tmp_path):
+    """`simdoc show FILE FOLDER` said 'not a regular file any more (FIFO, device or socket?)'."""
+    c = tmp_path / "c"
+    write(c / "a.txt", DOC_A)
+    r = run("show", c / "a.txt", c)
+    assert r.exit_code == 3
+    assert "a directory" in r.stderr and "FIFO" not in r.stderr

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdoc import kernels
+from simdoc import jit, kernels
 from simdoc.minhash import MinHasher
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec, normalise, shingle_texts
@@ -14,14 +14,28 @@ pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="numba disabled by S
 
 
 def both(func):
-    """func() with the compiled kernels, then with the numpy reference."""
+    """func() with the compiled kernels, then with the numpy reference.
+
+    The switch every caller asks (kernel_choice.wanted) is jit.ENABLED: kernels.ENABLED is a
+    copy made at import, and turning it off left both calls compiled."""
     compiled = func()
-    enabled, kernels.ENABLED = kernels.ENABLED, False
+    enabled, jit.ENABLED = jit.ENABLED, False
     try:
         reference = func()
     finally:
-        kernels.ENABLED = enabled
+        jit.ENABLED = enabled
     return compiled, reference
+
+
+def test_both_runs_the_reference(monkeypatch):
+    """Its second call takes the numpy path: else every test here compares the kernels with themselves."""
+    from simdoc import minhash
+
+    taken = []
+    real = minhash._oph_rows
+    monkeypatch.setattr(minhash, "_oph_rows", lambda *a: taken.append(1) or real(*a))
+    compiled, reference = both(lambda: MinHasher(64, 1).signatures(ShingleSets.from_sets([{1, 2}])))
+    assert taken == [1] and np.array_equal(compiled, reference)
 
 
 @settings(max_examples=60, deadline=None)

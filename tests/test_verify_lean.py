@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import simdoc
 import simdoc.corpus.plain
 import simdoc.stages.verify as verify
-from simdoc import kernels, kernels_read
+from simdoc import jit, kernels, kernels_read
 from simdoc.bytesign import sets64_into, sets64_spans, sets64_texts
 from simdoc.corpus.files import read_document, read_plain
 from simdoc.corpus.plain import read_again_into
@@ -227,12 +227,12 @@ def test_span_sums_are_pair_sums_of_the_rows_wherever_they_lie(rows, data, compi
     right = np.array([p[1] for p in pairs], np.int64)
     sa = np.array([spans[a] for a in left.tolist()], np.int64).reshape(-1, 2)
     sb = np.array([spans[b] for b in right.tolist()], np.int64).reshape(-1, 2)
-    enabled = kernels.ENABLED
+    enabled = jit.ENABLED
     try:
-        kernels.ENABLED = enabled and compiled  # the reference loop too
+        jit.ENABLED = enabled and compiled  # the reference loop too (jit's switch: kernels' is a copy)
         got = span_sums(arena_d, arena_c, sa, sb)
     finally:
-        kernels.ENABLED = enabled
+        jit.ENABLED = enabled
     assert np.array_equal(got, pair_sums(sets, left, right))
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from simdoc.cli.options import corpus_type, emit, quiet_flag, setup_logging, verbose_flag
+from simdoc.cli.seconds import NON_NEGATIVE
 from simdoc.errors import EXIT_BUSY
 from simdoc.output import tsv_field
 from simdoc.store.cache import (
@@ -75,11 +76,11 @@ def cache_list(quiet, verbose) -> None:
 
 @cache.command("clean")
 @click.argument("targets", nargs=-1, metavar="[CORPUS|INDEX]...", type=corpus_type)
-@click.option("--older-than", type=click.FloatRange(0), default=None, metavar="DAYS", help="Only indexes last updated more than DAYS days ago.")
+@click.option("--older-than", type=NON_NEGATIVE, default=None, metavar="DAYS", help="Only indexes last updated more than DAYS days ago.")
 @click.option("--dry-run", "-n", is_flag=True, help="Print what would be removed; remove nothing.")
 @click.option(
     "--wait",
-    type=click.FloatRange(0),
+    type=NON_NEGATIVE,
     default=0.0,
     show_default=True,
     help="Seconds to wait for a run writing an index; an index still in use is left (exit 5).",

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import click
 
+from simdoc.cli.seconds import NON_NEGATIVE
 from simdoc.corpus.filelists import chosen_list, listed
 from simdoc.corpus.objects import configure, is_url, parse_option
 from simdoc.engines.dask import DEFAULT_WAIT_WORKERS
@@ -156,7 +157,7 @@ quiet_option = quiet_flag("Print nothing on stderr but errors (and how many file
 verbose_option = verbose_flag("Per-stage timings, the index directory used, and every warning on stderr.")
 wait_option = opt(
     "--wait",
-    type=click.FloatRange(0),
+    type=NON_NEGATIVE,
     default=0.0,
     show_default=True,
     help="Seconds to wait for another run writing the same index (then exit 5).",
@@ -171,7 +172,7 @@ _scheduler_flag = opt(
 )
 wait_workers_option = opt(
     "--wait-workers",
-    type=click.FloatRange(0),
+    type=NON_NEGATIVE,
     default=None,
     metavar="SECONDS",
     help=f"With --scheduler: seconds to wait for a first Dask worker before giving up (exit 7), and "

@@ -103,7 +103,9 @@ def open_regular(path: str, follow_symlinks: bool = False, ranged: bool = False)
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
-            return ReadResult(None, warning="not a regular file any more (FIFO, device or socket?), skipped", status="unreadable")
+            # A folder named where a file is wanted (`simdoc show FILE FOLDER`) is said as such.
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file any more (FIFO, device or socket?)"
+            return ReadResult(None, warning=f"{what}, skipped", status="unreadable")
         # O_NONBLOCK stays set: it has no effect on regular files (open(2)), and clearing
         # it would cost two more system calls per file.
     except OSError as exc:

@@ -100,6 +100,13 @@ def _connected(address: str, wait: float, index, corpus, needs_corpus: bool) -> 
     m = _LOCAL.match(address)
     if m:
         n = int(m.group(1) or os.cpu_count() or 1)
+        if n < 1:
+            # A cluster of no worker would wait --wait-workers for one that never comes, then
+            # hint at starting `dask worker local[0]`.
+            raise UsageError(
+                f"--scheduler {address}: an in-process cluster needs at least 1 worker",
+                hint="use local[N] with N >= 1, or local for one per core",
+            )
         try:
             cluster = LocalCluster(
                 # CRITICAL: a worker's heartbeat meeting the scheduler as it closes logs an ERROR

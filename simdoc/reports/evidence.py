@@ -266,6 +266,8 @@ def pair_evidence(
 
         sigs = loaded.signatures()
         estimated, num_perm = estimate_jaccard(sigs[a], sigs[b]), sigs.shape[1]
+        if not (docs.n_shingles[a] and docs.n_shingles[b]):
+            estimated = 0.0  # an empty signature agrees with another everywhere; such a document is never a candidate
         scheme = sig["params"].get("scheme", "classic")
     from simdoc.store.doctable import HOW
 
@@ -330,7 +332,8 @@ def text_evidence(
         streaming.windows_in_pieces(text, spec, lambda data, _counts: fold.add(data))
         sigs.append(fold.result())
     overlap = texts_overlap(text_a, text_b, spec)
-    estimated = estimate_jaccard(sigs[0], sigs[1])
+    # Two documents without shingles have equal (empty) signatures: no evidence of likeness.
+    estimated = estimate_jaccard(sigs[0], sigs[1]) if overlap.n_a and overlap.n_b else 0.0
     return _with_passages(
         doc_a, doc_b, text_a, text_b, overlap, estimated, hasher.num_perm, hasher.scheme, spec.lowercase, min_words, []
     )

@@ -29,6 +29,7 @@ from simdoc.exact import representatives
 from simdoc.lsh import (
     DEFAULT_RECALL,
     BandingReport,
+    candidate_probability,
     check_bands_rows,
     choose_bands_rows,
     s_curve_threshold,
@@ -197,9 +198,31 @@ def _index_stage(loaded: LoadedIndex, plan: _Plan, engine: Engine, t0: float) ->
         "roles": names,
         "files": files,
     }
-    return StageResult("index", True, time.perf_counter() - t0, plan.report.describe(), notes=plan.notes)
+    return StageResult(
+        "index",
+        True,
+        time.perf_counter() - t0,
+        plan.report.describe(),
+        warnings=_recall_warnings(plan.params, sig_stage["params"]["num_perm"]),
+        notes=plan.notes,
+    )
 
 
+def _recall_warnings(params: dict, num_perm: int) -> list[str]:
+    """A banding chosen for a threshold that no b*r <= num_perm can make a candidate with
+    probability DEFAULT_RECALL (the README's promise): said when it is built, as `tune` says it,
+    since the pairs at the threshold that are never candidates are missed without a trace."""
+    if params["explicit"]:
+        return []
+    t, b, r = params["threshold"], params["bands"], params["rows"]
+    p = candidate_probability(t, b, r)
+    if p >= DEFAULT_RECALL:
+        return []
+    return [
+        f"index: bands={b} rows={r}, the best for J={t:g} with --num-perm {num_perm}, make a pair at J={t:g} a "
+        f"candidate with probability {p:.3f}, below {DEFAULT_RECALL}: {1 - p:.0%} of such pairs are never candidates "
+        "(raise --num-perm; `simdoc tune` shows the curve)"
+    ]
 
 
 def _old_banding(loaded: LoadedIndex, params: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

@@ -185,9 +185,15 @@ def scan_corpus(
     if not isinstance(entries, Entries):
         entries = list(entries)
     if not entries:
+        globs = [f"--include {g!r}" for g in shingle.include or ()] + [f"--exclude {g!r}" for g in shingle.exclude or ()]
+        # With globs the folder may well hold text files: say what chose none of them.
         err = CorpusError(
-            f"corpus {corpus_name(corpus)} has no documents" + (f" ({count(len(skipped), 'path')} passed over)" if skipped else ""),
-            hint="point simdoc at a folder that holds text files (hidden files are ignored)",
+            f"corpus {corpus_name(corpus)} has no documents"
+            + (f" that {' '.join(globs)} select{'s' if len(globs) == 1 else ''}" if globs else "")
+            + (f" ({count(len(skipped), 'path')} passed over)" if skipped else ""),
+            hint="check the globs: they match paths relative to the corpus folder (`sub/*.txt`), `*` crosses `/`"
+            if globs
+            else "point simdoc at a folder that holds text files (hidden files are ignored)",
         )
         err.warnings = [f"{s.id}: {s.reason}" for s in skipped]
         raise err
