@@ -109,6 +109,6 @@ def test_an_index_with_members_named_the_old_way_is_rebuilt_not_updated(tmp_path
     del manifest["stages"]["shingle"]["params"]["member_ids"]  # as simdoc wrote it before
     (idx / "manifest.json").write_bytes(dump(manifest))
     res = simdoc.find_pairs(corpus, idx)
-    assert res.stages[0].built and "read 1 files" not in res.stages[0].detail
+    assert res.stages[0].built and "read 1 file," not in res.stages[0].detail
     assert json.loads((idx / "manifest.json").read_text())["stages"]["shingle"]["params"]["member_ids"] == MEMBER_IDS
     assert [(p.doc_a, p.doc_b) for p in res] == [("a.jsonl/#1", "a.jsonl/#2")]

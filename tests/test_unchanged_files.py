@@ -99,7 +99,7 @@ def test_a_change_time_or_inode_alone_makes_a_file_read_again(tmp_path, monkeypa
     assert run("pairs", c, "--index", i).stdout.count("\n") == 1
     rewrite_keeping_size_and_mtime(c / "a.txt")  # a new change time
     r = run("pairs", c, "--index", i, "-v")
-    assert r.exit_code == 0 and r.stdout == "" and "read 1 files, 1 new or changed" in r.stderr, r.stderr
+    assert r.exit_code == 0 and r.stdout == "" and "read 1 file, 1 new or changed" in r.stderr, r.stderr
     # Replaced by another file (another inode) of the same size and times: read again too.
     (c / "a.txt").write_text(TEXT)
     assert run("pairs", c, "--index", i).stdout.count("\n") == 1
@@ -108,7 +108,7 @@ def test_a_change_time_or_inode_alone_makes_a_file_read_again(tmp_path, monkeypa
     os.utime(c / "new", ns=(st.st_atime_ns, st.st_mtime_ns))
     os.replace(c / "new", c / "a.txt")
     r = run("pairs", c, "--index", i, "-v")
-    assert r.exit_code == 0 and r.stdout == "" and "read 1 files, 1 new or changed" in r.stderr, r.stderr
+    assert r.exit_code == 0 and r.stdout == "" and "read 1 file, 1 new or changed" in r.stderr, r.stderr
 
 
 def test_dedup_reads_again_what_it_names_and_keeps(tmp_path, monkeypatch):

@@ -313,7 +313,7 @@ def test_an_index_made_before_simdoc_read_warc_itself_reads_its_warc_files_once_
     (tmp_path / "i" / "manifest.json").write_bytes(dump(manifest))
     got, err = pairs(tmp_path / "c", tmp_path / "i", "-v")
     assert got == dict([expected("crawl.warc", texts, "http://e.org/0", "http://e.org/1"), expected("crawl.warc", texts, "http://e.org/2", "http://e.org/3")])
-    assert "read 1 files" in err  # the WARC file; note.txt is kept
+    assert "read 1 file," in err  # the WARC file; note.txt is kept
     assert len(skipped(tmp_path / "i")) == 2
     _, err = pairs(tmp_path / "c", tmp_path / "i", "-v")
     assert "shingle: up to date" in err

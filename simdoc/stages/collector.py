@@ -287,7 +287,7 @@ class Collector:
         """What the build did, for --verbose."""
         out = f"{stage['n_docs']} documents"
         if scan.old is not None:
-            out += f"; read {self.n_read} files, {self.n_changed} new or changed, {stage['n_removed']} removed"
+            out += f"; read {count(self.n_read, 'file')}, {self.n_changed} new or changed, {stage['n_removed']} removed"
         if stage["n_empty"]:
             out += f", {stage['n_empty']} with no shingles (never candidates)"
         if self.notes.skipped:
