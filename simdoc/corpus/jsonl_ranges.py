@@ -246,11 +246,17 @@ def first_lines(pieces: list[Piece]) -> list[int]:
 
 def skipped_of(pieces: list[Piece]) -> list[tuple[str, str]]:
     """The lines of the whole file skipped (:func:`simdoc.corpus.formats.skipped_lines`), from its ranges."""
+    return skipped_lines(pieces[0].source, joined_problems(pieces, first_lines(pieces)))
+
+
+def joined_problems(pieces: list[Piece], befores: list[int]) -> dict[str, list[tuple[int, str]]]:
+    """The problems of the ranges (or Parquet spans), by kind, numbered as the whole file numbers
+    its lines (rows): ``befores``, each range's first, from :func:`first_lines`."""
     problems: dict[str, list[tuple[int, str]]] = {}
-    for p, before in zip(pieces, first_lines(pieces)):
+    for p, before in zip(pieces, befores):
         for kind, seen in p.problems.items():
             problems.setdefault(kind, []).extend((n + before, m) for n, m in seen)
-    return skipped_lines(pieces[0].source, problems)
+    return problems
 
 
 def renumber(doc_id: str, source: str, before: int, ids: dict[int, str] | None = None) -> str:
@@ -289,12 +295,10 @@ def joined_read(pieces: list[Piece]) -> tuple[ReadResult, list[dict[int, str] | 
             return p.failed, [None] * len(pieces)
     befores = first_lines(pieces)
     ids, said = _take_keys(pieces, befores)
-    problems: dict[str, list[tuple[int, str]]] = {}
+    problems = joined_problems(pieces, befores)
     replaced: list[int] = []
     fields_seen = None
     for p, before in zip(pieces, befores):
-        for kind, seen in p.problems.items():
-            problems.setdefault(kind, []).extend((n + before, m) for n, m in seen)
         replaced.extend(n + before for n in p.replaced)
         if fields_seen is None:
             fields_seen = p.fields_seen

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from simdoc.corpus.files import ReadResult, as_file, handle_stat, open_regular
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.formats import _summarise, cut_utf8, member_id
-from simdoc.corpus.jsonl_ranges import Piece, _take_keys, first_lines, renumber
+from simdoc.corpus.jsonl_ranges import Piece, _take_keys, first_lines, joined_problems, renumber
 
 PARQUET_SUFFIXES = (".parquet",)
 # Not `pip install 'simdoc[parquet]'`: the package index's "simdoc" is another project.
@@ -306,10 +306,7 @@ def joined_read(pieces: list[Groups]) -> tuple[ReadResult, list[dict[int, str] |
             return ReadResult(None, f.digest or pieces[0].digest, warning=f.warning, status=f.status), [None] * len(pieces)
     befores = first_lines(pieces)
     ids, said = _take_keys(pieces, befores, "row")
-    problems: dict[str, list[tuple[int, str]]] = {}
-    for p, before in zip(pieces, befores):
-        for kind, seen in p.problems.items():
-            problems.setdefault(kind, []).extend((n + before, m) for n, m in seen)
+    problems = joined_problems(pieces, befores)
     if said:  # in the order one task notes them: by first row, a repeat last on its row
         problems[REPEATS] = said
         problems = dict(sorted(problems.items(), key=lambda kv: (kv[1][0][0], kv[0] == REPEATS)))
