@@ -191,6 +191,13 @@ def test_sigint_soon_after_the_start_never_gives_a_traceback_of_simdoc(built, de
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=300)
     err = _SITE_PTH_ERROR.sub("", err)  # Python's start-up, before any line of simdoc
+    if _INIT_FATAL.match(err):
+        # Python's start-up died of the signal (setting up sys.stdin or importing site): no simdoc
+        # line ran.
+        assert err.rstrip().endswith("KeyboardInterrupt"), err
+        assert _simdoc_frames(err) == [] and out == "", err
+        assert proc.returncode != 0, err
+        return
     if err.endswith("KeyboardInterrupt\n") and proc.returncode == -signal.SIGINT:
         assert [f for f in _simdoc_frames(err) if not _BEFORE_THE_HANDLER.search(f)] == [], err
         return
@@ -202,6 +209,8 @@ def test_sigint_soon_after_the_start_never_gives_a_traceback_of_simdoc(built, de
         assert "Interrupted." not in err and "Error" not in err, err
 
 
+# Interrupted while it sets up the standard streams or imports site, Python gives up (status 1).
+_INIT_FATAL = re.compile(r"Fatal Python error: init_\w+: ")
 # site.py, interrupted while it runs a .pth file's line (an editable install's finder), says so
 # and carries on without it.
 _SITE_PTH_ERROR = re.compile(r"Error processing line \d+ of [^\n]*\.pth:\n.*?Remainder of file ignored\n", re.S)
