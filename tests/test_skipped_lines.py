@@ -58,3 +58,28 @@ def test_a_file_read_by_ranges_lists_the_lines_one_task_would(tmp_path):
     assert got == listed(tmp_path / "i2")
     assert [why for _, why in got] == sorted(f"line {n}: {why.split(': ', 1)[1]}" for k in range(3) for why in SKIPPED
                                              for n in [int(why.split(":")[0].split()[1]) + 6 * k])
+
+
+def test_parquet_rows_of_null_text_are_listed_whole_and_by_spans(tmp_path):
+    """A Parquet row whose text is null holds no document: listed as such a JSON Lines line is,
+    the same whether the file is one task or spans of row groups."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from simdoc.corpus import parquet
+
+    c = tmp_path / "c"
+    c.mkdir()
+    texts = ["harbour tide table mountain goats", None, "stone bridge far from any river", None, None,
+             "a lantern in the lighthouse window"] * 2
+    pq.write_table(pa.table({"text": pa.array(texts, pa.string())}), c / "d.parquet", row_group_size=2)
+    whole = invoke("pairs", c, "--index", tmp_path / "i1", "-q")
+    with mock.patch.object(parquet, "TASK_BYTES", 40), mock.patch.object(parquet, "CUT_BYTES", 0):
+        cut = invoke("pairs", c, "--index", tmp_path / "i2", "-q", "-j", "1")
+    assert whole.exit_code == 0 and cut.exit_code == 0, (whole.stderr, cut.stderr)
+    nulls = [n for n, t in enumerate(texts, 1) if t is None]
+    want = sorted([f"d.parquet/#{n}", f"row {n}: null text, skipped"] for n in nulls)
+    assert listed(tmp_path / "i1") == want
+    assert listed(tmp_path / "i2") == want
+    again = invoke("pairs", c, "--index", tmp_path / "i1", "-q")  # unchanged: not read again, still listed
+    assert again.exit_code == 0 and listed(tmp_path / "i1") == want

@@ -162,13 +162,14 @@ class _JsonlMembers:
         return out
 
 
-def skipped_lines(source: str, problems: dict[str, list[tuple[int, str]]]) -> list[tuple[str, str]]:
+def skipped_lines(source: str, problems: dict[str, list[tuple[int, str]]], unit: str = "line") -> list[tuple[str, str]]:
     """The lines of a file that held no document though they were not blank (not JSON, no string
-    text field, too long), as ``stats --skipped`` lists them: (``SOURCE/#LINE``, why), by line.
-    (Only warned about, they were gone from the index's record after the run that read them.)
-    Sorted as ids, as the join of a file's ranges sorts what they left out."""
+    text field, too long), or the rows of a Parquet file whose text is null (``unit`` "row"), as
+    ``stats --skipped`` lists them: (``SOURCE/#N``, why), by number. (Only warned about, they
+    were gone from the index's record after the run that read them.) Sorted as ids, as the join
+    of a file's ranges sorts what they left out."""
     return sorted(
-        (member_id(source, str(n)), f"line {n}: {kind}") for kind, seen in problems.items() if kind.endswith("skipped") for n, _ in seen
+        (member_id(source, str(n)), f"{unit} {n}: {kind}") for kind, seen in problems.items() if kind.endswith("skipped") for n, _ in seen
     )
 
 

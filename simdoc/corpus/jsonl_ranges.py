@@ -244,9 +244,10 @@ def first_lines(pieces: list[Piece]) -> list[int]:
     return out
 
 
-def skipped_of(pieces: list[Piece]) -> list[tuple[str, str]]:
-    """The lines of the whole file skipped (:func:`simdoc.corpus.formats.skipped_lines`), from its ranges."""
-    return skipped_lines(pieces[0].source, joined_problems(pieces, first_lines(pieces)))
+def skipped_of(pieces: list[Piece], unit: str = "line") -> list[tuple[str, str]]:
+    """The lines (Parquet rows: ``unit``) of the whole file skipped
+    (:func:`simdoc.corpus.formats.skipped_lines`), from its ranges."""
+    return skipped_lines(pieces[0].source, joined_problems(pieces, first_lines(pieces)), unit)
 
 
 def joined_problems(pieces: list[Piece], befores: list[int]) -> dict[str, list[tuple[int, str]]]:

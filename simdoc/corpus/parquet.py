@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from simdoc.corpus.files import ReadResult, as_file, handle_stat, open_regular
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.formats import _summarise, cut_utf8, member_id
-from simdoc.corpus.jsonl_ranges import Piece, _take_keys, first_lines, joined_problems, renumber
+from simdoc.corpus.jsonl_ranges import Piece, _take_keys, first_lines, joined_problems, renumber, skipped_of
 
 PARQUET_SUFFIXES = (".parquet",)
 # Not `pip install 'simdoc[parquet]'`: the package index's "simdoc" is another project.
@@ -82,11 +82,12 @@ def have_pyarrow() -> bool:
 
 @dataclass
 class ParquetRead:
-    """What reading a Parquet file gave: its read result (its warning tells of its rows), and its
-    documents as (id, text, row group, row in group)."""
+    """What reading a Parquet file gave: its read result (its warning tells of its rows), its
+    documents as (id, text, row group, row in group), and its rows skipped (id, why: a null text)."""
 
     result: ReadResult
     docs: list[tuple[str, str, int, int]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -211,7 +212,8 @@ def read_parquet(
     res, ids = joined_read([piece])
     if res.text is None:
         return ParquetRead(res)
-    return ParquetRead(res, sorted((renumber(i, source, 0, ids[0]), t, g, r) for i, t, g, r in piece.docs))
+    docs = sorted((renumber(i, source, 0, ids[0]), t, g, r) for i, t, g, r in piece.docs)
+    return ParquetRead(res, docs, skipped_of([piece], "row"))
 
 
 def read_groups(

@@ -145,7 +145,7 @@ def read_file(
             got = read_parquet(path, doc_id, *fields, max_bytes=max_bytes, follow_symlinks=follow)
         except ImportError:
             raise no_pyarrow() from None
-        return FileRead(got.result, [Member(*d) for d in got.docs])
+        return FileRead(got.result, [Member(*d) for d in got.docs], got.skipped)
     if how == "warc":
         return _read_warc(path, doc_id, WarcReading(max_bytes, main_content, all_responses))
     if how == "jsonl":  # line by line: memory bounded by one line, --max-bytes cuts each member

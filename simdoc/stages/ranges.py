@@ -110,8 +110,8 @@ def join(group: list[BatchResult], rows: _Rows | None = None) -> BatchResult:
     else:
         for g, before, by_line in zip(group, befores, ids):
             left_out.extend((renumber(i, source, before, by_line), why) for i, why in g.files[0].left_out)
-        if how == "jsonl":  # its lines skipped, as one task reading it whole lists them
-            left_out.extend(skipped_of(pieces))
+        if how in ("jsonl", "parquet"):  # its lines (rows) skipped, as one task reading it whole lists them
+            left_out.extend(skipped_of(pieces, "row" if how == "parquet" else "line"))
     docs = DocColumns.concatenate([g.docs for g in group])
     prefix = member_id(source, "").encode("utf-8", "surrogateescape")
     local = [_line_numbers(g.docs.id_blob, g.docs.id_offsets, len(prefix)) for g in group]
