@@ -75,24 +75,30 @@ def candidates(index: str, threshold: float):
 def parts_of_one_job(reader, left, right) -> dict[str, float]:
     """CPU seconds of verification's parts in one verify_pairs call with one job."""
     import simdoc.stages.verify as verify
+    import simdoc.stages.verify_lone as lone
 
     spent: dict[str, float] = {}
-    patched = {name: getattr(verify, name) for name in ("read_again_into", "sets64_spans", "span_sums")}
-    for name, real in patched.items():
-        def timed(*a, _real=real, _name=name, **k):
+    parts = {
+        (verify, "read_again_into"): "read_again_into", (verify, "sets64_spans"): "sets64_spans",
+        (verify, "span_sums"): "span_sums",
+        (lone, "read_again_into"): "read_again_into (lone pairs)", (lone, "pair_sums_spans"): "pair_sums_spans (lone pairs)",
+    }
+    patched = {key: getattr(*key) for key in parts}
+    for (module, name), real in patched.items():
+        def timed(*a, _real=real, _name=parts[module, name], **k):
             t0 = time.process_time()
             try:
                 return _real(*a, **k)
             finally:
                 spent[_name] = spent.get(_name, 0.0) + time.process_time() - t0
-        setattr(verify, name, timed)
+        setattr(module, name, timed)
     try:
         t0 = time.process_time()
         verify.verify_pairs(reader, left, right, 1)
         spent["all"] = time.process_time() - t0
     finally:
-        for name, real in patched.items():
-            setattr(verify, name, real)
+        for (module, name), real in patched.items():
+            setattr(module, name, real)
     spent["rest"] = spent["all"] - sum(v for k, v in spent.items() if k != "all")
     return spent
 
