@@ -8,6 +8,8 @@ import fcntl
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -238,11 +240,13 @@ def test_a_failed_run_deletes_its_temporary_files_even_while_a_reader_holds_the_
 
 
 @contextlib.contextmanager
-def _writer_busy(idx: Path):
-    """Hold the writer's lock as another simdoc run would (a separate open file description)."""
+def _writer_busy(idx: Path, note: bytes | None = None):
+    """Hold the writer's lock as another simdoc run would (a separate open file description),
+    with its note (by default, this process's)."""
     fd = os.open(idx / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(fd, fcntl.LOCK_EX)
-    os.pwrite(fd, b"pid 4242 since a while\n", 0)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} since a while\n".encode() if note is None else note, 0)
     try:
         yield
     finally:
@@ -274,12 +278,22 @@ def test_readers_never_wait_for_or_fail_on_a_writer(run, built, small_corpus, tm
 def test_a_reader_that_must_build_a_stage_is_a_writer(run, built):
     with _writer_busy(built):
         r = run("pairs", "--index", built, "--threshold", "0.9")  # re-bands: a write
-        assert_clean_error(r, 5, "being written by another simdoc run", "pid 4242")
+        assert_clean_error(r, 5, "being written by another simdoc run", f"pid {os.getpid()} since a while")
     r = run("pairs", "--index", built, "--threshold", "0.9")
     assert r.exit_code == 0 and r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
     with _writer_busy(built):  # now built: reading only
         r = run("pairs", "--index", built, "--threshold", "0.9")
         assert r.exit_code == 0 and r.stdout == "a.txt\tb.txt\t1.0000\t1.0000\n"
+
+
+def test_a_lock_note_of_a_process_that_has_ended_is_not_named_as_the_holder(run, built):
+    """The note in the lock file is the last writer's: one that has ended (the holder has just
+    taken the lock and not yet written its own, say) is not who holds the index now."""
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    for note in (f"pid {ended.stdout.strip()} since 2026-01-01 00:00:00\n".encode(), b"", b"pid 99999999999999999999 since x\n"):
+        with _writer_busy(built, note):
+            r = run("pairs", "--index", built, "--threshold", "0.7")  # re-bands: a write
+        assert_clean_error(r, 5, "being written by another simdoc run (another process)")
 
 
 def test_a_parts_folder_is_never_made_through_a_link(tmp_path):

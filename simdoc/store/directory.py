@@ -65,7 +65,7 @@ import numpy as np
 
 from simdoc.errors import CorruptIndex, IndexBusy, IndexError_, OutputError
 from simdoc.indexmarks import FORMAT, MANIFEST, writer_note  # noqa: F401  (below the store: the corpus knows them too)
-from simdoc.store.locks import LOCK, READERS, open_lock_file
+from simdoc.store.locks import LOCK, READERS, lock_holder, open_lock_file
 from simdoc.store.manifest import dump as dump_manifest
 from simdoc.store.manifest import parse as parse_manifest
 from simdoc.store.manifest import validate as validate_manifest
@@ -298,8 +298,7 @@ class IndexStore:
                         break
                     except OSError:
                         if time.monotonic() >= deadline:
-                            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
-                            raise IndexBusy(str(self.path), holder, wait) from None
+                            raise IndexBusy(str(self.path), lock_holder(fd), wait) from None
                         time.sleep(0.05)
                 # The writer we waited for may have removed the directory it had just made
                 # (see _remove_unused_dir): a lock on that unlinked file guards nothing.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -82,3 +83,21 @@ def lock_file_problems(directory: Path) -> list[str]:
         if what is not None:
             problems.append(f"{directory / name} {what}: every writer refuses it; {_hint(directory / name)}")
     return problems
+
+
+def lock_holder(fd: int) -> str:
+    """Who holds the writer lock of descriptor ``fd``, as the note it wrote says ("pid N since
+    ..."); "another process" when there is no note, or when it names a process that has ended:
+    a note the holder has not yet written over (in the instant after it took the lock), or one
+    an older writer left (a process holds the lock, so that pid is not the holder)."""
+    note = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+    found = re.match(r"pid (\d+) since ", note)
+    if found is None:
+        return "another process"
+    try:
+        os.kill(int(found.group(1)), 0)
+    except (ProcessLookupError, OverflowError):  # ended, or no pid at all
+        return "another process"
+    except OSError:  # alive, but not ours to signal (EPERM)
+        pass
+    return note
