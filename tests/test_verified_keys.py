@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdoc.store.verified import pair_keys
+from simdoc.store.verified import VerifiedPairs, pair_keys
 
 
 def reference_key(a: bytes, b: bytes) -> list[int]:
@@ -46,3 +46,27 @@ def test_pair_keys_pinned():
         [17553391620651556052, 11481784659327058719, 283686952306183, 1157726452361532951],
         [15486553947318304841, 4298450072822756458, 1157726452361532951, 1157726452361532951],
     ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2**64 - 1)), min_size=0, max_size=40, unique=True),
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 2**64 - 1)), max_size=20),
+    st.integers(0, 2**32),
+)
+def test_lookup_finds_exactly_the_stored_keys(stored, asked, seed):
+    """Keys of a few high halves only (many entries share one): each asked key is found with its
+    own Jaccards when stored, and only then, as a dict would say."""
+    rng = np.random.default_rng(seed)
+    asked = asked + [s for s in stored if rng.random() < 0.5]
+    keys = np.array([[h, lo, 0, 0] for h, lo in stored], dtype=np.uint64).reshape(-1, 4)
+    jac = rng.random((len(stored), 2))
+    table = VerifiedPairs()
+    table.add(keys, jac)
+    keys, jac = table.merged()
+    want = {(int(k[0]), int(k[1])): j for k, j in zip(keys, jac)}
+    q = np.array([[h, lo, 0, 0] for h, lo in asked], dtype=np.uint64).reshape(-1, 4)
+    found, got = VerifiedPairs(keys, jac).lookup(q)
+    for i, (h, lo) in enumerate(asked):
+        assert found[i] == ((h, lo) in want)
+        assert np.array_equal(got[i], want.get((h, lo), np.zeros(2)))

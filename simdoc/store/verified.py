@@ -73,15 +73,20 @@ class VerifiedPairs:
         if not len(self.keys) or not len(keys):
             return found, jac
         hi, lo = self.keys[:, 0], self.keys[:, 1]
-        at = np.searchsorted(hi, keys[:, 0])
-        for i in np.flatnonzero(at < len(hi)).tolist():
-            j = int(at[i])
-            while j < len(hi) and hi[j] == keys[i, 0]:
-                if lo[j] == keys[i, 1]:
-                    found[i] = True
-                    jac[i] = self.jaccard[j]
-                    break
-                j += 1
+        first = np.searchsorted(hi, keys[:, 0], side="left")
+        end = np.searchsorted(hi, keys[:, 0], side="right")
+        # The table is sorted by (high, low) and holds each key once: a key's entry is the only one
+        # with its high half (all but certainly), else one of the few that share it.
+        one = end - first == 1
+        at = np.flatnonzero(one)
+        hit = at[lo[first[at]] == keys[at, 1]]
+        found[hit] = True
+        jac[hit] = self.jaccard[first[hit]]
+        for i in np.flatnonzero(end - first > 1).tolist():
+            j = int(first[i]) + int(np.searchsorted(lo[first[i] : end[i]], keys[i, 1]))
+            if j < end[i] and lo[j] == keys[i, 1]:
+                found[i] = True
+                jac[i] = self.jaccard[j]
         return found, jac
 
     def add(self, keys: np.ndarray, jaccard: np.ndarray) -> None:
