@@ -80,6 +80,13 @@ def estimate_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> float:
     return float(np.mean(sig_a == sig_b))
 
 
+def shown_estimate(sig_a: np.ndarray, sig_b: np.ndarray, both_shingled: bool) -> float:
+    """:func:`estimate_jaccard` as the reports show it: 0 unless both documents have shingles.
+    Two empty signatures agree everywhere, which is no evidence of likeness (such a document is
+    never a candidate)."""
+    return estimate_jaccard(sig_a, sig_b) if both_shingled else 0.0
+
+
 def pair_estimates(signatures: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Estimated Jaccard of many pairs: float64 array aligned with ``left``/``right``."""
     out = np.empty(len(left), dtype=np.float64)

@@ -262,12 +262,10 @@ def pair_evidence(
     estimated = num_perm = scheme = None
     sig = loaded.manifest["stages"].get("signature")
     if sig is not None and sig.get("built_from") == shingle.get("build_id"):
-        from simdoc.similarity import estimate_jaccard
+        from simdoc.similarity import shown_estimate
 
         sigs = loaded.signatures()
-        estimated, num_perm = estimate_jaccard(sigs[a], sigs[b]), sigs.shape[1]
-        if not (docs.n_shingles[a] and docs.n_shingles[b]):
-            estimated = 0.0  # an empty signature agrees with another everywhere; such a document is never a candidate
+        estimated, num_perm = shown_estimate(sigs[a], sigs[b], bool(docs.n_shingles[a] and docs.n_shingles[b])), sigs.shape[1]
         scheme = sig["params"].get("scheme", "classic")
     from simdoc.store.doctable import HOW
 
@@ -316,7 +314,7 @@ def text_evidence(
         Shortest passage reported, in words.
     """
     from simdoc.shingling import shingle_texts
-    from simdoc.similarity import estimate_jaccard
+    from simdoc.similarity import shown_estimate
 
     if min_words < 1:
         raise UsageError(f"--min-words must be at least 1, got {min_words}")
@@ -332,8 +330,7 @@ def text_evidence(
         streaming.windows_in_pieces(text, spec, lambda data, _counts: fold.add(data))
         sigs.append(fold.result())
     overlap = texts_overlap(text_a, text_b, spec)
-    # Two documents without shingles have equal (empty) signatures: no evidence of likeness.
-    estimated = estimate_jaccard(sigs[0], sigs[1]) if overlap.n_a and overlap.n_b else 0.0
+    estimated = shown_estimate(sigs[0], sigs[1], bool(overlap.n_a and overlap.n_b))
     return _with_passages(
         doc_a, doc_b, text_a, text_b, overlap, estimated, hasher.num_perm, hasher.scheme, spec.lowercase, min_words, []
     )
