@@ -17,13 +17,17 @@ wall time, decides on a shared machine.
     PYTHONPATH=$PWD python benchmarks/verify_profile.py INDEX [--threshold 0.8] [--rounds 3]
 
 Measured (issue 32, c100k: 26,729 pairs, 43,833 documents read, 163 MB;
-one core of the shared 2-core VM, load 5-6):
+f5fefc9, 2026-11-27 12:25 UTC, quiet 2-core VM, one job, CPU seconds):
 
-    read again       0.71 s   (of which system calls 0.27, BLAKE2b 0.23)
-    shingle kernel   1.35 s   (decode 0.13, two-seed MurmurHash3 0.31, sort 0.71, fold 0.2)
-    merge            0.35 s
-    rest             0.33 s   (places and paths 0.12, chunks, spans)
-    all, one job     2.74-2.85 CPU-s; two jobs: the same CPU, ~1.45 CPU-s a worker
+    lone pairs (16,163 pairs, 32,326 files: no set made)
+        read again        0.53-0.55   (compiled open/fstat/read/close, BLAKE2b check)
+        pair_sums_spans   0.99-1.01   (decode, two-seed MurmurHash3, one counting table)
+    the others (10,566 pairs, 11,507 files)
+        read again        0.21-0.22
+        sets64_spans      0.42-0.44   (decode, hash, sort and fold)
+        span_sums         0.16-0.18   (the merge)
+    rest                  0.32-0.36   (Python: units, chunks, places and paths)
+    all, one job          2.63-2.75; two jobs: 1.57-1.77 s wall, the same CPU split evenly
 """
 
 from __future__ import annotations
