@@ -246,14 +246,17 @@ class DocumentReader:
     def openable(self, rels: list[str]) -> list[str | None]:
         """:meth:`confined` of each, but for files opened with O_NOFOLLOW: their folders checked,
         not the files (:func:`simdoc.corpus.plain.read_again_into` refuses a link itself)."""
+        # os.path.join(root, rel), as a concatenation: rel is relative (safe_relative), and
+        # posixpath.join took ~3 us a file (c100k's verification: 0.13 of ~3 CPU-s).
+        base, where = os.path.join(self.root, ""), self.where
         if self.follow_symlinks or is_url(self.root):
-            return [os.path.join(self.root, safe_relative(rel, self.where)) for rel in rels]
+            return [base + safe_relative(rel, where) for rel in rels]
         out: list[str | None] = []
         dirs = self._dirs
         for rel in rels:
             # confined_path's answer, its folder looked up first (the documents of one folder
             # are many): the same memo, so the same realpath decides.
-            path = os.path.join(self.root, safe_relative(rel, self.where))
+            path = base + safe_relative(rel, where)
             folder = path.rpartition("/")[0]
             inside = dirs.get(folder) if folder else None  # ("": the memo's own entry, the root's realpath)
             if inside is None:
