@@ -182,3 +182,11 @@ def test_without_a_working_compiled_loop_files_are_read_one_by_one(tmp_path, mon
     files = [(f"f{i}.txt", str(tmp_path / f"f{i}.txt"), 10, None) for i in range(3)]
     monkeypatch.setattr(plain_batch, "_USABLE", [False])
     assert plain_batch.read_together(files, ["whole"] * 3, 10**6, False) == (None, [-1, -1, -1])
+
+
+def test_a_path_holding_a_nul_is_refused_not_read_as_another(tmp_path):
+    """The paths reach the kernel as one NUL-separated buffer: a NUL inside one would end it
+    early (another file) and shift every path after it."""
+    (tmp_path / "a").write_bytes(b"x")
+    with pytest.raises(ValueError, match="NUL"):
+        kernels_read.read_files([str(tmp_path / "a") + "\0b", str(tmp_path / "a")], np.array([1, 1]), os.O_RDONLY, BINARY_SNIFF)
