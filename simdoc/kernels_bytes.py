@@ -327,6 +327,15 @@ if ENABLED:
                 h = wide[w]
                 bin_ = ((h >> uint64(32)) * uint64(num_perm)) >> uint64(32)
                 sig64[bin_] = min(h & uint64(0xFFFFFFFF), sig64[bin_])
+        n_filled, one = 0, 0
+        for i in range(num_perm):
+            if sig64[i] != empty:
+                n_filled += 1
+                one = i
+        if n_filled == 1:  # every empty bin borrows from it (see simdoc.kernels.oph_csr)
+            for i in range(num_perm):
+                row[i] = uint32(sig64[one])
+            return
         for i in range(num_perm):
             if sig64[i] != empty:
                 row[i] = uint32(sig64[i])
