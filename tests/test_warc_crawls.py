@@ -95,6 +95,22 @@ def test_a_record_cut_short_is_skipped_and_listed_and_the_others_are_kept(tmp_pa
     assert [s["id"] for s in left] == ["crawl.warc/#http://e.org/9"] and "Content-Length" in left[0]["reason"]
 
 
+def test_a_header_line_that_is_no_field_then_a_folded_line_is_read_past_not_a_traceback(tmp_path):
+    """A damaged header (seen: a single-stream .warc.gz decoded past a damaged byte) can hold a
+    line with no colon and then one that starts with a blank, as a folded field's next line
+    would: it continued the field named by the whole bad line, which was never a key (KeyError,
+    and the run ended in a traceback)."""
+    records, texts = crawl()
+    bad = records[4].replace(b"WARC-Date:", b"garbled line with no colon\r\n  folded after it\r\nWARC-Date:", 1)
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "crawl.warc").write_bytes(b"".join(records[:4]) + bad)
+    got, err = pairs(tmp_path / "c", tmp_path / "i")
+    assert "Traceback" not in err
+    assert got == dict([expected("crawl.warc", texts, "http://e.org/0", "http://e.org/1"),
+                        expected("crawl.warc", texts, "http://e.org/2", "http://e.org/3")])
+    assert "simdoc: 5 documents" in err  # the bad lines are not fields; the record is read
+
+
 @pytest.mark.parametrize("claimed", [10**12, "+300"])
 def test_a_false_content_length_swallows_no_record(tmp_path, claimed):
     records, texts = crawl()

@@ -323,10 +323,11 @@ def _parse_header(raw: bytes) -> dict[str, str] | None:
         if line[:1] in (" ", "\t") and name is not None:  # a folded line continues the field
             headers[name] += " " + line.strip()
             continue
-        name, sep, value = line.partition(":")
-        if not sep:
+        field, sep, value = line.partition(":")
+        if not sep:  # not a field (a damaged header): a folded line after it continues nothing
+            name = None
             continue
-        name = name.strip().lower()
+        name = field.strip().lower()
         headers[name] = value.strip()
     return headers
 
