@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from simdoc.corpus.files import compression_of, decompressing_reader, open_binary
 from simdoc.corpus.objects import is_url
+from simdoc.corpus.rawstream import HashedReader, inflate
 
 CHUNK = 1 << 20
 # A record read again at its offset in an object: one ranged GET per raw read, so the first asks
@@ -57,6 +58,7 @@ class Input:
         self._pending = memoryview(b"")  # raw bytes not yet given to the gzip decompressor
         self._dec = None  # the current gzip member's decompressor
         self._out = 0  # decompressed bytes produced so far
+        self._member_out = 0  # ... when the current gzip member began
         self._stream = None  # the decompressing reader of bzip2, xz, zstd
         if kind not in (None, "gzip"):
             self._stream = decompressing_reader(HashedReader(fh, digest), kind)
@@ -119,16 +121,15 @@ class Input:
                     self._exhaust()
                     return b""
                 self.members[self._out] = self._raw_pos
-                self._dec = zlib.decompressobj(31)
+                self._dec, self._member_out = zlib.decompressobj(31), self._out
             # A small piece at a time: what a member leaves over is copied by zlib when it ends.
             data = self._pending[:FEED]
-            try:
-                out = self._dec.decompress(data, CHUNK)
-            except zlib.error as exc:
-                self.cut = f"damaged gzip data near byte {self._raw_pos}: {exc}"
-                self._pending = memoryview(b"")
+            out, exc, good = inflate(self._dec, data, CHUNK, self._out - self._member_out)
+            if exc is not None:  # what the feed held before the damage is kept (rawstream.inflate)
+                self.cut = f"damaged gzip data near byte {self._raw_pos + good}: {exc}"
+                self._pending, self._dec = memoryview(b""), None
                 self._exhaust()
-                return b""
+                return out
             rest = len(self._dec.unconsumed_tail if not self._dec.eof else self._dec.unused_data)
             self._raw_pos += len(data) - rest
             self._pending = self._pending[len(data) - rest :]
@@ -207,31 +208,6 @@ class Input:
         """Consume bytes up to decompressed position ``pos``; False if the data ends first."""
         n = pos - self.pos
         return n >= 0 and self.take(n, 0)[1] == n
-
-
-class HashedReader:
-    """A raw file whose every byte read goes through a digest (for the decompressing readers, and
-    for `dedup --write`, which checks the bytes it copies are the ones indexed)."""
-
-    def __init__(self, fh, digest) -> None:
-        self.fh, self.digest = fh, digest
-
-    def read(self, n: int = -1) -> bytes:
-        chunk = self.fh.read(n)
-        if self.digest is not None and chunk:
-            self.digest.update(chunk)
-        return chunk
-
-    def readinto(self, b) -> int:
-        chunk = self.read(len(b))
-        b[: len(chunk)] = chunk
-        return len(chunk)
-
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        pass
 
 
 def kind_of(path: str) -> str | None:

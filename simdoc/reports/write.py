@@ -36,7 +36,8 @@ import numpy as np
 
 from simdoc.corpus.files import compression_of, decompressing_reader, file_digest, open_binary
 from simdoc.corpus.objects import is_url
-from simdoc.corpus.warcio import Broken, HashedReader, Input, RecordReader, open_input
+from simdoc.corpus.rawstream import HashedReader
+from simdoc.corpus.warcio import Broken, Input, RecordReader, open_input
 from simdoc.errors import CorpusError, IndexError_, OutputError, UsageError
 from simdoc.reports.destination import check_url_destination, destination_of
 from simdoc.stages.reread import DocumentReader
