@@ -83,3 +83,26 @@ def test_parquet_rows_of_null_text_are_listed_whole_and_by_spans(tmp_path):
     assert listed(tmp_path / "i2") == want
     again = invoke("pairs", c, "--index", tmp_path / "i1", "-q")  # unchanged: not read again, still listed
     assert again.exit_code == 0 and listed(tmp_path / "i1") == want
+
+
+def test_parquet_rows_skipped_and_short_ones_are_listed_in_one_order_whole_or_by_spans(tmp_path):
+    """With --min-length too, a file read as one task lists its null rows and its short rows in
+    the order the join of its spans gives (sorted as ids), not null rows first."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from simdoc.corpus import parquet
+
+    c = tmp_path / "c"
+    c.mkdir()
+    texts = ["tiny", None, "harbour tide table mountain goats", "short", None, "stone bridge far from any river"] * 2
+    pq.write_table(pa.table({"text": pa.array(texts, pa.string())}), c / "d.parquet", row_group_size=2)
+    whole = invoke("pairs", c, "--index", tmp_path / "i1", "-q", "--min-length", "10")
+    with mock.patch.object(parquet, "TASK_BYTES", 40), mock.patch.object(parquet, "CUT_BYTES", 0):
+        cut = invoke("pairs", c, "--index", tmp_path / "i2", "-q", "-j", "1", "--min-length", "10")
+    assert whole.exit_code == 0 and cut.exit_code == 0, (whole.stderr, cut.stderr)
+    one, spans = (invoke("stats", "--index", tmp_path / i, "--skipped").stdout for i in ("i1", "i2"))
+    assert one == spans and len(one.splitlines()) == 8
+    # The index's own record, not only the listing (which sorts): the same for any cut.
+    stored = [json.loads((tmp_path / i / "manifest.json").read_text())["stages"]["shingle"]["skipped"] for i in ("i1", "i2")]
+    assert stored[0] == stored[1]

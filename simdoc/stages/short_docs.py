@@ -68,7 +68,7 @@ def leave_out(files: list[FileOutcome], docs: list[DocOut], short: set[int], lea
                 f.left_out.append((docs[i].id, what))
             else:
                 f.status, f.warning = "short", what
-        if f.how == "jsonl":  # with its lines skipped, sorted as ids: as the join of a file's ranges gives them
+        if f.how != "warc":  # with its lines (rows) skipped, sorted as ids: as simdoc.stages.ranges.join gives them
             f.left_out.sort()
         dropped = sum(1 for i in range(at, at + f.n_docs) if i in short)
         at += f.n_docs
