@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 
 from simdoc.corpus.files import ReadResult, as_file, handle_stat, open_regular
 from simdoc.corpus.objects import is_url
-from simdoc.corpus.formats import _summarise, cut_utf8, member_id
-from simdoc.corpus.jsonl_ranges import Piece, _take_keys, first_lines, joined_problems, renumber, skipped_of
+from simdoc.corpus.formats import _summarise, cut_utf8, member_id, skipped_lines
+from simdoc.corpus.jsonl_ranges import Piece, _take_keys, first_lines, joined_problems, renumber
 
 PARQUET_SUFFIXES = (".parquet",)
 # Not `pip install 'simdoc[parquet]'`: the package index's "simdoc" is another project.
@@ -213,7 +213,7 @@ def read_parquet(
     if res.text is None:
         return ParquetRead(res)
     docs = sorted((renumber(i, source, 0, ids[0]), t, g, r) for i, t, g, r in piece.docs)
-    return ParquetRead(res, docs, skipped_of([piece], "row"))
+    return ParquetRead(res, docs, skipped_lines(source, piece.problems, "row"))  # one span: its rows are the file's
 
 
 def read_groups(

@@ -221,19 +221,26 @@ def _compressing_writer(fileobj, kind: str):
     return zstandard.ZstdCompressor().stream_writer(fileobj, closefd=False)
 
 
-def _copy_decompressed(src: str, target: str, kind: str, spans: list[tuple[int, int]]) -> tuple[str, str]:
+def _copy_decompressed(src: str, target: str, kind: str, spans: list[tuple[int, int]], as_warc: bool = False) -> tuple[str, str]:
     """Decompress a file, leave out the ranges ``spans`` of its decompressed bytes and compress the
-    rest the same way; (digest of its raw bytes, digest of its decompressed bytes)."""
+    rest the same way; (digest of its raw bytes, digest of its decompressed bytes).
+
+    ``as_warc``: decompressed as the scan decompresses a WARC file (:class:`simdoc.corpus.warcio.Input`):
+    data cut short or damaged ends the records there, as it ended those indexed, rather than
+    stopping the writing (a decompressor's EOFError was "Aborted!")."""
     raw, plain = hashlib.blake2b(digest_size=16), hashlib.blake2b(digest_size=16)
     with open_binary(src) as fin, open(target, "xb") as fout:
-        hashed = HashedReader(fin, raw)
-        reader = decompressing_reader(hashed, kind)
+        inp = Input(fin, kind, raw) if as_warc else None
+        reader = None if as_warc else decompressing_reader(HashedReader(fin, raw), kind)
         writer = _compressing_writer(fout, kind)
         try:
-            _filter(reader.read, writer.write, spans, plain)
+            _filter((lambda n: inp.take(n, n)[0]) if as_warc else reader.read, writer.write, spans, plain)
         finally:
             writer.close()
-            reader.close()
+            if reader is not None:
+                reader.close()
+        if inp is not None:
+            inp.finish()  # the raw bytes past what was decompressed, through the digest
         while chunk := fin.read(_CHUNK):  # what the decompressor left unread
             raw.update(chunk)
     return raw.hexdigest(), plain.hexdigest()
@@ -262,24 +269,7 @@ def _write_warc(src: str, target: str, gone: set[int]) -> str | None:
     spans = [(p, e) for (p, _, dropped), e in zip(starts, ends) if dropped]
     if kind is None:
         return _copy_raw(src, target, spans)
-    return _copy_warc_decompressed(src, target, kind, spans)
-
-
-def _copy_warc_decompressed(src: str, target: str, kind: str, spans: list[tuple[int, int]]) -> str:
-    """A compressed WARC file without the ranges ``spans`` of its decompressed bytes, compressed
-    again the same way; the digest of its raw bytes. Decompressed as the scan decompresses it
-    (:class:`simdoc.corpus.warcio.Input`): data cut short or damaged ends the records there, as it
-    ended those indexed, rather than stopping the writing (a decompressor's EOFError was "Aborted!")."""
-    raw = hashlib.blake2b(digest_size=16)
-    with open_binary(src) as fin, open(target, "xb") as fout:
-        inp = Input(fin, kind, raw)
-        writer = _compressing_writer(fout, kind)
-        try:
-            _filter(lambda n: inp.take(n, n)[0], writer.write, spans, hashlib.blake2b(digest_size=16))
-        finally:
-            writer.close()
-        inp.finish()  # the raw bytes past what was decompressed, through the digest
-    return raw.hexdigest()
+    return _copy_decompressed(src, target, kind, spans, as_warc=True)[0]
 
 
 def _write_parquet(src: str, target: str, gone: set[tuple[int, int]]) -> str | None:
