@@ -298,3 +298,40 @@ def test_the_folder_written_has_the_mode_of_a_new_folder_not_mkdtemps_0700(tmp_p
     r = dedup(c, "--index", tmp_path / "i", "--write", tmp_path / "empty", "--id-field", "id")
     assert r.exit_code == 0, r.stderr
     assert (tmp_path / "empty").stat().st_mode & 0o7777 == 0o750  # an empty DIR given keeps its mode
+
+
+def test_a_dropped_record_before_a_damaged_gzip_member_takes_only_its_own_member(tmp_path):
+    # A .warc.gz of one member per record whose third member fails its CRC: reading stops there
+    # (warned), and the second record, a copy of the first, is dropped. Its range used to run to
+    # the next record read, here the end of the file: --write left out the damaged member and the
+    # two good records after it, none of them indexed, without a word.
+    c = tmp_path / "c"
+    c.mkdir()
+    texts = [page(3), page(3), page(4), page(5), page(6)]
+    parts = [gzip.compress(record(f"http://e.org/{i + 1}", t, i + 1), mtime=0) for i, t in enumerate(texts)]
+    damaged = bytearray(parts[2])
+    damaged[-6] ^= 0xFF  # its CRC
+    parts[2] = bytes(damaged)
+    (c / "w.warc.gz").write_bytes(b"".join(parts))
+    r = dedup(c, "--index", tmp_path / "i", "--write", tmp_path / "out")
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert r.stdout.splitlines() == ["w.warc.gz/#http://e.org/2"]
+    assert "damaged gzip data" in r.stderr
+    assert (tmp_path / "out" / "w.warc.gz").read_bytes() == parts[0] + b"".join(parts[2:])
+
+
+def test_members_end_covers_a_record_written_over_several_members():
+    import io
+    import random
+
+    from simdoc.corpus.rawstream import members_end
+
+    rng = random.Random(3)
+    big = bytes(rng.getrandbits(8) for _ in range(100_000))  # incompressible: several feeds a member
+    a, b, c = gzip.compress(b"x" * 10 + big, mtime=0), gzip.compress(b"tail", mtime=0), gzip.compress(b"next", mtime=0)
+    f = io.BytesIO(b"pad" + a + b + c)
+    assert members_end(f, 3, 10) == 3 + len(a)
+    assert members_end(f, 3, len(big) + 11) == 3 + len(a) + len(b)  # the record's last bytes are in the next member
+    assert members_end(f, 3, 10**9) == 3 + len(a) + len(b) + len(c)  # the data ends first
+    cut = io.BytesIO(b"pad" + a + b[:-3])
+    assert members_end(cut, 3, len(big) + 11) == 3 + len(a)  # a member cut short is not the record's

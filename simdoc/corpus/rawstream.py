@@ -13,6 +13,9 @@ kept before each feed, and after an error the feed is given again to that
 copy a byte at a time: every byte before the damage comes out (a record cut
 by the damage is still reported broken). A member of one record, as
 crawlers write them, loses that record whatever is done, so none is kept.
+
+:func:`members_end` finds where the gzip members holding one record end in
+the file (``dedup --write`` leaves out exactly those bytes).
 """
 
 from __future__ import annotations
@@ -63,3 +66,31 @@ def inflate(dec, data, max_length: int, member_out: int) -> tuple[bytes, zlib.er
             except zlib.error:
                 return bytes(out), exc, at
         return bytes(out), exc, len(data)
+
+
+def members_end(fh, offset: int, need: int) -> int:
+    """The file offset where the gzip members of ``fh`` from ``offset`` that decompress to at least
+    ``need`` bytes end (one member, for a record as crawlers write them); where the data ends, or
+    where a member is damaged, if that comes first: the bytes after it are not the record's."""
+    fh.seek(offset)
+    at, got, pending = offset, 0, b""
+    dec = zlib.decompressobj(31)
+    member = offset  # where the member being inflated starts
+    while True:
+        if not pending:
+            pending = fh.read(1 << 14)  # small feeds bound what one gives out (~16 MiB at most)
+            if not pending:
+                return member
+        try:
+            got += len(dec.decompress(pending))
+        except zlib.error:
+            return member
+        if not dec.eof:
+            at += len(pending)
+            pending = b""
+            continue
+        at += len(pending) - len(dec.unused_data)
+        pending = dec.unused_data
+        if got >= need:
+            return at
+        member, dec = at, zlib.decompressobj(31)

@@ -271,6 +271,7 @@ class Record:
     headers: dict[str, str]
     block: bytes
     length: int
+    end: int = 0  # in the decompressed bytes, just after its block
 
     @property
     def offset(self) -> int:
@@ -396,7 +397,7 @@ class RecordReader:
                 continue
             block, got = inp.take(length, keep)
             if got == length and _followed_by_record(inp):
-                yield Record(number, pos, member, headers, block, length)
+                yield Record(number, pos, member, headers, block, length, body_at + length)
                 if one:
                     return
                 continue

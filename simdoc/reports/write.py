@@ -36,7 +36,7 @@ import numpy as np
 
 from simdoc.corpus.files import compression_of, decompressing_reader, file_digest, open_binary
 from simdoc.corpus.objects import is_url
-from simdoc.corpus.rawstream import HashedReader
+from simdoc.corpus.rawstream import HashedReader, members_end
 from simdoc.corpus.warcio import Broken, Input, RecordReader, open_input
 from simdoc.errors import CorpusError, IndexError_, OutputError, UsageError
 from simdoc.reports.destination import check_url_destination, destination_of
@@ -248,25 +248,27 @@ def _copy_decompressed(src: str, target: str, kind: str, spans: list[tuple[int, 
 
 def _write_warc(src: str, target: str, gone: set[int]) -> str | None:
     """A WARC file without the records that start at ``gone`` (their offsets, as indexed)."""
-    starts: list[tuple[int, int | None, bool]] = []  # (position, gzip member, dropped) of each record
+    starts: list[tuple[int, int | None, int]] = []  # (position, gzip member, bytes if dropped else 0) of each record
     fh, inp = open_input(src)
     try:
         reader = RecordReader(inp, lambda: open_input(src)[1])
         for rec in reader.records(0):
             # A broken record (a member cut short) is no document: it stays, as its bytes are.
             offset = rec.pos if rec.member is None else rec.member
-            starts.append((rec.pos, rec.member, not isinstance(rec, Broken) and offset in gone))
+            dropped = not isinstance(rec, Broken) and offset in gone
+            starts.append((rec.pos, rec.member, rec.end - rec.pos if dropped else 0))
     finally:
         fh.close()
     kind = compression_of(src)
     if kind == "gzip" and starts and all(m is not None for _, m, _ in starts):
-        # One gzip member per record (as crawlers write): members copied as they are.
-        with open_binary(src) as f:
-            size = f.seek(0, os.SEEK_END)
-        ends = [m for _, m, _ in starts[1:]] + [size]
-        return _copy_raw(src, target, [(m, e) for (_, m, dropped), e in zip(starts, ends) if dropped])
+        # One gzip member per record (as crawlers write): members copied as they are. A dropped
+        # record takes its own members only, not up to the next record: what lies between (a
+        # damaged member, a tail the reading stopped at) is no record indexed, and stays.
+        with open_binary(src, ranged=True) as f:
+            spans = [(m, members_end(f, m, n)) for _, m, n in starts if n]
+        return _copy_raw(src, target, spans)
     ends = [p for p, _, _ in starts[1:]] + [1 << 62]
-    spans = [(p, e) for (p, _, dropped), e in zip(starts, ends) if dropped]
+    spans = [(p, e) for (p, _, n), e in zip(starts, ends) if n]
     if kind is None:
         return _copy_raw(src, target, spans)
     return _copy_decompressed(src, target, kind, spans, as_warc=True)[0]
