@@ -14,7 +14,10 @@ listed with the reason (``simdoc stats --skipped``), unless
 ``all_responses``. A record that is not whole (cut short, a
 ``Content-Length`` that does not end where a record does) or whose body
 cannot be made text is skipped alone, with a warning naming it, and listed
-too; the file's other records are kept. A body in gzip or deflate content
+too; the file's other records are kept. A damaged gzip member is skipped with
+the records in it, listed as ``PATH/#@OFFSET`` (its byte in the file), and
+reading goes on at the next member that starts a record
+(:class:`simdoc.corpus.rawstream.Gunzip`). A body in gzip or deflate content
 coding is decoded first. A body is decoded with the charset
 its ``Content-Type`` names; an unknown charset is read as UTF-8, and bytes
 invalid in it become U+FFFD, with a warning naming the records.
@@ -137,6 +140,9 @@ def read_warc(
                 out.warnings.append(f"record {rec.number}: {said}")
             out.docs.append((doc_id, text if keep is None else keep(text), rec.offset, rec.length))
         reader.finish()
+        for member, resumed, why in reader.skipped:  # a damaged member costs its own records only
+            out.warnings.append(f"{why}; the gzip member at byte {member:,} is skipped with its records, reading on at byte {resumed:,}")
+            out.left_out.append((member_id(source, f"@{member}"), f"gzip member at byte {member:,}: {why}; skipped"))
         if reader.cut:
             out.warnings.append(f"{reader.cut}; the records before it are indexed")
     finally:

@@ -8,7 +8,7 @@ looking for ``WARC/1.`` lines (a page may hold one): the planner walks the
 records with the reader itself (:class:`simdoc.corpus.warcio.RecordReader`),
 each by its ``Content-Length``, and cuts only where a record starts (for
 gzip, where a record starts a gzip member). A file whose walk meets a broken
-record, a cut, or a record inside a gzip member is not cut: one task reads it,
+record, a cut, a damaged gzip member, or a record inside a gzip member is not cut: one task reads it,
 as do a single gzip stream and bzip2, xz, zstd files.
 
 A span (:func:`read_span`) reads the records that start in ``[start, end)``
@@ -58,7 +58,7 @@ def cut(path: str) -> list[tuple[int, int]] | None:
             if at - starts[-1] >= SPAN_BYTES:
                 starts.append(at)
         reader.finish()
-        if reader.cut:
+        if reader.cut or reader.skipped:
             return None
     finally:
         fh.close()
@@ -148,7 +148,7 @@ def read_span(path: str, start: int, end: int, reading: WarcReading = WarcReadin
             span.events.append(ev)
         if digest is not None:
             inp.finish()
-        if reader.inp.cut:
+        if reader.inp.cut or reader.inp.skipped:
             span.broken = True
     finally:
         fh.close()

@@ -18,20 +18,18 @@ after it.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from simdoc.corpus.files import compression_of, decompressing_reader, open_binary
 from simdoc.corpus.objects import is_url
-from simdoc.corpus.rawstream import HashedReader, inflate
+from simdoc.corpus.rawstream import Gunzip, HashedReader
 
 CHUNK = 1 << 20
 # A record read again at its offset in an object: one ranged GET per raw read, so the first asks
 # for this much (a crawl's record, compressed, is mostly smaller) and each next one for twice as
 # much, up to CHUNK: a record costs at most about twice its bytes, not a whole CHUNK.
 FIRST_RANGE = 1 << 16
-FEED = 1 << 15  # compressed bytes given to zlib at once
 HEADER_BYTES = 1 << 16  # a WARC header longer than this is not one
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -40,7 +38,10 @@ class Input:
     """The decompressed bytes of an open file, read forward (see the module docstring).
 
     ``digest``, if given, is fed every raw byte read from the file. ``cut``
-    says why the compressed data ended early (a truncated archive), if it did.
+    says why the compressed data ended early (a truncated archive), if it did;
+    ``skipped`` lists the damaged gzip members passed over, reading on at the
+    next member that starts a record (:func:`simdoc.corpus.rawstream.next_member`):
+    (its offset, where reading went on, why).
     """
 
     def __init__(self, fh, kind: str | None, digest=None, raw_start: int = 0, ranged: bool = False) -> None:
@@ -54,14 +55,14 @@ class Input:
         self.members: dict[int, int] = {}  # decompressed position -> file offset of the gzip member starting there
         self.cut: str | None = None
         self._done = False
-        self._raw_pos = raw_start  # file offset of the next raw byte (gzip)
-        self._pending = memoryview(b"")  # raw bytes not yet given to the gzip decompressor
-        self._dec = None  # the current gzip member's decompressor
-        self._out = 0  # decompressed bytes produced so far
-        self._member_out = 0  # ... when the current gzip member began
+        self._gz = Gunzip(lambda: self._raw(CHUNK), raw_start, self.members) if kind == "gzip" else None
         self._stream = None  # the decompressing reader of bzip2, xz, zstd
         if kind not in (None, "gzip"):
             self._stream = decompressing_reader(HashedReader(fh, digest), kind)
+
+    @property
+    def skipped(self) -> list[tuple[int, int, str]]:
+        return self._gz.skipped if self._gz is not None else []
 
     # ---- filling
 
@@ -79,8 +80,9 @@ class Input:
             return False
         if self.kind is None:
             got = self._raw(CHUNK)
-        elif self.kind == "gzip":
-            got = self._gunzip()
+        elif self._gz is not None:
+            got = self._gz.read()
+            self.cut = self._gz.cut
         else:
             try:
                 got = self._stream.read(CHUNK)
@@ -94,49 +96,7 @@ class Input:
             del self.buf[: self.start]
             self.start = 0
         self.buf += got
-        self._out += len(got)
         return True
-
-    def _gunzip(self) -> bytes:
-        """The next decompressed bytes of a gzip file of one or many members, noting where each member starts."""
-        while True:
-            if not len(self._pending):
-                self._pending = memoryview(self._raw(CHUNK))  # sliced without copies below
-                if not len(self._pending):
-                    if self._dec is None:
-                        return b""
-                    self.cut = "the compressed data ends inside a gzip member (file cut short?)"
-                    out, self._dec = self._dec.flush(), None  # what zlib held back of the cut member
-                    return out
-            if self._dec is None:
-                while len(self._pending) < 2 and (more := self._raw(CHUNK)):
-                    self._pending = memoryview(bytes(self._pending) + more)
-                if self._pending[0] == 0 and not bytes(self._pending).strip(b"\0"):  # zero padding, as tar leaves
-                    self._raw_pos += len(self._pending)
-                    self._pending = memoryview(b"")
-                    continue
-                if bytes(self._pending[:2]) != _GZIP_MAGIC:
-                    self.cut = f"not gzip data at byte {self._raw_pos}"
-                    self._pending = memoryview(b"")
-                    self._exhaust()
-                    return b""
-                self.members[self._out] = self._raw_pos
-                self._dec, self._member_out = zlib.decompressobj(31), self._out
-            # A small piece at a time: what a member leaves over is copied by zlib when it ends.
-            data = self._pending[:FEED]
-            out, exc, good = inflate(self._dec, data, CHUNK, self._out - self._member_out)
-            if exc is not None:  # what the feed held before the damage is kept (rawstream.inflate)
-                self.cut = f"damaged gzip data near byte {self._raw_pos + good}: {exc}"
-                self._pending, self._dec = memoryview(b""), None
-                self._exhaust()
-                return out
-            rest = len(self._dec.unconsumed_tail if not self._dec.eof else self._dec.unused_data)
-            self._raw_pos += len(data) - rest
-            self._pending = self._pending[len(data) - rest :]
-            if self._dec.eof:
-                self._dec = None
-            if out:
-                return out
 
     def _exhaust(self) -> None:
         """Read the rest of the raw file (for the digest), decompressing nothing more."""
@@ -319,13 +279,19 @@ def _header_end(inp: Input) -> tuple[int, int]:
 
 
 def _next_header(inp: Input) -> bool:
-    """Consume bytes up to the next line that starts ``WARC/1.``; False if there is none."""
+    """Consume bytes up to the next line that starts ``WARC/1.``, or gzip member that does (after
+    a damaged member skipped, the next may follow a line cut short); False if there is none."""
     while True:
         if inp.peek(7) == b"WARC/1.":
             return True
         i = inp.find(b"\nWARC/1.", CHUNK)
+        i = i + 1 if i >= 0 else -1
+        for at in sorted(p - inp.pos for p in inp.members if inp.pos < p and (i < 0 or p - inp.pos < i)):
+            if inp.buf[inp.start + at : inp.start + at + 7] == b"WARC/1.":
+                i = at
+                break
         if i >= 0:
-            inp.take(i + 1, 0)
+            inp.take(i, 0)
             return True
         have = inp.fill(CHUNK + 8)
         if have < CHUNK + 8:
@@ -346,11 +312,13 @@ class RecordReader:
         self.inp = inp
         self.open_again = open_again
         self.cut: str | None = None
+        self.skipped: list[tuple[int, int, str]] = []
 
     def finish(self) -> None:
-        """Feed the digest the rest of the file; note a cut."""
+        """Feed the digest the rest of the file; note a cut and the damaged gzip members skipped."""
         self.inp.finish()
         self.cut = self.cut or self.inp.cut
+        self.skipped = self.inp.skipped
 
     def records(self, keep: int, one: bool = False) -> Iterator[Record | Broken]:
         """Every record in order, or a :class:`Broken` for one that is not whole.
@@ -369,8 +337,9 @@ class RecordReader:
                 return
             number += 1
             pos, member = inp.pos, inp.members.pop(inp.pos, None)
-            if len(inp.members) > 1024:  # members that start no record: forget those behind
-                inp.members = {p: o for p, o in inp.members.items() if p > pos}
+            if len(inp.members) > 1024:  # members that start no record: forget those behind (the dict is shared)
+                for p in [p for p in inp.members if p <= pos]:
+                    del inp.members[p]
             size, blank = _header_end(inp)
             headers = _parse_header(inp.peek(size)) if size >= 0 else None
             if headers is None and size < 0 and inp.fill(HEADER_BYTES) < HEADER_BYTES and inp.peek(5) == b"WARC/"[: inp.fill(5)]:
