@@ -78,7 +78,7 @@ def _blocks(plan: ToRead) -> Iterator[tuple[list[str], list[str], list[int], lis
     """(ids, paths, sizes, digests indexed or None) of the plan's files, a block at a time (as
     many as ToRead makes entries of at once)."""
     entries, old, rows_of = plan.plan.entries, plan.plan.old, plan.plan.digest_row
-    block = plans._ID_BLOCK
+    block = plans.ID_BLOCK
     for a in range(0, len(plan.which), block):
         which = plan.which[a : a + block]
         at = which.tolist()

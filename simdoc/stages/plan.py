@@ -243,8 +243,8 @@ def scan_id_of(listing: Listing, skipped: list[Skipped]) -> str:
     hashed a block of files at a time: the whole text of 10^6 files is ~0.8 GB of strings (issue 29)."""
     h = hashlib.sha256(b"[[")
     sep = ""
-    for a in range(0, len(listing.ids), _ID_BLOCK):
-        b = a + _ID_BLOCK
+    for a in range(0, len(listing.ids), ID_BLOCK):
+        b = a + ID_BLOCK
         files = map("[{}, {}, {}, {}, {}, {}]".format, map(encode_basestring_ascii, listing.ids[a:b]), *listing.stat[a:b].T.tolist())
         h.update((sep + ", ".join(files)).encode())
         sep = ", "
@@ -255,7 +255,7 @@ def scan_id_of(listing: Listing, skipped: list[Skipped]) -> str:
     return h.hexdigest()[:16]
 
 
-_ID_BLOCK = 1 << 14  # files hashed at once by scan_id_of
+ID_BLOCK = 1 << 14  # files hashed at once by scan_id_of
 
 
 # How many bytes of text a byte of a compressed file holds, about (gzip on prose: 3-4; JSON Lines of
@@ -356,8 +356,8 @@ class ToRead(Sequence):
         return next(self._items(self.which[i : i + 1]))
 
     def __iter__(self) -> Iterator[tuple[FileEntry | FileToRead, bytes | None, bool]]:
-        for a in range(0, len(self.which), _ID_BLOCK):
-            yield from self._items(self.which[a : a + _ID_BLOCK])
+        for a in range(0, len(self.which), ID_BLOCK):
+            yield from self._items(self.which[a : a + ID_BLOCK])
 
     def _items(self, which: np.ndarray) -> Iterator[tuple[FileEntry | FileToRead, bytes | None, bool]]:
         plan, at = self.plan, which.tolist()
@@ -379,8 +379,8 @@ class ToRead(Sequence):
         return self._names(entries)
 
     def _names(self, entries: Entries) -> Iterator[tuple[str, int]]:
-        for a in range(0, len(self.which), _ID_BLOCK):
-            which = self.which[a : a + _ID_BLOCK]
+        for a in range(0, len(self.which), ID_BLOCK):
+            which = self.which[a : a + ID_BLOCK]
             yield from zip(map(entries.paths.__getitem__, which.tolist()), entries.stat[which, 0].tolist())
 
 
