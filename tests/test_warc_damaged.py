@@ -10,6 +10,7 @@ import itertools
 import random
 import zlib
 
+import pytest
 from click.testing import CliRunner
 from test_warc_crawls import record
 
@@ -61,3 +62,33 @@ def test_every_record_before_the_damage_is_indexed_and_the_warning_says_where(tm
     assert len(open_index(tmp_path / "i").docs()) == whole
     assert f"damaged gzip data near byte {where}:" in r.stderr
     assert f"record {whole + 1} (http://e.org/{whole})" in r.stderr  # the one the damage cuts: broken, listed
+
+
+@pytest.mark.parametrize("damaged", [3, 5], ids=["a-middle-member", "the-last-member"])
+def test_records_lost_to_a_crc_failure_are_listed_by_stats_skipped_on_every_run(tmp_path, damaged):
+    # One gzip member per record, a byte of one member flipped: zlib finds it only by the
+    # member's CRC. The records lost were only in that run's warning (which -q, the crontab's
+    # way, hides): stats --skipped named none of them, so a night's log said nothing of them.
+    # A middle member is skipped alone (reading goes on at the next member); after the last
+    # there is none, and the reading of the file stops there.
+    members = [gzip.compress(record(f"http://e.org/{i}", f"page {i} " + "text of a page " * 40, i + 1), mtime=0) for i in range(6)]
+    data = bytearray(b"".join(members))
+    data[sum(map(len, members[:damaged])) + len(members[damaged]) // 2] ^= 0xFF
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "crawl.warc.gz").write_bytes(bytes(data))
+    (tmp_path / "c" / "other.txt").write_text("something else entirely, about lighthouses and their keepers")
+    args = ["pairs", str(tmp_path / "c"), "--index", str(tmp_path / "i"), "-j", "1", "-q"]
+    for run in range(2):
+        if run:
+            (tmp_path / "c" / "other.txt").write_text("something else again, about harbours")
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 0, r.stderr
+        assert len(open_index(tmp_path / "i").docs()) == 5 + 1
+        s = CliRunner().invoke(cli, ["stats", "--index", str(tmp_path / "i"), "--skipped"])
+        lost = [line for line in s.stdout.splitlines() if line.startswith("crawl.warc.gz/#@")]
+        assert len(lost) == 1, s.stdout
+        if damaged == 5:
+            assert "incorrect data check; the records from here on are not read" in lost[0]
+        else:
+            at = sum(map(len, members[:damaged]))
+            assert lost[0].startswith(f"crawl.warc.gz/#@{at}\tgzip member at byte {at:,}: damaged gzip data") and "incorrect data check; skipped" in lost[0]

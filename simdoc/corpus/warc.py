@@ -118,6 +118,7 @@ def read_warc(
     limit = _limit(reading)
     try:
         reader = warcio.RecordReader(inp, open_again)
+        rec = None
         for rec in reader.records(limit + HTTP_HEAD_BYTES):
             if isinstance(rec, warcio.Broken):
                 uri = (rec.headers.get("warc-target-uri") or rec.headers.get("warc-record-id") or "").replace("\0", "%00")
@@ -145,6 +146,12 @@ def read_warc(
             out.left_out.append((member_id(source, f"@{member}"), f"gzip member at byte {member:,}: {why}; skipped"))
         if reader.cut:
             out.warnings.append(f"{reader.cut}; the records before it are indexed")
+            if not isinstance(rec, warcio.Broken):
+                # No record says where the data ended (a gzip member's CRC, a .zst cut between
+                # records): the records past that place are lost, and stats --skipped says so on
+                # every run, not only the one warning of the run that read the file (-q hides it).
+                key = f"@{reader.inp.pos}"
+                out.left_out.append((member_id(source, key), f"{reader.cut}; the records from here on are not read"))
     finally:
         for h in handles:
             h.close()
