@@ -27,6 +27,7 @@ and a marker would not be in the indexes older versions left unfinished.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 
@@ -59,6 +60,16 @@ def writer_note(pid: int, when: str) -> bytes:
 
 HEAD_BYTES = 1 << 16  # what is read of a manifest: "format" is its second key (its keys are sorted)
 _FORMAT_MARK = re.compile(rb'"format"\s*:\s*"' + FORMAT.encode() + rb'"')
+
+def foreign_manifest(raw: bytes) -> bool:
+    """Whether a manifest.json's bytes are another tool's: valid JSON, but no simdoc manifest
+    (a damaged one of simdoc's is not JSON, and is the store's to refuse or --rebuild)."""
+    try:
+        manifest = json.loads(raw)
+    except ValueError:
+        return False
+    return not isinstance(manifest, dict) or manifest.get("format") != FORMAT
+
 
 # Why a folder is passed over: the note said once, and listed by `stats --skipped`.
 INDEX = "a simdoc index (it holds simdoc's manifest.json): its files are not documents"

@@ -130,9 +130,9 @@ class PairsResult:
         """(left, right, estimated, jaccard) as document numbers, in print order."""
         est_g, jac_g = self.group_value
         primary = self.jaccard if self.jaccard is not None else self.estimated
-        top = np.round(jac_g if self.jaccard is not None else est_g, 4)
+        top = float(f"{jac_g if self.jaccard is not None else est_g:.4f}")
         # Scored pairs that print the same value as a pair of copies are merged with them by names.
-        n_top = int(np.count_nonzero(np.round(primary, 4) >= top)) if len(primary) else 0
+        n_top = int(np.count_nonzero(as_printed(primary) >= top)) if len(primary) else 0
 
         def scored(lo: int, hi: int) -> Iterator[tuple]:
             # A slice at a time, as Python numbers (tolist): an element at a time was ~1 us a pair.
@@ -372,8 +372,17 @@ def in_print_order(parts: list[tuple], verify: bool) -> tuple[np.ndarray, np.nda
         est = np.zeros(0)
         jac = np.zeros(0) if verify else None
     # Document numbers follow sorted ids, so ordering by number orders by name.
-    order = np.lexsort((right, left, -np.round(jac if verify else est, 4)))
+    order = np.lexsort((right, left, -as_printed(jac if verify else est)))
     return left[order], right[order], est[order], (jac[order] if verify else None)
+
+
+def as_printed(values: np.ndarray) -> np.ndarray:
+    """The values as the writers print them (f"{x:.4f}"), to sort by. np.round scales by 10^4
+    inexactly: 83/800 (0.103749999... in binary) prints 0.1037 but np.round gives 0.1038."""
+    out = np.round(values, 4)
+    near = np.flatnonzero(np.abs(values * 1e4 % 1.0 - 0.5) < 1e-6)  # only a near-half can differ
+    out[near] = [float(f"{v:.4f}") for v in values[near].tolist()]
+    return out
 
 
 def score_candidates(

@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 
 from simdoc.errors import IndexError_
-from simdoc.indexmarks import LOCK, READERS  # noqa: F401  (the corpus knows them too: simdoc.indexmarks)
+from simdoc.indexmarks import LOCK, MANIFEST, READERS, foreign_manifest  # noqa: F401  (the corpus knows them too: simdoc.indexmarks)
 
 
 _SYMLINK = "is a symbolic link; simdoc never follows links for its lock files"
@@ -52,8 +52,12 @@ def open_lock_file(path: Path) -> int:
     Raises
     ------
     IndexError_
-        The name is taken by something else than a lock file.
+        The name is taken by something else than a lock file, or the folder holds another tool's
+        manifest.json: its ``lock`` may be that tool's, which the writer would truncate.
     """
+    manifest = path.parent / MANIFEST
+    if manifest.is_file() and not manifest.is_symlink() and foreign_manifest(manifest.read_bytes()):
+        raise IndexError_(f"{path.parent} is not a simdoc index (its manifest.json is not simdoc's)", hint="choose another --index")
     flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags, 0o644)
