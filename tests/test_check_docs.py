@@ -45,7 +45,8 @@ def index(tmp_path: Path) -> Path:
     return idx
 
 
-def test_identities_by_column_are_the_reference(index: Path) -> None:
+@pytest.mark.parametrize("block", [1 << 16, 1, 2])
+def test_identities_by_column_are_the_reference(index: Path, block: int) -> None:
     docs = open_index(index).docs()
     ways = {HOW[int(h)] for h in np.asarray(docs.how)}
     assert {"whole", "jsonl"} <= ways  # members and files both
@@ -53,14 +54,17 @@ def test_identities_by_column_are_the_reference(index: Path) -> None:
         [list(identity(bytes(docs.digest[i]), HOW[int(docs.how[i])], docs.ids[i])) for i in range(len(docs))], dtype=np.uint8
     )
     asked: list[int] = []
+    sizes: list[list[int]] = []
 
     def file_ids(rows: np.ndarray) -> list[str]:
         asked.extend(rows.tolist())
+        sizes.append(rows.tolist())
         return docs.ids.take(rows)
 
     with kernel_choice.reads(0):  # hashlib (the kernel gives the same bytes: tests/test_kernels_blake.py)
-        got = identities(np.asarray(docs.digest), np.asarray(docs.how), HOW, file_ids)
+        got = identities(np.asarray(docs.digest), np.asarray(docs.how), HOW, file_ids, block)
     assert np.array_equal(got, reference)
+    assert max(map(len, sizes)) <= block  # the files' ids asked a block at a time
     assert np.array_equal(got, np.asarray(docs.identities()))
     members = np.flatnonzero(np.asarray(docs.offset) >= 0)
     assert len(members) == 5 and not set(asked) & set(members.tolist())  # no member's id made

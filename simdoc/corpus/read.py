@@ -371,11 +371,14 @@ def identities_with_tail(digests: np.ndarray, tail: bytes) -> np.ndarray:
     return blake2b_16(keyed.reshape(-1), np.arange(len(digests) + 1, dtype=np.int64) * keyed.shape[1])
 
 
-def identities(digests: np.ndarray, how: np.ndarray, ways: Sequence[str], file_ids: Callable[[np.ndarray], list[str]]) -> np.ndarray:
+def identities(
+    digests: np.ndarray, how: np.ndarray, ways: Sequence[str], file_ids: Callable[[np.ndarray], list[str]], block: int = 1 << 16
+) -> np.ndarray:
     """:func:`identity` of every document, as an (n, 16) array, from its digest and how it was
     read (``how``: codes, ``ways[code]`` the way's name); ``file_ids(rows)``: the ids of those
     rows, asked only for documents that are files (whose name says their compression), never
-    for members (a file of 10^6 members: no id made)."""
+    for members (a file of 10^6 members: no id made), and ``block`` rows at a time (the ids of
+    10^7 files at once would be ~1 GB of strings)."""
     digests = np.asarray(digests, dtype=np.uint8).reshape(-1, 16)
     how = np.asarray(how)
     out = np.empty((len(digests), 16), dtype=np.uint8)
@@ -384,10 +387,12 @@ def identities(digests: np.ndarray, how: np.ndarray, ways: Sequence[str], file_i
         if way in MEMBER_WAYS:
             out[at] = identities_with_tail(digests[at], _identity_tail(way, ""))
             continue
-        extras = np.array([compression_of(i) or "" for i in file_ids(at)], dtype=object)
-        for extra in set(extras.tolist()):
-            some = at[extras == extra]
-            out[some] = identities_with_tail(digests[some], _identity_tail(way, extra))
+        for a in range(0, len(at), block):
+            rows = at[a : a + block]
+            extras = np.array([compression_of(i) or "" for i in file_ids(rows)], dtype=object)
+            for extra in set(extras.tolist()):
+                some = rows[extras == extra]
+                out[some] = identities_with_tail(digests[some], _identity_tail(way, extra))
     return out
 
 
