@@ -20,8 +20,9 @@ crawlers write them, loses that record whatever is done, so none is kept.
 
 :func:`next_member` finds, after a damaged member, the next member that
 starts a record, so that one damaged member of a crawl written a member per
-record costs that record, not every record after it. :func:`members_end` finds where the gzip members holding one record end in
-the file (``dedup --write`` leaves out exactly those bytes).
+record costs that record, not every record after it. :func:`members_end`
+finds where the gzip members holding one record end in the file
+(``dedup --write`` leaves out exactly those bytes).
 """
 
 from __future__ import annotations
