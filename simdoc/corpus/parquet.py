@@ -253,7 +253,7 @@ def read_groups(
             use_id = id_field is not None and id_field in names
             if id_field is not None and not use_id:
                 piece.warnings.append(f"no column {id_field!r}: the ids are row numbers")
-            _read_rows(piece, pf, first, end, text_field, id_field if use_id else None, max_bytes)
+            _read_rows(piece, pf, first, end, text_field, id_field if use_id else None, max_bytes, not is_url(path))
         after = handle_stat(fileobj)
     except OSError as exc:
         piece.failed = ReadResult(None, digest, warning=f"cannot read: {exc.strerror or exc}", status="unreadable")
@@ -268,15 +268,31 @@ def read_groups(
     return piece
 
 
-def _read_rows(piece: Groups, pf, first: int, end: int, text_field: str, id_field: str | None, max_bytes: int | None) -> None:
-    """Add the rows of row groups ``[first, end)`` to ``piece``."""
+def _read_rows(
+    piece: Groups, pf, first: int, end: int, text_field: str, id_field: str | None, max_bytes: int | None, local: bool = True,
+) -> None:
+    """Add the rows of row groups ``[first, end)`` to ``piece``.
+
+    A row group of a ``local`` file that pyarrow cannot read (its data damaged: a page that does
+    not decompress, a bad page header) is skipped with its rows, each listed, and the file's
+    other groups are read. Anything else (an I/O error, an object's failed request, which the
+    next run retries) leaves the file unreadable, as before."""
     columns = [text_field] + ([id_field] if id_field is not None and id_field != text_field else [])
     if id_field is not None:
         piece.keys = []
     problems = piece.problems
     row_number = 0  # counted from the span's first row
     for group in range(first, min(end, pf.num_row_groups)):
-        table = pf.read_row_group(group, columns=columns)
+        try:
+            table = pf.read_row_group(group, columns=columns)
+        except Exception as exc:  # pyarrow's own kinds; its OSError for damaged data has no errno
+            if not local or isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno is not None):
+                raise
+            n = pf.metadata.row_group(group).num_rows
+            what = f"row group {group} (numbered from 0) cannot be read ({str(exc).strip() or type(exc).__name__}), skipped"
+            problems.setdefault(what, []).extend((row_number + i, what) for i in range(1, n + 1))
+            row_number += n
+            continue
         texts = table.column(text_field).to_pylist()
         ids = table.column(id_field).to_pylist() if id_field is not None else None
         for row, text in enumerate(texts):

@@ -295,7 +295,15 @@ def _write_parquet(src: str, target: str, gone: set[tuple[int, int]]) -> str | N
     compression = "none" if compression == "uncompressed" else compression
     with pq.ParquetWriter(target, pf.schema_arrow, compression=compression) as writer:
         for group in range(pf.num_row_groups):
-            table = pf.read_row_group(group)
+            try:
+                table = pf.read_row_group(group)
+            except Exception as exc:  # a damaged row group (see simdoc.corpus.parquet._read_rows)
+                if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno is not None):
+                    raise
+                raise CorpusError(
+                    f"{src}: row group {group} (numbered from 0) cannot be read ({exc}); nothing written",
+                    hint="its rows are not indexed (simdoc stats --skipped lists them): repair the file, or move it out of the corpus",
+                ) from None
             keep = [(group, r) not in gone for r in range(table.num_rows)]
             writer.write_table(table.filter(pa.array(keep, pa.bool_())))
     return before if digest() == before else None
