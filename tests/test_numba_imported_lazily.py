@@ -52,3 +52,25 @@ def test_a_run_that_finds_nothing_changed_does_not_load_numba(tmp_path):
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "NUMBA False" in done.stderr, done.stderr
+
+
+def test_signing_a_few_stored_shingle_sets_again_does_not_load_numba(tmp_path):
+    """`simdoc shingle` as a stage of its own, then `pairs --index`: the signature stage signs the
+    stored sets again. It loaded numba for two documents (4 s; a fresh machine's compile, 60 s)."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for i in range(2):
+        (corpus / f"d{i}.txt").write_text("the quick brown fox jumps over the lazy dog " * 5)
+    index = tmp_path / "idx"
+    for args in (["pairs", str(corpus)], ["shingle", str(corpus)]):
+        subprocess.run([sys.executable, "-m", "simdoc", *args, "--index", str(index), "-q", "-j", "1"], capture_output=True, check=True)
+    probe = (
+        "import runpy, sys, atexit\n"
+        "atexit.register(lambda: sys.stderr.write('NUMBA ' + str('numba' in sys.modules) + '\\n'))\n"
+        f"sys.argv = {['simdoc', 'pairs', '--index', str(index), '-q', '-j', '1']!r}\n"
+        "runpy.run_module('simdoc', run_name='__main__')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "d0.txt\td1.txt" in done.stdout
+    assert "NUMBA False" in done.stderr, done.stderr

@@ -57,7 +57,6 @@ import errno
 import fcntl
 import os
 import stat
-import tempfile
 import time
 from pathlib import Path
 
@@ -78,6 +77,7 @@ from simdoc.store.npyfiles import (
     crc32_file,
     fault_point,
     fsync_dir,
+    new_temporary,
     no_room,
     read_header,
     verify_key,
@@ -359,7 +359,7 @@ class IndexStore:
 
     def write_bytes(self, name: str, payload: bytes) -> dict:
         self.ensure_dir()
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.path)
+        fd, tmp = new_temporary(self.path, f".{name}.", ".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(payload)

@@ -60,7 +60,7 @@ def open_lock_file(path: Path) -> int:
         raise IndexError_(f"{path.parent} is not a simdoc index (its manifest.json is not simdoc's)", hint="choose another --index")
     flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, flags, 0o666)  # less the umask, as the index's files: a group may share it
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise IndexError_(f"{path} {_SYMLINK}", hint=_hint(path)) from None

@@ -10,6 +10,10 @@ processes (the workers of a Dask cluster) write in place with
 :func:`write_piece`; :func:`crc32_combine` joins the pieces' CRCs without
 reading them again. A write that fails for want of room is an
 :class:`~simdoc.errors.OutputError` naming the file (exit 6).
+
+Every file is first written under a temporary name (:func:`new_temporary`)
+and renamed into place, with the mode a file the user makes would have
+(0666 less the umask), not ``mkstemp``'s 0600: an index is often shared.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import NamedTuple
 
@@ -118,6 +122,20 @@ def fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def new_temporary(directory: str | Path, prefix: str, suffix: str) -> tuple[int, str]:
+    """A new file in ``directory`` (its descriptor, its path) as ``tempfile.mkstemp`` makes one (a
+    name of its own, no link followed), but with mode 0666 less the umask: renamed into an index,
+    it is readable by whoever may read the folder (mkstemp's 0600 is its maker's alone)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        path = os.path.join(directory, f"{prefix}{secrets.token_hex(6)}{suffix}")
+        try:
+            return os.open(path, flags, 0o666), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no temporary name left", str(directory))
+
+
 def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
     """A version-1.0 .npy header padded to exactly _NPY_HEADER bytes."""
     d = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": tuple(shape)}
@@ -180,7 +198,7 @@ class _TemporaryArray:
         self.directory = Path(directory)
         self.name = name
         self.dtype = np.dtype(dtype)
-        self.fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
+        self.fd, tmp = new_temporary(self.directory, f".{name}.", ".tmp")
         self.tmp = Path(tmp)
         try:
             os.write(self.fd, _npy_header(self.dtype, header_shape))
