@@ -106,3 +106,39 @@ def test_parquet_rows_skipped_and_short_ones_are_listed_in_one_order_whole_or_by
     # The index's own record, not only the listing (which sorts): the same for any cut.
     stored = [json.loads((tmp_path / i / "manifest.json").read_text())["stages"]["shingle"]["skipped"] for i in ("i1", "i2")]
     assert stored[0] == stored[1]
+
+
+def test_a_line_too_long_to_parse_is_listed_as_the_other_lines_skipped_are(tmp_path):
+    # Its problem says "longer than N bytes, skipped (a JSON Lines document is parsed whole)":
+    # the list took only the kinds that end in "skipped", so this line was warned about once,
+    # by the run that read it, and lost to -q and to every later run.
+    from simdoc.corpus import formats
+
+    c, idx = tmp_path / "c", tmp_path / "idx"
+    c.mkdir()
+    long_line = json.dumps({"text": "a long line of words " * 20})
+    body = "\n".join([LINES[0], long_line, LINES[5]]) + "\n"
+    (c / "d.jsonl").write_text(body)
+    (c / "z.jsonl.gz").write_bytes(gzip.compress(body.encode()))
+    why = "line 2: longer than 200 bytes, skipped (a JSON Lines document is parsed whole)"
+    with mock.patch.object(formats, "MEMBER_BYTES", 200), mock.patch.object(jsonl_ranges, "MEMBER_BYTES", 200):
+        r = invoke("pairs", c, "--index", idx, "-q", "-j", "1")
+        assert r.exit_code == 0, r.stderr
+        assert listed(idx) == [["d.jsonl/#2", why], ["z.jsonl.gz/#2", why]]
+        with mock.patch.object(jsonl_ranges, "RANGE_BYTES", 40):  # by ranges: the same list
+            cut = invoke("pairs", c, "--index", tmp_path / "i2", "-q", "-j", "1")
+        assert cut.exit_code == 0, cut.stderr
+        assert listed(tmp_path / "i2") == listed(idx)
+
+
+def test_only_the_problems_that_leave_a_line_out_are_listed():
+    from simdoc.corpus.formats import skipped_lines
+
+    problems = {
+        "not valid JSON, skipped": [(2, "")],
+        "longer than 64 MiB, skipped (a JSON Lines document is parsed whole)": [(3, "")],
+        "no field 'x, skipped (y)', its id is the line number": [(4, "")],
+        "its id has a NUL byte; its id is the line number": [(5, "")],
+        "text longer than --max-bytes 9; only the first 9 bytes are indexed": [(6, "")],
+    }
+    assert [n for n, _ in skipped_lines("f", problems)] == ["f/#2", "f/#3"]

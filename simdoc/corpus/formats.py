@@ -169,8 +169,14 @@ def skipped_lines(source: str, problems: dict[str, list[tuple[int, str]]], unit:
     were gone from the index's record after the run that read them.) Sorted as ids, as the join
     of a file's ranges sorts what they left out."""
     return sorted(
-        (member_id(source, str(n)), f"{unit} {n}: {kind}") for kind, seen in problems.items() if kind.endswith("skipped") for n, _ in seen
+        (member_id(source, str(n)), f"{unit} {n}: {kind}") for kind, seen in problems.items() if _skips(kind) for n, _ in seen
     )
+
+
+def _skips(kind: str) -> bool:
+    """Whether a problem leaves its line out: its kind ends in "skipped", or in "skipped (why)" as a
+    line too long to parse says (that one was only warned about, never listed)."""
+    return kind.endswith("skipped") or (kind.endswith(")") and kind[: kind.rfind(" (")].endswith(", skipped"))
 
 
 def _summarise(kind: str, seen: list[tuple[int, str]], unit: str = "line") -> str:

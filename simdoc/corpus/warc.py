@@ -234,8 +234,9 @@ def _document(rec: warcio.Record, reading: WarcReading, limit: int, notes: _Note
         if http is None:
             if kind == "revisit":
                 return None  # a revisit without an HTTP header has no page
-            notes.add("no HTTP response header, skipped", what)
-            return uri, None, "no HTTP response header, skipped"
+            why = "no HTTP response header" if not rec.block.startswith(b"HTTP/") else f"no end of its HTTP header in {HTTP_HEAD_BYTES >> 10} KiB"
+            notes.add(f"{why}, skipped", what)
+            return uri, None, f"{why}, skipped"
         status, fields, head = http
         ctype = fields.get("content-type", "")
         if not _is_text(ctype):
@@ -287,7 +288,12 @@ def _http(block: bytes) -> tuple[int, dict[str, str], int] | None:
     lf = block.find(b"\n\n", 0, HTTP_HEAD_BYTES if end < 0 else end)
     if lf >= 0:
         end, blank = lf, 2
+    mixed = block.find(b"\n\r\n", 0, HTTP_HEAD_BYTES if end < 0 else end)
+    if mixed >= 0:  # a line ended by LF, then a blank CRLF one (as warcio reads it: the header ends there)
+        end, blank = mixed, 3
     if end < 0:
+        if len(block) > HTTP_HEAD_BYTES:  # no end within a header's room: its body would be read as header
+            return None
         end, blank = len(block), 0
     lines = block[:end].decode("latin-1").replace("\r\n", "\n").split("\n")
     parts = lines[0].split(None, 2)
