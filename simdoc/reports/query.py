@@ -32,7 +32,7 @@ from simdoc import kernel_choice
 from simdoc.corpus import streaming
 from simdoc.corpus.long_text import LongText
 from simdoc.corpus.streaming import Part, sets64_of_texts, windows_in_pieces
-from simdoc.lsh import band_keys, check_threshold
+from simdoc.lsh import DEFAULT_RECALL, band_keys, candidate_probability, check_threshold
 from simdoc.minhash import SignatureFold
 from simdoc.params import Threshold, choose_threshold
 from simdoc.shinglesets import ShingleSets
@@ -145,6 +145,14 @@ class _Lookup:
         self.spec = loaded.spec()
         self.hasher = loaded.hasher()
         self.bands, self.rows = ix["params"]["bands"], ix["params"]["rows"]
+        # A query cannot band the index again for a lower threshold: say what its banding misses.
+        p = float(candidate_probability(self.threshold, self.bands, self.rows))
+        if threshold is not None and p < min(DEFAULT_RECALL, candidate_probability(ix["params"]["threshold"], self.bands, self.rows)):
+            warn(
+                f"the index at {loaded.store.path} is banded for J={ix['params']['threshold']:g} (bands={self.bands} rows={self.rows}): "
+                f"a match at J={self.threshold:g} is found with probability {p:.3f}; `simdoc index --index "
+                f"{loaded.store.path} --threshold {self.threshold:g}` bands it for that threshold"
+            )
         keys, self.buckets = loaded.bands()
         self.sorted_keys = _sorted_band_keys(keys, self.buckets)
         self.sigs = loaded.signatures()

@@ -258,7 +258,9 @@ class IndexStore:
             try:
                 yield
             except BaseException as exc:
-                full = isinstance(exc, OSError) and exc.errno in NO_ROOM
+                # A directory that takes no new files (mode 555, immutable) refuses as a read-only one does.
+                at = os.path.dirname(os.path.realpath(exc.filename or "/")) if isinstance(exc, OSError) else None
+                full = isinstance(exc, OSError) and (exc.errno in NO_ROOM or exc.errno in (errno.EACCES, errno.EPERM) and at == key)
                 self._discard_failed_run()  # temporaries hold the space the next run needs
                 if created:
                     self._remove_unused_dir()
