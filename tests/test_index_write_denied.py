@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
 
 import pytest
 from conftest import TEXT_A, TEXT_C, write
@@ -23,14 +22,15 @@ def test_a_directory_that_takes_no_new_files_is_exit_6(run, tmp_path, monkeypatc
     idx = tmp_path / "idx"
     first = run("pairs", corpus, "--index", idx, "-f", "tsv")
     assert first.exit_code == 0, first.stderr
-    real = tempfile.mkstemp
+    real = os.open
 
-    def refused(*args, **kw):  # what the kernel answers as the directory takes no new entry
-        if os.path.realpath(kw.get("dir", "")) == os.path.realpath(idx):
-            raise PermissionError(code, os.strerror(code), os.path.join(kw["dir"], ".x.tmp"))
-        return real(*args, **kw)
+    def refused(path, flags, *args, **kw):  # what the kernel answers as the directory takes no new entry
+        made = flags & os.O_CREAT and flags & os.O_EXCL
+        if made and os.path.realpath(os.path.dirname(path)) == os.path.realpath(idx):
+            raise PermissionError(code, os.strerror(code), path)
+        return real(path, flags, *args, **kw)
 
-    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    monkeypatch.setattr(os, "open", refused)
     r = run("pairs", "--index", idx, "-t", "0.7")  # a new threshold: the index is banded again
     assert r.exit_code == 6, r.stderr
     assert "cannot write the index at" in r.stderr and "Traceback" not in r.stderr

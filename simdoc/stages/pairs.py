@@ -304,7 +304,7 @@ def refresh_signatures(
         # The signature parameters are settled first, so that the shingle workers can
         # compute the signatures of what they read (a parameter mismatch fails here, early).
         manifest = IndexStore(index).read_manifest(discard_damaged=rebuild)
-        stored_sig = None if rebuild else manifest["stages"].get("signature")
+        stored_sig = manifest["stages"].get("signature")
         signer = signature_params(stored_sig, signature, index, rebuild)
         stages.append(
             build_shingles(

@@ -98,9 +98,10 @@ def build_shingles(
         store = IndexStore(index)
         manifest = store.read_manifest(discard_damaged=rebuild)
         replaced = readable_docs(store, manifest) if rebuild else None  # a rebuild is no news to --new
+        previous = manifest["stages"].get("shingle")  # a rebuild keeps its parameters not given
         if rebuild:
             manifest["stages"] = {}
-        settings = _settle(manifest, corpus, index, params, signature, rebuild)
+        settings = _settle(manifest, corpus, index, params, signature, rebuild, previous)
         engine = engine or LocalEngine()
         scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params)
         if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
@@ -144,9 +145,11 @@ def build_shingles(
 
 
 def _settle(
-    manifest: dict, corpus, index: Path, asked: ShingleParams, signer: SignatureParams | None, rebuild: bool
+    manifest: dict, corpus, index: Path, asked: ShingleParams, signer: SignatureParams | None, rebuild: bool,
+    previous: dict | None = None,
 ) -> Settings:
-    """The parameters of this build; a corpus or parameter the index was not built with is an error."""
+    """The parameters of this build; a corpus or parameter the index was not built with is an error.
+    ``previous``: the shingle stage before a rebuild cleared it, whose parameters not asked are kept."""
     stored = manifest["stages"].get("shingle")
     corpus_abs = resolve_sources(corpus)[0]
     if stored and not rebuild and stored.get("corpus") != corpus_abs:
@@ -155,7 +158,10 @@ def _settle(
             hint="pass --rebuild to rebuild it for this corpus, or choose another --index",
         )
     changed = stored is not None and mismatch("shingle", with_legacy(stored["params"]), asked.asked(), index, rebuild)
-    shingle = asked.resolved(stored["params"] if (stored and not changed and not rebuild) else None)
+    # Options not given are the index's, with --rebuild too: a rebuild for --k 3 keeps the index's
+    # unit and the rest (it used to take every default: a word index became a char one).
+    kept = stored or previous
+    shingle = asked.resolved(kept["params"] if kept else None)
     params = {**shingle.manifest(), "member_ids": MEMBER_IDS}
     same_params = bool(stored) and not rebuild and not changed and with_legacy(stored["params"]) == params
     stored_sig = manifest["stages"].get("signature")

@@ -108,8 +108,9 @@ def signature_params(stored: dict | None, asked: SignatureParams, index: str | o
     """The signature parameters a run will use: those asked, else the index's (``stored``
     stage), else the defaults. One asked that differs from the index's is a
     ParameterMismatch, unless ``rebuild``."""
-    changed = stored is not None and mismatch("signature", stored["params"], asked.asked(), index, rebuild)
-    return asked.resolved(stored["params"] if (stored and not changed and not rebuild) else None)
+    if stored is not None:
+        mismatch("signature", stored["params"], asked.asked(), index, rebuild)
+    return asked.resolved(stored["params"] if stored else None)  # not given: the index's, --rebuild or not
 
 
 def _signatures_current(loaded: LoadedIndex, params: SignatureParams) -> bool:
