@@ -134,6 +134,18 @@ def test_a_hand_banding_is_kept_and_holds_no_threshold_but_its_own(run, tmp_path
     assert (index_stage_params(idx)["bands"], index_stage_params(idx)["rows"]) == (20, 5)
 
 
+def test_pairs_with_a_hand_banding_and_no_threshold_records_none(run, tmp_path):
+    """As `simdoc index --bands --rows` does (above): `pairs --bands --rows` without -t recorded
+    the default 0.6 as the index's own threshold, and later runs no longer said "the default"."""
+    idx = tmp_path / "idx"
+    for args in ((SAMPLE_CORPUS, "--bands", "20", "--rows", "5"), ()):
+        r = run("pairs", *args, "--index", idx)
+        assert r.exit_code == 0, r.stderr
+        assert "set jaccard >= 0.6, the default" in r.stderr, r.stderr
+    held = index_stage_params(idx)
+    assert (held["bands"], held["rows"]) == (20, 5) and params.index_threshold(held, "set") is None
+
+
 def test_pairs_with_bands_and_rows_keeps_the_stored_threshold(run, tmp_path):
     idx = tmp_path / "idx"
     assert run("pairs", SAMPLE_CORPUS, "--index", idx, "-t", "0.8", "-q").exit_code == 0

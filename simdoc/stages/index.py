@@ -130,14 +130,16 @@ def _index_plan(loaded: LoadedIndex, banding: BandingParams, pairs: PairsParams 
     notes: list[str] = []
     if pairs is not None:
         pairs = pairs if pairs.chosen is not None else pairs.resolved(held)
-        # Bands and rows given by hand are banded with the pairs' threshold recorded, whatever its
-        # source; a stored banding longer than the signatures (a smaller --num-perm) cannot stay.
+        # Bands and rows given by hand are banded with the pairs' threshold recorded if one was
+        # asked or held; a stored banding longer than the signatures (a smaller --num-perm) cannot stay.
         keep = (
             banding.bands is None and pairs.chosen.source != "asked" and bool(held)
             and held.get("measure", "set") == pairs.measure
             and held["bands"] * held["rows"] <= sig_stage["params"]["num_perm"]
         )
         threshold = None if keep else pairs.banding_threshold
+        if banding.bands is not None and pairs.chosen.source == "default" and pairs.measure == "set":
+            threshold = None  # by hand, no --threshold: the index holds none (README), as `simdoc index` makes it
         bag_threshold = pairs.cut if pairs.measure == "bag" else None
     params, chosen = resolve_banding(held, sig_stage["params"]["num_perm"], threshold, banding.bands, banding.rows)
     if pairs is None and chosen is not None and chosen.source == "default":
