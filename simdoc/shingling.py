@@ -28,9 +28,10 @@ The hash is part of the index format and is pinned by tests against the
   punctuation removed) are kept: a stop word followed by the next k-1 words.
 
 Short documents: a document with at least one token but fewer than k has
-exactly one shingle, made of all its tokens, so short texts still compare.
-An empty document (nothing left after normalisation) has no shingles; nor
-has a ``stopword`` document without a stop word that starts a full shingle.
+exactly one shingle, made of all its tokens, so short texts still compare
+(for ``stopword`` too, with or without a stop word). An empty document
+(nothing left after normalisation) has no shingles; nor has a ``stopword``
+document of k tokens or more without a stop word that starts a full shingle.
 Documents with no shingles are never candidates, not even of each other.
 
 MurmurHash3 over token windows is :mod:`simdoc.murmur`; the sets of a batch
