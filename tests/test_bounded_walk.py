@@ -60,7 +60,7 @@ def test_a_walk_as_columns_holds_no_stat_result_a_file(tmp_path):
 def test_the_shingle_stage_holds_no_entry_a_file_it_reads(tmp_path, monkeypatch):
     monkeypatch.setattr(scan, "BATCH_DOCS", 50)  # a task: 50 files (run here: LocalEngine(1))
     monkeypatch.setattr(doccolumns, "TABLE_CHUNK_ROWS", 512)  # the table written in chunks (test_bounded_table)
-    monkeypatch.setattr(plan, "_ID_BLOCK", 256, raising=False)  # the scan id hashed 256 files at a time
+    monkeypatch.setattr(plan, "ID_BLOCK", 256)  # the scan id hashed 256 files at a time
     signature = SignatureParams(16).resolved()
 
     def build(name: str, n: int) -> int:
@@ -86,12 +86,12 @@ def test_the_scan_id_hashed_a_block_at_a_time_is_the_one_of_the_whole_text(files
     entries = [FileEntry(name, "/c/" + name, *stat) for name, stat in files]
     passed = [Skipped(*s) for s in skipped]
     expected = build_id([[e.id, *e.stat()] for e in entries] + [[s.id, s.reason, s.size, s.mtime_ns] for s in passed])
-    was = plan._ID_BLOCK
-    plan._ID_BLOCK = block
+    was = plan.ID_BLOCK
+    plan.ID_BLOCK = block
     try:
         assert scan_id_of(Listing.of(entries), passed) == expected
     finally:
-        plan._ID_BLOCK = was
+        plan.ID_BLOCK = was
 
 
 @given(st.lists(st.sampled_from(["/r/", "/r", "/s/", ""]), min_size=1, max_size=6))
