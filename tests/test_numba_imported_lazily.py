@@ -43,14 +43,7 @@ def test_a_run_that_finds_nothing_changed_does_not_load_numba(tmp_path):
     index = tmp_path / "idx"
     cmd = [sys.executable, "-m", "simdoc", "pairs", str(corpus), "--index", str(index), "--new", "-q"]
     subprocess.run(cmd, capture_output=True, text=True, check=True)
-    probe = (
-        "import runpy, sys, atexit\n"
-        "atexit.register(lambda: sys.stderr.write('NUMBA ' + str('numba' in sys.modules) + '\\n'))\n"
-        f"sys.argv = {['simdoc', *cmd[3:]]!r}\n"
-        "runpy.run_module('simdoc', run_name='__main__')\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    done = _run_noting_numba(cmd[3:])
     assert "NUMBA False" in done.stderr, done.stderr
 
 
@@ -64,13 +57,19 @@ def test_signing_a_few_stored_shingle_sets_again_does_not_load_numba(tmp_path):
     index = tmp_path / "idx"
     for args in (["pairs", str(corpus)], ["shingle", str(corpus)]):
         subprocess.run([sys.executable, "-m", "simdoc", *args, "--index", str(index), "-q", "-j", "1"], capture_output=True, check=True)
+    done = _run_noting_numba(["pairs", "--index", str(index), "-q", "-j", "1"])
+    assert "d0.txt\td1.txt" in done.stdout
+    assert "NUMBA False" in done.stderr, done.stderr
+
+
+def _run_noting_numba(args: list[str]) -> subprocess.CompletedProcess:
+    """``simdoc ARGS`` in a new interpreter that says on stderr, as it exits, whether numba was imported."""
     probe = (
         "import runpy, sys, atexit\n"
         "atexit.register(lambda: sys.stderr.write('NUMBA ' + str('numba' in sys.modules) + '\\n'))\n"
-        f"sys.argv = {['simdoc', 'pairs', '--index', str(index), '-q', '-j', '1']!r}\n"
+        f"sys.argv = {['simdoc', *args]!r}\n"
         "runpy.run_module('simdoc', run_name='__main__')\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "d0.txt\td1.txt" in done.stdout
-    assert "NUMBA False" in done.stderr, done.stderr
+    return done
