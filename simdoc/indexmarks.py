@@ -61,9 +61,13 @@ def writer_note(pid: int, when: str) -> bytes:
 HEAD_BYTES = 1 << 16  # what is read of a manifest: "format" is its second key (its keys are sorted)
 _FORMAT_MARK = re.compile(rb'"format"\s*:\s*"' + FORMAT.encode() + rb'"')
 
+
 def foreign_manifest(raw: bytes) -> bool:
     """Whether a manifest.json's bytes are another tool's: valid JSON, but no simdoc manifest
-    (a damaged one of simdoc's is not JSON, and is the store's to refuse or --rebuild)."""
+    (a damaged one of simdoc's is not JSON, and is the store's to refuse or --rebuild). Simdoc's
+    own is known by its format mark in its head, as :func:`index_reason` knows it, unparsed."""
+    if _FORMAT_MARK.search(raw[:HEAD_BYTES]):
+        return False
     try:
         manifest = json.loads(raw)
     except ValueError:

@@ -268,6 +268,13 @@ def read_groups(
     return piece
 
 
+def damaged_data(exc: BaseException) -> bool:
+    """Whether pyarrow's error reading a row group says its data is damaged (a page that does not
+    decompress, a bad page header: its own kinds, an OSError with no errno), not that the file
+    could not be read (an I/O error has an errno) nor that memory ran out."""
+    return isinstance(exc, Exception) and not isinstance(exc, MemoryError) and not (isinstance(exc, OSError) and exc.errno is not None)
+
+
 def _read_rows(
     piece: Groups, pf, first: int, end: int, text_field: str, id_field: str | None, max_bytes: int | None, local: bool = True,
 ) -> None:
@@ -285,8 +292,8 @@ def _read_rows(
     for group in range(first, min(end, pf.num_row_groups)):
         try:
             table = pf.read_row_group(group, columns=columns)
-        except Exception as exc:  # pyarrow's own kinds; its OSError for damaged data has no errno
-            if not local or isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno is not None):
+        except Exception as exc:
+            if not local or not damaged_data(exc):
                 raise
             n = pf.metadata.row_group(group).num_rows
             what = f"row group {group} (numbered from 0) cannot be read ({str(exc).strip() or type(exc).__name__}), skipped"

@@ -36,6 +36,7 @@ import numpy as np
 
 from simdoc.corpus.files import compression_of, decompressing_reader, file_digest, open_binary
 from simdoc.corpus.objects import is_url
+from simdoc.corpus.parquet import damaged_data
 from simdoc.corpus.rawstream import HashedReader, members_end
 from simdoc.corpus.warcio import Broken, Input, RecordReader, open_input
 from simdoc.errors import CorpusError, IndexError_, OutputError, UsageError
@@ -297,8 +298,8 @@ def _write_parquet(src: str, target: str, gone: set[tuple[int, int]]) -> str | N
         for group in range(pf.num_row_groups):
             try:
                 table = pf.read_row_group(group)
-            except Exception as exc:  # a damaged row group (see simdoc.corpus.parquet._read_rows)
-                if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno is not None):
+            except Exception as exc:
+                if not damaged_data(exc):
                     raise
                 raise CorpusError(
                     f"{src}: row group {group} (numbered from 0) cannot be read ({exc}); nothing written",

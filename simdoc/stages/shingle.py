@@ -146,10 +146,11 @@ def build_shingles(
 
 def _settle(
     manifest: dict, corpus, index: Path, asked: ShingleParams, signer: SignatureParams | None, rebuild: bool,
-    previous: dict | None = None,
+    previous: dict | None,
 ) -> Settings:
     """The parameters of this build; a corpus or parameter the index was not built with is an error.
-    ``previous``: the shingle stage before a rebuild cleared it, whose parameters not asked are kept."""
+    ``previous``: the shingle stage before a rebuild cleared it (else the stored one), whose
+    parameters not asked are kept."""
     stored = manifest["stages"].get("shingle")
     corpus_abs = resolve_sources(corpus)[0]
     if stored and not rebuild and stored.get("corpus") != corpus_abs:
@@ -160,8 +161,7 @@ def _settle(
     changed = stored is not None and mismatch("shingle", with_legacy(stored["params"]), asked.asked(), index, rebuild)
     # Options not given are the index's, with --rebuild too: a rebuild for --k 3 keeps the index's
     # unit and the rest (it used to take every default: a word index became a char one).
-    kept = stored or previous
-    shingle = asked.resolved(kept["params"] if kept else None)
+    shingle = asked.resolved(previous["params"] if previous else None)
     params = {**shingle.manifest(), "member_ids": MEMBER_IDS}
     same_params = bool(stored) and not rebuild and not changed and with_legacy(stored["params"]) == params
     stored_sig = manifest["stages"].get("signature")
