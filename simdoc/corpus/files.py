@@ -8,7 +8,8 @@ checked again after opening (a FIFO or device put in a file's place is
 never read); ``--max-bytes`` caps how much of one file is read (with a
 warning naming it); a file that changes while being read is indexed as
 read, with a warning. Compression is known by the file's name
-(:data:`COMPRESSED`); zstd needs the ``zstandard`` package.
+(:data:`COMPRESSED`, in any case: ``.GZ`` is ``.gz``); zstd needs the
+``zstandard`` package.
 """
 
 from __future__ import annotations
@@ -30,9 +31,18 @@ DECOMPRESS_ERRORS: tuple = (OSError, EOFError, ValueError)
 
 
 def compression_of(path: str) -> str | None:
-    """The compression a file name says it has (.gz, .bz2, .xz, .zst), or None."""
+    """The compression a file name says it has (.gz, .bz2, .xz, .zst, in any case), or None."""
     # Each suffix is one dot and what follows: the name ends with one if it is all from its last dot.
-    return COMPRESSED.get(path[path.rfind(".") :]) if "." in path else None
+    return COMPRESSED.get(path[path.rfind(".") :].lower()) if "." in path else None
+
+
+def uncompressed_name(path: str) -> str:
+    """The name lowercased, without its compression suffix: what tells its format (``A.JSONL.GZ`` -> ``a.jsonl``).
+
+    Suffixes are matched in any case, as a file from an archive made elsewhere may be named in capitals.
+    """
+    lowered = path.lower()
+    return lowered[: lowered.rfind(".")] if compression_of(lowered) else lowered
 
 
 def decompressing_reader(fileobj, kind: str):

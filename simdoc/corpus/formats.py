@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterator
 
 from simdoc.corpus.files import (
     BINARY_SNIFF,
-    COMPRESSED,
     ReadResult,
     Undecompressable,
     as_file,
@@ -36,6 +35,7 @@ from simdoc.corpus.files import (
     decompressing_reader,
     handle_stat,
     open_regular,
+    uncompressed_name,
 )
 from simdoc.corpus.streaming import STREAM_BYTES
 from simdoc.corpus.walk import (
@@ -356,11 +356,8 @@ WEB_EXTRA = "resiliparse: pip install resiliparse (or, in simdoc's source folder
 
 
 def is_html(path: str) -> bool:
-    for suffix in COMPRESSED:
-        if path.endswith(suffix):
-            path = path[: -len(suffix)]
-            break
-    return path.lower().endswith(HTML_SUFFIXES)
+    """An HTML page by its name (``.html``, ``.htm``, ``.xhtml``, in any case, possibly compressed)."""
+    return uncompressed_name(path).endswith(HTML_SUFFIXES)
 
 
 def html_to_text(html: str, main_content: bool = False) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from simdoc.corpus.files import COMPRESSED
+from simdoc.corpus.files import COMPRESSED, uncompressed_name
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 WARC_SUFFIXES = (".warc", ".wet")  # .warc.wet is Common Crawl's plain text (WET)
@@ -16,21 +16,13 @@ MEMBER_SEPARATOR = "/#"  # between a file's id and the key of a document inside 
 
 
 def is_jsonl(path: str) -> bool:
-    """A JSON Lines file by its name (``.jsonl``, ``.ndjson``, possibly compressed)."""
-    for suffix in COMPRESSED:
-        if path.endswith(suffix):
-            path = path[: -len(suffix)]
-            break
-    return path.endswith(JSONL_SUFFIXES)
+    """A JSON Lines file by its name (``.jsonl``, ``.ndjson``, in any case, possibly compressed)."""
+    return uncompressed_name(path).endswith(JSONL_SUFFIXES)
 
 
 def is_warc(path: str) -> bool:
-    """A WARC or WET file by its name (``.warc``, ``.wet``, ``.warc.wet``, possibly compressed)."""
-    for suffix in COMPRESSED:
-        if path.endswith(suffix):
-            path = path[: -len(suffix)]
-            break
-    return path.endswith(WARC_SUFFIXES)
+    """A WARC or WET file by its name (``.warc``, ``.wet``, ``.warc.wet``, in any case, possibly compressed)."""
+    return uncompressed_name(path).endswith(WARC_SUFFIXES)
 
 
 def walk_key(doc_id: str) -> str:
@@ -42,16 +34,16 @@ def walk_key(doc_id: str) -> str:
     directory sorts, keeps the ids of all documents in sorted order.
     """
     dot = doc_id.rfind(".")
-    if dot < 0 or (doc_id[dot:] not in _MANY_SUFFIXES and doc_id[dot:].lower() != ".parquet"):
+    if dot < 0 or doc_id[dot:].lower() not in _MANY_SUFFIXES:
         return doc_id  # most files: one look at the last suffix (a walk asks for 10^5 of them)
     return doc_id + "/" if is_jsonl(doc_id) or is_warc(doc_id) or doc_id.lower().endswith(".parquet") else doc_id
 
 
-# The last suffix of every name is_jsonl or is_warc accepts (each suffix has one dot).
-_MANY_SUFFIXES = frozenset((*COMPRESSED, *JSONL_SUFFIXES, *WARC_SUFFIXES))
+# The last suffix (lowercased) of every name is_jsonl, is_warc or is_parquet accepts (each suffix has one dot).
+_MANY_SUFFIXES = frozenset((*COMPRESSED, *JSONL_SUFFIXES, *WARC_SUFFIXES, ".parquet"))
 # Any of them (lowercased, as a name is) at the end of a name of a "\0"-joined list: one search of a
 # folder's names, not one a suffix (Python's own sources: 9,187 folders, ~8 us each).
-_MANY_SUFFIX_END = re.compile("|".join(re.escape(suffix.lower() + "\0") for suffix in sorted({*_MANY_SUFFIXES, ".parquet"})))
+_MANY_SUFFIX_END = re.compile("|".join(re.escape(suffix + "\0") for suffix in sorted(_MANY_SUFFIXES)))
 
 
 def walk_keys(names: list[str]) -> list[str]:

@@ -23,6 +23,7 @@ rather than hold its text.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -78,6 +79,21 @@ def name_key(path: str) -> str:
         return ""
     before = path.rfind(".", start, last)
     return path[before if before >= 0 else last :]
+
+
+# Suffixes are told in any case since the shingle stage records this (``suffix_case``): an index made
+# before read ``CRAWL.WARC.GZ`` as one plain document, or skipped it as binary.
+SUFFIX_CASE = "any"
+_CAPITAL_AFTER_DOT = re.compile(r"\.[^/\0]*[A-Z][^/\0]*\0")
+
+
+def read_by_case(ids: list[str]) -> set[str]:
+    """The files whose name tells a format other than plain text only in any case (``A.JSONL``,
+    ``b.txt.GZ``): an index made before :data:`SUFFIX_CASE` read each of them another way.
+    One search of all the names first: a corpus seldom has such a name."""
+    if not _CAPITAL_AFTER_DOT.search("\0".join(ids) + "\0"):
+        return set()
+    return {i for i in ids if (end := name_key(i)) != end.lower() and how_read(i, 0) != "whole"}
 
 
 @lru_cache(maxsize=1024)

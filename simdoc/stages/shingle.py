@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from simdoc.corpus.formats import MEMBER_IDS
+from simdoc.corpus.read import SUFFIX_CASE, read_by_case
 from simdoc.corpus.walk import is_warc, resolve_sources
 from simdoc.engines import DaskEngine, Engine
 from simdoc import kernel_choice
@@ -106,6 +107,8 @@ def build_shingles(
         scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params)
         if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
             force_read = set(force_read or ()) | {e.id for e in scan.entries if is_warc(e.id)}
+        if settings.same_params and settings.stored.get("suffix_case") != SUFFIX_CASE:
+            force_read = set(force_read or ()) | read_by_case(scan.listing.ids)
         if _same_build(settings, scan) and not force_read:
             n = recheck(store, manifest, scan, settings.shingle, settings.signer, engine)
             if n is not None:  # nothing read but its racily clean files (simdoc.stages.recheck), none changed
@@ -214,6 +217,7 @@ def _write_build(
         "corpus": settings.corpus_abs,
         "scan_id": scan.scan_id,
         "newest_ctime": sorted([dev, ns] for dev, ns in scan.newest.items()),
+        "suffix_case": SUFFIX_CASE,
         "build_id": build,
         "n_docs": len(table),
         "n_empty": collector.builder.n_empty,

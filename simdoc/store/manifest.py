@@ -198,6 +198,7 @@ _STAGES: dict[str, dict] = {
             "scan_id": (_optional(_build_id), False),
             "scanned_at_ns": (_COUNT, False),  # format 3's host-clock scan time, no longer used
             "newest_ctime": (_newest_ctime, False),
+            "suffix_case": (_str, False),  # absent: an index made when suffixes were told in lower case only
             "previous_build": (_optional(_build_id), False),
             "n_empty": (_COUNT, False),
             "n_changed": (_COUNT, False),
