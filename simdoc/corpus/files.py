@@ -14,6 +14,7 @@ read, with a warning. Compression is known by the file's name
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import os
 import stat
@@ -224,7 +225,8 @@ def read_document(
                     raw += chunk
         if over and len(raw) > whole_up_to:
             return ReadResult(None, warning=too_long(whole_up_to), status="unreadable")
-        if max_bytes is not None and len(raw) > max_bytes:
+        cut = max_bytes is not None and len(raw) > max_bytes
+        if cut:
             raw = raw[:max_bytes]
             warnings.append(f"longer than --max-bytes {max_bytes}; only the first {max_bytes} bytes are indexed")
         after = handle_stat(fd)
@@ -241,16 +243,29 @@ def read_document(
         return ReadResult(None, digest, warning="binary file (NUL byte), skipped", status="binary")
     if keep_ascii and raw.isascii():
         return ReadResult(raw, digest, warning="; ".join(warnings) or None, status=_status(warnings))
+    # A character the cut splits is left out, as it is of a JSON Lines member's text (not U+FFFD);
+    # the digest stays that of the bytes read.
+    whole = raw[: len(raw) - incomplete_tail(raw)] if cut else raw
     try:
-        text = raw.decode("utf-8-sig")
+        text = whole.decode("utf-8-sig")
         status = "ok"
     except UnicodeDecodeError as exc:
-        text = raw.decode("utf-8-sig", errors="replace")
+        text = whole.decode("utf-8-sig", errors="replace")
         warnings.append(f"invalid UTF-8 at byte {exc.start}, undecodable bytes replaced by U+FFFD")
         status = "replaced"
     if status == "ok":
         status = _status(warnings)
     return ReadResult(text, digest, warning="; ".join(warnings) or None, status=status)
+
+
+def incomplete_tail(raw: bytes) -> int:
+    """How many bytes at the end of ``raw`` begin a UTF-8 character they do not finish (0 to 3):
+    what a cut at a byte count leaves of the character it splits. As Python's incremental decoder
+    holds them back: bytes that begin no valid character are not counted (they are decoded, as
+    they would be uncut)."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    decoder.decode(raw[-3:], final=False)
+    return len(decoder.getstate()[0])
 
 
 PLAIN_OPEN = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)

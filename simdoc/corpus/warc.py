@@ -259,8 +259,9 @@ def _document(rec: warcio.Record, reading: WarcReading, limit: int, notes: _Note
     if rec.length - head > limit:
         bound = f"--max-bytes {limit}" if reading.max_bytes is not None else _size_text(limit)
         notes.add(f"body longer than {bound}; only the first {limit} bytes are indexed", what)
+    cut = len(body) > limit
     body = body[:limit]
-    text = _decode(body, ctype, what, notes)
+    text = _decode(body, ctype, what, notes, cut)
     if "html" in ctype.lower():
         try:
             text = html_to_text(text, reading.main_content)
@@ -346,22 +347,30 @@ def _charset(ctype: str) -> str | None:
     return None
 
 
-def _decode(body: bytes, ctype: str, what: str, notes: _Notes) -> str:
-    """The body as text, in the charset its Content-Type names (see the module docstring)."""
+def _decode(body: bytes, ctype: str, what: str, notes: _Notes, cut: bool = False) -> str:
+    """The body as text, in the charset its Content-Type names (see the module docstring).
+    ``cut``: the body was cut at a byte count, and a character the cut splits is left out (as
+    it is of a JSON Lines member's text), not decoded as U+FFFD with a warning."""
     charset = _charset(ctype) or "utf-8"
     try:
         codecs.lookup(charset)
     except LookupError:
         notes.add(f"unknown charset {charset!r}, read as UTF-8", what)
         charset = "utf-8"
+
+    def decoded(charset: str, errors: str = "strict") -> str:
+        if not cut:
+            return body.decode(charset, errors)
+        return codecs.getincrementaldecoder(charset)(errors).decode(body, final=False)  # holds back a split character
+
     try:
-        return body.decode(charset)
+        return decoded(charset)
     except UnicodeDecodeError:
         notes.add("bytes invalid in their charset, replaced by U+FFFD", what)
-        return body.decode(charset, errors="replace")
+        return decoded(charset, "replace")
     except Exception:  # a codec that fails on its own (not a text codec)
         notes.add(f"charset {charset!r} cannot decode text, read as UTF-8", what)
-        return body.decode("utf-8", errors="replace")
+        return decoded("utf-8", "replace")
 
 
 def _text_digest(text: str) -> bytes:

@@ -262,7 +262,9 @@ def _save_verified(store: IndexStore, table: VerifiedPairs, docs: DocsTable) -> 
     build = build_id(shingle["build_id"], len(keys), crc32(keys.tobytes()), crc32(jac.tobytes()))
     names = {"keys": f"verified.keys.{build}.npy", "jaccard": f"verified.jaccard.{build}.npy"}
     files = {names["keys"]: store.save_array(names["keys"], keys), names["jaccard"]: store.save_array(names["jaccard"], jac)}
-    manifest["stages"]["verified"] = {"params": shingle["params"], "built_from": shingle["build_id"], "roles": names, "files": files}
+    manifest["stages"]["verified"] = {
+        "params": shingle["params"], "reading_rules": shingle.get("reading_rules", 1), "built_from": shingle["build_id"], "roles": names, "files": files,
+    }
     store.write_manifest(manifest)
 
 

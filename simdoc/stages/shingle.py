@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from simdoc.corpus.formats import MEMBER_IDS
-from simdoc.corpus.read import SUFFIX_CASE, read_by_case
+from simdoc.corpus.read import READING_RULES, read_again_for_rules
 from simdoc.corpus.walk import is_warc, resolve_sources
 from simdoc.engines import DaskEngine, Engine
 from simdoc import kernel_choice
@@ -107,8 +107,12 @@ def build_shingles(
         scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params)
         if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
             force_read = set(force_read or ()) | {e.id for e in scan.entries if is_warc(e.id)}
-        if settings.same_params and settings.stored.get("suffix_case") != SUFFIX_CASE:
-            force_read = set(force_read or ()) | read_by_case(scan.listing.ids)
+        # An index read under older rules (simdoc.corpus.read.READING_RULES): the files they may have read
+        # another way are read again (their bytes may be the ones indexed, their texts not).
+        again = None
+        if settings.same_params and settings.stored.get("reading_rules", 1) < READING_RULES:
+            again = read_again_for_rules(scan.listing.ids, scan.listing.column("file_size"), settings.shingle.max_bytes)
+            force_read = set(force_read or ()) | again
         if _same_build(settings, scan) and not force_read:
             n = recheck(store, manifest, scan, settings.shingle, settings.signer, engine)
             if n is not None:  # nothing read but its racily clean files (simdoc.stages.recheck), none changed
@@ -126,7 +130,7 @@ def build_shingles(
             ran = resumed(engine, tasks) if parts is not None else engine.map(scan_staged, staged(tasks, store.path))
             with kernel_choice.reads(volume), contextlib.closing(joined(ran, index)) as results:
                 collector.collect(plan, results, progress_bar(len(scan.entries), "shingle", progress, unit="file"))
-            if _same_build(settings, scan) and collector.nothing_new():
+            if _same_build(settings, scan) and not again and collector.nothing_new():
                 # Only racily clean files were read, and their bytes are the ones indexed.
                 collector.abort()
                 remove_spilled(collector.sets_parts)
@@ -139,6 +143,9 @@ def build_shingles(
             collector.abort()
             remove_spilled(collector.sets_parts)
             raise
+        verified = manifest["stages"].get("verified")
+        if again is not None and not again and verified is not None:  # no text read under the old rules differs
+            verified["reading_rules"] = READING_RULES
         _publish(store, manifest, table, stage, sig_stage, collector.generation, before_publish, collector.kept())
         remove_scan_parts(store)
         return collector.result(True, time.perf_counter() - t0, collector.detail(scan, stage))
@@ -217,7 +224,7 @@ def _write_build(
         "corpus": settings.corpus_abs,
         "scan_id": scan.scan_id,
         "newest_ctime": sorted([dev, ns] for dev, ns in scan.newest.items()),
-        "suffix_case": SUFFIX_CASE,
+        "reading_rules": READING_RULES,
         "build_id": build,
         "n_docs": len(table),
         "n_empty": collector.builder.n_empty,

@@ -198,7 +198,7 @@ _STAGES: dict[str, dict] = {
             "scan_id": (_optional(_build_id), False),
             "scanned_at_ns": (_COUNT, False),  # format 3's host-clock scan time, no longer used
             "newest_ctime": (_newest_ctime, False),
-            "suffix_case": (_str, False),  # absent: an index made when suffixes were told in lower case only
+            "reading_rules": (_int(1), False),  # absent: 1 (simdoc.corpus.read.READING_RULES)
             "previous_build": (_optional(_build_id), False),
             "n_empty": (_COUNT, False),
             "n_changed": (_COUNT, False),
@@ -234,7 +234,7 @@ _STAGES: dict[str, dict] = {
         },
     },
     "verified": {
-        "keys": {"built_from": (_build_id, True)},
+        "keys": {"built_from": (_build_id, True), "reading_rules": (_int(1), False)},
         "params": None,  # the shingle stage's parameters, checked there
         "roles": {
             "keys": ("verified.keys", "npy", (_U8,), True),

@@ -1,0 +1,162 @@
+"""Reading rules 2 (simdoc.corpus.read.READING_RULES), and an index made under rules 1 brought up to them.
+
+* A file's format is told by its suffix in any case: ``B.JSONL`` is JSON Lines,
+  ``A.TXT.GZ`` gzip. Until 2026-11-27 only ``.parquet`` and the HTML suffixes
+  were matched in any case: ``B.JSONL`` was indexed as one plain document (its
+  records' braces and quotes shingled with their text, its two identical records
+  never paired), ``A.TXT.GZ`` skipped as binary, ``W.WARC`` shingled with its
+  headers. Archives made on other systems often name files in capitals.
+* A text cut by ``--max-bytes`` inside a character ends before it, in every
+  format. A plain file, a compressed one and a WARC body ended with U+FFFD and
+  an "invalid UTF-8" warning, where a JSON Lines member's text dropped the
+  partial character: the same text scored 0.5 against itself.
+
+An index made under rules 1 (no ``reading_rules`` in its shingle stage) reads
+again the files it may have read another way, once.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from conftest import records, warc_record, write
+
+import simdoc.corpus.read as read
+import simdoc.stages.shingle as shingle_stage
+import simdoc.corpus.files as files
+from simdoc.corpus.files import compression_of, incomplete_tail
+from simdoc.corpus.read import how_read, read_by_case
+from simdoc.corpus.walk import is_jsonl, is_warc
+
+PROSE = (
+    "the quick brown fox jumps over the lazy dog while the farmer sleeps in the barn "
+    "and the rain falls softly on the fields of wheat and barley near the river bank"
+)
+
+
+def _corpus(root, capitals: bool):
+    name = str.upper if capitals else str.lower
+    line = json.dumps({"text": PROSE}) + "\n"
+    write(root / name("b.jsonl"), line + line)
+    write(root / "c.jsonl", line)
+    write(root / name("a.txt.gz"), gzip.compress(PROSE.encode()))
+    write(root / "doc.txt", PROSE + " again")
+    write(root / name("w.warc"), warc_record("http://example.com/", PROSE, 1))
+    return root
+
+
+@pytest.mark.parametrize(
+    "name, way",
+    [("B.JSONL", "jsonl"), ("x.NdJson", "jsonl"), ("b.JSONL.GZ", "jsonl"), ("C.WARC.GZ", "warc"), ("c.Warc.Wet", "warc"),
+     ("A.TXT.GZ", "streamed"), ("a.txt.Bz2", "streamed"), ("P.PARQUET", "parquet"), ("H.HTM", "html"), ("R.TXT", "whole")],
+)
+def test_suffixes_in_any_case(name, way):
+    assert how_read(name, 10) == way
+    assert how_read(name.lower(), 10) == way
+    assert is_jsonl(name) == (way == "jsonl") and is_warc(name) == (way == "warc")
+    assert (compression_of(name) is None) == (name.lower().rsplit(".", 1)[-1] not in ("gz", "bz2", "xz", "zst"))
+
+
+def test_capitals_are_read_as_their_format(run, tmp_path):
+    upper = run("pairs", _corpus(tmp_path / "upper", True), "--index", tmp_path / "u.idx", "-t", "0.5")
+    lower = run("pairs", _corpus(tmp_path / "lower", False), "--index", tmp_path / "l.idx", "-t", "0.5")
+    assert upper.exit_code == 0 and lower.exit_code == 0, (upper.stderr, lower.stderr)
+    assert "skipped" not in upper.stderr
+    def pairs(result, case=str):  # a pair's two ids are printed in id order, which case changes
+        return {(frozenset(map(case, r[:2])), *r[2:]) for r in records(result)}
+
+    assert pairs(upper, str.lower) == pairs(lower)
+    assert ["B.JSONL/#1", "B.JSONL/#2", "1.0000", "1.0000"] in records(upper)  # its two records, a pair
+
+
+def test_read_by_case_names_only_files_read_another_way():
+    ids = ["a/B.JSONL", "a/b.jsonl", "R.TXT", "Dir.JSONL/x.txt", "A.TXT.GZ", "p.PARQUET", "w.Warc", "README"]
+    assert read_by_case(ids) == {"a/B.JSONL", "A.TXT.GZ", "p.PARQUET", "w.Warc"}
+    assert read_by_case(["a.txt", "B.jsonl", "C/d.md"]) == set()
+
+
+def test_an_index_made_when_suffixes_were_lowercase_only_is_read_again(run, tmp_path, monkeypatch):
+    corpus = _corpus(tmp_path / "c", True)
+    idx = tmp_path / "idx"
+    right = read._way_by_name
+
+    def lowercase_only(end: str) -> str:  # the rule before: a suffix in capitals named no format
+        return "whole" if end != end.lower() and not end.lower().endswith((".parquet", ".html", ".htm", ".xhtml")) else right(end)
+
+    with monkeypatch.context() as m:
+        m.setattr(read, "_way_by_name", lowercase_only)
+        m.setattr(shingle_stage, "READING_RULES", 1)
+        before = run("pairs", corpus, "--index", idx, "-t", "0.5")
+    assert before.exit_code == 0, before.stderr
+    assert "B.JSONL\t" in before.stdout  # read as one document, as then
+
+    fresh = run("pairs", corpus, "--index", tmp_path / "fresh", "-t", "0.5")
+    for _ in range(2):  # read again once, then up to date
+        again = run("pairs", corpus, "--index", idx, "-t", "0.5")
+        assert again.exit_code == 0, again.stderr
+        assert again.stdout == fresh.stdout
+    stage = json.loads((idx / "manifest.json").read_text())["stages"]["shingle"]
+    assert stage["reading_rules"] == 2
+
+
+@pytest.mark.parametrize("text", ["é" * 9, "a€b€", "x😀y😀", "plain"])
+def test_incomplete_tail_is_the_split_character(text):
+    raw = text.encode()
+    for n in range(len(raw) + 1):
+        cut = raw[:n]
+        kept = cut[: n - incomplete_tail(cut)]
+        assert text.startswith(kept.decode())  # whole characters only
+        assert kept == raw or len(text[: len(kept.decode()) + 1].encode()) > n  # and all of those the cut holds
+
+
+def test_incomplete_tail_leaves_invalid_bytes_as_they_are():
+    assert incomplete_tail(b"ab\xff") == 0 and incomplete_tail(b"ab\x80\x80\x80\x80") == 0 and incomplete_tail(b"a\xe0\x80") == 0
+    assert incomplete_tail(b"ab\xe2\x82") == 2 and incomplete_tail(b"\xf0\x9f\x98") == 3 and incomplete_tail(b"\xc3\xa9") == 0
+
+
+def _cut_corpus(root):
+    text = "é" * 40 + " ü" * 30
+    write(root / "a.txt", text)
+    write(root / "a.txt.gz", gzip.compress(text.encode()))
+    write(root / "b.jsonl", json.dumps({"text": text}) + "\n")
+    write(root / "w.warc", warc_record("http://example.com/", text, 1))
+    return root
+
+
+def test_a_cut_inside_a_character_is_the_same_in_every_format(run, tmp_path):
+    r = run("pairs", _cut_corpus(tmp_path / "c"), "--index", tmp_path / "idx", "--max-bytes", "11", "-t", "0.1")
+    assert r.exit_code == 0, r.stderr
+    assert "U+FFFD" not in r.stderr and "invalid" not in r.stderr
+    got = records(r)
+    assert len(got) == 6 and all(x[2:] == ["1.0000", "1.0000"] for x in got), got  # 4 texts of 5 whole characters
+
+
+def test_an_index_whose_cuts_left_u_fffd_is_read_again(run, tmp_path, monkeypatch):
+    corpus = _cut_corpus(tmp_path / "c")
+    idx = tmp_path / "idx"
+    with monkeypatch.context() as m:
+        m.setattr(files, "incomplete_tail", lambda raw: 0)  # the rule before: the split character decoded as U+FFFD
+        m.setattr(shingle_stage, "READING_RULES", 1)
+        before = run("pairs", corpus, "--index", idx, "--max-bytes", "11", "-t", "0.1")
+    assert before.exit_code == 0 and "U+FFFD" in before.stderr, before.stderr
+    fresh = run("pairs", corpus, "--index", tmp_path / "fresh", "--max-bytes", "11", "-t", "0.1")
+    for _ in range(2):
+        again = run("pairs", corpus, "--index", idx, "-t", "0.1")
+        assert again.exit_code == 0, again.stderr
+        assert again.stdout == fresh.stdout
+
+
+def test_an_index_with_nothing_to_read_again_keeps_its_verified_pairs(run, tmp_path, monkeypatch, settled):
+    corpus = _corpus(tmp_path / "c", False)
+    idx = tmp_path / "idx"
+    with monkeypatch.context() as m:
+        m.setattr(shingle_stage, "READING_RULES", 1)
+        assert run("pairs", corpus, "--index", idx, "-t", "0.5").exit_code == 0
+    write(corpus / "new.txt", "something else entirely, of no likeness to the rest")
+    r = run("pairs", corpus, "--index", idx, "-t", "0.5", "-v")
+    assert r.exit_code == 0, r.stderr
+    assert "verify: up to date" in r.stderr, r.stderr  # every pair found in the table, none read again
+    stages = json.loads((idx / "manifest.json").read_text())["stages"]
+    assert stages["shingle"]["reading_rules"] == stages["verified"]["reading_rules"] == 2
