@@ -97,12 +97,11 @@ def read_again_for_rules(ids: list[str], sizes: np.ndarray, max_bytes: int | Non
     JSON Lines and Parquet files, whose texts were cut at a whole character already)."""
     again = read_by_case(ids)
     if max_bytes is not None:
-        again.update(i for i, size in zip(ids, sizes.tolist()) if _maybe_cut(i, size, max_bytes))
+        again.update(i for i, size in zip(ids, sizes.tolist()) if _maybe_cut(i, how_read(i, size), size, max_bytes))
     return again
 
 
-def _maybe_cut(path: str, size: int, max_bytes: int) -> bool:
-    way = how_read(path, size)
+def _maybe_cut(path: str, way: str, size: int, max_bytes: int) -> bool:
     return way == "warc" or (way not in ("jsonl", "parquet") and (size > max_bytes or compression_of(path) is not None))
 
 

@@ -412,18 +412,16 @@ def stream_document(
                 digest.update(chunk)
                 return ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary"), empty
             first = False
-            final = not chunk
-            cut = False
-            if max_bytes is not None and read + len(chunk) >= max_bytes and read_some(1):
+            cut = max_bytes is not None and read + len(chunk) >= max_bytes and bool(read_some(1))
+            if cut:
                 warnings.append(f"longer than --max-bytes {max_bytes}; only the first {max_bytes} bytes are indexed")
-                final = cut = True
+            final = not chunk or cut
             digest.update(chunk)
             held, bom_unread = decoder.getstate()  # bytes kept from the last chunk; BOM not looked for yet
             head = head or chunk[:3]
             at[0] = read - len(held) - (3 if not bom_unread and head == codecs.BOM_UTF8 else 0)
             read += len(chunk)
-            # A character the cut splits is left out, as it is of a JSON Lines member's text (not U+FFFD).
-            text = norm.feed(decoder.decode(chunk, final=final and not cut), final)
+            text = norm.feed(decoder.decode(chunk, final=final and not cut), final)  # a character cut: left out
             # Shingled PIECE_CHARS at a time: a chunk at once would hold ~40 bytes a character.
             for start in range(0, len(text), PIECE_CHARS):
                 windows.feed(text[start : start + PIECE_CHARS], False)
