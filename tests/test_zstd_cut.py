@@ -7,6 +7,7 @@ cut) and a cut WARC .zst lost its last records, all without a word.
 
 import bz2
 import gzip
+import io
 import json
 import lzma
 import random
@@ -39,19 +40,25 @@ def test_a_compressed_text_cut_short_is_skipped_with_a_warning(tmp_path, kind):
     assert res.text is None and res.status == "unreadable" and "cannot decompress" in res.warning
 
 
-def test_a_cut_jsonl_zst_file_is_skipped_not_read_up_to_the_cut(tmp_path):
+def test_a_cut_jsonl_zst_file_keeps_its_lines_before_the_cut_and_lists_the_cut(tmp_path):
+    # (It was skipped whole with a warning; since 2026-11-27 a JSON Lines file cut short keeps the
+    # lines before the cut, as a WARC file keeps its records: tests/test_jsonl_cut_short.py.)
     corpus = tmp_path / "c"
     corpus.mkdir()
-    lines = "".join(json.dumps({"text": f"{TEXT} {i}"}) + "\n" for i in range(40)).encode()
+    lines = "".join(json.dumps({"text": f"{TEXT} {i}"}) + "\n" for i in range(200)).encode()  # 1 MB: 8 zstd blocks
     data = packed("zst", lines)
-    (corpus / "cut.jsonl.zst").write_bytes(data[: len(data) * 2 // 3])
+    cut = data[: len(data) * 2 // 3]
+    (corpus / "cut.jsonl.zst").write_bytes(cut)
     (corpus / "whole.jsonl.zst").write_bytes(data)
+    kept = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(cut)).read().count(b"\n")
+    assert 0 < kept < 200
     r = CliRunner().invoke(cli, ["pairs", str(corpus), "--index", str(tmp_path / "idx"), "-j", "1", "-t", "0.99"])
     assert r.exit_code == 0, r.stderr
-    assert "cut.jsonl.zst" not in r.stdout
-    assert "cut.jsonl.zst: cannot decompress: Compressed file ended" in r.stderr and "(1 file skipped)" in r.stderr
+    named = {f for line in r.stdout.splitlines() for f in line.split("\t")[:2] if f.startswith("cut.")}
+    assert named == {f"cut.jsonl.zst/#{i}" for i in range(1, kept + 1)}  # each paired with its whole copy
+    assert f"cut.jsonl.zst: line {kept + 1}: the compressed data ends in this line (file cut short?)" in r.stderr
     s = CliRunner().invoke(cli, ["stats", "--index", str(tmp_path / "idx"), "--skipped"])
-    assert s.stdout.startswith("cut.jsonl.zst\tcannot decompress")
+    assert s.stdout.startswith(f"cut.jsonl.zst/#{kept + 1}\tline {kept + 1}: the compressed data ends")
 
 
 def test_a_cut_warc_zst_file_keeps_its_first_records_and_says_it_was_cut(tmp_path):

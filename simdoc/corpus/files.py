@@ -365,7 +365,9 @@ def file_digest(path: str, max_bytes: int | None = None, follow_symlinks: bool =
     The digest :func:`read_document` gives, without holding the file: for a
     caller that reads only part of a file but must know whether the whole
     is still the one indexed. None if it cannot be read. Without
-    ``decompress``, of its bytes as stored (as a WARC file's is indexed).
+    ``decompress``, of its bytes as stored (as a WARC file's is indexed). A
+    compressed file cut short: of what it decompresses to, as a JSON Lines
+    file cut short is indexed (:func:`simdoc.corpus.formats.read_jsonl`).
     """
     opened = open_regular(path, follow_symlinks)
     if isinstance(opened, ReadResult):
@@ -376,9 +378,13 @@ def file_digest(path: str, max_bytes: int | None = None, follow_symlinks: bool =
     try:
         kind = compression_of(path) if decompress else None
         reader = decompressing_reader(raw_file, kind) if kind is not None else raw_file
+        read = getattr(reader, "read1", reader.read)  # what was decompressed before the data ends
         left = max_bytes
         while left is None or left > 0:
-            chunk = reader.read(1 << 24 if left is None else min(1 << 24, left))
+            try:
+                chunk = read(1 << 24 if left is None else min(1 << 24, left))
+            except EOFError:  # cut short
+                break
             if not chunk:
                 break
             digest.update(chunk)

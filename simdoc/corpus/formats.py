@@ -263,9 +263,16 @@ def read_jsonl(
             stream = decompressing_reader(source_file, kind) if kind is not None else source_file
         except OSError as exc:  # zstd without the zstandard package
             raise Undecompressable(str(exc)) from None
+        last = 0  # the last line read whole
         try:
-            for lineno, line, offset, length in _lines(_reading(stream, kind), digest, MEMBER_BYTES):
-                add_line(members, replaced, lineno, line, 0, offset, length, MEMBER_BYTES)
+            try:
+                for lineno, line, offset, length in _lines(_reading(stream, kind), digest, MEMBER_BYTES):
+                    add_line(members, replaced, lineno, line, 0, offset, length, MEMBER_BYTES)
+                    last = lineno
+            except _CutShort:
+                # A download cut short: the lines before the cut were decompressed as written (the data
+                # ends, none is damaged) and are kept; the line the cut is in, and any after it, are lost.
+                members.note(CUT_SHORT, last + 1, CUT_SHORT)
             after = handle_stat(fd)  # before the decompressor closes it (zstandard's does)
         finally:
             if stream is not source_file:
@@ -279,7 +286,7 @@ def read_jsonl(
     finally:
         source_file.close()
     notes = []
-    status = "partial" if members.cut else "ok"
+    status = "partial" if members.cut or CUT_SHORT in members.problems else "ok"
     if replaced:
         notes.append(f"invalid UTF-8 on {len(replaced)} line(s), the first line {replaced[0]}; undecodable bytes replaced by U+FFFD")
         status = "replaced"
@@ -298,14 +305,26 @@ class _Binary(Exception):
     pass
 
 
+class _CutShort(Undecompressable):
+    """The compressed data ends before its end-of-stream marker (the file was cut short)."""
+
+
+CUT_SHORT = "the compressed data ends in this line (file cut short?); it and any lines after it are lost, skipped"
+
+
 def _reading(stream, kind: str | None):
     """read(n) of a file or a decompressor, a decompressor's own errors turned into Undecompressable."""
     if kind is None:
         return stream.read
+    # read1: what was decompressed before the data ends is returned, and the next call raises (gzip's
+    # read(n) gathers its pieces in a buffer that an EOFError loses).
+    read_some = getattr(stream, "read1", stream.read)
 
     def read(n: int) -> bytes:
         try:
-            return stream.read(n)
+            return read_some(n)
+        except EOFError as exc:  # gzip, bz2, xz and simdoc.corpus.zstd_frames: the data ends early
+            raise _CutShort(str(exc)) from None
         except Exception as exc:  # every decompressor raises its own kinds of errors on bad data
             raise Undecompressable(str(exc) or type(exc).__name__) from None
 

@@ -236,6 +236,12 @@ def _copy_decompressed(src: str, target: str, kind: str, spans: list[tuple[int, 
         writer = _compressing_writer(fout, kind)
         try:
             _filter((lambda n: inp.take(n, n)[0]) if as_warc else reader.read, writer.write, spans, plain)
+        except EOFError:  # a JSON Lines file cut short: its lines after the cut were never indexed
+            raise CorpusError(
+                f"{src}: the compressed data ends early (file cut short?); nothing written",
+                hint="the line the cut is in and those after it are not indexed (simdoc stats --skipped lists the first): "
+                "download or repair the file again, or move it out of the corpus",
+            ) from None
         finally:
             writer.close()
             if reader is not None:
