@@ -108,3 +108,36 @@ def test_a_damaged_file_is_still_skipped_whole(run, tmp_path):
     r = run("pairs", corpus, "--index", tmp_path / "idx", "-t", "0.9")
     assert r.exit_code == 0, r.stderr
     assert "shard.jsonl.gz: cannot decompress" in r.stderr and r.stdout == ""
+
+
+def test_an_index_that_skipped_a_cut_file_reads_it_again(run, tmp_path, monkeypatch):
+    import simdoc.corpus.formats as formats
+    import simdoc.stages.shingle as shingle_stage
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    data = _pack("gz", b"".join(_lines(600)))
+    (corpus / "shard.jsonl.gz").write_bytes(data[: len(data) * 9 // 10])
+    (corpus / "other.txt").write_text("something else to index")
+    idx = tmp_path / "idx"
+
+    def as_then(stream, kind):  # rules 1: a cut file was undecompressable, and skipped whole
+        def read(n: int) -> bytes:
+            try:
+                return stream.read(n)
+            except Exception as exc:
+                raise formats.Undecompressable(str(exc)) from None
+
+        return read if kind is not None else stream.read
+
+    with monkeypatch.context() as m:
+        m.setattr(formats, "_reading", as_then)
+        m.setattr(shingle_stage, "READING_RULES", 1)
+        before = run("pairs", corpus, "--index", idx, "-t", "0.9")
+    assert before.exit_code == 0 and before.stdout == "" and "1 file skipped" in before.stderr, before.stderr
+    fresh = run("pairs", corpus, "--index", tmp_path / "fresh", "-t", "0.9")
+    assert fresh.stdout
+    for _ in range(2):
+        again = run("pairs", corpus, "--index", idx, "-t", "0.9")
+        assert again.exit_code == 0, again.stderr
+        assert again.stdout == fresh.stdout

@@ -1,4 +1,4 @@
-"""Reading rules 2 (simdoc.corpus.read.READING_RULES), and an index made under rules 1 brought up to them.
+"""Reading rules 2 (simdoc.corpus.reading_rules.READING_RULES), and an index made under rules 1 brought up to them.
 
 * A file's format is told by its suffix in any case: ``B.JSONL`` is JSON Lines,
   ``A.TXT.GZ`` gzip. Until 2026-11-27 only ``.parquet`` and the HTML suffixes
@@ -27,7 +27,8 @@ import simdoc.corpus.read as read
 import simdoc.stages.shingle as shingle_stage
 import simdoc.corpus.files as files
 from simdoc.corpus.files import compression_of, incomplete_tail
-from simdoc.corpus.read import how_read, read_by_case
+from simdoc.corpus.read import how_read
+from simdoc.corpus.reading_rules import read_by_case
 from simdoc.corpus.walk import is_jsonl, is_warc
 
 PROSE = (

@@ -23,7 +23,6 @@ rather than hold its text.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -79,38 +78,6 @@ def name_key(path: str) -> str:
         return ""
     before = path.rfind(".", start, last)
     return path[before if before >= 0 else last :]
-
-
-# How files are read into texts, recorded by the shingle stage (``reading_rules``; absent: 1). Rules 2
-# (2026-11-27): a suffix is told in any case (rules 1 read ``CRAWL.WARC.GZ`` as one plain document,
-# or skipped it as binary); and a text cut at a byte count (``--max-bytes``, a WARC body's bound)
-# ends at a whole character, as a JSON Lines member's did (rules 1 ended a file's or a WARC
-# record's with U+FFFD, and an "invalid UTF-8" warning).
-READING_RULES = 2
-_CAPITAL_AFTER_DOT = re.compile(r"\.[^/\0]*[A-Z][^/\0]*\0")
-
-
-def read_again_for_rules(ids: list[str], sizes: np.ndarray, max_bytes: int | None) -> set[str]:
-    """The files an index made under rules 1 (see :data:`READING_RULES`) may have read another way:
-    those :func:`read_by_case` names, and with ``max_bytes``, every file whose text it may have cut
-    inside a character (a WARC file, a compressed file, a file longer than ``max_bytes``; not
-    JSON Lines and Parquet files, whose texts were cut at a whole character already)."""
-    again = read_by_case(ids)
-    if max_bytes is not None:
-        again.update(i for i, size in zip(ids, sizes.tolist()) if _maybe_cut(i, how_read(i, size), size, max_bytes))
-    return again
-
-
-def _maybe_cut(path: str, way: str, size: int, max_bytes: int) -> bool:
-    return way == "warc" or (way not in ("jsonl", "parquet") and (size > max_bytes or compression_of(path) is not None))
-
-
-def read_by_case(ids: list[str]) -> set[str]:
-    """The files whose name tells a format other than plain text only in any case (``A.JSONL``,
-    ``b.txt.GZ``). One search of all the names first: a corpus seldom has such a name."""
-    if not _CAPITAL_AFTER_DOT.search("\0".join(ids) + "\0"):
-        return set()
-    return {i for i in ids if (end := name_key(i)) != end.lower() and how_read(i, 0) != "whole"}
 
 
 @lru_cache(maxsize=1024)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from simdoc.corpus.formats import MEMBER_IDS
-from simdoc.corpus.read import READING_RULES, read_again_for_rules
+from simdoc.corpus.reading_rules import READING_RULES, read_again_for_rules
 from simdoc.corpus.walk import is_warc, resolve_sources
 from simdoc.engines import DaskEngine, Engine
 from simdoc import kernel_choice
@@ -107,11 +107,12 @@ def build_shingles(
         scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params)
         if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
             force_read = set(force_read or ()) | {e.id for e in scan.entries if is_warc(e.id)}
-        # An index read under older rules (simdoc.corpus.read.READING_RULES): the files they may have read
+        # An index read under older rules (simdoc.corpus.reading_rules.READING_RULES): the files they may have read
         # another way are read again (their bytes may be the ones indexed, their texts not).
         again = None
         if settings.same_params and settings.stored.get("reading_rules", 1) < READING_RULES:
-            again = read_again_for_rules(scan.listing.ids, scan.listing.column("file_size"), settings.shingle.max_bytes)
+            skipped = {s["id"] for s in settings.stored.get("skipped", []) if "source" not in s}
+            again = read_again_for_rules(scan.listing.ids, scan.listing.column("file_size"), settings.shingle.max_bytes, skipped)
             force_read = set(force_read or ()) | again
         if _same_build(settings, scan) and not force_read:
             n = recheck(store, manifest, scan, settings.shingle, settings.signer, engine)

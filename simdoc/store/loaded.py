@@ -151,7 +151,7 @@ class LoadedIndex:
     def verified_pairs(self) -> VerifiedPairs:
         st = self.manifest["stages"].get("verified")
         shingle = self.stage("shingle")
-        # Texts read under other rules (simdoc.corpus.read.READING_RULES) may differ with the same identity.
+        # Texts read under other rules (simdoc.corpus.reading_rules.READING_RULES) may differ with the same identity.
         if st is None or st.get("params") != shingle["params"] or st.get("reading_rules", 1) != shingle.get("reading_rules", 1):
             return VerifiedPairs()
         return VerifiedPairs(np.asarray(self._array("verified", "keys")), np.asarray(self._array("verified", "jaccard")))

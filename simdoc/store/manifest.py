@@ -198,7 +198,7 @@ _STAGES: dict[str, dict] = {
             "scan_id": (_optional(_build_id), False),
             "scanned_at_ns": (_COUNT, False),  # format 3's host-clock scan time, no longer used
             "newest_ctime": (_newest_ctime, False),
-            "reading_rules": (_int(1), False),  # absent: 1 (simdoc.corpus.read.READING_RULES)
+            "reading_rules": (_int(1), False),  # absent: 1 (simdoc.corpus.reading_rules.READING_RULES)
             "previous_build": (_optional(_build_id), False),
             "n_empty": (_COUNT, False),
             "n_changed": (_COUNT, False),
