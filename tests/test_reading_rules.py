@@ -161,3 +161,15 @@ def test_an_index_with_nothing_to_read_again_keeps_its_verified_pairs(run, tmp_p
     assert "verify: up to date" in r.stderr, r.stderr  # every pair found in the table, none read again
     stages = json.loads((idx / "manifest.json").read_text())["stages"]
     assert stages["shingle"]["reading_rules"] == stages["verified"]["reading_rules"] == 2
+
+
+@pytest.mark.parametrize("charset, body, expected", [
+    ("utf-8", "héllo".encode()[:2], "h"),  # the é cut in two: left out
+    ("utf-16-le", "héllo".encode("utf-16-le")[:5], "hé"),
+    ("latin-1", "héllo".encode("latin-1")[:2], "hé"),
+    ("base64", b"aGVsbG8=", "aGVsbG8="),  # not a text codec (it would give bytes): read as UTF-8, as an uncut body is
+])
+def test_a_warc_body_cut_inside_a_character_in_its_charset(charset, body, expected):
+    from simdoc.corpus import warc
+
+    assert warc._decode(body, f"text/plain; charset={charset}", "r", warc._Notes(), cut=True) == expected

@@ -361,7 +361,10 @@ def _decode(body: bytes, ctype: str, what: str, notes: _Notes, cut: bool = False
     def decoded(charset: str, errors: str = "strict") -> str:
         if not cut:
             return body.decode(charset, errors)
-        return codecs.getincrementaldecoder(charset)(errors).decode(body, final=False)  # holds back a split character
+        text = codecs.getincrementaldecoder(charset)(errors).decode(body, final=False)  # holds back a split character
+        if not isinstance(text, str):  # not a text codec (bytes.decode refuses those itself)
+            raise LookupError(f"{charset!r} is not a text encoding")
+        return text
 
     try:
         return decoded(charset)
