@@ -20,12 +20,15 @@ from __future__ import annotations
 import gzip
 import json
 
+import numpy as np
 import pytest
 from conftest import records, warc_record, write
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import simdoc.corpus.files as files
 import simdoc.corpus.read as read
 import simdoc.stages.shingle as shingle_stage
-import simdoc.corpus.files as files
 from simdoc.corpus.files import compression_of, incomplete_tail
 from simdoc.corpus.read import how_read
 from simdoc.corpus.reading_rules import read_by_case
@@ -173,3 +176,28 @@ def test_a_warc_body_cut_inside_a_character_in_its_charset(charset, body, expect
     from simdoc.corpus import warc
 
     assert warc._decode(body, f"text/plain; charset={charset}", "r", warc._Notes(), cut=True) == expected
+
+
+@given(st.text(max_size=40).filter(lambda t: not t.startswith("\ufeff") and "\0" not in t), st.integers(1, 200))  # (a NUL: binary)
+@settings(max_examples=300, deadline=None)
+def test_every_format_cuts_a_text_at_the_same_character(tmp_path_factory, text, n):
+    """The JSON Lines rule (formats.cut_utf8: the longest prefix of at most N bytes of whole
+    characters) is the rule of a plain file (read whole or streamed) and of a WARC body."""
+    from simdoc.corpus import warc
+    from simdoc.corpus.files import read_document
+    from simdoc.corpus.formats import cut_utf8
+    from simdoc.corpus.streaming import stream_document
+    from simdoc.shingling import ShingleSpec, shingle_texts
+
+    raw = text.encode()
+    path = tmp_path_factory.mktemp("cut") / "doc.txt"
+    path.write_bytes(raw)
+    got = read_document(str(path), max_bytes=n).text
+    got = got.decode() if isinstance(got, bytes) else got
+    expected = cut_utf8(text, n)
+    assert got == expected
+    assert warc._decode(raw[:n], "text/plain; charset=utf-8", "r", warc._Notes(), cut=len(raw) > n) == expected
+    spec = ShingleSpec("char", 3)
+    streamed = stream_document(str(path), spec, n, False, "sets")[1]  # a long or compressed file's way
+    whole = shingle_texts([expected], spec)
+    assert np.array_equal(streamed.data, whole.data) and np.array_equal(streamed.counts, whole.counts)
