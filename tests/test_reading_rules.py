@@ -201,3 +201,28 @@ def test_every_format_cuts_a_text_at_the_same_character(tmp_path_factory, text, 
     streamed = stream_document(str(path), spec, n, False, "sets")[1]  # a long or compressed file's way
     whole = shingle_texts([expected], spec)
     assert np.array_equal(streamed.data, whole.data) and np.array_equal(streamed.counts, whole.counts)
+
+
+def test_an_index_whose_warc_bodies_were_cut_at_their_bound_is_read_again(run, tmp_path, monkeypatch, settled):
+    """Without --max-bytes a WARC body is still cut, at formats.MEMBER_BYTES (64 MiB; 11 bytes here):
+    rules 1 ended it with U+FFFD there too, and an update must read it again as with --max-bytes."""
+    from simdoc.corpus import formats, warc
+
+    monkeypatch.setattr(formats, "MEMBER_BYTES", 11)
+    corpus = _cut_corpus(tmp_path / "c")
+    (corpus / "a.txt").unlink(), (corpus / "a.txt.gz").unlink(), (corpus / "b.jsonl").unlink()
+    write(corpus / "x.warc", warc_record("http://example.com/x", "é" * 5, 2))  # not cut: the same text as w.warc's now
+    idx = tmp_path / "idx"
+    right = warc._decode
+    with monkeypatch.context() as m:
+        m.setattr(warc, "_decode", lambda body, ctype, what, notes, cut=False: right(body, ctype, what, notes))  # rules 1
+        m.setattr(shingle_stage, "READING_RULES", 1)
+        before = run("pairs", corpus, "--index", idx, "-t", "0.1", "-j", "1")
+    assert before.exit_code == 0 and "U+FFFD" in before.stderr, before.stderr
+    fresh = run("pairs", corpus, "--index", tmp_path / "fresh", "-t", "0.1", "-j", "1")
+    assert fresh.exit_code == 0 and "U+FFFD" not in fresh.stderr, fresh.stderr
+    assert fresh.stdout != before.stdout
+    for _ in range(2):
+        again = run("pairs", corpus, "--index", idx, "-t", "0.1", "-j", "1")
+        assert again.exit_code == 0, again.stderr
+        assert again.stdout == fresh.stdout

@@ -13,6 +13,7 @@ import re
 
 import numpy as np
 
+from simdoc.corpus import formats
 from simdoc.corpus.files import compression_of
 from simdoc.corpus.read import how_read, name_key
 
@@ -27,18 +28,21 @@ _CAPITAL_AFTER_DOT = re.compile(r"\.[^/\0]*[A-Z][^/\0]*\0")
 
 def read_again_for_rules(ids: list[str], sizes: np.ndarray, max_bytes: int | None, skipped: set[str]) -> set[str]:
     """The files an index made under rules 1 (see :data:`READING_RULES`) may have read another way:
-    the files it skipped (``skipped``), those :func:`read_by_case` names, and with ``max_bytes``,
-    every file whose text it may have cut inside a character (a WARC file, a compressed file, a
-    file longer than ``max_bytes``; not JSON Lines and Parquet files, whose texts were cut at a
-    whole character already)."""
+    the files it skipped (``skipped``), those :func:`read_by_case` names, and every file whose
+    text it may have cut inside a character: a WARC file that may hold a body longer than its
+    bound (``max_bytes``, else :data:`simdoc.corpus.formats.MEMBER_BYTES`: a WARC body is cut
+    without ``--max-bytes`` too), and with ``max_bytes`` a compressed file or one longer than
+    ``max_bytes`` (not JSON Lines and Parquet files, whose texts were cut at a whole character
+    already)."""
     again = read_by_case(ids) | (skipped & set(ids))
-    if max_bytes is not None:
-        again.update(i for i, size in zip(ids, sizes.tolist()) if _maybe_cut(i, how_read(i, size), size, max_bytes))
+    again.update(i for i, size in zip(ids, sizes.tolist()) if _maybe_cut(i, how_read(i, size), size, max_bytes))
     return again
 
 
-def _maybe_cut(path: str, way: str, size: int, max_bytes: int) -> bool:
-    return way == "warc" or (way not in ("jsonl", "parquet") and (size > max_bytes or compression_of(path) is not None))
+def _maybe_cut(path: str, way: str, size: int, max_bytes: int | None) -> bool:
+    if way == "warc":  # a body is no longer than its file, unless the file is compressed
+        return size > (formats.MEMBER_BYTES if max_bytes is None else max_bytes) or compression_of(path) is not None
+    return max_bytes is not None and way not in ("jsonl", "parquet") and (size > max_bytes or compression_of(path) is not None)
 
 
 def read_by_case(ids: list[str]) -> set[str]:
