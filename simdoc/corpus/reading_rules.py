@@ -24,6 +24,7 @@ from simdoc.corpus.read import how_read, name_key
 # keeps its lines before the cut (rules 1 skipped it whole).
 READING_RULES = 2
 _CAPITAL_AFTER_DOT = re.compile(r"\.[^/\0]*[A-Z][^/\0]*\0")
+_WARC_END = re.compile(r"\.(?:warc|wet)(?:\.(?:gz|bz2|xz|zst))?\0", re.IGNORECASE)  # a name is_warc accepts
 
 
 def read_again_for_rules(ids: list[str], sizes: np.ndarray, max_bytes: int | None, skipped: set[str]) -> set[str]:
@@ -35,6 +36,8 @@ def read_again_for_rules(ids: list[str], sizes: np.ndarray, max_bytes: int | Non
     ``max_bytes`` (not JSON Lines and Parquet files, whose texts were cut at a whole character
     already)."""
     again = read_by_case(ids) | (skipped & set(ids))
+    if max_bytes is None and not _WARC_END.search("\0".join(ids) + "\0"):
+        return again  # (one search: an index of 10^5 files, up to date, asks at every run until one changes)
     again.update(i for i, size in zip(ids, sizes.tolist()) if _maybe_cut(i, how_read(i, size), size, max_bytes))
     return again
 
