@@ -13,7 +13,6 @@ import re
 
 import numpy as np
 
-from simdoc.corpus import formats
 from simdoc.corpus.files import compression_of
 from simdoc.corpus.read import how_read, name_key
 
@@ -30,11 +29,10 @@ _WARC_END = re.compile(r"\.(?:warc|wet)(?:\.(?:gz|bz2|xz|zst))?\0", re.IGNORECAS
 def read_again_for_rules(ids: list[str], sizes: np.ndarray, max_bytes: int | None, skipped: set[str]) -> set[str]:
     """The files an index made under rules 1 (see :data:`READING_RULES`) may have read another way:
     the files it skipped (``skipped``), those :func:`read_by_case` names, and every file whose
-    text it may have cut inside a character: a WARC file that may hold a body longer than its
-    bound (``max_bytes``, else :data:`simdoc.corpus.formats.MEMBER_BYTES`: a WARC body is cut
-    without ``--max-bytes`` too), and with ``max_bytes`` a compressed file or one longer than
-    ``max_bytes`` (not JSON Lines and Parquet files, whose texts were cut at a whole character
-    already)."""
+    text it may have cut inside a character: every WARC file (a body is cut at ``max_bytes``,
+    else at :data:`simdoc.corpus.formats.MEMBER_BYTES`, and may be longer than its file), and
+    with ``max_bytes`` a compressed file or one longer than ``max_bytes`` (not JSON Lines and
+    Parquet files, whose texts were cut at a whole character already)."""
     again = read_by_case(ids) | (skipped & set(ids))
     if max_bytes is None and not _WARC_END.search("\0".join(ids) + "\0"):
         return again  # (one search: an index of 10^5 files, up to date, asks at every run until one changes)
@@ -43,8 +41,8 @@ def read_again_for_rules(ids: list[str], sizes: np.ndarray, max_bytes: int | Non
 
 
 def _maybe_cut(path: str, way: str, size: int, max_bytes: int | None) -> bool:
-    if way == "warc":  # a body is no longer than its file, unless the file is compressed
-        return size > (formats.MEMBER_BYTES if max_bytes is None else max_bytes) or compression_of(path) is not None
+    if way == "warc":  # a body's HTTP Content-Encoding (gzip) may make it longer than its file, any file
+        return True
     return max_bytes is not None and way not in ("jsonl", "parquet") and (size > max_bytes or compression_of(path) is not None)
 
 
