@@ -280,3 +280,29 @@ def test_a_link_in_place_of_the_parts_folder_is_not_written_through(tmp_path, sm
     assert list(outside.iterdir()) == [theirs]
     build(c, index, DaskEngine(InProcessClient(), 1))  # published: the parts are removed, never through the link
     assert list(outside.iterdir()) == [theirs] and (index / PARTS / SCAN_PARTS).is_symlink()
+
+
+def test_the_parts_of_a_run_killed_under_older_reading_rules_are_not_taken(tmp_path, small_batches, settled, monkeypatch):
+    """A part read under reading rules 1 (simdoc.corpus.reading_rules) holds the texts those rules gave:
+    ``B.JSONL`` as one plain document. The simdoc of rules 2, resuming that run, must read it again."""
+    import simdoc.corpus.read as read
+    import simdoc.corpus.reading_rules as reading_rules
+    import simdoc.stages.shingle as shingle_stage
+
+    c = corpus(tmp_path / "c")
+    line = json.dumps({"text": "the quick brown fox jumps over the lazy dog while the farmer sleeps"}) + "\n"
+    (c / "B.JSONL").write_text(line + line)
+    old = time.time_ns() - HOUR_NS
+    os.utime(c / "B.JSONL", ns=(old, old))
+    index = tmp_path / "idx"
+    right = read._way_by_name
+    with monkeypatch.context() as m:  # the simdoc of rules 1: a suffix in capitals named no format
+        m.setattr(read, "_way_by_name", lambda end: "whole" if end != end.lower() else right(end))
+        m.setattr(shingle_stage, "READING_RULES", 1)
+        m.setattr(reading_rules, "READING_RULES", 1)
+        with pytest.raises(ClientKilled):
+            build(c, index, DaskEngine(DyingClient(lives=2), 1))
+    assert len(parts_of(index)) == 2  # B.JSONL's task (the first: "B" sorts first) among them
+    build(c, index, DaskEngine(InProcessClient(), 1))
+    build(c, tmp_path / "local", LocalEngine(1))
+    assert files_of(index) == files_of(tmp_path / "local")

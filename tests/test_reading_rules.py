@@ -154,6 +154,7 @@ def test_an_index_whose_cuts_left_u_fffd_is_read_again(run, tmp_path, monkeypatc
 
 def test_an_index_with_nothing_to_read_again_keeps_its_verified_pairs(run, tmp_path, monkeypatch, settled):
     corpus = _corpus(tmp_path / "c", False)
+    (corpus / "w.warc").unlink()  # a WARC file is read again (a body may be cut, at 64 MiB without --max-bytes)
     idx = tmp_path / "idx"
     with monkeypatch.context() as m:
         m.setattr(shingle_stage, "READING_RULES", 1)
@@ -201,3 +202,59 @@ def test_every_format_cuts_a_text_at_the_same_character(tmp_path_factory, text, 
     streamed = stream_document(str(path), spec, n, False, "sets")[1]  # a long or compressed file's way
     whole = shingle_texts([expected], spec)
     assert np.array_equal(streamed.data, whole.data) and np.array_equal(streamed.counts, whole.counts)
+
+
+def test_an_index_whose_warc_bodies_were_cut_at_their_bound_is_read_again(run, tmp_path, monkeypatch, settled):
+    """Without --max-bytes a WARC body is still cut, at formats.MEMBER_BYTES (64 MiB; 11 bytes here):
+    rules 1 ended it with U+FFFD there too, and an update must read it again as with --max-bytes."""
+    from simdoc.corpus import formats, warc
+
+    monkeypatch.setattr(formats, "MEMBER_BYTES", 11)
+    corpus = _cut_corpus(tmp_path / "c")
+    (corpus / "a.txt").unlink(), (corpus / "a.txt.gz").unlink(), (corpus / "b.jsonl").unlink()
+    write(corpus / "x.warc", warc_record("http://example.com/x", "é" * 5, 2))  # not cut: the same text as w.warc's now
+    idx = tmp_path / "idx"
+    right = warc._decode
+    with monkeypatch.context() as m:
+        m.setattr(warc, "_decode", lambda body, ctype, what, notes, cut=False: right(body, ctype, what, notes))  # rules 1
+        m.setattr(shingle_stage, "READING_RULES", 1)
+        before = run("pairs", corpus, "--index", idx, "-t", "0.1", "-j", "1")
+    assert before.exit_code == 0 and "U+FFFD" in before.stderr, before.stderr
+    fresh = run("pairs", corpus, "--index", tmp_path / "fresh", "-t", "0.1", "-j", "1")
+    assert fresh.exit_code == 0 and "U+FFFD" not in fresh.stderr, fresh.stderr
+    assert fresh.stdout != before.stdout
+    for _ in range(2):
+        again = run("pairs", corpus, "--index", idx, "-t", "0.1", "-j", "1")
+        assert again.exit_code == 0, again.stderr
+        assert again.stdout == fresh.stdout
+
+
+def _gzipped_warc_record(uri: str, text: str) -> bytes:
+    """A response record whose body is sent gzipped (Content-Encoding, as wget keeps it)."""
+    http = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Encoding: gzip\r\n\r\n" + gzip.compress(text.encode())
+    head = f"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: {uri}\r\nContent-Length: {len(http)}\r\n\r\n".encode()
+    return head + http + b"\r\n\r\n"
+
+
+def test_a_warc_file_shorter_than_max_bytes_whose_body_was_cut_is_read_again(run, tmp_path, monkeypatch, settled):
+    """A gzipped body (Content-Encoding) decodes to more than its file holds: cut at --max-bytes
+    inside a character, it ended with U+FFFD under rules 1, though the file is shorter than the cut."""
+    from simdoc.corpus import warc
+
+    corpus = tmp_path / "c"
+    write(corpus / "z.warc", _gzipped_warc_record("http://example.com/z", "é" * 400))
+    write(corpus / "e.txt", "é" * 150)  # 300 bytes: not cut, the text the body's cut keeps
+    assert (corpus / "z.warc").stat().st_size < 301
+    idx = tmp_path / "idx"
+    right = warc._decode
+    with monkeypatch.context() as m:
+        m.setattr(warc, "_decode", lambda body, ctype, what, notes, cut=False: right(body, ctype, what, notes))  # rules 1
+        m.setattr(shingle_stage, "READING_RULES", 1)
+        before = run("pairs", corpus, "--index", idx, "--max-bytes", "301", "-t", "0.1", "-j", "1")
+    assert before.exit_code == 0 and "U+FFFD" in before.stderr, before.stderr
+    fresh = run("pairs", corpus, "--index", tmp_path / "fresh", "--max-bytes", "301", "-t", "0.1", "-j", "1")
+    assert fresh.exit_code == 0 and fresh.stdout != before.stdout
+    for _ in range(2):
+        again = run("pairs", corpus, "--index", idx, "--max-bytes", "301", "-t", "0.1", "-j", "1")
+        assert again.exit_code == 0, again.stderr
+        assert again.stdout == fresh.stdout

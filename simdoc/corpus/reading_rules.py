@@ -23,22 +23,27 @@ from simdoc.corpus.read import how_read, name_key
 # keeps its lines before the cut (rules 1 skipped it whole).
 READING_RULES = 2
 _CAPITAL_AFTER_DOT = re.compile(r"\.[^/\0]*[A-Z][^/\0]*\0")
+_WARC_END = re.compile(r"\.(?:warc|wet)(?:\.(?:gz|bz2|xz|zst))?\0", re.IGNORECASE)  # a name is_warc accepts
 
 
 def read_again_for_rules(ids: list[str], sizes: np.ndarray, max_bytes: int | None, skipped: set[str]) -> set[str]:
     """The files an index made under rules 1 (see :data:`READING_RULES`) may have read another way:
-    the files it skipped (``skipped``), those :func:`read_by_case` names, and with ``max_bytes``,
-    every file whose text it may have cut inside a character (a WARC file, a compressed file, a
-    file longer than ``max_bytes``; not JSON Lines and Parquet files, whose texts were cut at a
-    whole character already)."""
+    the files it skipped (``skipped``), those :func:`read_by_case` names, and every file whose
+    text it may have cut inside a character: every WARC file (a body is cut at ``max_bytes``,
+    else at :data:`simdoc.corpus.formats.MEMBER_BYTES`, and may be longer than its file), and
+    with ``max_bytes`` a compressed file or one longer than ``max_bytes`` (not JSON Lines and
+    Parquet files, whose texts were cut at a whole character already)."""
     again = read_by_case(ids) | (skipped & set(ids))
-    if max_bytes is not None:
-        again.update(i for i, size in zip(ids, sizes.tolist()) if _maybe_cut(i, how_read(i, size), size, max_bytes))
+    if max_bytes is None and not _WARC_END.search("\0".join(ids) + "\0"):
+        return again  # (one search: an index of 10^5 files, up to date, asks at every run until one changes)
+    again.update(i for i, size in zip(ids, sizes.tolist()) if _maybe_cut(i, how_read(i, size), size, max_bytes))
     return again
 
 
-def _maybe_cut(path: str, way: str, size: int, max_bytes: int) -> bool:
-    return way == "warc" or (way not in ("jsonl", "parquet") and (size > max_bytes or compression_of(path) is not None))
+def _maybe_cut(path: str, way: str, size: int, max_bytes: int | None) -> bool:
+    if way == "warc":  # a body's HTTP Content-Encoding (gzip) may make it longer than its file, any file
+        return True
+    return max_bytes is not None and way not in ("jsonl", "parquet") and (size > max_bytes or compression_of(path) is not None)
 
 
 def read_by_case(ids: list[str]) -> set[str]:

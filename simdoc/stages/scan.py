@@ -30,7 +30,7 @@ A part that exists is that task's completion record, as in datatrove's
 ``completions/``. Its name is a hash of everything the result depends on
 (:func:`part_key`: each file's id, path, stat (size, modification and change
 times, inode, device) and the digest indexed before, the parameters, the
-simdoc version, and a range's bounds), so a client killed while reading is followed by a run
+simdoc version and reading rules, and a range's bounds), so a client killed while reading is followed by a run
 that takes the parts of the same work instead of running it again, and
 never takes a part of other work. A part is reusable only if no file of
 the task was racily clean when it was listed (:mod:`simdoc.stages.racy`,
@@ -220,12 +220,14 @@ def part_key(task: ScanTask, stats: list[list[int]]) -> str:
     The files (id, path, size, ``stats``: modification and change times, inode
     and device; digest indexed before: a file whose bytes have that digest is
     reported unchanged), every reading, shingling and signing parameter,
-    whether shingle sets are kept, and the simdoc version.
+    whether shingle sets are kept, the simdoc version and the reading rules (a killed run of a
+    simdoc that read files another way, of the same version number, left parts of other texts).
     """
+    from simdoc.corpus import reading_rules
     from simdoc.version import __version__
 
     files = [[i, p, s, m, d.hex() if d is not None else None] for (i, p, s, d), m in zip(task.files, stats)]
-    what = [__version__, repr(task.shingle), repr(task.signature), task.keep_sets, files]
+    what = [__version__, reading_rules.READING_RULES, repr(task.shingle), repr(task.signature), task.keep_sets, files]
     if task.span is not None:  # one range of the file: each of its ranges has a part of its own
         what.append(list(task.span))
     return hashlib.sha256(json.dumps(what).encode("utf-8", "surrogatepass")).hexdigest()[:32]
