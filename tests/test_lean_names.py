@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import simdoc.store.docnames as docnames
 from simdoc.cli import cli
-from simdoc.store.directory import IndexStore
+from simdoc.store.directory import FORMAT_VERSION, IndexStore
 from simdoc.store.docnames import Names, encode
 from simdoc.store.doctable import FORMAT_4_NAMES, NAME_ROLES
 from simdoc.store.loaded import open_index
@@ -78,7 +78,7 @@ def test_a_member_is_stored_as_its_file_and_its_key(tmp_path):
     keys = np.load(tmp_path / "i" / IndexStore(tmp_path / "i").read_manifest()["stages"]["shingle"]["roles"]["docs.key"])
     assert b"crawl" not in keys.tobytes() and keys.tobytes().startswith(b"110100")
     assert not any(role in stored for role in FORMAT_4_NAMES)
-    assert IndexStore(tmp_path / "i").read_manifest()["format_version"] == 5
+    assert IndexStore(tmp_path / "i").read_manifest()["format_version"] == FORMAT_VERSION
 
 
 def test_a_format_4_index_is_read_as_it_is_and_its_next_update_writes_format_5(tmp_path):
@@ -93,9 +93,9 @@ def test_a_format_4_index_is_read_as_it_is_and_its_next_update_writes_format_5(t
     assert run("check", "--index", i).exit_code == 0
     assert run("pairs", "--index", i, "-t", "0.5").stdout == first.stdout  # read, not written
     assert IndexStore(i).read_manifest()["format_version"] == 4
-    again = run("pairs", c, "--index", i, "-t", "0.5", "-v")  # nothing changed: every row kept, written as format 5
+    again = run("pairs", c, "--index", i, "-t", "0.5", "-v")  # nothing changed: every row kept, written as format 5's arrays
     assert again.exit_code == 0 and again.stdout == first.stdout and "0 new or changed" in again.stderr, again.output
-    assert IndexStore(i).read_manifest()["format_version"] == 5
+    assert IndexStore(i).read_manifest()["format_version"] == FORMAT_VERSION
     run("pairs", c, "--index", tmp_path / "fresh", "-t", "0.5")
     upgraded, fresh = _stored(i), _stored(tmp_path / "fresh")
     assert upgraded.keys() == fresh.keys()

@@ -26,7 +26,7 @@ from simdoc.cli import cli
 from simdoc.corpus.walk import FileEntry
 from simdoc.stages.racy import RACY_NS, newest_ctimes, racy
 from simdoc.stages.reread import DocumentReader
-from simdoc.store.directory import IndexStore
+from simdoc.store.directory import FORMAT_VERSION, IndexStore
 from simdoc.store.loaded import open_index
 from simdoc.store.manifest import dump
 
@@ -283,9 +283,9 @@ def test_a_format_3_index_is_read_and_upgraded_by_the_next_update(tmp_path):
     (i / "manifest.json").write_bytes(dump(manifest))
     assert run("check", "--index", i).exit_code == 0
     assert run("dedup", "--index", i).stdout == "b.txt\n"
-    r = run("pairs", c, "--index", i, "-v")  # nothing changed: read, kept, and written as format 5
+    r = run("pairs", c, "--index", i, "-v")  # nothing changed: read, kept, and written as the current format
     assert r.exit_code == 0 and r.stdout.startswith("a.txt\tb.txt") and "read 2 files, 0 new or changed" in r.stderr
-    assert IndexStore(i).read_manifest()["format_version"] == 5
+    assert IndexStore(i).read_manifest()["format_version"] == FORMAT_VERSION
     rewrite_keeping_size_and_mtime(c / "a.txt")
     r = run("pairs", c, "--index", i)
     assert r.exit_code == 0 and r.stdout == "", r.output
@@ -293,15 +293,17 @@ def test_a_format_3_index_is_read_and_upgraded_by_the_next_update(tmp_path):
     assert np.array_equal(docs.columns["ino"], [(c / n).stat().st_ino for n in ("a.txt", "b.txt")])
 
 
-def test_an_older_simdoc_refuses_a_format_5_index_by_its_version(tmp_path, monkeypatch):
+@pytest.mark.parametrize("readable", [(3, 4), (3, 4, 5)])  # the simdocs before format 5, and before 6
+def test_an_older_simdoc_refuses_a_newer_index_by_its_version(tmp_path, monkeypatch, readable):
     import simdoc.store.directory as directory
 
     c, i = tmp_path / "c", tmp_path / "i"
     make_corpus(c)
     run("pairs", c, "--index", i)
-    monkeypatch.setattr(directory, "READABLE_VERSIONS", (3, 4))
+    monkeypatch.setattr(directory, "READABLE_VERSIONS", readable)
     r = run("pairs", "--index", i)
-    assert r.exit_code == 4 and "has format version 5, this simdoc reads versions 3, 4" in r.stderr
+    listed = ", ".join(map(str, readable))
+    assert r.exit_code == 4 and f"has format version {FORMAT_VERSION}, this simdoc reads versions {listed}" in r.stderr
 
 
 @pytest.mark.parametrize("value", [[[1]], [[1, "2"]], "x", [[1, 2, 3]]])

@@ -92,8 +92,12 @@ from simdoc.store.npyfiles import (
 # Version 5 stores a member's id as its file plus its key, the file's name once (issue 29;
 # simdoc.store.docnames). A version-4 or -3 index is read (its ids and sources made into
 # version 5's); its next update writes version 5, keeping every row that is unchanged.
-FORMAT_VERSION = 5
-READABLE_VERSIONS = (3, 4, 5)
+# Version 6 records the reading rules (simdoc.corpus.reading_rules) in the shingle and verified
+# stages; its arrays are version 5's. A version-5 index is read, and its next update writes 6
+# (reading again the files the rules say); the simdoc before refuses a version-6 index by its
+# version (its schema would have called the new key damage, and suggested a rebuild).
+FORMAT_VERSION = 6
+READABLE_VERSIONS = (3, 4, 5, 6)
 VERIFY_ON_LOAD_BYTES = 1 << 30  # larger files: CRC checked by `simdoc check` only
 def _own_file(path: Path) -> os.stat_result:
     """The stat of a file of the index, which simdoc always writes as a regular file (renamed into place).
