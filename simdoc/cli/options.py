@@ -395,13 +395,12 @@ def skipped_text(n_skipped: int) -> str:
     return count(n_skipped, "file skipped")
 
 
-def note_skipped(n_skipped: int, index: Path, quiet: bool) -> None:
-    """With --quiet, the one line besides errors: how many files the index skipped (cron keeps stderr)."""
-    if quiet and n_skipped:
-        click.echo(
-            f"simdoc: {skipped_text(n_skipped)}; `simdoc stats --skipped --index {shlex.quote(str(index))}` lists them",
-            err=True,
-        )
+def note_skipped(n_skipped: int, index: Path, quiet: bool, n_damaged: int = 0) -> None:
+    """With --quiet, the one line besides errors: how many files the index skipped, or read only in
+    part because they are damaged or cut short (cron keeps stderr)."""
+    what = ([skipped_text(n_skipped)] if n_skipped else []) + ([count(n_damaged, "file") + " damaged or cut short, read in part"] if n_damaged else [])
+    if quiet and what:
+        click.echo(f"simdoc: {', '.join(what)}; `simdoc stats --skipped --index {shlex.quote(str(index))}` lists them", err=True)
 
 
 def reader_went_away() -> None:

@@ -179,7 +179,7 @@ def clusters(
         f"simdoc: {count(res.n_docs, 'document')}{_skipped(res)}, {count(len(res), 'pair')} ({res.cut()}), "
         f"{count(len(found), 'cluster')} holding {count(held, 'document')} in {time.perf_counter() - started:.2f} s"
     )
-    note_skipped(res.n_skipped, index, quiet)
+    note_skipped(res.n_skipped, index, quiet, res.n_damaged)
 
 
 # ---------------------------------------------------------------- dedup
@@ -322,4 +322,4 @@ def dedup(
             f"simdoc: wrote {count(written.documents, 'document')} in {count(written.files, 'file')} to {write_dir} "
             f"({count(written.dropped, 'document')} left out)"
         )
-    note_skipped(res.n_skipped, index, quiet)
+    note_skipped(res.n_skipped, index, quiet, res.n_damaged)

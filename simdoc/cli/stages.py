@@ -59,7 +59,7 @@ from simdoc.stages.results import PairsResult
 from simdoc.stages.shingle import build_shingles
 from simdoc.stages.signature import build_signatures, signatures_up_to_date
 from simdoc.store.directory import IndexStore
-from simdoc.store.manifest import skipped_counts
+from simdoc.store.manifest import damaged_files, skipped_counts
 from simdoc.wording import count
 
 log = logging.getLogger("simdoc")
@@ -99,10 +99,11 @@ def shingle(
     with open_engine(jobs, scheduler, wait_workers, index=index, corpus=corpus) as engine:
         res = build_shingles(corpus, index, params, engine=engine, rebuild=rebuild, progress=show_progress(quiet), wait=wait)
     report_stages([res], verbose)
-    n_skipped = skipped_counts(IndexStore(index).read_manifest()["stages"]["shingle"])[0]
+    stage = IndexStore(index).read_manifest()["stages"]["shingle"]
+    n_skipped = skipped_counts(stage)[0]
     up_to_date = "up to date" + (f" ({skipped_text(n_skipped)})" if n_skipped else "")
     log.info(f"shingle: {res.detail if res.built else up_to_date} -> {index}")
-    note_skipped(n_skipped, index, quiet)
+    note_skipped(n_skipped, index, quiet, damaged_files(stage))
 
 
 @click.command()
@@ -255,7 +256,7 @@ def pairs(
         # documents new for the next --new report.
         mark_reported(res.index, res.generation, wait)
     _summary(res, time.perf_counter() - started)
-    note_skipped(res.n_skipped, index, quiet)
+    note_skipped(res.n_skipped, index, quiet, res.n_damaged)
 
 
 def _warn_big_groups(res: PairsResult) -> None:

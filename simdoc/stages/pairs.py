@@ -47,7 +47,7 @@ from simdoc.stages.signature import build_signatures, signature_params
 from simdoc.store.directory import IndexStore
 from simdoc.store.doctable import DocsTable
 from simdoc.store.loaded import LoadedIndex, open_index
-from simdoc.store.manifest import skipped_counts
+from simdoc.store.manifest import damaged_files, skipped_counts
 from simdoc.store.npyfiles import crc32
 from simdoc.store.verified import VerifiedPairs
 
@@ -199,6 +199,7 @@ class _Scored:
             all_candidates=want.all_candidates,
             n_docs=shingle["n_docs"],
             n_skipped=skipped_counts(shingle)[0],
+            n_damaged=damaged_files(shingle),
             seconds=seconds,
             changed=self.changed,
             groups=self.groups,

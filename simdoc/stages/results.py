@@ -73,6 +73,7 @@ class PairsResult:
     all_candidates: bool = False
     n_docs: int = 0
     n_skipped: int = 0
+    n_damaged: int = 0  # files read only in part, damaged or cut short (simdoc.store.manifest.damaged_files)
     seconds: float = 0.0
     changed: np.ndarray | None = None  # with new_only: per document, added or changed since the last --new report
     groups: list[np.ndarray] = field(default_factory=list)  # exact copies: every pair inside is printed

@@ -90,12 +90,9 @@ from simdoc.store.npyfiles import (
 # columns unknown: the next update reads every file once more and records them); an older
 # simdoc refuses a version-4 index by its version, rather than misread it.
 # Version 5 stores a member's id as its file plus its key, the file's name once (issue 29;
-# simdoc.store.docnames). A version-4 or -3 index is read (its ids and sources made into
-# version 5's); its next update writes version 5, keeping every row that is unchanged.
-# Version 6 records the reading rules (simdoc.corpus.reading_rules) in the shingle and verified
-# stages; its arrays are version 5's. A version-5 index is read, and its next update writes 6
-# (reading again the files the rules say); the simdoc before refuses a version-6 index by its
-# version (its schema would have called the new key damage, and suggested a rebuild).
+# simdoc.store.docnames): a version-4 or -3 index is read, and updated keeping unchanged rows.
+# Version 6 records the reading rules (simdoc.corpus.reading_rules), with version 5's arrays: a
+# version-5 index is read, its next update writes 6; the simdoc before refuses 6 by its version.
 FORMAT_VERSION = 6
 READABLE_VERSIONS = (3, 4, 5, 6)
 VERIFY_ON_LOAD_BYTES = 1 << 30  # larger files: CRC checked by `simdoc check` only

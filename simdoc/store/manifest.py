@@ -155,6 +155,18 @@ def skipped_counts(stage: dict) -> tuple[int, int]:
     return len(entries) - records, records
 
 
+# What the readers' reasons say of a file damaged or cut short, its members inside or after the damage
+# lost (simdoc.corpus.warcio, rawstream, formats.CUT_SHORT, parquet): `-q` names such files, as it
+# names the files skipped, where it says nothing of the records left out by design (a crawl's error pages).
+DAMAGE_WORDS = ("(file cut short?)", "damaged gzip data", "(numbered from 0) cannot be read")
+
+
+def damaged_files(stage: dict) -> int:
+    """How many files a shingle stage read only in part, damaged or cut short (see :data:`DAMAGE_WORDS`)."""
+    reasons = ((s["source"], s.get("reason") or "") for s in stage.get("skipped", []) if "source" in s)
+    return len({source for source, reason in reasons if any(w in reason for w in DAMAGE_WORDS)})
+
+
 def left_out_by_source(stage: dict) -> dict[str, list[dict]]:
     """The members a shingle stage left out (its ``skipped`` entries with a source), by source file."""
     out: dict[str, list[dict]] = {}
