@@ -258,3 +258,18 @@ def test_a_warc_file_shorter_than_max_bytes_whose_body_was_cut_is_read_again(run
         again = run("pairs", corpus, "--index", idx, "--max-bytes", "301", "-t", "0.1", "-j", "1")
         assert again.exit_code == 0, again.stderr
         assert again.stdout == fresh.stdout
+
+
+def test_a_warc_body_s_byte_order_mark_is_dropped_as_a_file_s_is(run, tmp_path):
+    c = tmp_path / "c"
+    write(c / "page.txt", "\ufeff" + PROSE)
+    bodies = [("\ufeff" + PROSE).encode(), PROSE.encode()]
+    write(c / "crawl.warc", b"".join(warc_record(f"http://x/{i}", body, i) for i, body in enumerate(bodies)))
+    r = run("pairs", c, "--index", tmp_path / "idx", "-t", "0.5")
+    assert r.exit_code == 0, r.stderr
+    assert len(records(r)) == 3 and all(x[2:] == ["1.0000", "1.0000"] for x in records(r)), r.stdout
+    from simdoc.store.loaded import open_index
+
+    docs = open_index(tmp_path / "idx").docs()
+    members = [bytes(docs.identities()[i]) for i in range(len(docs)) if docs.sources[i]]
+    assert len(members) == 2 and len(set(members)) == 1  # the two records: one text, exact copies

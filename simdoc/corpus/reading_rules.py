@@ -20,7 +20,8 @@ from simdoc.corpus.read import how_read, name_key
 # or skipped it as binary); and a text cut at a byte count (``--max-bytes``, a WARC body's bound)
 # ends at a whole character, as a JSON Lines member's did (rules 1 ended a file's or a WARC
 # record's with U+FFFD, and an "invalid UTF-8" warning); a compressed JSON Lines file cut short
-# keeps its lines before the cut (rules 1 skipped it whole).
+# keeps its lines before the cut (rules 1 skipped it whole); a WARC body's leading UTF-8
+# byte-order mark is dropped, as a file's is (rules 1 kept it as a character of the text).
 READING_RULES = 2
 _CAPITAL_AFTER_DOT = re.compile(r"\.[^/\0]*[A-Z][^/\0]*\0")
 _WARC_END = re.compile(r"\.(?:warc|wet)(?:\.(?:gz|bz2|xz|zst))?\0", re.IGNORECASE)  # a name is_warc accepts

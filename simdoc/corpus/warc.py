@@ -20,7 +20,8 @@ reading goes on at the next member that starts a record
 (:class:`simdoc.corpus.rawstream.Gunzip`). A body in gzip or deflate content
 coding is decoded first. A body is decoded with the charset
 its ``Content-Type`` names; an unknown charset is read as UTF-8, and bytes
-invalid in it become U+FFFD, with a warning naming the records.
+invalid in it become U+FFFD, with a warning naming the records. A UTF-8 body's
+leading byte-order mark is dropped, as a file's is.
 
 A member's id is ``PATH/#TARGET-URI``; a URI that repeats in the file gets
 ``#RECORD-ID`` appended (see :class:`simdoc.corpus.formats.MemberKeys`). Its
@@ -357,6 +358,8 @@ def _decode(body: bytes, ctype: str, what: str, notes: _Notes, cut: bool = False
     except LookupError:
         notes.add(f"unknown charset {charset!r}, read as UTF-8", what)
         charset = "utf-8"
+    if codecs.lookup(charset).name == "utf-8":
+        charset = "utf-8-sig"  # a leading byte-order mark is no text, as it is not a file's (rules 2)
 
     def decoded(charset: str, errors: str = "strict") -> str:
         if not cut:
@@ -373,7 +376,7 @@ def _decode(body: bytes, ctype: str, what: str, notes: _Notes, cut: bool = False
         return decoded(charset, "replace")
     except Exception:  # a codec that fails on its own (not a text codec)
         notes.add(f"charset {charset!r} cannot decode text, read as UTF-8", what)
-        return decoded("utf-8", "replace")
+        return decoded("utf-8-sig", "replace")
 
 
 def _text_digest(text: str) -> bytes:
