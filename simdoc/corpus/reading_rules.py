@@ -13,7 +13,8 @@ import re
 
 import numpy as np
 
-from simdoc.corpus.files import compression_of
+from simdoc.corpus.files import COMPRESSED, compression_of
+from simdoc.corpus.names import WARC_SUFFIXES
 from simdoc.corpus.read import how_read, name_key
 
 # Rules 2 (2026-11-27): a suffix is told in any case (rules 1 read ``CRAWL.WARC.GZ`` as one plain document,
@@ -24,7 +25,9 @@ from simdoc.corpus.read import how_read, name_key
 # byte-order mark is dropped, as a file's is (rules 1 kept it as a character of the text).
 READING_RULES = 2
 _CAPITAL_AFTER_DOT = re.compile(r"\.[^/\0]*[A-Z][^/\0]*\0")
-_WARC_END = re.compile(r"\.(?:warc|wet)(?:\.(?:gz|bz2|xz|zst))?\0", re.IGNORECASE)  # a name is_warc accepts
+_WARC_END = re.compile(  # the end of a name is_warc accepts, in a "\0"-joined list
+    "(?:" + "|".join(map(re.escape, WARC_SUFFIXES)) + ")(?:" + "|".join(map(re.escape, COMPRESSED)) + ")?\0", re.IGNORECASE
+)
 
 
 def read_again_for_rules(ids: list[str], sizes: np.ndarray, max_bytes: int | None, skipped: set[str]) -> set[str]:
@@ -34,8 +37,9 @@ def read_again_for_rules(ids: list[str], sizes: np.ndarray, max_bytes: int | Non
     else at :data:`simdoc.corpus.formats.MEMBER_BYTES`, and may be longer than its file), and
     with ``max_bytes`` a compressed file or one longer than ``max_bytes`` (not JSON Lines and
     Parquet files, whose texts were cut at a whole character already)."""
-    again = read_by_case(ids) | (skipped & set(ids))
-    if max_bytes is None and not _WARC_END.search("\0".join(ids) + "\0"):
+    joined = "\0".join(ids) + "\0"  # searched, not each name: 10^5 names are a few ms joined
+    again = read_by_case(ids, joined) | (skipped & set(ids))
+    if max_bytes is None and not _WARC_END.search(joined):
         return again  # (one search: an index of 10^5 files, up to date, asks at every run until one changes)
     again.update(i for i, size in zip(ids, sizes.tolist()) if _maybe_cut(i, how_read(i, size), size, max_bytes))
     return again
@@ -47,9 +51,10 @@ def _maybe_cut(path: str, way: str, size: int, max_bytes: int | None) -> bool:
     return max_bytes is not None and way not in ("jsonl", "parquet") and (size > max_bytes or compression_of(path) is not None)
 
 
-def read_by_case(ids: list[str]) -> set[str]:
+def read_by_case(ids: list[str], joined: str | None = None) -> set[str]:
     """The files whose name tells a format other than plain text only in any case (``A.JSONL``,
-    ``b.txt.GZ``). One search of all the names first: a corpus seldom has such a name."""
-    if not _CAPITAL_AFTER_DOT.search("\0".join(ids) + "\0"):
+    ``b.txt.GZ``). One search of all the names (``joined``: them "\0"-joined, with one at the
+    end) first: a corpus seldom has such a name."""
+    if not _CAPITAL_AFTER_DOT.search(joined if joined is not None else "\0".join(ids) + "\0"):
         return set()
     return {i for i in ids if (end := name_key(i)) != end.lower() and how_read(i, 0) != "whole"}

@@ -354,11 +354,11 @@ def _decode(body: bytes, ctype: str, what: str, notes: _Notes, cut: bool = False
     it is of a JSON Lines member's text), not decoded as U+FFFD with a warning."""
     charset = _charset(ctype) or "utf-8"
     try:
-        codecs.lookup(charset)
+        name = codecs.lookup(charset).name
     except LookupError:
         notes.add(f"unknown charset {charset!r}, read as UTF-8", what)
-        charset = "utf-8"
-    if codecs.lookup(charset).name == "utf-8":
+        charset = name = "utf-8"
+    if name == "utf-8":
         charset = "utf-8-sig"  # a leading byte-order mark is no text, as it is not a file's (rules 2)
 
     def decoded(charset: str, errors: str = "strict") -> str:
