@@ -141,3 +141,26 @@ def test_an_index_that_skipped_a_cut_file_reads_it_again(run, tmp_path, monkeypa
         again = run("pairs", corpus, "--index", idx, "-t", "0.9")
         assert again.exit_code == 0, again.stderr
         assert again.stdout == fresh.stdout
+
+
+@pytest.mark.parametrize("kind", ["gz", "xz"])
+def test_a_cut_after_the_last_newline_names_no_line_it_cannot_know(run, tmp_path, kind):
+    # Only the stream's end is missing (gzip's 8-byte trailer, xz's index and footer): every line
+    # was read whole. It cannot be told whether another line followed; it is not said that one was cut.
+    lines = _lines(40)
+    data = _pack(kind, b"".join(lines))
+    cut = data[:-8] if kind == "gz" else data[:-12]  # gzip: CRC and size; xz: the stream footer
+    assert _prefix(kind, cut) == b"".join(lines)
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / f"shard.jsonl.{kind}").write_bytes(cut)
+    r = run("pairs", corpus, "--index", tmp_path / "idx", "-t", "0.9", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert len(r.stdout.splitlines()) == 8  # every copy paired: no line lost
+    assert "1 file damaged or cut short" in r.stderr  # -q still names it
+    s = run("stats", "--index", tmp_path / "idx", "--skipped")
+    n = len(lines) + 1
+    assert s.stdout == (
+        f"shard.jsonl.{kind}/#{n}\tline {n}: the compressed data ends before this line (file cut short?); "
+        "any lines from here on are lost, skipped\n"
+    )

@@ -263,16 +263,20 @@ def read_jsonl(
             stream = decompressing_reader(source_file, kind) if kind is not None else source_file
         except OSError as exc:  # zstd without the zstandard package
             raise Undecompressable(str(exc)) from None
-        last = 0  # the last line read whole
+        last, end = 0, 0  # the last line read whole, and where it ends (its newline included)
+        reading = _Counted(_reading(stream, kind))
         try:
             try:
-                for lineno, line, offset, length in _lines(_reading(stream, kind), digest, MEMBER_BYTES):
+                for lineno, line, offset, length in _lines(reading, digest, MEMBER_BYTES):
                     add_line(members, replaced, lineno, line, 0, offset, length, MEMBER_BYTES)
-                    last = lineno
+                    last, end = lineno, offset + length + 1
             except _CutShort:
                 # A download cut short: the lines before the cut were decompressed as written (the data
                 # ends, none is damaged) and are kept; the line the cut is in, and any after it, are lost.
-                members.note(CUT_SHORT, last + 1, CUT_SHORT)
+                # Cut just after a newline (often only the gzip trailer is missing), it cannot be told
+                # whether another line followed: it is not said that one did.
+                cut = CUT_SHORT if reading.n > end else CUT_AT_LINE_END
+                members.note(cut, last + 1, cut)
             after = handle_stat(fd)  # before the decompressor closes it (zstandard's does)
         finally:
             if stream is not source_file:
@@ -286,7 +290,7 @@ def read_jsonl(
     finally:
         source_file.close()
     notes = []
-    status = "partial" if members.cut or CUT_SHORT in members.problems else "ok"
+    status = "partial" if members.cut or CUT_SHORT in members.problems or CUT_AT_LINE_END in members.problems else "ok"
     if replaced:
         notes.append(f"invalid UTF-8 on {len(replaced)} line(s), the first line {replaced[0]}; undecodable bytes replaced by U+FFFD")
         status = "replaced"
@@ -310,6 +314,19 @@ class _CutShort(Undecompressable):
 
 
 CUT_SHORT = "the compressed data ends in this line (file cut short?); it and any lines after it are lost, skipped"
+CUT_AT_LINE_END = "the compressed data ends before this line (file cut short?); any lines from here on are lost, skipped"
+
+
+class _Counted:
+    """A read(n) that counts the bytes it has given."""
+
+    def __init__(self, read) -> None:
+        self.read_, self.n = read, 0
+
+    def __call__(self, n: int) -> bytes:
+        got = self.read_(n)
+        self.n += len(got)
+        return got
 
 
 def _reading(stream, kind: str | None):

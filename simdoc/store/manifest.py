@@ -156,7 +156,7 @@ def skipped_counts(stage: dict) -> tuple[int, int]:
 
 
 # What the readers' reasons say of a file damaged or cut short, its members inside or after the damage
-# lost (simdoc.corpus.warcio, rawstream, formats.CUT_SHORT, parquet): `-q` names such files, as it
+# lost (simdoc.corpus.warcio, rawstream, formats.CUT_SHORT and CUT_AT_LINE_END, parquet): `-q` names such files, as it
 # names the files skipped, where it says nothing of the records left out by design (a crawl's error pages).
 DAMAGE_WORDS = ("(file cut short?)", "damaged gzip data", "(numbered from 0) cannot be read")
 
