@@ -126,6 +126,11 @@ class Dedup:
                 "alone is not trusted to say where its files are; without --absolute, dedup gives paths "
                 "relative to the corpus"
             )
+        if os.sep == "/":
+            # Verbatim: a member's key may hold anything ("crawl.warc.gz/#http://a.example/"), and
+            # os.path.join of its parts dropped the empty one ("#http:/a.example/"). A file's id is a
+            # relative path with no empty, "." or ".." part (checked as the index loads): the same.
+            return self.root.rstrip("/") + "/" + doc_id
         return os.path.join(self.root, *doc_id.split("/"))
 
     def paths(self, absolute: bool = False) -> list[str]:
