@@ -130,8 +130,8 @@ class _JsonlMembers:
         if self.id_field is not None:
             if obj.get(self.id_field) is not None:
                 key, by_line = str(obj[self.id_field]), False
-                if "\0" in key:
-                    what = "its id has a NUL byte; its id is the line number"
+                what = _unnameable(key)
+                if what is not None:
                     self.note(what, lineno, what)
                     key, by_line = str(lineno), True
             else:
@@ -160,6 +160,22 @@ class _JsonlMembers:
             shown = ", ".join(self.fields_seen[:8]) + (", ..." if len(self.fields_seen) > 8 else "")
             out.append(f"the objects have the fields {shown}: name the one with the text with --text-field")
         return out
+
+
+def _unnameable(key: str) -> str | None:
+    """Why an --id-field value cannot name a document (its problem note), or None.
+
+    A NUL ends a name wherever names are passed as C strings; a lone surrogate (JSON's
+    ``"\\ud800"``: half of a pair, no character) has no UTF-8 form, so no id, output or
+    index could hold it (it stopped the whole run)."""
+    if "\0" in key:
+        return "its id has a NUL byte; its id is the line number"
+    if not key.isascii():
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            return "its id has a lone surrogate (no character); its id is the line number"
+    return None
 
 
 def skipped_lines(source: str, problems: dict[str, list[tuple[int, str]]], unit: str = "line") -> list[tuple[str, str]]:
