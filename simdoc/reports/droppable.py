@@ -104,6 +104,9 @@ def still_indexed(
                 "(run `simdoc dedup CORPUS` to index the corpus again)"
             )
             continue
+        if replaced(reader, number[d.keep]):
+            warnings.append(f"{d.keep}: {NOT_UTF8}; it is the one to keep: its cluster is left out ({CONVERT})")
+            continue
         kept = None if member[number[d.keep]] else _file_of(reader, d.keep)
         drop = []
         for x in d.drop:
@@ -123,6 +126,8 @@ def still_indexed(
                 )
             elif not same[number[x]]:
                 warnings.append(f"{changed(x)} since it was indexed: left out (run `simdoc dedup CORPUS` to index it again)")
+            elif replaced(reader, number[x]):
+                warnings.append(f"{x}: {NOT_UTF8}: left out, as deleting it could delete a text nothing really compared ({CONVERT})")
             elif kept is not None and not member[number[x]] and _file_of(reader, x) == kept:
                 warnings.append(
                     f"{x}: the same file as {d.keep}, the one kept (a link between them): left out, as deleting it "
@@ -134,6 +139,22 @@ def still_indexed(
         if drop:
             got.decisions.append(DedupDecision(d.cluster_id, d.keep, tuple(drop)))
     return got
+
+
+# Why a file read with bytes that are not UTF-8 is never listed (nor a cluster kept for by one).
+NOT_UTF8 = (
+    "bytes of it that are not valid UTF-8 were compared as U+FFFD (a text in another encoding, windows-1251 "
+    "say, loses every letter so, and different texts score 1.0)"
+)
+CONVERT = "convert it to UTF-8 and index it again to compare it"
+
+
+def replaced(reader: DocumentReader, doc: int) -> bool:
+    """Whether a document's file was read with bytes that are not UTF-8, replaced by U+FFFD (its
+    status ``replaced``): its pairs compared what was left, which says little of what it holds.
+
+    Only a file read whole records this (a member of a JSON Lines or WARC file keeps ``ok``)."""
+    return not reader.table.sources[doc] and STATUSES[int(reader.table.columns["status"][doc])] == "replaced"
 
 
 def prefix_only(reader: DocumentReader, doc: int) -> bool:
