@@ -306,7 +306,7 @@ def read_jsonl(
     finally:
         source_file.close()
     notes = []
-    status = "partial" if members.cut or CUT_SHORT in members.problems or CUT_AT_LINE_END in members.problems else "ok"
+    status = "partial" if members.cut or any(k in members.problems for k in (CUT_SHORT, CUT_AT_LINE_END)) else "ok"
     if replaced:
         notes.append(f"invalid UTF-8 on {len(replaced)} line(s), the first line {replaced[0]}; undecodable bytes replaced by U+FFFD")
         status = "replaced"

@@ -90,6 +90,7 @@ def still_indexed(
     docs = np.array(sorted({number[m] for d in decisions for m in (d.keep, *d.drop)}), dtype=np.int64)
     same = dict(zip(docs.tolist(), reader.same_bytes_docs(docs).tolist()))
     member = dict(zip(docs.tolist(), (bool(s) for s in reader.table.sources.take(docs))))
+    not_utf8 = dict(zip(docs.tolist(), replaced(reader, docs, member).tolist()))
     got = Checked([])
     warnings = got.warnings
     def changed(doc_id: str) -> str:
@@ -104,7 +105,7 @@ def still_indexed(
                 "(run `simdoc dedup CORPUS` to index the corpus again)"
             )
             continue
-        if replaced(reader, number[d.keep]):
+        if not_utf8[number[d.keep]]:
             warnings.append(f"{d.keep}: {NOT_UTF8}; it is the one to keep: its cluster is left out ({CONVERT})")
             continue
         kept = None if member[number[d.keep]] else _file_of(reader, d.keep)
@@ -126,7 +127,7 @@ def still_indexed(
                 )
             elif not same[number[x]]:
                 warnings.append(f"{changed(x)} since it was indexed: left out (run `simdoc dedup CORPUS` to index it again)")
-            elif replaced(reader, number[x]):
+            elif not_utf8[number[x]]:
                 warnings.append(f"{x}: {NOT_UTF8}: left out, as deleting it could delete a text nothing really compared ({CONVERT})")
             elif kept is not None and not member[number[x]] and _file_of(reader, x) == kept:
                 warnings.append(
@@ -149,12 +150,13 @@ NOT_UTF8 = (
 CONVERT = "convert it to UTF-8 and index it again to compare it"
 
 
-def replaced(reader: DocumentReader, doc: int) -> bool:
-    """Whether a document's file was read with bytes that are not UTF-8, replaced by U+FFFD (its
-    status ``replaced``): its pairs compared what was left, which says little of what it holds.
-
-    Only a file read whole records this (a member of a JSON Lines or WARC file keeps ``ok``)."""
-    return not reader.table.sources[doc] and STATUSES[int(reader.table.columns["status"][doc])] == "replaced"
+def replaced(reader: DocumentReader, docs: np.ndarray, member: Mapping[int, bool]) -> np.ndarray:
+    """For each of ``docs``, whether its file was read with bytes that are not UTF-8, replaced by
+    U+FFFD (its status ``replaced``): its pairs compared what was left, which says little of what
+    it holds. Only a file read whole records this (a member of a JSON Lines or WARC file, as
+    ``member`` tells, keeps ``ok``)."""
+    status = np.asarray(reader.table.columns["status"][docs]) == STATUSES.index("replaced")
+    return status & ~np.array([member[d] for d in docs.tolist()], dtype=bool)
 
 
 def prefix_only(reader: DocumentReader, doc: int) -> bool:
