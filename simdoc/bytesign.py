@@ -25,7 +25,7 @@ from normalising the whole text:
 
 A character the table does not hold (past U+FFFF) makes the document go the
 reference way too, as does a byte sequence that is not strict UTF-8 (Python
-would put U+FFFD there). The table is built from Python's own ``str.lower``
+keeps each such byte as a lone surrogate there, simdoc.corpus.files.UNDECODABLE). The table is built from Python's own ``str.lower``
 and :mod:`unicodedata`, so it follows the interpreter's Unicode version, as
 the reference does; it is built the first time a batch holds a non-ASCII
 byte (an ASCII batch needs the first 128 entries only), and kept beside the
@@ -159,7 +159,7 @@ def sets64_spans(
     (:func:`simdoc.corpus.plain.read_again_into`): the same rows and sizes as
     ``sets64_into`` of the decoded texts gives. A span that is not strict UTF-8 is
     declined (-1), as one that holds a character the table cannot map: the caller
-    decodes it (``errors="replace"``) and shingles it the reference way."""
+    decodes it (``errors="surrogateescape"``) and shingles it the reference way."""
     n = len(starts)
     if not n or spec.unit != "char" or not wanted():
         return np.full(n, -1, dtype=np.int64)

@@ -108,14 +108,17 @@ def unescape_name(text: str) -> str:
 
 
 # Control characters but the whitespace a text is laid out with (tab, newline, VT, FF, CR), and
-# the separators and bidi characters: a text's U+202E would reorder the lines after it too.
-_TEXT_CONTROL = re.compile(f"[\x00-\x08\x0e-\x1f\x7f-\x9f{_SEPARATORS_BIDI}]")
+# the separators and bidi characters: a text's U+202E would reorder the lines after it too; and
+# lone surrogates (a byte that is not UTF-8, simdoc.corpus.files.UNDECODABLE), which a terminal
+# cannot show and a strict UTF-8 stdout cannot write.
+_TEXT_CONTROL = re.compile(f"[\x00-\x08\x0e-\x1f\x7f-\x9f{_SEPARATORS_BIDI}\ud800-\udfff]")
 
 
 def visible_text(text: str) -> str:
     """Document text as ``show`` prints it for people: its control characters, line and paragraph
     separators and bidi characters escaped as a name's are (ESC: ``\\x1b``, C1: ``\\u00NN``,
-    U+202E: ``\\u202e``), so that none reaches the terminal; the rest as it is."""
+    U+202E: ``\\u202e``), so that none reaches the terminal, and a byte that is not UTF-8 as
+    ``\\xNN`` (NN from 80 up), as in a name; the rest as it is."""
     return _TEXT_CONTROL.sub(lambda m: _escape_one(m.group()), text)
 
 

@@ -67,7 +67,7 @@ def test_dedup_quiet_still_counts_them_all_in_one_line(run, tmp_path):
     assert r.exit_code == 0, r.stderr
     assert r.stderr == (
         f"simdoc: {COPIES - 1} warnings hidden by -q, of documents left out of the list (changed since indexed, "
-        "outside the corpus, compared by their first --max-bytes only or with bytes not UTF-8, or the kept one's own file): run without -q "
+        "outside the corpus, compared by their first --max-bytes only, or the kept one's own file): run without -q "
         "to read them\n"
     )
 

@@ -351,7 +351,7 @@ def test_how_a_file_is_read_is_told_by_the_end_of_its_name_as_by_the_whole_name(
     from simdoc.corpus import read as corpus_read
     from simdoc.corpus import streaming
     from simdoc.corpus.files import COMPRESSED, compression_of
-    from simdoc.corpus.formats import HTML_SUFFIXES, is_html
+    from simdoc.corpus.html import HTML_SUFFIXES, is_html
     from simdoc.corpus.parquet import PARQUET_SUFFIXES, is_parquet
     from simdoc.corpus.walk import JSONL_SUFFIXES, WARC_SUFFIXES, is_jsonl, is_warc
 
@@ -374,7 +374,7 @@ def test_how_a_file_is_read_is_told_by_the_end_of_its_name_as_by_the_whole_name(
 def _by_whole_name(path, size):
     from simdoc.corpus import streaming
     from simdoc.corpus.files import compression_of
-    from simdoc.corpus.formats import is_html
+    from simdoc.corpus.html import is_html
     from simdoc.corpus.parquet import is_parquet
     from simdoc.corpus.walk import is_jsonl, is_warc
 

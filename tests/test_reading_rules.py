@@ -31,7 +31,7 @@ import simdoc.corpus.read as read
 import simdoc.stages.shingle as shingle_stage
 from simdoc.corpus.files import compression_of, incomplete_tail
 from simdoc.corpus.read import how_read
-from simdoc.corpus.reading_rules import read_by_case
+from simdoc.corpus.reading_rules import READING_RULES, read_by_case
 from simdoc.corpus.walk import is_jsonl, is_warc
 
 PROSE = (
@@ -102,7 +102,7 @@ def test_an_index_made_when_suffixes_were_lowercase_only_is_read_again(run, tmp_
         assert again.exit_code == 0, again.stderr
         assert again.stdout == fresh.stdout
     stage = json.loads((idx / "manifest.json").read_text())["stages"]["shingle"]
-    assert stage["reading_rules"] == 2
+    assert stage["reading_rules"] == READING_RULES
 
 
 @pytest.mark.parametrize("text", ["é" * 9, "a€b€", "x😀y😀", "plain"])
@@ -144,7 +144,7 @@ def test_an_index_whose_cuts_left_u_fffd_is_read_again(run, tmp_path, monkeypatc
         m.setattr(files, "incomplete_tail", lambda raw: 0)  # the rule before: the split character decoded as U+FFFD
         m.setattr(shingle_stage, "READING_RULES", 1)
         before = run("pairs", corpus, "--index", idx, "--max-bytes", "11", "-t", "0.1")
-    assert before.exit_code == 0 and "U+FFFD" in before.stderr, before.stderr
+    assert before.exit_code == 0 and "invalid UTF-8" in before.stderr, before.stderr  # the split character, not UTF-8
     fresh = run("pairs", corpus, "--index", tmp_path / "fresh", "--max-bytes", "11", "-t", "0.1")
     for _ in range(2):
         again = run("pairs", corpus, "--index", idx, "-t", "0.1")
@@ -152,19 +152,24 @@ def test_an_index_whose_cuts_left_u_fffd_is_read_again(run, tmp_path, monkeypatc
         assert again.stdout == fresh.stdout
 
 
-def test_an_index_with_nothing_to_read_again_keeps_its_verified_pairs(run, tmp_path, monkeypatch, settled):
+@pytest.mark.parametrize("rules", [1, 2])
+def test_an_index_with_nothing_to_read_again_keeps_its_verified_pairs(run, tmp_path, monkeypatch, settled, rules):
     corpus = _corpus(tmp_path / "c", False)
-    (corpus / "w.warc").unlink()  # a WARC file is read again (a body may be cut, at 64 MiB without --max-bytes)
+    # A WARC file is read again (a body may be cut, at 64 MiB without --max-bytes; rules 2: it may
+    # have had bytes not UTF-8), as is a JSON Lines file under rules 2.
+    for name in ("w.warc", "b.jsonl", "c.jsonl"):
+        (corpus / name).unlink()
+    write(corpus / "e.txt", PROSE + " and again")
     idx = tmp_path / "idx"
     with monkeypatch.context() as m:
-        m.setattr(shingle_stage, "READING_RULES", 1)
+        m.setattr(shingle_stage, "READING_RULES", rules)
         assert run("pairs", corpus, "--index", idx, "-t", "0.5").exit_code == 0
     write(corpus / "new.txt", "something else entirely, of no likeness to the rest")
     r = run("pairs", corpus, "--index", idx, "-t", "0.5", "-v")
     assert r.exit_code == 0, r.stderr
     assert "verify: up to date" in r.stderr, r.stderr  # every pair found in the table, none read again
     stages = json.loads((idx / "manifest.json").read_text())["stages"]
-    assert stages["shingle"]["reading_rules"] == stages["verified"]["reading_rules"] == 2
+    assert stages["shingle"]["reading_rules"] == stages["verified"]["reading_rules"] == READING_RULES
 
 
 @pytest.mark.parametrize("charset, body, expected", [
@@ -219,9 +224,9 @@ def test_an_index_whose_warc_bodies_were_cut_at_their_bound_is_read_again(run, t
         m.setattr(warc, "_decode", lambda body, ctype, what, notes, cut=False: right(body, ctype, what, notes))  # rules 1
         m.setattr(shingle_stage, "READING_RULES", 1)
         before = run("pairs", corpus, "--index", idx, "-t", "0.1", "-j", "1")
-    assert before.exit_code == 0 and "U+FFFD" in before.stderr, before.stderr
+    assert before.exit_code == 0 and "invalid in their charset" in before.stderr, before.stderr
     fresh = run("pairs", corpus, "--index", tmp_path / "fresh", "-t", "0.1", "-j", "1")
-    assert fresh.exit_code == 0 and "U+FFFD" not in fresh.stderr, fresh.stderr
+    assert fresh.exit_code == 0 and "invalid in their charset" not in fresh.stderr, fresh.stderr
     assert fresh.stdout != before.stdout
     for _ in range(2):
         again = run("pairs", corpus, "--index", idx, "-t", "0.1", "-j", "1")
@@ -251,7 +256,7 @@ def test_a_warc_file_shorter_than_max_bytes_whose_body_was_cut_is_read_again(run
         m.setattr(warc, "_decode", lambda body, ctype, what, notes, cut=False: right(body, ctype, what, notes))  # rules 1
         m.setattr(shingle_stage, "READING_RULES", 1)
         before = run("pairs", corpus, "--index", idx, "--max-bytes", "301", "-t", "0.1", "-j", "1")
-    assert before.exit_code == 0 and "U+FFFD" in before.stderr, before.stderr
+    assert before.exit_code == 0 and "invalid in their charset" in before.stderr, before.stderr
     fresh = run("pairs", corpus, "--index", tmp_path / "fresh", "--max-bytes", "301", "-t", "0.1", "-j", "1")
     assert fresh.exit_code == 0 and fresh.stdout != before.stdout
     for _ in range(2):

@@ -17,7 +17,7 @@ import simdoc.stages.verify as verify
 from simdoc import jit, kernels, kernels_read
 from simdoc.bytesign import sets64_into, sets64_spans, sets64_texts
 from simdoc.corpus.files import read_document, read_plain
-from simdoc.corpus.plain import read_again_into
+from simdoc.corpus.plain import read_again_into, text_at
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec, shingle_texts
 from simdoc.similarity import pair_sums, span_sums
@@ -46,13 +46,9 @@ def as_scanned(path: str | None, digest: bytes, follow: bool = False) -> str | b
 
 def _into(paths, sizes, digests, follow=False) -> list:
     """read_again_into's texts as the scan's reader gives them: ASCII bytes as they are, any
-    other decoded (invalid bytes replaced; the byte-order mark is not in the span)."""
+    other decoded (a byte not UTF-8 kept as itself; the byte-order mark is not in the span)."""
     buf, starts, ends = read_again_into(paths, sizes, np.frombuffer(digests, np.uint8).reshape(-1, 16), follow)
-    out = []
-    for s, e in zip(starts.tolist(), ends.tolist()):
-        raw = bytes(buf[s:e])
-        out.append(None if s < 0 else raw if raw.isascii() else raw.decode("utf-8", errors="replace"))
-    return out
+    return [None if s < 0 else text_at(buf, s, e) for s, e in zip(starts.tolist(), ends.tolist())]
 
 
 @pytest.mark.parametrize("name", sorted(KINDS))

@@ -301,7 +301,7 @@ def dedup(
         n = len(plan.warnings)
         click.echo(
             f"simdoc: {count(n, 'warning')} hidden by -q, of documents left out of the list (changed since indexed, "
-            f"outside the corpus, compared by their first --max-bytes only or with bytes not UTF-8, or the kept one's own file): "
+            f"outside the corpus, compared by their first --max-bytes only, or the kept one's own file): "
             f"run without -q to read {'it' if n == 1 else 'them'}",
             err=True,
         )

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from simdoc.corpus.objects import is_url, object_stat
 from simdoc.corpus.files import compression_of
-from simdoc.corpus.formats import WEB_EXTRA, read_jsonl
+from simdoc.corpus.formats import read_jsonl
+from simdoc.corpus.html import WEB_EXTRA
 from simdoc.corpus.read import MEMBER_WAYS, how_read, read_file
 from simdoc.corpus.warc import WarcReading, read_warc
 from simdoc.errors import OutputError

@@ -2,8 +2,8 @@
 
 A file whose first 8 KiB hold a NUL byte is binary and skipped; a file that
 cannot be read is skipped; both with a warning. Text is decoded as UTF-8 (a
-leading byte-order mark is dropped); invalid bytes become U+FFFD with a
-warning, and the document is kept. Files are opened non-blocking and
+leading byte-order mark is dropped); a byte that is not valid UTF-8 is kept
+as itself (:data:`UNDECODABLE`), with a warning, and the document is kept. Files are opened non-blocking and
 checked again after opening (a FIFO or device put in a file's place is
 never read); ``--max-bytes`` caps how much of one file is read (with a
 warning naming it); a file that changes while being read is indexed as
@@ -242,7 +242,7 @@ def read_document(
     if b"\x00" in raw[:BINARY_SNIFF]:
         return ReadResult(None, digest, warning="binary file (NUL byte), skipped", status="binary")
     if keep_ascii and raw.isascii():
-        return ReadResult(raw, digest, warning="; ".join(warnings) or None, status=_status(warnings))
+        return ReadResult(raw, digest, warning="; ".join(warnings) or None, status=status_of(warnings))
     # A character the cut splits is left out, as it is of a JSON Lines member's text (not U+FFFD);
     # the digest stays that of the bytes read.
     whole = raw[: len(raw) - incomplete_tail(raw)] if cut else raw
@@ -250,11 +250,11 @@ def read_document(
         text = whole.decode("utf-8-sig")
         status = "ok"
     except UnicodeDecodeError as exc:
-        text = whole.decode("utf-8-sig", errors="replace")
-        warnings.append(f"invalid UTF-8 at byte {exc.start}, undecodable bytes replaced by U+FFFD")
+        text = whole.decode("utf-8-sig", UNDECODABLE)
+        warnings.append(f"invalid UTF-8 at byte {exc.start} ({NOT_UTF8})")
         status = "replaced"
     if status == "ok":
-        status = _status(warnings)
+        status = status_of(warnings)
     return ReadResult(text, digest, warning="; ".join(warnings) or None, status=status)
 
 
@@ -266,6 +266,19 @@ def incomplete_tail(raw: bytes) -> int:
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     decoder.decode(raw[-3:], final=False)
     return len(decoder.getstate()[0])
+
+
+# A byte that is not valid UTF-8 becomes the lone surrogate U+DC80..U+DCFF that stands for it
+# (Python's surrogateescape), not U+FFFD: text in a single-byte encoding (windows-1251, Latin-1)
+# keeps its letters apart, so two different such texts differ, as their bytes do. (As U+FFFD,
+# every letter was the same character, and different windows-1251 texts scored 1.0.)
+UNDECODABLE = "surrogateescape"
+NOT_UTF8 = "such bytes are compared as they are"  # not "; ": a warning is split there into lines
+
+
+def not_utf8_lines(lines: list[int]) -> str:
+    """The warning of a JSON Lines file whose ``lines`` (numbers, in order) are not all UTF-8."""
+    return f"invalid UTF-8 on {len(lines)} line(s), the first line {lines[0]} ({NOT_UTF8})"
 
 
 PLAIN_OPEN = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -317,7 +330,8 @@ def read_plain(path: str, max_bytes: int | None = None, follow_symlinks: bool = 
 def plain_text(raw: bytes, digest: bytes, warning: str | None = None) -> tuple[str | bytes | None, bytes, str | None, str]:
     """:func:`read_plain`'s result for a file read whole as ``raw`` (BLAKE2b-128 ``digest``):
     binary (a NUL among the first :data:`BINARY_SNIFF` bytes), ASCII bytes as they are, or text
-    decoded as UTF-8 (a leading byte-order mark dropped; invalid bytes replaced, and said)."""
+    decoded as UTF-8 (a leading byte-order mark dropped; a byte that is not UTF-8 kept as
+    itself, :data:`UNDECODABLE`, and said)."""
     if raw.find(b"\x00", 0, BINARY_SNIFF) >= 0:
         return None, digest, "binary file (NUL byte), skipped", "binary"
     if raw.isascii():
@@ -325,8 +339,8 @@ def plain_text(raw: bytes, digest: bytes, warning: str | None = None) -> tuple[s
     try:
         return raw.decode("utf-8-sig"), digest, warning, "ok"
     except UnicodeDecodeError as exc:
-        bad = f"invalid UTF-8 at byte {exc.start}, undecodable bytes replaced by U+FFFD"
-        return raw.decode("utf-8-sig", errors="replace"), digest, bad if warning is None else f"{warning}; {bad}", "replaced"
+        bad = f"invalid UTF-8 at byte {exc.start} ({NOT_UTF8})"
+        return raw.decode("utf-8-sig", UNDECODABLE), digest, bad if warning is None else f"{warning}; {bad}", "replaced"
 
 
 def read_on(fd: int, first: bytes, size: int) -> bytes:
@@ -397,7 +411,8 @@ def file_digest(path: str, max_bytes: int | None = None, follow_symlinks: bool =
     return digest.hexdigest()
 
 
-def _status(warnings: list[str]) -> str:
+def status_of(warnings: list[str]) -> str:
+    """A text's status by its reading's warnings but the UTF-8 one: partial if cut at --max-bytes, else ok."""
     return "partial" if any("max-bytes" in w for w in warnings) else "ok"
 
 

@@ -1,4 +1,4 @@
-"""Documents inside JSON Lines files (one document per line), and HTML pages as text.
+"""Documents inside JSON Lines files (one document per line) (HTML pages: :mod:`simdoc.corpus.html`).
 
 A file whose name ends in ``.jsonl`` or ``.ndjson`` (possibly compressed:
 ``.jsonl.gz``, ...) holds one document per line, a JSON object whose
@@ -28,14 +28,15 @@ from collections.abc import Callable, Iterator
 
 from simdoc.corpus.files import (
     BINARY_SNIFF,
+    UNDECODABLE,
     ReadResult,
     Undecompressable,
     as_file,
     compression_of,
     decompressing_reader,
     handle_stat,
+    not_utf8_lines,
     open_regular,
-    uncompressed_name,
 )
 from simdoc.corpus.streaming import STREAM_BYTES
 from simdoc.corpus.walk import (
@@ -308,7 +309,7 @@ def read_jsonl(
     notes = []
     status = "partial" if members.cut or any(k in members.problems for k in (CUT_SHORT, CUT_AT_LINE_END)) else "ok"
     if replaced:
-        notes.append(f"invalid UTF-8 on {len(replaced)} line(s), the first line {replaced[0]}; undecodable bytes replaced by U+FFFD")
+        notes.append(not_utf8_lines(replaced))
         status = "replaced"
     if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
         notes.append("changed while being read; indexed as read (run again to pick up the final version)")
@@ -400,36 +401,11 @@ def _lines(read, digest, bound: int, sniff: bool = True) -> Iterator[tuple[int, 
         yield lineno, (None if skipping else b"".join(held)), start, size
 
 
-# ---------------------------------------------------------------- web pages
-
-HTML_SUFFIXES = (".html", ".htm", ".xhtml")
-# Not `pip install 'simdoc[web]'`: the package index's "simdoc" is another project.
-WEB_EXTRA = "resiliparse: pip install resiliparse (or, in simdoc's source folder, pip install '.[web]')"
-
-
-def is_html(path: str) -> bool:
-    """An HTML page by its name (``.html``, ``.htm``, ``.xhtml``, in any case, possibly compressed)."""
-    return uncompressed_name(path).endswith(HTML_SUFFIXES)
-
-
-def html_to_text(html: str, main_content: bool = False) -> str:
-    """Visible text of an HTML page, by resiliparse's extractor (scripts, styles and tags dropped);
-    with ``main_content``, only the page's main text (navigation, menus, footers dropped too).
-
-    Raises
-    ------
-    ImportError
-        resiliparse is not installed (the ``web`` extra).
-    """
-    from resiliparse.extract.html2text import extract_plain_text
-
-    return extract_plain_text(html, main_content=main_content)
-
-
 def add_line(members, replaced: list[int], lineno: int, line: bytes | None, begin: int, offset: int, length: int, bound: int) -> None:
     """A line the Python path takes (``line`` None: longer than ``bound``, skipped with a note):
     the BOM of a file's first line dropped, then given to ``members``, which says what is wrong
-    with it; a line that is not UTF-8 is decoded with replacement and its number noted."""
+    with it; a line that is not UTF-8 is decoded with each such byte kept as itself
+    (:data:`~simdoc.corpus.files.UNDECODABLE`) and its number noted."""
     if line is None:
         what = f"longer than {_size_text(bound)}, skipped (a JSON Lines document is parsed whole)"
         members.note(what, lineno, what)
@@ -440,4 +416,4 @@ def add_line(members, replaced: list[int], lineno: int, line: bytes | None, begi
         members.add(lineno, line.decode("utf-8"), offset, length)
     except UnicodeDecodeError:
         replaced.append(lineno)
-        members.add(lineno, line.decode("utf-8", errors="replace"), offset, length)
+        members.add(lineno, line.decode("utf-8", UNDECODABLE), offset, length)

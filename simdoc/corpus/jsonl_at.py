@@ -23,7 +23,7 @@ import numpy as np
 
 from simdoc.kernel_choice import wanted
 from simdoc.corpus import jsonl_ranges
-from simdoc.corpus.files import ReadResult, as_file, open_regular
+from simdoc.corpus.files import UNDECODABLE, ReadResult, as_file, open_regular
 from simdoc.corpus.formats import MEMBER_BYTES, _JsonlMembers
 
 BLOCK_BYTES = 1 << 18  # the most one read of lines near each other covers (about: its last line may end past it)
@@ -101,7 +101,7 @@ def member_text(line: bytes | None, offset: int, length: int, text_field: str = 
     if text is not None and (max_bytes is None or len(text) <= max_bytes // 4):  # else it may need cutting
         return text
     members = _JsonlMembers("", text_field, None, max_bytes)
-    members.add(1, line.decode("utf-8", errors="replace"), offset, length)
+    members.add(1, line.decode("utf-8", UNDECODABLE), offset, length)
     return members.docs[0][1] if members.docs else None
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simdoc.corpus.files import ReadResult, as_file, compression_of, handle_stat, open_regular
+from simdoc.corpus.files import ReadResult, as_file, compression_of, handle_stat, not_utf8_lines, open_regular
 from simdoc.corpus.formats import (
     MEMBER_BYTES,
     REPEATS,
@@ -309,7 +309,7 @@ def joined_read(pieces: list[Piece]) -> tuple[ReadResult, list[dict[int, str] | 
     notes = []
     status = "partial" if any(p.cut for p in pieces) else "ok"
     if replaced:
-        notes.append(f"invalid UTF-8 on {len(replaced)} line(s), the first line {replaced[0]}; undecodable bytes replaced by U+FFFD")
+        notes.append(not_utf8_lines(replaced))
         status = "replaced"
     if any(p.changed for p in pieces):
         notes.append("changed while being read; indexed as read (run again to pick up the final version)")

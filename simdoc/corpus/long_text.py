@@ -26,6 +26,7 @@ from typing import BinaryIO
 import numpy as np
 
 from simdoc.corpus import streaming
+from simdoc.corpus.files import UNDECODABLE
 from simdoc.corpus.objects import is_url, object_stat
 from simdoc.corpus.read import how_read
 from simdoc.corpus.streaming import Part, shingle_pieces, stream_document
@@ -86,7 +87,7 @@ class LongFile(LongText):
 
 class SpilledText(LongText):
     """Text read from a stream (stdin) into an anonymous temporary file, decoded as UTF-8
-    (a leading byte-order mark dropped, undecodable bytes replaced by U+FFFD), as a short
+    (a leading byte-order mark dropped, a byte that is not UTF-8 kept as itself), as a short
     text from stdin is."""
 
     def __init__(self, name: str, file: BinaryIO) -> None:
@@ -100,7 +101,7 @@ class SpilledText(LongText):
 
     def _pieces(self) -> Iterator[str]:
         self.file.seek(0)
-        decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")  # a leading BOM dropped, as from a file
+        decoder = codecs.getincrementaldecoder("utf-8-sig")(UNDECODABLE)  # a leading BOM dropped, as from a file
         while chunk := self.file.read(streaming.CHUNK_BYTES):
             yield decoder.decode(chunk)
         yield decoder.decode(b"", final=True)
@@ -134,7 +135,7 @@ def read_stdin(stream: BinaryIO, name: str = "-") -> str | SpilledText:
     is (:func:`simdoc.corpus.files.read_document`): a leading byte-order mark is no text."""
     head = stream.read(streaming.LARGE_CHARS + 1)
     if len(head) <= streaming.LARGE_CHARS:
-        return head.decode("utf-8-sig", "replace")
+        return head.decode("utf-8-sig", UNDECODABLE)
     try:
         spill = tempfile.TemporaryFile(prefix="simdoc-stdin-")
         spill.write(head)

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from simdoc.corpus.files import BINARY_SNIFF, NOFOLLOW, PLAIN_OPEN, read_on
+from simdoc.corpus.files import BINARY_SNIFF, NOFOLLOW, PLAIN_OPEN, UNDECODABLE, read_on
 
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, dropped from the start of a text as "utf-8-sig" drops it
 
@@ -42,7 +42,7 @@ def read_again_into(
     (as indexed), read into one buffer: (buffer, starts, ends).
 
     File i's text is ``buffer[starts[i]:ends[i]]``, its bytes as read with a leading
-    byte-order mark left out: decoded as UTF-8 (with ``errors="replace"``) they are the
+    byte-order mark left out: decoded as UTF-8 (``errors="surrogateescape"``) they are the
     ``str`` that :func:`simdoc.corpus.files.read_plain` gives; an ASCII file's bytes are
     the ones it gives. ``starts[i]`` is -1 where the file cannot be read, is no longer a
     regular file, has become a symbolic link (unless ``follow_symlinks``), is binary (a NUL
@@ -140,6 +140,6 @@ def _read_one(path: str, size: int, digest: np.ndarray, flags: int, buf: bytearr
 
 def text_at(buf: bytearray, start: int, end: int) -> str | bytes:
     """A text read into ``buf`` as the scan read it (:func:`simdoc.corpus.files.read_plain`): ASCII
-    bytes as they are, any other decoded (invalid bytes replaced; the byte-order mark is not in the span)."""
+    bytes as they are, any other decoded (a byte not UTF-8 as itself; the byte-order mark is not in the span)."""
     raw = bytes(buf[start:end])
-    return raw if raw.isascii() else raw.decode("utf-8", errors="replace")
+    return raw if raw.isascii() else raw.decode("utf-8", UNDECODABLE)

@@ -31,13 +31,8 @@ import numpy as np
 
 from simdoc.digests import blake2b_16
 from simdoc.corpus.files import ReadResult, compression_of, read_document
-from simdoc.corpus.formats import (
-    WEB_EXTRA,
-    html_to_text,
-    is_html,
-    member_id,
-    read_jsonl,
-)
+from simdoc.corpus.formats import member_id, read_jsonl
+from simdoc.corpus.html import WEB_EXTRA, html_to_text, in_declared_charset, is_html
 from simdoc.corpus import formats, jsonl_ranges, parquet, streaming, warc_spans
 from simdoc.corpus.jsonl_ranges import Piece, Rows, read_range
 from simdoc.corpus.jsonl_at import texts_at as jsonl_texts_at
@@ -154,6 +149,7 @@ def read_file(
         return FileRead(res, [Member(*d) for d in docs], skipped)
     res = read_document(path, max_bytes=max_bytes, follow_symlinks=follow, keep_ascii=how == "whole", whole_up_to=_html_bound(how))
     if how == "html" and res.text is not None:
+        in_declared_charset(res)
         try:
             res.text = html_to_text(res.text, main_content)
         except ImportError:
@@ -347,6 +343,8 @@ def read_again(
         return Reread(None, False, res.warning)
     text = res.text
     if how == "html":
+        in_declared_charset(res)
+        text = res.text
         try:
             text = html_to_text(text, main_content)
         except ImportError:

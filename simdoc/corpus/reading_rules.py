@@ -4,7 +4,8 @@ made under older rules reads again.
 The shingle stage records :data:`READING_RULES` (``reading_rules``; absent: 1). Where a rule
 changes the text a file gives, an index made before would keep that file as it read it then
 (its stat is unchanged), and an update would print something a rebuild does not:
-:func:`read_again_for_rules` names the files to read once more.
+:func:`read_again_for_rules` names the files to read once more under rules 1;
+:func:`simdoc.stages.shingle.read_not_utf8` those under rules 2 (from the docs table).
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ from simdoc.corpus.read import how_read, name_key
 # record's with U+FFFD, and an "invalid UTF-8" warning); a compressed JSON Lines file cut short
 # keeps its lines before the cut (rules 1 skipped it whole); a WARC body's leading UTF-8
 # byte-order mark is dropped, as a file's is (rules 1 kept it as a character of the text).
-READING_RULES = 2
+# Rules 3 (2026-11-28): a byte that is not valid UTF-8 (or not valid in a WARC body's charset) is kept
+# as itself, a lone surrogate U+DC80..U+DCFF (simdoc.corpus.files.UNDECODABLE); rules 2 made it U+FFFD,
+# and different texts in a single-byte encoding (windows-1251) scored 1.0; and an HTML page that is not
+# UTF-8 is read in the charset its <meta> names (simdoc.corpus.html). The shingle stage reads
+# again the files an index made before may hold such bytes in (simdoc.stages.shingle.read_not_utf8).
+READING_RULES = 3
 _CAPITAL_AFTER_DOT = re.compile(r"\.[^/\0]*[A-Z][^/\0]*\0")
 _WARC_END = re.compile(  # the end of a name is_warc accepts, in a "\0"-joined list
     "(?:" + "|".join(map(re.escape, WARC_SUFFIXES)) + ")(?:" + "|".join(map(re.escape, COMPRESSED)) + ")?\0", re.IGNORECASE

@@ -25,17 +25,8 @@ from itertools import chain
 import numpy as np
 
 from simdoc.bytesign import sets64_texts
-from simdoc.corpus.files import (
-    BINARY_SNIFF,
-    ReadResult,
-    close_handle,
-    compression_of,
-    decompressing_reader,
-    handle_stat,
-    open_regular,
-    read_from,
-    second_file,
-)
+from simdoc.corpus.files import BINARY_SNIFF, NOT_UTF8, UNDECODABLE, ReadResult, close_handle, compression_of
+from simdoc.corpus.files import decompressing_reader, handle_stat, open_regular, read_from, second_file
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec, fold, shingle_texts
 
@@ -375,8 +366,9 @@ def stream_document(
     def note(err: UnicodeDecodeError):
         if not replaced:
             replaced.append(at[0] + err.start)
-        return ("\ufffd", err.end)
+        return escape(err)  # each byte as itself, as files.UNDECODABLE decodes a file read whole
 
+    escape = codecs.lookup_error(UNDECODABLE)
     handler = f"simdoc-count-{id(note)}"
     codecs.register_error(handler, note)
     digest = hashlib.blake2b(digest_size=16)
@@ -441,7 +433,7 @@ def stream_document(
             source.close()
     status = "ok"
     if replaced:
-        warnings.append(f"invalid UTF-8 at byte {replaced[0]}, undecodable bytes replaced by U+FFFD")
+        warnings.append(f"invalid UTF-8 at byte {replaced[0]} ({NOT_UTF8})")
         status = "replaced"
     elif any("max-bytes" in w for w in warnings):
         status = "partial"

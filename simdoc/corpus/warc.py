@@ -19,8 +19,10 @@ the records in it, listed as ``PATH/#@OFFSET`` (its byte in the file), and
 reading goes on at the next member that starts a record
 (:class:`simdoc.corpus.rawstream.Gunzip`). A body in gzip or deflate content
 coding is decoded first. A body is decoded with the charset
-its ``Content-Type`` names; an unknown charset is read as UTF-8, and bytes
-invalid in it become U+FFFD, with a warning naming the records. A UTF-8 body's
+its ``Content-Type`` names (if it names none, an HTML page that is not UTF-8,
+with the one its ``<meta>`` names: :mod:`simdoc.corpus.html`); an unknown charset is read as UTF-8, and a byte
+invalid in it is kept as itself (as a file's, :data:`simdoc.corpus.files.UNDECODABLE`),
+with a warning naming the records. A UTF-8 body's
 leading byte-order mark is dropped, as a file's is.
 
 A member's id is ``PATH/#TARGET-URI``; a URI that repeats in the file gets
@@ -39,7 +41,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simdoc.corpus import formats, warcio
-from simdoc.corpus.formats import MemberKeys, html_to_text, member_id
+from simdoc.corpus.files import UNDECODABLE
+from simdoc.corpus.formats import MemberKeys, member_id
+from simdoc.corpus.html import html_to_text, meta_charset
 
 DOC_TYPES = ("response", "resource", "conversion", "revisit")
 TEXT_TYPES = ("text/html", "application/xhtml", "text/plain")
@@ -372,11 +376,24 @@ def _decode(body: bytes, ctype: str, what: str, notes: _Notes, cut: bool = False
     try:
         return decoded(charset)
     except UnicodeDecodeError:
-        notes.add("bytes invalid in their charset, replaced by U+FFFD", what)
-        return decoded(charset, "replace")
+        pass
     except Exception:  # a codec that fails on its own (not a text codec)
         notes.add(f"charset {charset!r} cannot decode text, read as UTF-8", what)
-        return decoded("utf-8-sig", "replace")
+        return decoded("utf-8-sig", UNDECODABLE)
+    named = meta_charset(body) if _charset(ctype) is None and "html" in ctype.lower() else None
+    if named is not None:  # a page not UTF-8 that names its charset in a <meta> (simdoc.corpus.html)
+        charset = named
+        try:
+            return decoded(charset)
+        except UnicodeDecodeError:
+            pass
+    try:
+        text = decoded(charset, UNDECODABLE)
+    except UnicodeDecodeError:  # an ASCII byte the charset refuses (UTF-16, ISO-2022): no lone surrogate stands for it
+        notes.add("bytes invalid in their charset, replaced by U+FFFD", what)
+        return decoded(charset, "replace")
+    notes.add("bytes invalid in their charset, compared as they are", what)
+    return text
 
 
 def _text_digest(text: str) -> bytes:

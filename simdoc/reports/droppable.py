@@ -90,7 +90,6 @@ def still_indexed(
     docs = np.array(sorted({number[m] for d in decisions for m in (d.keep, *d.drop)}), dtype=np.int64)
     same = dict(zip(docs.tolist(), reader.same_bytes_docs(docs).tolist()))
     member = dict(zip(docs.tolist(), (bool(s) for s in reader.table.sources.take(docs))))
-    not_utf8 = dict(zip(docs.tolist(), replaced(reader, docs, member).tolist()))
     got = Checked([])
     warnings = got.warnings
     def changed(doc_id: str) -> str:
@@ -104,9 +103,6 @@ def still_indexed(
                 f"{changed(d.keep)} since it was indexed, and it is the one to keep: its cluster is left out "
                 "(run `simdoc dedup CORPUS` to index the corpus again)"
             )
-            continue
-        if not_utf8[number[d.keep]]:
-            warnings.append(f"{d.keep}: {NOT_UTF8}; it is the one to keep: its cluster is left out ({CONVERT})")
             continue
         kept = None if member[number[d.keep]] else _file_of(reader, d.keep)
         drop = []
@@ -127,8 +123,6 @@ def still_indexed(
                 )
             elif not same[number[x]]:
                 warnings.append(f"{changed(x)} since it was indexed: left out (run `simdoc dedup CORPUS` to index it again)")
-            elif not_utf8[number[x]]:
-                warnings.append(f"{x}: {NOT_UTF8}: left out, as deleting it could delete a text nothing really compared ({CONVERT})")
             elif kept is not None and not member[number[x]] and _file_of(reader, x) == kept:
                 warnings.append(
                     f"{x}: the same file as {d.keep}, the one kept (a link between them): left out, as deleting it "
@@ -140,23 +134,6 @@ def still_indexed(
         if drop:
             got.decisions.append(DedupDecision(d.cluster_id, d.keep, tuple(drop)))
     return got
-
-
-# Why a file read with bytes that are not UTF-8 is never listed (nor a cluster kept for by one).
-NOT_UTF8 = (
-    "bytes of it that are not valid UTF-8 were compared as U+FFFD (a text in another encoding, windows-1251 "
-    "say, loses every letter so, and different texts score 1.0)"
-)
-CONVERT = "convert it to UTF-8 and index it again to compare it"
-
-
-def replaced(reader: DocumentReader, docs: np.ndarray, member: Mapping[int, bool]) -> np.ndarray:
-    """For each of ``docs``, whether its file was read with bytes that are not UTF-8, replaced by
-    U+FFFD (its status ``replaced``): its pairs compared what was left, which says little of what
-    it holds. Only a file read whole records this (a member of a JSON Lines or WARC file, as
-    ``member`` tells, keeps ``ok``)."""
-    status = np.asarray(reader.table.columns["status"][docs]) == STATUSES.index("replaced")
-    return status & ~np.array([member[d] for d in docs.tolist()], dtype=bool)
 
 
 def prefix_only(reader: DocumentReader, doc: int) -> bool:

@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from simdoc.corpus.formats import MEMBER_IDS
 from simdoc.corpus.reading_rules import READING_RULES, read_again_for_rules
 from simdoc.corpus.walk import is_warc, resolve_sources
@@ -57,7 +59,7 @@ from simdoc.stages.skipped import recorded_warnings
 from simdoc.stages.staged_rows import scan_staged, staged
 from simdoc.stages.spilled import remove_spilled, write_rows
 from simdoc.store.directory import IndexStore
-from simdoc.store.doctable import FORMAT_3_MISSING, NAME_ROLES, DocsTable
+from simdoc.store.doctable import FORMAT_3_MISSING, HOW, NAME_ROLES, STATUSES, DocsTable
 from simdoc.store.loaded import KeptRows, LoadedIndex, readable_docs
 from simdoc.version import __version__
 
@@ -110,9 +112,12 @@ def build_shingles(
         # An index read under older rules (simdoc.corpus.reading_rules.READING_RULES): the files they may have read
         # another way are read again (their bytes may be the ones indexed, their texts not).
         again = None
-        if settings.same_params and settings.stored.get("reading_rules", 1) < READING_RULES:
-            skipped = {s["id"] for s in settings.stored.get("skipped", []) if "source" not in s}
-            again = read_again_for_rules(scan.listing.ids, scan.listing.column("file_size"), settings.shingle.max_bytes, skipped)
+        rules = settings.stored.get("reading_rules", 1) if settings.same_params else READING_RULES
+        if rules < READING_RULES:
+            again = read_not_utf8(scan)
+            if rules < 2:
+                skipped = {s["id"] for s in settings.stored.get("skipped", []) if "source" not in s}
+                again |= read_again_for_rules(scan.listing.ids, scan.listing.column("file_size"), settings.shingle.max_bytes, skipped)
             force_read = set(force_read or ()) | again
         if _same_build(settings, scan) and not force_read:
             n = recheck(store, manifest, scan, settings.shingle, settings.signer, engine)
@@ -255,3 +260,18 @@ def _publish(
     if before_publish is not None:
         before_publish(LoadedIndex(store, manifest, table, kept=kept))
     store.write_manifest(manifest)
+
+
+def read_not_utf8(scan: Scan) -> set[str]:
+    """The files an index made under rules 2 (:data:`READING_RULES`) may have read with a byte that
+    is not UTF-8, then U+FFFD, now kept as itself: the files its docs table says so of (status
+    ``replaced``), and every JSON Lines and WARC file, whose members recorded no such status."""
+    table = scan.old
+    if table is None:
+        return set()
+    at = scan.joined.at
+    rows = scan.joined.order
+    how, status = table.columns["how"][rows], table.columns["status"][rows]
+    maybe = (status == STATUSES.index("replaced")) | np.isin(how, [HOW.index("jsonl"), HOW.index("warc")])
+    files = np.repeat(np.arange(len(at) - 1), np.diff(at))[maybe]
+    return {scan.listing.ids[i] for i in np.unique(files).tolist()}

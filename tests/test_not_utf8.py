@@ -1,0 +1,188 @@
+"""A byte that is not UTF-8 is compared as itself (simdoc.corpus.files.UNDECODABLE), in every format.
+
+Until reading rules 3 such bytes were compared as U+FFFD. A text in a
+single-byte encoding (windows-1251, KOI8-R, Greek, Hebrew...) lost every letter
+so, keeping only its word lengths: three different Russian texts scored 1.0000
+against each other, and `dedup -q` listed two of them for `xargs rm`. Kept as
+themselves, the bytes of such a text stand for its letters one for one: two
+windows-1251 texts score what their UTF-8 versions score (with no capitals,
+which are not folded then), whatever way the file is read.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+
+import numpy as np
+import pytest
+from conftest import records, warc_record, write
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simdoc.corpus.files as files
+import simdoc.corpus.formats as formats
+import simdoc.corpus.jsonl_at as jsonl_at
+import simdoc.corpus.long_text as long_text
+import simdoc.corpus.plain as plain
+import simdoc.corpus.streaming as streaming
+import simdoc.corpus.warc as warc
+import simdoc.stages.shingle as shingle_stage
+from simdoc.corpus.reading_rules import READING_RULES
+
+LETTERS = "абвгдежзийклмнопрстуфхцчшщъыьэюя"
+
+
+def _russian(seed: int, words: int = 2000) -> str:
+    rng = random.Random(seed)
+    return " ".join("".join(rng.choice(LETTERS) for _ in range(rng.randint(1, 10))) for _ in range(words))
+
+
+def _edited(text: str, seed: int, n: int) -> str:
+    rng = random.Random(seed)
+    words = text.split()
+    for i in rng.sample(range(len(words)), n):
+        words[i] = "замена"
+    return " ".join(words)
+
+
+def _bytes_file(path, raw: bytes) -> None:
+    write(path, "")
+    path.write_bytes(raw)
+
+
+def test_different_texts_in_another_encoding_are_not_pairs(run, tmp_path):
+    corpus = tmp_path / "c"
+    for i in range(3):
+        _bytes_file(corpus / f"t{i}.txt", _russian(i).encode("cp1251"))
+    r = run("pairs", corpus, "--index", tmp_path / "idx", "-t", "0.5")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == ""  # (as U+FFFD the three scored 1.0000)
+    assert "t0.txt: invalid UTF-8 at byte 0 (such bytes are compared as they are)" in r.stderr
+    d = run("dedup", corpus, "--index", tmp_path / "idx", "-t", "0.8", "-q")
+    assert d.exit_code == 0 and d.stdout == "", d.stderr
+
+
+@pytest.mark.parametrize("unit, k", [("char", 5), ("word", 3)])
+def test_two_texts_in_windows_1251_score_what_their_utf8_versions_score(run, tmp_path, unit, k):
+    a = _russian(1, 400)
+    b = _edited(a, 2, 30)
+    got = {}
+    for encoding in ("cp1251", "utf-8"):
+        _bytes_file(tmp_path / encoding / "a.txt", a.encode(encoding))
+        _bytes_file(tmp_path / encoding / "b.txt", b.encode(encoding))
+        r = run("show", tmp_path / encoding / "a.txt", tmp_path / encoding / "b.txt", "--unit", unit, "--k", k, "-f", "json")
+        assert r.exit_code == 0, r.stderr
+        got[encoding] = json.loads(r.stdout)
+    for key in ("set_jaccard", "bag_jaccard", "shingles_a", "shingles_b", "shingles_common"):
+        assert got["cp1251"][key] == got["utf-8"][key], key
+    assert 0.5 < got["cp1251"]["set_jaccard"] < 1
+
+
+@given(st.lists(st.sampled_from(sorted(LETTERS + "  ")), min_size=1, max_size=60), st.lists(st.sampled_from(sorted(LETTERS + " ")), max_size=60))
+@settings(max_examples=40, deadline=None)
+def test_any_such_pair_scores_what_its_utf8_versions_score(tmp_path_factory, left, right):
+    """The reading function the scan and the verification share: letters one for one, bytes for characters."""
+    from simdoc.shingling import ShingleSpec, shingle_texts
+    from simdoc.similarity import pair_jaccard
+
+    root = tmp_path_factory.mktemp("pair")
+    texts = {}
+    for encoding in ("cp1251", "utf-8"):
+        for name, chars in (("a", left), ("b", right)):
+            path = root / f"{name}.{encoding}.txt"
+            path.write_bytes("".join(chars).encode(encoding))
+            text = files.read_document(str(path)).text
+            texts[name, encoding] = text.decode() if isinstance(text, bytes) else text
+    spec = ShingleSpec("char", 3)
+
+    def score(encoding):
+        sets = shingle_texts([texts["a", encoding], texts["b", encoding]], spec)
+        return pair_jaccard(sets, np.array([0]), np.array([1]))[0]
+
+    assert score("cp1251") == score("utf-8")
+
+
+def test_every_format_reads_such_bytes_alike(run, tmp_path):
+    """A plain file read whole and streamed (compressed), a JSON Lines line, a WARC body with no
+    charset and an HTML page: the same windows-1251 text, the same document; a different one, not."""
+    text, other = _russian(5, 600).encode("cp1251"), _russian(6, 600).encode("cp1251")
+    corpus = tmp_path / "c"
+    _bytes_file(corpus / "a.txt", text)
+    _bytes_file(corpus / "b.txt.gz", gzip.compress(text))
+    _bytes_file(corpus / "d.jsonl", b'{"text": "' + text + b'"}\n{"text": "' + other + b'"}\n')
+    _bytes_file(corpus / "w.warc", warc_record("http://a.example/", text, 1, "text/plain") + warc_record("http://b.example/", other, 2, "text/plain"))
+    _bytes_file(corpus / "p.html", b"<html><body><p>" + text + b"</p></body></html>")
+    _bytes_file(corpus / "o.txt", other)
+    r = run("pairs", corpus, "--index", tmp_path / "idx", "-t", "0.5", "-j", "1")
+    assert r.exit_code == 0, r.stderr
+    same = {"a.txt", "b.txt.gz", "d.jsonl/#1", "w.warc/#http://a.example/", "p.html"}
+    others = {"d.jsonl/#2", "w.warc/#http://b.example/", "o.txt"}
+    want = {frozenset((x, y)) for group in (same, others) for x in group for y in group if x < y}
+    got = records(r)
+    assert {frozenset(x[:2]) for x in got} == want
+    assert all(x[3] == "1.0000" for x in got)
+    assert "w.warc: 2 records (response 1 (http://a.example/), response 2 (http://b.example/)): bytes invalid in their charset, compared as they are" in r.stderr
+
+
+def test_dedup_lists_a_copy_in_another_encoding_and_keeps_the_near_one(run, tmp_path):
+    corpus = tmp_path / "c"
+    text = _russian(3)
+    _bytes_file(corpus / "a.txt", text.encode("cp1251"))
+    _bytes_file(corpus / "b.txt", text.encode("cp1251"))
+    _bytes_file(corpus / "u.txt", text.encode())  # its UTF-8 version: other bytes, not a copy as compared
+    _bytes_file(corpus / "x.txt", _russian(4).encode("cp1251"))
+    r = run("dedup", corpus, "--index", tmp_path / "idx", "-t", "0.9", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "b.txt\n" and r.stderr == ""
+
+
+def test_show_prints_such_bytes_escaped(run, tmp_path):
+    """As a name's: ``\\xNN`` in text (a strict UTF-8 stdout cannot write them, a terminal cannot
+    show them), ``"\\udcNN"`` in JSON, which json.loads and surrogateescape give back."""
+    a, b = _russian(7, 300), _edited(_russian(7, 300), 1, 10)
+    _bytes_file(tmp_path / "a.txt", a.encode("cp1251"))
+    _bytes_file(tmp_path / "b.txt", b.encode("cp1251"))
+    r = run("show", tmp_path / "a.txt", tmp_path / "b.txt", "--full")
+    assert r.exit_code == 0, r.stderr
+    first = "".join(f"\\x{c:02x}" for c in a.split()[0].encode("cp1251"))
+    assert first in r.stdout, r.stdout[:300]
+    assert "\ufffd" not in r.stdout  # every letter a byte escaped, none replaced
+    j = run("show", tmp_path / "a.txt", tmp_path / "b.txt", "-f", "json")
+    first = json.loads(j.stdout)["passages"][0]["text"]
+    assert first.encode("utf-8", "surrogateescape").decode("cp1251") in a  # "\udcNN" escapes, the bytes back
+
+
+_DECODERS = (files, plain, streaming, long_text, jsonl_at, formats, warc)
+
+
+def test_an_index_made_when_such_bytes_were_u_fffd_is_read_again(run, tmp_path, monkeypatch, settled):
+    corpus = tmp_path / "c"
+    for i in range(3):
+        _bytes_file(corpus / f"t{i}.txt", _russian(i, 300).encode("cp1251"))
+    lines = b"".join(b'{"text": "' + _russian(i, 300).encode("cp1251") + b'"}\n' for i in (3, 4))
+    _bytes_file(corpus / "d.jsonl", lines)
+    _bytes_file(corpus / "w.warc", b"".join(warc_record(f"http://x.example/{i}", _russian(i, 300).encode("cp1251"), i, "text/plain") for i in (5, 6)))
+    write(corpus / "plain.txt", "an ordinary text in UTF-8 " * 20)
+    page = f'<html><head><meta charset="windows-1251"></head><body><p>{_russian(9, 300)}</p></body></html>'
+    _bytes_file(corpus / "p.html", page.encode("cp1251"))  # read in its <meta>'s charset now (simdoc.corpus.html)
+    write(corpus / "u.txt", _russian(9, 300))
+    idx = tmp_path / "idx"
+    with monkeypatch.context() as m:
+        for module in _DECODERS:  # the rule before: such bytes became U+FFFD
+            m.setattr(module, "UNDECODABLE", "replace")
+        m.setattr(shingle_stage, "READING_RULES", 2)
+        before = run("pairs", corpus, "--index", idx, "-t", "0.5", "-j", "1")
+    assert before.exit_code == 0, before.stderr
+    assert len(records(before)) >= 21  # the seven texts in windows-1251 (the page too) scored 1.0 against each other
+    fresh = run("pairs", corpus, "--index", tmp_path / "fresh", "-t", "0.5", "-j", "1")
+    assert fresh.exit_code == 0 and records(fresh) == [["p.html", "u.txt", "1.0000", "1.0000"]], fresh.stderr
+    for _ in range(2):  # read again once, then up to date
+        again = run("pairs", corpus, "--index", idx, "-t", "0.5", "-j", "1", "-v")
+        assert again.exit_code == 0, again.stderr
+        assert again.stdout == fresh.stdout
+    assert "shingle: up to date" in again.stderr
+    stage = json.loads((idx / "manifest.json").read_text())["stages"]["shingle"]
+    assert stage["reading_rules"] == READING_RULES == 3
+
