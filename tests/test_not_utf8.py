@@ -186,3 +186,33 @@ def test_an_index_made_when_such_bytes_were_u_fffd_is_read_again(run, tmp_path, 
     stage = json.loads((idx / "manifest.json").read_text())["stages"]["shingle"]
     assert stage["reading_rules"] == READING_RULES == 3
 
+
+@pytest.mark.parametrize("spans", [False, True])
+def test_a_binary_parquet_column_is_text_read_as_a_files_bytes_are(run, tmp_path, monkeypatch, spans):
+    """Its values are read as UTF-8, a byte that is not kept as itself (they were skipped: "not
+    text"); one warning names the rows, however the file is cut into tasks."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from simdoc.corpus import parquet
+
+    if spans:  # a task of each row group
+        monkeypatch.setattr(parquet, "TASK_BYTES", 1)
+        monkeypatch.setattr(parquet, "CUT_BYTES", 0)
+    corpus = tmp_path / "c"
+    one, two = _russian(1, 300), _russian(2, 300)
+    values = [one.encode(), two.encode(), one.encode("cp1251"), None, two.encode("cp1251"), b"plain ascii words " * 30]
+    write(corpus / "a.txt", "")
+    pq.write_table(pa.table({"text": pa.array(values, pa.binary())}), corpus / "b.parquet", row_group_size=2)
+    _bytes_file(corpus / "a.txt", one.encode("cp1251"))
+    write(corpus / "u.txt", two)
+    r = run("pairs", corpus, "--index", tmp_path / "idx", "-t", "0.5", "-j", "1")
+    assert r.exit_code == 0, r.stderr
+    assert records(r) == [
+        ["a.txt", "b.parquet/#3", "1.0000", "1.0000"],
+        ["b.parquet/#2", "u.txt", "1.0000", "1.0000"],
+    ]
+    assert "b.parquet: invalid UTF-8 in 2 row(s), the first row 3 (such bytes are compared as they are); row 4: null text, skipped" in r.stderr
+    cut = run("pairs", corpus, "--index", tmp_path / "cut", "-t", "0.5", "-j", "1", "--max-bytes", "101")
+    assert cut.exit_code == 0, cut.stderr
+    assert [x[:2] for x in records(cut)] == [["a.txt", "b.parquet/#3"], ["b.parquet/#2", "u.txt"]]
+    assert all(x[3] == "1.0000" for x in records(cut))  # cut as a file is, read again alike

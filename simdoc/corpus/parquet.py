@@ -2,13 +2,14 @@
 
 A file whose name ends in ``.parquet`` holds one document per row: the
 string column ``text_field`` (``--text-field``, default ``text``) is its
-text, and the column ``id_field`` (``--id-field``), when named, its key. A
+text (a binary column's values are read as UTF-8, as a file's bytes are: a
+byte that is not UTF-8 is kept as itself, with one warning for all such rows), and the column ``id_field`` (``--id-field``), when named, its key. A
 member's id is ``PATH/#KEY`` as for JSON Lines (:mod:`simdoc.corpus.formats`):
 KEY is the id column's value, else the row number counted from 1 over the
 whole file, as JSON Lines counts lines; a key taken twice gets ``@ROW``
 appended. A row whose text is null is skipped, with one warning for all such
 rows; a text column that is not of a string type skips the file's rows, with
-a warning naming its type.
+a warning naming its type (a binary one is text, read as UTF-8).
 
 The file is read one row group at a time, only the text and id columns. A
 member's place is its row group and its row within it, stored in the docs
@@ -40,7 +41,7 @@ import hashlib
 import io
 from dataclasses import dataclass, field
 
-from simdoc.corpus.files import ReadResult, as_file, handle_stat, open_regular
+from simdoc.corpus.files import NOT_UTF8, UNDECODABLE, ReadResult, as_file, handle_stat, incomplete_tail, open_regular
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.formats import _summarise, cut_utf8, member_id, skipped_lines
 from simdoc.corpus.jsonl_ranges import Piece, _take_keys, first_lines, joined_problems, renumber
@@ -106,7 +107,24 @@ def _is_text_type(typ) -> bool:
 
     if pa.types.is_dictionary(typ):
         typ = typ.value_type
-    return pa.types.is_string(typ) or pa.types.is_large_string(typ) or getattr(pa.types, "is_string_view", lambda t: False)(typ)
+    return (
+        pa.types.is_string(typ) or pa.types.is_large_string(typ) or getattr(pa.types, "is_string_view", lambda t: False)(typ)
+        or pa.types.is_binary(typ) or pa.types.is_large_binary(typ) or getattr(pa.types, "is_binary_view", lambda t: False)(typ)
+    )
+
+
+def _bytes_text(raw: bytes, max_bytes: int | None) -> tuple[str, bool, bool]:
+    """A binary text column's value as its text, read as a file's bytes are (UTF-8, a byte that
+    is not kept as itself; cut at ``max_bytes`` before a character the cut splits): (text, cut,
+    whether it is UTF-8)."""
+    cut = max_bytes is not None and len(raw) > max_bytes
+    if cut:
+        raw = raw[:max_bytes]
+        raw = raw[: len(raw) - incomplete_tail(raw)]
+    try:
+        return raw.decode("utf-8"), cut, True
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", UNDECODABLE), cut, False
 
 
 def _digest(fileobj) -> str:
@@ -315,7 +333,12 @@ def _read_rows(
                 else:
                     key = str(ids[row])
                 piece.keys.append((row_number, key))
-            if max_bytes is not None and len(text) > max_bytes // 4 and len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+            if isinstance(text, bytes):
+                text, cut, utf8 = _bytes_text(text, max_bytes)
+                piece.cut = piece.cut or cut
+                if not utf8:
+                    piece.replaced.append(row_number)  # (of a binary column)
+            elif max_bytes is not None and len(text) > max_bytes // 4 and len(text.encode("utf-8", "surrogatepass")) > max_bytes:
                 text, piece.cut = cut_utf8(text, max_bytes), True
             piece.docs.append((member_id(piece.source, str(row_number)), text, group, row))
     piece.n_lines = row_number
@@ -342,6 +365,11 @@ def joined_read(pieces: list[Groups]) -> tuple[ReadResult, list[dict[int, str] |
         status = "partial"
     if any(p.changed for p in pieces) or len({p.seen for p in pieces}) > 1:
         notes.append("changed while being read; indexed as read (run again to pick up the final version)")
+    bad = [before + row for p, before in zip(pieces, befores) for row in p.replaced[:1]]
+    if bad:
+        n = sum(len(p.replaced) for p in pieces)
+        notes.append(f"invalid UTF-8 in {n} row(s), the first row {bad[0]} ({NOT_UTF8})")
+        status = "replaced"
     notes += pieces[0].warnings
     notes += [_summarise(kind, seen, "row") for kind, seen in problems.items()]
     return ReadResult("", pieces[0].digest, warning="; ".join(notes) or None, status=status), ids
@@ -379,7 +407,9 @@ def texts_at(
             for row in rows:
                 if 0 <= row < len(column):
                     text = column[row].as_py()
-                    if isinstance(text, str) and max_bytes is not None and len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+                    if isinstance(text, bytes):
+                        text = _bytes_text(text, max_bytes)[0]
+                    elif isinstance(text, str) and max_bytes is not None and len(text.encode("utf-8", "surrogatepass")) > max_bytes:
                         text = cut_utf8(text, max_bytes)
                     out[(group, row)] = text if isinstance(text, str) else None
     except OSError:
