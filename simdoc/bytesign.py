@@ -25,7 +25,7 @@ from normalising the whole text:
 
 A character the table does not hold (past U+FFFF) makes the document go the
 reference way too, as does a byte sequence that is not strict UTF-8 (Python
-keeps each such byte as a lone surrogate there, simdoc.corpus.files.UNDECODABLE). The table is built from Python's own ``str.lower``
+keeps each such byte as a lone surrogate there, simdoc.corpus.encodings.UNDECODABLE). The table is built from Python's own ``str.lower``
 and :mod:`unicodedata`, so it follows the interpreter's Unicode version, as
 the reference does; it is built the first time a batch holds a non-ASCII
 byte (an ASCII batch needs the first 128 entries only), and kept beside the

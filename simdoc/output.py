@@ -109,7 +109,7 @@ def unescape_name(text: str) -> str:
 
 # Control characters but the whitespace a text is laid out with (tab, newline, VT, FF, CR), and
 # the separators and bidi characters: a text's U+202E would reorder the lines after it too; and
-# lone surrogates (a byte that is not UTF-8, simdoc.corpus.files.UNDECODABLE), which a terminal
+# lone surrogates (a byte that is not UTF-8, simdoc.corpus.encodings.UNDECODABLE), which a terminal
 # cannot show and a strict UTF-8 stdout cannot write.
 _TEXT_CONTROL = re.compile(f"[\x00-\x08\x0e-\x1f\x7f-\x9f{_SEPARATORS_BIDI}\ud800-\udfff]")
 

@@ -1,4 +1,4 @@
-"""A byte that is not UTF-8 is compared as itself (simdoc.corpus.files.UNDECODABLE), in every format.
+"""A byte that is not UTF-8 is compared as itself (simdoc.corpus.encodings.UNDECODABLE), in every format.
 
 Until reading rules 3 such bytes were compared as U+FFFD. A text in a
 single-byte encoding (windows-1251, KOI8-R, Greek, Hebrew...) lost every letter

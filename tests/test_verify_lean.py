@@ -5,6 +5,7 @@ merged where their rows lie. Each gives what the general way gives."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +18,8 @@ import simdoc.stages.verify as verify
 from simdoc import jit, kernels, kernels_read
 from simdoc.bytesign import sets64_into, sets64_spans, sets64_texts
 from simdoc.corpus.files import read_document, read_plain
-from simdoc.corpus.plain import read_again_into, text_at
+from simdoc.corpus.encodings import unicode_bom
+from simdoc.corpus.plain import WIDE, read_again_into, text_at
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec, shingle_texts
 from simdoc.similarity import pair_sums, span_sums
@@ -28,6 +30,7 @@ from simdoc.store.loaded import open_index
 
 KINDS = {
     "ascii.txt": b"plain words, plain words\nand more",
+    "utf16.txt": "\ufeffcaf\u00e9 au lait".encode("utf-16-le"),  # (as_scanned: WIDE, read the general way)
     "bom.txt": "\ufeffcaf\u00e9 au lait".encode(),
     "bad.txt": b"caf\xe9 not utf-8 \xff",
     "wide.txt": "\u00c9t\u00e9 \U0001f600 \u0130stanbul".encode(),
@@ -35,11 +38,16 @@ KINDS = {
 }
 
 
-def as_scanned(path: str | None, digest: bytes, follow: bool = False) -> str | bytes | None:
+def as_scanned(path: str | None, digest: bytes, follow: bool = False, size: int = -1) -> str | bytes | int | None:
     """The text the shingle stage reads from ``path`` (:func:`read_plain`) if its digest is
-    ``digest`` (the file is the one indexed); else None: what the batch reader must give."""
+    ``digest`` (the file is the one indexed); else None: what the batch reader must give. WIDE
+    for a regular file of ``size`` bytes that starts with a UTF-16 or UTF-32 mark, as indexed
+    or not (the caller reads it the general way)."""
     if path is None:
         return None
+    p = Path(path)
+    if (follow or not p.is_symlink()) and p.is_file() and p.stat().st_size == size and unicode_bom(p.read_bytes()[:4]):
+        return WIDE
     text, got, _, _ = read_plain(path, None, follow)
     return text if text is not None and got == digest else None
 
@@ -48,7 +56,7 @@ def _into(paths, sizes, digests, follow=False) -> list:
     """read_again_into's texts as the scan's reader gives them: ASCII bytes as they are, any
     other decoded (a byte not UTF-8 kept as itself; the byte-order mark is not in the span)."""
     buf, starts, ends = read_again_into(paths, sizes, np.frombuffer(digests, np.uint8).reshape(-1, 16), follow)
-    return [None if s < 0 else text_at(buf, s, e) for s, e in zip(starts.tolist(), ends.tolist())]
+    return [WIDE if s == WIDE else None if s < 0 else text_at(buf, s, e) for s, e in zip(starts.tolist(), ends.tolist())]
 
 
 @pytest.mark.parametrize("name", sorted(KINDS))
@@ -57,6 +65,9 @@ def test_a_plain_file_reads_as_read_document_reads_it(tmp_path, name):
     path.write_bytes(KINDS[name])
     res = read_document(str(path), keep_ascii=True)
     got = _into([str(path)], [len(KINDS[name])], bytes.fromhex(res.digest))[0]
+    if name == "utf16.txt":  # not UTF-8: left to the general way, which reads its text
+        assert got == WIDE and res.text == "caf\u00e9 au lait"
+        return
     assert got == res.text and type(got) is type(res.text)
 
 
@@ -111,11 +122,11 @@ def test_files_read_into_one_buffer_are_the_texts_the_scan_reads(tmp_path):
     paths += [str(tmp_path / "nul.txt"), None]
     sizes += [3, size]
     digests += [bytes.fromhex(read_document(str(tmp_path / "nul.txt")).digest), digest]
-    want = [as_scanned(p, d) for p, d in zip(paths, digests)]
-    assert want.count(None) == 7
+    want = [as_scanned(p, d, False, s) for p, d, s in zip(paths, digests, sizes)]
+    assert want.count(None) == 7 and want.count(WIDE) == 1
     got = _into(paths, sizes, b"".join(digests))
     assert got == want and [type(g) for g in got] == [type(w) for w in want]
-    follow = [as_scanned(p, d, True) for p, d in zip(paths, digests)]
+    follow = [as_scanned(p, d, True, s) for p, d, s in zip(paths, digests, sizes)]
     assert _into(paths, sizes, b"".join(digests), follow=True) == follow and follow.count(None) == 6
 
 
@@ -150,7 +161,7 @@ def test_a_batch_reads_what_the_scan_reads(tmp_path_factory, files, follow):
         paths.append(str(path))
         sizes.append(len(raw))
         digests.append(digest)
-    want = [as_scanned(p, d, follow) for p, d in zip(paths, digests)]
+    want = [as_scanned(p, d, follow, s) for p, d, s in zip(paths, digests, sizes)]
     for compiled in (True, False):  # the batch read in one compiled loop, and each file on its own
         with pytest.MonkeyPatch.context() as m:
             m.setattr(simdoc.corpus.plain, "_compiled", lambda compiled=compiled: compiled and kernels_read.AVAILABLE)
@@ -164,7 +175,7 @@ def test_a_batch_reads_what_the_scan_reads(tmp_path_factory, files, follow):
 def test_texts_shingled_where_they_were_read_are_the_decoded_texts_sets(raws, spec):
     """sets64_spans of texts in a buffer (a byte apart, bytes that are not UTF-8 too) gives
     sets64_into's rows of the texts decoded; what it declines, it declines."""
-    texts = [r if r.isascii() else r.decode("utf-8", errors="replace") for r in raws]
+    texts = [r if r.isascii() else r.decode("utf-8", "surrogateescape") for r in raws]
     starts = np.cumsum([0] + [len(r) + 1 for r in raws[:-1]]).astype(np.int64)
     buf = bytearray(b"\xff".join(raws))
     room = sum(map(len, raws)) + sum(4 * len(t) for t in texts)

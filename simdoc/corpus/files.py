@@ -3,7 +3,9 @@
 A file whose first 8 KiB hold a NUL byte is binary and skipped; a file that
 cannot be read is skipped; both with a warning. Text is decoded as UTF-8 (a
 leading byte-order mark is dropped); a byte that is not valid UTF-8 is kept
-as itself (:data:`UNDECODABLE`), with a warning, and the document is kept. Files are opened non-blocking and
+as itself, with a warning, and the document is kept; a text that starts with
+a UTF-16 or UTF-32 byte-order mark is read in that encoding
+(:mod:`simdoc.corpus.encodings`). Files are opened non-blocking and
 checked again after opening (a FIFO or device put in a file's place is
 never read); ``--max-bytes`` caps how much of one file is read (with a
 warning naming it); a file that changes while being read is indexed as
@@ -20,6 +22,7 @@ import os
 import stat
 from dataclasses import dataclass
 
+from simdoc.corpus.encodings import NOT_UTF8, UNDECODABLE, unicode_bom, wide_text
 from simdoc.corpus.objects import is_url
 
 BINARY_SNIFF = 8192
@@ -239,6 +242,8 @@ def read_document(
     finally:
         close_handle(fd)
     digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
+    if (codec := unicode_bom(raw)) is not None:
+        return _wide(raw, codec, cut, digest, warnings)
     if b"\x00" in raw[:BINARY_SNIFF]:
         return ReadResult(None, digest, warning="binary file (NUL byte), skipped", status="binary")
     if keep_ascii and raw.isascii():
@@ -258,6 +263,15 @@ def read_document(
     return ReadResult(text, digest, warning="; ".join(warnings) or None, status=status)
 
 
+def _wide(raw: bytes, codec: str, cut: bool, digest, warnings: list[str]) -> ReadResult:
+    """:func:`read_document`'s result for a text in UTF-16 or UTF-32 (see :func:`wide_text`)."""
+    text, note = wide_text(raw, codec, cut)
+    if "\x00" in text[:BINARY_SNIFF]:
+        return ReadResult(None, digest, warning="binary file (NUL character), skipped", status="binary")
+    warnings += [note] if note else []
+    return ReadResult(text, digest, warning="; ".join(warnings) or None, status="replaced" if note else status_of(warnings))
+
+
 def incomplete_tail(raw: bytes) -> int:
     """How many bytes at the end of ``raw`` begin a UTF-8 character they do not finish (0 to 3):
     what a cut at a byte count leaves of the character it splits. As Python's incremental decoder
@@ -266,19 +280,6 @@ def incomplete_tail(raw: bytes) -> int:
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     decoder.decode(raw[-3:], final=False)
     return len(decoder.getstate()[0])
-
-
-# A byte that is not valid UTF-8 becomes the lone surrogate U+DC80..U+DCFF that stands for it
-# (Python's surrogateescape), not U+FFFD: text in a single-byte encoding (windows-1251, Latin-1)
-# keeps its letters apart, so two different such texts differ, as their bytes do. (As U+FFFD,
-# every letter was the same character, and different windows-1251 texts scored 1.0.)
-UNDECODABLE = "surrogateescape"
-NOT_UTF8 = "such bytes are compared as they are"  # not "; ": a warning is split there into lines
-
-
-def not_utf8_lines(lines: list[int]) -> str:
-    """The warning of a JSON Lines file whose ``lines`` (numbers, in order) are not all UTF-8."""
-    return f"invalid UTF-8 on {len(lines)} line(s), the first line {lines[0]} ({NOT_UTF8})"
 
 
 PLAIN_OPEN = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -331,7 +332,10 @@ def plain_text(raw: bytes, digest: bytes, warning: str | None = None) -> tuple[s
     """:func:`read_plain`'s result for a file read whole as ``raw`` (BLAKE2b-128 ``digest``):
     binary (a NUL among the first :data:`BINARY_SNIFF` bytes), ASCII bytes as they are, or text
     decoded as UTF-8 (a leading byte-order mark dropped; a byte that is not UTF-8 kept as
-    itself, :data:`UNDECODABLE`, and said)."""
+    itself, :data:`~simdoc.corpus.encodings.UNDECODABLE`, and said)."""
+    if (codec := unicode_bom(raw)) is not None:
+        res = _wide(raw, codec, False, digest, [warning] if warning else [])
+        return res.text, digest, res.warning, res.status
     if raw.find(b"\x00", 0, BINARY_SNIFF) >= 0:
         return None, digest, "binary file (NUL byte), skipped", "binary"
     if raw.isascii():

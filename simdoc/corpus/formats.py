@@ -26,16 +26,15 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 
+from simdoc.corpus.encodings import UNDECODABLE, not_utf8_lines
 from simdoc.corpus.files import (
     BINARY_SNIFF,
-    UNDECODABLE,
     ReadResult,
     Undecompressable,
     as_file,
     compression_of,
     decompressing_reader,
     handle_stat,
-    not_utf8_lines,
     open_regular,
 )
 from simdoc.corpus.streaming import STREAM_BYTES
@@ -405,7 +404,7 @@ def add_line(members, replaced: list[int], lineno: int, line: bytes | None, begi
     """A line the Python path takes (``line`` None: longer than ``bound``, skipped with a note):
     the BOM of a file's first line dropped, then given to ``members``, which says what is wrong
     with it; a line that is not UTF-8 is decoded with each such byte kept as itself
-    (:data:`~simdoc.corpus.files.UNDECODABLE`) and its number noted."""
+    (:data:`~simdoc.corpus.encodings.UNDECODABLE`) and its number noted."""
     if line is None:
         what = f"longer than {_size_text(bound)}, skipped (a JSON Lines document is parsed whole)"
         members.note(what, lineno, what)

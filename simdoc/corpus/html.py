@@ -19,7 +19,8 @@ from __future__ import annotations
 import codecs
 import re
 
-from simdoc.corpus.files import NOT_UTF8, UNDECODABLE, ReadResult, status_of, uncompressed_name
+from simdoc.corpus.encodings import NOT_UTF8, UNDECODABLE
+from simdoc.corpus.files import ReadResult, status_of, uncompressed_name
 
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 # Not `pip install 'simdoc[web]'`: the package index's "simdoc" is another project.
@@ -45,7 +46,7 @@ def html_to_text(html: str, main_content: bool = False) -> str:
     if html.isascii() or not _SURROGATE.search(html):
         return extract_plain_text(html, main_content=main_content)
     # resiliparse takes no lone surrogate, which is how a byte that is not UTF-8 is kept
-    # (files.UNDECODABLE): each goes through as a private-use character of plane 16, and back.
+    # (encodings.UNDECODABLE): each goes through as a private-use character of plane 16, and back.
     return extract_plain_text(html.translate(_AS_PRIVATE), main_content=main_content).translate(_AS_SURROGATE)
 
 

@@ -23,7 +23,8 @@ import numpy as np
 
 from simdoc.kernel_choice import wanted
 from simdoc.corpus import jsonl_ranges
-from simdoc.corpus.files import UNDECODABLE, ReadResult, as_file, open_regular
+from simdoc.corpus.encodings import UNDECODABLE
+from simdoc.corpus.files import ReadResult, as_file, open_regular
 from simdoc.corpus.formats import MEMBER_BYTES, _JsonlMembers
 
 BLOCK_BYTES = 1 << 18  # the most one read of lines near each other covers (about: its last line may end past it)

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simdoc.corpus.files import ReadResult, as_file, compression_of, handle_stat, not_utf8_lines, open_regular
+from simdoc.corpus.encodings import not_utf8_lines
+from simdoc.corpus.files import ReadResult, as_file, compression_of, handle_stat, open_regular
 from simdoc.corpus.formats import (
     MEMBER_BYTES,
     REPEATS,

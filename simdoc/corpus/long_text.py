@@ -26,7 +26,7 @@ from typing import BinaryIO
 import numpy as np
 
 from simdoc.corpus import streaming
-from simdoc.corpus.files import UNDECODABLE
+from simdoc.corpus.encodings import UNDECODABLE, unicode_bom, wide_decoder, wide_end, wide_text
 from simdoc.corpus.objects import is_url, object_stat
 from simdoc.corpus.read import how_read
 from simdoc.corpus.streaming import Part, shingle_pieces, stream_document
@@ -101,6 +101,14 @@ class SpilledText(LongText):
 
     def _pieces(self) -> Iterator[str]:
         self.file.seek(0)
+        wide = unicode_bom(self.file.read(4))
+        self.file.seek(0)
+        if wide is not None:  # UTF-16 or UTF-32, as from a file
+            decoder = wide_decoder(wide)
+            while chunk := self.file.read(streaming.CHUNK_BYTES):
+                yield decoder.decode(chunk)
+            yield wide_end(decoder, wide)[0]
+            return
         decoder = codecs.getincrementaldecoder("utf-8-sig")(UNDECODABLE)  # a leading BOM dropped, as from a file
         while chunk := self.file.read(streaming.CHUNK_BYTES):
             yield decoder.decode(chunk)
@@ -135,7 +143,8 @@ def read_stdin(stream: BinaryIO, name: str = "-") -> str | SpilledText:
     is (:func:`simdoc.corpus.files.read_document`): a leading byte-order mark is no text."""
     head = stream.read(streaming.LARGE_CHARS + 1)
     if len(head) <= streaming.LARGE_CHARS:
-        return head.decode("utf-8-sig", UNDECODABLE)
+        wide = unicode_bom(head)
+        return head.decode("utf-8-sig", UNDECODABLE) if wide is None else wide_text(head, wide, False)[0]
     try:
         spill = tempfile.TemporaryFile(prefix="simdoc-stdin-")
         spill.write(head)

@@ -41,7 +41,8 @@ import hashlib
 import io
 from dataclasses import dataclass, field
 
-from simdoc.corpus.files import NOT_UTF8, UNDECODABLE, ReadResult, as_file, handle_stat, incomplete_tail, open_regular
+from simdoc.corpus.encodings import NOT_UTF8, UNDECODABLE
+from simdoc.corpus.files import ReadResult, as_file, handle_stat, incomplete_tail, open_regular
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.formats import _summarise, cut_utf8, member_id, skipped_lines
 from simdoc.corpus.jsonl_ranges import Piece, _take_keys, first_lines, joined_problems, renumber

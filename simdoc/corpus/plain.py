@@ -30,9 +30,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from simdoc.corpus.files import BINARY_SNIFF, NOFOLLOW, PLAIN_OPEN, UNDECODABLE, read_on
+from simdoc.corpus.encodings import UNDECODABLE, unicode_bom
+from simdoc.corpus.files import BINARY_SNIFF, NOFOLLOW, PLAIN_OPEN, read_on
 
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, dropped from the start of a text as "utf-8-sig" drops it
+WIDE = -2  # read_again_into's start of a file in UTF-16 or UTF-32: the caller reads it the general way
 
 
 def read_again_into(
@@ -47,7 +49,9 @@ def read_again_into(
     the ones it gives. ``starts[i]`` is -1 where the file cannot be read, is no longer a
     regular file, has become a symbolic link (unless ``follow_symlinks``), is binary (a NUL
     byte, as the scan skips it) or its bytes are not those indexed; and for a ``paths[i]``
-    of None. ``digests``: (n, 16) uint8. A FIFO or device put in a file's place is never
+    of None; -2 (:data:`WIDE`) where its bytes start with a UTF-16 or UTF-32 byte-order mark,
+    as indexed or not: its text is not UTF-8, and the caller reads it the general way
+    (:func:`simdoc.corpus.files.read_document`). ``digests``: (n, 16) uint8. A FIFO or device put in a file's place is never
     read: the open does not block (O_NONBLOCK) and the ``fstat`` after it finds it is not
     a regular file.
     """
@@ -90,7 +94,9 @@ def _read_together(paths, sizes: np.ndarray, digests: np.ndarray, named: list[in
     named_a = np.asarray(named, dtype=np.int64)
     read = (state & kernels_read.READ) != 0
     again = named_a[~read].tolist()
-    k = np.flatnonzero(read & ((state & kernels_read.NUL) == 0))
+    wide = read & _wide_marks(into, at)
+    starts[named_a[wide]] = WIDE
+    k = np.flatnonzero(read & ~wide & ((state & kernels_read.NUL) == 0))
     a, b = at[k], at[k + 1]
     view = memoryview(buf)
     blake2b = hashlib.blake2b
@@ -106,6 +112,15 @@ def _read_together(paths, sizes: np.ndarray, digests: np.ndarray, named: list[in
     starts[named_a[k]] = a + 3 * bom
     ends[named_a[k]] = b
     return buf, again
+
+
+def _wide_marks(into: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Which of the files ``into[at[i]:at[i + 1]]`` start with a UTF-16 or UTF-32 byte-order mark
+    (:func:`simdoc.corpus.encodings.unicode_bom`), on the columns (``into`` has a byte past the last)."""
+    a, size = at[:-1], np.diff(at)
+    byte = [into[np.minimum(a + j, len(into) - 1)] for j in range(4)]
+    utf16 = (size >= 2) & (((byte[0] == 0xFF) & (byte[1] == 0xFE)) | ((byte[0] == 0xFE) & (byte[1] == 0xFF)))
+    return utf16 | ((size >= 4) & (byte[0] == 0) & (byte[1] == 0) & (byte[2] == 0xFE) & (byte[3] == 0xFF))
 
 
 def _read_one(path: str, size: int, digest: np.ndarray, flags: int, buf: bytearray, at: int, starts, ends, i: int) -> None:
@@ -131,6 +146,9 @@ def _read_one(path: str, size: int, digest: np.ndarray, flags: int, buf: bytearr
         finally:
             os.close(fd)
         text = view[at : at + size]
+        if unicode_bom(text[:4]) is not None:
+            starts[i] = WIDE
+            return
         if hashlib.blake2b(text, digest_size=16).digest() != digest.tobytes() or buf.find(0, at, at + min(size, BINARY_SNIFF)) >= 0:
             return
         starts[i], ends[i] = (at + 3 if buf.startswith(BOM, at, at + size) else at), at + size

@@ -25,10 +25,12 @@ from simdoc.corpus.read import how_read, name_key
 # keeps its lines before the cut (rules 1 skipped it whole); a WARC body's leading UTF-8
 # byte-order mark is dropped, as a file's is (rules 1 kept it as a character of the text).
 # Rules 3 (2026-11-28): a byte that is not valid UTF-8 (or not valid in a WARC body's charset) is kept
-# as itself, a lone surrogate U+DC80..U+DCFF (simdoc.corpus.files.UNDECODABLE); rules 2 made it U+FFFD,
+# as itself, a lone surrogate U+DC80..U+DCFF (simdoc.corpus.encodings.UNDECODABLE); rules 2 made it U+FFFD,
 # and different texts in a single-byte encoding (windows-1251) scored 1.0; and an HTML page that is not
-# UTF-8 is read in the charset its <meta> names (simdoc.corpus.html). The shingle stage reads
-# again the files an index made before may hold such bytes in (simdoc.stages.shingle.read_not_utf8).
+# UTF-8 is read in the charset its <meta> names (simdoc.corpus.html); a text file with a UTF-16 or
+# UTF-32 byte-order mark is read so (simdoc.corpus.encodings), not skipped as binary. The shingle stage reads
+# again the files an index made before may hold such bytes in (simdoc.stages.shingle.read_not_utf8)
+# and those it skipped as binary.
 READING_RULES = 3
 _CAPITAL_AFTER_DOT = re.compile(r"\.[^/\0]*[A-Z][^/\0]*\0")
 _WARC_END = re.compile(  # the end of a name is_warc accepts, in a "\0"-joined list

@@ -25,7 +25,8 @@ from itertools import chain
 import numpy as np
 
 from simdoc.bytesign import sets64_texts
-from simdoc.corpus.files import BINARY_SNIFF, NOT_UTF8, UNDECODABLE, ReadResult, close_handle, compression_of
+from simdoc.corpus.encodings import NOT_UTF8, UNDECODABLE, unicode_bom, wide_decoder, wide_end
+from simdoc.corpus.files import BINARY_SNIFF, ReadResult, close_handle, compression_of
 from simdoc.corpus.files import decompressing_reader, handle_stat, open_regular, read_from, second_file
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec, fold, shingle_texts
@@ -366,7 +367,7 @@ def stream_document(
     def note(err: UnicodeDecodeError):
         if not replaced:
             replaced.append(at[0] + err.start)
-        return escape(err)  # each byte as itself, as files.UNDECODABLE decodes a file read whole
+        return escape(err)  # each byte as itself, as encodings.UNDECODABLE decodes a file read whole
 
     escape = codecs.lookup_error(UNDECODABLE)
     handler = f"simdoc-count-{id(note)}"
@@ -395,12 +396,14 @@ def stream_document(
             except Exception as exc:  # each decompressor has its own errors for bad data
                 raise _BadArchive(str(exc) or type(exc).__name__) from None
 
-        first = True
+        first, wide = True, None  # wide: UTF-16 or UTF-32, by a byte-order mark (simdoc.corpus.encodings)
         head = b""  # the first bytes, for the BOM
         while True:
             want = CHUNK_BYTES if max_bytes is None else min(CHUNK_BYTES, max_bytes - read)
             chunk = read_some(want) if want > 0 else b""
-            if first and b"\x00" in chunk[:BINARY_SNIFF]:
+            if first and (wide := unicode_bom(chunk)) is not None:
+                decoder = wide_decoder(wide)
+            if first and (b"\x00" in chunk[:BINARY_SNIFF] if wide is None else "\x00" in chunk[: 4 * BINARY_SNIFF].decode(wide, "replace")[:BINARY_SNIFF]):
                 digest.update(chunk)
                 return ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary"), empty
             first = False
@@ -413,7 +416,11 @@ def stream_document(
             head = head or chunk[:3]
             at[0] = read - len(held) - (3 if not bom_unread and head == codecs.BOM_UTF8 else 0)
             read += len(chunk)
-            text = norm.feed(decoder.decode(chunk, final=final and not cut), final)  # a character cut: left out
+            text = decoder.decode(chunk, final=final and not cut and wide is None)  # a character cut: left out
+            if wide is not None and final and not cut:  # the end of a UTF-16 or UTF-32 text, as encodings.wide_text has it
+                tail, note = wide_end(decoder, wide)
+                text, replaced = text + tail, replaced + [note] if note else replaced
+            text = norm.feed(text, final)
             # Shingled PIECE_CHARS at a time: a chunk at once would hold ~40 bytes a character.
             for start in range(0, len(text), PIECE_CHARS):
                 windows.feed(text[start : start + PIECE_CHARS], False)
@@ -433,7 +440,7 @@ def stream_document(
             source.close()
     status = "ok"
     if replaced:
-        warnings.append(f"invalid UTF-8 at byte {replaced[0]} ({NOT_UTF8})")
+        warnings.append(replaced[0] if wide else f"invalid UTF-8 at byte {replaced[0]} ({NOT_UTF8})")
         status = "replaced"
     elif any("max-bytes" in w for w in warnings):
         status = "partial"

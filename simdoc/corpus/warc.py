@@ -21,7 +21,7 @@ reading goes on at the next member that starts a record
 coding is decoded first. A body is decoded with the charset
 its ``Content-Type`` names (if it names none, an HTML page that is not UTF-8,
 with the one its ``<meta>`` names: :mod:`simdoc.corpus.html`); an unknown charset is read as UTF-8, and a byte
-invalid in it is kept as itself (as a file's, :data:`simdoc.corpus.files.UNDECODABLE`),
+invalid in it is kept as itself (as a file's, :data:`simdoc.corpus.encodings.UNDECODABLE`),
 with a warning naming the records. A UTF-8 body's
 leading byte-order mark is dropped, as a file's is.
 
@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simdoc.corpus import formats, warcio
-from simdoc.corpus.files import UNDECODABLE
+from simdoc.corpus.encodings import UNDECODABLE
 from simdoc.corpus.formats import MemberKeys, member_id
 from simdoc.corpus.html import html_to_text, meta_charset
 

@@ -114,10 +114,12 @@ def build_shingles(
         again = None
         rules = settings.stored.get("reading_rules", 1) if settings.same_params else READING_RULES
         if rules < READING_RULES:
-            again = read_not_utf8(scan)
+            skipped = {s["id"]: s.get("reason") or "" for s in settings.stored.get("skipped", []) if "source" not in s}
+            # Rules 3: a file skipped as binary may be UTF-16 or UTF-32 (its NUL bytes), read now.
+            binary = {i for i, why in skipped.items() if why.startswith("binary file")}
+            again = read_not_utf8(scan) | (binary & set(scan.listing.ids) if binary else set())
             if rules < 2:
-                skipped = {s["id"] for s in settings.stored.get("skipped", []) if "source" not in s}
-                again |= read_again_for_rules(scan.listing.ids, scan.listing.column("file_size"), settings.shingle.max_bytes, skipped)
+                again |= read_again_for_rules(scan.listing.ids, scan.listing.column("file_size"), settings.shingle.max_bytes, set(skipped))
             force_read = set(force_read or ()) | again
         if _same_build(settings, scan) and not force_read:
             n = recheck(store, manifest, scan, settings.shingle, settings.signer, engine)
@@ -265,7 +267,8 @@ def _publish(
 def read_not_utf8(scan: Scan) -> set[str]:
     """The files an index made under rules 2 (:data:`READING_RULES`) may have read with a byte that
     is not UTF-8, then U+FFFD, now kept as itself: the files its docs table says so of (status
-    ``replaced``), and every JSON Lines and WARC file, whose members recorded no such status."""
+    ``replaced``; an HTML page among them may name its charset), and every JSON Lines and WARC
+    file, whose members recorded no such status."""
     table = scan.old
     if table is None:
         return set()

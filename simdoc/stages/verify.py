@@ -63,7 +63,7 @@ from simdoc import kernel_choice, similarity
 from simdoc.bytesign import pair_sums_compiled, sets64_spans
 from simdoc.corpus import streaming
 from simdoc.corpus.objects import is_url, still_there
-from simdoc.corpus.plain import read_again_into, text_at
+from simdoc.corpus.plain import WIDE, read_again_into, text_at
 from simdoc.corpus.streaming import Part, sets64_of_texts
 from simdoc.engines.local import LocalEngine, can_fork
 from simdoc.shinglesets import ShingleSets
@@ -326,8 +326,12 @@ class _Work:
         sizes = np.asarray(table.columns["file_size"][plain], np.int64).tolist()
         buf, starts, ends = read_again_into(paths, sizes, np.asarray(table.digest[plain]), reader.follow_symlinks)
         read = starts >= 0
-        for i in np.flatnonzero(~read).tolist():
+        for i in np.flatnonzero(starts == -1).tolist():
             held.missing(docs[i])
+        if (wide := [docs[i] for i in np.flatnonzero(starts == WIDE).tolist()]):  # UTF-16 or UTF-32: the reader's way
+            for d in wide:
+                reader.reads[d] -= 1  # (read_batch counts them)
+            held.add(*reader.read_batch(wide))
         at = np.flatnonzero(read)
         self._shingle(buf, starts[at], ends[at], [docs[i] for i in at.tolist()], lambda i: text_at(buf, starts[at[i]], ends[at[i]]), held)
 

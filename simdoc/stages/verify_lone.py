@@ -11,8 +11,9 @@ in one table (:func:`simdoc.bytesign.pair_sums_spans`): the same integers as
 the sorted rows' merge, so the same Jaccards, with no sort.
 
 A pair the kernel declines (a character its table cannot map, word shingles)
-is left to the sorted way; a file that cannot be read as indexed makes its
-pair not compared, as there.
+is left to the sorted way, as is a pair with a file in UTF-16 or UTF-32 (its
+text not UTF-8: read the general way there); a file that cannot be read as
+indexed makes its pair not compared, as there.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from simdoc.bytesign import pair_sums_spans
-from simdoc.corpus.plain import read_again_into
+from simdoc.corpus.plain import WIDE, read_again_into
 from simdoc.corpus.streaming import PIECE_CHARS
 from simdoc.similarity import jaccards_of_sums
 from simdoc.stages.reread import DocumentReader
@@ -62,12 +63,15 @@ def compare_lone(
         )
         read = (s >= 0).reshape(-1, 2)
         both = read.all(axis=1)
-        unread.extend(docs[s < 0].tolist())
+        unread.extend(docs[s == -1].tolist())
+        wide = (s == WIDE).reshape(-1, 2).any(axis=1) & ~(s == -1).reshape(-1, 2).any(axis=1)  # left to the sorted way
+        for d in docs.reshape(-1, 2)[wide].reshape(-1).tolist():
+            reader.reads[d] -= 1  # (read there, and counted)
         at = np.flatnonzero(both)
         got, handled = pair_sums_spans(buf, np.stack([s[2 * at], s[2 * at + 1]], 1).reshape(-1), np.stack([e[2 * at], e[2 * at + 1]], 1).reshape(-1), reader.spec)
         sums[start + at] = got
         done[start + at[handled]] = True
-        gone = start + np.flatnonzero(~both)
+        gone = start + np.flatnonzero(~both & ~wide)
         ok[gone], done[gone] = False, True
         start = stop
     set_j, bag_j = jaccards_of_sums(sums)
