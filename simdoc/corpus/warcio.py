@@ -134,10 +134,11 @@ class Input:
             looked = max(0, have - len(needle) + 1)
 
     def skip_blank(self) -> None:
-        """Consume the line ends between records."""
+        """Consume the line ends between records, and NUL bytes: a writer's padding (to a block
+        or the end of the file) is no record."""
         while self.fill(1):
             i = self.start
-            while i < len(self.buf) and self.buf[i] in (13, 10):
+            while i < len(self.buf) and self.buf[i] in (13, 10, 0):
                 i += 1
             self.pos += i - self.start
             self.start = i
@@ -387,9 +388,9 @@ class RecordReader:
 
 
 def _followed_by_record(inp: Input) -> bool:
-    """After a block: its blank lines, then the next record's ``WARC/`` or the end of the data."""
+    """After a block: its blank lines (and NUL padding), then the next record's ``WARC/`` or the end of the data."""
     ahead = inp.peek(4 + 5)
-    rest = ahead.lstrip(b"\r\n")
+    rest = ahead.lstrip(b"\r\n\x00")
     return not rest or rest.startswith(b"WARC/") or (len(ahead) < 9 and b"WARC/".startswith(rest))
 
 
