@@ -216,3 +216,39 @@ def test_a_binary_parquet_column_is_text_read_as_a_files_bytes_are(run, tmp_path
     assert cut.exit_code == 0, cut.stderr
     assert [x[:2] for x in records(cut)] == [["a.txt", "b.parquet/#3"], ["b.parquet/#2", "u.txt"]]
     assert all(x[3] == "1.0000" for x in records(cut))  # cut as a file is, read again alike
+
+
+def test_an_id_field_in_another_encoding_names_its_member_by_its_bytes(run, tmp_path):
+    """An --id-field value read with bytes that are not UTF-8 keeps them, as a file name does
+    (printed ``\\xNN``); JSON's ``"\\udcNN"`` is that byte; any other lone surrogate still gives
+    the line number. `show` takes the id as `pairs` prints it."""
+    corpus = tmp_path / "c"
+    one = _russian(1, 300).encode("cp1251")
+    line = b'{"id": "%s", "text": "%s"}\n'
+    _bytes_file(corpus / "d.jsonl", b"".join([
+        line % ("статья".encode("cp1251"), one),
+        line % ("копия".encode("cp1251"), one),
+        line % (b"\\ud800", _russian(2, 300).encode("cp1251")),
+        line % (b"\\udcf1\\udcf2\\udce0\\udcf2\\udcfc\\udcff", _russian(3, 300).encode("cp1251")),  # "статья" again
+    ]))
+    r = run("pairs", corpus, "--index", tmp_path / "idx", "--id-field", "id", "-t", "0.5")
+    assert r.exit_code == 0, r.stderr
+    printed = ["d.jsonl/#\\xea\\xee\\xef\\xe8\\xff", "d.jsonl/#\\xf1\\xf2\\xe0\\xf2\\xfc\\xff"]
+    assert records(r) == [[*printed, "1.0000", "1.0000"]]
+    assert "line 3: its id has a lone surrogate (no character); its id is the line number" in r.stderr
+    assert "this one is '\\udcf1\\udcf2\\udce0\\udcf2\\udcfc\\udcff@4'" in r.stderr
+    s = run("show", corpus, "--index", tmp_path / "idx", "--id-field", "id", *printed, "-f", "json")
+    assert s.exit_code == 0, s.stderr
+    assert json.loads(s.stdout)["set_jaccard"] == 1.0
+
+
+def test_show_takes_a_file_name_as_pairs_prints_it(run, tmp_path):
+    corpus = tmp_path / "c"
+    text = "the quick brown fox jumps over the lazy dog while the farmer sleeps in the barn"
+    write(corpus / "b.txt", text)
+    (corpus / "a\udce9.txt".encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")).write_text(text)
+    r = run("pairs", corpus, "--index", tmp_path / "idx", "-t", "0.5")
+    assert records(r) == [["a\\xe9.txt", "b.txt", "1.0000", "1.0000"]]
+    s = run("show", corpus, "--index", tmp_path / "idx", "a\\xe9.txt", "b.txt", "-f", "json")
+    assert s.exit_code == 0, s.stderr
+    assert json.loads(s.stdout)["set_jaccard"] == 1.0

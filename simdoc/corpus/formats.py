@@ -167,12 +167,14 @@ def _unnameable(key: str) -> str | None:
 
     A NUL ends a name wherever names are passed as C strings; a lone surrogate (JSON's
     ``"\\ud800"``: half of a pair, no character) has no UTF-8 form, so no id, output or
-    index could hold it (it stopped the whole run)."""
+    index could hold it (it stopped the whole run). But U+DC80..U+DCFF are a byte of the line
+    that is not UTF-8 (:data:`~simdoc.corpus.encodings.UNDECODABLE`), which a name holds as a
+    file name's (printed ``\\xNN``); ``"\\udce9"`` in JSON is that byte too."""
     if "\0" in key:
         return "its id has a NUL byte; its id is the line number"
     if not key.isascii():
         try:
-            key.encode("utf-8")
+            key.encode("utf-8", UNDECODABLE)
         except UnicodeEncodeError:
             return "its id has a lone surrogate (no character); its id is the line number"
     return None

@@ -34,6 +34,7 @@ import numpy as np
 
 from simdoc.corpus.read import read_again
 from simdoc.errors import UsageError
+from simdoc.output import unescape_name
 from simdoc.reports.passages import (
     DEFAULT_CONTEXT,
     DEFAULT_MIN_WORDS,
@@ -181,7 +182,9 @@ class PairEvidence:
 
 
 def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None) -> int:
-    """The document number of ``arg``: a document id, or a path to a file of the corpus.
+    """The document number of ``arg``: a document id, as it is or as `simdoc pairs` prints it
+    (:func:`simdoc.output.escape_name`: ``\\xNN`` for a byte that is not UTF-8, ``\\t``...), or a
+    path to a file of the corpus.
 
     Raises
     ------
@@ -191,6 +194,8 @@ def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None) -> int:
     lookup = {d: i for i, d in enumerate(doc_ids)}
     if arg in lookup:
         return lookup[arg]
+    if "\\" in arg and (name := unescape_name(arg)) in lookup:
+        return lookup[name]
     if corpus_root is not None and os.path.exists(arg):
         try:
             rel = Path(os.path.realpath(arg)).relative_to(os.path.realpath(corpus_root))
