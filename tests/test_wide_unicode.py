@@ -49,6 +49,7 @@ def _corpus(root, text: str):
     _bytes_file(root / "u16.txt.gz", gzip.compress(text.encode("utf-16")))  # streamed
     _bytes_file(root / "odd.txt", text.encode("utf-16") + b"A")  # ends inside a character
     _bytes_file(root / "bin.dat", codecs.BOM_UTF16_LE + b"\x00\x00" * 100 + b"abc")  # NUL characters: binary
+    _bytes_file(root / "bin.dat.gz", gzip.compress(codecs.BOM_UTF16_LE + b"\x00\x00" * 100 + b"abc"))  # (streamed)
     return root
 
 
@@ -64,6 +65,7 @@ def test_every_way_of_reading_gives_the_utf8_copy(run, tmp_path, monkeypatch, ke
     assert [x[:2] for x in records(r)] == [[a, b] for i, a in enumerate(names) for b in names[i + 1 :]]
     assert all(x[2:] == ["1.0000", "1.0000"] for x in records(r))
     assert "bin.dat: binary file (NUL character), skipped" in r.stderr
+    assert "bin.dat.gz: binary file (NUL character), skipped" in r.stderr
     assert "odd.txt: UTF-16 text ends inside a character: its last 1 byte(s) are left out" in r.stderr
 
 

@@ -405,7 +405,7 @@ def stream_document(
                 decoder = wide_decoder(wide)
             if first and (b"\x00" in chunk[:BINARY_SNIFF] if wide is None else "\x00" in chunk[: 4 * BINARY_SNIFF].decode(wide, "replace")[:BINARY_SNIFF]):
                 digest.update(chunk)
-                return ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary"), empty
+                return ReadResult(None, digest.hexdigest(), warning=f"binary file (NUL {'byte' if wide is None else 'character'}), skipped", status="binary"), empty
             first = False
             cut = max_bytes is not None and read + len(chunk) >= max_bytes and bool(read_some(1))
             if cut:
