@@ -278,3 +278,27 @@ def test_a_warc_body_s_byte_order_mark_is_dropped_as_a_file_s_is(run, tmp_path):
     docs = open_index(tmp_path / "idx").docs()
     members = [bytes(docs.identities()[i]) for i in range(len(docs)) if docs.sources[i]]
     assert len(members) == 2 and len(set(members)) == 1  # the two records: one text, exact copies
+
+
+def test_an_index_with_nothing_to_read_again_and_nothing_changed_takes_todays_rules(run, tmp_path, monkeypatch, settled):
+    """Up to date under the old rules with nothing they read otherwise: today's rules are recorded
+    at once (the next run does not look again), and no pair is verified again."""
+    corpus = _corpus(tmp_path / "c", False)
+    for name in ("w.warc", "b.jsonl", "c.jsonl"):  # read again under rules 2 (see above)
+        (corpus / name).unlink()
+    write(corpus / "e.txt", PROSE + " and again")
+    idx = tmp_path / "idx"
+    with monkeypatch.context() as m:
+        m.setattr(shingle_stage, "READING_RULES", 2)
+        before = run("pairs", corpus, "--index", idx, "-t", "0.5")
+    assert before.exit_code == 0 and before.stdout, before.stderr
+    r = run("pairs", corpus, "--index", idx, "-t", "0.5", "-v")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == before.stdout
+    assert "shingle: up to date" in r.stderr and "verify: up to date" in r.stderr, r.stderr
+    stages = json.loads((idx / "manifest.json").read_text())["stages"]
+    assert stages["shingle"]["reading_rules"] == stages["verified"]["reading_rules"] == READING_RULES
+    looked = []
+    monkeypatch.setattr(shingle_stage, "read_not_utf8", lambda scan: looked.append(1) or set())
+    assert run("pairs", corpus, "--index", idx, "-t", "0.5").stdout == before.stdout
+    assert looked == []

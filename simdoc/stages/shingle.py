@@ -125,6 +125,8 @@ def build_shingles(
             n = recheck(store, manifest, scan, settings.shingle, settings.signer, engine)
             if n is not None:  # nothing read but its racily clean files (simdoc.stages.recheck), none changed
                 remove_scan_parts(store)
+                if again is not None:  # older rules, and nothing to read again under today's
+                    _rules_now(store, manifest)
                 detail = f"up to date ({n} racily clean files re-read)" if n else "up to date"
                 return StageResult("shingle", False, time.perf_counter() - t0, detail, repeated=recorded_warnings(settings.stored))
         plan = reading_plan(scan, settings.reuse, force_read or set())
@@ -261,6 +263,16 @@ def _publish(
     manifest["simdoc_version"] = __version__
     if before_publish is not None:
         before_publish(LoadedIndex(store, manifest, table, kept=kept))
+    store.write_manifest(manifest)
+
+
+def _rules_now(store: IndexStore, manifest: dict) -> None:
+    """Record today's reading rules in a build that has nothing to read again under them, so that
+    the next run does not look again (it loads the docs table to); its verified pairs stand,
+    every text being the one today's rules read."""
+    for name in ("shingle", "verified"):
+        if (stage := manifest["stages"].get(name)) is not None:
+            stage["reading_rules"] = READING_RULES
     store.write_manifest(manifest)
 
 
