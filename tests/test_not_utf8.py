@@ -252,3 +252,19 @@ def test_show_takes_a_file_name_as_pairs_prints_it(run, tmp_path):
     s = run("show", corpus, "--index", tmp_path / "idx", "a\\xe9.txt", "b.txt", "-f", "json")
     assert s.exit_code == 0, s.stderr
     assert json.loads(s.stdout)["set_jaccard"] == 1.0
+
+
+def test_a_binary_parquet_id_column_names_rows_by_its_bytes(run, tmp_path):
+    """Its values were printed as Python's repr (``b.parquet/#b'abc'``), a NUL in one unseen."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    corpus = tmp_path / "c"
+    text = "the quick brown fox jumps over the lazy dog while the farmer sleeps in the barn"
+    write(corpus / "a.txt", "")
+    (corpus / "a.txt").unlink()
+    ids = pa.array([b"abc", "статья".encode("cp1251"), b"a\x00b"], pa.binary())
+    pq.write_table(pa.table({"text": [text] * 3, "id": ids}), corpus / "b.parquet")
+    r = run("pairs", corpus, "--index", tmp_path / "idx", "--id-field", "id", "-t", "0.5")
+    assert r.exit_code == 0, r.stderr
+    assert sorted({x for p in records(r) for x in p[:2]}) == ["b.parquet/#3", "b.parquet/#\\xf1\\xf2\\xe0\\xf2\\xfc\\xff", "b.parquet/#abc"]
+    assert "row 3: null or NUL-holding 'id', its id is the row number" in r.stderr

@@ -327,13 +327,14 @@ def _read_rows(
                 problems.setdefault("null text, skipped", []).append((row_number, "null text, skipped"))
                 continue
             if ids is not None:
-                key = None
-                if ids[row] is None or "\0" in str(ids[row]):
+                key = ids[row]
+                if isinstance(key, bytes):  # a binary id column: its bytes as a text column's are read
+                    key = key.decode("utf-8", UNDECODABLE)
+                if key is None or "\0" in str(key):
                     what = f"null or NUL-holding {id_field!r}, its id is the row number"
                     problems.setdefault(what, []).append((row_number, what))
-                else:
-                    key = str(ids[row])
-                piece.keys.append((row_number, key))
+                    key = None
+                piece.keys.append((row_number, None if key is None else str(key)))
             if isinstance(text, bytes):
                 text, cut, utf8 = _bytes_text(text, max_bytes)
                 piece.cut = piece.cut or cut
