@@ -236,7 +236,7 @@ def test_an_id_field_in_another_encoding_names_its_member_by_its_bytes(run, tmp_
     printed = ["d.jsonl/#\\xea\\xee\\xef\\xe8\\xff", "d.jsonl/#\\xf1\\xf2\\xe0\\xf2\\xfc\\xff"]
     assert records(r) == [[*printed, "1.0000", "1.0000"]]
     assert "line 3: its id has a lone surrogate (no character); its id is the line number" in r.stderr
-    assert "this one is '\\udcf1\\udcf2\\udce0\\udcf2\\udcfc\\udcff@4'" in r.stderr
+    assert "id '\\xf1\\xf2\\xe0\\xf2\\xfc\\xff' is taken (by line 1); this one is '\\xf1\\xf2\\xe0\\xf2\\xfc\\xff@4'" in r.stderr
     s = run("show", corpus, "--index", tmp_path / "idx", "--id-field", "id", *printed, "-f", "json")
     assert s.exit_code == 0, s.stderr
     assert json.loads(s.stdout)["set_jaccard"] == 1.0

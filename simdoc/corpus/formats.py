@@ -38,9 +38,8 @@ from simdoc.corpus.files import (
     open_regular,
 )
 from simdoc.corpus.streaming import STREAM_BYTES
-from simdoc.corpus.walk import (
-    MEMBER_SEPARATOR,
-)
+from simdoc.corpus.walk import MEMBER_SEPARATOR
+from simdoc.output import escape_name
 
 # How member ids are formed, recorded with the shingle stage's parameters: an index whose
 # members were named another way (version 1: PATH#KEY, which a plain file could repeat)
@@ -71,7 +70,8 @@ class MemberKeys:
             new = f"{key}@{where}"
             while new in self.taken:
                 new += f"@{where}"
-            said = f"id {key!r} is taken (by {what} {self.taken[key]}); this one is {new!r}"
+            # Written as the ids are printed (a byte that is not UTF-8 as \xNN), to be found in the output.
+            said = f"id '{escape_name(key)}' is taken (by {what} {self.taken[key]}); this one is '{escape_name(new)}'"
             key = new
         self.taken[key] = where
         return member_id(self.source, key), said
