@@ -418,8 +418,8 @@ def stream_document(
             read += len(chunk)
             text = decoder.decode(chunk, final=final and not cut and wide is None)  # a character cut: left out
             if wide is not None and final and not cut:  # the end of a UTF-16 or UTF-32 text, as encodings.wide_text has it
-                tail, note = wide_end(decoder, wide)
-                text, replaced = text + tail, replaced + [note] if note else replaced
+                tail, said = wide_end(decoder, wide)  # (said: not `note`, the UTF-8 error handler's name here)
+                text, replaced = text + tail, (replaced + [said]) if said else replaced
             text = norm.feed(text, final)
             # Shingled PIECE_CHARS at a time: a chunk at once would hold ~40 bytes a character.
             for start in range(0, len(text), PIECE_CHARS):
