@@ -52,22 +52,17 @@ def _page(meta: str, text: str) -> str:
     return f"<html><head>{meta}<title>t</title></head><body><p>{text}</p></body></html>"
 
 
-def _bytes_file(path, raw: bytes) -> None:
-    write(path, "")
-    path.write_bytes(raw)
-
-
 def test_a_page_is_read_in_the_charset_its_meta_names(run, tmp_path):
     text = _russian(1)
     corpus = tmp_path / "c"
-    _bytes_file(corpus / "a1251.html", _page('<meta charset="windows-1251">', text).encode("cp1251"))
-    _bytes_file(corpus / "akoi.html", _page("<meta charset='koi8-r'>", text).encode("koi8-r"))
-    _bytes_file(corpus / "autf8.html", _page('<meta charset="utf-8">', text).encode())
+    write(corpus / "a1251.html", _page('<meta charset="windows-1251">', text).encode("cp1251"))
+    write(corpus / "akoi.html", _page("<meta charset='koi8-r'>", text).encode("koi8-r"))
+    write(corpus / "autf8.html", _page('<meta charset="utf-8">', text).encode())
     # Saved again in UTF-8, its old <meta> kept: UTF-8 stands.
-    _bytes_file(corpus / "stale.html", _page('<meta http-equiv="Content-Type" content="text/html; charset=windows-1251">', text).encode())
+    write(corpus / "stale.html", _page('<meta http-equiv="Content-Type" content="text/html; charset=windows-1251">', text).encode())
     page = _page('<meta charset="windows-1251">', text).encode("cp1251")
-    _bytes_file(corpus / "w.warc", warc_record("http://a.example/", page, 1, "text/html") + warc_record("http://b.example/", page, 2, "text/html; charset=utf-8"))
-    _bytes_file(corpus / "other.html", _page('<meta charset="windows-1251">', _russian(2)).encode("cp1251"))
+    write(corpus / "w.warc", warc_record("http://a.example/", page, 1, "text/html") + warc_record("http://b.example/", page, 2, "text/html; charset=utf-8"))
+    write(corpus / "other.html", _page('<meta charset="windows-1251">', _russian(2)).encode("cp1251"))
     r = run("pairs", corpus, "--index", tmp_path / "idx", "-t", "0.5", "-j", "1")
     assert r.exit_code == 0, r.stderr
     same = ["a1251.html", "akoi.html", "autf8.html", "stale.html", "w.warc/#http://a.example/"]
@@ -80,7 +75,7 @@ def test_a_page_is_read_in_the_charset_its_meta_names(run, tmp_path):
 
 def test_a_byte_invalid_in_the_named_charset_is_kept_and_said(run, tmp_path):
     raw = _page('<meta charset="windows-1251">', _russian(3)).encode("cp1251").replace(b"</p>", b"\x98</p>")  # 0x98: no character
-    _bytes_file(tmp_path / "a.html", raw)
+    write(tmp_path / "a.html", raw)
     _, text, clean = declared(raw.decode("utf-8", "surrogateescape"))
     assert not clean and "\udc98" in text and "Заголовок" in text
     r = run("show", tmp_path / "a.html", tmp_path / "a.html", "-f", "json")
@@ -91,8 +86,8 @@ def test_a_byte_invalid_in_the_named_charset_is_kept_and_said(run, tmp_path):
 
 def test_show_reads_a_page_as_the_index_does(run, tmp_path):
     text = _russian(4)
-    _bytes_file(tmp_path / "a.html", _page('<meta charset="windows-1251">', text).encode("cp1251"))
-    _bytes_file(tmp_path / "b.txt", text.encode())
+    write(tmp_path / "a.html", _page('<meta charset="windows-1251">', text).encode("cp1251"))
+    write(tmp_path / "b.txt", text.encode())
     r = run("show", tmp_path / "a.html", tmp_path / "b.txt", "-f", "json")
     assert r.exit_code == 0 and r.stderr == "", r.stderr
     assert json.loads(r.stdout)["set_jaccard"] == 1.0

@@ -47,15 +47,10 @@ def _edited(text: str, seed: int, n: int) -> str:
     return " ".join(words)
 
 
-def _bytes_file(path, raw: bytes) -> None:
-    write(path, "")
-    path.write_bytes(raw)
-
-
 def test_different_texts_in_another_encoding_are_not_pairs(run, tmp_path):
     corpus = tmp_path / "c"
     for i in range(3):
-        _bytes_file(corpus / f"t{i}.txt", _russian(i).encode("cp1251"))
+        write(corpus / f"t{i}.txt", _russian(i).encode("cp1251"))
     r = run("pairs", corpus, "--index", tmp_path / "idx", "-t", "0.5")
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""  # (as U+FFFD the three scored 1.0000)
@@ -70,8 +65,8 @@ def test_two_texts_in_windows_1251_score_what_their_utf8_versions_score(run, tmp
     b = _edited(a, 2, 30)
     got = {}
     for encoding in ("cp1251", "utf-8"):
-        _bytes_file(tmp_path / encoding / "a.txt", a.encode(encoding))
-        _bytes_file(tmp_path / encoding / "b.txt", b.encode(encoding))
+        write(tmp_path / encoding / "a.txt", a.encode(encoding))
+        write(tmp_path / encoding / "b.txt", b.encode(encoding))
         r = run("show", tmp_path / encoding / "a.txt", tmp_path / encoding / "b.txt", "--unit", unit, "--k", k, "-f", "json")
         assert r.exit_code == 0, r.stderr
         got[encoding] = json.loads(r.stdout)
@@ -109,12 +104,12 @@ def test_every_format_reads_such_bytes_alike(run, tmp_path):
     charset and an HTML page: the same windows-1251 text, the same document; a different one, not."""
     text, other = _russian(5, 600).encode("cp1251"), _russian(6, 600).encode("cp1251")
     corpus = tmp_path / "c"
-    _bytes_file(corpus / "a.txt", text)
-    _bytes_file(corpus / "b.txt.gz", gzip.compress(text))
-    _bytes_file(corpus / "d.jsonl", b'{"text": "' + text + b'"}\n{"text": "' + other + b'"}\n')
-    _bytes_file(corpus / "w.warc", warc_record("http://a.example/", text, 1, "text/plain") + warc_record("http://b.example/", other, 2, "text/plain"))
-    _bytes_file(corpus / "p.html", b"<html><body><p>" + text + b"</p></body></html>")
-    _bytes_file(corpus / "o.txt", other)
+    write(corpus / "a.txt", text)
+    write(corpus / "b.txt.gz", gzip.compress(text))
+    write(corpus / "d.jsonl", b'{"text": "' + text + b'"}\n{"text": "' + other + b'"}\n')
+    write(corpus / "w.warc", warc_record("http://a.example/", text, 1, "text/plain") + warc_record("http://b.example/", other, 2, "text/plain"))
+    write(corpus / "p.html", b"<html><body><p>" + text + b"</p></body></html>")
+    write(corpus / "o.txt", other)
     r = run("pairs", corpus, "--index", tmp_path / "idx", "-t", "0.5", "-j", "1")
     assert r.exit_code == 0, r.stderr
     same = {"a.txt", "b.txt.gz", "d.jsonl/#1", "w.warc/#http://a.example/", "p.html"}
@@ -129,10 +124,10 @@ def test_every_format_reads_such_bytes_alike(run, tmp_path):
 def test_dedup_lists_a_copy_in_another_encoding_and_keeps_the_near_one(run, tmp_path):
     corpus = tmp_path / "c"
     text = _russian(3)
-    _bytes_file(corpus / "a.txt", text.encode("cp1251"))
-    _bytes_file(corpus / "b.txt", text.encode("cp1251"))
-    _bytes_file(corpus / "u.txt", text.encode())  # its UTF-8 version: other bytes, not a copy as compared
-    _bytes_file(corpus / "x.txt", _russian(4).encode("cp1251"))
+    write(corpus / "a.txt", text.encode("cp1251"))
+    write(corpus / "b.txt", text.encode("cp1251"))
+    write(corpus / "u.txt", text.encode())  # its UTF-8 version: other bytes, not a copy as compared
+    write(corpus / "x.txt", _russian(4).encode("cp1251"))
     r = run("dedup", corpus, "--index", tmp_path / "idx", "-t", "0.9", "-q")
     assert r.exit_code == 0, r.stderr
     assert r.stdout == "b.txt\n" and r.stderr == ""
@@ -142,8 +137,8 @@ def test_show_prints_such_bytes_escaped(run, tmp_path):
     """As a name's: ``\\xNN`` in text (a strict UTF-8 stdout cannot write them, a terminal cannot
     show them), ``"\\udcNN"`` in JSON, which json.loads and surrogateescape give back."""
     a, b = _russian(7, 300), _edited(_russian(7, 300), 1, 10)
-    _bytes_file(tmp_path / "a.txt", a.encode("cp1251"))
-    _bytes_file(tmp_path / "b.txt", b.encode("cp1251"))
+    write(tmp_path / "a.txt", a.encode("cp1251"))
+    write(tmp_path / "b.txt", b.encode("cp1251"))
     r = run("show", tmp_path / "a.txt", tmp_path / "b.txt", "--full")
     assert r.exit_code == 0, r.stderr
     first = "".join(f"\\x{c:02x}" for c in a.split()[0].encode("cp1251"))
@@ -160,13 +155,13 @@ _DECODERS = (files, plain, streaming, long_text, jsonl_at, formats, warc)
 def test_an_index_made_when_such_bytes_were_u_fffd_is_read_again(run, tmp_path, monkeypatch, settled):
     corpus = tmp_path / "c"
     for i in range(3):
-        _bytes_file(corpus / f"t{i}.txt", _russian(i, 300).encode("cp1251"))
+        write(corpus / f"t{i}.txt", _russian(i, 300).encode("cp1251"))
     lines = b"".join(b'{"text": "' + _russian(i, 300).encode("cp1251") + b'"}\n' for i in (3, 4))
-    _bytes_file(corpus / "d.jsonl", lines)
-    _bytes_file(corpus / "w.warc", b"".join(warc_record(f"http://x.example/{i}", _russian(i, 300).encode("cp1251"), i, "text/plain") for i in (5, 6)))
+    write(corpus / "d.jsonl", lines)
+    write(corpus / "w.warc", b"".join(warc_record(f"http://x.example/{i}", _russian(i, 300).encode("cp1251"), i, "text/plain") for i in (5, 6)))
     write(corpus / "plain.txt", "an ordinary text in UTF-8 " * 20)
     page = f'<html><head><meta charset="windows-1251"></head><body><p>{_russian(9, 300)}</p></body></html>'
-    _bytes_file(corpus / "p.html", page.encode("cp1251"))  # read in its <meta>'s charset now (simdoc.corpus.html)
+    write(corpus / "p.html", page.encode("cp1251"))  # read in its <meta>'s charset now (simdoc.corpus.html)
     write(corpus / "u.txt", _russian(9, 300))
     idx = tmp_path / "idx"
     with monkeypatch.context() as m:
@@ -201,9 +196,9 @@ def test_a_binary_parquet_column_is_text_read_as_a_files_bytes_are(run, tmp_path
     corpus = tmp_path / "c"
     one, two = _russian(1, 300), _russian(2, 300)
     values = [one.encode(), two.encode(), one.encode("cp1251"), None, two.encode("cp1251"), b"plain ascii words " * 30]
-    write(corpus / "a.txt", "")
+    corpus.mkdir()
     pq.write_table(pa.table({"text": pa.array(values, pa.binary())}), corpus / "b.parquet", row_group_size=2)
-    _bytes_file(corpus / "a.txt", one.encode("cp1251"))
+    write(corpus / "a.txt", one.encode("cp1251"))
     write(corpus / "u.txt", two)
     r = run("pairs", corpus, "--index", tmp_path / "idx", "-t", "0.5", "-j", "1")
     assert r.exit_code == 0, r.stderr
@@ -225,7 +220,7 @@ def test_an_id_field_in_another_encoding_names_its_member_by_its_bytes(run, tmp_
     corpus = tmp_path / "c"
     one = _russian(1, 300).encode("cp1251")
     line = b'{"id": "%s", "text": "%s"}\n'
-    _bytes_file(corpus / "d.jsonl", b"".join([
+    write(corpus / "d.jsonl", b"".join([
         line % ("статья".encode("cp1251"), one),
         line % ("копия".encode("cp1251"), one),
         line % (b"\\ud800", _russian(2, 300).encode("cp1251")),
@@ -260,8 +255,7 @@ def test_a_binary_parquet_id_column_names_rows_by_its_bytes(run, tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     corpus = tmp_path / "c"
     text = "the quick brown fox jumps over the lazy dog while the farmer sleeps in the barn"
-    write(corpus / "a.txt", "")
-    (corpus / "a.txt").unlink()
+    corpus.mkdir()
     ids = pa.array([b"abc", "статья".encode("cp1251"), b"a\x00b"], pa.binary())
     pq.write_table(pa.table({"text": [text] * 3, "id": ids}), corpus / "b.parquet")
     r = run("pairs", corpus, "--index", tmp_path / "idx", "--id-field", "id", "-t", "0.5")

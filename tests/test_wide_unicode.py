@@ -36,20 +36,15 @@ def _text(seed: int, words: int = 800) -> str:
     return " ".join("".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8))) for _ in range(words)) + " 😀 end"
 
 
-def _bytes_file(path, raw: bytes) -> None:
-    write(path, "")
-    path.write_bytes(raw)
-
-
 def _corpus(root, text: str):
-    _bytes_file(root / "u8.txt", text.encode())
-    _bytes_file(root / "u16le.txt", codecs.BOM_UTF16_LE + text.encode("utf-16-le"))
-    _bytes_file(root / "u16be.txt", codecs.BOM_UTF16_BE + text.encode("utf-16-be"))
-    _bytes_file(root / "u32.txt", text.encode("utf-32"))
-    _bytes_file(root / "u16.txt.gz", gzip.compress(text.encode("utf-16")))  # streamed
-    _bytes_file(root / "odd.txt", text.encode("utf-16") + b"A")  # ends inside a character
-    _bytes_file(root / "bin.dat", codecs.BOM_UTF16_LE + b"\x00\x00" * 100 + b"abc")  # NUL characters: binary
-    _bytes_file(root / "bin.dat.gz", gzip.compress(codecs.BOM_UTF16_LE + b"\x00\x00" * 100 + b"abc"))  # (streamed)
+    write(root / "u8.txt", text.encode())
+    write(root / "u16le.txt", codecs.BOM_UTF16_LE + text.encode("utf-16-le"))
+    write(root / "u16be.txt", codecs.BOM_UTF16_BE + text.encode("utf-16-be"))
+    write(root / "u32.txt", text.encode("utf-32"))
+    write(root / "u16.txt.gz", gzip.compress(text.encode("utf-16")))  # streamed
+    write(root / "odd.txt", text.encode("utf-16") + b"A")  # ends inside a character
+    write(root / "bin.dat", codecs.BOM_UTF16_LE + b"\x00\x00" * 100 + b"abc")  # NUL characters: binary
+    write(root / "bin.dat.gz", gzip.compress(codecs.BOM_UTF16_LE + b"\x00\x00" * 100 + b"abc"))  # (streamed)
     return root
 
 
@@ -76,10 +71,10 @@ def test_a_lone_pair_is_verified(run, tmp_path, monkeypatch, kernels):
     if kernels:
         monkeypatch.setattr(kernel_choice, "SMALL_BYTES", 0)
     text = _text(2)
-    _bytes_file(tmp_path / "c" / "a.txt", text.encode())
-    _bytes_file(tmp_path / "c" / "b.txt", text.encode("utf-16"))
-    _bytes_file(tmp_path / "c" / "x.txt", _text(3).encode())
-    _bytes_file(tmp_path / "c" / "y.txt", _text(3).encode())
+    write(tmp_path / "c" / "a.txt", text.encode())
+    write(tmp_path / "c" / "b.txt", text.encode("utf-16"))
+    write(tmp_path / "c" / "x.txt", _text(3).encode())
+    write(tmp_path / "c" / "y.txt", _text(3).encode())
     r = run("pairs", tmp_path / "c", "--index", tmp_path / "idx", "-t", "0.5")
     assert r.exit_code == 0, r.stderr
     assert records(r) == [["a.txt", "b.txt", "1.0000", "1.0000"], ["x.txt", "y.txt", "1.0000", "1.0000"]]
@@ -110,8 +105,8 @@ def test_a_cut_keeps_whole_characters_read_whole_or_streamed(tmp_path_factory, t
 
 def test_show_reads_such_a_file(run, tmp_path):
     text = _text(4)
-    _bytes_file(tmp_path / "a.txt", text.encode("utf-16"))
-    _bytes_file(tmp_path / "b.txt", text.encode())
+    write(tmp_path / "a.txt", text.encode("utf-16"))
+    write(tmp_path / "b.txt", text.encode())
     r = run("show", tmp_path / "a.txt", tmp_path / "b.txt", "-f", "json")
     assert r.exit_code == 0 and r.stderr == "", r.stderr
     assert json.loads(r.stdout)["set_jaccard"] == 1.0
@@ -143,7 +138,7 @@ def test_a_query_on_stdin_is_read_as_a_file_is(run, tmp_path, monkeypatch, spill
         monkeypatch.setattr(streaming, "LARGE_CHARS", 100)
         monkeypatch.setattr(streaming, "CHUNK_BYTES", 1001)  # (odd: a chunk ends inside a character)
     text = _text(6)
-    _bytes_file(tmp_path / "c" / "a.txt", text.encode())
+    write(tmp_path / "c" / "a.txt", text.encode())
     assert run("pairs", tmp_path / "c", "--index", tmp_path / "idx").exit_code == 0
     r = run("query", "-", "--index", tmp_path / "idx", input=text.encode("utf-16"))
     assert r.exit_code == 0, r.stderr

@@ -396,7 +396,7 @@ def stream_document(
             except Exception as exc:  # each decompressor has its own errors for bad data
                 raise _BadArchive(str(exc) or type(exc).__name__) from None
 
-        first, wide = True, None  # wide: UTF-16 or UTF-32, by a byte-order mark (simdoc.corpus.encodings)
+        first, wide, said = True, None, None  # wide: UTF-16 or UTF-32, by a byte-order mark (simdoc.corpus.encodings)
         head = b""  # the first bytes, for the BOM
         while True:
             want = CHUNK_BYTES if max_bytes is None else min(CHUNK_BYTES, max_bytes - read)
@@ -419,7 +419,7 @@ def stream_document(
             text = decoder.decode(chunk, final=final and not cut and wide is None)  # a character cut: left out
             if wide is not None and final and not cut:  # the end of a UTF-16 or UTF-32 text, as encodings.wide_text has it
                 tail, said = wide_end(decoder, wide)  # (said: not `note`, the UTF-8 error handler's name here)
-                text, replaced = text + tail, (replaced + [said]) if said else replaced
+                text += tail
             text = norm.feed(text, final)
             # Shingled PIECE_CHARS at a time: a chunk at once would hold ~40 bytes a character.
             for start in range(0, len(text), PIECE_CHARS):
@@ -439,8 +439,8 @@ def stream_document(
         if source is not None:
             source.close()
     status = "ok"
-    if replaced:
-        warnings.append(replaced[0] if wide else f"invalid UTF-8 at byte {replaced[0]} ({NOT_UTF8})")
+    if replaced or said:
+        warnings.append(said or f"invalid UTF-8 at byte {replaced[0]} ({NOT_UTF8})")
         status = "replaced"
     elif any("max-bytes" in w for w in warnings):
         status = "partial"

@@ -356,7 +356,8 @@ def _decode(body: bytes, ctype: str, what: str, notes: _Notes, cut: bool = False
     """The body as text, in the charset its Content-Type names (see the module docstring).
     ``cut``: the body was cut at a byte count, and a character the cut splits is left out (as
     it is of a JSON Lines member's text), not decoded as U+FFFD with a warning."""
-    charset = _charset(ctype) or "utf-8"
+    named = _charset(ctype)
+    charset = named or "utf-8"
     try:
         name = codecs.lookup(charset).name
     except LookupError:
@@ -380,9 +381,9 @@ def _decode(body: bytes, ctype: str, what: str, notes: _Notes, cut: bool = False
     except Exception:  # a codec that fails on its own (not a text codec)
         notes.add(f"charset {charset!r} cannot decode text, read as UTF-8", what)
         return decoded("utf-8-sig", UNDECODABLE)
-    named = meta_charset(body) if _charset(ctype) is None and "html" in ctype.lower() else None
-    if named is not None:  # a page not UTF-8 that names its charset in a <meta> (simdoc.corpus.html)
-        charset = named
+    meta = meta_charset(body) if named is None and "html" in ctype.lower() else None
+    if meta is not None:  # a page not UTF-8 that names its charset in a <meta> (simdoc.corpus.html)
+        charset = meta
         try:
             return decoded(charset)
         except UnicodeDecodeError:
