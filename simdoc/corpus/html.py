@@ -43,10 +43,13 @@ def html_to_text(html: str, main_content: bool = False) -> str:
     """
     from resiliparse.extract.html2text import extract_plain_text
 
-    if html.isascii() or not _SURROGATE.search(html):
+    try:  # (no scan for surrogates first: a few ms a MB, on every page)
         return extract_plain_text(html, main_content=main_content)
-    # resiliparse takes no lone surrogate, which is how a byte that is not UTF-8 is kept
-    # (encodings.UNDECODABLE): each goes through as a private-use character of plane 16, and back.
+    except TypeError:  # resiliparse takes no lone surrogate ("neither string nor HTMLTree")
+        if not _SURROGATE.search(html):
+            raise
+    # A lone surrogate is how a byte that is not UTF-8 is kept (encodings.UNDECODABLE): each goes
+    # through as a private-use character of plane 16, and back.
     return extract_plain_text(html.translate(_AS_PRIVATE), main_content=main_content).translate(_AS_SURROGATE)
 
 
@@ -105,8 +108,9 @@ def declared(text: str) -> tuple[str, str, bool] | None:
 
 def in_declared_charset(res: ReadResult) -> None:
     """A page as :func:`simdoc.corpus.files.read_document` read it (``res``), read again in the
-    charset its ``<meta>`` names where :func:`declared` says so: its text, warning and status."""
-    got = declared(res.text) if isinstance(res.text, str) else None
+    charset its ``<meta>`` names where :func:`declared` says so: its text, warning and status.
+    Only a page read with bytes that are not UTF-8 (status ``replaced``) is looked at."""
+    got = declared(res.text) if res.status == "replaced" and isinstance(res.text, str) else None
     if got is None:
         return
     charset, res.text, clean = got
