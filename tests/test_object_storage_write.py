@@ -30,6 +30,7 @@ def test_dedup_write_to_a_bucket_puts_the_files_a_local_dir_gets(run, s3, tmp_pa
     corpus = mixed_corpus(tmp_path / "corpus")
     lines = [{"id": f"z{i}", "text": numbered_page(i % 3, change=i // 3)} for i in range(6)]
     write(corpus / "data" / "more.jsonl.gz", gzip.compress("".join(json.dumps(x) + "\n" for x in lines).encode()))
+    write(corpus / "img.png", b"\x89PNG\r\n\x1a\n\0\0binary")  # skipped by the index, copied as it is
     opts = ("--threshold", "0.5", "--id-field", "id", "-j", "1", "--storage-option", endpoint)
     here = run("dedup", corpus, "--index", tmp_path / "local.idx", "--write", tmp_path / "out", *opts)
     assert here.exit_code == 0, here.stderr
@@ -42,6 +43,7 @@ def test_dedup_write_to_a_bucket_puts_the_files_a_local_dir_gets(run, s3, tmp_pa
     assert there.stdout == here.stdout and here.stdout
     written = tree(tmp_path / "out")
     assert "data/pages.jsonl" in written and "data/more.jsonl.gz" in written
+    assert written["img.png"] == (corpus / "img.png").read_bytes()
     assert written["data/pages.jsonl"] != (corpus / "data" / "pages.jsonl").read_bytes()  # lines dropped
     assert len(written) < len(tree(corpus))  # plain files dropped
     assert objects_under(fs, bucket, "out") == written

@@ -52,7 +52,7 @@ from simdoc.cli.options import (
     with_options,
 )
 from simdoc.errors import UsageError
-from simdoc.output import json_line, tsv_field, tsv_header
+from simdoc.output import escape_name, json_line, tsv_field, tsv_header
 from simdoc.params import Params
 from simdoc.reports.clusters import KEEP_POLICIES, DedupDecision
 from simdoc.reports.library import Clusters, Dedup, clusters_of, dedup_of
@@ -318,8 +318,18 @@ def dedup(
         # Files named one by one (`simdoc dedup data.jsonl --write out`) may be written beside them.
         folder = not corpus or any(not Path(str(c)).is_file() for c in corpus) or files_from is not None or files0_from is not None
         written = write_deduplicated(plan, write_dir, link, folder)
+        copied = f"; {count(written.copied, 'file')} the index skipped copied as {'it is' if written.copied == 1 else 'they are'}"
         log.info(
             f"simdoc: wrote {count(written.documents, 'document')} in {count(written.files, 'file')} to {write_dir} "
-            f"({count(written.dropped, 'document')} left out)"
+            f"({count(written.dropped, 'document')} left out){copied if written.copied else ''}"
         )
+        if written.not_written:
+            # Never silent, not even with -q: DIR lacks files the corpus has.
+            warn_capped([f"{escape_name(x)}: not written to {write_dir}: {why}" for x, why in written.not_written], verbose, "of files not written")
+            n = len(written.not_written)
+            click.echo(
+                f"simdoc: {count(n, 'path')} of the corpus {'is' if n == 1 else 'are'} not in {write_dir}: "
+                f"{'run without -q to read which, and why' if quiet else 'the warnings above say why'}",
+                err=True,
+            )
     note_skipped(res.n_skipped, index, quiet, res.n_damaged)

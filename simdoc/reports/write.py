@@ -10,7 +10,13 @@ below DIR, without the documents ``dedup`` drops, and nothing else changes:
 * a WARC file keeps every record but those of dropped documents, byte for
   byte; gzip members, one per record, are copied as they are; any other
   compression is decompressed, cut and compressed again the same way;
-* a Parquet file keeps its schema, its row groups and all rows but the dropped ones.
+* a Parquet file keeps its schema, its row groups and all rows but the dropped ones;
+* a file the index skipped (binary, no documents in it) is copied byte for byte, if its size
+  and modification time are still those it had then; one that cannot be copied as a regular
+  file (a symbolic link not followed, a FIFO, a folder that could not be listed, one it cannot
+  read) is named in :attr:`Written.not_written`, with why: nothing of the corpus is left out unsaid.
+  What the walk passes over by design (hidden files, other simdoc indexes' folders, names
+  outside ``--include``/``--exclude``) is no file of the corpus, and is not written.
 
 Nothing is written unless every file read is still the one indexed: each
 file's digest (of the bytes the index digested: see the docs table's
@@ -28,13 +34,15 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from simdoc.corpus.files import compression_of, decompressing_reader, file_digest, open_binary
+from simdoc.corpus.files import ReadResult, as_file, compression_of, decompressing_reader, file_digest, open_binary, open_regular
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.parquet import damaged_data
 from simdoc.corpus.rawstream import HashedReader, members_end
@@ -49,11 +57,14 @@ _CHUNK = 1 << 20
 
 @dataclass
 class Written:
-    """What :func:`write_corpus` wrote: files and documents kept, documents left out."""
+    """What :func:`write_corpus` wrote: files and documents kept, documents left out, the files the
+    index skipped copied as they are (``copied``) and those not written, with why (``not_written``)."""
 
     files: int = 0
     documents: int = 0
     dropped: int = 0
+    copied: int = 0
+    not_written: list[tuple[str, str]] = field(default_factory=list)
 
 
 def check_destination(dest: Path | str, root: str, folder: bool = True, link: bool = False) -> None:
@@ -82,16 +93,23 @@ def write_deduplicated(plan, dest: Path | str, link: bool = False, folder: bool 
 
     index = plan.clusters.index
     with IndexStore(index).reading():
-        reader = reader_of(open_index(index))
+        loaded = open_index(index)
+        reader = reader_of(loaded)
     if list(reader.table.ids) != list(plan.clusters.pairs.doc_ids):
         raise IndexError_(f"the index at {index} changed while dedup ran", hint="run dedup again")
+    # The files it skipped, not the members of a file it left out (those have a "source").
+    skipped = [s for s in loaded.manifest["stages"]["shingle"].get("skipped", []) if "source" not in s]
     # The copies dedup does not list for `rm` (plan.unlisted) are duplicates all the same.
-    return write_corpus(reader, {x for d in plan.decisions for x in d.drop} | set(plan.unlisted), dest, link, folder)
+    drop = {x for d in plan.decisions for x in d.drop} | set(plan.unlisted)
+    return write_corpus(reader, drop, dest, link, folder, skipped)
 
 
-def write_corpus(reader: DocumentReader, drop: set[str], dest: Path | str, link: bool = False, folder: bool = True) -> Written:
+def write_corpus(
+    reader: DocumentReader, drop: set[str], dest: Path | str, link: bool = False, folder: bool = True, skipped: Sequence[dict] = ()
+) -> Written:
     """Write the indexed corpus without the documents ``drop`` to ``dest`` (see the module docstring);
-    ``folder``: the corpus is a folder, not files named one by one (see :func:`check_destination`).
+    ``folder``: the corpus is a folder, not files named one by one (see :func:`check_destination`);
+    ``skipped``: the files the index skipped, as its manifest lists them (id, reason, size, mtime_ns).
 
     Raises
     ------
@@ -137,13 +155,17 @@ def write_corpus(reader: DocumentReader, drop: set[str], dest: Path | str, link:
                     raise
                 got = None  # an object gone or unreadable (open_binary says OSError): not the one indexed
             if got != indexed:
-                raise CorpusError(
-                    f"{name}: changed or gone since it was indexed; nothing written",
-                    hint="run `simdoc dedup CORPUS --write DIR` again to index the corpus again first",
-                )
+                raise _changed(name)
             where.done(name)
             out.files += 1
             out.documents += len(docs) - len(gone)
+        for entry in skipped:
+            why = _copy_skipped(entry, reader, where, link)
+            if why is None:
+                where.done(entry["id"])
+                out.copied += 1
+            else:
+                out.not_written.append((entry["id"], why))
         where.commit()
     except OSError as exc:
         where.abort()
@@ -152,6 +174,61 @@ def write_corpus(reader: DocumentReader, drop: set[str], dest: Path | str, link:
         where.abort()
         raise
     return out
+
+
+def _changed(name: str) -> CorpusError:
+    return CorpusError(
+        f"{name}: changed or gone since it was indexed; nothing written",
+        hint="run `simdoc dedup CORPUS --write DIR` again to index the corpus again first",
+    )
+
+
+def _copy_skipped(entry: dict, reader: DocumentReader, where, link: bool) -> str | None:
+    """Copy a file the index skipped byte for byte to its place under ``where``; None when it is
+    written (not yet published), else why it cannot be. A file whose size or modification time
+    changed since may hold documents now: that stops the writing, as a changed document does."""
+    name, size, mtime_ns = entry["id"], entry.get("size", -1), entry.get("mtime_ns", -1)
+    if name == "." or size < 0:  # the corpus folder itself, a folder not listed, a path not seen
+        return entry.get("reason") or "not seen when it was indexed"
+    src = reader.openable([name])[0]  # its folders checked; the file itself is looked at below
+    if src is None:
+        return "a symbolic link on its way now leads out of the corpus"
+    if not is_url(src):
+        try:
+            st = os.stat(src, follow_symlinks=reader.follow_symlinks)
+        except FileNotFoundError:
+            if os.path.lexists(src):
+                return "a broken symbolic link"
+            raise _changed(name) from None
+        except OSError as exc:
+            return f"cannot be seen: {exc.strerror or exc}"
+        if stat.S_ISLNK(st.st_mode):
+            return "a symbolic link, not followed (--follow-symlinks follows links)"
+        if stat.S_ISDIR(st.st_mode):
+            return entry.get("reason") or "a folder"
+        if not stat.S_ISREG(st.st_mode):
+            return "not a regular file (device, FIFO or socket)"
+    got = open_regular(src, reader.follow_symlinks)
+    if isinstance(got, ReadResult):
+        if is_url(src):
+            raise _changed(name)  # an object gone or unreadable: not the one indexed
+        return got.warning or "cannot be read"
+    handle, st = got
+    with as_file(handle) as fin:
+        if (st.st_size, st.st_mtime_ns) != (size, mtime_ns):
+            raise _changed(name)
+        target = where.target(name)
+        if link and not is_url(src):
+            os.link(src, target, follow_symlinks=reader.follow_symlinks)
+            copied, after = size, os.stat(target)
+        else:
+            with open(target, "xb") as fout:
+                shutil.copyfileobj(fin, fout, _CHUNK)
+                copied = fout.tell()
+            after = st if is_url(src) else os.fstat(fin.fileno())
+    if copied != size or (after.st_size, after.st_mtime_ns) != (size, mtime_ns):
+        raise _changed(name)  # it changed while it was copied
+    return None
 
 
 def _write_one(src: str, target: str, how: str, gone: list[tuple[int, int]], reader: DocumentReader, link: bool) -> str | None:
