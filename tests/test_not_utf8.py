@@ -21,6 +21,7 @@ from conftest import records, warc_record, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import simdoc.corpus.encodings as encodings
 import simdoc.corpus.files as files
 import simdoc.corpus.formats as formats
 import simdoc.corpus.jsonl_at as jsonl_at
@@ -149,7 +150,7 @@ def test_show_prints_such_bytes_escaped(run, tmp_path):
     assert first.encode("utf-8", "surrogateescape").decode("cp1251") in a  # "\udcNN" escapes, the bytes back
 
 
-_DECODERS = (files, plain, streaming, long_text, jsonl_at, formats, warc)
+_DECODERS = (encodings, plain, streaming, long_text, jsonl_at, formats, warc)
 
 
 def test_an_index_made_when_such_bytes_were_u_fffd_is_read_again(run, tmp_path, monkeypatch, settled):

@@ -26,10 +26,11 @@ from conftest import records, warc_record, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import simdoc.corpus.files as files
+import simdoc.corpus.encodings as encodings
 import simdoc.corpus.read as read
 import simdoc.stages.shingle as shingle_stage
-from simdoc.corpus.files import compression_of, incomplete_tail
+from simdoc.corpus.encodings import incomplete_tail
+from simdoc.corpus.files import compression_of
 from simdoc.corpus.read import how_read
 from simdoc.corpus.reading_rules import READING_RULES, read_by_case
 from simdoc.corpus.walk import is_jsonl, is_warc
@@ -141,7 +142,7 @@ def test_an_index_whose_cuts_left_u_fffd_is_read_again(run, tmp_path, monkeypatc
     corpus = _cut_corpus(tmp_path / "c")
     idx = tmp_path / "idx"
     with monkeypatch.context() as m:
-        m.setattr(files, "incomplete_tail", lambda raw: 0)  # the rule before: the split character decoded as U+FFFD
+        m.setattr(encodings, "incomplete_tail", lambda raw: 0)  # the rule before: the split character decoded as U+FFFD
         m.setattr(shingle_stage, "READING_RULES", 1)
         before = run("pairs", corpus, "--index", idx, "--max-bytes", "11", "-t", "0.1")
     assert before.exit_code == 0 and "invalid UTF-8" in before.stderr, before.stderr  # the split character, not UTF-8

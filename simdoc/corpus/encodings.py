@@ -25,6 +25,33 @@ def not_utf8_lines(lines: list[int]) -> str:
     return f"invalid UTF-8 on {len(lines)} line(s), the first line {lines[0]} ({NOT_UTF8})"
 
 
+def kept_decode(raw: bytes, codec: str = "utf-8") -> tuple[str, int | None]:
+    """``raw`` decoded in ``codec``, each byte not valid in it kept as itself (:data:`UNDECODABLE`):
+    (text, where the first such byte is, or None when there is none). ``utf-8-sig`` drops a
+    leading byte-order mark, as a file's text does; a codec that refuses an ASCII byte too
+    (ISO-2022) raises UnicodeDecodeError."""
+    try:
+        return raw.decode(codec), None
+    except UnicodeDecodeError as exc:
+        return raw.decode(codec, UNDECODABLE), exc.start
+
+
+def whole_chars(raw: bytes) -> bytes:
+    """``raw`` cut at a byte count, without the bytes of the UTF-8 character the cut splits
+    (:func:`incomplete_tail`): a cut text ends on a whole character, never on U+FFFD."""
+    return raw[: len(raw) - incomplete_tail(raw)]
+
+
+def incomplete_tail(raw: bytes) -> int:
+    """How many bytes at the end of ``raw`` begin a UTF-8 character they do not finish (0 to 3):
+    what a cut at a byte count leaves of the character it splits. As Python's incremental decoder
+    holds them back: bytes that begin no valid character are not counted (they are decoded, as
+    they would be uncut)."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    decoder.decode(raw[-3:], final=False)
+    return len(decoder.getstate()[0])
+
+
 def unicode_bom(raw: bytes) -> str | None:
     """The codec a leading UTF-16 or UTF-32 byte-order mark names (``utf-16``, ``utf-32``), else None."""
     if raw[:4] in (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE):  # (FF FE 00 00 starts as UTF-16 LE's does)

@@ -16,13 +16,12 @@ read, with a warning. Compression is known by the file's name
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import os
 import stat
 from dataclasses import dataclass
 
-from simdoc.corpus.encodings import NOT_UTF8, UNDECODABLE, unicode_bom, wide_text
+from simdoc.corpus.encodings import NOT_UTF8, kept_decode, unicode_bom, whole_chars, wide_text
 from simdoc.corpus.objects import is_url
 
 BINARY_SNIFF = 8192
@@ -250,16 +249,10 @@ def read_document(
         return ReadResult(raw, digest, warning="; ".join(warnings) or None, status=status_of(warnings))
     # A character the cut splits is left out, as it is of a JSON Lines member's text (not U+FFFD);
     # the digest stays that of the bytes read.
-    whole = raw[: len(raw) - incomplete_tail(raw)] if cut else raw
-    try:
-        text = whole.decode("utf-8-sig")
-        status = "ok"
-    except UnicodeDecodeError as exc:
-        text = whole.decode("utf-8-sig", UNDECODABLE)
-        warnings.append(f"invalid UTF-8 at byte {exc.start} ({NOT_UTF8})")
-        status = "replaced"
-    if status == "ok":
-        status = status_of(warnings)
+    text, bad = kept_decode(whole_chars(raw) if cut else raw, "utf-8-sig")
+    if bad is not None:
+        warnings.append(f"invalid UTF-8 at byte {bad} ({NOT_UTF8})")
+    status = "replaced" if bad is not None else status_of(warnings)
     return ReadResult(text, digest, warning="; ".join(warnings) or None, status=status)
 
 
@@ -270,16 +263,6 @@ def _wide(raw: bytes, codec: str, cut: bool, digest, warnings: list[str]) -> Rea
         return ReadResult(None, digest, warning="binary file (NUL character), skipped", status="binary")
     warnings += [note] if note else []
     return ReadResult(text, digest, warning="; ".join(warnings) or None, status="replaced" if note else status_of(warnings))
-
-
-def incomplete_tail(raw: bytes) -> int:
-    """How many bytes at the end of ``raw`` begin a UTF-8 character they do not finish (0 to 3):
-    what a cut at a byte count leaves of the character it splits. As Python's incremental decoder
-    holds them back: bytes that begin no valid character are not counted (they are decoded, as
-    they would be uncut)."""
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    decoder.decode(raw[-3:], final=False)
-    return len(decoder.getstate()[0])
 
 
 PLAIN_OPEN = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -340,11 +323,11 @@ def plain_text(raw: bytes, digest: bytes, warning: str | None = None) -> tuple[s
         return None, digest, "binary file (NUL byte), skipped", "binary"
     if raw.isascii():
         return raw, digest, warning, "ok"
-    try:
-        return raw.decode("utf-8-sig"), digest, warning, "ok"
-    except UnicodeDecodeError as exc:
-        bad = f"invalid UTF-8 at byte {exc.start} ({NOT_UTF8})"
-        return raw.decode("utf-8-sig", UNDECODABLE), digest, bad if warning is None else f"{warning}; {bad}", "replaced"
+    text, bad = kept_decode(raw, "utf-8-sig")
+    if bad is None:
+        return text, digest, warning, "ok"
+    said = f"invalid UTF-8 at byte {bad} ({NOT_UTF8})"
+    return text, digest, said if warning is None else f"{warning}; {said}", "replaced"
 
 
 def read_on(fd: int, first: bytes, size: int) -> bytes:

@@ -26,7 +26,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 
-from simdoc.corpus.encodings import UNDECODABLE, not_utf8_lines
+from simdoc.corpus.encodings import UNDECODABLE, kept_decode, not_utf8_lines
 from simdoc.corpus.files import (
     BINARY_SNIFF,
     ReadResult,
@@ -413,8 +413,7 @@ def add_line(members, replaced: list[int], lineno: int, line: bytes | None, begi
         return
     if lineno == 1 and begin == 0 and line.startswith(codecs.BOM_UTF8):
         line = line[len(codecs.BOM_UTF8) :]
-    try:
-        members.add(lineno, line.decode("utf-8"), offset, length)
-    except UnicodeDecodeError:
+    text, bad = kept_decode(line)
+    if bad is not None:
         replaced.append(lineno)
-        members.add(lineno, line.decode("utf-8", UNDECODABLE), offset, length)
+    members.add(lineno, text, offset, length)

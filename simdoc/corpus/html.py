@@ -19,7 +19,7 @@ from __future__ import annotations
 import codecs
 import re
 
-from simdoc.corpus.encodings import NOT_UTF8, UNDECODABLE
+from simdoc.corpus.encodings import NOT_UTF8, UNDECODABLE, kept_decode
 from simdoc.corpus.files import ReadResult, status_of, uncompressed_name
 
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
@@ -97,13 +97,10 @@ def declared(text: str) -> tuple[str, str, bool] | None:
     if charset is None:
         return None
     try:
-        return charset, raw.decode(charset), True
-    except UnicodeDecodeError:
-        pass
-    try:
-        return charset, raw.decode(charset, UNDECODABLE), False
+        text, bad = kept_decode(raw, charset)
     except UnicodeDecodeError:  # an ASCII byte the charset refuses (ISO-2022): UTF-8 stands
         return None
+    return charset, text, bad is None
 
 
 def in_declared_charset(res: ReadResult) -> None:

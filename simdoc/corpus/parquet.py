@@ -41,8 +41,8 @@ import hashlib
 import io
 from dataclasses import dataclass, field
 
-from simdoc.corpus.encodings import NOT_UTF8, UNDECODABLE
-from simdoc.corpus.files import ReadResult, as_file, handle_stat, incomplete_tail, open_regular
+from simdoc.corpus.encodings import NOT_UTF8, UNDECODABLE, kept_decode, whole_chars
+from simdoc.corpus.files import ReadResult, as_file, handle_stat, open_regular
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.formats import _summarise, cut_utf8, member_id, skipped_lines
 from simdoc.corpus.jsonl_ranges import Piece, _take_keys, first_lines, joined_problems, renumber
@@ -119,13 +119,8 @@ def _bytes_text(raw: bytes, max_bytes: int | None) -> tuple[str, bool, bool]:
     is not kept as itself; cut at ``max_bytes`` before a character the cut splits): (text, cut,
     whether it is UTF-8)."""
     cut = max_bytes is not None and len(raw) > max_bytes
-    if cut:
-        raw = raw[:max_bytes]
-        raw = raw[: len(raw) - incomplete_tail(raw)]
-    try:
-        return raw.decode("utf-8"), cut, True
-    except UnicodeDecodeError:
-        return raw.decode("utf-8", UNDECODABLE), cut, False
+    text, bad = kept_decode(whole_chars(raw[:max_bytes]) if cut else raw)
+    return text, cut, bad is None
 
 
 def _digest(fileobj) -> str:
