@@ -320,17 +320,15 @@ class _Work:
         checked (:func:`read_again_into`), then :meth:`_shingle`."""
         reader, table = self.reader, self.reader.table
         docs = plain.tolist()
-        for d in docs:
-            reader.reads[d] += 1
         paths = reader.openable(table.places(plain))
         sizes = np.asarray(table.columns["file_size"][plain], np.int64).tolist()
         buf, starts, ends = read_again_into(paths, sizes, np.asarray(table.digest[plain]), reader.follow_symlinks)
         read = starts >= 0
+        for d in plain[starts != WIDE].tolist():  # (read_batch counts its own)
+            reader.reads[d] += 1
         for i in np.flatnonzero(starts == -1).tolist():
             held.missing(docs[i])
         if (wide := [docs[i] for i in np.flatnonzero(starts == WIDE).tolist()]):  # UTF-16 or UTF-32: the reader's way
-            for d in wide:
-                reader.reads[d] -= 1  # (read_batch counts them)
             held.add(*reader.read_batch(wide))
         at = np.flatnonzero(read)
         self._shingle(buf, starts[at], ends[at], [docs[i] for i in at.tolist()], lambda i: text_at(buf, starts[at[i]], ends[at[i]]), held)

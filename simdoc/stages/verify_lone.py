@@ -56,8 +56,6 @@ def compare_lone(
         before = int(ends[start - 1]) if start else 0
         stop = max(start + 1, int(np.searchsorted(ends, before + chunk_bytes, side="right")))
         docs = np.stack([ol[start:stop], orr[start:stop]], axis=1).reshape(-1)  # a, b, a, b...
-        for d in docs.tolist():
-            reader.reads[d] += 1
         buf, s, e = read_again_into(
             reader.openable(table.places(docs)), size[docs].tolist(), np.asarray(table.digest[docs]), reader.follow_symlinks
         )
@@ -65,8 +63,8 @@ def compare_lone(
         both = read.all(axis=1)
         unread.extend(docs[s == -1].tolist())
         wide = (s == WIDE).reshape(-1, 2).any(axis=1) & ~(s == -1).reshape(-1, 2).any(axis=1)  # left to the sorted way
-        for d in docs.reshape(-1, 2)[wide].reshape(-1).tolist():
-            reader.reads[d] -= 1  # (read there, and counted)
+        for d in docs.reshape(-1, 2)[~wide].reshape(-1).tolist():  # (those of the others are counted where they are read)
+            reader.reads[d] += 1
         at = np.flatnonzero(both)
         got, handled = pair_sums_spans(buf, np.stack([s[2 * at], s[2 * at + 1]], 1).reshape(-1), np.stack([e[2 * at], e[2 * at + 1]], 1).reshape(-1), reader.spec)
         sums[start + at] = got
