@@ -143,3 +143,22 @@ def test_a_query_on_stdin_is_read_as_a_file_is(run, tmp_path, monkeypatch, spill
     r = run("query", "-", "--index", tmp_path / "idx", input=text.encode("utf-16"))
     assert r.exit_code == 0, r.stderr
     assert records(r) == [["-", "a.txt", "1.0000", "1.0000"]]
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-be", "utf-32"])
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_json_lines_in_utf16_or_utf32_are_skipped_with_how_to_convert_them(run, tmp_path, codec, compress):
+    """JSON Lines stay UTF-8 (their members are found again by byte offsets): such a file (Windows
+    PowerShell 5 writes UTF-16) is skipped, and the warning says what it is and how to convert it,
+    not that it is binary."""
+    lines = "".join(json.dumps({"text": _text(i, 60)}, ensure_ascii=False) + "\n" for i in range(3))
+    raw = (codecs.BOM_UTF16_BE + lines.encode(codec)) if codec == "utf-16-be" else lines.encode(codec)
+    name = "data.jsonl.gz" if compress else "data.jsonl"
+    write(tmp_path / "c" / name, gzip.compress(raw) if compress else raw)
+    write(tmp_path / "c" / "u8.jsonl", lines.encode())
+    r = run("pairs", tmp_path / "c", "--index", tmp_path / "i", "-t", "0.5", "-j", "1")
+    assert r.exit_code == 0, r.stderr
+    wide = "UTF-32" if codec == "utf-32" else "UTF-16"
+    assert f"{name}: JSON Lines in {wide} (it starts with a {wide} byte-order mark), skipped" in r.stderr
+    assert f"iconv -f {wide} -t UTF-8" in r.stderr and "binary" not in r.stderr
+    assert "simdoc: 3 documents" in r.stderr  # u8.jsonl's, read as ever

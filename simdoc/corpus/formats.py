@@ -26,7 +26,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 
-from simdoc.corpus.encodings import UNDECODABLE, kept_decode, not_utf8_lines
+from simdoc.corpus.encodings import UNDECODABLE, kept_decode, not_utf8_lines, unicode_bom
 from simdoc.corpus.files import (
     BINARY_SNIFF,
     ReadResult,
@@ -299,8 +299,8 @@ def read_jsonl(
         finally:
             if stream is not source_file:
                 stream.close()
-    except _Binary:
-        return ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary"), [], [], []
+    except _Binary as exc:
+        return ReadResult(None, digest.hexdigest(), warning=str(exc), status="binary"), [], [], []
     except Undecompressable as exc:
         return ReadResult(None, warning=f"cannot decompress: {exc}", status="unreadable"), [], [], []
     except OSError as exc:
@@ -324,7 +324,22 @@ def _size_text(n: int) -> str:
 
 
 class _Binary(Exception):
-    pass
+    """A JSON Lines file that is not UTF-8 text: its first bytes hold a NUL, or a UTF-16 or UTF-32
+    byte-order mark (:func:`not_utf8_text`); the message is the reason it is skipped for."""
+
+
+def not_utf8_text(first: bytes) -> _Binary | None:
+    """What to raise for a JSON Lines file whose first bytes are ``first``, or None if it may be
+    UTF-8 text. A byte-order mark is told even with no NUL byte (CJK text in UTF-16 may have
+    none): read as UTF-8, each line would be split inside its characters."""
+    codec = unicode_bom(first)
+    if codec is not None:
+        name = codec.upper()
+        return _Binary(f"JSON Lines in {name} (it starts with a {name} byte-order mark), skipped: simdoc reads "
+                       f"JSON Lines in UTF-8; convert it first, as `iconv -f {name} -t UTF-8` does")
+    if b"\x00" in first[:BINARY_SNIFF]:
+        return _Binary("binary file (NUL byte), skipped")
+    return None
 
 
 class _CutShort(Undecompressable):
@@ -380,9 +395,9 @@ def _lines(read, digest, bound: int, sniff: bool = True) -> Iterator[tuple[int, 
     lineno = 1
     first = True
     while chunk := read(_CHUNK):
-        if first and sniff and b"\x00" in chunk[:BINARY_SNIFF]:
+        if first and sniff and (binary := not_utf8_text(chunk)) is not None:
             digest.update(chunk)
-            raise _Binary
+            raise binary
         first = False
         digest.update(chunk)
         pieces = chunk.split(b"\n")

@@ -141,8 +141,8 @@ def _read_range(path: str, source: str, start: int, end: int, text_field, max_by
                 while chunk := f.read(_CHUNK):
                     digest.update(chunk)
             after = handle_stat(f)
-        except _Binary:
-            status = ReadResult(None, digest.hexdigest(), warning="binary file (NUL byte), skipped", status="binary")
+        except _Binary as exc:
+            status = ReadResult(None, digest.hexdigest(), warning=str(exc), status="binary")
             return Piece([], failed=status)
         except OSError as exc:
             return Piece([], failed=ReadResult(None, warning=f"cannot read: {exc.strerror or exc}", status="unreadable"))

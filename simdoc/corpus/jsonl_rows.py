@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simdoc.kernel_choice import wanted
-from simdoc.corpus.files import BINARY_SNIFF
-from simdoc.corpus.formats import _Binary, add_line, member_id
+from simdoc.corpus.formats import add_line, member_id, not_utf8_text
 
 _CHUNK = 1 << 20
 
@@ -129,9 +128,9 @@ def read_block(f, want: int, digest, sniff: bool, cap: int) -> bytes | None:
     parts: list[bytes] = []
     size = 0
     while chunk := f.read(_CHUNK):
-        if not parts and sniff and b"\x00" in chunk[:BINARY_SNIFF]:
+        if not parts and sniff and (binary := not_utf8_text(chunk)) is not None:
             digest.update(chunk)
-            raise _Binary
+            raise binary
         parts.append(chunk)
         size += len(chunk)
         if size >= want and chunk.find(b"\n", max(want - 1 - (size - len(chunk)), 0)) >= 0:
