@@ -139,3 +139,19 @@ def test_queries_in_small_batches_and_a_small_cache_give_the_same_output(tmp_pat
     assert r.exit_code == 0, r.stderr
     assert r.stderr.count("web/mirror-harbor-festival.txt: changed or gone since it was indexed") == 1
     assert r.stdout.count("\tweb/harbor-festival.txt\t1.0000\t1.0000\n") == 3 and "mirror" not in r.stdout
+
+
+def test_files_that_gave_no_query_are_counted_and_never_silent(tmp_path):
+    """A binary file, a folder, a JSON Lines file with no line of text named among the queries:
+    each warned about, counted in the summary, and said in one line even with -q."""
+    idx = build(tmp_path)
+    (tmp_path / "img.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0binary")
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    names = [str(tmp_path / "img.png"), str(SAMPLE / "essays"), str(tmp_path / "empty.jsonl"), str(SAMPLE / "misc" / "red-lentil-soup.txt")]
+    r = CliRunner().invoke(cli, ["query", *names, "--index", str(idx)])
+    assert r.exit_code == 0 and "red-lentil-soup-copy.txt" in r.stdout, r.stderr
+    assert "img.png: binary file" in r.stderr and "essays: a directory" in r.stderr
+    assert "simdoc: 1 query (3 files gave none: see the warnings), " in r.stderr
+    quiet = CliRunner().invoke(cli, ["query", *names, "--index", str(idx), "-q"])
+    assert quiet.exit_code == 0 and quiet.stdout == r.stdout
+    assert quiet.stderr == "simdoc: 3 files named gave no query; run without -q to read why\n"

@@ -124,7 +124,10 @@ def query(
     except BrokenPipeError:
         reader_went_away()
     cut = "all candidates" if all_candidates or not chosen else chosen[0].describe()
-    log.info(f"simdoc: {count(read.n_read, 'query')}, {count(n_matches, 'match')} ({cut})")
+    unread = f" ({count(read.n_unread, 'file')} gave none: see the warnings)" if read.n_unread else ""
+    log.info(f"simdoc: {count(read.n_read, 'query')}{unread}, {count(n_matches, 'match')} ({cut})")
+    if quiet and read.n_unread and read.n_read:  # never silent: a file named gave no query
+        click.echo(f"simdoc: {count(read.n_unread, 'file')} named gave no query; run without -q to read why", err=True)
     if read.n_read == 0:
         click.echo(f"Error: no query could be read from {count(len(names), 'file')} (see the warnings above)", err=True)
         sys.exit(3)
@@ -147,11 +150,17 @@ class _Queries:
         self.text_field = text_field or stored.get("text_field") or DEFAULT_TEXT_FIELD
         self.id_field = id_field or stored.get("id_field")
         self.n_given = 0
+        self.n_none = 0  # files (or stdin) that gave no query: each said why in a warning
         self.long: list[LongText] = []  # found unreadable only when first used
 
     @property
     def n_read(self) -> int:
         return self.n_given - sum(t.failed for t in self.long)
+
+    @property
+    def n_unread(self) -> int:
+        """Files named that gave no query (skipped, or holding no document)."""
+        return self.n_none + sum(t.failed for t in self.long)
 
     def __iter__(self) -> Iterator[tuple[str, str | LongText]]:
         from simdoc.corpus.file_texts import SpilledMembers, read_file_texts
@@ -178,19 +187,30 @@ class _Queries:
             )
             for w in got.warnings:
                 log.warning(w)
-            if isinstance(got.documents, SpilledMembers):  # texts read back one at a time
-                try:
-                    for document in got.documents:
-                        self.n_given += 1
-                        yield document
-                finally:
-                    got.documents.close()
-                continue
-            documents = list(reversed(got.documents))
+            # A list is taken from its end, each text let go once taken (``got`` holds none of them).
+            documents = got.documents if isinstance(got.documents, SpilledMembers) else list(reversed(got.documents))
             del got
-            while documents:
-                self.n_given += 1
-                yield documents.pop()
+            before = self.n_given
+            try:
+                yield from self._documents(documents)
+            finally:
+                self.n_none += self.n_given == before
+
+    def _documents(self, documents) -> Iterator[tuple[str, str]]:
+        """The documents of one file: spilled ones read back one at a time, or a list (reversed) popped."""
+        from simdoc.corpus.file_texts import SpilledMembers
+
+        if isinstance(documents, SpilledMembers):
+            try:
+                for document in documents:
+                    self.n_given += 1
+                    yield document
+            finally:
+                documents.close()
+            return
+        while documents:
+            self.n_given += 1
+            yield documents.pop()
 
 
 @click.command()

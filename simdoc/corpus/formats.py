@@ -335,8 +335,9 @@ def not_utf8_text(first: bytes) -> _Binary | None:
     codec = unicode_bom(first)
     if codec is not None:
         name = codec.upper()
+        # (No "; ": a warning is split there into lines.)
         return _Binary(f"JSON Lines in {name} (it starts with a {name} byte-order mark), skipped: simdoc reads "
-                       f"JSON Lines in UTF-8; convert it first, as `iconv -f {name} -t UTF-8` does")
+                       f"JSON Lines in UTF-8 only, so convert it first (`iconv -f {name} -t UTF-8` does)")
     if b"\x00" in first[:BINARY_SNIFF]:
         return _Binary("binary file (NUL byte), skipped")
     return None
