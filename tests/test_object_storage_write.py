@@ -110,3 +110,17 @@ def test_a_file_changed_since_it_was_indexed_leaves_no_object(run, s3, tmp_path)
     finally:
         configure({})
     assert fs.find(bucket) == []
+
+
+def test_a_key_inside_an_object_is_named_not_written_and_the_rest_is(run, s3, tmp_path):
+    """A bucket may hold `x.txt` and `x.txt/y.txt`; a folder cannot. The key inside the object,
+    skipped by the index, cannot be put under a local DIR: it is named, the rest written."""
+    fs, endpoint, bucket, _ = s3
+    fs.pipe(f"{bucket}/c/x.txt", numbered_page(1).encode())
+    fs.pipe(f"{bucket}/c/x.txt/y.txt", numbered_page(2).encode())
+    fs.pipe(f"{bucket}/c/z.txt", numbered_page(1, change=1).encode())
+    r = run("dedup", f"s3://{bucket}/c/", "--index", tmp_path / "i", "--write", tmp_path / "out", "-t", "0.5",
+            "--storage-option", endpoint)
+    assert r.exit_code == 0, r.stderr
+    assert tree(tmp_path / "out") == {"x.txt": numbered_page(1).encode()}
+    assert "x.txt/y.txt: not written to" in r.stderr and "1 path of the corpus is not in" in r.stderr

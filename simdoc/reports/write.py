@@ -217,7 +217,10 @@ def _copy_skipped(entry: dict, reader: DocumentReader, where, link: bool) -> str
     with as_file(handle) as fin:
         if (st.st_size, st.st_mtime_ns) != (size, mtime_ns):
             raise _changed(name)
-        target = where.target(name)
+        try:
+            target = where.target(name)
+        except (FileExistsError, NotADirectoryError):  # a bucket's key inside an object: x.txt/y.txt beside x.txt
+            return "a file written to DIR has the name of a folder on its path"
         if link and not is_url(src):
             os.link(src, target, follow_symlinks=reader.follow_symlinks)
             copied, after = size, os.stat(target)
