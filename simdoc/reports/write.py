@@ -159,7 +159,7 @@ def write_corpus(
             where.done(name)
             out.files += 1
             out.documents += len(docs) - len(gone)
-        for entry in skipped:
+        for entry in {e["id"]: e for e in skipped if e["id"] not in files}.values():  # once each, none written above
             why = _copy_skipped(entry, reader, where, link)
             if why is None:
                 where.done(entry["id"])
