@@ -330,8 +330,8 @@ class _Binary(Exception):
 
 def not_utf8_text(first: bytes) -> _Binary | None:
     """What to raise for a JSON Lines file whose first bytes are ``first``, or None if it may be
-    UTF-8 text. A byte-order mark is told even with no NUL byte (CJK text in UTF-16 may have
-    none): read as UTF-8, each line would be split inside its characters."""
+    UTF-8 text. A byte-order mark is looked for before a NUL byte, so that the warning names the
+    encoding (and the tool that converts it), not "binary"."""
     codec = unicode_bom(first)
     if codec is not None:
         name = codec.upper()
