@@ -175,3 +175,19 @@ def test_a_folder_named_to_show_is_called_a_directory(run, tmp_path):
     r = run("show", c / "a.txt", c)
     assert r.exit_code == 3
     assert "a directory" in r.stderr and "FIFO" not in r.stderr
+
+
+def test_a_file_the_index_skipped_is_said_to_be_so(tmp_path, monkeypatch):
+    """`simdoc show CORPUS img.png a.txt`: not 'not a document of the index' alone, but that the
+    index skipped it, and why; by its id or by a path to it."""
+    corpus = tmp_path / "corpus"
+    write(corpus / "a.txt", DOC_A)
+    write(corpus / "b.txt", DOC_B)
+    write(corpus / "img.png", b"\x89PNG\r\n\x1a\n\0\0binary")
+    find_pairs(corpus, tmp_path / "idx", jobs=1)
+    monkeypatch.chdir(tmp_path)
+    for name in ("img.png", os.path.join("corpus", "img.png")):
+        with pytest.raises(UsageError, match=r"is not a document of the index, which skipped it: binary file \(NUL byte\)"):
+            pair_evidence(open_index(tmp_path / "idx"), name, "a.txt")
+    with pytest.raises(UsageError, match=r"^nothing.txt is not a document of the index\n"):
+        pair_evidence(open_index(tmp_path / "idx"), "nothing.txt", "a.txt")

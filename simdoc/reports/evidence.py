@@ -181,10 +181,11 @@ class PairEvidence:
         return out
 
 
-def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None) -> int:
+def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None, skipped: dict[str, str] | None = None) -> int:
     """The document number of ``arg``: a document id, as it is or as `simdoc pairs` prints it
     (:func:`simdoc.output.escape_name`: ``\\xNN`` for a byte that is not UTF-8, ``\\t``...), or a
-    path to a file of the corpus.
+    path to a file of the corpus. ``skipped``: the paths the index skipped, and why (its shingle
+    stage's ``skipped``), to say why such a one is no document.
 
     Raises
     ------
@@ -192,17 +193,21 @@ def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None) -> int:
         ``arg`` names no document of the index.
     """
     lookup = {d: i for i, d in enumerate(doc_ids)}
-    if arg in lookup:
-        return lookup[arg]
-    if "\\" in arg and (name := unescape_name(arg)) in lookup:
-        return lookup[name]
-    if corpus_root is not None and os.path.exists(arg):
+    names = [arg] + ([unescape_name(arg)] if "\\" in arg else [])
+    if arg not in lookup and corpus_root is not None and os.path.exists(arg):
         try:
-            rel = Path(os.path.realpath(arg)).relative_to(os.path.realpath(corpus_root))
+            names.append(Path(os.path.realpath(arg)).relative_to(os.path.realpath(corpus_root)).as_posix())
         except ValueError:
-            rel = None
-        if rel is not None and rel.as_posix() in lookup:
-            return lookup[rel.as_posix()]
+            pass
+    for name in names:
+        if name in lookup:
+            return lookup[name]
+    for name in names:
+        if skipped and name in skipped:
+            raise UsageError(
+                f"{arg} is not a document of the index, which skipped it: {skipped[name] or 'no reason recorded'}",
+                hint="only the documents an index read can be compared; `simdoc stats --skipped` lists what it skipped",
+            )
     raise UsageError(
         f"{arg} is not a document of the index",
         hint="give its id as `simdoc pairs` prints it (its path relative to the corpus), or a path to the file",
@@ -261,7 +266,8 @@ def pair_evidence(
     root = shingle.get("corpus")
     docs = loaded.docs()
     ids = docs.ids
-    a, b = resolve_doc(doc_a, ids, root), resolve_doc(doc_b, ids, root)
+    skipped = {s["id"]: s.get("reason") or "" for s in shingle.get("skipped", [])}
+    a, b = resolve_doc(doc_a, ids, root, skipped), resolve_doc(doc_b, ids, root, skipped)
     if a == b:
         raise UsageError(f"{doc_a} and {doc_b} are the same document", hint="give two different documents")
     estimated = num_perm = scheme = None
