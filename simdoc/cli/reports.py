@@ -201,9 +201,10 @@ def clusters(
     "write_dir",
     type=CorpusPath(file_okay=False),
     help="Also write the deduplicated corpus to this new (or empty) folder, or prefix at a URL (s3://bucket/prefix/), "
-    "in the corpus's own formats.",
+    "in the corpus's own formats; the files the index skipped (images, PDFs) copied as they are, those that cannot be "
+    "(a symbolic link, a FIFO) named on stderr.",
 )
-@opt("--link", is_flag=True, help="With --write: hard-link the plain files that stay instead of copying them.")
+@opt("--link", is_flag=True, help="With --write: hard-link the plain files that stay (and those the index skipped) instead of copying them.")
 @null_option("End each path with NUL instead of newline (for `xargs -0`).")
 @opt(
     "--absolute",
