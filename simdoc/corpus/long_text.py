@@ -101,18 +101,13 @@ class SpilledText(LongText):
 
     def _pieces(self) -> Iterator[str]:
         self.file.seek(0)
-        wide = unicode_bom(self.file.read(4))
+        wide = unicode_bom(self.file.read(4))  # UTF-16 or UTF-32, as from a file
         self.file.seek(0)
-        if wide is not None:  # UTF-16 or UTF-32, as from a file
-            decoder = wide_decoder(wide)
-            while chunk := self.file.read(streaming.CHUNK_BYTES):
-                yield decoder.decode(chunk)
-            yield wide_end(decoder, wide)[0]
-            return
-        decoder = codecs.getincrementaldecoder("utf-8-sig")(UNDECODABLE)  # a leading BOM dropped, as from a file
+        # A leading byte-order mark is dropped, as from a file.
+        decoder = codecs.getincrementaldecoder("utf-8-sig")(UNDECODABLE) if wide is None else wide_decoder(wide)
         while chunk := self.file.read(streaming.CHUNK_BYTES):
             yield decoder.decode(chunk)
-        yield decoder.decode(b"", final=True)
+        yield decoder.decode(b"", final=True) if wide is None else wide_end(decoder, wide)[0]
 
 
 def long_file(path: str, name: str, max_bytes: int | None, follow_symlinks: bool) -> LongFile | None:

@@ -41,7 +41,7 @@ import hashlib
 import io
 from dataclasses import dataclass, field
 
-from simdoc.corpus.encodings import NOT_UTF8, UNDECODABLE, kept_decode, whole_chars
+from simdoc.corpus.encodings import NOT_UTF8, kept_decode, whole_chars
 from simdoc.corpus.files import ReadResult, as_file, handle_stat, open_regular
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.formats import _summarise, cut_utf8, member_id, skipped_lines
@@ -324,7 +324,7 @@ def _read_rows(
             if ids is not None:
                 key = ids[row]
                 if isinstance(key, bytes):  # a binary id column: its bytes as a text column's are read
-                    key = key.decode("utf-8", UNDECODABLE)
+                    key = kept_decode(key)[0]
                 if key is None or "\0" in str(key):
                     what = f"null or NUL-holding {id_field!r}, its id is the row number"
                     problems.setdefault(what, []).append((row_number, what))
