@@ -32,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from simdoc.corpus.files import compression_of
-from simdoc.corpus.folders import changes_since
+from simdoc.corpus.folders import changes_since, walk_helper
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.parquet import is_parquet
 from simdoc.corpus.walk import Entries, FileEntry, Skipped, discover_sources
@@ -165,15 +165,17 @@ class Scan:
 
 
 def scan_corpus(
-    store: IndexStore, manifest: dict, corpus, index: Path, shingle: ShingleParams, stored: dict | None, same_params: bool
+    store: IndexStore, manifest: dict, corpus, index: Path, shingle: ShingleParams, stored: dict | None, same_params: bool,
+    jobs: int = 1,
 ) -> Scan:
     """The corpus walked now, and, if the current build has these parameters (``same_params``),
-    its docs table."""
+    its docs table. With ``jobs`` 2 or more, an update's walk has a second process stat half of
+    each large folder (:mod:`simdoc.corpus.stat_helper`; a build's takes the compiled loop)."""
     clock = index_clock(index)  # before the listing: see simdoc.stages.racy
     old_newest = {int(dev): int(ns) for dev, ns in stored.get("newest_ctime", [])} if same_params else {}
     # Files written since the last scan (every file, for a new build) are read and signed: past a
     # few MB of them (simdoc.kernel_choice) numba is loaded for that, and the walk takes its loop.
-    with changes_since(old_newest if same_params else None):
+    with changes_since(old_newest if same_params else None), walk_helper(jobs > 1 and same_params):
         _, entries, skipped = discover_sources(
             corpus,
             exclude=[index],

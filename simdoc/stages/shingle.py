@@ -106,7 +106,7 @@ def build_shingles(
             manifest["stages"] = {}
         settings = _settle(manifest, corpus, index, params, signature, rebuild, previous)
         engine = engine or LocalEngine()
-        scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params)
+        scan = scan_corpus(store, manifest, corpus, index, settings.shingle, settings.stored, settings.same_params, engine.jobs)
         if settings.same_params and "all_responses" not in settings.stored["params"]:  # WARC read by fastwarc then
             force_read = set(force_read or ()) | {e.id for e in scan.entries if is_warc(e.id)}
         # An index read under older rules (simdoc.corpus.reading_rules.READING_RULES): the files they may have read
