@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 
 import pytest
 
@@ -124,3 +125,17 @@ def test_a_key_inside_an_object_is_named_not_written_and_the_rest_is(run, s3, tm
     assert r.exit_code == 0, r.stderr
     assert tree(tmp_path / "out") == {"x.txt": numbered_page(1).encode()}
     assert "x.txt/y.txt: not written to" in r.stderr and "1 path of the corpus is not in" in r.stderr
+
+
+def test_a_symbolic_link_is_named_not_written_to_a_bucket(run, s3, tmp_path):
+    """A bucket holds no links: the link is named, with why, and the rest is put."""
+    fs, endpoint, bucket, _ = s3
+    corpus = tmp_path / "c"
+    write(corpus / "a.txt", numbered_page(0))
+    write(corpus / "u.txt", numbered_page(3))
+    os.symlink("u.txt", corpus / "link.txt")
+    opts = ("--threshold", "0.5", "-j", "1", "--storage-option", endpoint)
+    r = run("dedup", corpus, "--index", tmp_path / "i", "--write", f"s3://{bucket}/out/", *opts)
+    assert r.exit_code == 0, r.stderr
+    assert "link.txt: not written to" in r.stderr and "a bucket holds no links" in r.stderr
+    assert sorted(objects_under(fs, bucket, "out")) == ["a.txt", "u.txt"]

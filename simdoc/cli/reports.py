@@ -201,8 +201,8 @@ def clusters(
     "write_dir",
     type=CorpusPath(file_okay=False),
     help="Also write the deduplicated corpus to this new (or empty) folder, or prefix at a URL (s3://bucket/prefix/), "
-    "in the corpus's own formats; the files the index skipped (images, PDFs) copied as they are, those that cannot be "
-    "(a symbolic link, a FIFO) named on stderr.",
+    "in the corpus's own formats; the files the index skipped (images, PDFs) copied as they are, symbolic links made "
+    "again (to the same target), what cannot be written (a FIFO) named on stderr.",
 )
 @opt("--link", is_flag=True, help="With --write: hard-link the plain files that stay (and those the index skipped) instead of copying them.")
 @null_option("End each path with NUL instead of newline (for `xargs -0`).")
@@ -323,6 +323,10 @@ def dedup(
         log.info(
             f"simdoc: wrote {count(written.documents, 'document')} in {count(written.files, 'file')} to {write_dir} "
             f"({count(written.dropped, 'document')} left out){copied if written.copied else ''}"
+        )
+        warn_capped(
+            [f"{escape_name(x)}: a symbolic link to {escape_name(to)}, which is left out: it leads nowhere in {write_dir}" for x, to in written.dangling],
+            verbose, "of links that lead nowhere",
         )
         if written.not_written:
             # Never silent, not even with -q: DIR lacks files the corpus has.

@@ -12,9 +12,11 @@ below DIR, without the documents ``dedup`` drops, and nothing else changes:
   compression is decompressed, cut and compressed again the same way;
 * a Parquet file keeps its schema, its row groups and all rows but the dropped ones;
 * a file the index skipped (binary, no documents in it) is copied byte for byte, if its size
-  and modification time are still those it had then; one that cannot be copied as a regular
-  file (a symbolic link not followed, a FIFO, a folder that could not be listed, one it cannot
-  read) is named in :attr:`Written.not_written`, with why: nothing of the corpus is left out unsaid.
+  and modification time are still those it had then; a symbolic link not followed is made again
+  with the same target, as ``cp -a`` makes it (one that leads to a document left out is named in
+  :attr:`Written.dangling`: it leads nowhere in DIR); one that cannot be written (a FIFO, a
+  folder that could not be listed, a file it cannot read, a link in a bucket) is named in
+  :attr:`Written.not_written`, with why: nothing of the corpus is left out unsaid.
   What the walk passes over by design (hidden files, other simdoc indexes' folders, names
   outside ``--include``/``--exclude``) is no file of the corpus, and is not written.
 
@@ -48,7 +50,7 @@ from simdoc.corpus.parquet import damaged_data
 from simdoc.corpus.rawstream import HashedReader, members_end
 from simdoc.corpus.warcio import Broken, Input, RecordReader, open_input
 from simdoc.errors import CorpusError, IndexError_, OutputError, UsageError
-from simdoc.reports.destination import check_url_destination, destination_of
+from simdoc.reports.destination import FolderDestination, check_url_destination, destination_of
 from simdoc.stages.reread import DocumentReader
 from simdoc.store.doctable import HOW
 
@@ -58,13 +60,16 @@ _CHUNK = 1 << 20
 @dataclass
 class Written:
     """What :func:`write_corpus` wrote: files and documents kept, documents left out, the files the
-    index skipped copied as they are (``copied``) and those not written, with why (``not_written``)."""
+    index skipped copied as they are (``copied``, symbolic links made again among them) and those
+    not written, with why (``not_written``); the links made again that lead to a document left
+    out, with their target (``dangling``)."""
 
     files: int = 0
     documents: int = 0
     dropped: int = 0
     copied: int = 0
     not_written: list[tuple[str, str]] = field(default_factory=list)
+    dangling: list[tuple[str, str]] = field(default_factory=list)
 
 
 def check_destination(dest: Path | str, root: str, folder: bool = True, link: bool = False) -> None:
@@ -159,13 +164,15 @@ def write_corpus(
             where.done(name)
             out.files += 1
             out.documents += len(docs) - len(gone)
+        links: list[tuple[str, str]] = []
         for entry in {e["id"]: e for e in skipped if e["id"] not in files}.values():  # once each, none written above
-            why = _copy_skipped(entry, reader, where, link)
+            why = _copy_skipped(entry, reader, where, link, links)
             if why is None:
                 where.done(entry["id"])
                 out.copied += 1
             else:
                 out.not_written.append((entry["id"], why))
+        out.dangling = [(name, to) for name, to in links if _led_to(name, to, reader.root) in drop]
         where.commit()
     except OSError as exc:
         where.abort()
@@ -183,10 +190,11 @@ def _changed(name: str) -> CorpusError:
     )
 
 
-def _copy_skipped(entry: dict, reader: DocumentReader, where, link: bool) -> str | None:
-    """Copy a file the index skipped byte for byte to its place under ``where``; None when it is
-    written (not yet published), else why it cannot be. A file whose size or modification time
-    changed since may hold documents now: that stops the writing, as a changed document does."""
+def _copy_skipped(entry: dict, reader: DocumentReader, where, link: bool, links: list[tuple[str, str]]) -> str | None:
+    """Copy a file the index skipped byte for byte to its place under ``where`` (a symbolic link
+    not followed: made again, and added to ``links`` with its target); None when it is written
+    (not yet published), else why it cannot be. A file whose size or modification time changed
+    since may hold documents now: that stops the writing, as a changed document does."""
     name, size, mtime_ns = entry["id"], entry.get("size", -1), entry.get("mtime_ns", -1)
     if name == "." or size < 0:  # the corpus folder itself, a folder not listed, a path not seen
         return entry.get("reason") or "not seen when it was indexed"
@@ -203,7 +211,7 @@ def _copy_skipped(entry: dict, reader: DocumentReader, where, link: bool) -> str
         except OSError as exc:
             return f"cannot be seen: {exc.strerror or exc}"
         if stat.S_ISLNK(st.st_mode):
-            return "a symbolic link, not followed (--follow-symlinks follows links)"
+            return _copy_link(src, name, where, links)
         if stat.S_ISDIR(st.st_mode):
             return entry.get("reason") or "a folder"
         if not stat.S_ISREG(st.st_mode):
@@ -232,6 +240,31 @@ def _copy_skipped(entry: dict, reader: DocumentReader, where, link: bool) -> str
     if copied != size or (after.st_size, after.st_mtime_ns) != (size, mtime_ns):
         raise _changed(name)  # it changed while it was copied
     return None
+
+
+def _copy_link(src: str, name: str, where, links: list[tuple[str, str]]) -> str | None:
+    """Make the symbolic link ``src`` (not followed: no document) again at its place under
+    ``where``, leading where it leads now; None when made, else why it cannot be."""
+    if not isinstance(where, FolderDestination):
+        return "a symbolic link, not followed (--follow-symlinks follows links): a bucket holds no links"
+    try:
+        to = os.readlink(src)
+    except OSError as exc:  # replaced by a file since it was seen, say: it may hold documents now
+        raise _changed(name) from exc
+    try:
+        target = where.target(name)
+    except (FileExistsError, NotADirectoryError):
+        return "a file written to DIR has the name of a folder on its path"
+    os.symlink(to, target)
+    links.append((name, to))
+    return None
+
+
+def _led_to(name: str, to: str, root: str) -> str | None:
+    """The id of the corpus path the link ``name`` (an id) leads to, if inside the corpus."""
+    path = os.path.normpath(to if os.path.isabs(to) else os.path.join(root, os.path.dirname(name), to))
+    rel = os.path.relpath(path, root)
+    return None if rel == os.curdir or rel.startswith(os.pardir) else rel.replace(os.sep, "/")
 
 
 def _write_one(src: str, target: str, how: str, gone: list[tuple[int, int]], reader: DocumentReader, link: bool) -> str | None:
