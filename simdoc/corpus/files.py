@@ -25,6 +25,10 @@ from simdoc.corpus.encodings import NOT_UTF8, kept_decode, unicode_bom, whole_ch
 from simdoc.corpus.objects import is_url
 
 BINARY_SNIFF = 8192
+# Why a binary file is skipped: a NUL byte among its first BINARY_SNIFF bytes, or a NUL character
+# among the first BINARY_SNIFF characters of a text in UTF-16 or UTF-32 (``wide``).
+BINARY = "binary file (NUL byte), skipped"
+BINARY_WIDE = "binary file (NUL character), skipped"
 
 
 COMPRESSED = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".zst": "zstd"}
@@ -244,7 +248,7 @@ def read_document(
     if (codec := unicode_bom(raw)) is not None:
         return _wide(raw, codec, cut, digest, warnings)
     if b"\x00" in raw[:BINARY_SNIFF]:
-        return ReadResult(None, digest, warning="binary file (NUL byte), skipped", status="binary")
+        return ReadResult(None, digest, warning=BINARY, status="binary")
     if keep_ascii and raw.isascii():
         return ReadResult(raw, digest, warning="; ".join(warnings) or None, status=status_of(warnings))
     # A character the cut splits is left out, as it is of a JSON Lines member's text (not U+FFFD);
@@ -260,7 +264,7 @@ def _wide(raw: bytes, codec: str, cut: bool, digest, warnings: list[str]) -> Rea
     """:func:`read_document`'s result for a text in UTF-16 or UTF-32 (see :func:`wide_text`)."""
     text, note = wide_text(raw, codec, cut)
     if "\x00" in text[:BINARY_SNIFF]:
-        return ReadResult(None, digest, warning="binary file (NUL character), skipped", status="binary")
+        return ReadResult(None, digest, warning=BINARY_WIDE, status="binary")
     warnings += [note] if note else []
     return ReadResult(text, digest, warning="; ".join(warnings) or None, status="replaced" if note else status_of(warnings))
 
@@ -320,7 +324,7 @@ def plain_text(raw: bytes, digest: bytes, warning: str | None = None) -> tuple[s
         res = _wide(raw, codec, False, digest, [warning] if warning else [])
         return res.text, digest, res.warning, res.status
     if raw.find(b"\x00", 0, BINARY_SNIFF) >= 0:
-        return None, digest, "binary file (NUL byte), skipped", "binary"
+        return None, digest, BINARY, "binary"
     if raw.isascii():
         return raw, digest, warning, "ok"
     text, bad = kept_decode(raw, "utf-8-sig")

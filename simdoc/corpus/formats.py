@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 
 from simdoc.corpus.encodings import UNDECODABLE, kept_decode, not_utf8_lines, unicode_bom
 from simdoc.corpus.files import (
+    BINARY,
     BINARY_SNIFF,
     ReadResult,
     Undecompressable,
@@ -339,7 +340,7 @@ def not_utf8_text(first: bytes) -> _Binary | None:
         return _Binary(f"JSON Lines in {name} (it starts with a {name} byte-order mark), skipped: simdoc reads "
                        f"JSON Lines in UTF-8 only, so convert it first (`iconv -f {name} -t UTF-8` does)")
     if b"\x00" in first[:BINARY_SNIFF]:
-        return _Binary("binary file (NUL byte), skipped")
+        return _Binary(BINARY)
     return None
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from simdoc.bytesign import sets64_texts
 from simdoc.corpus.encodings import NOT_UTF8, UNDECODABLE, unicode_bom, wide_decoder, wide_end
-from simdoc.corpus.files import BINARY_SNIFF, ReadResult, close_handle, compression_of
+from simdoc.corpus.files import BINARY, BINARY_SNIFF, BINARY_WIDE, ReadResult, close_handle, compression_of
 from simdoc.corpus.files import decompressing_reader, handle_stat, open_regular, read_from, second_file
 from simdoc.shinglesets import ShingleSets
 from simdoc.shingling import ShingleSpec, fold, shingle_texts
@@ -405,7 +405,7 @@ def stream_document(
                 decoder = wide_decoder(wide)
             if first and (b"\x00" in chunk[:BINARY_SNIFF] if wide is None else "\x00" in chunk[: 4 * BINARY_SNIFF].decode(wide, "replace")[:BINARY_SNIFF]):
                 digest.update(chunk)
-                return ReadResult(None, digest.hexdigest(), warning=f"binary file (NUL {'byte' if wide is None else 'character'}), skipped", status="binary"), empty
+                return ReadResult(None, digest.hexdigest(), warning=BINARY if wide is None else BINARY_WIDE, status="binary"), empty
             first = False
             cut = max_bytes is not None and read + len(chunk) >= max_bytes and bool(read_some(1))
             if cut:
