@@ -156,8 +156,14 @@ def _mallopt(param: int, value: int) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def _libc():
-    """The C library, loaded once (OSError where there is none to load)."""
+    """The C library, loaded once (OSError where there is none to load): the process's own symbols,
+    where the C library's are (``find_library`` ran ``ldconfig -p``: a process and ~3 ms of
+    every command's start, on Linux)."""
     import ctypes
-    import ctypes.util
 
-    return ctypes.CDLL(ctypes.util.find_library("c") or None)
+    try:
+        return ctypes.CDLL(None)
+    except (OSError, TypeError):  # no dlopen(NULL) here (Windows): the library by its name
+        import ctypes.util
+
+        return ctypes.CDLL(ctypes.util.find_library("c") or None)
