@@ -22,9 +22,12 @@ from conftest import records, write
 @pytest.fixture
 def helpers(monkeypatch):
     """Every folder of two names or more is split; the helpers made and the answers they gave are kept.
-    The walk stats with os.lstat (a folder is not split where the compiled loop is in use)."""
+    The walk stats with os.lstat (a folder is not split where the compiled loop is in use), and
+    waits for the helper to be ready (where it would stat a slice itself meanwhile, as it may)."""
     monkeypatch.setattr(stat_helper, "SPLIT_AT", 2)
     monkeypatch.setattr(folders, "_COMPILED", [False])
+    real_ready = stat_helper.StatHelper.ready
+    monkeypatch.setattr(stat_helper.StatHelper, "ready", lambda self, wait=False: real_ready(self, True))
     made: list[stat_helper.StatHelper] = []
     answered: list[bool] = []
     real_init, real_answer = stat_helper.StatHelper.__init__, stat_helper.StatHelper.answer
@@ -83,9 +86,9 @@ def test_a_walk_with_the_helper_lists_what_a_walk_alone_lists(helpers, spec, fol
         alone = _walked(root, False, follow_symlinks=follow)
         shared = _walked(root, True, follow_symlinks=follow)
         assert shared[0] == alone[0] and np.array_equal(shared[1], alone[1]) and shared[2] == alone[2]
-        # The root is the first folder split, stat-ed alone while the helper starts; every later one is shared.
+        # Every folder of two names or more is shared, the root (two folders or more) too.
         shown = [sum(name != ".hidden" for name, _ in entries) for entries in spec]
-        assert answered[before:] == [True] * sum(n >= 2 for n in shown)
+        assert answered[before:] == [True] * (1 + sum(n >= 2 for n in shown))
         assert made[-1].process is None  # ended with the walk
 
 
@@ -108,7 +111,7 @@ def test_names_gone_between_the_listing_and_the_helpers_stat_are_said_as_a_walk_
         ids, rows, skipped = _walked(tmp_path, True)
     finally:
         folders._LISTDIR = real
-    assert answered == [True, True]  # both folders were split (the root, two names, was the first)
+    assert answered == [True, True, True]  # the root ("a" and "b"), and both folders
     assert ids == [f"{d}/f{i}" for d in ("a", "b") for i in range(4)]
     assert skipped == [(f"{d}/{n}", "cannot stat: No such file or directory", -1, -1, False) for d in ("a", "b") for n in ("f4", "f5")]
     alone = _walked(tmp_path, False)  # (f4 and f5 are gone now: nothing to say of them)
@@ -126,7 +129,7 @@ def test_a_helper_that_dies_leaves_the_walk_to_stat_everything_itself(helpers, t
     def ask_then_die(self, *args):
         took = real_ask(self, *args)
         asked.append(took)
-        if took and len(asked) == 3:  # the root (alone while it starts), "a", then "b": killed with b's names
+        if took and len(asked) == 2:  # the root, then "a": killed with a's names
             self.process.kill()
             self.process.wait()
         return took
@@ -138,8 +141,8 @@ def test_a_helper_that_dies_leaves_the_walk_to_stat_everything_itself(helpers, t
         stat_helper.StatHelper.ask = real_ask
     alone = _walked(tmp_path, False)
     assert shared[0] == alone[0] and np.array_equal(shared[1], alone[1]) and shared[2] == alone[2]
-    # "a" answered; "b" not (the walk stat-ed its names itself); "c" and "d" never handed over.
-    assert asked == [False, True, True, False, False] and answered == [True, False] and made[0].broken
+    # The root answered; "a" not (the walk stat-ed its names itself); "b", "c" and "d" never handed over.
+    assert asked == [True, True] and answered == [True, False] and made[0].broken
 
 
 def test_a_folder_is_not_split_while_the_compiled_loop_stats(helpers, monkeypatch, tmp_path):
@@ -185,7 +188,8 @@ def test_an_answer_never_pairs_with_the_wrong_question(helpers, tmp_path):
         helper = stat_helper.current()
         fd = os.open(tmp_path / "a", os.O_RDONLY | os.O_DIRECTORY)
         try:
-            assert not helper.ask(fd, str(tmp_path / "a"), ["f0"])  # starting
+            assert not helper.ask(fd, str(tmp_path / "a"), ["f0"])  # not started yet
+            assert helper.ready(wait=True)
             assert helper.ask(fd, str(tmp_path / "a"), ["f1"])
             assert not helper.ask(fd, str(tmp_path / "a"), ["f2"])  # the answer to f1 was never read
         finally:
@@ -210,13 +214,13 @@ def test_pairs_at_two_jobs_with_the_helper_prints_what_one_job_prints(helpers, r
     again = run("pairs", tmp_path / "c", "--index", tmp_path / "i2", "-j", "2", "-t", "0.5", "-v")
     assert again.exit_code == 0 and records(again) == records(one)
     assert "shingle: up to date" in again.stderr
-    assert len(made) == 1 and answered == [True] * 3  # x/, y/ and z/ (the root, first, alone while it starts)
+    assert len(made) == 1 and answered == [True] * 4  # the root (x, y, z), x/, y/ and z/
     # One file changed: read again, the same as a build of the corpus as it is now.
     write(tmp_path / "c" / "y" / "3.txt", "now something else entirely " * 5)
     changed = run("pairs", tmp_path / "c", "--index", tmp_path / "i2", "-j", "2", "-t", "0.5")
     fresh = run("pairs", tmp_path / "c", "--index", tmp_path / "i3", "-j", "1", "-t", "0.5")
     assert changed.exit_code == fresh.exit_code == 0 and records(changed) == records(fresh)
-    assert len(made) == 2 and answered == [True] * 6
+    assert len(made) == 2 and answered == [True] * 8
 
 
 def test_no_helper_is_made_for_one_job_or_inside_another_walks_helper(monkeypatch, tmp_path):
@@ -255,12 +259,41 @@ def test_a_walk_cut_off_while_the_helper_answers_ends_it(helpers, monkeypatch, t
 
     def interrupted(directory, fd, names, prefix, skipped):
         calls.append(len(names))
-        if len(calls) == 3:  # the root (alone: the helper starting), "a"'s first half, then "b"'s
+        if len(calls) == 3:  # the root's first half ("a"), a/'s, then b/'s
             raise KeyboardInterrupt
         return real(directory, fd, names, prefix, skipped)
 
     monkeypatch.setattr(folders, "_lstat_here", interrupted)
     with pytest.raises(KeyboardInterrupt):
         _walked(tmp_path, True)
-    assert calls == [2, 2000, 2000]
+    assert calls == [1, 2000, 2000]
     assert made[0].process is None and made[0].ended == 0  # it exited on its own, with status 0
+
+
+def test_a_large_folder_is_stat_ed_a_slice_at_a_time_while_the_helper_starts_then_shared(monkeypatch, tmp_path):
+    """One flat folder (a scrape dumped in one place): the first folder the helper is asked about.
+    The walk does not wait for it to start: it stats slices itself until the helper is ready."""
+    monkeypatch.setattr(stat_helper, "SPLIT_AT", 4)
+    monkeypatch.setattr(stat_helper, "SLICE", 3)
+    monkeypatch.setattr(folders, "_COMPILED", [False])
+    for i in range(20):
+        write(tmp_path / f"f{i:02d}", f"text {i}")
+    real_ready, real_here = stat_helper.StatHelper.ready, folders._lstat_here
+    looks, calls = [], []
+
+    def ready(self, wait=False):  # not ready for its first two looks, then as soon as it is
+        looks.append(wait)
+        return real_ready(self, True) if len(looks) > 2 else (real_ready(self, False) and False)
+
+    def here(directory, fd, names, prefix, skipped):
+        calls.append(names)
+        return real_here(directory, fd, names, prefix, skipped)
+
+    alone = _walked(tmp_path, False)
+    monkeypatch.setattr(stat_helper.StatHelper, "ready", ready)
+    monkeypatch.setattr(folders, "_lstat_here", here)
+    shared = _walked(tmp_path, True)
+    assert shared[0] == alone[0] and np.array_equal(shared[1], alone[1]) and shared[2] == alone[2]
+    names = [f"f{i:02d}" for i in range(20)]
+    # Two slices of three while it starts; of the 14 left, 7 here and 7 by the helper.
+    assert calls == [names[0:3], names[3:6], names[6:13]]

@@ -100,18 +100,32 @@ def lstat_names(directory: str, fd: int | None, names: list[str], prefix: str, s
     helper = stat_helper.current()
     if helper is None or fd is None or len(names) < stat_helper.SPLIT_AT or _COMPILED[0]:
         return _lstat_here(directory, fd, names, prefix, skipped)
+    parts, at = [], 0
+    while len(names) - at >= stat_helper.SPLIT_AT and helper.starting():  # a slice at a time meanwhile
+        parts.append(_lstat_here(directory, fd, names[at : at + stat_helper.SLICE], prefix, skipped))
+        at += stat_helper.SLICE
+    rest = names[at:] if at else names
+    if len(rest) < stat_helper.SPLIT_AT or not helper.ready():
+        parts.append(_lstat_here(directory, fd, rest, prefix, skipped))
+    else:
+        parts += _shared(directory, fd, rest, prefix, skipped, helper)
+    if len(parts) == 1:
+        return parts[0]
+    return [name for kept, _ in parts for name in kept], np.concatenate([rows for _, rows in parts])
+
+
+def _shared(directory: str, fd: int, names: list[str], prefix: str, skipped: list, helper) -> list[tuple[list[str], np.ndarray]]:
+    """``names`` stat-ed half here, half by ``helper``: the two (names kept, rows), in order."""
     half = len(names) // 2
     first, second = names[:half], names[half:]
     if not helper.ask(fd, directory, second):
-        return _lstat_here(directory, fd, names, prefix, skipped)
-    kept, rows = _lstat_here(directory, fd, first, prefix, skipped)
+        return [_lstat_here(directory, fd, names, prefix, skipped)]
+    mine = _lstat_here(directory, fd, first, prefix, skipped)
     got = helper.answer()
     if got is None or got[1]:  # it could not stat them all (a name gone since, say): stat-ed here, to say why
-        kept2, rows2 = _lstat_here(directory, fd, second, prefix, skipped)
-    else:
-        kept2, rows2 = second, got[0]
-        _watch(rows2)
-    return kept + kept2, np.concatenate([rows, rows2])
+        return [mine, _lstat_here(directory, fd, second, prefix, skipped)]
+    _watch(got[0])
+    return [mine, (second, got[0])]
 
 
 def _lstat_here(directory: str, fd: int | None, names: list[str], prefix: str, skipped: list) -> tuple[list[str], np.ndarray]:

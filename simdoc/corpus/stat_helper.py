@@ -10,8 +10,10 @@ more is cut in two: a helper process stats the second half while the walk
 stats the first, and the rows are joined in name order.
 
 The helper is :mod:`simdoc.corpus.stat_server`, a standard-library script
-started at the first such folder (which the walk stats alone while it
-starts). It opens the folder by its path, checks that it is the very
+started at the first such folder; while it starts (a few tens of ms) the
+walk stats that folder :data:`SLICE` names at a time, and hands it half of
+what is left once it says it is ready (a folder of 10^5 files is mostly
+shared). It opens the folder by its path, checks that it is the very
 folder the walk holds open (device and inode), and ``os.lstat``-s each
 name in it, as the walk does: the rows are the ones a walk alone makes.
 Anything else (a folder replaced since, a name that failed, a helper
@@ -26,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import select
 import struct
 import subprocess
 import sys
@@ -34,12 +37,13 @@ from collections.abc import Iterator
 import numpy as np
 
 SPLIT_AT = 512  # names in a folder from which half are stat-ed by the helper
+SLICE = 1024  # names the walk stats at a time while the helper starts (~2 ms)
 _SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stat_server.py")
 _LENGTH = struct.Struct("<Q")
 
 
 class StatHelper:
-    """The helper process of one walk, started when it is first asked (:meth:`ask`)."""
+    """The helper process of one walk, started when it is first asked if it is ready (:meth:`ready`)."""
 
     def __init__(self, fields: tuple[str, ...]) -> None:
         self.fields = fields
@@ -47,20 +51,37 @@ class StatHelper:
         self.broken = False  # the helper failed once: the walk stats every name itself from then on
         self.pending: list[str] | None = None  # the names asked about and not yet answered
         self.ended: int | None = None  # the helper's exit status, once it has ended
+        self.started = False  # it said it is ready
 
-    def ask(self, fd: int, directory: str, names: list[str]) -> bool:
-        """Hand ``names`` of the folder open as ``fd`` (at ``directory``) to the helper; False if it
-        cannot take them now (it is starting: the first folder it is asked about)."""
-        if self.pending is not None:  # the walk was cut off between the two (an error in its half)
-            self.broken = True
-        if self.broken:
-            return False
+    def ready(self, wait: bool = False) -> bool:
+        """Whether the helper can be asked now: started (here, the first time) and ready, or
+        (``wait``) once it is; False if it cannot be had."""
+        if self.started or self.broken:
+            return self.started and not self.broken
         try:
             if self.process is None:
                 self.process = subprocess.Popen(
                     [sys.executable, "-I", "-S", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
                 )
-                return False  # it starts while the walk stats this folder alone
+            if select.select([self.process.stdout], [], [], None if wait else 0)[0]:
+                self.started = self.process.stdout.read(1) == b"R"  # its first byte: ready (none: it failed)
+                self.broken = not self.started
+        except (OSError, ValueError):  # no process to start here
+            self.broken = True
+        return self.started and not self.broken
+
+    def starting(self) -> bool:
+        """Started and not ready yet (the walk stats names itself meanwhile)."""
+        return not self.ready() and not self.broken
+
+    def ask(self, fd: int, directory: str, names: list[str]) -> bool:
+        """Hand ``names`` of the folder open as ``fd`` (at ``directory``) to the helper, which is
+        :meth:`ready`; False if it cannot take them."""
+        if self.pending is not None:  # the walk was cut off between the two (an error in its half)
+            self.broken = True
+        if self.broken or not self.started:
+            return False
+        try:
             st = os.fstat(fd)
             joined = os.fsencode("\0".join(names))
             request = pickle.dumps((os.fsencode(directory), st.st_dev, st.st_ino, joined, self.fields), protocol=pickle.HIGHEST_PROTOCOL)

@@ -6,7 +6,7 @@ milliseconds and shares no memory with the walk. (A forked helper shared
 the walk's pages: each page the walk wrote afterwards was copied, 14,000
 faults of ~28 µs each in this VM, more than the stats saved.)
 
-On stdin, requests, each a length-prefixed pickle (folder, device, inode,
+It writes one byte, ``R``, when it is ready. On stdin, requests, each a length-prefixed pickle (folder, device, inode,
 names, fields): the folder and names as bytes, the names joined by NUL;
 ``fields`` the attributes of ``os.lstat``'s result to send. On stdout, a
 reply to each, a length-prefixed pickle: (rows, failed), rows the fields of
@@ -54,6 +54,8 @@ def serve(folder: bytes, dev: int, ino: int, joined: bytes, fields: tuple):
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group: the walk handles it
     inp, out = sys.stdin.buffer, sys.stdout.buffer
+    out.write(b"R")
+    out.flush()
     while True:
         head = inp.read(_LENGTH.size)
         if len(head) < _LENGTH.size:
