@@ -118,7 +118,8 @@ def test_names_gone_between_the_listing_and_the_helpers_stat_are_said_as_a_walk_
     assert alone[0] == ids and np.array_equal(alone[1], rows)
 
 
-def test_a_helper_that_dies_leaves_the_walk_to_stat_everything_itself(helpers, tmp_path):
+@pytest.mark.parametrize("when", ["before the question", "with the question"])
+def test_a_helper_that_dies_leaves_the_walk_to_stat_everything_itself(helpers, tmp_path, when):
     made, answered = helpers
     for d in "abcd":
         for i in range(5):
@@ -126,15 +127,22 @@ def test_a_helper_that_dies_leaves_the_walk_to_stat_everything_itself(helpers, t
     real_ask = stat_helper.StatHelper.ask
     asked = []
 
-    def ask_then_die(self, *args):
-        took = real_ask(self, *args)
+    def ask_and_die(self, fd, directory, names):
+        if len(asked) == 1:  # the root was shared; "a" is next
+            if when == "before the question":
+                self.process.kill()
+                self.process.wait()
+            else:  # a question it cannot read: it dies of it, before any answer
+                self.process.stdin.write(stat_helper._LENGTH.pack(3) + b"xyz")
+                self.process.stdin.flush()
+                self.pending = names
+                asked.append(True)
+                return True
+        took = real_ask(self, fd, directory, names)
         asked.append(took)
-        if took and len(asked) == 2:  # the root, then "a": killed with a's names
-            self.process.kill()
-            self.process.wait()
         return took
 
-    stat_helper.StatHelper.ask = ask_then_die
+    stat_helper.StatHelper.ask = ask_and_die
     try:
         shared = _walked(tmp_path, True)
     finally:
@@ -142,7 +150,7 @@ def test_a_helper_that_dies_leaves_the_walk_to_stat_everything_itself(helpers, t
     alone = _walked(tmp_path, False)
     assert shared[0] == alone[0] and np.array_equal(shared[1], alone[1]) and shared[2] == alone[2]
     # The root answered; "a" not (the walk stat-ed its names itself); "b", "c" and "d" never handed over.
-    assert asked == [True, True] and answered == [True, False] and made[0].broken
+    assert made[0].broken and asked == [True, when != "before the question"] and answered == [True, False][: 1 + asked[1]]
 
 
 def test_a_folder_is_not_split_while_the_compiled_loop_stats(helpers, monkeypatch, tmp_path):
@@ -297,3 +305,16 @@ def test_a_large_folder_is_stat_ed_a_slice_at_a_time_while_the_helper_starts_the
     names = [f"f{i:02d}" for i in range(20)]
     # Two slices of three while it starts; of the 14 left, 7 here and 7 by the helper.
     assert calls == [names[0:3], names[3:6], names[6:13]]
+
+
+def test_a_walk_of_another_thread_does_not_use_this_walks_helper(monkeypatch, tmp_path):
+    import threading
+
+    monkeypatch.setattr(stat_helper, "SPLIT_AT", 2)
+    seen = []
+    with folders.walk_helper(True):
+        mine = stat_helper.current()
+        other = threading.Thread(target=lambda: seen.append(stat_helper.current()))
+        other.start()
+        other.join()
+    assert mine is not None and seen == [None]

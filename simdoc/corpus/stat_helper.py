@@ -32,6 +32,7 @@ import select
 import struct
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -99,11 +100,11 @@ class StatHelper:
         names, self.pending = self.pending, None
         try:
             head = self.process.stdout.read(_LENGTH.size)
-            reply = pickle.loads(self.process.stdout.read(_LENGTH.unpack(head)[0])) if len(head) == _LENGTH.size else None
-        except (OSError, EOFError, pickle.UnpicklingError, struct.error):
-            reply = None
-        if reply is None:
-            self.broken = self.broken or self.process.poll() is not None
+            reply = pickle.loads(self.process.stdout.read(_LENGTH.unpack(head)[0]))
+        except (OSError, EOFError, pickle.UnpicklingError, struct.error):  # its output ended, or cut short: it is gone
+            self.broken = True
+            return None
+        if reply is None:  # it could not stat these (a folder replaced since, say); it can the next
             return None
         raw, failed = reply
         rows = np.frombuffer(raw, dtype=np.int64).reshape(len(names), len(self.fields))
@@ -125,7 +126,7 @@ class StatHelper:
         self.process = None
 
 
-_HELPER: list[StatHelper | None] = [None]
+_HELPER: list[tuple[int, StatHelper] | None] = [None]  # the thread whose walk has it, and the helper
 
 
 @contextlib.contextmanager
@@ -136,7 +137,7 @@ def stat_helper(wanted: bool, fields: tuple[str, ...]) -> Iterator[None]:
         yield
         return
     helper = StatHelper(fields)
-    _HELPER[0] = helper
+    _HELPER[0] = (threading.get_ident(), helper)
     try:
         yield
     finally:
@@ -145,5 +146,7 @@ def stat_helper(wanted: bool, fields: tuple[str, ...]) -> Iterator[None]:
 
 
 def current() -> StatHelper | None:
-    """The helper of the walk under way, if it has one."""
-    return _HELPER[0]
+    """The helper of the walk under way in this thread, if it has one (its questions and answers
+    pair up one after the other: a walk of another thread at the same time must not use it)."""
+    held = _HELPER[0]
+    return held[1] if held is not None and held[0] == threading.get_ident() else None
