@@ -64,6 +64,10 @@ def test_a_link_to_a_document_left_out_is_made_again_and_said_to_lead_nowhere(ru
     os.symlink("sub/b.txt", c / "to-b")  # relative, to the copy dropped
     os.symlink(str(c / "u.txt"), c / "sub" / "to-u")  # absolute, to a file kept
     os.symlink("../nowhere", c / "sub" / "broken")  # leads nowhere in the corpus either
+    os.mkfifo(c / "pipe")
+    os.symlink("pipe", c / "to-pipe")  # to a FIFO, which is not written
+    write(c / "..u.txt", numbered_page(5))  # hidden (no part of the corpus), though its name starts with ".."
+    os.symlink("..u.txt", c / "to-dots")
     r = run("dedup", c, "--index", tmp_path / "i", "--write", tmp_path / "out", "--threshold", "0.5", "-j", "1")
     assert r.exit_code == 0, r.stderr
     assert r.stdout == "sub/b.txt\n"
@@ -71,8 +75,11 @@ def test_a_link_to_a_document_left_out_is_made_again_and_said_to_lead_nowhere(ru
     assert [os.readlink(out / x) for x in ("to-b", "sub/to-u", "sub/broken")] == ["sub/b.txt", str(c / "u.txt"), "../nowhere"]
     assert not (out / "sub" / "b.txt").exists()
     assert f"to-b: a symbolic link to sub/b.txt, which is left out: it leads nowhere in {out}" in r.stderr
-    assert "sub/to-u: a symbolic link" not in r.stderr and "sub/broken: a symbolic link" not in r.stderr
-    assert "not in" not in r.stderr.split("simdoc: wrote")[-1]  # every path of the corpus is in DIR
+    assert f"to-pipe: a symbolic link to pipe, which is left out: it leads nowhere in {out}" in r.stderr
+    for kept in ("sub/to-u", "sub/broken", "to-dots"):
+        assert f"{kept}: a symbolic link" not in r.stderr
+    assert os.readlink(out / "to-dots") == "..u.txt" and not (out / "..u.txt").exists()
+    assert "1 path of the corpus is not in" in r.stderr  # the FIFO
 
 
 def test_a_link_replaced_by_a_file_since_it_was_indexed_stops_the_writing(tmp_path):

@@ -13,8 +13,8 @@ below DIR, without the documents ``dedup`` drops, and nothing else changes:
 * a Parquet file keeps its schema, its row groups and all rows but the dropped ones;
 * a file the index skipped (binary, no documents in it) is copied byte for byte, if its size
   and modification time are still those it had then; a symbolic link not followed is made again
-  with the same target, as ``cp -a`` makes it (one that leads to a document left out is named in
-  :attr:`Written.dangling`: it leads nowhere in DIR); one that cannot be written (a FIFO, a
+  with the same target, as ``cp -a`` makes it (one that leads to a document or file left out is
+  named in :attr:`Written.dangling`: it leads nowhere in DIR); one that cannot be written (a FIFO, a
   folder that could not be listed, a file it cannot read, a link in a bucket) is named in
   :attr:`Written.not_written`, with why: nothing of the corpus is left out unsaid.
   What the walk passes over by design (hidden files, other simdoc indexes' folders, names
@@ -172,7 +172,8 @@ def write_corpus(
                 out.copied += 1
             else:
                 out.not_written.append((entry["id"], why))
-        out.dangling = [(name, to) for name, to in links if _led_to(name, to, reader.root) in drop]
+        left_out = drop | {name for name, _ in out.not_written}
+        out.dangling = [(name, to) for name, to in links if _led_to(name, to, reader.root) in left_out]
         where.commit()
     except OSError as exc:
         where.abort()
@@ -264,7 +265,8 @@ def _led_to(name: str, to: str, root: str) -> str | None:
     """The id of the corpus path the link ``name`` (an id) leads to, if inside the corpus."""
     path = os.path.normpath(to if os.path.isabs(to) else os.path.join(root, os.path.dirname(name), to))
     rel = os.path.relpath(path, root)
-    return None if rel == os.curdir or rel.startswith(os.pardir) else rel.replace(os.sep, "/")
+    outside = rel == os.pardir or rel.startswith(os.pardir + os.sep)
+    return None if outside or rel == os.curdir else rel.replace(os.sep, "/")
 
 
 def _write_one(src: str, target: str, how: str, gone: list[tuple[int, int]], reader: DocumentReader, link: bool) -> str | None:
