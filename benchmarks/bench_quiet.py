@@ -5,8 +5,9 @@
 IDX must be an index of CORPUS that is up to date (run the command once
 before, and once more if the files were written just before it: files
 written within a scan's racy window are read again by the next run). Each
-CHECKOUT is a simdoc source tree, run as ``python -m simdoc`` with it on
-PYTHONPATH (the same interpreter for all), so that two commits are timed
+CHECKOUT is a simdoc source tree, run as ``python -P -m simdoc`` with it on
+PYTHONPATH (the same interpreter for all; ``-P``: not the simdoc of the
+current folder, which ``-m`` would find first), so that two commits are timed
 against each other in one run: they alternate, the order reversed every
 other round, as a busy machine's noise moves both alike. Prints the wall
 time of each: median, quartiles and minimum, and checks that every run
@@ -38,7 +39,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     trees = dict(item.split("=", 1) for item in args.checkouts)
-    cmd = [sys.executable, "-m", "simdoc", "pairs", str(args.corpus), "--index", str(args.index), "--new", "-j", str(args.jobs)]
+    cmd = [sys.executable, "-P", "-m", "simdoc", "pairs", str(args.corpus), "--index", str(args.index), "--new", "-j", str(args.jobs)]
     before = manifest_digest(args.index)
     times: dict[str, list[float]] = {name: [] for name in trees}
     for i in range(args.runs):
