@@ -2,12 +2,13 @@
 
 It is run by its path, ``python -I -S stat_server.py``, and imports only the
 standard library (no numpy, no simdoc): it starts in a few tens of
-milliseconds and shares no memory with the walk. (A forked helper shared
-the walk's pages: each page the walk wrote afterwards was copied, 14,000
-faults of ~28 µs each in this VM, more than the stats saved.)
+milliseconds, inherits none of the walk's state (a forked copy of the walk
+would hold its memory, its open files and whatever numba had loaded), and
+ends with its input.
 
-It writes one byte, ``R``, when it is ready. On stdin, requests, each a length-prefixed pickle (folder, device, inode,
-names, fields): the folder and names as bytes, the names joined by NUL;
+It writes one byte, ``R``, when it is ready. Then, on stdin, requests, each
+a length-prefixed pickle (folder, device, inode, names, fields): the folder
+and names as bytes, the names joined by NUL;
 ``fields`` the attributes of ``os.lstat``'s result to send. On stdout, a
 reply to each, a length-prefixed pickle: (rows, failed), rows the fields of
 each name as native int64 bytes (zeros for a name that failed), failed the
