@@ -149,7 +149,8 @@ class Dedup:
         """Write the corpus without :meth:`paths` to the new or empty folder (or URL prefix) ``dest``, in its
         own formats, as ``simdoc dedup --write`` does (:mod:`simdoc.reports.write`); returns
         what was written (:class:`~simdoc.reports.write.Written`: files, documents, dropped, the
-        skipped files copied as they are, and those not written with why). Only when the corpus was named (see
+        skipped files copied as they are (symbolic links made again), those not written with why,
+        and the links that lead nowhere in ``dest``). Only when the corpus was named (see
         ``root``): the files are read from it."""
         from simdoc.reports.write import write_deduplicated
 
