@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import simdoc.corpus.folders as folders
 from simdoc import kernel_choice, kernels_walk
+from simdoc.corpus.globs import selected
 from simdoc.corpus.walk import discover, walk
 
 
@@ -218,3 +219,66 @@ def test_a_walk_takes_the_compiled_loop_once_enough_bytes_written_since_the_last
     reference = discover(tmp_path, columns=True)[0]
     assert walked({dev: after_all}) is kernels_walk.stat_names
     assert folders._SINCE == [None]  # not watched after the walk
+
+
+_GLOBS = st.lists(st.sampled_from(["*.txt", "*.TXT", "d/*", "*/*", "a", "日本/*", "*.jsonl", "z*"]), max_size=2)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    spec=st.lists(st.tuples(st.lists(_NAMES, min_size=1, max_size=3), _KINDS), min_size=1, max_size=20),
+    follow=st.booleans(), include=_GLOBS, exclude=_GLOBS,
+)
+def test_files_include_and_exclude_drop_are_never_stat_ed_and_the_walk_is_the_same(path, spec, follow, include, exclude):
+    """--include/--exclude: a name its folder's listing shows to be a regular file that they drop
+    is not stat-ed, and the documents, their stat and what is reported as passed over are those
+    of a walk that stats every name and then selects."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = os.path.join(tmp, "c")
+        os.mkdir(root)
+        _make(os.fsencode(root), spec)
+        include, exclude = tuple(include), tuple(exclude)
+        expected = {i: s for i, s in _expected(root, follow).items() if selected(i, include, exclude)}
+        asked: list[str] = []
+        real = folders.lstat_names
+
+        def recorded(directory, fd, names, prefix, skipped):
+            asked.extend(prefix + name for name in names)
+            return real(directory, fd, names, prefix, skipped)
+
+        folders.lstat_names = recorded
+        try:
+            entries, skipped = discover(root, follow_symlinks=follow, include_globs=include, exclude_globs=exclude, columns=True)
+        finally:
+            folders.lstat_names = real
+        assert {e.id: e.stat() for e in entries} == expected
+        for doc_id in asked:
+            st_ = os.lstat(os.path.join(root, doc_id))
+            assert not stat.S_ISREG(st_.st_mode) or selected(doc_id, include, exclude)
+        stat_all = _stat_every_name(root, follow, include, exclude)
+        assert [(s.id, s.reason, s.size, s.mtime_ns) for s in skipped] == stat_all
+
+
+def _stat_every_name(root: str, follow: bool, include: tuple, exclude: tuple) -> list[tuple]:
+    """What a walk that stats every name reports as passed over (the folder's listing made to
+    say nothing of the names' types)."""
+    real = folders._listed_with_files
+    folders._listed_with_files = lambda fd: (sorted(os.listdir(fd)), [])
+    try:
+        _, skipped = discover(root, follow_symlinks=follow, include_globs=include, exclude_globs=exclude, columns=True)
+    finally:
+        folders._listed_with_files = real
+    return [(s.id, s.reason, s.size, s.mtime_ns) for s in skipped]
+
+
+def test_a_walk_of_python_like_sources_for_py_files_stats_the_py_files_and_folders_only(tmp_path, monkeypatch):
+    for d in ("pkg", "pkg/sub", "pkg/__pycache__"):
+        (tmp_path / d).mkdir()
+    for name in ("pkg/a.py", "pkg/b.txt", "pkg/sub/c.py", "pkg/sub/c.pyc", "pkg/__pycache__/a.cpython-311.pyc", "README"):
+        (tmp_path / name).write_text(name)
+    asked: list[str] = []
+    real = folders.lstat_names
+    monkeypatch.setattr(folders, "lstat_names", lambda directory, fd, names, prefix, skipped: asked.extend(prefix + n for n in names) or real(directory, fd, names, prefix, skipped))
+    entries, skipped = discover(tmp_path, include_globs=("*.py",), columns=True)
+    assert list(entries.ids) == ["pkg/a.py", "pkg/sub/c.py"] and skipped == []
+    assert sorted(asked) == ["pkg", "pkg/__pycache__", "pkg/a.py", "pkg/sub", "pkg/sub/c.py"]

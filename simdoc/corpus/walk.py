@@ -21,6 +21,7 @@ import dataclasses
 import os
 import stat
 from collections.abc import Iterator
+from functools import partial
 from itertools import compress
 from pathlib import Path
 
@@ -81,7 +82,8 @@ def walk(
     The shingle stage starts reading the first files while the rest of the
     tree is still being listed. Paths passed over are appended to ``skipped``
     (in walk order, whether --include/--exclude select them or not: see
-    :meth:`Skipped.reported`). ``exclude`` names directories (the index) never to
+    :meth:`Skipped.reported`; but a name its folder's listing shows to be a
+    regular file that they drop is not even stat-ed). ``exclude`` names directories (the index) never to
     enter. ``include_globs`` keeps only documents whose id matches one of
     them, ``exclude_globs`` drops those that match any (it wins); globs follow
     ``fnmatch`` and are matched against the whole id, where ``*`` also
@@ -129,7 +131,10 @@ def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_
     # name, a subdirectory as if its name ended in "/", gives the ids in sorted order: all
     # ids under "d/" sort together, where "d/" sorts among its siblings. A file of many
     # documents sorts the same way, as the "f/#..." ids of its members do (see walk_key).
-    pending = [iter(list_folder(root_abs, "", excluded, follow_symlinks, skipped))]
+    # Files --include/--exclude would drop are dropped before they are stat-ed (dropped again below:
+    # a name of unknown type is stat-ed, and a followed link's file is known only then).
+    keeps = partial(selected_all, include=include_globs, exclude=exclude_globs) if include_globs or exclude_globs else None
+    pending = [iter(list_folder(root_abs, "", excluded, follow_symlinks, skipped, keeps))]
     while pending:
         for item in pending[-1]:
             if item.__class__ is tuple:  # a run of files: (ids, paths, stat rows)
@@ -147,7 +152,7 @@ def _walk(root_abs: str, exclude, follow_symlinks: bool, include_globs, exclude_
                 skipped.append(_seen(child_rel, "directory already walked (symbolic link loop or second link to it)", row, True))
                 continue
             walked.add(key)
-            pending.append(iter(list_folder(path, child_rel, excluded, follow_symlinks, skipped)))
+            pending.append(iter(list_folder(path, child_rel, excluded, follow_symlinks, skipped, keeps)))
             break
         else:
             pending.pop()
