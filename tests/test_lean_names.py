@@ -149,6 +149,37 @@ def test_names_give_back_every_id_and_source_whatever_the_chunks(monkeypatch_row
     assert names.column("source").take(picked) == [sources[i] for i in picked]
 
 
+@settings(max_examples=150, deadline=None)
+@given(rows, st.integers(1, 5), st.lists(row_names, max_size=5))
+def test_an_id_is_found_at_its_row_and_one_that_is_none_is_not_found(monkeypatch_rows, step, others):
+    """Names.find (and the ids column's index and `in`, which `simdoc show` asks): the row of an
+    id is found in the arrays, for files, members and ids holding "/#" themselves, whatever the
+    chunks its keys are compared in."""
+    sources = [s for s, _ in monkeypatch_rows]
+    ids = [s + "/#" + k if s else k for s, k in monkeypatch_rows]
+    names = Names.of(ids, sources)
+    column = names.column("id")
+    old, docnames._ROWS = docnames._ROWS, step
+    try:
+        for doc_id in ids:
+            found = names.find(doc_id)
+            assert found is not None and ids[found] == doc_id and doc_id in column
+            assert column.index(doc_id) == found
+        for other in [*others, *(i + "/#" for i in ids), *("x" + i for i in ids)]:
+            assert (names.find(other) is None) == (other not in ids) == (other not in column)
+    finally:
+        docnames._ROWS = old
+
+
+def test_show_finds_a_member_of_a_million_without_a_string_a_row(monkeypatch):
+    ids = [f"shard.jsonl/#{i}" for i in range(10**6)]
+    names = Names.of(ids, ["shard.jsonl"] * len(ids))
+    made = []
+    real = docnames.decode
+    monkeypatch.setattr(docnames, "decode", lambda *a: made.append(1) or real(*a))
+    assert names.column("id").index("shard.jsonl/#999999") == 999_999 and not made
+
+
 # ---------------------------------------------------------------- strings gathered (issue 29: an update's cost)
 
 

@@ -25,7 +25,9 @@ with a warning; one that cannot be read gives no numbers or passages.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -181,7 +183,7 @@ class PairEvidence:
         return out
 
 
-def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None, skipped: dict[str, str] | None = None) -> int:
+def resolve_doc(arg: str, doc_ids: Sequence[str], corpus_root: str | None, skipped: dict[str, str] | None = None) -> int:
     """The document number of ``arg``: a document id, as it is or as `simdoc pairs` prints it
     (:func:`simdoc.output.escape_name`: ``\\xNN`` for a byte that is not UTF-8, ``\\t``...), or a
     path to a file of the corpus. ``skipped``: the paths the index skipped, and why (its shingle
@@ -192,16 +194,16 @@ def resolve_doc(arg: str, doc_ids: list[str], corpus_root: str | None, skipped: 
     UsageError
         ``arg`` names no document of the index.
     """
-    lookup = {d: i for i, d in enumerate(doc_ids)}
     names = [arg] + ([unescape_name(arg)] if "\\" in arg else [])
-    if arg not in lookup and corpus_root is not None and os.path.exists(arg):
+    if corpus_root is not None and os.path.exists(arg):
         try:
             names.append(Path(os.path.realpath(arg)).relative_to(os.path.realpath(corpus_root)).as_posix())
         except ValueError:
             pass
     for name in names:
-        if name in lookup:
-            return lookup[name]
+        # (A table's ids look an id up in their arrays: no dict of them all, no string a row.)
+        with contextlib.suppress(ValueError):
+            return doc_ids.index(name)
     for name in names:
         if skipped and name in skipped:
             raise UsageError(
