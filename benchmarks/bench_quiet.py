@@ -1,6 +1,6 @@
 """A night when nothing changed: `simdoc pairs CORPUS --index IDX --new`, run again and again.
 
-    python benchmarks/bench_quiet.py CORPUS IDX NAME=CHECKOUT [NAME=CHECKOUT ...] [--runs 15] [--jobs 2]
+    python benchmarks/bench_quiet.py CORPUS IDX NAME=CHECKOUT [NAME=CHECKOUT ...] [--runs 15] [--jobs 2] [--include GLOB ...]
 
 IDX must be an index of CORPUS that is up to date (run the command once
 before, and once more if the files were written just before it: files
@@ -37,9 +37,11 @@ def main() -> None:
     ap.add_argument("checkouts", nargs="+", help="NAME=PATH of a simdoc source tree")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--include", action="append", default=[], help="the index's --include globs (a source tree's '*.py')")
     args = ap.parse_args()
     trees = dict(item.split("=", 1) for item in args.checkouts)
     cmd = [sys.executable, "-P", "-m", "simdoc", "pairs", str(args.corpus), "--index", str(args.index), "--new", "-j", str(args.jobs)]
+    cmd += [arg for glob in args.include for arg in ("--include", glob)]
     before = manifest_digest(args.index)
     times: dict[str, list[float]] = {name: [] for name in trees}
     for i in range(args.runs):
