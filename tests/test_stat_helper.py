@@ -197,6 +197,8 @@ def test_an_answer_never_pairs_with_the_wrong_question(helpers, tmp_path):
         fd = os.open(tmp_path / "a", os.O_RDONLY | os.O_DIRECTORY)
         try:
             assert not helper.ask(fd, str(tmp_path / "a"), ["f0"])  # not started yet
+            assert not helper.ready(wait=True) and not helper.starting()  # asking does not start it
+            helper.start()
             assert helper.ready(wait=True)
             assert helper.ask(fd, str(tmp_path / "a"), ["f1"])
             assert not helper.ask(fd, str(tmp_path / "a"), ["f2"])  # the answer to f1 was never read

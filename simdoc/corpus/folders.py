@@ -100,6 +100,7 @@ def lstat_names(directory: str, fd: int | None, names: list[str], prefix: str, s
     helper = stat_helper.current()
     if helper is None or fd is None or len(names) < stat_helper.SPLIT_AT or _COMPILED[0]:
         return _lstat_here(directory, fd, names, prefix, skipped)
+    helper.start()  # (at the walk's first large folder: a walk of small ones never has one)
     parts, at = [], 0
     while len(names) - at >= stat_helper.SPLIT_AT and helper.starting():  # a slice at a time meanwhile
         parts.append(_lstat_here(directory, fd, names[at : at + stat_helper.SLICE], prefix, skipped))

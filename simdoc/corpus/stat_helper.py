@@ -44,7 +44,7 @@ _LENGTH = struct.Struct("<Q")
 
 
 class StatHelper:
-    """The helper process of one walk, started when it is first asked if it is ready (:meth:`ready`)."""
+    """The helper process of one walk, started by :meth:`start` (the walk's first large folder)."""
 
     def __init__(self, fields: tuple[str, ...]) -> None:
         self.fields = fields
@@ -54,26 +54,33 @@ class StatHelper:
         self.ended: int | None = None  # the helper's exit status, once it has ended
         self.started = False  # it said it is ready
 
+    def start(self) -> None:
+        """Start the helper process, unless it was started already (or cannot be had)."""
+        if self.process is not None or self.broken:
+            return
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            )
+        except (OSError, ValueError):  # no process to start here
+            self.broken = True
+
     def ready(self, wait: bool = False) -> bool:
-        """Whether the helper can be asked now: started (here, the first time) and ready, or
-        (``wait``) once it is; False if it cannot be had."""
-        if self.started or self.broken:
+        """Whether the helper, :meth:`start`-ed, can be asked now, or (``wait``) once it says it is
+        ready (its first byte, read here when it has come); False if it cannot be had."""
+        if self.started or self.broken or self.process is None:
             return self.started and not self.broken
         try:
-            if self.process is None:
-                self.process = subprocess.Popen(
-                    [sys.executable, "-I", "-S", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-                )
             if select.select([self.process.stdout], [], [], None if wait else 0)[0]:
                 self.started = self.process.stdout.read(1) == b"R"  # its first byte: ready (none: it failed)
                 self.broken = not self.started
-        except (OSError, ValueError):  # no process to start here
+        except (OSError, ValueError):  # its output closed
             self.broken = True
         return self.started and not self.broken
 
     def starting(self) -> bool:
         """Started and not ready yet (the walk stats names itself meanwhile)."""
-        return not self.ready() and not self.broken
+        return self.process is not None and not self.ready() and not self.broken
 
     def ask(self, fd: int, directory: str, names: list[str]) -> bool:
         """Hand ``names`` of the folder open as ``fd`` (at ``directory``) to the helper, which is
