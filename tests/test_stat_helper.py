@@ -4,6 +4,7 @@ happens to the helper, and leaves no process behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -106,16 +107,59 @@ def test_names_gone_between_the_listing_and_the_helpers_stat_are_said_as_a_walk_
                 os.unlink(os.path.join(os.readlink(f"/proc/self/fd/{folder}"), gone))
         return names
 
-    folders._LISTDIR = listed_then_removed
+    stated: list[list[str]] = []  # the names the walk stats itself, a call at a time
+    real_here = folders._lstat_here
+
+    def recorded(directory, fd, names, prefix, skipped):
+        stated.append(list(names))
+        return real_here(directory, fd, names, prefix, skipped)
+
+    folders._LISTDIR, folders._lstat_here = listed_then_removed, recorded
     try:
         ids, rows, skipped = _walked(tmp_path, True)
     finally:
-        folders._LISTDIR = real
+        folders._LISTDIR, folders._lstat_here = real, real_here
     assert answered == [True, True, True]  # the root ("a" and "b"), and both folders
+    # Its own half of each folder, then only the names the helper could not stat (not f3 again).
+    assert stated == [["a"], ["f0", "f1", "f2"], ["f4", "f5"], ["f0", "f1", "f2"], ["f4", "f5"]]
     assert ids == [f"{d}/f{i}" for d in ("a", "b") for i in range(4)]
     assert skipped == [(f"{d}/{n}", "cannot stat: No such file or directory", -1, -1, False) for d in ("a", "b") for n in ("f4", "f5")]
     alone = _walked(tmp_path, False)  # (f4 and f5 are gone now: nothing to say of them)
     assert alone[0] == ids and np.array_equal(alone[1], rows)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(2, 12), failed=st.sets(st.integers(0, 11)), gone=st.sets(st.integers(0, 11)))
+def test_names_the_helper_could_not_stat_are_stat_ed_again_in_their_places(helpers, monkeypatch, n, failed, gone):
+    """The helper says it could not stat some names (``failed``): the walk stats those again,
+    finds them there or not (``gone``: removed in between), and its rows and what it passed
+    over are a walk alone's, in the listing's order."""
+    real_answer = stat_helper.StatHelper.answer  # (the fixture's, which counts answers)
+
+    def some_failed(self):
+        names = self.pending
+        got = real_answer(self)
+        if got is None:
+            return None
+        says = sorted(i for i in failed if i < len(names))
+        for i in says:
+            if i in gone:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(root, "d", names[i]))
+        return got[0], says
+
+    monkeypatch.setattr(stat_helper.StatHelper, "answer", some_failed)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = tmp
+        for i in range(n):
+            write(Path(tmp) / "d" / f"f{i:02d}", "x" * i)
+        shared = _walked(tmp, True)
+        alone_ids = sorted(set(shared[0]))  # what is left now is what a walk alone lists
+        alone = _walked(tmp, False)
+        assert shared[0] == alone[0] == alone_ids and np.array_equal(shared[1], alone[1])
+        half = [f"f{i:02d}" for i in range(n)][n // 2 :]
+        removed = {half[i] for i in failed & gone if i < len(half)}
+        assert [s[0] for s in shared[2]] == sorted(f"d/{name}" for name in removed)
 
 
 @pytest.mark.parametrize("when", ["before the question", "with the question"])

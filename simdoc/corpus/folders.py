@@ -123,10 +123,22 @@ def _shared(directory: str, fd: int, names: list[str], prefix: str, skipped: lis
         return [_lstat_here(directory, fd, names, prefix, skipped)]
     mine = _lstat_here(directory, fd, first, prefix, skipped)
     got = helper.answer()
-    if got is None or got[1]:  # it could not stat them all (a name gone since, say): stat-ed here, to say why
+    if got is None:  # it could not stat these (a folder replaced since, say)
         return [mine, _lstat_here(directory, fd, second, prefix, skipped)]
-    _watch(got[0])
-    return [mine, (second, got[0])]
+    rows, failed = got
+    if not failed:
+        _watch(rows)
+        return [mine, (second, rows)]
+    # Names it could not stat (gone since the listing, say): stat-ed here, to say why, and put
+    # back in their places among the others' rows.
+    ok = np.ones(len(second), dtype=bool)
+    ok[failed] = False
+    _watch(rows[ok])
+    again, again_rows = _lstat_here(directory, fd, [second[i] for i in failed], prefix, skipped)
+    place = dict(zip((second[i] for i in failed), failed))
+    order = np.argsort(np.concatenate([np.flatnonzero(ok), np.array([place[name] for name in again], dtype=np.int64)]), kind="stable")
+    kept = list(compress(second, ok.tolist())) + again
+    return [mine, ([kept[i] for i in order.tolist()], np.concatenate([rows[ok], again_rows])[order])]
 
 
 def _lstat_here(directory: str, fd: int | None, names: list[str], prefix: str, skipped: list) -> tuple[list[str], np.ndarray]:
