@@ -91,3 +91,22 @@ def test_new_is_described_as_it_behaves_in_help_and_readme(run):
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     (row,) = [line for line in readme.splitlines() if line.startswith("| `--new` |")]
     assert "since the last `--new` report written in full" in row and "latest update" not in row
+
+
+def test_a_night_with_nothing_new_reads_no_signature_and_the_next_checks_them(run, tmp_path):
+    """A --new run that finds nothing new prints no pair, and so reads (and checks) no signature
+    file: a quiet night's cost. The next night with a new document reads it, and a damaged one
+    is then an error (exit 4), as in any run that scores a pair."""
+    corpus = corpus_of(tmp_path / "c", a=TEXT_A, b=TEXT_A, c=TEXT_C)
+    idx = tmp_path / "idx"
+    assert run("pairs", corpus, "--index", idx, "--new", "-q").exit_code == 0
+    manifest = json.loads((idx / "manifest.json").read_text())
+    name = manifest["stages"]["signature"]["roles"]["signatures"]
+    data = bytearray((idx / name).read_bytes())
+    data[-1] ^= 0xFF  # a bit flipped in the last row: the size and header stay right, the CRC does not
+    (idx / name).write_bytes(bytes(data))
+    quiet = run("pairs", corpus, "--index", idx, "--new")
+    assert quiet.exit_code == 0 and quiet.stdout == "", quiet.stderr
+    write(corpus / "d.txt", TEXT_D)
+    news = run("pairs", corpus, "--index", idx, "--new")
+    assert news.exit_code == 4 and "checksum mismatch" in news.stderr and name in news.stderr, news.stderr
