@@ -27,7 +27,7 @@ import click
 from simdoc.cli.seconds import NON_NEGATIVE
 from simdoc.corpus.filelists import chosen_list, listed
 from simdoc.corpus.objects import configure, is_url, parse_option
-from simdoc.engines.dask import DEFAULT_WAIT_WORKERS
+from simdoc.engines.dask_waiting import DEFAULT_WAIT_WORKERS
 from simdoc.engines.dask_contract import ANSWER_FLOOR
 from simdoc import kernel_choice
 from simdoc.errors import CorpusError, IndexError_, UsageError

@@ -24,8 +24,9 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
-from simdoc.engines.dask import ENV, connect, map_ordered
 from simdoc.engines.local import LocalEngine
+
+ENV = "SIMDOC_SCHEDULER"  # the scheduler's address when --scheduler is not given
 
 
 class Engine(Protocol):
@@ -52,6 +53,8 @@ class DaskEngine:
 
     def map(self, func: Callable[[Any], Any], tasks: Iterable) -> Iterator:
         """Results of ``func`` over ``tasks``, in task order, submitted as a bounded stream."""
+        from simdoc.engines.dask import map_ordered
+
         return map_ordered(self.client, func, tasks)
 
 
@@ -78,5 +81,8 @@ def open_engine(
     if scheduler is None:
         yield local
         return
+    # (The Dask modules, and dask itself, are imported only for a cluster: ~8 ms of every local run.)
+    from simdoc.engines.dask import connect
+
     with connect(scheduler, wait_workers, index, corpus, needs_corpus) as client:
         yield DaskEngine(client, local.jobs)

@@ -51,7 +51,6 @@ from simdoc.engines.dask_contract import BROKEN, _fault, _version, check_contrac
 from simdoc.engines.dask_waiting import DEFAULT_WAIT_WORKERS, lost_with_a_worker, result_of
 from simdoc.errors import ClusterError, SimdocError, UsageError
 
-ENV = "SIMDOC_SCHEDULER"
 _LOCAL = re.compile(r"^local(?:\[(\d+)\])?$")
 
 

@@ -36,7 +36,6 @@ from simdoc.lsh import (
 )
 from simdoc.params import BandingParams, PairsParams, Threshold, choose_threshold
 from simdoc.stages.banding import band_here, band_kept, can_merge
-from simdoc.stages.dask_index import band_on_cluster
 from simdoc.stages.common import build_id
 from simdoc.stages.results import StageResult
 from simdoc.store.loaded import LoadedIndex, open_index
@@ -179,7 +178,11 @@ def _index_stage(loaded: LoadedIndex, plan: _Plan, engine: Engine, t0: float) ->
     rep = representatives(docs.identities(), docs.n_shingles > 0)
     banded = (docs.n_shingles > 0) & (rep == np.arange(len(rep)))
     files = {names["groups"]: loaded.store.save_array(names["groups"], rep)}
-    on_cluster = band_on_cluster(loaded, params, names, int(banded.sum()), engine) if isinstance(engine, DaskEngine) else None
+    on_cluster = None
+    if isinstance(engine, DaskEngine):
+        from simdoc.stages.dask_index import band_on_cluster  # (a cluster's alone)
+
+        on_cluster = band_on_cluster(loaded, params, names, int(banded.sum()), engine)
     if on_cluster is not None:
         written, pairs = on_cluster
         files.update(written)

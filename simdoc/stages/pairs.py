@@ -38,7 +38,6 @@ from simdoc.params import (
     ShingleParams,
     SignatureParams,
 )
-from simdoc.stages import dask_pairs
 from simdoc.stages.common import build_id, default_index_path, mismatch
 from simdoc.stages.index import add_index_stage, build_index
 from simdoc.stages.results import PairsResult, StageResult, Verifier, score_candidates
@@ -224,6 +223,8 @@ def _score(loaded: LoadedIndex, want: PairsParams, engine: Engine, progress: boo
     changed = docs.added > reported if want.new_only else None
     verifier = Verifier.of_index(loaded) if want.verify else None
     if isinstance(engine, DaskEngine):
+        from simdoc.stages import dask_pairs  # (a cluster's alone)
+
         scores = dask_pairs.score_candidates(
             engine.client, str(loaded.store.path), want.cut, want.measure, want.verify, want.all_candidates, changed,
             verifier, recheck=recheck,

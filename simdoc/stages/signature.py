@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,13 +31,15 @@ from simdoc.engines.local import LocalEngine
 from simdoc.errors import IndexError_
 from simdoc.minhash import MinHasher
 from simdoc.params import SignatureParams
-from simdoc.stages.dask_signatures import PlacedRows
 from simdoc.stages.common import build_id, mismatch, progress_bar
 from simdoc.stages.results import StageResult
 from simdoc.store.directory import IndexStore
 from simdoc.store.loaded import LoadedIndex, open_index
 from simdoc.store.npyfiles import NpyWriter, PieceWriter, write_piece
 from simdoc.version import __version__
+
+if TYPE_CHECKING:
+    from simdoc.stages.dask_signatures import PlacedRows
 
 SIGNATURE_TASK_DOCS = 4096  # rows of stored shingle sets signed per task
 _WRITE_ROWS = 1 << 16  # signature rows of the fused stage written at once (32 MB at 128 permutations)
@@ -188,6 +191,8 @@ def next_signature_rows(
     # The current matrix is checked here either way (size, dtype, shape; its CRC up to 1 GiB).
     old_sigs = LoadedIndex(store, manifest).signatures() if reuse else None
     if placed:
+        from simdoc.stages.dask_signatures import PlacedRows  # (a cluster's alone)
+
         old = manifest["stages"]["signature"]["roles"]["signatures"] if reuse else None
         return PlacedRows(store, signer.num_perm, str(store.path.absolute() / old) if old else None)
     return SignatureRows(store, signer.num_perm, old_sigs)
