@@ -282,3 +282,35 @@ def test_a_walk_of_python_like_sources_for_py_files_stats_the_py_files_and_folde
     entries, skipped = discover(tmp_path, include_globs=("*.py",), columns=True)
     assert list(entries.ids) == ["pkg/a.py", "pkg/sub/c.py"] and skipped == []
     assert sorted(asked) == ["pkg", "pkg/__pycache__", "pkg/a.py", "pkg/sub", "pkg/sub/c.py"]
+
+
+def test_a_name_whose_type_cannot_be_told_is_stat_ed_with_the_others(tmp_path, monkeypatch):
+    """A file system that gives no type in its listing makes os.scandir lstat the name; if that
+    fails, the name is not dropped unseen: it is stat-ed with the others, which says why."""
+    (tmp_path / "a.txt").write_text("a")
+    (tmp_path / "b.log").write_text("b")
+    real = os.scandir
+
+    class Blind:
+        def __init__(self, entry):
+            self.name = entry.name
+
+        def is_file(self, follow_symlinks=True):
+            raise PermissionError(13, "Permission denied")
+
+    class Listing:
+        def __init__(self, fd):
+            self.inner = real(fd)
+
+        def __enter__(self):
+            return (Blind(e) for e in self.inner)
+
+        def __exit__(self, *exc):
+            self.inner.close()
+
+    monkeypatch.setattr(folders.os, "scandir", Listing)
+    asked: list[str] = []
+    real_lstat_names = folders.lstat_names
+    monkeypatch.setattr(folders, "lstat_names", lambda d, fd, names, prefix, skipped: asked.extend(names) or real_lstat_names(d, fd, names, prefix, skipped))
+    entries, skipped = discover(tmp_path, include_globs=("*.txt",), columns=True)
+    assert list(entries.ids) == ["a.txt"] and skipped == [] and asked == ["a.txt", "b.log"]

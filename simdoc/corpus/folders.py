@@ -391,10 +391,19 @@ def _listed_with_files(fd: int) -> tuple[list[str], list[str]]:
     """The names in the folder of ``fd``, sorted, and those of them its listing says are regular
     files (no stat: the type ``readdir`` gives; a file system that gives none is asked by ``lstat``)."""
     with os.scandir(fd) as listing:
-        entries = [(entry.name, entry.is_file(follow_symlinks=False)) for entry in listing]
+        entries = [(entry.name, _regular(entry)) for entry in listing]
     entries.sort(key=_KEY)
     names = list(map(_KEY, entries))
     return names, [name for name, regular in entries if regular]
+
+
+def _regular(entry: os.DirEntry) -> bool:
+    """Whether a listed name is a regular file, by its type; False where that cannot be told
+    (its ``lstat`` failed): it is stat-ed with the others, which says why."""
+    try:
+        return entry.is_file(follow_symlinks=False)
+    except OSError:
+        return False
 
 
 def _unchosen_dropped(names: list[str], files: list[str], prefix: str, chosen: Callable[[list[str]], list[bool]]) -> list[str]:
