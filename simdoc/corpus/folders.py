@@ -356,15 +356,18 @@ def list_folder(
     base = directory if directory.endswith(os.sep) else directory + os.sep
     ids = list(map(prefix.__add__, names))
     paths = list(map(base.__add__, names))
-    regular = (rows[:, MODE] & 0o170000) == stat.S_IFREG
-    if regular.all() and walk_keys(names) is names:  # sorted already: one run of files
+    # Regular files: numpy tests a large folder, Python a small one (a numpy call costs a few us).
+    if len(names) >= _FEW:
+        files = ((rows[:, MODE] & 0o170000) == stat.S_IFREG).tolist()
+    else:
+        files = [mode & 0o170000 == stat.S_IFREG for mode in rows[:, MODE].tolist()]
+    if all(files) and walk_keys(names) is names:  # sorted already: one run of files
         return [(ids, paths, rows[:, :FILE_COLUMNS])]
     # Rows (key, id, path, k) of files, k their row in ``table``; [key, id, path, row] of subdirectories.
     table = [rows[:, :FILE_COLUMNS]]
-    files = regular.tolist()
-    found: list = list(zip(walk_keys(list(compress(names, files))), compress(ids, files), compress(paths, files), np.flatnonzero(regular).tolist()))
+    found: list = list(zip(walk_keys(list(compress(names, files))), compress(ids, files), compress(paths, files), [i for i, f in enumerate(files) if f]))
     extra = len(names)
-    for i in np.flatnonzero(~regular).tolist():  # links, directories, devices: few, one at a time
+    for i in [i for i, f in enumerate(files) if not f]:  # links, directories, devices: few, one at a time
         item = _other(names[i], ids[i], paths[i], rows[i].tolist(), excluded, follow_symlinks, skipped)
         if item is None:
             continue
