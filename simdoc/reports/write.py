@@ -226,10 +226,9 @@ def _copy_skipped(entry: dict, reader: DocumentReader, where, link: bool, links:
     with as_file(handle) as fin:
         if (st.st_size, st.st_mtime_ns) != (size, mtime_ns):
             raise _changed(name)
-        try:
-            target = where.target(name)
-        except (FileExistsError, NotADirectoryError):  # a bucket's key inside an object: x.txt/y.txt beside x.txt
-            return "a file written to DIR has the name of a folder on its path"
+        target = _target(where, name)
+        if target is None:
+            return _NO_PLACE
         if link and not is_url(src):
             os.link(src, target, follow_symlinks=reader.follow_symlinks)
             copied, after = size, os.stat(target)
@@ -252,13 +251,24 @@ def _copy_link(src: str, name: str, where, links: list[tuple[str, str]]) -> str 
         to = os.readlink(src)
     except OSError as exc:  # replaced by a file since it was seen, say: it may hold documents now
         raise _changed(name) from exc
-    try:
-        target = where.target(name)
-    except (FileExistsError, NotADirectoryError):
-        return "a file written to DIR has the name of a folder on its path"
+    target = _target(where, name)
+    if target is None:
+        return _NO_PLACE
     os.symlink(to, target)
     links.append((name, to))
     return None
+
+
+_NO_PLACE = "a file written to DIR has the name of a folder on its path"
+
+
+def _target(where, name: str) -> str | None:
+    """Where ``name`` is written under ``where``; None if a file written there already has the name
+    of a folder on its path (a bucket's key inside an object: x.txt/y.txt beside x.txt)."""
+    try:
+        return where.target(name)
+    except (FileExistsError, NotADirectoryError):
+        return None
 
 
 def _led_to(name: str, to: str, root: str) -> str | None:
