@@ -129,16 +129,16 @@ def _shared(directory: str, fd: int, names: list[str], prefix: str, skipped: lis
     if not failed:
         _watch(rows)
         return [mine, (second, rows)]
-    # Names it could not stat (gone since the listing, say): stat-ed here, to say why, and put
-    # back in their places among the others' rows.
-    ok = np.ones(len(second), dtype=bool)
-    ok[failed] = False
-    _watch(rows[ok])
-    again, again_rows = _lstat_here(directory, fd, [second[i] for i in failed], prefix, skipped)
-    place = dict(zip((second[i] for i in failed), failed))
-    order = np.argsort(np.concatenate([np.flatnonzero(ok), np.array([place[name] for name in again], dtype=np.int64)]), kind="stable")
-    kept = list(compress(second, ok.tolist())) + again
-    return [mine, ([kept[i] for i in order.tolist()], np.concatenate([rows[ok], again_rows])[order])]
+    # Names it could not stat (gone since, say) are stat-ed here, to say why; those found fill their rows.
+    keep = np.ones(len(second), dtype=bool)
+    keep[failed] = False
+    _watch(rows[keep])
+    again = dict(zip(*_lstat_here(directory, fd, [second[i] for i in failed], prefix, skipped)))
+    rows = rows.copy()  # (the helper's bytes are read-only)
+    for i in failed:
+        if second[i] in again:
+            rows[i], keep[i] = again[second[i]], True
+    return [mine, (list(compress(second, keep.tolist())), rows[keep])]
 
 
 def _lstat_here(directory: str, fd: int | None, names: list[str], prefix: str, skipped: list) -> tuple[list[str], np.ndarray]:
