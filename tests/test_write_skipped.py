@@ -68,6 +68,8 @@ def test_a_link_to_a_document_left_out_is_made_again_and_said_to_lead_nowhere(ru
     os.symlink("pipe", c / "to-pipe")  # to a FIFO, which is not written
     write(c / "..u.txt", numbered_page(5))  # hidden (no part of the corpus), though its name starts with ".."
     os.symlink("..u.txt", c / "to-dots")
+    os.symlink(c, tmp_path / "alias")
+    os.symlink(str(tmp_path / "alias" / "sub" / "b.txt"), c / "to-b-by-alias")  # absolute, through another path to the corpus
     r = run("dedup", c, "--index", tmp_path / "i", "--write", tmp_path / "out", "--threshold", "0.5", "-j", "1")
     assert r.exit_code == 0, r.stderr
     assert r.stdout == "sub/b.txt\n"
@@ -76,6 +78,7 @@ def test_a_link_to_a_document_left_out_is_made_again_and_said_to_lead_nowhere(ru
     assert not (out / "sub" / "b.txt").exists()
     assert f"to-b: a symbolic link to sub/b.txt, which is left out: it leads nowhere in {out}" in r.stderr
     assert f"to-pipe: a symbolic link to pipe, which is left out: it leads nowhere in {out}" in r.stderr
+    assert f"to-b-by-alias: a symbolic link to {tmp_path / 'alias' / 'sub' / 'b.txt'}, which is left out" in r.stderr
     for kept in ("sub/to-u", "sub/broken", "to-dots"):
         assert f"{kept}: a symbolic link" not in r.stderr
     assert os.readlink(out / "to-dots") == "..u.txt" and not (out / "..u.txt").exists()

@@ -272,8 +272,11 @@ def _target(where, name: str) -> str | None:
 
 
 def _led_to(name: str, to: str, root: str) -> str | None:
-    """The id of the corpus path the link ``name`` (an id) leads to, if inside the corpus."""
-    path = os.path.normpath(to if os.path.isabs(to) else os.path.join(root, os.path.dirname(name), to))
+    """The id of the corpus path the link ``name`` (an id) leads to, if inside the corpus (``root``,
+    resolved). Its folder is resolved too: an absolute target may name the corpus by another path
+    (a link to one of its folders), as a relative one may pass through a link inside it."""
+    path = to if os.path.isabs(to) else os.path.join(root, os.path.dirname(name), to)
+    path = os.path.normpath(os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path)))
     rel = os.path.relpath(path, root)
     outside = rel == os.pardir or rel.startswith(os.pardir + os.sep)
     return None if outside or rel == os.curdir else rel.replace(os.sep, "/")
