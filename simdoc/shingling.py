@@ -44,7 +44,6 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 import mmh3
 import numpy as np
@@ -127,6 +126,8 @@ def _space_table() -> np.ndarray:
 @lru_cache(maxsize=1)
 def stop_words() -> frozenset[str]:
     """The shipped English stop-word list (``simdoc/data/stopwords.txt``)."""
+    from importlib import resources  # (here: it imports tempfile, ~3 ms of every command)
+
     raw = resources.files("simdoc").joinpath("data/stopwords.txt").read_text(encoding="utf-8")
     return frozenset(w.strip() for w in raw.splitlines() if w.strip() and not w.startswith("#"))
 

@@ -118,10 +118,10 @@ def test_the_pipes_to_and_from_the_workers_hold_a_reading_task_and_its_result():
     import fcntl
     import multiprocessing
 
-    from simdoc.engines.local import PIPE_BYTES, _Pool
+    from simdoc.engines.pool import PIPE_BYTES, WidePool
 
     assert PIPE_BYTES >= 1 << 20
-    with _Pool(1, context=multiprocessing.get_context("fork")) as pool:
+    with WidePool(1, context=multiprocessing.get_context("fork")) as pool:
         sizes = [fcntl.fcntl(q._writer.fileno(), fcntl.F_GETPIPE_SZ) for q in (pool._inqueue, pool._outqueue)]
         assert pool.apply(_square, (3,)) == 9
     assert sizes == [PIPE_BYTES, PIPE_BYTES]

@@ -22,18 +22,19 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
-import multiprocessing
-import multiprocessing.pool
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simdoc.kernel_choice import wanted
 from simdoc.corpus import objects
 from simdoc.errors import UsageError
 from simdoc.interrupts import held_while_forking, quiet_worker
 from simdoc.memory import reuse_freed_blocks
+
+if TYPE_CHECKING:
+    import multiprocessing.context
 
 
 def default_jobs() -> int:
@@ -55,11 +56,15 @@ def check_jobs(jobs: int | None) -> int:
 
 def can_fork() -> bool:
     """Whether workers can be forked here, sharing this process's memory at the start."""
+    import multiprocessing
+
     return "fork" in multiprocessing.get_all_start_methods()
 
 
 def pool_context(share: bool = False) -> multiprocessing.context.BaseContext:
     """Fork on Linux, else spawn; fork wherever it exists when the workers must ``share`` this process's memory."""
+    import multiprocessing
+
     return multiprocessing.get_context("fork" if sys.platform.startswith("linux") or (share and can_fork()) else "spawn")
 
 
@@ -108,6 +113,7 @@ class LocalEngine:
                 yield func(task)
             return
         from simdoc.corpus import plain_batch
+        from simdoc.engines.pool import WidePool
 
         if wanted():  # (not in a stage too small to load the kernels for: simdoc.kernel_choice)
             from simdoc import kernels, kernels_bytes
@@ -121,7 +127,7 @@ class LocalEngine:
         # The storage options of a corpus at a URL go to each worker as it starts (spawned ones too).
         start = (os.getpid(), initializer, initargs, objects.current())
         with _forked_frozen(), held_while_forking():
-            pool = _Pool(len(head), _start_worker, start, context=context)
+            pool = WidePool(len(head), _start_worker, start, context=context)
         with pool:
             if ordered:
                 yield from pool.imap(func, itertools.chain(head, tasks), chunksize=1)
@@ -141,43 +147,6 @@ def _forked_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-
-
-class _Pool(multiprocessing.pool.Pool):
-    """A pool whose worker handler sleeps until a worker exits or the pool's state changes.
-
-    CPython's handler also wakes whenever a result is waiting to be read (``_get_sentinels``: the
-    results pipe). While a large result streams through that pipe, or waits for the thread that
-    reads it to get the interpreter lock, the pipe stays readable and the handler spins: 2.5 CPU
-    seconds of the main process at 10^6 records, on cores the workers need. The handler only has
-    to replace workers that exit, which the workers' own sentinels tell it (these pools have no
-    ``maxtasksperchild``), and to see close and terminate, which the change notifier tells it.
-    """
-
-    def _get_sentinels(self):
-        return [self._change_notifier._reader]
-
-    def _setup_queues(self):
-        # The pipes to and from the workers hold several tasks and a whole result (issue 32). At
-        # 64 KB, less than one reading task (~90 KB at 10^5 files) or its result (~0.7 MB), a
-        # worker waits at each end of a task for the main process's threads to move the rest
-        # through, and they wait for the interpreter lock: ~13% of each worker's time at -j2.
-        super()._setup_queues()
-        for queue in (self._inqueue, self._outqueue):
-            widen_pipe(queue._writer.fileno())
-
-
-PIPE_BYTES = 1 << 20  # Linux's default /proc/sys/fs/pipe-max-size: allowed to any user
-
-
-def widen_pipe(fd: int, size: int = PIPE_BYTES) -> None:
-    """Make the pipe ``fd`` hold ``size`` bytes where the system lets it (Linux); else leave it."""
-    try:
-        import fcntl
-
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
-    except (ImportError, AttributeError, OSError):  # not Linux, or over the user's pipe allowance: as it was
-        pass
 
 
 def _start_worker(parent: int, initializer: Callable[..., None] | None, initargs: tuple, options: dict) -> None:

@@ -47,7 +47,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import groupby
@@ -260,7 +259,7 @@ def scan_batch(task: ScanTask) -> BatchResult | PartWritten:
     """
     result = _scan(task)
     if task.part is not None and not task.keep_sets:
-        token = secrets.token_hex(16)
+        token = os.urandom(16).hex()  # (secrets.token_hex, without importing secrets: hmac, base64)
         try:
             write_part(task.part, result, reusable=task.reusable, token=token)
         except OSError:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 from pathlib import Path
 from typing import NamedTuple
 
@@ -128,7 +127,7 @@ def new_temporary(directory: str | Path, prefix: str, suffix: str) -> tuple[int,
     it is readable by whoever may read the folder (mkstemp's 0600 is its maker's alone)."""
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     for _ in range(100):
-        path = os.path.join(directory, f"{prefix}{secrets.token_hex(6)}{suffix}")
+        path = os.path.join(directory, f"{prefix}{os.urandom(6).hex()}{suffix}")
         try:
             return os.open(path, flags, 0o666), path
         except FileExistsError:
