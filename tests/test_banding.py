@@ -6,8 +6,9 @@ import tracemalloc
 
 import numpy as np
 
+from simdoc.buckets import bucket_order, bucket_sizes
 from simdoc.engines.local import LocalEngine
-from simdoc.lsh import band_keys, bucket_order
+from simdoc.lsh import band_keys
 from simdoc.params import BandingParams, ShingleParams, SignatureParams
 from simdoc.stages import banding
 from simdoc.stages.index import add_index_stage
@@ -42,6 +43,9 @@ def test_keys_and_buckets_written_by_blocks_are_those_made_whole(tmp_path, monke
         assert keys.tobytes() == want_keys.tobytes() and buckets.tobytes() == want_buckets.tobytes()
         assert keys.shape == want_keys.shape and buckets.shape == want_buckets.shape
         assert stage["bucket_pairs"] == pairs.tolist()
+        sizes = [bucket_sizes(want_keys[t][want_buckets[t]]) for t in range(8)]
+        assert (stage["largest_bucket"], stage["large_buckets"]) == ([s[1] for s in sizes], [s[2] for s in sizes])
+        assert stage["banded"] == banded.sum() and max(stage["largest_bucket"]) >= 2
         loaded.store.verify_crc(stage["roles"]["bands"], stage["files"][stage["roles"]["bands"]], 128, force=True)
         loaded.store.verify_crc(stage["roles"]["buckets"], stage["files"][stage["roles"]["buckets"]], 128, force=True)
         del loaded.manifest["stages"]["index"]
@@ -99,14 +103,14 @@ def test_a_bands_sort_holds_its_keys_and_order_only(tmp_path, monkeypatch):
     banding.band_here(warm, signatures[:100], bands, 2, np.ones(100, bool), names, 1)  # compiled and warmed
     tracemalloc.start()
     try:
-        _, pairs = banding.band_here(store, signatures, bands, 2, np.ones(n, bool), names, 1)
+        _, sizes = banding.band_here(store, signatures, bands, 2, np.ones(n, bool), names, 1)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     keys = band_keys(signatures, bands, 2)
     want = np.zeros(bands, np.int64)
     assert np.load(tmp_path / "idx" / names["buckets"]).tobytes() == bucket_order(keys, np.ones(n, bool), 1, want).tobytes()
-    assert pairs.tolist() == want.tolist()
+    assert sizes[:, 0].tolist() == want.tolist() and sizes[:, 1].tolist() == [1000] * bands
     # A band's keys (8 bytes a document), their order (8) and the sort's buffer: ~27; with the
     # keys copied in bucket order, the documents and their copy in that order, and arrays a
     # position to count the band's pairs, ~65.

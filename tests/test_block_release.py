@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from simdoc import lsh
+from simdoc.buckets import iter_candidates
 from simdoc.stages import results
 
 
@@ -49,7 +50,7 @@ def test_candidates_let_the_pages_of_mapped_keys_and_buckets_go(tmp_path):
     del keys
     mapped_keys, mapped_buckets = np.load(tmp_path / "k.npy", mmap_mode="r"), np.load(tmp_path / "b.npy", mmap_mode="r")
     before = _rss_file_kb()
-    pairs = sum(len(left) for left, _ in lsh.iter_candidates(mapped_keys, mapped_buckets))
+    pairs = sum(len(left) for left, _ in iter_candidates(mapped_keys, mapped_buckets))
     grown = _rss_file_kb() - before
     assert pairs == 45
     assert grown < 16 << 10, grown  # kB: the 64 MB mapped are not all resident

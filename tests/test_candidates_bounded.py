@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdoc import lsh
-from simdoc.lsh import BucketStats, bucket_order, iter_candidates, pairs_in_runs
+from simdoc import buckets as buckets_module
+from simdoc.buckets import BucketStats, bucket_order, iter_candidates, pairs_in_runs
 
 
 def _every_position(keys, buckets, stats, chunk):
@@ -34,7 +34,7 @@ def _every_position(keys, buckets, stats, chunk):
         biggest = int(sizes.max())
         if biggest > stats.largest_bucket:
             stats.largest_bucket, stats.largest_bucket_band = biggest, t
-        stats.large_buckets += int(np.count_nonzero(sizes >= lsh.LARGE_BUCKET))
+        stats.large_buckets += int(np.count_nonzero(sizes >= buckets_module.LARGE_BUCKET))
         if biggest < 2:
             continue
         after = np.repeat(ends, sizes) - np.arange(len(order)) - 1

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simdoc.buckets import BucketStats
 from simdoc.errors import UsageError
-from simdoc.lsh import BucketStats
 from simdoc.reports.clusters import (
     KEEP_POLICIES,
     Cluster,

@@ -110,3 +110,38 @@ def test_a_night_with_nothing_new_reads_no_signature_and_the_next_checks_them(ru
     write(corpus / "d.txt", TEXT_D)
     news = run("pairs", corpus, "--index", idx, "--new")
     assert news.exit_code == 4 and "checksum mismatch" in news.stderr and name in news.stderr, news.stderr
+
+
+def test_a_night_with_nothing_new_reads_no_bucket_and_says_the_large_ones_as_any_run(run, tmp_path, monkeypatch):
+    """A --new run that finds nothing new reads no band key or bucket either: the sizes of the
+    largest buckets it warns of are those the index stage kept. The warning is the one a run
+    that walks the buckets gives. The next night with a new document reads the buckets (a
+    damaged file is banded again)."""
+    import simdoc.buckets
+
+    monkeypatch.setattr(simdoc.buckets, "LARGE_BUCKET", 2)  # (10,000 documents in one bucket, made small)
+    corpus = corpus_of(tmp_path / "c", a=TEXT_C, b=TEXT_D, c=TEXT_A)
+    idx = tmp_path / "idx"
+    first = run("pairs", corpus, "--index", idx, "--new")
+    assert first.exit_code == 0 and first.stdout.startswith("a.txt\tb.txt\t"), first.stderr
+    said = [ln for ln in first.stderr.splitlines() if "LSH bucket" in ln]
+    # (the noun's plural: "2 LSH buckets hold", not "2 LSHs bucket hold")
+    assert said and re.search(r"\b\d+ LSH buckets hold 10,000 or more documents \(largest: 2\)", said[0]), first.stderr
+    walked = run("pairs", corpus, "--index", idx)  # every bucket walked, nothing kept from the index stage
+    assert [ln for ln in walked.stderr.splitlines() if "LSH bucket" in ln] == said
+    stage = json.loads((idx / "manifest.json").read_text())["stages"]["index"]
+    for role in ("bands", "buckets"):
+        name = stage["roles"][role]
+        data = bytearray((idx / name).read_bytes())
+        data[-1] ^= 0xFF  # the size and header stay right, the CRC does not
+        (idx / name).write_bytes(bytes(data))
+    quiet = run("pairs", corpus, "--index", idx, "--new")
+    assert quiet.exit_code == 0 and quiet.stdout == "", quiet.stderr
+    assert [ln for ln in quiet.stderr.splitlines() if "LSH bucket" in ln] == said
+    # The next night, a document arrives: the update bands again what it cannot merge (the damaged
+    # files), and prints what a fresh index prints.
+    write(corpus / "e.txt", TEXT_A + "And one more line.\n")
+    news = run("pairs", corpus, "--index", idx, "--new")
+    assert news.exit_code == 0 and "e.txt" in news.stdout, news.stderr
+    fresh = run("pairs", corpus, "--index", tmp_path / "fresh")
+    assert run("pairs", corpus, "--index", idx).stdout == fresh.stdout and fresh.stdout.count("\n") == 2

@@ -7,18 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simdoc.buckets import BucketStats, bucket_order, bucket_pairs, bucket_sizes, iter_candidates
 from simdoc.errors import UsageError
-from simdoc.lsh import (
-    BucketStats,
-    band_keys,
-    bucket_order,
-    bucket_pairs,
-    candidate_probability,
-    check_bands_rows,
-    choose_bands_rows,
-    iter_candidates,
-    s_curve_threshold,
-)
+from simdoc.lsh import band_keys, candidate_probability, check_bands_rows, choose_bands_rows, s_curve_threshold
 
 
 def test_s_curve_b20_r5_worked_numbers():
@@ -189,6 +180,51 @@ def test_bucket_order_reports_each_bands_pairs(seed, n, bands):
         docs = np.flatnonzero(eligible)
         want = sum(1 for i in range(len(docs)) for j in range(i + 1, len(docs)) if keys[t, docs[i]] == keys[t, docs[j]])
         assert pairs[t] == want
+
+
+def test_bucket_sizes_of_a_band_worked_example(monkeypatch):
+    import simdoc.buckets
+
+    assert bucket_sizes(np.array([], np.uint64)) == (0, 0, 0)
+    assert bucket_sizes(np.array([7], np.uint64)) == (0, 1, 0)
+    assert bucket_sizes(np.array([3, 7, 8], np.uint64)) == (0, 1, 0)
+    monkeypatch.setattr(simdoc.buckets, "LARGE_BUCKET", 3)
+    # Runs of 3, 1, 2 and 4: 3 + 0 + 1 + 6 pairs, the largest 4, two of 3 or more.
+    assert bucket_sizes(np.array([1, 1, 1, 2, 5, 5, 9, 9, 9, 9], np.uint64)) == (10, 4, 2)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**31), st.integers(0, 60), st.integers(1, 5), st.integers(1, 4), st.integers(1, 6))
+def test_the_index_stages_bucket_sizes_are_what_a_walk_of_the_buckets_counts(seed, n, bands, values, large):
+    """A --new night with nothing new reads no bucket: it says the largest buckets from the sizes
+    the index stage kept (bucket_sizes per band, added over slices no bucket straddles, as a Dask
+    run counts them). They are what a walk of the buckets (iter_candidates) counts."""
+    import simdoc.buckets
+
+    rng = np.random.default_rng(seed)
+    sig = rng.integers(0, values, size=(n, bands * 2)).astype(np.uint32)
+    eligible = rng.random(n) > 0.2
+    keys = band_keys(sig, bands, 2)
+    order = bucket_order(keys, eligible)
+    old = simdoc.buckets.LARGE_BUCKET
+    simdoc.buckets.LARGE_BUCKET = large
+    try:
+        walked = BucketStats()
+        for left, _ in iter_candidates(keys, order, walked, touching=np.zeros(n, bool)):
+            assert not len(left)
+        sizes = np.array([bucket_sizes(keys[t][order[t]]) for t in range(bands)]).reshape(bands, 3)
+        # The same, a band cut into slices between buckets (a Dask run's key ranges).
+        for t in range(bands):
+            sk = keys[t][order[t]]
+            cuts = sorted(set(rng.integers(0, len(sk) + 1, size=3).tolist()) | {0, len(sk)})
+            cuts = [c for c in cuts if c in (0, len(sk)) or sk[c] != sk[c - 1]]
+            parts = [bucket_sizes(sk[a:b]) for a, b in zip(cuts, cuts[1:])]
+            assert (sum(p[0] for p in parts), max((p[1] for p in parts), default=0), sum(p[2] for p in parts)) == tuple(sizes[t])
+    finally:
+        simdoc.buckets.LARGE_BUCKET = old
+    kept = BucketStats.of_bands(sizes[:, 1].tolist(), sizes[:, 2].tolist(), int(eligible.sum()))
+    assert kept == walked
+    assert sizes[:, 0].tolist() == [bucket_pairs(keys[t][order[t]]) for t in range(bands)]
 
 
 @settings(max_examples=200, deadline=None)

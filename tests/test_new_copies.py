@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdoc.lsh import BucketStats
+from simdoc.buckets import BucketStats
 from simdoc.stages.results import PairsResult
 
 

@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 
 import simdoc.corpus.folders
 import simdoc.stages.plan
+from simdoc.buckets import BucketStats, bucket_order, iter_candidates
 from simdoc.corpus.walk import FileEntry, Skipped, discover, discover_sources, walk, walk_key
-from simdoc.lsh import BucketStats, band_keys, bucket_order, iter_candidates
+from simdoc.lsh import band_keys
 from simdoc.stages.plan import Listing, is_listing_id, listing_id, scan_id_of
 from simdoc.store.directory import IndexStore
 from simdoc.store.loaded import open_index

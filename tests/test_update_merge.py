@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import tempfile
 from pathlib import Path
@@ -117,6 +118,9 @@ def test_an_update_merges_the_buckets_and_equals_a_rebuild(tmp_path, monkeypatch
     assert merged == [1]
     assert list(updated) == list(full)
     assert arrays_by_role(tmp_path / "idx") == arrays_by_role(tmp_path / "full")
+    sizes = ("bucket_pairs", "largest_bucket", "large_buckets", "banded")  # a quiet night says them: simdoc.stages.results
+    stages = [json.loads((tmp_path / d / "manifest.json").read_text())["stages"]["index"] for d in ("idx", "full")]
+    assert [{k: s[k] for k in sizes} for s in stages][0] == {k: stages[1][k] for k in sizes}
 
 
 def test_an_update_of_many_short_runs_writes_its_signature_rows_in_a_few_writes(tmp_path, monkeypatch):

@@ -284,7 +284,7 @@ def _summary(res: PairsResult, seconds: float) -> None:
     if res.stats.large_buckets:
         hold = "holds" if res.stats.large_buckets == 1 else "hold"
         log.warning(
-            f"{count(res.stats.large_buckets, 'LSH bucket')} {hold} 10,000 or more documents "
+            f"{count(res.stats.large_buckets, 'LSH bucket', 'LSH buckets')} {hold} 10,000 or more documents "
             f"(largest: {res.stats.largest_bucket}); "
             "these are usually exact copies or boilerplate"
         )

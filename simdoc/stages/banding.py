@@ -6,7 +6,7 @@ place into the keys file (:class:`simdoc.store.npyfiles.PieceWriter`: its
 CRC-32 joined from the pieces'); then it sorts one band per thread at a
 time from that file (memory-mapped, its pages let go after each band) and
 appends each band's bucket order to the buckets file. The arrays are those
-:func:`simdoc.lsh.bucket_order` gives, byte for byte; but this process holds
+:func:`simdoc.buckets.bucket_order` gives, byte for byte; but this process holds
 a block of keys and a few bands' sorts, never the (bands, n) keys and
 buckets whole (at 10^7 documents and 13 bands, 1 GB each).
 
@@ -22,7 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from simdoc.lsh import band_keys, bucket_pairs, stable_order
+from simdoc.buckets import bucket_sizes
+from simdoc.lsh import band_keys, stable_order
 from simdoc.memory import release
 from simdoc.store.directory import IndexStore
 from simdoc.store.npyfiles import PieceWriter, npy_offset
@@ -35,7 +36,8 @@ def band_here(
     store: IndexStore, signatures: np.ndarray, bands: int, rows: int, banded: np.ndarray, names: dict[str, str], threads: int,
 ) -> tuple[dict[str, dict], np.ndarray]:
     """Write the keys (``names["bands"]``) and the buckets (``names["buckets"]``) of the
-    documents ``banded``; their manifest entries, and the pairs in each band's buckets."""
+    documents ``banded``; their manifest entries, and each band's :func:`~simdoc.buckets.bucket_sizes`
+    (a (bands, 3) array: the pairs in its buckets, the largest, the large ones)."""
     n = signatures.shape[0]
     keys = PieceWriter(store.path, names["bands"], np.uint64, (bands, n))
     buckets = store.array_writer(names["buckets"], np.int64, (int(np.count_nonzero(banded)),))
@@ -46,13 +48,13 @@ def band_here(
             release(signatures)
             for t in range(bands):
                 keys.write(t * n + a, block[t])
-        pairs = _sort_bands(keys, bands, n, banded, buckets, threads)
+        sizes = _sort_bands(keys, bands, n, banded, buckets, threads)
         files = {names["bands"]: keys.finish(), names["buckets"]: buckets.finish()}
     except BaseException:
         keys.abort()
         buckets.abort()
         raise
-    return files, pairs
+    return files, sizes
 
 
 def _sort_bands(keys: PieceWriter, bands: int, n: int, banded: np.ndarray, out, threads: int) -> np.ndarray:
@@ -60,16 +62,16 @@ def _sort_bands(keys: PieceWriter, bands: int, n: int, banded: np.ndarray, out, 
     # Every document banded (the usual case): its bucket order is the sort's order itself, and no
     # (n,) array of documents is held beside it (each is 80 MB at 10^7 documents, per thread).
     docs = None if banded.all() else np.flatnonzero(banded)
-    pairs = np.zeros(bands, np.int64)
+    sizes = np.zeros((bands, 3), np.int64)
     if not n or not bands:
         for _ in range(bands):
             out.append(np.zeros((1, n if docs is None else len(docs)), np.int64))
-        return pairs
+        return sizes
     mapped = np.memmap(keys.tmp, dtype=np.uint64, mode="r", offset=npy_offset(0, 8), shape=(bands, n))
 
     def sort_band(t: int) -> np.ndarray:
         order, ordered = stable_order(np.asarray(mapped[t]) if docs is None else mapped[t, docs])
-        pairs[t] = bucket_pairs(ordered)
+        sizes[t] = bucket_sizes(ordered)
         del ordered
         return order if docs is None else docs[order]
 
@@ -79,7 +81,7 @@ def _sort_bands(keys: PieceWriter, bands: int, n: int, banded: np.ndarray, out, 
             for order in pool.map(sort_band, range(a, min(a + step, bands))):
                 out.append(order.reshape(1, -1))
             release(mapped)
-    return pairs
+    return sizes
 
 
 def band_kept(
@@ -111,7 +113,7 @@ def band_kept(
     inserted = np.flatnonzero(banded & ~still)
     keys = PieceWriter(store.path, names["bands"], np.uint64, (bands, n))
     buckets = store.array_writer(names["buckets"], np.int64, (int(np.count_nonzero(banded)),))
-    pairs = np.zeros(bands, np.int64)
+    sizes = np.zeros((bands, 3), np.int64)
     try:
         for t in range(bands):
             band = np.empty(n, dtype=np.uint64)
@@ -119,14 +121,14 @@ def band_kept(
             band[fresh] = new_keys[t]
             keys.write(t * n, band)
             order, ordered = _merge_band(band, new_of_old[np.asarray(old_buckets[t])], inserted)
-            pairs[t] = bucket_pairs(ordered)
+            sizes[t] = bucket_sizes(ordered)
             buckets.append(order.reshape(1, -1))
         files = {names["bands"]: keys.finish(), names["buckets"]: buckets.finish()}
     except BaseException:
         keys.abort()
         buckets.abort()
         raise
-    return files, pairs
+    return files, sizes
 
 
 def _merge_band(band: np.ndarray, old_order: np.ndarray, inserted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

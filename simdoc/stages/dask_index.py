@@ -38,8 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
+from simdoc.buckets import bucket_sizes
 from simdoc.engines import Engine
-from simdoc.lsh import band_keys, bucket_pairs
+from simdoc.lsh import band_keys
 from simdoc.stages.dask_pairs import key_ranges, ranges_per_band
 from simdoc.store.loaded import LoadedIndex
 from simdoc.store.names import parts_folder, remove_parts
@@ -106,9 +107,9 @@ def _save(path: str, arr: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
-def bucket_range(task: BucketsTask) -> tuple[tuple[int, int, int], int, int]:
+def bucket_range(task: BucketsTask) -> tuple[tuple[int, int, int], int, tuple[int, int, int]]:
     """One key range of one band, merged from the runs and written in place (worker); its piece
-    (first element, elements, CRC-32), its band, and the pairs inside its buckets."""
+    (first element, elements, CRC-32), its band, and its buckets' :func:`~simdoc.buckets.bucket_sizes`."""
     at, keys, docs = 0, [], []
     for run in task.runs:
         run_keys = np.load(f"{run}.keys.npy", mmap_mode="r", allow_pickle=False)[task.band]
@@ -119,23 +120,23 @@ def bucket_range(task: BucketsTask) -> tuple[tuple[int, int, int], int, int]:
             keys.append(np.asarray(run_keys[p0:p1]))
             docs.append(np.asarray(np.load(f"{run}.docs.npy", mmap_mode="r", allow_pickle=False)[task.band, p0:p1]))
     if not docs:
-        return (task.band * task.n_banded + at, 0, 0), task.band, 0
+        return (task.band * task.n_banded + at, 0, 0), task.band, (0, 0, 0)
     keys = np.concatenate(keys)
     order = np.argsort(keys, kind="stable")
     merged = np.concatenate(docs)[order]
     start = task.band * task.n_banded + at
-    return (start, len(merged), write_piece(task.buckets, start, merged)), task.band, bucket_pairs(keys[order])
+    return (start, len(merged), write_piece(task.buckets, start, merged)), task.band, bucket_sizes(keys[order])
 
 
 def band_on_cluster(
     loaded: LoadedIndex, params: dict, names: dict[str, str], n_banded: int, engine: Engine
-) -> tuple[dict, list[int]] | None:
+) -> tuple[dict, np.ndarray] | None:
     """The bands and buckets files of ``names`` for ``loaded``'s signatures, written by ``engine``'s workers.
 
     The groups of exact copies are already saved as ``names["groups"]``;
     ``n_banded`` documents are banded (with shingles, first of their group).
-    Returns the files' manifest entries, and the pairs inside each band's
-    buckets (:func:`simdoc.lsh.bucket_pairs`); None where no parts folder
+    Returns the files' manifest entries, and each band's buckets'
+    :func:`simdoc.buckets.bucket_sizes` (a (bands, 3) array); None where no parts folder
     can be had (:func:`simdoc.store.names.parts_folder`): then band here.
     """
     store = loaded.store
@@ -175,11 +176,12 @@ def band_on_cluster(
         target = str(buckets.tmp.absolute())
         ranges = key_ranges(ranges_per_band(n_banded))
         tasks = (BucketsTask(tuple(runs), t, lo, hi, n_banded, target) for t in range(bands) for lo, hi in ranges)
-        pairs = [0] * bands
-        for piece, band, n_pairs in engine.map(bucket_range, tasks):
+        sizes = np.zeros((bands, 3), np.int64)
+        for piece, band, (pairs, largest, large) in engine.map(bucket_range, tasks):  # (no bucket straddles two ranges)
             buckets.written(*piece)
-            pairs[band] += n_pairs
-        return {names["bands"]: keys.finish(), names["buckets"]: buckets.finish()}, pairs
+            sizes[band] += (pairs, 0, large)
+            sizes[band, 1] = max(sizes[band, 1], largest)
+        return {names["bands"]: keys.finish(), names["buckets"]: buckets.finish()}, sizes
     except BaseException:
         for writer in (keys, buckets):
             if writer is not None:

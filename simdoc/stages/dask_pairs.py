@@ -58,8 +58,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simdoc.buckets import LARGE_BUCKET, BucketStats, pairs_in_runs
 from simdoc.exact import expand_pairs
-from simdoc.lsh import LARGE_BUCKET, BucketStats, pairs_in_runs
 from simdoc.stages.dask_pairs_parts import PartitionResult, read_part, remove_parts, run_folder, write_part
 from simdoc.stages.results import (
     SCORE_PAIRS,
@@ -177,8 +177,8 @@ def _members_of(docs: np.ndarray, copies: np.ndarray | None):
 
 
 def _counted(left: np.ndarray, right: np.ndarray, used: np.ndarray, members, only_docs) -> int:
-    """The pairs of representatives :class:`~simdoc.lsh.BucketStats` counts, as the local engine
-    does (:func:`simdoc.lsh.iter_candidates`): under --new, those whose group holds a document added."""
+    """The pairs of representatives :class:`~simdoc.buckets.BucketStats` counts, as the local engine
+    does (:func:`simdoc.buckets.iter_candidates`): under --new, those whose group holds a document added."""
     if only_docs is None:
         return len(left)
     if members is None:

@@ -184,22 +184,27 @@ def _index_stage(loaded: LoadedIndex, plan: _Plan, engine: Engine, t0: float) ->
 
         on_cluster = band_on_cluster(loaded, params, names, int(banded.sum()), engine)
     if on_cluster is not None:
-        written, pairs = on_cluster
+        written, sizes = on_cluster
         files.update(written)
     else:
         old = _old_banding(loaded, params)
         if old is not None:  # an update that kept most rows: the last build's buckets merged
-            written, pairs = band_kept(loaded.store, loaded.signatures(), params["bands"], params["rows"], banded, names, *old)
+            written, sizes = band_kept(loaded.store, loaded.signatures(), params["bands"], params["rows"], banded, names, *old)
         else:
             # Written as they are made: the keys and buckets are never held whole (simdoc.stages.banding).
-            written, pairs = band_here(loaded.store, loaded.signatures(), params["bands"], params["rows"], banded, names, engine.jobs)
+            written, sizes = band_here(loaded.store, loaded.signatures(), params["bands"], params["rows"], banded, names, engine.jobs)
         files.update(written)
     loaded.manifest["stages"]["index"] = {
         "params": params,
         "built_from": sig_stage["build_id"],
         "build_id": build,
         # Pairs inside each band's buckets: the volume a Dask run sizes its scoring tasks by.
-        "bucket_pairs": [int(p) for p in pairs],
+        "bucket_pairs": sizes[:, 0].tolist(),
+        # Each band's largest bucket and buckets of 10,000 or more: said by a night with nothing new,
+        # which reads no bucket (simdoc.stages.results.score_candidates).
+        "largest_bucket": sizes[:, 1].tolist(),
+        "large_buckets": sizes[:, 2].tolist(),
+        "banded": int(np.count_nonzero(banded)),
         "roles": names,
         "files": files,
     }

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from simdoc.buckets import BucketStats
 from simdoc.errors import CorruptIndex, IndexError_
 from simdoc.minhash import DEFAULT_SCHEME, MinHasher
 from simdoc.shinglesets import ShingleSets
@@ -139,6 +140,14 @@ class LoadedIndex:
 
     def bands(self) -> tuple[np.ndarray, np.ndarray]:
         return self._array("index", "bands"), self._array("index", "buckets")
+
+    def bucket_stats(self) -> BucketStats | None:
+        """The buckets' sizes as a walk of them counts them (:meth:`BucketStats.of_bands`), from the
+        index stage's manifest entry; None where it has none (made by an older simdoc)."""
+        st = self.stage("index")
+        if not all(k in st for k in ("largest_bucket", "large_buckets", "banded")):
+            return None
+        return BucketStats.of_bands(st["largest_bucket"], st["large_buckets"], st["banded"])
 
     def representatives(self) -> np.ndarray:
         """rep[i]: the first document with exactly document i's text (see simdoc.exact)."""

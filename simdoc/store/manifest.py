@@ -270,6 +270,9 @@ _STAGES: dict[str, dict] = {
             "build_id": (_build_id, True),
             "built_from": (_build_id, True),
             "bucket_pairs": (lambda x: isinstance(x, list) and all(_COUNT(v) for v in x), False),
+            "largest_bucket": (lambda x: isinstance(x, list) and all(_COUNT(v) for v in x), False),
+            "large_buckets": (lambda x: isinstance(x, list) and all(_COUNT(v) for v in x), False),
+            "banded": (_COUNT, False),
         },
         "params": {
             "bands": (_int(1), True),
