@@ -1,6 +1,6 @@
 """A night when nothing changed: `simdoc pairs CORPUS --index IDX --new`, run again and again.
 
-    python benchmarks/bench_quiet.py CORPUS IDX NAME=CHECKOUT [NAME=CHECKOUT ...] [--runs 15] [--jobs 2] [--include GLOB ...]
+    python benchmarks/bench_quiet.py CORPUS IDX NAME=CHECKOUT[@IDX2] [NAME=CHECKOUT ...] [--runs 15] [--jobs 2] [--include GLOB ...]
 
 IDX must be an index of CORPUS that is up to date (run the command once
 before, and once more if the files were written just before it: files
@@ -11,7 +11,9 @@ current folder, which ``-m`` would find first), so that two commits are timed
 against each other in one run: they alternate, the order reversed every
 other round, as a busy machine's noise moves both alike. Prints the wall
 time of each: median, quartiles and minimum, and checks that every run
-printed no pair and left the index as it was.
+printed no pair and left the index as it was. A checkout given ``@IDX2``
+runs on that index of the corpus instead (one its simdoc made, where the
+other's manifest holds what it does not know).
 """
 
 from __future__ import annotations
@@ -39,22 +41,29 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--include", action="append", default=[], help="the index's --include globs (a source tree's '*.py')")
     args = ap.parse_args()
-    trees = dict(item.split("=", 1) for item in args.checkouts)
-    cmd = [sys.executable, "-P", "-m", "simdoc", "pairs", str(args.corpus), "--index", str(args.index), "--new", "-j", str(args.jobs)]
-    cmd += [arg for glob in args.include for arg in ("--include", glob)]
-    before = manifest_digest(args.index)
+    trees, indexes = {}, {}
+    for item in args.checkouts:
+        name, tree = item.split("=", 1)
+        tree, _, own = tree.partition("@")
+        trees[name], indexes[name] = tree, Path(own) if own else args.index
+    globs = [arg for glob in args.include for arg in ("--include", glob)]
+    cmds = {
+        name: [sys.executable, "-P", "-m", "simdoc", "pairs", str(args.corpus), "--index", str(idx), "--new", "-j", str(args.jobs), *globs]
+        for name, idx in indexes.items()
+    }
+    before = {idx: manifest_digest(idx) for idx in set(indexes.values())}
     times: dict[str, list[float]] = {name: [] for name in trees}
     for i in range(args.runs):
         for name in list(trees) if i % 2 else list(trees)[::-1]:
             env = dict(os.environ, PYTHONPATH=str(Path(trees[name]).resolve()))
             env.pop("PYTHONDONTWRITEBYTECODE", None)  # compiled once, as an installed package is
             t0 = time.perf_counter()
-            p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            p = subprocess.run(cmds[name], capture_output=True, text=True, env=env)
             times[name].append(time.perf_counter() - t0)
             if p.returncode != 0 or p.stdout:
                 sys.exit(f"{name}: exit {p.returncode}, {len(p.stdout.splitlines())} lines on stdout\n{p.stderr}")
-    if manifest_digest(args.index) != before:
-        sys.exit("the index changed: it was not up to date (run the command once more first)")
+    if any(manifest_digest(idx) != digest for idx, digest in before.items()):
+        sys.exit("an index changed: it was not up to date (run the command once more first)")
     for name, ts in times.items():
         ts.sort()
         n = len(ts)
