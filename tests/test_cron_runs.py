@@ -145,3 +145,35 @@ def test_a_night_with_nothing_new_reads_no_bucket_and_says_the_large_ones_as_any
     assert news.exit_code == 0 and "e.txt" in news.stdout, news.stderr
     fresh = run("pairs", corpus, "--index", tmp_path / "fresh")
     assert run("pairs", corpus, "--index", idx).stdout == fresh.stdout and fresh.stdout.count("\n") == 2
+
+
+def test_an_index_of_format_6_walks_its_buckets_on_a_quiet_night_until_its_next_update(run, tmp_path, monkeypatch):
+    """Format 6 kept no bucket sizes: its quiet night reads and walks the buckets as before (a
+    damaged one is then an error), and its next update bands again and keeps them."""
+    import simdoc.buckets
+    from simdoc.store.manifest import dump
+
+    monkeypatch.setattr(simdoc.buckets, "LARGE_BUCKET", 2)
+    corpus = corpus_of(tmp_path / "c", a=TEXT_C, b=TEXT_D, c=TEXT_A)
+    idx = tmp_path / "idx"
+    first = run("pairs", corpus, "--index", idx, "--new")
+    said = [ln for ln in first.stderr.splitlines() if "LSH bucket" in ln]
+    manifest = json.loads((idx / "manifest.json").read_text())
+    for key in ("largest_bucket", "large_buckets", "banded"):
+        del manifest["stages"]["index"][key]
+    manifest["format_version"] = 6
+    (idx / "manifest.json").write_bytes(dump(manifest))
+    quiet = run("pairs", corpus, "--index", idx, "--new")
+    assert quiet.exit_code == 0 and quiet.stdout == "" and said
+    assert [ln for ln in quiet.stderr.splitlines() if "LSH bucket" in ln] == said  # walked, the same
+    name = manifest["stages"]["index"]["roles"]["buckets"]
+    data = bytearray((idx / name).read_bytes())
+    data[-1] ^= 0xFF
+    (idx / name).write_bytes(bytes(data))
+    damaged = run("pairs", corpus, "--index", idx, "--new")
+    assert damaged.exit_code == 4 and "checksum mismatch" in damaged.stderr and name in damaged.stderr, damaged.stderr
+    (idx / name).write_bytes(bytes(data[:-1]) + bytes([data[-1] ^ 0xFF]))
+    write(corpus / "e.txt", TEXT_A + "And one more line.\n")
+    assert run("pairs", corpus, "--index", idx, "--new").exit_code == 0
+    stage = json.loads((idx / "manifest.json").read_text())["stages"]["index"]
+    assert stage["banded"] == 4 and json.loads((idx / "manifest.json").read_text())["format_version"] == 7

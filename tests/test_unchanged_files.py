@@ -293,7 +293,7 @@ def test_a_format_3_index_is_read_and_upgraded_by_the_next_update(tmp_path):
     assert np.array_equal(docs.columns["ino"], [(c / n).stat().st_ino for n in ("a.txt", "b.txt")])
 
 
-@pytest.mark.parametrize("readable", [(3, 4), (3, 4, 5)])  # the simdocs before format 5, and before 6
+@pytest.mark.parametrize("readable", [(3, 4), (3, 4, 5), (3, 4, 5, 6)])  # the simdocs before formats 5, 6 and 7
 def test_an_older_simdoc_refuses_a_newer_index_by_its_version(tmp_path, monkeypatch, readable):
     import simdoc.store.directory as directory
 

@@ -93,8 +93,12 @@ from simdoc.store.npyfiles import (
 # simdoc.store.docnames): a version-4 or -3 index is read, and updated keeping unchanged rows.
 # Version 6 records the reading rules (simdoc.corpus.reading_rules), with version 5's arrays: a
 # version-5 index is read, its next update writes 6; the simdoc before refuses 6 by its version.
-FORMAT_VERSION = 6
-READABLE_VERSIONS = (3, 4, 5, 6)
+# Version 7 keeps each band's bucket sizes in the index stage (a night with nothing new then reads
+# no bucket: simdoc.stages.results): a version-6 index is read (its buckets walked on such a night
+# until its next update bands again); the simdoc before refuses 7 by its version, where its schema
+# would have called the new keys damage.
+FORMAT_VERSION = 7
+READABLE_VERSIONS = (3, 4, 5, 6, 7)
 VERIFY_ON_LOAD_BYTES = 1 << 30  # larger files: CRC checked by `simdoc check` only
 def _own_file(path: Path) -> os.stat_result:
     """The stat of a file of the index, which simdoc always writes as a regular file (renamed into place).
