@@ -10,7 +10,8 @@ PYTHONPATH (the same interpreter for all; ``-P``: not the simdoc of the
 current folder, which ``-m`` would find first), so that two commits are timed
 against each other in one run: they alternate, the order reversed every
 other round, as a busy machine's noise moves both alike. Prints the wall
-time of each: median, quartiles and minimum, and checks that every run
+time of each: median, quartiles and minimum, and its CPU time (the run's
+and its helper's, user + system: less moved by a busy machine), and checks that every run
 printed no pair and left the index as it was. A checkout given ``@IDX2``
 runs on that index of the corpus instead (one its simdoc made, where the
 other's manifest holds what it does not know).
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -53,13 +55,16 @@ def main() -> None:
     }
     before = {idx: manifest_digest(idx) for idx in set(indexes.values())}
     times: dict[str, list[float]] = {name: [] for name in trees}
+    cpu: dict[str, list[float]] = {name: [] for name in trees}
     for i in range(args.runs):
         for name in list(trees) if i % 2 else list(trees)[::-1]:
             env = dict(os.environ, PYTHONPATH=str(Path(trees[name]).resolve()))
             env.pop("PYTHONDONTWRITEBYTECODE", None)  # compiled once, as an installed package is
-            t0 = time.perf_counter()
+            r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
             p = subprocess.run(cmds[name], capture_output=True, text=True, env=env)
             times[name].append(time.perf_counter() - t0)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
             if p.returncode != 0 or p.stdout:
                 sys.exit(f"{name}: exit {p.returncode}, {len(p.stdout.splitlines())} lines on stdout\n{p.stderr}")
     if any(manifest_digest(idx) != digest for idx, digest in before.items()):
@@ -67,7 +72,10 @@ def main() -> None:
     for name, ts in times.items():
         ts.sort()
         n = len(ts)
-        print(f"{name}: median {statistics.median(ts):.3f} s, quartiles {ts[n // 4]:.3f}-{ts[(3 * n) // 4]:.3f} s, min {ts[0]:.3f} s ({n} runs)")
+        print(
+            f"{name}: median {statistics.median(ts):.3f} s, quartiles {ts[n // 4]:.3f}-{ts[(3 * n) // 4]:.3f} s, min {ts[0]:.3f} s "
+            f"({n} runs); CPU median {statistics.median(cpu[name]):.3f} s, min {min(cpu[name]):.3f} s"
+        )
 
 
 if __name__ == "__main__":
