@@ -213,9 +213,30 @@ def _index_stage(loaded: LoadedIndex, plan: _Plan, engine: Engine, t0: float) ->
         True,
         time.perf_counter() - t0,
         plan.report.describe(),
-        warnings=_recall_warnings(plan.params, sig_stage["params"]["num_perm"]),
+        warnings=_recall_warnings(plan.params, sig_stage["params"]["num_perm"]) + _volume_warnings(sizes[:, 0], int(banded.sum())),
         notes=plan.notes,
     )
+
+
+# Candidate pairs in the buckets, at most, above which a build says what verifying them will take:
+# as many as this, and this many a document banded (a corpus of near-duplicates at t = 0.8 has ~1).
+MANY_CANDIDATES, MANY_A_DOCUMENT = 10_000_000, 1_000
+
+
+def _volume_warnings(pairs: np.ndarray, banded: int) -> list[str]:
+    """A banding whose buckets hold a number of candidate pairs that grows as the square of the
+    documents (a threshold near 0 over similar texts: -t 0.001 over 10^4 documents makes ~5*10^7),
+    said before they are verified: each pair reads its two documents again (~25 us a core), and a
+    run with no terminal to show a bar would otherwise sit silent for minutes or hours."""
+    most, least = min(int(pairs.sum()), banded * (banded - 1) // 2), int(pairs.max(initial=0))
+    if most < MANY_CANDIDATES or most < MANY_A_DOCUMENT * max(banded, 1):
+        return []
+    return [
+        f"index: the buckets hold {least:,} to {most:,} candidate pairs (its fullest band's to all bands' sum, at most every pair) for "
+        f"{banded:,} documents, each to be "
+        "verified by reading its two documents again: this takes long (a higher --threshold makes fewer; "
+        "`simdoc tune` shows the curve, `--all-candidates | wc -l` counts them)"
+    ]
 
 
 def _recall_warnings(params: dict, num_perm: int) -> list[str]:
