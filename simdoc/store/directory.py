@@ -83,20 +83,13 @@ from simdoc.store.npyfiles import (
     verify_key,
 )
 
-# Version 3 keeps no shingles (verification reads the documents again); versions 1 and 2
-# kept every shingle of every document and are not read: `--rebuild` replaces them.
-# Version 4 adds each file's change time, inode and device to the docs table (an edit that
-# keeps the size and the modification time is seen). A version-3 index is read (those
-# columns unknown: the next update reads every file once more and records them); an older
-# simdoc refuses a version-4 index by its version, rather than misread it.
-# Version 5 stores a member's id as its file plus its key, the file's name once (issue 29;
-# simdoc.store.docnames): a version-4 or -3 index is read, and updated keeping unchanged rows.
-# Version 6 records the reading rules (simdoc.corpus.reading_rules), with version 5's arrays: a
-# version-5 index is read, its next update writes 6; the simdoc before refuses 6 by its version.
-# Version 7 keeps each band's bucket sizes in the index stage (a night with nothing new then reads
-# no bucket: simdoc.stages.results): a version-6 index is read (its buckets walked on such a night
-# until its next update bands again); the simdoc before refuses 7 by its version, where its schema
-# would have called the new keys damage.
+# Versions 1 and 2 kept every shingle of every document and are refused (`--rebuild`); 3 keeps
+# none (verification reads the documents again). 4 adds each file's change time, inode and device
+# (a version-3 index is read: its next update reads every file once more and records them). 5 stores
+# a member's id as its file plus its key (simdoc.store.docnames). 6 records the reading rules
+# (simdoc.corpus.reading_rules). 7 adds the index stage's bucket sizes (a quiet night reads no
+# bucket: simdoc.stages.results). Each version reads those before it, and its next update writes
+# the current one; the simdoc before each refuses it by its version rather than misread it.
 FORMAT_VERSION = 7
 READABLE_VERSIONS = (3, 4, 5, 6, 7)
 VERIFY_ON_LOAD_BYTES = 1 << 30  # larger files: CRC checked by `simdoc check` only
