@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -29,6 +30,12 @@ from typing import Iterable, Iterator
 MANIFEST_NAME = ".MANIFEST.json"  # hidden, so that no tool reads it as a document
 JSONL_SUFFIXES = (".jsonl", ".ndjson")  # uncompressed only: the generator writes these
 MEMBER_SEP = "/#"
+
+def children_cpu() -> float:
+    """User + system CPU seconds of this process's waited-for children so far (a command run, its workers)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
 
 def normalize(text: str) -> str:
     """Lowercase, collapse whitespace runs to one space, strip."""

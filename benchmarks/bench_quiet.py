@@ -22,12 +22,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench_common import children_cpu
 
 
 def manifest_digest(index: Path) -> str:
@@ -60,11 +61,10 @@ def main() -> None:
         for name in list(trees) if i % 2 else list(trees)[::-1]:
             env = dict(os.environ, PYTHONPATH=str(Path(trees[name]).resolve()))
             env.pop("PYTHONDONTWRITEBYTECODE", None)  # compiled once, as an installed package is
-            r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+            c0, t0 = children_cpu(), time.perf_counter()
             p = subprocess.run(cmds[name], capture_output=True, text=True, env=env)
             times[name].append(time.perf_counter() - t0)
-            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu[name].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+            cpu[name].append(children_cpu() - c0)
             if p.returncode != 0 or p.stdout:
                 sys.exit(f"{name}: exit {p.returncode}, {len(p.stdout.splitlines())} lines on stdout\n{p.stderr}")
     if any(manifest_digest(idx) != digest for idx, digest in before.items()):

@@ -22,30 +22,25 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from bench_common import children_cpu
 from simdoc.stages.racy import RACY_NS
 
 
 CPU_S: dict[str, float] = {}  # the CPU time of each timed command, by name
 
 
-def _children_cpu() -> float:
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
-
-
 def run(cmd: list[str], name: str | None = None) -> tuple[float, str, str]:
-    cpu0, t0 = _children_cpu(), time.perf_counter()
+    cpu0, t0 = children_cpu(), time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
     dt = time.perf_counter() - t0
     if name:
-        CPU_S[name] = round(_children_cpu() - cpu0, 2)
+        CPU_S[name] = round(children_cpu() - cpu0, 2)
     if p.returncode != 0:
         sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr}")
     return dt, p.stdout, p.stderr
