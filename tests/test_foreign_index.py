@@ -13,6 +13,7 @@ either; a bucket prefix: tests/test_object_storage_indexes.py.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from hypothesis import given, settings
@@ -169,6 +170,16 @@ def test_the_lock_note_the_walk_knows_is_the_one_the_writer_writes(tmp_path):
     with store.writing():
         note = (tmp_path / "idx" / "lock").read_bytes()
     assert indexmarks.WRITER_NOTE.match(note), note
+
+
+@pytest.mark.parametrize("before", [b"", b"pid 1 since 2026-01-01 00:00:00\n", b"pid 99999999999999999999 since 2026-01-01 00:00:00\nmore\n"])
+def test_the_writer_writes_its_note_over_the_last_one_and_nothing_is_left_of_that(tmp_path, before):
+    # Written in place, not after a truncation: a longer note before it must not leave its tail.
+    (tmp_path / "idx").mkdir()
+    (tmp_path / "idx" / "lock").write_bytes(before)
+    with directory.IndexStore(tmp_path / "idx").writing():
+        note = (tmp_path / "idx" / "lock").read_bytes()
+    assert indexmarks.WRITER_NOTE.fullmatch(note) and note.startswith(f"pid {os.getpid()} since ".encode()), note
 
 
 # -- --files-from: the same rule as the walk, the same note ---------------------------------------

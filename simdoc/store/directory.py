@@ -249,9 +249,12 @@ class IndexStore:
             raise
         try:
             # Who holds the lock, for IndexBusy; before a first manifest, what tells a walk it is simdoc's (indexmarks).
+            # Over the last writer's note, not after truncating to 0: never empty, no block freed (~40 us, not ~260).
             with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, writer_note(os.getpid(), time.strftime("%Y-%m-%d %H:%M:%S")), 0)
+                note = writer_note(os.getpid(), time.strftime("%Y-%m-%d %H:%M:%S"))
+                os.pwrite(fd, note, 0)
+                if os.fstat(fd).st_size > len(note):  # a longer note before it (a longer pid): its tail goes
+                    os.ftruncate(fd, len(note))
             _HELD[key] = 1
             try:
                 yield

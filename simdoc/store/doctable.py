@@ -28,7 +28,8 @@ column           dtype, shape           meaning
 ``file_digest``  uint8 (n, 16)          BLAKE2b-128 of the bytes of the file it was read from
 ``identity``     uint8 (n, 16)          the identity of its text (below), computed once when it is read
 ``how``          uint8 (n,)             how it was read: see :data:`HOW`
-``status``       uint8 (n,)             ok, replaced (bytes not UTF-8), partial (--max-bytes): :data:`STATUSES`
+``status``       uint8 (n,)             a file's: ok, replaced (bytes not UTF-8), partial (--max-bytes): :data:`STATUSES`;
+                                        a member's: ok (its file's warning names the lines or records)
 ``n_shingles``   int64 (n,)             shingles with repeats (the bag's size); 0: never a candidate
 ``added``        int64 (n,)             the update (generation) that added this text (for ``--new``)
 ===============  =====================  ==========================================================
