@@ -10,6 +10,7 @@ the workers read the ranges they are given, whatever their own budget).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,10 @@ import json, os, pickle, sys
 
 from simdoc.corpus import jsonl_ranges, parquet, warc_spans
 
+from simdoc.stages import same_bytes
+
 jsonl_ranges.RANGE_BYTES = warc_spans.SPAN_BYTES = parquet.TASK_BYTES = int(os.environ["SIMDOC_TEST_BUDGET"])
+same_bytes.CHECK_BYTES = int(os.environ["SIMDOC_TEST_BUDGET"])
 parquet.CUT_BYTES = 0
 
 from simdoc import engines
@@ -127,6 +131,28 @@ def test_local_cluster_cuts_big_files_and_prints_what_the_local_engine_prints(tm
     assert r.stdout == cut == whole and cut.count("\n") >= 5
     assert arrays(tmp_path / "dask") == arrays(tmp_path / "local") == arrays(tmp_path / "whole")
     no_docs_row_came_back(tmp_path)
+
+
+def _but_times(got: dict) -> dict:
+    return {k: v for k, v in got.items() if not k.endswith(("mtime_ns", "ctime_ns"))}
+
+
+def test_touched_big_files_are_kept_by_their_digest_on_a_local_cluster(tmp_path):
+    # simdoc.stages.same_bytes: the digests compared by the cluster's workers, no range read again.
+    c = make(tmp_path / "c")
+    r, _ = on_cluster(tmp_path, c, tmp_path / "dask", "local[2]")
+    assert r.returncode == 0, r.stderr
+    before = _but_times(arrays(tmp_path / "dask"))
+    big = [p for p in c.iterdir() if p.name in ("big.jsonl", "crawl.warc.gz", "rows.parquet")]
+    for p in big:
+        st = p.stat()
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    (tmp_path / "submitted").unlink()
+    again, submitted = on_cluster(tmp_path, c, tmp_path / "dask", "local[2]")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == r.stdout and _but_times(arrays(tmp_path / "dask")) == before
+    assert not any(name in submitted for name in ("big.jsonl", "crawl.warc.gz", "rows.parquet")), submitted
+    assert len(big) >= 2
 
 
 def test_separate_workers_read_the_ranges_the_client_planned(tmp_path, cluster):

@@ -30,7 +30,7 @@ from functools import lru_cache
 import numpy as np
 
 from simdoc.digests import blake2b_16
-from simdoc.corpus.files import ReadResult, compression_of, read_document
+from simdoc.corpus.files import ReadResult, compression_of, file_digest, read_document
 from simdoc.corpus.formats import member_id, read_jsonl
 from simdoc.corpus.html import WEB_EXTRA, html_to_text, in_declared_charset, is_html
 from simdoc.corpus import formats, jsonl_ranges, parquet, streaming, warc_spans
@@ -56,6 +56,16 @@ def how_read(path: str, size: int) -> str:
     if way == "compressed" or (way == "whole" and size > streaming.STREAM_BYTES):
         return "streamed"
     return way
+
+
+def indexed_file_digest(path: str, how: str, max_bytes: int | None, follow_symlinks: bool) -> str | None:
+    """BLAKE2b-128 (hex) of a file's bytes as the docs table's ``file_digest`` holds it for a file read
+    ``how``, read in chunks, never held: a WARC file's as stored (a .warc.gz is not inflated for it),
+    a JSON Lines or Parquet file's decompressed and whole (--max-bytes cuts its members, not it),
+    any other's decompressed, its first ``max_bytes``. None if it cannot be read."""
+    if how == "warc":
+        return file_digest(path, None, follow_symlinks, decompress=False)
+    return file_digest(path, None if how in ("jsonl", "parquet") else max_bytes, follow_symlinks)
 
 
 def name_key(path: str) -> str:

@@ -113,7 +113,9 @@ class Collector:
         at_file = at_doc = 0
         for a, b, keep in plan.runs():
             if keep:
-                self.keep(plan, a, b, None)
+                restat = plan.restat is not None and bool(plan.restat[a])  # (a run of its own)
+                self.n_read += restat  # read for its digest
+                self.keep(plan, a, b, plan.entries[a].stat() if restat else None)
                 bar.update(b - a)
                 continue
             i = a

@@ -274,6 +274,9 @@ class Plan:
     digest_row: np.ndarray  # int64 (n,): the row whose file digest is handed to its task, -1 for none
     joined: Joined  # the current table's rows of each file
     old: DocsTable | None
+    # bool (n,) or None: kept files whose stat changed, their bytes found to be the ones indexed
+    # (simdoc.stages.same_bytes); their rows are kept with the stat listed now.
+    restat: np.ndarray | None = None
 
     def digest(self, i: int) -> bytes | None:
         j = int(self.digest_row[i])
@@ -324,9 +327,13 @@ class Plan:
         return dict(zip(ids, rows.tolist()))
 
     def runs(self) -> Iterator[tuple[int, int, bool]]:
-        """(first, end, keep) of each run of consecutive files kept, or read."""
+        """(first, end, keep) of each run of consecutive files kept, or read; a file kept with its
+        new stat (``restat``) is a run of its own."""
         n = len(self.keep)
-        cuts = [0, *(np.flatnonzero(self.keep[1:] != self.keep[:-1]) + 1).tolist(), n] if n else [0]
+        cut = self.keep[1:] != self.keep[:-1]
+        if self.restat is not None:
+            cut = cut | self.restat[1:] | self.restat[:-1]
+        cuts = [0, *(np.flatnonzero(cut) + 1).tolist(), n] if n else [0]
         for a, b in zip(cuts[:-1], cuts[1:]):
             yield a, b, bool(self.keep[a])
 

@@ -32,6 +32,7 @@ from simdoc.engines import Engine
 from simdoc.params import ShingleParams, SignatureParams
 from simdoc.stages.plan import Plan, Scan
 from simdoc.stages.racy import racy
+from simdoc.stages.same_bytes import confirm_unchanged
 from simdoc.stages.ranges import joined
 from simdoc.stages.scan import files_to_read, scan_batch, scan_tasks
 from simdoc.store.directory import IndexStore
@@ -57,9 +58,11 @@ def reread_racy(
     """Read the files of ``scan`` marked in ``todo`` alone: how many, if each has the digest indexed;
     None if one does not."""
     first = scan.joined.first()
-    plan = Plan(scan.entries, ~todo, np.where(todo, first, -1), scan.joined, scan.old)
+    plan = confirm_unchanged(Plan(scan.entries, ~todo, np.where(todo, first, -1), scan.joined, scan.old), engine, shingle)
+    n = int(np.count_nonzero(plan.restat)) if plan.restat is not None else 0
+    if plan.keep.all():
+        return n
     tasks = scan_tasks(files_to_read(plan, False), shingle, signer, None, lambda e: racy(e, scan.newest), os.path.abspath(index))
-    n = 0
     with kernel_choice.reads(plan.volume()), contextlib.closing(joined(engine.map(scan_batch, tasks), index)) as results:
         for batch in results:
             for outcome in batch.files:

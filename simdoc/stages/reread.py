@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simdoc.corpus.files import compression_of, file_digest
+from simdoc.corpus.files import compression_of
 from simdoc.corpus.objects import is_url, object_stat
-from simdoc.corpus.read import MEMBER_WAYS, read_again, read_member_texts
+from simdoc.corpus.read import MEMBER_WAYS, indexed_file_digest, read_again, read_member_texts
 from simdoc.corpus.streaming import Part, sets64_of_texts
 from simdoc.errors import CorruptIndex
 from simdoc.shinglesets import ShingleSets
@@ -213,12 +213,7 @@ class DocumentReader:
         if known is None:
             path = self.confined(source)
             way = HOW[int(self.table.columns["how"][doc])]
-            if path is None:
-                digest = None
-            elif way == "warc":  # digested as stored (a .warc.gz is not decompressed for it)
-                digest = file_digest(path, None, self.follow_symlinks, decompress=False)
-            else:  # --max-bytes cuts each member of a JSON Lines or Parquet file, not the file
-                digest = file_digest(path, None if way in ("jsonl", "parquet") else self.max_bytes, self.follow_symlinks)
+            digest = None if path is None else indexed_file_digest(path, way, self.max_bytes, self.follow_symlinks)
             known = self._digested[source] = digest is not None and bytes.fromhex(digest) == bytes(self.table.file_digest[doc])
         return known
 

@@ -52,6 +52,7 @@ from simdoc.stages.ranges import joined
 from simdoc.stages.recheck import recheck
 from simdoc.stages.results import StageResult
 from simdoc.stages.resume import remove_scan_parts, resumed, scan_parts_folder
+from simdoc.stages.same_bytes import confirm_unchanged
 from simdoc.stages.lean_tasks import reading_tasks
 from simdoc.stages.scan import files_to_read
 from simdoc.stages.signature import finish_signatures
@@ -129,7 +130,7 @@ def build_shingles(
                     _rules_now(store, manifest)
                 detail = f"up to date ({n} racily clean files re-read)" if n else "up to date"
                 return StageResult("shingle", False, time.perf_counter() - t0, detail, repeated=recorded_warnings(settings.stored))
-        plan = reading_plan(scan, settings.reuse, force_read or set())
+        plan = confirm_unchanged(reading_plan(scan, settings.reuse, force_read or set()), engine, settings.shingle)
         store.ensure_dir()
         parts = scan_parts_folder(store) if isinstance(engine, DaskEngine) else None
         collector = Collector(store, manifest, settings, scan, plan, parts is not None, replaced)
