@@ -154,8 +154,8 @@ def test_dedup_reads_each_file_of_many_documents_once(tmp_path, monkeypatch):
     seen = []
     import simdoc.stages.reread as reread
 
-    real = reread.file_digest
-    monkeypatch.setattr(reread, "file_digest", lambda path, *a, **k: seen.append(path) or real(path, *a, **k))
+    real = reread.indexed_file_digest
+    monkeypatch.setattr(reread, "indexed_file_digest", lambda path, *a, **k: seen.append(path) or real(path, *a, **k))
     r = run("dedup", c, "--index", tmp_path / "i")
     assert r.exit_code == 0 and r.stdout == "d.jsonl/#2\nd.jsonl/#3\n", r.output
     assert seen == [str(c / "d.jsonl")]
