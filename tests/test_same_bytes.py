@@ -154,3 +154,30 @@ def test_two_touched_big_files_are_checked_on_two_jobs_and_kept(tmp_path, small_
     again = simdoc.find_pairs(corpus, tmp_path / "idx", jobs=2, threshold=0.5)
     assert list(again) == first and arrays(tmp_path / "idx") == before
     assert "read 2 files, 0 new or changed" in next(s for s in again.stages if s.stage == "shingle").detail
+
+
+@pytest.mark.parametrize("max_bytes", [None, 3000])
+@pytest.mark.parametrize("name", ["big.txt.gz", "big.txt"])
+def test_a_touched_streamed_file_is_not_shingled_again(tmp_path, small_cuts, monkeypatch, name, max_bytes):
+    # A compressed file, or a text over STREAM_BYTES, is shingled as it is read: its digest known at
+    # the end only. Its digest is compared first now.
+    from simdoc.corpus import streaming
+
+    monkeypatch.setattr(streaming, "STREAM_BYTES", 1 << 10)
+    streamed: list[str] = []
+    real = streaming.stream_document
+    monkeypatch.setattr(streaming, "stream_document", lambda path, *a, **k: streamed.append(path) or real(path, *a, **k))
+    text = "\n".join(numbered_page(i) for i in range(40)).encode()
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / name).write_bytes(gzip.compress(text, mtime=0) if name.endswith(".gz") else text)
+    (corpus / "copy.txt").write_bytes(text[:1000])  # a plain file, read whole
+    first = list(simdoc.find_pairs(corpus, tmp_path / "idx", jobs=1, threshold=0.5, max_bytes=max_bytes))
+    assert set(streamed) == {str(corpus / name)}
+    before = arrays(tmp_path / "idx")
+    st = os.stat(corpus / name)
+    os.utime(corpus / name, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    streamed.clear()
+    again = simdoc.find_pairs(corpus, tmp_path / "idx", jobs=1, threshold=0.5, max_bytes=max_bytes)
+    assert streamed == [] and list(again) == first and arrays(tmp_path / "idx") == before
+    assert "read 1 file, 0 new or changed" in next(s for s in again.stages if s.stage == "shingle").detail

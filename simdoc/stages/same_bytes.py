@@ -1,4 +1,4 @@
-"""Big JSON Lines, WARC and Parquet files whose stat changed: their digest compared before they are parsed.
+"""Big files whose stat changed: their digest compared before they are parsed or shingled.
 
 A file whose stat is not the one recorded (``touch``, ``chmod``, a copy
 that keeps the bytes, a hard link made or removed), or that was racily clean
@@ -8,7 +8,8 @@ recorded, as git re-hashes such an entry. For a file of many documents the
 reading tasks parse and sign every member first, and learn only at the end
 that nothing changed (:mod:`simdoc.stages.ranges`): a 378 MB JSON Lines file
 of 10^6 records cost 11.7 s that way, the whole build's time, to keep the
-rows it had.
+rows it had. A streamed file (over 64 MiB, or compressed) was shingled again
+whatever its digest (:mod:`simdoc.corpus.streaming` signs it as it reads).
 
 :func:`confirm_unchanged` compares those files' digests first, one task a
 file on the engine (:func:`same_bytes`: BLAKE2b over the bytes as they are
@@ -35,6 +36,7 @@ from simdoc.engines import Engine
 from simdoc.params import ShingleParams
 from simdoc.stages.plan import Plan
 
+CHECKED = (*MEMBER_WAYS, "streamed")  # (a file read whole compares its digest before it shingles)
 CHECK_BYTES = 4 << 20  # a file a reading task's range or more (simdoc.corpus.jsonl_ranges.RANGE_BYTES)
 
 
@@ -68,7 +70,7 @@ def confirm_unchanged(plan: Plan, engine: Engine, shingle: ShingleParams) -> Pla
         how = how_read(e.path, e.size)
         row = int(plan.digest_row[i])
         same_size = int(plan.old.columns["file_size"][row]) == e.size
-        if how not in MEMBER_WAYS or not (same_size or compression_of(e.path) is not None):  # its bytes changed
+        if how not in CHECKED or not (same_size or compression_of(e.path) is not None):  # its bytes changed
             continue
         checks.append(Check(e.path, how, bytes(plan.old.file_digest[row]), shingle.max_bytes, bool(shingle.follow_symlinks)))
         at.append(i)
