@@ -5,7 +5,8 @@
 1. :func:`_settle`: the parameters (asked, else the index's, else the defaults); can current rows be kept.
 2. :func:`simdoc.stages.plan.scan_corpus`: the corpus walked; the current docs table, if its rows describe
    the same thing (:func:`_same_build`: nothing to do). :func:`~simdoc.stages.plan.reading_plan`: which files
-   to read, and which to keep without reading.
+   to read, and which to keep without reading (a big file whose stat changed is kept if its digest is the one
+   indexed: :func:`~simdoc.stages.same_bytes.confirm_unchanged`).
 3. :func:`simdoc.stages.lean_tasks.reading_tasks` (:func:`simdoc.stages.scan.scan_tasks`, or made from the plan's columns): the files to read, in batches (a big file in ranges, joined
    by :func:`simdoc.stages.ranges.joined`), as tasks for the engine (:func:`~simdoc.stages.scan.scan_batch`
    reads, shingles and signs them; a range's rows come back in a staging file: :mod:`simdoc.stages.staged_rows`).
