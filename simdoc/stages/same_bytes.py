@@ -8,8 +8,9 @@ recorded, as git re-hashes such an entry. For a file of many documents the
 reading tasks parse and sign every member first, and learn only at the end
 that nothing changed (:mod:`simdoc.stages.ranges`): beside a touched 378 MB
 JSON Lines file of 10^6 records, a night that added 5,000 records took 12.2 s
-that way, more than a rebuild (7.3 s), to keep the rows it had. A streamed file (over 64 MiB, or compressed) was shingled again
-whatever its digest (:mod:`simdoc.corpus.streaming` signs it as it reads).
+that way, more than a rebuild (7.3 s), to keep the rows it had. A streamed
+file (over 64 MiB, or compressed) was shingled again whatever its digest
+(:mod:`simdoc.corpus.streaming` signs it as it reads).
 
 :func:`confirm_unchanged` compares those files' digests first, one task a
 file on the engine (:func:`same_bytes`: BLAKE2b over the bytes as they are
