@@ -33,9 +33,11 @@ from simdoc import kernel_choice
 from simdoc.corpus.files import compression_of
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.read import MEMBER_WAYS, how_read, indexed_file_digest
+from simdoc.corpus.walk import Entries
 from simdoc.engines import Engine
 from simdoc.params import ShingleParams
 from simdoc.stages.plan import Plan
+from simdoc.store.doctable import STAT_COLUMNS
 
 CHECKED = (*MEMBER_WAYS, "streamed")  # (a file read whole compares its digest before it shingles)
 CHECK_BYTES = 4 << 20  # a file a reading task's range or more (simdoc.corpus.jsonl_ranges.RANGE_BYTES)
@@ -63,6 +65,8 @@ def confirm_unchanged(plan: Plan, engine: Engine, shingle: ShingleParams) -> Pla
     if plan.old is None:
         return plan
     asked = np.flatnonzero(~plan.keep & (plan.digest_row >= 0))
+    if isinstance(plan.entries, Entries):  # sizes from the walk's columns: no entry made for a small file
+        asked = asked[plan.entries.stat[asked, STAT_COLUMNS.index("file_size")] >= CHECK_BYTES]
     checks, at = [], []
     for i in asked.tolist():
         e = plan.entries[i]
