@@ -44,9 +44,10 @@ from pathlib import Path
 
 import numpy as np
 
-from simdoc.corpus.files import ReadResult, as_file, compression_of, decompressing_reader, file_digest, open_binary, open_regular
+from simdoc.corpus.files import ReadResult, as_file, compression_of, decompressing_reader, open_binary, open_regular
 from simdoc.corpus.objects import is_url
 from simdoc.corpus.parquet import damaged_data
+from simdoc.corpus.read import indexed_file_digest
 from simdoc.corpus.rawstream import HashedReader, members_end
 from simdoc.corpus.warcio import Broken, Input, RecordReader, open_input
 from simdoc.errors import CorpusError, IndexError_, OutputError, UsageError
@@ -301,8 +302,8 @@ def _write_one(src: str, target: str, how: str, gone: list[tuple[int, int]], rea
         os.link(src, target, follow_symlinks=reader.follow_symlinks)
     else:
         shutil.copyfile(src, target, follow_symlinks=reader.follow_symlinks)
-    # The copy's digest, as the index took it (decompressed, cut at --max-bytes): what was written is what was indexed.
-    return file_digest(target, reader.max_bytes, follow_symlinks=False)
+    # The copy's digest, as the index took it: what was written is what was indexed.
+    return indexed_file_digest(target, how, reader.max_bytes, follow_symlinks=False)
 
 
 def _copy_raw(src: str, target: str, spans: list[tuple[int, int]]) -> str:
