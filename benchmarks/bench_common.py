@@ -31,6 +31,7 @@ MANIFEST_NAME = ".MANIFEST.json"  # hidden, so that no tool reads it as a docume
 JSONL_SUFFIXES = (".jsonl", ".ndjson")  # uncompressed only: the generator writes these
 MEMBER_SEP = "/#"
 
+
 def children_cpu() -> float:
     """User + system CPU seconds of this process's waited-for children so far (a command run, its workers)."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
